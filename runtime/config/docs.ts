@@ -1,0 +1,136 @@
+// Renders docs/configuration.md from the schema, so the reference cannot drift from what the
+// loader accepts (test/config/docs.test.ts fails when the committed file is stale).
+// Regenerate with: node --import tsx runtime/config/docs.ts
+import { writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { stringify as toYaml } from 'yaml';
+import { stringify as toToml } from 'smol-toml';
+import { BUILTIN_STEPS, schemaKeys, type ProxyConfigInput, type SchemaKey } from './schema.ts';
+
+export const CONFIG_DOCS_PATH = resolve(dirname(fileURLToPath(import.meta.url)), '../../docs/configuration.md');
+
+/** The example shown in three formats; docs.test.ts checks that it validates. */
+export const EXAMPLE_CONFIG = {
+  listen: '127.0.0.1:27018',
+  upstream: {
+    uri: 'mongodb://localhost:27017',
+    pool_size: 50,
+    min_idle: 5,
+    connect_timeout_ms: 3000,
+  },
+  log: { level: 'info', format: 'pretty' },
+  pipeline: {
+    id: 'default',
+    request: ['logging', 'wasm:redact'],
+    response: ['metrics'],
+  },
+  steps: {
+    redact: {
+      module: 'plugins/redact/redact.wasm',
+      config: { fields: ['ssn', 'card_number'] },
+      on_error: 'closed',
+      fuel: 1000000,
+    },
+  },
+} satisfies ProxyConfigInput;
+
+const GENERAL = 'General';
+
+export function renderConfigDocs(): string {
+  const keys = schemaKeys();
+  const sections = new Map<string, SchemaKey[]>([[GENERAL, []]]);
+  const sectionKeys = new Map<string, SchemaKey>();
+  for (const key of keys) {
+    const top = key.path.split('.')[0];
+    if (key.path === top) {
+      const isSection = key.type === 'object';
+      if (isSection) {
+        sections.set(top, []);
+        sectionKeys.set(top, key);
+      } else sections.get(GENERAL)!.push(key);
+    } else {
+      sections.get(top)!.push(key);
+    }
+  }
+
+  const out: string[] = [
+    '# Configuration reference',
+    '',
+    '<!-- Generated from runtime/config/schema.ts by `node --import tsx runtime/config/docs.ts`. Do not edit by hand. -->',
+    '',
+    'The proxy reads one configuration file: the file given with `--config`, or else the first of',
+    '`proxy.json`, `proxy.yaml`, `proxy.yml`, `proxy.toml` found in the working directory. With no',
+    'file, every key takes its default. JSON, YAML and TOML files hold the same keys.',
+    '',
+    'Unknown keys are refused. A refused file is reported as `<file>: <key path>: <reason>`, for',
+    'example `proxy.yaml: upstream.pool_size: expected integer >= 1, received "abc"`, and a running',
+    'proxy that is reloading keeps its old configuration.',
+    '',
+    'Rules that involve more than one key:',
+    '',
+    '- `upstream.min_idle` must not exceed `upstream.pool_size`.',
+    `- Every step in \`pipeline.request\` and \`pipeline.response\` that is not a built-in (${BUILTIN_STEPS.map((s) => `\`${s}\``).join(', ')}) — including every \`wasm:<name>\` step — needs a \`steps.<name>\` entry with \`module\` or \`package\`.`,
+    '',
+  ];
+
+  for (const [name, rows] of sections) {
+    if (rows.length === 0) continue;
+    const head = sectionKeys.get(name);
+    out.push(`## ${name === GENERAL ? GENERAL : `\`${name}\``}`, '');
+    if (head) {
+      const note = head.default === undefined ? ' Optional; absent by default.' : '';
+      out.push(`${head.description}${note}`, '');
+    }
+    out.push('| Key | Type | Default | Description |', '|---|---|---|---|');
+    for (const row of rows) {
+      out.push(`| \`${row.path}\` | ${cell(row.type)} | ${defaultCell(row)} | ${cell(row.description)} |`);
+    }
+    out.push('');
+  }
+
+  out.push(
+    '## Example',
+    '',
+    'The same configuration in each format.',
+    '',
+    '`proxy.yaml`:',
+    '',
+    '```yaml',
+    toYaml(EXAMPLE_CONFIG).trimEnd(),
+    '```',
+    '',
+    '`proxy.json`:',
+    '',
+    '```json',
+    JSON.stringify(EXAMPLE_CONFIG, null, 2),
+    '```',
+    '',
+    '`proxy.toml`:',
+    '',
+    '```toml',
+    toToml(EXAMPLE_CONFIG).trim(),
+    '```',
+    '',
+  );
+  return out.join('\n');
+}
+
+function cell(text: string): string {
+  return text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+}
+
+function defaultCell(key: SchemaKey): string {
+  if (key.default === undefined) return key.optional ? '(unset)' : '(required)';
+  return `\`${cell(JSON.stringify(key.default))}\``;
+}
+
+function isMain(): boolean {
+  const entry = process.argv[1];
+  return entry !== undefined && pathToFileURL(resolve(entry)).href === import.meta.url;
+}
+
+if (isMain()) {
+  writeFileSync(CONFIG_DOCS_PATH, renderConfigDocs());
+  console.log(`wrote ${CONFIG_DOCS_PATH}`);
+}

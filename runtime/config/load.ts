@@ -1,0 +1,165 @@
+// Finding, reading and validating the configuration file. Every failure, from a missing file to a
+// YAML syntax error to a bad key, becomes one ConfigError listing `<file>: <key path>: <reason>`.
+import { readFile, stat } from 'node:fs/promises';
+import { extname, resolve } from 'node:path';
+import * as v from 'valibot';
+import { parseDocument } from 'yaml';
+import { parse as parseToml } from 'smol-toml';
+import { ConfigError, type ConfigIssue } from './errors.ts';
+import {
+  ProxyConfigSchema,
+  defaultConfig,
+  describeExpected,
+  recordKeySchemaAt,
+  schemaAtPath,
+  type ProxyConfig,
+} from './schema.ts';
+
+/** Looked for, in this order, in the working directory when no file is named. */
+export const CONFIG_FILE_NAMES = ['proxy.json', 'proxy.yaml', 'proxy.yml', 'proxy.toml'] as const;
+
+export interface LoadedConfig {
+  config: ProxyConfig;
+  /** Absolute path of the file read, or null when the defaults were used. */
+  source: string | null;
+}
+
+export async function loadConfig(opts: { file?: string; cwd?: string } = {}): Promise<LoadedConfig> {
+  const cwd = opts.cwd ?? process.cwd();
+  let file: string | null = null;
+  if (opts.file !== undefined) {
+    file = resolve(cwd, opts.file);
+  } else {
+    for (const name of CONFIG_FILE_NAMES) {
+      const candidate = resolve(cwd, name);
+      if (await isFile(candidate)) {
+        file = candidate;
+        break;
+      }
+    }
+  }
+  if (file === null) return { config: defaultConfig(), source: null };
+
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(file, [{ path: '', message: `cannot read file: ${(err as Error).message}` }], { cause: err });
+  }
+  return { config: parseConfig(parseText(text, file), file), source: file };
+}
+
+/** Validates an already-parsed object (a reload, a test, a config built in code). */
+export function parseConfig(obj: unknown, source: string | null): ProxyConfig {
+  const result = v.safeParse(ProxyConfigSchema, obj ?? {});
+  if (result.success) return result.output;
+  throw new ConfigError(source, toIssues(result.issues));
+}
+
+async function isFile(path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).isFile();
+  } catch {
+    return false;
+  }
+}
+
+function parseText(text: string, file: string): unknown {
+  const ext = extname(file).toLowerCase();
+  switch (ext) {
+    case '.json':
+      try {
+        return JSON.parse(text);
+      } catch (err) {
+        throw new ConfigError(file, [{ path: '', message: `invalid JSON: ${jsonPosition(text, (err as Error).message)}` }], { cause: err });
+      }
+    case '.yaml':
+    case '.yml': {
+      const doc = parseDocument(text);
+      if (doc.errors.length > 0) {
+        const issues = doc.errors.map((e) => ({ path: '', message: `invalid YAML: ${firstLine(e.message)}` }));
+        throw new ConfigError(file, issues, { cause: doc.errors[0] });
+      }
+      return doc.toJS();
+    }
+    case '.toml':
+      try {
+        return parseToml(text);
+      } catch (err) {
+        const e = err as Error & { line?: number; column?: number };
+        const at = e.line !== undefined ? ` at line ${e.line}, column ${e.column}` : '';
+        const reason = firstLine(e.message).replace(/^Invalid TOML document: /, '');
+        throw new ConfigError(file, [{ path: '', message: `invalid TOML${at}: ${reason}` }], { cause: err });
+      }
+    default:
+      throw new ConfigError(file, [
+        { path: '', message: `unsupported file extension "${ext}" (use .json, .yaml, .yml or .toml)` },
+      ]);
+  }
+}
+
+function firstLine(message: string): string {
+  return message.split('\n', 1)[0].replace(/:$/, '');
+}
+
+/** V8 reports a character offset only; turn it into the line and column an editor shows. */
+function jsonPosition(text: string, message: string): string {
+  const m = /at position (\d+)/.exec(message);
+  if (!m || /line \d+/.test(message)) return message;
+  const pos = Number(m[1]);
+  const before = text.slice(0, pos).split('\n');
+  return `${message.slice(0, m.index).trimEnd()} at line ${before.length}, column ${before[before.length - 1].length + 1}`;
+}
+
+type Issue = v.InferIssue<typeof ProxyConfigSchema>;
+
+function toIssues(issues: readonly Issue[]): ConfigIssue[] {
+  const out: ConfigIssue[] = [];
+  const seen = new Set<string>();
+  for (const issue of issues) {
+    const converted = toIssue(issue);
+    const id = `${converted.path}\0${converted.message}`;
+    if (seen.has(id)) continue;
+    seen.add(id);
+    out.push(converted);
+  }
+  return out;
+}
+
+function toIssue(issue: Issue): ConfigIssue {
+  const items = issue.path ?? [];
+  const keys = items.map((p) => p.key as string | number);
+  const path = formatPath(keys);
+  const last = items[items.length - 1] as { origin?: string } | undefined;
+
+  if (issue.type === 'raw_check') return { path, message: issue.message };
+  if (last?.origin === 'key') {
+    if (issue.expected === 'never') return { path, message: `unknown key "${String(keys[keys.length - 1])}"` };
+    const keySchema = recordKeySchemaAt(keys.slice(0, -1));
+    const expected = keySchema ? describeExpected(keySchema) : (issue.expected ?? 'a valid key');
+    return { path, message: `invalid key: expected ${expected}, received ${show(issue.input)}` };
+  }
+  const schema = schemaAtPath(keys);
+  const expected = schema ? describeExpected(schema) : (issue.expected ?? 'a valid value');
+  return { path, message: `expected ${expected}, received ${show(issue.input)}` };
+}
+
+/** `['pipeline', 'request', 1]` → `pipeline.request[1]`. */
+export function formatPath(keys: readonly (string | number)[]): string {
+  let out = '';
+  for (const key of keys) {
+    if (typeof key === 'number') out += `[${key}]`;
+    else out += out === '' ? key : `.${key}`;
+  }
+  return out;
+}
+
+function show(value: unknown): string {
+  if (value === undefined) return 'nothing';
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (value instanceof Date) return 'a date';
+  if (typeof value === 'object') return 'an object';
+  if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 57)}...` : value);
+  return String(value);
+}

@@ -1,0 +1,376 @@
+// The configuration schema: the single source of the config's types, defaults, validation and
+// its generated reference (docs/configuration.md, rendered by docs.ts). Change a key here and
+// the loader, the error messages and the docs all follow.
+import * as v from 'valibot';
+
+/** Step kinds the proxy ships; every other pipeline step must name a WASM module or package. */
+export const BUILTIN_STEPS = [
+  'logging',
+  'filter',
+  'cache',
+  'metrics',
+  'rate_limit',
+  'auth',
+  'transform',
+  'route',
+] as const;
+
+export const STEP_ID_PATTERN = /^(wasm:)?[a-z][a-z0-9_-]*$/;
+export const STEP_NAME_PATTERN = /^[a-z][a-z0-9_-]*$/;
+const MONGODB_URI_PATTERN = /^mongodb(\+srv)?:\/\/\S+$/;
+const HOST_PORT_PATTERN = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$/;
+
+/**
+ * A short, human phrase for what a key accepts. Used both for the "type" column of the docs and
+ * for the "expected ..." part of validation errors, so the two can never disagree.
+ */
+const EXPECTS = Symbol('expects');
+type Expects = { [EXPECTS]?: string };
+
+function expects<T extends object>(schema: T, phrase: string): T {
+  (schema as Expects)[EXPECTS] = phrase;
+  return schema;
+}
+
+const int = (min: number, max: number | undefined, desc: string) => {
+  const base =
+    max === undefined
+      ? v.pipe(v.number(), v.integer(), v.minValue(min), v.description(desc))
+      : v.pipe(v.number(), v.integer(), v.minValue(min), v.maxValue(max), v.description(desc));
+  return expects(base, max === undefined ? `integer >= ${min}` : `integer ${min}..${max}`);
+};
+
+const listen = expects(
+  v.pipe(
+    v.string(),
+    v.regex(HOST_PORT_PATTERN),
+    v.check((s) => Number(HOST_PORT_PATTERN.exec(s)?.[2]) <= 65535),
+    v.description('Address the proxy accepts client connections on, as "host:port" (port 0 picks a free one).'),
+  ),
+  'string "host:port" with port 0..65535',
+);
+
+const stepId = expects(
+  v.pipe(v.string(), v.regex(STEP_ID_PATTERN)),
+  'step identifier (a built-in name like "cache", or "wasm:<name>")',
+);
+
+const upstream = v.strictObject({
+  uri: v.optional(
+    expects(
+      v.pipe(
+        v.string(),
+        v.regex(MONGODB_URI_PATTERN),
+        v.description(
+          'Upstream connection URI (mongodb:// or mongodb+srv://). When absent, the embedded development upstream starts in-process.',
+        ),
+      ),
+      'string mongodb:// URI',
+    ),
+  ),
+  pool_size: v.optional(int(1, undefined, 'Maximum number of pooled connections to the upstream.'), 100),
+  min_idle: v.optional(
+    int(0, undefined, 'Connections kept open even when idle; must not exceed pool_size.'),
+    0,
+  ),
+  max_idle_time_ms: v.optional(
+    int(0, undefined, 'Milliseconds an idle pooled connection is kept before it is closed.'),
+    60000,
+  ),
+  connect_timeout_ms: v.optional(
+    int(1, undefined, 'Milliseconds allowed to open a new upstream connection.'),
+    5000,
+  ),
+  wait_queue_timeout_ms: v.optional(
+    int(1, undefined, 'Milliseconds a request waits for a pooled connection before it fails.'),
+    10000,
+  ),
+  request_timeout_ms: v.optional(
+    int(0, undefined, 'Milliseconds allowed for one upstream round trip; 0 means no limit.'),
+    0,
+  ),
+});
+
+const devdb = v.strictObject({
+  port: v.optional(
+    int(0, 65535, 'Port of the in-process development upstream (used when upstream.uri is absent); 0 picks a free port.'),
+    0,
+  ),
+});
+
+const log = v.strictObject({
+  level: v.optional(
+    v.pipe(
+      v.picklist(['trace', 'debug', 'info', 'warn', 'error']),
+      v.description('Lowest log level written.'),
+    ),
+    'info',
+  ),
+  format: v.optional(
+    v.pipe(
+      v.picklist(['json', 'pretty']),
+      v.description('Log line format: one JSON object per line, or human-readable text.'),
+    ),
+    'json',
+  ),
+});
+
+const pipeline = v.strictObject({
+  id: v.optional(
+    v.pipe(v.string(), v.minLength(1), v.description('Name of this pipeline, used to tag its metrics.')),
+    'default',
+  ),
+  request: v.optional(
+    v.pipe(
+      v.array(stepId),
+      v.description('Ordered step identifiers of the request phase (run before forwarding upstream).'),
+    ),
+    [],
+  ),
+  response: v.optional(
+    v.pipe(
+      v.array(stepId),
+      v.description('Ordered step identifiers of the response phase (run after the upstream answers).'),
+    ),
+    [],
+  ),
+});
+
+const step = v.strictObject({
+  module: v.optional(
+    v.pipe(v.string(), v.minLength(1), v.description('Path to the step\'s .wasm file (built-in steps need none).')),
+  ),
+  package: v.optional(
+    v.pipe(v.string(), v.minLength(1), v.description('npm package that provides the step\'s .wasm module.')),
+  ),
+  config: v.optional(
+    expects(
+      v.pipe(v.record(v.string(), v.unknown()), v.description('Step-specific settings, handed to the step as JSON.')),
+      'object',
+    ),
+    {},
+  ),
+  on_error: v.optional(
+    v.pipe(
+      v.picklist(['open', 'closed']),
+      v.description(
+        'What happens when the step fails: "open" lets the request through, "closed" rejects it. The default depends on the step.',
+      ),
+    ),
+  ),
+  max_memory_pages: v.optional(
+    int(1, 65536, 'Maximum linear memory of the WASM instance, in 64 KiB pages.'),
+    256,
+  ),
+  fuel: v.optional(
+    int(0, undefined, 'Instruction budget per call; when absent the step runs unmetered.'),
+  ),
+});
+
+const admin = v.strictObject({
+  reload_on_change: v.optional(
+    v.pipe(v.boolean(), v.description('Reload the configuration when its file changes; a bad file is refused and the old config kept.')),
+    true,
+  ),
+});
+
+const rootObject = v.strictObject({
+  listen: v.optional(listen, '127.0.0.1:27018'),
+  upstream: v.optional(v.pipe(upstream, v.description('Connection pool to the upstream database.')), {}),
+  devdb: v.optional(v.pipe(devdb, v.description('In-process development upstream.')), {}),
+  compression: v.optional(
+    v.pipe(
+      v.array(v.picklist(['snappy', 'zlib', 'zstd'])),
+      v.description('Wire compressors the proxy offers to clients, in order of preference.'),
+    ),
+    ['snappy', 'zlib', 'zstd'],
+  ),
+  zlib_level: v.optional(
+    int(-1, 9, 'zlib compression level; -1 uses zlib\'s default.'),
+    -1,
+  ),
+  log: v.optional(v.pipe(log, v.description('Logging.')), {}),
+  pipeline: v.optional(v.pipe(pipeline, v.description('The pipeline every request goes through.')), {}),
+  steps: v.optional(
+    v.pipe(
+      v.record(
+        expects(v.pipe(v.string(), v.regex(STEP_NAME_PATTERN)), 'step name matching ^[a-z][a-z0-9_-]*$'),
+        step,
+      ),
+      v.description('Per-step settings, keyed by step name (without the "wasm:" prefix).'),
+    ),
+    {},
+  ),
+  admin: v.optional(v.pipe(admin, v.description('Administrative behaviour of the running proxy.'))),
+});
+
+type PathItem = { type: 'object'; origin: 'value'; input: Record<string, unknown>; key: string; value: unknown };
+
+function pathItem(input: Record<string, unknown>, key: string): PathItem {
+  return { type: 'object', origin: 'value', input, key, value: input[key] };
+}
+
+/** The whole configuration file. Cross-field rules run only once every key is individually valid. */
+export const ProxyConfigSchema = v.pipe(
+  rootObject,
+  v.rawCheck(({ dataset, addIssue }) => {
+    if (!dataset.typed) return;
+    const cfg = dataset.value;
+    if (cfg.upstream.min_idle > cfg.upstream.pool_size) {
+      addIssue({
+        message: `must be <= upstream.pool_size (${cfg.upstream.pool_size}), received ${cfg.upstream.min_idle}`,
+        path: [
+          pathItem(cfg as unknown as Record<string, unknown>, 'upstream'),
+          pathItem(cfg.upstream as unknown as Record<string, unknown>, 'min_idle'),
+        ],
+      });
+    }
+    for (const phase of ['request', 'response'] as const) {
+      const list = cfg.pipeline[phase];
+      list.forEach((id, i) => {
+        if (!STEP_ID_PATTERN.test(id)) return; // already reported as malformed
+        const isWasm = id.startsWith('wasm:');
+        const name = isWasm ? id.slice(5) : id;
+        if (!isWasm && (BUILTIN_STEPS as readonly string[]).includes(name)) return;
+        const entry = cfg.steps[name];
+        if (entry?.module !== undefined || entry?.package !== undefined) return;
+        addIssue({
+          message: `step "${id}" is not built-in and steps.${name} names no "module" or "package"`,
+          path: [
+            pathItem(cfg as unknown as Record<string, unknown>, 'pipeline'),
+            pathItem(cfg.pipeline as unknown as Record<string, unknown>, phase),
+            { type: 'array', origin: 'value', input: list, key: i, value: id },
+          ],
+        });
+      });
+    }
+  }),
+);
+
+export type ProxyConfig = v.InferOutput<typeof ProxyConfigSchema>;
+/** What a config file may contain (every key optional). */
+export type ProxyConfigInput = v.InferInput<typeof ProxyConfigSchema>;
+export type StepConfig = ProxyConfig['steps'][string];
+export type StepId = ProxyConfig['pipeline']['request'][number];
+
+/** The configuration used when no file is given or found. */
+export function defaultConfig(): ProxyConfig {
+  return v.parse(ProxyConfigSchema, {});
+}
+
+// ---- Introspection, shared by the error formatter and the docs generator -----------------------
+
+type AnySchema = v.GenericSchema & {
+  type: string;
+  pipe?: readonly { kind: string; type: string; description?: string }[];
+  wrapped?: AnySchema;
+  default?: unknown;
+  entries?: Record<string, AnySchema>;
+  item?: AnySchema;
+  key?: AnySchema;
+  value?: AnySchema;
+  options?: readonly unknown[];
+};
+
+/** Strips optional wrappers, remembering the default, down to the schema that checks the value. */
+function unwrap(schema: AnySchema): { inner: AnySchema; optional: boolean; fallback: unknown } {
+  let optional = false;
+  let fallback: unknown = undefined;
+  let s = schema;
+  while (s.type === 'optional' || s.type === 'exact_optional' || s.type === 'nullish') {
+    optional = true;
+    if (s.default !== undefined && fallback === undefined) fallback = s.default;
+    s = s.wrapped as AnySchema;
+  }
+  return { inner: s, optional, fallback };
+}
+
+/** The schema the value check is made of (for a pipe, its first item). */
+function base(schema: AnySchema): AnySchema {
+  return schema.type === 'pipe' ? (schema.pipe?.[0] as unknown as AnySchema) : schema;
+}
+
+function descriptionOf(schema: AnySchema): string {
+  const meta = schema.pipe?.find((p) => p.kind === 'metadata' && p.type === 'description');
+  return meta?.description ?? '';
+}
+
+/** The phrase for what a (non-optional) schema accepts, e.g. `integer >= 1`. */
+export function describeExpected(schema: AnySchema): string {
+  const own = (schema as Expects)[EXPECTS];
+  if (own) return own;
+  const b = base(schema);
+  switch (b.type) {
+    case 'strict_object':
+    case 'object':
+      return 'object';
+    case 'record':
+      return 'object';
+    case 'array':
+      return `array of ${describeExpected(unwrap(b.item as AnySchema).inner)}`;
+    case 'picklist':
+      return (b.options ?? []).map((o) => JSON.stringify(o)).join(' | ');
+    case 'string':
+      return 'string';
+    case 'number':
+      return 'number';
+    case 'boolean':
+      return 'boolean';
+    default:
+      return b.type;
+  }
+}
+
+/** Follows a key path (object keys, record keys, array indices) from the root to a schema. */
+export function schemaAtPath(path: readonly (string | number)[]): AnySchema | undefined {
+  let s: AnySchema | undefined = rootObject as unknown as AnySchema;
+  for (const key of path) {
+    if (!s) return undefined;
+    const b = base(unwrap(s).inner);
+    if ((b.type === 'strict_object' || b.type === 'object') && typeof key === 'string') s = b.entries?.[key];
+    else if (b.type === 'record') s = b.value;
+    else if (b.type === 'array') s = b.item;
+    else return undefined;
+  }
+  return s ? unwrap(s).inner : undefined;
+}
+
+export interface SchemaKey {
+  /** Dotted key path; record members appear as `<name>`, e.g. `steps.<name>.module`. */
+  path: string;
+  /** What the key accepts, as used in error messages. */
+  type: string;
+  /** The default, or undefined when the key has none. */
+  default: unknown;
+  /** Whether the key may be left out. */
+  optional: boolean;
+  description: string;
+}
+
+/** Every key of the configuration, depth first in declaration order. */
+export function schemaKeys(): SchemaKey[] {
+  const out: SchemaKey[] = [];
+  const walk = (entries: Record<string, AnySchema>, prefix: string) => {
+    for (const [key, schema] of Object.entries(entries)) {
+      const { inner, optional, fallback } = unwrap(schema);
+      const path = prefix + key;
+      out.push({ path, type: describeExpected(inner), default: fallback, optional, description: descriptionOf(inner) });
+      const b = base(inner);
+      if (b.type === 'strict_object' && b.entries) walk(b.entries, `${path}.`);
+      if (b.type === 'record') {
+        const value = base(unwrap(b.value as AnySchema).inner);
+        if (value.type === 'strict_object' && value.entries) walk(value.entries, `${path}.<name>.`);
+      }
+    }
+  };
+  walk((rootObject as unknown as AnySchema).entries ?? {}, '');
+  return out;
+}
+
+/** The key schema of the record found at `path`, used to explain a refused record key. */
+export function recordKeySchemaAt(path: readonly (string | number)[]): AnySchema | undefined {
+  const s = schemaAtPath(path);
+  if (!s) return undefined;
+  const b = base(s);
+  return b.type === 'record' && b.key ? unwrap(b.key).inner : undefined;
+}

@@ -1,0 +1,20 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { CONFIG_DOCS_PATH, EXAMPLE_CONFIG, renderConfigDocs } from '../../runtime/config/docs.ts';
+import { parseConfig } from '../../runtime/config/load.ts';
+import { schemaKeys } from '../../runtime/config/schema.ts';
+
+test('docs/configuration.md is the output of renderConfigDocs (regenerate: node --import tsx runtime/config/docs.ts)', () => {
+  assert.equal(readFileSync(CONFIG_DOCS_PATH, 'utf8'), renderConfigDocs());
+});
+
+test('every schema key path appears in the docs', () => {
+  const docs = renderConfigDocs();
+  for (const key of schemaKeys()) assert.ok(docs.includes(`\`${key.path}\``), `${key.path} is not documented`);
+});
+
+test('the documented example is a valid config', () => {
+  const cfg = parseConfig(EXAMPLE_CONFIG, 'docs example');
+  assert.deepEqual(cfg.pipeline.request, ['logging', 'wasm:redact']);
+});

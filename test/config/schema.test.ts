@@ -1,0 +1,45 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as v from 'valibot';
+import { ProxyConfigSchema, defaultConfig, schemaKeys } from '../../runtime/config/schema.ts';
+
+test('an empty object takes every default', () => {
+  assert.deepEqual(defaultConfig(), {
+    listen: '127.0.0.1:27018',
+    upstream: {
+      pool_size: 100,
+      min_idle: 0,
+      max_idle_time_ms: 60000,
+      connect_timeout_ms: 5000,
+      wait_queue_timeout_ms: 10000,
+      request_timeout_ms: 0,
+    },
+    devdb: { port: 0 },
+    compression: ['snappy', 'zlib', 'zstd'],
+    zlib_level: -1,
+    log: { level: 'info', format: 'json' },
+    pipeline: { id: 'default', request: [], response: [] },
+    steps: {},
+  });
+});
+
+test('a step entry takes its defaults', () => {
+  const cfg = v.parse(ProxyConfigSchema, { steps: { redact: { module: 'r.wasm' } } });
+  assert.deepEqual(cfg.steps.redact, { module: 'r.wasm', config: {}, max_memory_pages: 256 });
+});
+
+test('listen refuses a port above 65535 and accepts IPv6 brackets', () => {
+  assert.equal(v.safeParse(ProxyConfigSchema, { listen: 'localhost:65536' }).success, false);
+  assert.equal(v.safeParse(ProxyConfigSchema, { listen: 'localhost' }).success, false);
+  assert.equal(v.safeParse(ProxyConfigSchema, { listen: '[::1]:0' }).success, true);
+});
+
+test('step identifiers must match the documented pattern', () => {
+  assert.equal(v.safeParse(ProxyConfigSchema, { pipeline: { request: ['Cache'] } }).success, false);
+  assert.equal(v.safeParse(ProxyConfigSchema, { pipeline: { request: ['wasm:'] } }).success, false);
+  assert.equal(v.safeParse(ProxyConfigSchema, { pipeline: { request: ['cache', 'rate_limit'] } }).success, true);
+});
+
+test('every key has a description', () => {
+  for (const key of schemaKeys()) assert.ok(key.description.length > 0, `${key.path} has no description`);
+});
