@@ -1,0 +1,133 @@
+// One pass over a command's top-level elements that picks out what routing, pinning and the
+// pipeline need — command name, `$db`, collection, session and transaction markers, getMore's
+// cursor id — without decoding anything else. One instance per connection, refilled per request.
+
+import {
+  BSON_INT64, BSON_STRING, BSON_BOOLEAN, BSON_DOCUMENT, ElementCursor, utf8,
+} from './bson-peek.ts';
+
+const K_DB = utf8('$db');
+const K_LSID = utf8('lsid');
+const K_TXN_NUMBER = utf8('txnNumber');
+const K_START_TXN = utf8('startTransaction');
+const K_AUTOCOMMIT = utf8('autocommit');
+const K_COLLECTION = utf8('collection');
+const K_TRACEPARENT = utf8('$traceparent');
+
+/** Commands whose first value is not a collection name even when it is a string. */
+const NO_COLLECTION: ReadonlySet<string> = new Set([
+  'hello', 'isMaster', 'ismaster', 'ping', 'buildInfo', 'buildinfo', 'saslStart', 'saslContinue',
+  'endSessions', 'killSessions', 'getParameter', 'setParameter', 'dropDatabase', 'listDatabases',
+  'listCollections', 'serverStatus', 'hostInfo', 'whatsmyuri', 'getLog', 'connectionStatus',
+  'commitTransaction', 'abortTransaction', 'startSession', 'explain', 'dbStats', 'getMore',
+]);
+
+export class CommandPeek {
+  op = '';
+  db = '';
+  collection = '';
+  /** Offset of the `lsid` element's type byte, -1 when absent. */
+  lsidAt = -1;
+  hasTxnNumber = false;
+  txnNumber = 0n;
+  startTransaction = false;
+  /** `autocommit: false` marks a statement inside a transaction. */
+  inTransaction = false;
+  /** For getMore: the cursor id (0n otherwise). */
+  cursorId = 0n;
+  /** Offset of a `$traceparent` element, -1 when absent (stripped by telemetry before forwarding). */
+  traceparentAt = -1;
+
+  private readonly cur = new ElementCursor();
+
+  /** Fills this object from the command document at `body`. Throws WireError on malformed BSON. */
+  read(body: Buffer): this {
+    const cur = this.cur.open(body, 0);
+    this.op = '';
+    this.db = '';
+    this.collection = '';
+    this.lsidAt = -1;
+    this.hasTxnNumber = false;
+    this.txnNumber = 0n;
+    this.startTransaction = false;
+    this.inTransaction = false;
+    this.cursorId = 0n;
+    this.traceparentAt = -1;
+    let first = true;
+    while (cur.next()) {
+      if (first) {
+        first = false;
+        this.op = cur.name();
+        if (cur.type === BSON_STRING && !NO_COLLECTION.has(this.op)) this.collection = cur.string();
+        else if (cur.type === BSON_INT64 && this.op === 'getMore') this.cursorId = cur.int64();
+        continue;
+      }
+      // Dispatch on the first byte before comparing whole names: most keys are skipped after one test.
+      switch (body[cur.nameStart]) {
+        case 0x24: // '$'
+          if (cur.nameIs(K_DB) && cur.type === BSON_STRING) this.db = cur.string();
+          else if (cur.nameIs(K_TRACEPARENT)) this.traceparentAt = cur.at;
+          break;
+        case 0x6c: // 'l'
+          if (cur.nameIs(K_LSID) && cur.type === BSON_DOCUMENT) this.lsidAt = cur.at;
+          break;
+        case 0x74: // 't'
+          if (cur.nameIs(K_TXN_NUMBER)) {
+            this.hasTxnNumber = true;
+            if (cur.type === BSON_INT64) this.txnNumber = cur.int64();
+          }
+          break;
+        case 0x73: // 's'
+          if (cur.nameIs(K_START_TXN) && cur.type === BSON_BOOLEAN) this.startTransaction = body[cur.valueStart] === 1;
+          break;
+        case 0x61: // 'a'
+          if (cur.nameIs(K_AUTOCOMMIT) && cur.type === BSON_BOOLEAN) this.inTransaction = body[cur.valueStart] === 0;
+          break;
+        case 0x63: // 'c'
+          if (this.op === 'getMore' && cur.nameIs(K_COLLECTION) && cur.type === BSON_STRING) this.collection = cur.string();
+          break;
+      }
+    }
+    return this;
+  }
+}
+
+const K_OK = utf8('ok');
+const K_CODE = utf8('code');
+const K_CURSOR = utf8('cursor');
+const K_ID = utf8('id');
+const K_WRITE_ERRORS = utf8('writeErrors');
+const K_WC_ERROR = utf8('writeConcernError');
+
+/** What the proxy needs from a reply: success, error code, and a cursor id to pin. */
+export class ReplyPeek {
+  ok = false;
+  code = 0;
+  cursorId = 0n;
+  hasWriteErrors = false;
+  private readonly cur = new ElementCursor();
+  private readonly inner = new ElementCursor();
+
+  read(body: Buffer): this {
+    const cur = this.cur.open(body, 0);
+    this.ok = false;
+    this.code = 0;
+    this.cursorId = 0n;
+    this.hasWriteErrors = false;
+    while (cur.next()) {
+      if (cur.nameIs(K_OK)) this.ok = cur.number() === 1;
+      else if (cur.nameIs(K_CODE)) this.code = cur.number();
+      else if (cur.nameIs(K_WRITE_ERRORS) || cur.nameIs(K_WC_ERROR)) this.hasWriteErrors = true;
+      else if (cur.nameIs(K_CURSOR) && cur.type === BSON_DOCUMENT) {
+        const inner = this.inner.open(body, cur.valueStart, cur.valueEnd);
+        while (inner.next()) {
+          if (inner.nameIs(K_ID) && inner.type === BSON_INT64) {
+            this.cursorId = inner.int64();
+            break;
+          }
+        }
+      }
+    }
+    return this;
+  }
+}

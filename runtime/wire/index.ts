@@ -1,0 +1,11 @@
+// Public surface of the wire-protocol codec: framing, OP_MSG, legacy OP_QUERY/OP_REPLY,
+// OP_COMPRESSED, CRC-32C and cheap BSON peeks. No I/O here.
+export * from './constants.ts';
+export { WireError, type WireErrorCode } from './errors.ts';
+export { Framer, type FrameSink } from './framer.ts';
+export { OpMsg, parseOpMsg, encodeOpMsg, retargetOpMsg, foldSequences, type DocSequence } from './op-msg.ts';
+export { OpQuery, parseOpQuery, encodeOpReply, parseOpReply } from './op-query.ts';
+export { initCompression, compressFrame, decompressFrame, compressorName } from './compression.ts';
+export { crc32c } from './crc32c.ts';
+export { CommandPeek, ReplyPeek } from './command-peek.ts';
+export { ElementCursor, findField, firstKey, checkDocument, utf8 } from './bson-peek.ts';
