@@ -1,0 +1,69 @@
+// The `proxy` command line (cac). Every command of SPEC.md §4.3 lands here as it is built.
+import { cac } from 'cac';
+import { ConfigError, loadConfig } from '../config/index.ts';
+import { startProxy } from '../app/serve.ts';
+import { DevDbServer } from '../devdb/index.ts';
+import { Logger } from '../log/index.ts';
+
+const cli = cac('proxy');
+
+cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,yaml,yml,toml}, else defaults)')
+  .option('--config <file>', 'configuration file (JSON, YAML or TOML)')
+  .action(async (opts: { config?: string }) => {
+    let loaded;
+    try {
+      loaded = await loadConfig({ file: opts.config });
+    } catch (err) {
+      if (err instanceof ConfigError) {
+        process.stderr.write(`proxy: configuration refused\n${err.message}\n`);
+        process.exit(2);
+      }
+      throw err;
+    }
+    const log = new Logger('proxy', loaded.config.log.level, loaded.config.log.format);
+    if (loaded.source !== null) log.info('configuration loaded', { file: loaded.source });
+    else log.info('no configuration file found: using defaults');
+    const running = await startProxy(loaded.config, log);
+    process.stdout.write(`\nPipeline Proxy ${'0.3.0'} is ready. Connect with:\n\n  mongosh "${running.uri}"\n\n`);
+    let stopping = false;
+    const stop = (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      log.info('shutting down', { signal });
+      running.close().then(() => process.exit(0), () => process.exit(1));
+    };
+    process.on('SIGINT', () => stop('SIGINT'));
+    process.on('SIGTERM', () => stop('SIGTERM'));
+  });
+
+cli.command('devdb', 'Run the embedded development upstream alone (in-memory; not a database)')
+  .option('--port <port>', 'port to listen on', { default: 27017 })
+  .option('--host <host>', 'address to bind', { default: '127.0.0.1' })
+  .action(async (opts: { port: number; host: string }) => {
+    const log = new Logger('proxy::devdb', 'info', 'pretty');
+    const server = new DevDbServer();
+    const a = await server.listen(Number(opts.port), opts.host);
+    log.info('development upstream listening (in-memory, no durability, not a database)', { uri: a.uri });
+    process.stdout.write(`${a.uri}\n`);
+    const stop = () => { server.close().then(() => process.exit(0)); };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+
+cli.help();
+cli.version('0.3.0');
+
+try {
+  cli.parse(process.argv, { run: false });
+  if (!cli.matchedCommand && cli.args.length === 0 && !cli.options.help && !cli.options.version) {
+    cli.outputHelp();
+  } else if (!cli.matchedCommand && cli.args.length > 0) {
+    process.stderr.write(`proxy: unknown command "${cli.args[0]}" (see proxy --help)\n`);
+    process.exit(2);
+  } else {
+    await cli.runMatchedCommand();
+  }
+} catch (err) {
+  process.stderr.write(`proxy: ${(err as Error).message}\n`);
+  process.exit(2);
+}

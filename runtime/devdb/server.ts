@@ -1,0 +1,139 @@
+// The development upstream's wire-protocol server: OP_MSG (and the legacy OP_QUERY handshake) over
+// TCP, compression included, answering from the in-memory DevEngine. This is a development
+// upstream for demos, tests and benchmarks — not a database: no durability, no isolation, one node.
+import { createServer, type Server, type Socket } from 'node:net';
+import { deserialize, serialize, type Document } from 'bson';
+import {
+  Framer, type FrameSink, WireError, parseOpMsg, parseOpQuery, encodeOpMsg, encodeOpReply, decompressFrame,
+  compressFrame, initCompression, OP_MSG, OP_QUERY, OP_COMPRESSED, MSG_MORE_TO_COME, UNCOMPRESSIBLE_COMMANDS,
+  COMPRESSOR_IDS, REPLY_QUERY_FAILURE, type CompressorName,
+} from '../wire/index.ts';
+import { DevEngine } from './engine/index.ts';
+
+const OFFERED: CompressorName[] = ['snappy', 'zlib', 'zstd'];
+
+let nextId = 1;
+
+class DevConnection implements FrameSink {
+  private readonly socket: Socket;
+  private readonly engine: DevEngine;
+  private readonly connId: number;
+  private compressors: number[] = [];
+
+  constructor(socket: Socket, engine: DevEngine, connId: number) {
+    this.socket = socket;
+    this.engine = engine;
+    this.connId = connId;
+    const framer = new Framer(this);
+    socket.setNoDelay(true);
+    socket.on('data', (c: Buffer) => framer.push(c));
+    socket.on('error', () => socket.destroy());
+  }
+
+  onFrameError(err: WireError, requestId: number): void {
+    this.socket.end(encodeOpMsg(nextId++, requestId, 0, serialize({ ok: 0, errmsg: err.message, code: 17, codeName: 'ProtocolError' })));
+  }
+
+  onFrame(frame: Buffer): void {
+    let f = frame;
+    let compressor = -1;
+    const requestId = f.readInt32LE(4);
+    try {
+      if (f.readInt32LE(12) === OP_COMPRESSED) {
+        const d = decompressFrame(f);
+        f = d.frame;
+        compressor = d.compressorId;
+      }
+      const op = f.readInt32LE(12);
+      if (op === OP_QUERY) {
+        const q = parseOpQuery(f);
+        let cmd = deserialize(q.query) as Document;
+        if (cmd.$query !== undefined) cmd = cmd.$query as Document;
+        cmd.$db = q.db;
+        const reply = this.run(cmd, undefined);
+        this.socket.write(encodeOpReply(nextId++, requestId, reply.ok === 1 ? 0 : REPLY_QUERY_FAILURE, [serialize(reply)]));
+        return;
+      }
+      if (op !== OP_MSG) {
+        this.socket.write(encodeOpMsg(nextId++, requestId, 0, serialize({ ok: 0, errmsg: `unsupported opcode ${op}`, code: 352, codeName: 'UnsupportedOpQueryCommand' })));
+        return;
+      }
+      const msg = parseOpMsg(f);
+      const cmd = deserialize(msg.body) as Document;
+      let sequences: Record<string, Document[]> | undefined;
+      if (msg.sequences !== null) {
+        sequences = {};
+        for (const s of msg.sequences) sequences[s.id] = readDocs(s.payload);
+      }
+      const reply = this.run(cmd, sequences);
+      if (msg.flags & MSG_MORE_TO_COME) return;
+      let out = encodeOpMsg(nextId++, requestId, 0, serialize(reply));
+      const name = Object.keys(cmd)[0] ?? '';
+      if (compressor > 0 && !UNCOMPRESSIBLE_COMMANDS.has(name)) out = compressFrame(out, compressor);
+      this.socket.write(out);
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      this.socket.write(encodeOpMsg(nextId++, requestId, 0, serialize({ ok: 0, errmsg: message, code: err instanceof WireError ? 17 : 22, codeName: err instanceof WireError ? 'ProtocolError' : 'InvalidBSON' })));
+    }
+  }
+
+  private run(cmd: Document, sequences: Record<string, Document[]> | undefined): Document {
+    const name = Object.keys(cmd)[0] ?? '';
+    const reply = this.engine.run(cmd, sequences, this.connId);
+    if ((name === 'hello' || name === 'isMaster' || name === 'ismaster') && reply.ok === 1 && Array.isArray(cmd.compression)) {
+      const names = (cmd.compression as unknown[]).filter((c): c is CompressorName => typeof c === 'string' && (OFFERED as string[]).includes(c));
+      this.compressors = names.map((n) => COMPRESSOR_IDS[n]);
+      if (names.length > 0) reply.compression = names;
+    }
+    return reply;
+  }
+}
+
+function readDocs(payload: Buffer): Document[] {
+  const out: Document[] = [];
+  let off = 0;
+  while (off < payload.length) {
+    const n = payload.readInt32LE(off);
+    out.push(deserialize(payload.subarray(off, off + n)));
+    off += n;
+  }
+  return out;
+}
+
+export class DevDbServer {
+  readonly engine: DevEngine;
+  private readonly server: Server;
+  private readonly sockets = new Set<Socket>();
+
+  constructor(engine = new DevEngine()) {
+    this.engine = engine;
+    this.server = createServer((socket) => {
+      this.sockets.add(socket);
+      socket.on('close', () => this.sockets.delete(socket));
+      new DevConnection(socket, this.engine, nextId++);
+    });
+  }
+
+  async listen(port = 0, host = '127.0.0.1'): Promise<{ host: string; port: number; uri: string }> {
+    await initCompression();
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, host, () => resolve());
+    });
+    const a = this.server.address();
+    const p = typeof a === 'object' && a !== null ? a.port : port;
+    return { host, port: p, uri: `mongodb://${host}:${p}` };
+  }
+
+  /** Drops every client connection (used by fault tests to simulate an upstream crash). */
+  dropConnections(): void {
+    for (const s of this.sockets) s.destroy();
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      this.server.close(() => resolve());
+      this.dropConnections();
+    });
+  }
+}

@@ -1,0 +1,296 @@
+// One client connection: frames requests, answers the handshake, and forwards everything else
+// through the pipeline to a pooled upstream connection. Requests on one connection are handled in
+// arrival order, one at a time (drivers do not pipeline on a connection, and moreToCome writes
+// must reach the upstream in order). The connection object is itself the frame sink, pool waiter
+// and reply handler, so a request allocates no closures.
+import type { Socket } from 'node:net';
+import { deserialize, serialize, type Document } from 'bson';
+import {
+  CommandPeek, Framer, WireError, type FrameSink, decompressFrame, compressFrame, parseOpMsg, parseOpQuery,
+  encodeOpMsg, encodeOpReply, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
+  MSG_MORE_TO_COME, MSG_EXHAUST_ALLOWED, UNCOMPRESSIBLE_COMMANDS, REPLY_QUERY_FAILURE, HEADER_SIZE,
+} from '../wire/index.ts';
+import { newRequestId, type PoolWaiter, type ReplyHandler, type UpstreamConnection } from '../upstream/index.ts';
+import { ErrorCodes, ProxyError, errorDocument } from '../errors/index.ts';
+import { HELLO_COMMANDS, emptyMetadata, helloReply, negotiateCompression, readClientMetadata, type ClientMetadata } from './handshake.ts';
+import type { ServerContext } from './context.ts';
+
+const AUTH_COMMANDS: ReadonlySet<string> = new Set(['saslStart', 'saslContinue', 'authenticate', 'getnonce', 'logout']);
+/** Pause reading from a client that queues more than this many requests. */
+const MAX_QUEUED = 64;
+
+const enum Kind { None = 0, Msg = 1, LegacyQuery = 2 }
+
+export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler {
+  readonly id: number;
+  readonly socket: Socket;
+  readonly clientAddress: string;
+  private readonly ctx: ServerContext;
+  private readonly framer: Framer;
+  metadata: ClientMetadata = emptyMetadata();
+  private helloSeen = false;
+  /** Compressor ids this client negotiated. */
+  private compressors: number[] = [];
+  private readonly queue: Buffer[] = [];
+  private busy = false;
+  private closed = false;
+  private paused = false;
+
+  // The request in flight (one at a time).
+  private readonly peek = new CommandPeek();
+  private kind: Kind = Kind.None;
+  private requestId = 0;
+  private replyCompressor = 0;
+  private outgoing: Buffer | null = null;
+  private expectReply = true;
+
+  constructor(id: number, socket: Socket, ctx: ServerContext) {
+    this.id = id;
+    this.socket = socket;
+    this.ctx = ctx;
+    this.clientAddress = `${socket.remoteAddress ?? ''}:${socket.remotePort ?? 0}`;
+    this.framer = new Framer(this);
+    socket.setNoDelay(true);
+    socket.on('data', (chunk: Buffer) => this.framer.push(chunk));
+    socket.on('error', () => this.close());
+    socket.on('close', () => this.close());
+  }
+
+  // ---- framing ----------------------------------------------------------------------------
+
+  onFrame(frame: Buffer): void {
+    this.queue.push(frame);
+    if (this.queue.length > MAX_QUEUED && !this.paused) {
+      this.paused = true;
+      this.socket.pause();
+    }
+    this.drain();
+  }
+
+  onFrameError(err: WireError, requestId: number): void {
+    this.ctx.stats.decodeErrors++;
+    this.ctx.log.warn('closing client connection: unframeable input', { conn: this.id, client: this.clientAddress, error: err.message, code: err.code });
+    // The stream cannot be resynchronised; answer (if we know whom to answer) and close.
+    if (!this.closed) {
+      this.socket.end(encodeOpMsg(newRequestId(), requestId, 0, errorDocument(ErrorCodes.ProtocolError, err.message)));
+      this.closed = true;
+    }
+  }
+
+  private drain(): void {
+    while (!this.busy && !this.closed && this.queue.length > 0) {
+      const frame = this.queue.shift()!;
+      this.handle(frame);
+    }
+    if (this.paused && this.queue.length < MAX_QUEUED / 2) {
+      this.paused = false;
+      this.socket.resume();
+    }
+  }
+
+  private handle(frame: Buffer): void {
+    this.ctx.stats.requests++;
+    let f = frame;
+    let compressor = -1;
+    let op = f.readInt32LE(12);
+    this.requestId = f.readInt32LE(4);
+    this.kind = Kind.Msg;
+    this.replyCompressor = -1;
+    // Until the message is parsed, trust its flags only to decide whether a reply is expected.
+    this.expectReply = !(op === OP_MSG && f.length >= HEADER_SIZE + 4 && (f.readUInt32LE(HEADER_SIZE) & MSG_MORE_TO_COME) !== 0);
+    try {
+      if (op === OP_COMPRESSED) {
+        const d = decompressFrame(f);
+        f = d.frame;
+        compressor = d.compressorId;
+        op = f.readInt32LE(12);
+        if (!this.compressors.includes(compressor)) {
+          throw new WireError('PROXY_ERR_BAD_COMPRESSION', `compressor id ${compressor} was not negotiated on this connection`, true);
+        }
+      }
+      if (op === OP_MSG) this.handleMsg(f, compressor);
+      else if (op === OP_QUERY) this.handleQuery(f);
+      else {
+        this.ctx.stats.decodeErrors++;
+        this.replyError(new ProxyError(ErrorCodes.UnsupportedOpQueryCommand,
+          `${opcodeName(op)} is not supported by this proxy; use OP_MSG (MongoDB 3.6+ drivers)`));
+      }
+    } catch (err) {
+      if (err instanceof WireError) {
+        this.ctx.stats.decodeErrors++;
+        this.ctx.log.warn('malformed request', { conn: this.id, client: this.clientAddress, error: err.message, code: err.code });
+        this.replyError(new ProxyError(err.code === 'PROXY_ERR_BAD_BSON' ? ErrorCodes.InvalidBSON : ErrorCodes.ProtocolError, err.message));
+      } else if (err instanceof ProxyError) {
+        this.replyError(err);
+      } else {
+        this.ctx.log.error('internal error handling a request', { conn: this.id, error: (err as Error).stack });
+        this.replyError(new ProxyError(ErrorCodes.InternalError, `proxy internal error: ${(err as Error).message}`));
+      }
+    }
+  }
+
+  // ---- OP_MSG -----------------------------------------------------------------------------
+
+  private handleMsg(frame: Buffer, compressor: number): void {
+    const msg = parseOpMsg(frame);
+    const peek = this.peek.read(msg.body);
+    const op = peek.op;
+    this.expectReply = (msg.flags & MSG_MORE_TO_COME) === 0;
+    this.replyCompressor = compressor > 0 && !UNCOMPRESSIBLE_COMMANDS.has(op) ? compressor : -1;
+    if (HELLO_COMMANDS.has(op)) {
+      this.answerHello(op, deserialize(msg.body));
+      return;
+    }
+    if (AUTH_COMMANDS.has(op)) {
+      throw new ProxyError(ErrorCodes.AuthenticationFailed,
+        `the proxy does not pass client authentication through to the upstream (${op}); connect without credentials and use the auth step for client identity`);
+    }
+    this.forward(frame);
+  }
+
+  private answerHello(op: string, request: Document): void {
+    if (request.client !== undefined) {
+      if (this.helloSeen && this.metadata.driver !== '') {
+        throw new ProxyError(ErrorCodes.ClientMetadataCannotBeMutated, 'The client metadata document may only be sent in the first hello');
+      }
+      if (typeof request.client === 'object' && request.client !== null) this.metadata = readClientMetadata(request.client as Document);
+    }
+    if (!this.helloSeen) {
+      this.helloSeen = true;
+      const neg = negotiateCompression(request.compression, this.ctx.compression);
+      this.compressors = neg.ids;
+      this.negotiatedNames = neg.names;
+    }
+    const body = helloReply(op, request, this.ctx.upstreamInfo(), this.id, this.negotiatedNames);
+    this.replyCompressor = -1; // hello is never compressed
+    this.sendReplyBody(body);
+  }
+
+  private negotiatedNames: ('snappy' | 'zlib' | 'zstd')[] = [];
+
+  // ---- legacy OP_QUERY (handshake only) -----------------------------------------------------
+
+  private handleQuery(frame: Buffer): void {
+    const q = parseOpQuery(frame);
+    this.kind = Kind.LegacyQuery;
+    this.expectReply = true;
+    this.replyCompressor = -1;
+    if (!q.isCommand) {
+      throw new ProxyError(ErrorCodes.UnsupportedOpQueryCommand,
+        `legacy OP_QUERY find on ${q.fullCollectionName} is not supported; use OP_MSG (MongoDB 3.6+ drivers)`);
+    }
+    let cmd = deserialize(q.query) as Document;
+    if (cmd.$query !== undefined && typeof cmd.$query === 'object') cmd = cmd.$query as Document;
+    const op = Object.keys(cmd)[0] ?? '';
+    if (HELLO_COMMANDS.has(op)) {
+      this.answerHello(op, cmd);
+      return;
+    }
+    if (AUTH_COMMANDS.has(op)) {
+      throw new ProxyError(ErrorCodes.AuthenticationFailed,
+        `the proxy does not pass client authentication through to the upstream (${op})`);
+    }
+    // Any other legacy command is translated to OP_MSG for the upstream and back to OP_REPLY.
+    cmd.$db = q.db;
+    const body = Buffer.from(serialize(cmd));
+    this.peek.read(body);
+    this.forward(encodeOpMsg(0, 0, 0, body));
+  }
+
+  // ---- forwarding -------------------------------------------------------------------------
+
+  private forward(frame: Buffer): void {
+    // exhaustAllowed is cleared: the upstream then answers each getMore once, and the client
+    // (which only *allowed* exhaust) sends the next getMore itself.
+    this.outgoing = retargetOpMsg(frame, newRequestId(), 0, MSG_EXHAUST_ALLOWED);
+    this.busy = true;
+    this.ctx.pool.acquire(this);
+  }
+
+  onConnection(conn: UpstreamConnection): void {
+    const out = this.outgoing!;
+    this.outgoing = null;
+    if (this.expectReply) {
+      conn.send(out, this, true);
+      return;
+    }
+    conn.send(out, this, false);
+    this.ctx.pool.release(conn);
+    this.finish();
+  }
+
+  onPoolError(err: ProxyError): void {
+    this.outgoing = null;
+    this.replyError(err);
+    this.finish();
+  }
+
+  onUpstreamReply(frame: Buffer, conn: UpstreamConnection): void {
+    if (!conn.busy) this.ctx.pool.release(conn);
+    if (this.closed) {
+      this.finish();
+      return;
+    }
+    if (this.kind === Kind.LegacyQuery) {
+      const reply = parseOpMsg(frame);
+      this.socket.write(encodeOpReply(newRequestId(), this.requestId, 0, [reply.body]));
+    } else {
+      let out = retargetOpMsg(frame, newRequestId(), this.requestId, 0);
+      if (this.replyCompressor > 0) out = compressFrame(out, this.replyCompressor, this.ctx.zlibLevel);
+      this.socket.write(out);
+    }
+    this.finish();
+  }
+
+  onUpstreamError(err: Error, _conn: UpstreamConnection, sent: boolean): void {
+    // Safe to retry when the request never left, or when it is a retryable write (txnNumber):
+    // the server deduplicates those by (lsid, txnNumber).
+    const retryable = !sent || this.peek.hasTxnNumber;
+    this.ctx.stats.upstreamErrors++;
+    this.replyError(new ProxyError(ErrorCodes.HostUnreachable,
+      `upstream connection lost during ${this.peek.op || 'request'}: ${err.message}`,
+      retryable ? ['RetryableWriteError'] : [], { cause: err }));
+    this.finish();
+  }
+
+  private finish(): void {
+    this.busy = false;
+    this.kind = Kind.None;
+    if (!this.closed) this.drain();
+  }
+
+  // ---- replies ----------------------------------------------------------------------------
+
+  private sendReplyBody(body: Uint8Array): void {
+    if (this.closed || !this.expectReply) return;
+    if (this.kind === Kind.LegacyQuery) {
+      this.socket.write(encodeOpReply(newRequestId(), this.requestId, 0, [body]));
+      return;
+    }
+    let out = encodeOpMsg(newRequestId(), this.requestId, 0, body);
+    if (this.replyCompressor > 0) out = compressFrame(out, this.replyCompressor, this.ctx.zlibLevel);
+    this.socket.write(out);
+  }
+
+  /** Answers the current request with an error document (OP_REPLY with QueryFailure for legacy). */
+  private replyError(err: ProxyError): void {
+    this.ctx.stats.errorReplies++;
+    const doc = errorDocument(err.code, err.message, err.labels, err.codeName);
+    if (this.closed) return;
+    if (this.kind === Kind.LegacyQuery) {
+      this.socket.write(encodeOpReply(newRequestId(), this.requestId, REPLY_QUERY_FAILURE, [doc]));
+      return;
+    }
+    if (!this.expectReply) return;
+    this.socket.write(encodeOpMsg(newRequestId(), this.requestId, 0, doc));
+  }
+
+  close(): void {
+    if (this.closed && this.socket.destroyed) return;
+    this.closed = true;
+    this.framer.fail();
+    this.queue.length = 0;
+    if (!this.socket.destroyed) this.socket.destroy();
+    this.ctx.onClientClosed(this);
+  }
+}

@@ -1,0 +1,192 @@
+// One TCP connection to the upstream. It carries one exchange at a time (the pool leases it out),
+// frames replies with the shared Framer, and reports through a handler object rather than
+// per-request closures.
+import { connect, type Socket } from 'node:net';
+import { deserialize, serialize, type Document } from 'bson';
+import {
+  Framer, type FrameSink, type WireError, encodeOpMsg, parseOpMsg, decompressFrame, OP_MSG, OP_COMPRESSED,
+  MSG_MORE_TO_COME, HEADER_SIZE,
+} from '../wire/index.ts';
+
+export interface ReplyHandler {
+  /** A reply frame (OP_MSG, decompressed) answering the request sent with `send`. */
+  onUpstreamReply(frame: Buffer, conn: UpstreamConnection): void;
+  /** The connection failed while a request was outstanding; `sent` tells whether bytes were written. */
+  onUpstreamError(err: Error, conn: UpstreamConnection, sent: boolean): void;
+}
+
+export interface UpstreamInfo {
+  maxWireVersion: number;
+  minWireVersion: number;
+  maxBsonObjectSize: number;
+  maxMessageSizeBytes: number;
+  maxWriteBatchSize: number;
+  logicalSessionTimeoutMinutes: number | null;
+}
+
+let nextRequestId = 1;
+export function newRequestId(): number {
+  nextRequestId = (nextRequestId + 1) & 0x7fffffff;
+  if (nextRequestId === 0) nextRequestId = 1;
+  return nextRequestId;
+}
+
+export class UpstreamConnection implements FrameSink {
+  readonly id: number;
+  readonly host: string;
+  readonly port: number;
+  private readonly socket: Socket;
+  private readonly framer: Framer;
+  private handler: ReplyHandler | null = null;
+  private expected = 0;
+  /** When the connection was last returned to the pool (monotonic ms). */
+  idleSince = 0;
+  alive = true;
+  info: UpstreamInfo | null = null;
+  private onClosed: ((conn: UpstreamConnection) => void) | null;
+
+  private constructor(id: number, host: string, port: number, socket: Socket, onClosed: (conn: UpstreamConnection) => void) {
+    this.id = id;
+    this.host = host;
+    this.port = port;
+    this.socket = socket;
+    this.framer = new Framer(this);
+    this.onClosed = onClosed;
+    socket.setNoDelay(true);
+    socket.on('data', (chunk: Buffer) => this.framer.push(chunk));
+    socket.on('error', (err) => this.fail(err));
+    socket.on('close', () => this.fail(new Error('upstream connection closed')));
+  }
+
+  /** Opens a connection and runs the hello handshake; rejects after `timeoutMs`. */
+  static open(id: number, host: string, port: number, timeoutMs: number, onClosed: (conn: UpstreamConnection) => void): Promise<UpstreamConnection> {
+    return new Promise((resolve, reject) => {
+      const socket = connect({ host, port });
+      let settled = false;
+      const timer = setTimeout(() => {
+        if (settled) return;
+        settled = true;
+        socket.destroy();
+        reject(new Error(`connect to ${host}:${port} timed out after ${timeoutMs} ms`));
+      }, timeoutMs);
+      const early = (err: Error) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        reject(new Error(`connect to ${host}:${port} failed: ${err.message}`, { cause: err }));
+      };
+      socket.once('error', early);
+      socket.once('connect', () => {
+        socket.off('error', early);
+        const conn = new UpstreamConnection(id, host, port, socket, onClosed);
+        conn.handshake().then((info) => {
+          if (settled) { conn.destroy(); return; }
+          settled = true;
+          clearTimeout(timer);
+          conn.info = info;
+          resolve(conn);
+        }, (err: Error) => {
+          conn.destroy();
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          reject(err);
+        });
+      });
+    });
+  }
+
+  private handshake(): Promise<UpstreamInfo> {
+    return new Promise((resolve, reject) => {
+      const doc = {
+        hello: 1, $db: 'admin',
+        client: { driver: { name: 'pipeline-proxy', version: '0.3.0' }, os: { type: process.platform }, platform: `Node.js ${process.version}` },
+      };
+      this.send(encodeOpMsg(newRequestId(), 0, 0, serialize(doc)), {
+        onUpstreamReply(frame) {
+          try {
+            const reply = deserialize(parseOpMsg(frame).body) as Document;
+            if (reply.ok !== 1) { reject(new Error(`upstream hello failed: ${reply.errmsg}`)); return; }
+            resolve({
+              maxWireVersion: Number(reply.maxWireVersion ?? 0),
+              minWireVersion: Number(reply.minWireVersion ?? 0),
+              maxBsonObjectSize: Number(reply.maxBsonObjectSize ?? 16777216),
+              maxMessageSizeBytes: Number(reply.maxMessageSizeBytes ?? 48000000),
+              maxWriteBatchSize: Number(reply.maxWriteBatchSize ?? 100000),
+              logicalSessionTimeoutMinutes: reply.logicalSessionTimeoutMinutes == null ? null : Number(reply.logicalSessionTimeoutMinutes),
+            });
+          } catch (err) {
+            reject(err as Error);
+          }
+        },
+        onUpstreamError(err) { reject(err); },
+      });
+    });
+  }
+
+  /**
+   * Writes a request frame. When `expectReply` is false (moreToCome), nothing is awaited. The frame's
+   * requestID must already be set; replies are matched on responseTo.
+   */
+  send(frame: Buffer, handler: ReplyHandler, expectReply = true): void {
+    if (!this.alive) {
+      handler.onUpstreamError(new Error('upstream connection is closed'), this, false);
+      return;
+    }
+    if (expectReply) {
+      this.handler = handler;
+      this.expected = frame.readInt32LE(4);
+    }
+    this.socket.write(frame);
+  }
+
+  onFrame(frame: Buffer): void {
+    let f = frame;
+    let op = f.readInt32LE(12);
+    if (op === OP_COMPRESSED) {
+      try {
+        f = decompressFrame(f).frame;
+        op = f.readInt32LE(12);
+      } catch (err) {
+        this.fail(err as Error);
+        return;
+      }
+    }
+    const h = this.handler;
+    if (h === null || f.readInt32LE(8) !== this.expected || op !== OP_MSG) {
+      this.fail(new Error(`unexpected frame from upstream (opcode ${op}, responseTo ${f.readInt32LE(8)})`));
+      return;
+    }
+    // A reply with moreToCome (exhaust) keeps the handler for the next frame. The proxy clears
+    // exhaustAllowed on requests, so upstreams do not normally send these.
+    const more = f.length > HEADER_SIZE + 4 && (f.readUInt32LE(HEADER_SIZE) & MSG_MORE_TO_COME) !== 0;
+    if (!more) this.handler = null;
+    else this.expected = f.readInt32LE(4);
+    h.onUpstreamReply(f, this);
+  }
+
+  onFrameError(err: WireError): void {
+    this.fail(err);
+  }
+
+  get busy(): boolean {
+    return this.handler !== null;
+  }
+
+  private fail(err: Error): void {
+    if (!this.alive) return;
+    this.alive = false;
+    this.framer.fail();
+    this.socket.destroy();
+    const h = this.handler;
+    this.handler = null;
+    if (h !== null) h.onUpstreamError(err, this, true);
+    const cb = this.onClosed;
+    this.onClosed = null;
+    if (cb !== null) cb(this);
+  }
+
+  destroy(): void {
+    this.fail(new Error('upstream connection destroyed'));
+  }
+}

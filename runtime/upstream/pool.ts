@@ -1,0 +1,221 @@
+// Connection pool to one upstream address (MongoDB CMAP-shaped: a maximum size, a minimum of idle
+// connections kept warm, idle expiry, a bounded number of connections being opened at once, and a
+// FIFO wait queue with a timeout). Waiters are objects with two methods, not closures, so a
+// request costs no allocation here when a connection is idle.
+import { performance } from 'node:perf_hooks';
+import { ErrorCodes, ProxyError } from '../errors/index.ts';
+import { UpstreamConnection, type UpstreamInfo } from './connection.ts';
+import type { UpstreamAddress } from './uri.ts';
+
+export interface PoolWaiter {
+  onConnection(conn: UpstreamConnection): void;
+  onPoolError(err: ProxyError): void;
+}
+
+export interface PoolOptions {
+  poolSize: number;
+  minIdle: number;
+  maxIdleTimeMs: number;
+  connectTimeoutMs: number;
+  waitQueueTimeoutMs: number;
+}
+
+export interface PoolLogger {
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+}
+
+const MAX_CONNECTING = 2;
+
+interface Waiting { waiter: PoolWaiter; deadline: number }
+
+export class UpstreamPool {
+  readonly address: UpstreamAddress;
+  private readonly opts: PoolOptions;
+  private readonly log: PoolLogger;
+  /** Idle connections, most recently used last (LIFO keeps the warmest ones busy). */
+  private readonly idle: UpstreamConnection[] = [];
+  private readonly waiting: Waiting[] = [];
+  private total = 0;
+  private connecting = 0;
+  private nextId = 1;
+  private hostIndex = 0;
+  private sweeper: NodeJS.Timeout | null = null;
+  private reaper: NodeJS.Timeout | null = null;
+  private closed = false;
+  private healthy = true;
+  info: UpstreamInfo | null = null;
+  /** Counters for metrics and tests. */
+  readonly stats = { opened: 0, failedConnects: 0, closed: 0, waitTimeouts: 0 };
+
+  constructor(address: UpstreamAddress, opts: PoolOptions, log: PoolLogger) {
+    this.address = address;
+    this.opts = opts;
+    this.log = log;
+    const every = Math.max(250, Math.min(5000, Math.floor(opts.maxIdleTimeMs / 2) || 5000));
+    this.reaper = setInterval(() => this.maintain(), every);
+    this.reaper.unref();
+  }
+
+  get size(): number { return this.total; }
+  get idleCount(): number { return this.idle.length; }
+  get waitingCount(): number { return this.waiting.length; }
+
+  /** Opens the first connection to learn the upstream's limits and fills min_idle. Never throws. */
+  async start(): Promise<boolean> {
+    try {
+      const conn = await this.open();
+      this.release(conn);
+      this.maintain();
+      return true;
+    } catch (err) {
+      this.log.warn('upstream not reachable at startup; requests get a retryable error until it is', {
+        upstream: this.describe(), error: (err as Error).message,
+      });
+      return false;
+    }
+  }
+
+  describe(): string {
+    const h = this.address.hosts[this.hostIndex];
+    return `${h.host}:${h.port}`;
+  }
+
+  acquire(waiter: PoolWaiter): void {
+    if (this.closed) {
+      waiter.onPoolError(new ProxyError(ErrorCodes.HostUnreachable, 'proxy is shutting down', ['RetryableWriteError']));
+      return;
+    }
+    while (this.idle.length > 0) {
+      const conn = this.idle.pop()!;
+      if (conn.alive) {
+        waiter.onConnection(conn);
+        return;
+      }
+    }
+    this.waiting.push({ waiter, deadline: performance.now() + this.opts.waitQueueTimeoutMs });
+    if (this.sweeper === null) {
+      this.sweeper = setInterval(() => this.sweep(), 25);
+      this.sweeper.unref();
+    }
+    this.grow();
+  }
+
+  /** Returns a healthy, idle connection to the pool (or hands it to the next waiter). */
+  release(conn: UpstreamConnection): void {
+    if (!conn.alive) return;
+    if (this.closed) {
+      conn.destroy();
+      return;
+    }
+    const next = this.waiting.shift();
+    if (next !== undefined) {
+      next.waiter.onConnection(conn);
+      return;
+    }
+    conn.idleSince = performance.now();
+    this.idle.push(conn);
+  }
+
+  /** Drops a connection that is in an unknown state (e.g. a request on it was abandoned). */
+  discard(conn: UpstreamConnection): void {
+    conn.destroy();
+  }
+
+  private grow(): void {
+    while (this.waiting.length > this.connecting && this.total < this.opts.poolSize && this.connecting < MAX_CONNECTING) {
+      this.open().then((conn) => this.release(conn), (err: Error) => this.connectFailed(err));
+    }
+  }
+
+  private open(): Promise<UpstreamConnection> {
+    this.total++;
+    this.connecting++;
+    const h = this.address.hosts[this.hostIndex];
+    return UpstreamConnection.open(this.nextId++, h.host, h.port, this.opts.connectTimeoutMs, (c) => this.onConnectionClosed(c))
+      .then((conn) => {
+        this.connecting--;
+        this.stats.opened++;
+        if (this.info === null || conn.info !== null) this.info = conn.info;
+        if (!this.healthy) {
+          this.healthy = true;
+          this.log.info('upstream reachable again', { upstream: this.describe() });
+        }
+        return conn;
+      }, (err: Error) => {
+        this.connecting--;
+        this.total--;
+        this.stats.failedConnects++;
+        throw err;
+      });
+  }
+
+  private connectFailed(err: Error): void {
+    if (this.healthy) {
+      this.healthy = false;
+      this.log.warn('upstream connection failed', { upstream: this.describe(), error: err.message });
+    }
+    if (this.address.hosts.length > 1) this.hostIndex = (this.hostIndex + 1) % this.address.hosts.length;
+    // Nobody can be served soon: fail the waiters now (a retryable error within connect_timeout_ms)
+    // rather than letting them sit until the wait-queue timeout.
+    if (this.total === 0 || this.total === this.connecting) {
+      const err2 = new ProxyError(ErrorCodes.HostUnreachable,
+        `upstream ${this.describe()} is unavailable: ${err.message}`, ['RetryableWriteError'], { cause: err });
+      const waiting = this.waiting.splice(0, this.waiting.length);
+      for (const w of waiting) w.waiter.onPoolError(err2);
+    } else {
+      this.grow();
+    }
+  }
+
+  private onConnectionClosed(conn: UpstreamConnection): void {
+    this.total--;
+    this.stats.closed++;
+    const i = this.idle.indexOf(conn);
+    if (i >= 0) this.idle.splice(i, 1);
+    if (!this.closed && this.waiting.length > 0) this.grow();
+  }
+
+  /** Expires waiters past their deadline. */
+  private sweep(): void {
+    const now = performance.now();
+    while (this.waiting.length > 0 && this.waiting[0].deadline <= now) {
+      const w = this.waiting.shift()!;
+      this.stats.waitTimeouts++;
+      w.waiter.onPoolError(new ProxyError(ErrorCodes.NetworkTimeout,
+        `timed out after ${this.opts.waitQueueTimeoutMs} ms waiting for an upstream connection (pool_size ${this.opts.poolSize} in use)`,
+        ['RetryableWriteError']));
+    }
+    if (this.waiting.length === 0 && this.sweeper !== null) {
+      clearInterval(this.sweeper);
+      this.sweeper = null;
+    }
+  }
+
+  /** Closes connections idle past max_idle_time_ms and keeps min_idle warm. */
+  private maintain(): void {
+    if (this.closed) return;
+    const now = performance.now();
+    const max = this.opts.maxIdleTimeMs;
+    if (max > 0) {
+      for (let i = 0; i < this.idle.length && this.idle.length > this.opts.minIdle;) {
+        if (now - this.idle[i].idleSince > max) this.idle.splice(i, 1)[0].destroy();
+        else i++;
+      }
+    }
+    let want = this.opts.minIdle - this.idle.length - this.connecting;
+    while (want-- > 0 && this.total < this.opts.poolSize && this.healthy) {
+      this.open().then((conn) => this.release(conn), (err: Error) => this.connectFailed(err));
+    }
+  }
+
+  close(): void {
+    this.closed = true;
+    if (this.reaper !== null) clearInterval(this.reaper);
+    if (this.sweeper !== null) clearInterval(this.sweeper);
+    for (const c of this.idle.splice(0)) c.destroy();
+    for (const w of this.waiting.splice(0)) {
+      w.waiter.onPoolError(new ProxyError(ErrorCodes.HostUnreachable, 'proxy is shutting down', ['RetryableWriteError']));
+    }
+  }
+}
