@@ -1,0 +1,66 @@
+// One request's state as it travels through the pipeline. Every field is initialised in the
+// constructor so all exchanges share one hidden class.
+import { foldSequences, type DocSequence } from '../wire/index.ts';
+import type { HostExchange } from '../wasm/index.ts';
+
+export const enum Verdict { Continue = 0, Reject = 1, LocalReply = 2 }
+
+export interface ConnectionInfo { readonly id: number; appName: string; clientAddress: string; user: string }
+
+export class Exchange implements HostExchange {
+  readonly conn: ConnectionInfo;
+  readonly pipelineId: string;
+  readonly op: string;
+  readonly db: string;
+  readonly collection: string;
+  readonly requestBody: Uint8Array;
+  readonly sequences: DocSequence[] | null;
+  /** Client request id (set by the server; property `request_id`). */
+  requestId: number;
+  phase: 0 | 1;
+  verdict: Verdict;
+  rejectCode: number;
+  rejectCodeName: string;
+  rejectMessage: string;
+  localReply: Uint8Array | null;
+  newRequest: Uint8Array | null;
+  replyBody: Uint8Array | null;
+  newReply: Uint8Array | null;
+  route: string | null;
+  private folded: Uint8Array | null;
+
+  constructor(conn: ConnectionInfo, pipelineId: string, op: string, db: string, collection: string,
+    requestBody: Uint8Array, sequences: DocSequence[] | null) {
+    this.conn = conn;
+    this.pipelineId = pipelineId;
+    this.op = op;
+    this.db = db;
+    this.collection = collection;
+    this.requestBody = requestBody;
+    this.sequences = sequences;
+    this.requestId = 0;
+    this.phase = 0;
+    this.verdict = Verdict.Continue;
+    this.rejectCode = 0;
+    this.rejectCodeName = '';
+    this.rejectMessage = '';
+    this.localReply = null;
+    this.newRequest = null;
+    this.replyBody = null;
+    this.newReply = null;
+    this.route = null;
+    this.folded = null;
+  }
+
+  /** The command document a plugin sees: a replacement if a step set one, else the body with
+   *  document sequences folded in — computed on first use, at most once. */
+  requestDocument(): Uint8Array {
+    if (this.newRequest !== null) return this.newRequest;
+    let f = this.folded;
+    if (f === null) {
+      f = this.sequences === null ? this.requestBody : foldSequences(this.requestBody, this.sequences);
+      this.folded = f;
+    }
+    return f;
+  }
+}

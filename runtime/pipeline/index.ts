@@ -1,0 +1,11 @@
+// Public surface of the pipeline executor.
+export { Verdict, Exchange, type ConnectionInfo } from './exchange.ts';
+export { Pipeline } from './pipeline.ts';
+export {
+  PipelineManager, stepName, DEFAULT_PIPELINE_ID, DEFAULT_MAX_MEMORY_PAGES,
+  type StepSettings, type PipelineConfig, type PipelineManagerOptions,
+} from './manager.ts';
+export { StepRunner, defaultOnError } from './step-runner.ts';
+export type { StepRecorder } from './recorder.ts';
+export type { Logger } from '../wasm/index.ts';
+export type { DocSequence } from '../wire/index.ts';

@@ -1,0 +1,48 @@
+// One step of a pipeline: the plugin slot plus the on_error policy. run() never throws.
+import { PluginSlot, CALL_FAILED, stepErrorsTotal } from '../wasm/index.ts';
+import { Verdict, type Exchange } from './exchange.ts';
+
+/** run() result bits. */
+export const STOP = 1;
+export const ERROR = 2;
+
+/** Default on_error per built-in (DESIGN §4): security-relevant steps fail closed. */
+const CLOSED_BY_DEFAULT = new Set(['auth', 'filter', 'rate_limit', 'route']);
+
+export function defaultOnError(name: string): 'open' | 'closed' {
+  return CLOSED_BY_DEFAULT.has(name) ? 'closed' : 'open';
+}
+
+export class StepRunner {
+  /** "wasm:<name>" */
+  readonly id: string;
+  readonly name: string;
+  readonly failOpen: boolean;
+  readonly slot: PluginSlot;
+  private readonly errorCounters: [{ inc(): void }, { inc(): void }];
+
+  constructor(name: string, slot: PluginSlot, onError: 'open' | 'closed', pipelineId: string) {
+    this.id = `wasm:${name}`;
+    this.name = name;
+    this.failOpen = onError === 'open';
+    this.slot = slot;
+    this.errorCounters = [stepErrorsTotal.labels(pipelineId, this.id, 'request'), stepErrorsTotal.labels(pipelineId, this.id, 'response')];
+  }
+
+  /** Calls the step; returns 0 (next step), STOP, or ERROR|STOP / ERROR per on_error. */
+  run(ex: Exchange, phase: 0 | 1): number {
+    const rc = this.slot.call(ex, phase);
+    if (rc !== CALL_FAILED) {
+      if (rc !== 0) return STOP;
+      if (phase === 0 ? ex.verdict !== Verdict.Continue : ex.verdict === Verdict.Reject) return STOP;
+      return 0;
+    }
+    this.errorCounters[phase].inc();
+    if (this.failOpen) return ERROR;
+    ex.verdict = Verdict.Reject;
+    ex.rejectCode = 1;
+    ex.rejectCodeName = 'InternalError';
+    ex.rejectMessage = `pipeline step ${this.id} failed`;
+    return ERROR | STOP;
+  }
+}

@@ -1,0 +1,65 @@
+// Read, instrument (fuel + memory cap) and compile a plugin module. Off the hot path; compiled
+// modules are cached by content + limits so a reload with an unchanged plugin skips binaryen and
+// the compiler, and a trapped instance is rebuilt from the cached WebAssembly.Module.
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { instrumentModule } from './metering.ts';
+import { PluginLoadError } from './errors.ts';
+import { Export } from './abi.ts';
+
+export interface CompiledPlugin {
+  readonly name: string;
+  readonly module: WebAssembly.Module;
+  readonly fuel: number;
+  readonly maxMemoryPages: number;
+  readonly configBytes: Uint8Array;
+  readonly exportsRequest: boolean;
+  readonly exportsResponse: boolean;
+}
+
+export interface CompileOptions {
+  readonly name: string; // "wasm:<name>" for messages
+  readonly fuel: number;
+  readonly maxMemoryPages: number;
+  readonly config: unknown;
+}
+
+const cache = new Map<string, Promise<WebAssembly.Module>>();
+
+export async function compilePluginFile(path: string, opts: CompileOptions): Promise<CompiledPlugin> {
+  let bytes: Uint8Array;
+  try {
+    bytes = await readFile(path);
+  } catch (err) {
+    throw new PluginLoadError(opts.name, `cannot read ${path}`, err);
+  }
+  return compilePluginBytes(bytes, opts);
+}
+
+export async function compilePluginBytes(bytes: Uint8Array, opts: CompileOptions): Promise<CompiledPlugin> {
+  const key = createHash('sha256').update(bytes).digest('hex') + `:${opts.fuel}:${opts.maxMemoryPages}`;
+  let p = cache.get(key);
+  if (p === undefined) {
+    p = (async () => {
+      const metered = instrumentModule(bytes, { name: opts.name, fuel: opts.fuel, maxMemoryPages: opts.maxMemoryPages });
+      try {
+        return await WebAssembly.compile(metered as Uint8Array<ArrayBuffer>);
+      } catch (err) {
+        throw new PluginLoadError(opts.name, 'compilation failed', err);
+      }
+    })();
+    cache.set(key, p);
+    p.catch(() => cache.delete(key));
+  }
+  const module = await p;
+  const names = new Set(WebAssembly.Module.exports(module).map((e) => e.name));
+  return {
+    name: opts.name,
+    module,
+    fuel: opts.fuel,
+    maxMemoryPages: opts.maxMemoryPages,
+    configBytes: new TextEncoder().encode(JSON.stringify(opts.config ?? {})),
+    exportsRequest: names.has(Export.onRequest),
+    exportsResponse: names.has(Export.onResponse),
+  };
+}

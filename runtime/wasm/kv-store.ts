@@ -1,0 +1,77 @@
+// Host-side key/value store, one per plugin name, so state survives instance rebuilds and
+// pipeline reloads. Byte accounting is key (UTF-16 bytes) + value; expiry is checked lazily on
+// read and swept when a write would exceed the cap.
+
+interface Entry { value: Uint8Array; expiresAt: number; bytes: number }
+
+export class KvStore {
+  readonly maxBytes: number;
+  private readonly map = new Map<string, Entry>();
+  private used = 0;
+
+  constructor(maxBytes: number) {
+    this.maxBytes = maxBytes;
+  }
+
+  get bytesUsed(): number { return this.used; }
+
+  get(key: string, now = performance.now()): Uint8Array | undefined {
+    const e = this.map.get(key);
+    if (e === undefined) return undefined;
+    if (e.expiresAt !== 0 && e.expiresAt <= now) {
+      this.drop(key, e);
+      return undefined;
+    }
+    return e.value;
+  }
+
+  /** Copies `value`. Returns false when the cap would be exceeded (after sweeping expired entries). */
+  set(key: string, value: Uint8Array, ttlMs: number, now = performance.now()): boolean {
+    const bytes = key.length * 2 + value.byteLength;
+    const old = this.map.get(key);
+    const delta = bytes - (old === undefined ? 0 : old.bytes);
+    if (this.used + delta > this.maxBytes) {
+      this.sweep(now);
+      const again = this.map.get(key);
+      if (this.used + bytes - (again === undefined ? 0 : again.bytes) > this.maxBytes) return false;
+    }
+    const cur = this.map.get(key);
+    if (cur !== undefined) this.used -= cur.bytes;
+    this.map.set(key, { value: value.slice(), expiresAt: ttlMs > 0 ? now + ttlMs : 0, bytes });
+    this.used += bytes;
+    return true;
+  }
+
+  delete(key: string): boolean {
+    const e = this.map.get(key);
+    if (e === undefined) return false;
+    this.drop(key, e);
+    return true;
+  }
+
+  sweep(now = performance.now()): void {
+    for (const [k, e] of this.map) if (e.expiresAt !== 0 && e.expiresAt <= now) this.drop(k, e);
+  }
+
+  clear(): void { this.map.clear(); this.used = 0; }
+
+  private drop(key: string, e: Entry): void {
+    this.map.delete(key);
+    this.used -= e.bytes;
+  }
+}
+
+/** Default per-plugin cap. */
+export const DEFAULT_KV_MAX_BYTES = 1 << 20;
+
+const stores = new Map<string, KvStore>();
+
+/** The store of plugin `name` (created on first use; its cap is fixed by the first caller). */
+export function kvStoreFor(name: string, maxBytes = DEFAULT_KV_MAX_BYTES): KvStore {
+  let s = stores.get(name);
+  if (s === undefined) {
+    s = new KvStore(maxBytes);
+    stores.set(name, s);
+  }
+  return s;
+}

@@ -1,0 +1,19 @@
+/** The logger shape the host uses (a subset of pino's). */
+export interface Logger {
+  trace(obj: object, msg: string): void;
+  debug(obj: object, msg: string): void;
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+const noop = (): void => {};
+
+/** Default: warnings and errors to stderr, the rest dropped. */
+export const defaultLogger: Logger = {
+  trace: noop,
+  debug: noop,
+  info: noop,
+  warn: (o, m) => console.warn(m, o),
+  error: (o, m) => console.error(m, o),
+};

@@ -1,0 +1,287 @@
+// One live WebAssembly instance of a plugin and the host functions it imports.
+// Hot-path rules (notes/wasm-host.md): copy into plugin memory with Uint8Array.set, never slice out
+// of it except to keep a result (replaced body, local reply); no clock reads here unless a sub-op
+// sink is installed; imports are closures created once per instance, not per call.
+import { IMPORT_MODULE, Export, CallFlag, Property, LOG_LEVEL_NAMES, type MetricKind } from './abi.ts';
+import { PluginTrap, FuelExhaustedError, PluginConfigRefusedError } from './errors.ts';
+import {
+  type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY,
+} from './host-exchange.ts';
+import type { KvStore } from './kv-store.ts';
+import { definePluginMetric, type BoundMetric } from './plugin-metrics.ts';
+import type { Logger } from './logger.ts';
+import type { CompiledPlugin } from './compile.ts';
+
+/** Receives sub-operation timings (name, phase, duration ns). Null = recording off. */
+export type SubopSink = (name: string, phase: 0 | 1, durationNs: number) => void;
+
+/** Per-step services shared by successive instances of the same step. */
+export interface PluginServices {
+  readonly step: string; // "wasm:<name>"
+  readonly pipelineId: string;
+  readonly logger: Logger;
+  readonly kv: KvStore;
+  readonly subop: SubopSink | null;
+  readonly fuel: number;
+}
+
+const utf16 = new TextDecoder('utf-16le');
+type Fn = (...args: number[]) => number;
+
+export class PluginInstance {
+  readonly plugin: CompiledPlugin;
+  readonly services: PluginServices;
+  private readonly instance: WebAssembly.Instance;
+  private readonly memory: WebAssembly.Memory;
+  private u8: Uint8Array;
+  private readonly fuelGlobal: WebAssembly.Global;
+  private readonly alloc: Fn | null;
+  private readonly onConfigureFn: Fn | null;
+  private readonly onRequestFn: Fn | null;
+  private readonly onResponseFn: Fn | null;
+  private ex: HostExchange | null;
+  private readonly metrics: BoundMetric[];
+  private readonly subopNames: string[];
+  private readonly subopStarts: bigint[];
+  private lastProperty: string;
+
+  /** Instantiates (runs the module's start function); throws on a trap. */
+  constructor(plugin: CompiledPlugin, services: PluginServices) {
+    this.plugin = plugin;
+    this.services = services;
+    this.ex = null;
+    this.metrics = [];
+    this.subopNames = [];
+    this.subopStarts = [];
+    this.lastProperty = '';
+    this.instance = new WebAssembly.Instance(plugin.module, { [IMPORT_MODULE]: this.imports() });
+    const e = this.instance.exports;
+    const mem = e[Export.memory];
+    if (!(mem instanceof WebAssembly.Memory)) throw new PluginTrap(`plugin ${services.step} exports no memory`);
+    this.memory = mem;
+    this.u8 = new Uint8Array(mem.buffer);
+    this.fuelGlobal = e[Export.fuel] as WebAssembly.Global;
+    this.alloc = (e[Export.alloc] as Fn | undefined) ?? null;
+    this.onConfigureFn = (e[Export.onConfigure] as Fn | undefined) ?? null;
+    this.onRequestFn = (e[Export.onRequest] as Fn | undefined) ?? null;
+    this.onResponseFn = (e[Export.onResponse] as Fn | undefined) ?? null;
+  }
+
+  get hasOnRequest(): boolean { return this.onRequestFn !== null; }
+  get hasOnResponse(): boolean { return this.onResponseFn !== null; }
+
+  /** Hands the config JSON to on_configure; throws PluginConfigRefusedError when refused. */
+  configure(): void {
+    const fn = this.onConfigureFn;
+    if (fn === null) return;
+    const cfg = this.plugin.configBytes;
+    let ptr = 0;
+    this.fuelGlobal.value = this.services.fuel;
+    if (cfg.length > 0) {
+      if (this.alloc === null) throw new PluginConfigRefusedError(this.services.step, `module exports no ${Export.alloc}`);
+      ptr = this.alloc(cfg.length);
+      this.view().set(cfg, ptr);
+    }
+    this.fuelGlobal.value = this.services.fuel;
+    const rc = fn(ptr, cfg.length);
+    if (rc !== 0) throw new PluginConfigRefusedError(this.services.step, `on_configure returned ${rc}`);
+  }
+
+  /** Request-phase callback. Returns the plugin's Action; throws on a trap. */
+  callRequest(ex: HostExchange): number {
+    const fn = this.onRequestFn;
+    if (fn === null) return 0;
+    let size: number, flags = 0;
+    if (ex.newRequest !== null) { size = ex.newRequest.length; flags = CallFlag.BodyReplaced; }
+    else if (ex.sequences === null) size = ex.requestBody.length;
+    else { size = -1; flags = CallFlag.HasSequences; }
+    this.ex = ex;
+    this.fuelGlobal.value = this.services.fuel;
+    try {
+      return fn(size, flags);
+    } finally {
+      this.ex = null;
+    }
+  }
+
+  /** Response-phase callback over newReply ?? replyBody ?? localReply. */
+  callResponse(ex: HostExchange): number {
+    const fn = this.onResponseFn;
+    if (fn === null) return 0;
+    const reply = ex.newReply ?? ex.replyBody ?? ex.localReply;
+    let flags = ex.newReply !== null ? CallFlag.BodyReplaced : 0;
+    if (ex.verdict === VERDICT_LOCAL_REPLY) flags |= CallFlag.LocalReply;
+    this.ex = ex;
+    this.fuelGlobal.value = this.services.fuel;
+    try {
+      return fn(reply === null ? 0 : reply.length, flags);
+    } finally {
+      this.ex = null;
+    }
+  }
+
+  /** Current memory view (memory.grow detaches the old buffer). */
+  private view(): Uint8Array {
+    const buf = this.memory.buffer;
+    if (this.u8.buffer !== buf) this.u8 = new Uint8Array(buf);
+    return this.u8;
+  }
+
+  private str(ptr: number, len: number): string {
+    if (len <= 0) return '';
+    return utf16.decode(this.view().subarray(ptr, ptr + len));
+  }
+
+  private bytes(ptr: number, len: number): Uint8Array {
+    return this.view().slice(ptr, ptr + len); // kept beyond the call: must be a copy
+  }
+
+  private current(): HostExchange {
+    const ex = this.ex;
+    if (ex === null) throw new PluginTrap(`plugin ${this.services.step} called a request function outside a request`);
+    return ex;
+  }
+
+  /** Writes `s` as UTF-16LE at ptr if it fits in max bytes; returns its byte length. */
+  private writeStr(s: string, ptr: number, max: number): number {
+    const n = s.length * 2;
+    if (n > max) return n;
+    const u8 = this.view();
+    for (let i = 0; i < s.length; i++) {
+      const c = s.charCodeAt(i);
+      u8[ptr + 2 * i] = c & 0xff;
+      u8[ptr + 2 * i + 1] = c >>> 8;
+    }
+    return n;
+  }
+
+  private property(id: number): string | null {
+    const ex = this.current();
+    switch (id) {
+      case Property.Op: return ex.op;
+      case Property.Db: return ex.db;
+      case Property.Collection: return ex.collection;
+      case Property.AppName: return ex.conn.appName;
+      case Property.ClientAddress: return ex.conn.clientAddress;
+      case Property.User: return ex.conn.user;
+      case Property.PipelineId: return ex.pipelineId;
+      case Property.Phase: return ex.phase === 0 ? 'request' : 'response';
+      case Property.RequestId: return String(ex.requestId);
+      case Property.ConnectionId: return String(ex.conn.id);
+      case Property.Route: return ex.route ?? '';
+      default: return null;
+    }
+  }
+
+  private imports(): Record<string, (...args: never[]) => unknown> {
+    const services = this.services;
+    const step = services.step;
+    const subopSink = services.subop;
+    return {
+      proxy_get_body: (phase: number, dst: number, max: number): number => {
+        const ex = this.current();
+        const body = phase === 0 ? ex.requestDocument() : (ex.newReply ?? ex.replyBody ?? ex.localReply);
+        if (body === null) return -1;
+        if (body.length <= max) this.view().set(body, dst);
+        return body.length;
+      },
+      proxy_set_body: (phase: number, ptr: number, len: number): number => {
+        const ex = this.current();
+        if (phase === 0) ex.newRequest = this.bytes(ptr, len);
+        else ex.newReply = this.bytes(ptr, len);
+        return 0;
+      },
+      proxy_reject: (code: number, namePtr: number, nameLen: number, msgPtr: number, msgLen: number): void => {
+        const ex = this.current();
+        ex.verdict = VERDICT_REJECT;
+        ex.rejectCode = code;
+        ex.rejectCodeName = this.str(namePtr, nameLen);
+        ex.rejectMessage = this.str(msgPtr, msgLen);
+      },
+      proxy_reply_local: (ptr: number, len: number): void => {
+        const ex = this.current();
+        if (ex.phase === 0) {
+          ex.verdict = VERDICT_LOCAL_REPLY;
+          ex.localReply = this.bytes(ptr, len);
+        } else {
+          ex.newReply = this.bytes(ptr, len);
+        }
+      },
+      proxy_set_route: (ptr: number, len: number): void => {
+        this.current().route = this.str(ptr, len);
+      },
+      proxy_log: (level: number, ptr: number, len: number): void => {
+        const name = LOG_LEVEL_NAMES[level] ?? 'info';
+        const ex = this.ex;
+        services.logger[name]({ step, pipeline: services.pipelineId, op: ex === null ? undefined : ex.op }, this.str(ptr, len));
+      },
+      proxy_get_property: (id: number, dst: number, max: number): number => {
+        const v = this.property(id);
+        if (v === null) return -1;
+        return this.writeStr(v, dst, max);
+      },
+      proxy_define_metric: (kind: number, namePtr: number, nameLen: number): number => {
+        const name = this.str(namePtr, nameLen);
+        const m = definePluginMetric(kind as MetricKind, name, services.pipelineId);
+        if (m === null) {
+          services.logger.warn({ step, metric: name }, 'plugin metric refused (name must be proxy_plugin_*, one kind per name)');
+          return -1;
+        }
+        this.metrics.push(m);
+        return this.metrics.length - 1;
+      },
+      proxy_increment_metric: (id: number, delta: number): void => {
+        const m = this.metrics[id];
+        if (m !== undefined) m.inc(delta);
+      },
+      proxy_record_metric: (id: number, value: number): void => {
+        const m = this.metrics[id];
+        if (m !== undefined) m.record(value);
+      },
+      proxy_subop_begin: subopSink === null ? noop : (namePtr: number, nameLen: number): void => {
+        this.subopNames.push(this.str(namePtr, nameLen));
+        this.subopStarts.push(process.hrtime.bigint());
+      },
+      proxy_subop_end: subopSink === null ? noop : (): void => {
+        const start = this.subopStarts.pop();
+        const name = this.subopNames.pop();
+        if (start === undefined || name === undefined) return;
+        const ex = this.ex;
+        subopSink(name, ex === null ? 0 : ex.phase, Number(process.hrtime.bigint() - start));
+      },
+      proxy_kv_get: (keyPtr: number, keyLen: number, dst: number, max: number): number => {
+        const v = services.kv.get(this.str(keyPtr, keyLen));
+        if (v === undefined) return -1;
+        if (v.length <= max) this.view().set(v, dst);
+        return v.length;
+      },
+      proxy_kv_set: (keyPtr: number, keyLen: number, valPtr: number, valLen: number, ttlMs: number): number => {
+        const ok = services.kv.set(this.str(keyPtr, keyLen), this.view().subarray(valPtr, valPtr + valLen), ttlMs);
+        return ok ? 0 : -1;
+      },
+      proxy_kv_delete: (keyPtr: number, keyLen: number): number => {
+        return services.kv.delete(this.str(keyPtr, keyLen)) ? 0 : -1;
+      },
+      proxy_now: (): bigint => process.hrtime.bigint(),
+      proxy_abort: (msgPtr: number, filePtr: number, line: number, col: number): void => {
+        throw new PluginTrap(`abort: ${this.asString(msgPtr)} at ${this.asString(filePtr)}:${line}:${col}`);
+      },
+      proxy_fuel_exhausted: (): void => {
+        throw new FuelExhaustedError(step, services.fuel);
+      },
+    };
+  }
+
+  /** An AssemblyScript string object (byte length in the header word before ptr). */
+  private asString(ptr: number): string {
+    if (ptr === 0) return '';
+    const u8 = this.view();
+    if (ptr < 4 || ptr > u8.length) return '?';
+    const len = new DataView(u8.buffer).getUint32(ptr - 4, true);
+    if (ptr + len > u8.length) return '?';
+    return this.str(ptr, len);
+  }
+}
+
+function noop(): void {}
+

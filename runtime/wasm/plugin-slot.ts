@@ -1,0 +1,109 @@
+// The lifecycle of one step's instance: build, call, and after a trap discard and rebuild from the
+// compiled module (a trapped AssemblyScript instance may have a broken stack pointer: never reuse
+// it). Crash loops are rate-limited: CRASH_LIMIT traps inside CRASH_WINDOW_MS disable the step for
+// a backoff period (1 s doubling to 60 s, like Envoy's FAIL_RELOAD backoff) during which calls fail
+// immediately and the executor applies the step's on_error policy.
+import { PluginInstance, type PluginServices } from './plugin-instance.ts';
+import type { CompiledPlugin } from './compile.ts';
+import type { HostExchange } from './host-exchange.ts';
+import { instanceRebuildsTotal } from './plugin-metrics.ts';
+
+/** Returned by call() when the step could not run (trap, fuel, disabled). */
+export const CALL_FAILED = -1;
+
+export const CRASH_LIMIT = 5;
+export const CRASH_WINDOW_MS = 10_000;
+export const BACKOFF_MIN_MS = 1_000;
+export const BACKOFF_MAX_MS = 60_000;
+
+export class PluginSlot {
+  readonly plugin: CompiledPlugin;
+  readonly services: PluginServices;
+  private instance: PluginInstance | null;
+  /** Traps since load (all causes). */
+  traps: number;
+  rebuilds: number;
+  lastError: string;
+  private disabledUntil: number;
+  private backoffMs: number;
+  private windowStart: number;
+  private windowTraps: number;
+  private lastTrapAt: number;
+
+  /** Builds and configures the first instance; throws (load error / config refused). */
+  constructor(plugin: CompiledPlugin, services: PluginServices) {
+    this.plugin = plugin;
+    this.services = services;
+    this.traps = 0;
+    this.rebuilds = 0;
+    this.lastError = '';
+    this.disabledUntil = 0;
+    this.backoffMs = BACKOFF_MIN_MS;
+    this.windowStart = 0;
+    this.windowTraps = 0;
+    this.lastTrapAt = 0;
+    const inst = new PluginInstance(plugin, services);
+    inst.configure();
+    this.instance = inst;
+  }
+
+  get disabled(): boolean { return this.disabledUntil > 0 && performance.now() < this.disabledUntil; }
+  get live(): boolean { return this.instance !== null; }
+
+  /** Runs the phase callback; returns the plugin's Action (0/1) or CALL_FAILED. Never throws. */
+  call(ex: HostExchange, phase: 0 | 1): number {
+    let inst = this.instance;
+    if (inst === null) {
+      inst = this.rebuild();
+      if (inst === null) return CALL_FAILED;
+    }
+    try {
+      return phase === 0 ? inst.callRequest(ex) : inst.callResponse(ex);
+    } catch (err) {
+      this.trapped(err);
+      return CALL_FAILED;
+    }
+  }
+
+  private rebuild(): PluginInstance | null {
+    const now = performance.now();
+    if (now < this.disabledUntil) return null;
+    try {
+      const inst = new PluginInstance(this.plugin, this.services);
+      inst.configure();
+      this.instance = inst;
+      this.rebuilds++;
+      instanceRebuildsTotal.labels(this.services.pipelineId, this.services.step).inc();
+      return inst;
+    } catch (err) {
+      this.trapped(err);
+      return null;
+    }
+  }
+
+  private trapped(err: unknown): void {
+    this.instance = null;
+    this.traps++;
+    this.lastError = err instanceof Error ? err.message : String(err);
+    const now = performance.now();
+    if (now - this.lastTrapAt > BACKOFF_MAX_MS) this.backoffMs = BACKOFF_MIN_MS;
+    this.lastTrapAt = now;
+    if (now - this.windowStart > CRASH_WINDOW_MS) {
+      this.windowStart = now;
+      this.windowTraps = 0;
+    }
+    this.windowTraps++;
+    const log = this.services.logger;
+    if (this.windowTraps >= CRASH_LIMIT) {
+      this.disabledUntil = now + this.backoffMs;
+      log.error({ step: this.services.step, pipeline: this.services.pipelineId, backoff_ms: this.backoffMs, err: this.lastError },
+        'plugin crash loop: step disabled for the backoff period');
+      this.backoffMs = Math.min(this.backoffMs * 2, BACKOFF_MAX_MS);
+      this.windowTraps = 0;
+      this.windowStart = now;
+    } else {
+      log.warn({ step: this.services.step, pipeline: this.services.pipelineId, err: this.lastError },
+        'plugin trapped; instance discarded and will be rebuilt');
+    }
+  }
+}

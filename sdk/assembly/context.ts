@@ -1,0 +1,92 @@
+import {
+  proxy_get_body, proxy_set_body, proxy_reject, proxy_reply_local, proxy_set_route,
+  proxy_get_property, Property, CallFlag, strPtr, strLen,
+} from "./host";
+
+/** What a callback returns. Continue: go on with the next step. Stop: skip the later steps of
+ *  this phase (the request still goes upstream unless the step rejected or replied locally). */
+export const enum Action { Continue = 0, Stop = 1 }
+
+export const enum Phase { Request = 0, Response = 1 }
+
+/** Per-callback view of the exchange. One object is reused for every callback (no allocation);
+ *  everything is pulled from the host lazily and cached until the callback returns. */
+export class Context {
+  phase: Phase = Phase.Request;
+  /** Byte size of the body the host offered (-1: not known yet; body() asks). */
+  bodySize: i32 = 0;
+  flags: i32 = 0;
+  private _body: Uint8Array | null = null;
+  private _op: string | null = null;
+  private _db: string | null = null;
+  private _coll: string | null = null;
+
+  /** Called by the SDK before each callback. */
+  reset(phase: Phase, bodySize: i32, flags: i32): void {
+    this.phase = phase; this.bodySize = bodySize; this.flags = flags;
+    this._body = null; this._op = null; this._db = null; this._coll = null;
+  }
+
+  /** The command document (request phase, sequences folded in) or the reply document
+   *  (response phase), copied into plugin memory on first use only. */
+  body(): Uint8Array {
+    let b = this._body;
+    if (b !== null) return b;
+    let size = this.bodySize;
+    if (size < 0) size = proxy_get_body(this.phase, 0, 0);
+    b = new Uint8Array(size);
+    const got = proxy_get_body(this.phase, b.dataStart, size);
+    if (got != size) { b = new Uint8Array(got); proxy_get_body(this.phase, b.dataStart, got); }
+    this._body = b;
+    return b;
+  }
+
+  /** Replace the command (request phase) or reply (response phase) document. */
+  replaceBody(bson: Uint8Array): void {
+    proxy_set_body(this.phase, bson.dataStart, bson.length);
+    this._body = bson;
+    this.bodySize = bson.length;
+  }
+
+  /** Fail the request with a MongoDB error document ({ok:0, errmsg, code, codeName}). */
+  reject(code: i32, codeName: string, message: string): Action {
+    proxy_reject(code, strPtr(codeName), strLen(codeName), strPtr(message), strLen(message));
+    return Action.Stop;
+  }
+
+  /** Answer without the upstream (request phase) or replace the reply (response phase). */
+  replyLocal(bson: Uint8Array): Action {
+    proxy_reply_local(bson.dataStart, bson.length);
+    return Action.Stop;
+  }
+
+  setRoute(uri: string): void { proxy_set_route(strPtr(uri), strLen(uri)); }
+
+  get bodyReplaced(): bool { return (this.flags & CallFlag.BodyReplaced) != 0; }
+  get isLocalReply(): bool { return (this.flags & CallFlag.LocalReply) != 0; }
+
+  get op(): string { let s = this._op; if (s === null) { s = property(Property.Op); this._op = s; } return s; }
+  get db(): string { let s = this._db; if (s === null) { s = property(Property.Db); this._db = s; } return s; }
+  get collection(): string { let s = this._coll; if (s === null) { s = property(Property.Collection); this._coll = s; } return s; }
+  get appName(): string { return property(Property.AppName); }
+  get clientAddress(): string { return property(Property.ClientAddress); }
+  get user(): string { return property(Property.User); }
+  get pipelineId(): string { return property(Property.PipelineId); }
+  get route(): string { return property(Property.Route); }
+  get requestId(): i64 { return I64.parseInt(property(Property.RequestId)); }
+  get connectionId(): i64 { return I64.parseInt(property(Property.ConnectionId)); }
+}
+
+const PROP_BUF_CHARS = 128;
+const propBuf = new ArrayBuffer(PROP_BUF_CHARS << 1);
+
+/** Read a string property (UTF-16 from the host). */
+export function property(id: i32): string {
+  const ptr = changetype<usize>(propBuf);
+  const n = proxy_get_property(id, ptr, PROP_BUF_CHARS << 1);
+  if (n < 0) return "";
+  if (n <= (PROP_BUF_CHARS << 1)) return String.UTF16.decodeUnsafe(ptr, n);
+  const big = new ArrayBuffer(n);
+  proxy_get_property(id, changetype<usize>(big), n);
+  return String.UTF16.decodeUnsafe(changetype<usize>(big), n);
+}

@@ -1,0 +1,21 @@
+import { Context, Action } from "./context";
+
+/** Base class of a plugin step: override what you need, everything else is a no-op. */
+export class Step {
+  /** Called once with the step's `config` object as JSON text. Return false to refuse it:
+   *  the pipeline then does not load. */
+  onConfigure(config: string): bool { return true; }
+  onRequest(ctx: Context): Action { return Action.Continue; }
+  onResponse(ctx: Context): Action { return Action.Continue; }
+}
+
+let registered: Step | null = null;
+
+/** Register the plugin's step (call once, at top level of the plugin's index.ts). */
+export function registerStep(step: Step): void { registered = step; }
+
+export function currentStep(): Step {
+  let s = registered;
+  if (s === null) { s = new Step(); registered = s; }
+  return s;
+}
