@@ -1,0 +1,18 @@
+// Per-call command context handed to every command handler.
+import type { Document } from 'bson';
+import type { CursorManager } from './cursors.ts';
+import type { Store } from './store.ts';
+
+export interface EngineState {
+  store: Store;
+  cursors: CursorManager;
+  startedAt: number;
+  now: () => number;
+}
+
+export interface Ctx extends EngineState {
+  db: string;
+  connectionId: number;
+}
+
+export type Handler = (cmd: Document, ctx: Ctx) => Document;

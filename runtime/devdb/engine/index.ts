@@ -1,0 +1,98 @@
+// devdb command engine.
+//
+// THIS IS A DEVELOPMENT UPSTREAM, NOT A DATABASE. It exists so the proxy can be
+// demoed, tested and benchmarked on machines where no MongoDB server can be
+// installed. It keeps everything in memory (no durability: data vanishes with
+// the process), applies every write immediately (no isolation, no transactions:
+// commitTransaction/abortTransaction are accepted but do nothing), and answers
+// as a single standalone node (no replication, no sharding, no auth).
+//
+// The engine is pure and socket-free: the wire-protocol server decodes a
+// command, calls `DevEngine.run`, and encodes the reply. Query, projection,
+// update and aggregation semantics come from `mingo`; the engine adds storage,
+// unique indexes, cursors and mongod-shaped replies/errors.
+import type { Document } from 'bson';
+import { commands } from './commands/index.ts';
+import type { Ctx, EngineState } from './context.ts';
+import { CursorManager } from './cursors.ts';
+import { CommandError, codeName, ErrorCodes } from './errors.ts';
+import { Store } from './store.ts';
+import { isPlainObject } from './values.ts';
+
+export interface DevEngineOptions {
+  /** Byte budget of one cursor batch (default 16 MiB minus reply overhead). */
+  maxBatchBytes?: number;
+  /** Idle cursors are discarded after this many ms (default 10 minutes). */
+  cursorTimeoutMs?: number;
+  /** Maximum number of open cursors; the least recently used is evicted (default 10000). */
+  maxCursors?: number;
+  /** Clock, for tests (default Date.now). */
+  now?: () => number;
+}
+
+const DEFAULT_MAX_BATCH_BYTES = 16 * 1024 * 1024 - 16 * 1024;
+
+export class DevEngine {
+  private readonly state: EngineState;
+
+  constructor(opts: DevEngineOptions = {}) {
+    const now = opts.now ?? Date.now;
+    this.state = {
+      store: new Store(),
+      cursors: new CursorManager({
+        maxBatchBytes: opts.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES,
+        idleTimeoutMs: opts.cursorTimeoutMs ?? 10 * 60 * 1000,
+        maxCursors: opts.maxCursors ?? 10000,
+        now,
+      }),
+      startedAt: now(),
+      now,
+    };
+  }
+
+  /**
+   * Runs one command. `sequences` are OP_MSG kind-1 document sequences, treated
+   * exactly like the same-named array field. `connectionId` is echoed by hello.
+   * Never throws.
+   */
+  run(cmd: Document, sequences?: Record<string, Document[]>, connectionId = 0): Document {
+    try {
+      if (!isPlainObject(cmd) || Object.keys(cmd).length === 0) {
+        return new CommandError(ErrorCodes.FailedToParse, 'empty command document').toReply();
+      }
+      let full = cmd;
+      if (sequences && Object.keys(sequences).length) {
+        full = { ...cmd };
+        for (const [id, docs] of Object.entries(sequences)) {
+          if (id in cmd) {
+            return new CommandError(ErrorCodes.FailedToParse, `Duplicate field '${id}': given both as a document sequence and in the command body`).toReply();
+          }
+          full[id] = docs;
+        }
+      }
+      const name = Object.keys(full)[0];
+      const handler = commands[name];
+      if (!handler) {
+        return new CommandError(ErrorCodes.CommandNotFound, `no such command: '${name}'`).toReply();
+      }
+      const db = full.$db === undefined ? 'admin' : full.$db;
+      if (typeof db !== 'string' || db.length === 0) {
+        return new CommandError(ErrorCodes.InvalidNamespace, `Invalid database name: '${String(db)}'`).toReply();
+      }
+      const ctx: Ctx = { ...this.state, db, connectionId };
+      return handler(full, ctx);
+    } catch (e) {
+      if (e instanceof CommandError) return e.toReply();
+      const msg = e instanceof Error ? e.message : String(e);
+      return { ok: 0, errmsg: `devdb internal error: ${msg}`, code: ErrorCodes.InternalError, codeName: codeName(ErrorCodes.InternalError) };
+    }
+  }
+
+  /** Drops all databases and cursors. */
+  reset(): void {
+    this.state.store.reset();
+    this.state.cursors.reset();
+  }
+}
+
+export { ErrorCodes, codeName } from './errors.ts';
