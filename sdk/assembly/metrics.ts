@@ -4,7 +4,7 @@ export const enum MetricKind { Counter = 0, Gauge = 1, Histogram = 2 }
 
 function define(kind: MetricKind, name: string): i32 {
   const id = proxy_define_metric(kind, strPtr(name), strLen(name));
-  if (id < 0) abort("metric name refused (must match proxy_plugin_[a-z0-9_]+): " + name);
+  if (id < 0) throw new Error("metric name refused (must match proxy_plugin_[a-z0-9_]+): " + name);
   return id;
 }
 

@@ -1,0 +1,2 @@
+export interface BuildOptions { bases?: string[]; outDir?: string; force?: boolean; log?: (line: string) => void }
+export function buildPlugins(opts?: BuildOptions): Promise<string[]>;

@@ -1,0 +1,75 @@
+#!/usr/bin/env node
+// Compiles every AssemblyScript plugin to build/plugins/<name>.wasm with the asc programmatic API:
+//   plugins/<name>/assembly/index.ts and examples/<name>/assembly/index.ts; with --fixtures,
+//   test/fixtures/plugins/<name>/assembly/index.ts into build/test-plugins/ instead.
+// Outputs newer than every source they could depend on (the plugin folder and sdk/assembly) are
+// skipped. Metering (fuel) and the memory cap are applied at load time by runtime/wasm, not here,
+// so one build serves every fuel/memory setting.
+//
+// Runtime choice: `incremental` (asconfig.json). A plugin instance lives as long as its pipeline
+// and allocates per request (body copies, strings); the `stub` runtime never frees, so a long-lived
+// instance would grow to its memory cap and trap (the leak proxy-runtime#40 hit). Measured here:
+// stub output is smaller (basic fixture ~3 KB vs ~7 KB) and allocation is cheaper, but the idle-step
+// path allocates nothing, so the call overhead is identical (bench/idle-step.ts); incremental wins.
+import asc from 'assemblyscript/asc';
+import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
+import { join, resolve, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+function newestMtime(dir) {
+  let t = 0;
+  if (!existsSync(dir)) return 0;
+  for (const name of readdirSync(dir)) {
+    const p = join(dir, name);
+    const s = statSync(p);
+    t = Math.max(t, s.isDirectory() ? newestMtime(p) : s.mtimeMs);
+  }
+  return t;
+}
+
+function collect(base) {
+  const dir = join(root, base);
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((n) => existsSync(join(dir, n, 'assembly', 'index.ts')))
+    .map((n) => ({ name: n, dir: join(dir, n), entry: join(base, n, 'assembly', 'index.ts') }));
+}
+
+/** Build the plugins found under the given base folders into outDir. Returns built names. */
+export async function buildPlugins({ bases = ['plugins', 'examples'], outDir = join(root, 'build', 'plugins'), force = false, log = console.log } = {}) {
+  mkdirSync(outDir, { recursive: true });
+  const sdkTime = Math.max(newestMtime(join(root, 'sdk', 'assembly')), statSync(join(root, 'asconfig.json')).mtimeMs);
+  const built = [];
+  for (const base of bases) {
+    for (const p of collect(base)) {
+      const out = join(outDir, `${p.name}.wasm`);
+      if (!force && existsSync(out) && statSync(out).mtimeMs >= Math.max(sdkTime, newestMtime(p.dir))) continue;
+      const stderr = [];
+      const { error } = await asc.main([
+        p.entry, '--config', 'asconfig.json', '--target', 'release', '--outFile', out,
+      ], {
+        stdout: { write: () => true },
+        stderr: { write: (s) => { stderr.push(String(s)); return true; } },
+        baseDir: root,
+      });
+      if (error) throw new Error(`asc failed for ${p.entry}:\n${stderr.join('')}`);
+      log(`built ${out.slice(root.length + 1)}`);
+      built.push(p.name);
+    }
+  }
+  return built;
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const args = process.argv.slice(2);
+  // Test fixtures go to their own folder so they never mix with the built-in plugins.
+  const opts = args.includes('--fixtures')
+    ? { bases: ['test/fixtures/plugins'], outDir: join(root, 'build', 'test-plugins') }
+    : { bases: ['plugins', 'examples'] };
+  buildPlugins({ ...opts, force: args.includes('--force') }).catch((err) => {
+    console.error(err.message);
+    process.exit(1);
+  });
+}
