@@ -47,7 +47,7 @@ export async function startProxy(config: ProxyConfig, log = new Logger('proxy', 
   }, log.child('proxy::upstream'));
   await pool.start();
   const { host, port } = splitListen(config.listen);
-  const server = new ProxyServer({ host, port, pool, compression: config.compression, zlibLevel: config.zlib_level, log: log.child('proxy::server') });
+  const server = new ProxyServer({ host, port, pool, compression: config.compression, zlibLevel: config.zlib_level, requestTimeoutMs: config.upstream.request_timeout_ms, log: log.child('proxy::server') });
   const bound = await server.listen();
   const uri = `mongodb://${bound.host}:${bound.port}/`;
   log.info('proxy listening', { listen: `${bound.host}:${bound.port}`, upstream: pool.describe(), connect: uri });

@@ -43,6 +43,10 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler {
   private replyCompressor = 0;
   private outgoing: Buffer | null = null;
   private expectReply = true;
+  /** The upstream connection serving the request in flight, for the request timeout. */
+  private upstream: UpstreamConnection | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private timedOut = false;
 
   constructor(id: number, socket: Socket, ctx: ServerContext) {
     this.id = id;
@@ -211,6 +215,9 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler {
     const out = this.outgoing!;
     this.outgoing = null;
     if (this.expectReply) {
+      this.upstream = conn;
+      const limit = this.ctx.requestTimeoutMs;
+      if (limit > 0) this.timer = setTimeout(() => this.onRequestTimeout(), limit);
       conn.send(out, this, true);
       return;
     }
@@ -225,8 +232,16 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler {
     this.finish();
   }
 
+  /** upstream.request_timeout_ms elapsed: the connection's state is unknown, so it is dropped. */
+  private onRequestTimeout(): void {
+    this.timer = null;
+    this.timedOut = true;
+    this.upstream?.destroy();
+  }
+
   onUpstreamReply(frame: Buffer, conn: UpstreamConnection): void {
     if (!conn.busy) this.ctx.pool.release(conn);
+    this.clearRequestTimer();
     if (this.closed) {
       this.finish();
       return;
@@ -246,11 +261,26 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler {
     // Safe to retry when the request never left, or when it is a retryable write (txnNumber):
     // the server deduplicates those by (lsid, txnNumber).
     const retryable = !sent || this.peek.hasTxnNumber;
+    const labels = retryable ? ['RetryableWriteError'] : [];
     this.ctx.stats.upstreamErrors++;
-    this.replyError(new ProxyError(ErrorCodes.HostUnreachable,
-      `upstream connection lost during ${this.peek.op || 'request'}: ${err.message}`,
-      retryable ? ['RetryableWriteError'] : [], { cause: err }));
+    if (this.timedOut) {
+      this.replyError(new ProxyError(ErrorCodes.NetworkTimeout,
+        `upstream did not answer ${this.peek.op || 'the request'} within upstream.request_timeout_ms (${this.ctx.requestTimeoutMs} ms)`, labels));
+    } else {
+      this.replyError(new ProxyError(ErrorCodes.HostUnreachable,
+        `upstream connection lost during ${this.peek.op || 'request'}: ${err.message}`, labels, { cause: err }));
+    }
+    this.clearRequestTimer();
     this.finish();
+  }
+
+  private clearRequestTimer(): void {
+    this.upstream = null;
+    this.timedOut = false;
+    if (this.timer !== null) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
   }
 
   private finish(): void {

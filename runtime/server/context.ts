@@ -18,6 +18,8 @@ export interface ServerContext {
   readonly pool: UpstreamPool;
   readonly compression: readonly CompressorName[];
   readonly zlibLevel: number;
+  /** 0 = no limit. */
+  readonly requestTimeoutMs: number;
   readonly stats: ServerStats;
   upstreamInfo(): UpstreamInfo | null;
   onClientClosed(conn: ClientConnection): void;

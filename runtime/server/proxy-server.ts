@@ -12,6 +12,7 @@ export interface ProxyServerOptions {
   pool: UpstreamPool;
   compression: readonly CompressorName[];
   zlibLevel: number;
+  requestTimeoutMs?: number;
   log: Logger;
 }
 
@@ -20,6 +21,7 @@ export class ProxyServer implements ServerContext {
   readonly pool: UpstreamPool;
   readonly compression: readonly CompressorName[];
   readonly zlibLevel: number;
+  readonly requestTimeoutMs: number;
   readonly stats: ServerStats = {
     connectionsOpened: 0, connectionsActive: 0, requests: 0, errorReplies: 0, decodeErrors: 0, upstreamErrors: 0,
   };
@@ -34,6 +36,7 @@ export class ProxyServer implements ServerContext {
     this.pool = opts.pool;
     this.compression = opts.compression;
     this.zlibLevel = opts.zlibLevel;
+    this.requestTimeoutMs = opts.requestTimeoutMs ?? 0;
     this.host = opts.host;
     this.port = opts.port;
     this.server = createServer({ noDelay: true }, (socket) => {
