@@ -34,7 +34,6 @@ export class PluginInstance {
   private readonly instance: WebAssembly.Instance;
   private readonly memory: WebAssembly.Memory;
   private u8: Uint8Array;
-  private readonly fuelGlobal: WebAssembly.Global;
   private readonly alloc: Fn | null;
   private readonly onConfigureFn: Fn | null;
   private readonly onRequestFn: Fn | null;
@@ -60,7 +59,6 @@ export class PluginInstance {
     if (!(mem instanceof WebAssembly.Memory)) throw new PluginTrap(`plugin ${services.step} exports no memory`);
     this.memory = mem;
     this.u8 = new Uint8Array(mem.buffer);
-    this.fuelGlobal = e[Export.fuel] as WebAssembly.Global;
     this.alloc = (e[Export.alloc] as Fn | undefined) ?? null;
     this.onConfigureFn = (e[Export.onConfigure] as Fn | undefined) ?? null;
     this.onRequestFn = (e[Export.onRequest] as Fn | undefined) ?? null;
@@ -76,13 +74,11 @@ export class PluginInstance {
     if (fn === null) return;
     const cfg = this.plugin.configBytes;
     let ptr = 0;
-    this.fuelGlobal.value = this.services.fuel;
     if (cfg.length > 0) {
       if (this.alloc === null) throw new PluginConfigRefusedError(this.services.step, `module exports no ${Export.alloc}`);
       ptr = this.alloc(cfg.length);
       this.view().set(cfg, ptr);
     }
-    this.fuelGlobal.value = this.services.fuel;
     const rc = fn(ptr, cfg.length);
     if (rc !== 0) throw new PluginConfigRefusedError(this.services.step, `on_configure returned ${rc}`);
   }
@@ -96,7 +92,6 @@ export class PluginInstance {
     else if (ex.sequences === null) size = ex.requestBody.length;
     else { size = -1; flags = CallFlag.HasSequences; }
     this.ex = ex;
-    this.fuelGlobal.value = this.services.fuel;
     try {
       return fn(size, flags);
     } finally {
@@ -112,7 +107,6 @@ export class PluginInstance {
     let flags = ex.newReply !== null ? CallFlag.BodyReplaced : 0;
     if (ex.verdict === VERDICT_LOCAL_REPLY) flags |= CallFlag.LocalReply;
     this.ex = ex;
-    this.fuelGlobal.value = this.services.fuel;
     try {
       return fn(reply === null ? 0 : reply.length, flags);
     } finally {
