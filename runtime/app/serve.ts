@@ -6,6 +6,24 @@ import { DevDbServer } from '../devdb/index.ts';
 import { UpstreamPool, parseUpstreamUri } from '../upstream/index.ts';
 import { ProxyServer } from '../server/index.ts';
 import { initCompression } from '../wire/index.ts';
+import { PipelineManager } from '../pipeline/index.ts';
+import { fileURLToPath } from 'node:url';
+import { watch, type FSWatcher } from 'node:fs';
+import type { Logger as HostLogger } from '../wasm/index.ts';
+
+/** Built-in plugins are compiled here by `npm run build` (scripts/build-plugins.mjs). */
+export const BUILTIN_PLUGIN_DIR = fileURLToPath(new URL('../../build/plugins/', import.meta.url));
+
+/** The plugin host logs pino-style (fields, message); our logger takes (message, fields). */
+function hostLogger(log: Logger): HostLogger {
+  return {
+    trace: (o, m) => log.trace(m, o as Record<string, unknown>),
+    debug: (o, m) => log.debug(m, o as Record<string, unknown>),
+    info: (o, m) => log.info(m, o as Record<string, unknown>),
+    warn: (o, m) => log.warn(m, o as Record<string, unknown>),
+    error: (o, m) => log.error(m, o as Record<string, unknown>),
+  };
+}
 
 export interface RunningProxy {
   readonly config: ProxyConfig;
@@ -16,7 +34,19 @@ export interface RunningProxy {
   readonly port: number;
   /** The connection string clients should use. */
   readonly uri: string;
+  readonly pipelines: PipelineManager;
+  /**
+   * Applies a new configuration's pipeline and steps: compiled and configured off the hot path,
+   * then swapped atomically; in-flight requests finish on the old graph. Throws (and keeps the old
+   * graph) when the schema or a plugin refuses it. Keys that need a restart are reported, not applied.
+   */
+  reload(next: ProxyConfig): Promise<void>;
   close(): Promise<void>;
+}
+
+export interface StartOptions {
+  log?: Logger;
+  pluginDir?: string;
 }
 
 export function splitListen(listen: string): { host: string; port: number } {
@@ -24,8 +54,13 @@ export function splitListen(listen: string): { host: string; port: number } {
   return { host: listen.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(listen.slice(i + 1)) };
 }
 
-export async function startProxy(config: ProxyConfig, log = new Logger('proxy', config.log.level, config.log.format)): Promise<RunningProxy> {
+export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): Promise<RunningProxy> {
+  const log = opts.log ?? new Logger('proxy', config.log.level, config.log.format);
   await initCompression();
+  const pipelineLog = log.child('proxy::pipeline');
+  const pipelines = new PipelineManager({ logger: hostLogger(pipelineLog), pluginDir: opts.pluginDir ?? BUILTIN_PLUGIN_DIR });
+  // Load the pipeline before opening any port: a refused plugin config stops startup.
+  await pipelines.load({ pipeline: config.pipeline, steps: config.steps });
   let devdb: DevDbServer | null = null;
   let upstreamUri = config.upstream.uri;
   if (upstreamUri === undefined) {
@@ -38,21 +73,37 @@ export async function startProxy(config: ProxyConfig, log = new Logger('proxy', 
   if (address.username !== null) {
     log.warn('upstream.uri carries credentials, but upstream authentication is not implemented yet; connecting without them');
   }
-  const pool = new UpstreamPool(address, {
+  const poolOptions = {
     poolSize: config.upstream.pool_size,
     minIdle: config.upstream.min_idle,
     maxIdleTimeMs: config.upstream.max_idle_time_ms,
     connectTimeoutMs: config.upstream.connect_timeout_ms,
     waitQueueTimeoutMs: config.upstream.wait_queue_timeout_ms,
-  }, log.child('proxy::upstream'));
+  };
+  const pool = new UpstreamPool(address, poolOptions, log.child('proxy::upstream'));
   await pool.start();
   const { host, port } = splitListen(config.listen);
-  const server = new ProxyServer({ host, port, pool, compression: config.compression, zlibLevel: config.zlib_level, requestTimeoutMs: config.upstream.request_timeout_ms, log: log.child('proxy::server') });
+  const server = new ProxyServer({
+    host, port, pool, compression: config.compression, zlibLevel: config.zlib_level,
+    requestTimeoutMs: config.upstream.request_timeout_ms, log: log.child('proxy::server'),
+    pipelines, pipelineId: config.pipeline.id, poolOptions,
+  });
   const bound = await server.listen();
   const uri = `mongodb://${bound.host}:${bound.port}/`;
   log.info('proxy listening', { listen: `${bound.host}:${bound.port}`, upstream: pool.describe(), connect: uri });
+  let current = config;
   return {
-    config, server, pool, devdb, host: bound.host, port: bound.port, uri,
+    get config() { return current; },
+    server, pool, devdb, host: bound.host, port: bound.port, uri, pipelines,
+    async reload(next: ProxyConfig) {
+      const restartOnly = (['listen', 'upstream', 'devdb', 'compression', 'zlib_level', 'log'] as const)
+        .filter((k) => JSON.stringify(next[k]) !== JSON.stringify(current[k]));
+      if (next.pipeline.id !== current.pipeline.id) restartOnly.push('pipeline.id' as never);
+      await pipelines.load({ pipeline: { ...next.pipeline, id: current.pipeline.id }, steps: next.steps });
+      if (restartOnly.length > 0) log.warn('configuration reloaded; these keys take effect only after a restart', { keys: restartOnly });
+      else log.info('configuration reloaded', { request: next.pipeline.request, response: next.pipeline.response });
+      current = next;
+    },
     async close() {
       await server.close();
       if (devdb !== null) await devdb.close();
@@ -60,7 +111,39 @@ export async function startProxy(config: ProxyConfig, log = new Logger('proxy', 
   };
 }
 
-export async function serveFromFile(file: string | undefined): Promise<RunningProxy> {
-  const { config } = await loadConfig({ file });
-  return startProxy(config);
+/**
+ * Reloads from `file` on SIGHUP and (when admin.reload_on_change) when the file changes. A refused
+ * configuration is logged with its reason and the running graph stays. Returns a stop function.
+ */
+export function watchReload(running: RunningProxy, file: string, log: Logger): () => void {
+  let timer: NodeJS.Timeout | null = null;
+  let inFlight: Promise<void> = Promise.resolve();
+  const reload = (why: string) => {
+    inFlight = inFlight.then(async () => {
+      try {
+        const { config } = await loadConfig({ file });
+        await running.reload(config);
+      } catch (err) {
+        log.error('configuration reload refused; the running configuration stays', { trigger: why, file, error: (err as Error).message });
+      }
+    });
+  };
+  const onHup = () => reload('SIGHUP');
+  process.on('SIGHUP', onHup);
+  let watcher: FSWatcher | null = null;
+  if (running.config.admin?.reload_on_change !== false) {
+    try {
+      watcher = watch(file, () => {
+        if (timer !== null) clearTimeout(timer);
+        timer = setTimeout(() => { timer = null; reload('file change'); }, 200);
+      });
+    } catch (err) {
+      log.warn('cannot watch the configuration file; reload with SIGHUP', { file, error: (err as Error).message });
+    }
+  }
+  return () => {
+    process.off('SIGHUP', onHup);
+    watcher?.close();
+    if (timer !== null) clearTimeout(timer);
+  };
 }

@@ -1,9 +1,10 @@
 // The `proxy` command line (cac). Every command of SPEC.md §4.3 lands here as it is built.
 import { cac } from 'cac';
 import { ConfigError, loadConfig } from '../config/index.ts';
-import { startProxy } from '../app/serve.ts';
+import { startProxy, watchReload } from '../app/serve.ts';
 import { DevDbServer } from '../devdb/index.ts';
 import { Logger } from '../log/index.ts';
+import { registerBench } from './bench.ts';
 
 const cli = cac('proxy');
 
@@ -23,7 +24,14 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
     const log = new Logger('proxy', loaded.config.log.level, loaded.config.log.format);
     if (loaded.source !== null) log.info('configuration loaded', { file: loaded.source });
     else log.info('no configuration file found: using defaults');
-    const running = await startProxy(loaded.config, log);
+    let running;
+    try {
+      running = await startProxy(loaded.config, { log });
+    } catch (err) {
+      process.stderr.write(`proxy: could not start: ${(err as Error).message}\n`);
+      process.exit(1);
+    }
+    if (loaded.source !== null) watchReload(running, loaded.source, log);
     process.stdout.write(`\nPipeline Proxy ${'0.3.0'} is ready. Connect with:\n\n  mongosh "${running.uri}"\n\n`);
     let stopping = false;
     const stop = (signal: string) => {
@@ -49,6 +57,8 @@ cli.command('devdb', 'Run the embedded development upstream alone (in-memory; no
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
   });
+
+registerBench(cli);
 
 cli.help();
 cli.version('0.3.0');

@@ -12,6 +12,9 @@ import {
 } from '../wire/index.ts';
 import { newRequestId, type PoolWaiter, type ReplyHandler, type UpstreamConnection } from '../upstream/index.ts';
 import { ErrorCodes, ProxyError, errorDocument } from '../errors/index.ts';
+import { Exchange, Verdict, type ConnectionInfo, type Pipeline } from '../pipeline/index.ts';
+import type { UpstreamPool } from '../upstream/index.ts';
+import type { DocSequence } from '../wire/index.ts';
 import { HELLO_COMMANDS, emptyMetadata, helloReply, negotiateCompression, readClientMetadata, type ClientMetadata } from './handshake.ts';
 import type { ServerContext } from './context.ts';
 
@@ -21,10 +24,14 @@ const MAX_QUEUED = 64;
 
 const enum Kind { None = 0, Msg = 1, LegacyQuery = 2 }
 
-export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler {
+export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, ConnectionInfo {
   readonly id: number;
   readonly socket: Socket;
   readonly clientAddress: string;
+  /** Client application name from the first hello (without its `?params`); ConnectionInfo for plugins. */
+  appName = '';
+  /** Identity established by an auth step ('' when anonymous). */
+  user = '';
   private readonly ctx: ServerContext;
   private readonly framer: Framer;
   metadata: ClientMetadata = emptyMetadata();
@@ -47,6 +54,11 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler {
   private upstream: UpstreamConnection | null = null;
   private timer: NodeJS.Timeout | null = null;
   private timedOut = false;
+  /** The pool serving the request in flight (the default one, or a route's). */
+  private activePool: UpstreamPool;
+  /** The exchange of the request in flight when its pipeline has steps; null on the empty-pipeline path. */
+  private exchange: Exchange | null = null;
+  private pipeline: Pipeline | null = null;
 
   constructor(id: number, socket: Socket, ctx: ServerContext) {
     this.id = id;
@@ -54,6 +66,7 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler {
     this.ctx = ctx;
     this.clientAddress = `${socket.remoteAddress ?? ''}:${socket.remotePort ?? 0}`;
     this.framer = new Framer(this);
+    this.activePool = ctx.pool;
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.framer.push(chunk));
     socket.on('error', () => this.close());
@@ -149,7 +162,67 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler {
       throw new ProxyError(ErrorCodes.AuthenticationFailed,
         `the proxy does not pass client authentication through to the upstream (${op}); connect without credentials and use the auth step for client identity`);
     }
-    this.forward(frame);
+    this.dispatch(frame, msg.body, msg.sequences, msg.flags);
+  }
+
+  /**
+   * Runs the request phase (when the pipeline has steps) and forwards, answers locally, or rejects.
+   * The empty pipeline takes the direct path: no Exchange, no body access, no extra work.
+   */
+  private dispatch(frame: Buffer, body: Buffer, sequences: DocSequence[] | null, flags: number): void {
+    const pipeline = this.ctx.pipelines.get(this.ctx.pipelineId);
+    this.activePool = this.ctx.pool;
+    if (pipeline.requestSteps.length === 0 && pipeline.responseSteps.length === 0) {
+      this.exchange = null;
+      this.pipeline = null;
+      this.forward(frame);
+      return;
+    }
+    const peek = this.peek;
+    const ex = new Exchange(this, pipeline.id, peek.op, peek.db, peek.collection, body, sequences);
+    ex.requestId = this.requestId;
+    this.exchange = ex;
+    this.pipeline = pipeline;
+    pipeline.runRequest(ex);
+    if (ex.verdict === Verdict.Reject) {
+      this.replyRejected(ex);
+      this.exchange = null;
+      return;
+    }
+    if (ex.verdict === Verdict.LocalReply && ex.localReply !== null) {
+      this.ctx.stats.localReplies++;
+      this.answerFromPipeline(ex, ex.localReply);
+      this.exchange = null;
+      return;
+    }
+    if (ex.route !== null) this.activePool = this.ctx.poolFor(ex.route);
+    else if (peek.cursorId !== 0n || peek.op === 'killCursors') this.activePool = this.ctx.pinnedPool(peek.cursorId) ?? this.ctx.pool;
+    let out = frame;
+    if (ex.newRequest !== null) {
+      // A replaced command carries its sequences folded in; keep only the transport flags.
+      out = encodeOpMsg(0, 0, flags & (MSG_MORE_TO_COME | MSG_EXHAUST_ALLOWED), ex.newRequest);
+    }
+    this.forward(out);
+  }
+
+  /** Runs the response phase over `reply` and writes what it leaves (or its rejection). */
+  private answerFromPipeline(ex: Exchange, reply: Uint8Array): void {
+    ex.replyBody = reply;
+    ex.verdict = Verdict.Continue;
+    this.pipeline!.runResponse(ex);
+    if ((ex.verdict as Verdict) === Verdict.Reject) {
+      this.replyRejected(ex);
+      return;
+    }
+    this.sendReplyBody(ex.newReply ?? reply);
+  }
+
+  private replyRejected(ex: Exchange): void {
+    this.ctx.stats.errorReplies++;
+    this.ctx.stats.rejected++;
+    if (this.closed || !this.expectReply) return;
+    const doc = errorDocument(ex.rejectCode, ex.rejectMessage, [], ex.rejectCodeName || undefined);
+    this.sendReplyBody(doc);
   }
 
   private answerHello(op: string, request: Document): void {
@@ -157,7 +230,10 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler {
       if (this.helloSeen && this.metadata.driver !== '') {
         throw new ProxyError(ErrorCodes.ClientMetadataCannotBeMutated, 'The client metadata document may only be sent in the first hello');
       }
-      if (typeof request.client === 'object' && request.client !== null) this.metadata = readClientMetadata(request.client as Document);
+      if (typeof request.client === 'object' && request.client !== null) {
+        this.metadata = readClientMetadata(request.client as Document);
+        this.appName = this.metadata.appName;
+      }
     }
     if (!this.helloSeen) {
       this.helloSeen = true;
@@ -198,7 +274,7 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler {
     cmd.$db = q.db;
     const body = Buffer.from(serialize(cmd));
     this.peek.read(body);
-    this.forward(encodeOpMsg(0, 0, 0, body));
+    this.dispatch(encodeOpMsg(0, 0, 0, body), body, null, 0);
   }
 
   // ---- forwarding -------------------------------------------------------------------------
@@ -208,7 +284,7 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler {
     // (which only *allowed* exhaust) sends the next getMore itself.
     this.outgoing = retargetOpMsg(frame, newRequestId(), 0, MSG_EXHAUST_ALLOWED);
     this.busy = true;
-    this.ctx.pool.acquire(this);
+    this.activePool.acquire(this);
   }
 
   onConnection(conn: UpstreamConnection): void {
@@ -222,7 +298,7 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler {
       return;
     }
     conn.send(out, this, false);
-    this.ctx.pool.release(conn);
+    this.activePool.release(conn);
     this.finish();
   }
 
@@ -240,11 +316,22 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler {
   }
 
   onUpstreamReply(frame: Buffer, conn: UpstreamConnection): void {
-    if (!conn.busy) this.ctx.pool.release(conn);
+    const pool = this.activePool;
+    if (!conn.busy) pool.release(conn);
     this.clearRequestTimer();
     if (this.closed) {
       this.finish();
       return;
+    }
+    if (pool !== this.ctx.pool) this.ctx.pinCursor(frame, pool);
+    const ex = this.exchange;
+    if (ex !== null) {
+      this.exchange = null;
+      if (this.pipeline!.responseSteps.length > 0) {
+        this.answerFromPipeline(ex, parseOpMsg(frame).body);
+        this.finish();
+        return;
+      }
     }
     if (this.kind === Kind.LegacyQuery) {
       const reply = parseOpMsg(frame);
@@ -285,6 +372,7 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler {
 
   private finish(): void {
     this.busy = false;
+    this.exchange = null;
     this.kind = Kind.None;
     if (!this.closed) this.drain();
   }

@@ -3,6 +3,7 @@ import type { Logger } from '../log/index.ts';
 import type { UpstreamInfo, UpstreamPool } from '../upstream/index.ts';
 import type { CompressorName } from '../wire/index.ts';
 import type { ClientConnection } from './client-connection.ts';
+import type { PipelineManager } from '../pipeline/index.ts';
 
 export interface ServerStats {
   connectionsOpened: number;
@@ -11,6 +12,10 @@ export interface ServerStats {
   errorReplies: number;
   decodeErrors: number;
   upstreamErrors: number;
+  /** Requests a pipeline step rejected. */
+  rejected: number;
+  /** Requests a pipeline step answered without the upstream. */
+  localReplies: number;
 }
 
 export interface ServerContext {
@@ -21,6 +26,14 @@ export interface ServerContext {
   /** 0 = no limit. */
   readonly requestTimeoutMs: number;
   readonly stats: ServerStats;
+  readonly pipelines: PipelineManager;
+  /** The pipeline id client requests run through. */
+  readonly pipelineId: string;
   upstreamInfo(): UpstreamInfo | null;
+  /** The pool of a routed upstream URI (created on first use). */
+  poolFor(uri: string): UpstreamPool;
+  /** Remembers which routed pool owns a cursor opened by `reply`, so getMore/killCursors follow it. */
+  pinCursor(reply: Buffer, pool: UpstreamPool): void;
+  pinnedPool(cursorId: bigint): UpstreamPool | null;
   onClientClosed(conn: ClientConnection): void;
 }

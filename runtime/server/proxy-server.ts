@@ -1,7 +1,9 @@
 // The client-facing listener: accepts connections, owns the upstream pool, and drains gracefully.
 import { createServer, type Server } from 'node:net';
 import type { Logger } from '../log/index.ts';
-import type { UpstreamInfo, UpstreamPool } from '../upstream/index.ts';
+import { UpstreamPool, parseUpstreamUri, type PoolOptions, type UpstreamInfo } from '../upstream/index.ts';
+import { PipelineManager } from '../pipeline/index.ts';
+import { ReplyPeek } from '../wire/index.ts';
 import type { CompressorName } from '../wire/index.ts';
 import { ClientConnection } from './client-connection.ts';
 import type { ServerContext, ServerStats } from './context.ts';
@@ -14,7 +16,15 @@ export interface ProxyServerOptions {
   zlibLevel: number;
   requestTimeoutMs?: number;
   log: Logger;
+  /** Pipeline graphs (an empty manager when not given: every request takes the direct path). */
+  pipelines?: PipelineManager;
+  pipelineId?: string;
+  /** Options for pools of routed upstreams (route step); defaults to the main pool's. */
+  poolOptions?: PoolOptions;
 }
+
+/** Cursors pinned to routed pools: bounded, oldest evicted first (Map keeps insertion order). */
+const MAX_PINNED_CURSORS = 100_000;
 
 export class ProxyServer implements ServerContext {
   readonly log: Logger;
@@ -24,7 +34,14 @@ export class ProxyServer implements ServerContext {
   readonly requestTimeoutMs: number;
   readonly stats: ServerStats = {
     connectionsOpened: 0, connectionsActive: 0, requests: 0, errorReplies: 0, decodeErrors: 0, upstreamErrors: 0,
+    rejected: 0, localReplies: 0,
   };
+  readonly pipelines: PipelineManager;
+  readonly pipelineId: string;
+  private readonly poolOptions: PoolOptions | undefined;
+  private readonly routedPools = new Map<string, UpstreamPool>();
+  private readonly pinned = new Map<bigint, UpstreamPool>();
+  private readonly replyPeek = new ReplyPeek();
   private readonly server: Server;
   private readonly clients = new Set<ClientConnection>();
   private readonly host: string;
@@ -39,6 +56,9 @@ export class ProxyServer implements ServerContext {
     this.requestTimeoutMs = opts.requestTimeoutMs ?? 0;
     this.host = opts.host;
     this.port = opts.port;
+    this.pipelines = opts.pipelines ?? new PipelineManager();
+    this.pipelineId = opts.pipelineId ?? 'default';
+    this.poolOptions = opts.poolOptions;
     this.server = createServer({ noDelay: true }, (socket) => {
       const conn = new ClientConnection(this.nextConnectionId++, socket, this);
       this.clients.add(conn);
@@ -49,6 +69,35 @@ export class ProxyServer implements ServerContext {
 
   upstreamInfo(): UpstreamInfo | null {
     return this.pool.info;
+  }
+
+  poolFor(uri: string): UpstreamPool {
+    if (uri === this.pool.address.uri) return this.pool;
+    let pool = this.routedPools.get(uri);
+    if (pool === undefined) {
+      if (this.poolOptions === undefined) throw new Error('routing needs poolOptions');
+      pool = new UpstreamPool(parseUpstreamUri(uri), this.poolOptions, this.log.child('proxy::upstream'));
+      this.routedPools.set(uri, pool);
+      this.log.info('opened a pool for a routed upstream', { upstream: pool.describe() });
+    }
+    return pool;
+  }
+
+  pinCursor(reply: Buffer, pool: UpstreamPool): void {
+    // reply is an OP_MSG frame: header (16) + flags (4) + kind byte (1) + body.
+    let id: bigint;
+    try {
+      id = this.replyPeek.read(reply.subarray(21)).cursorId;
+    } catch {
+      return;
+    }
+    if (id === 0n) return;
+    if (this.pinned.size >= MAX_PINNED_CURSORS) this.pinned.delete(this.pinned.keys().next().value!);
+    this.pinned.set(id, pool);
+  }
+
+  pinnedPool(cursorId: bigint): UpstreamPool | null {
+    return this.pinned.get(cursorId) ?? null;
   }
 
   onClientClosed(conn: ClientConnection): void {
@@ -73,5 +122,15 @@ export class ProxyServer implements ServerContext {
       for (const c of this.clients) c.close();
     });
     this.pool.close();
+    for (const p of this.routedPools.values()) p.close();
+  }
+
+  get clientCount(): number {
+    return this.clients.size;
+  }
+
+  /** Live client connections (for admin views and tests). */
+  connections(): IterableIterator<ClientConnection> {
+    return this.clients.values();
   }
 }
