@@ -1,0 +1,193 @@
+// One run, four ways to reach the same development upstream, same load:
+//   direct   — the load generator talks to devdb itself;
+//   pipe     — through a 20-line Node `net` forwarder (bench/node-pipe.mjs): the honest baseline
+//              for what any Node relay costs;
+//   haproxy  — through Debian's HAProxy in TCP mode (one thread, like a Node process);
+//   proxy    — through `proxy serve` with an empty pipeline.
+// Each at 1 and 16 connections, rounds interleaved (target order rotates per round) and the
+// median of the rounds reported, because the machine is small and shared. CPU per request is the
+// relay process's utime+stime from /proc/<pid>/stat over the measurement, divided by requests.
+//
+// Usage: node --import tsx bench/wire-bench.ts [--duration 1s] [--rounds 3] [--output bench/RESULTS.md]
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, connect } from 'node:net';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runBench, parseDuration, type BenchResult } from '../runtime/bench/index.ts';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+const CONNECTION_COUNTS = [1, 16] as const;
+type TargetName = 'direct' | 'pipe' | 'haproxy' | 'proxy';
+const TARGETS: readonly TargetName[] = ['direct', 'pipe', 'haproxy', 'proxy'];
+
+function arg(name: string, fallback: string): string {
+  const i = process.argv.indexOf(name);
+  return i > 0 && i + 1 < process.argv.length ? process.argv[i + 1] : fallback;
+}
+
+const durationText = arg('--duration', '1s');
+const durationMs = parseDuration(durationText);
+const rounds = Number(arg('--rounds', '3'));
+const output = arg('--output', join(ROOT, 'bench/RESULTS.md'));
+const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK']).stdout?.toString().trim() || 100);
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const c = connect({ host: '127.0.0.1', port });
+    c.once('connect', () => { c.destroy(); resolve(true); });
+    c.once('error', () => resolve(false));
+  });
+}
+
+const children: ChildProcess[] = [];
+
+async function start(name: string, cmd: string, args: string[], port: number): Promise<ChildProcess> {
+  const child = spawn(cmd, args, { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+  children.push(child);
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
+  const until = Date.now() + 20_000;
+  while (Date.now() < until) {
+    if (child.exitCode !== null) throw new Error(`${name} exited (${child.exitCode}): ${stderr}`);
+    if (await accepts(port)) return child;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${name} did not listen on ${port} within 20 s: ${stderr}`);
+}
+
+/** utime + stime of a process in microseconds (all its threads). */
+function cpuMicros(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(f[11]) + Number(f[12])) * 1_000_000) / CLK_TCK;
+}
+
+interface Sample { result: BenchResult; cpuUsPerRequest: number | null }
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+async function main(): Promise<void> {
+  const tmp = mkdtempSync(join(tmpdir(), 'wire-bench-'));
+  const [devPort, pipePort, haPort, proxyPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  const node = process.execPath;
+  const proxyBin = join(ROOT, 'bin/proxy.mjs');
+  const devUri = `mongodb://127.0.0.1:${devPort}`;
+
+  await start('devdb', node, [proxyBin, 'devdb', '--port', String(devPort)], devPort);
+  const pipe = await start('node pipe', node, [join(ROOT, 'bench/node-pipe.mjs'), String(pipePort), '127.0.0.1', String(devPort)], pipePort);
+  const haCfg = join(tmp, 'haproxy.cfg');
+  writeFileSync(haCfg, [
+    'global', '  nbthread 1', '  maxconn 4096',
+    'defaults', '  mode tcp', '  timeout connect 5s', '  timeout client 60s', '  timeout server 60s',
+    'frontend bench_in', `  bind 127.0.0.1:${haPort}`, '  default_backend devdb',
+    'backend devdb', `  server devdb 127.0.0.1:${devPort}`, '',
+  ].join('\n'));
+  const haproxy = await start('haproxy', 'haproxy', ['-f', haCfg, '-db'], haPort);
+  const proxyCfg = join(tmp, 'proxy.json');
+  writeFileSync(proxyCfg, JSON.stringify({ listen: `127.0.0.1:${proxyPort}`, upstream: { uri: devUri }, log: { level: 'warn' } }));
+  const proxy = await start('proxy', node, [proxyBin, 'serve', '--config', proxyCfg], proxyPort);
+
+  const where: Record<TargetName, { uri: string; pid: number | null }> = {
+    direct: { uri: devUri, pid: null },
+    pipe: { uri: `mongodb://127.0.0.1:${pipePort}`, pid: pipe.pid! },
+    haproxy: { uri: `mongodb://127.0.0.1:${haPort}`, pid: haproxy.pid! },
+    proxy: { uri: `mongodb://127.0.0.1:${proxyPort}`, pid: proxy.pid! },
+  };
+
+  async function measure(t: TargetName, connections: number, ms: number): Promise<Sample> {
+    const pid = where[t].pid;
+    const before = pid === null ? 0 : cpuMicros(pid);
+    const result = await runBench({ target: where[t].uri, connections, durationMs: ms, op: 'find' });
+    const cpu = pid === null ? null : (cpuMicros(pid) - before) / Math.max(1, result.requests);
+    return { result, cpuUsPerRequest: cpu };
+  }
+
+  process.stderr.write(`warming up (${TARGETS.join(', ')})…\n`);
+  for (const t of TARGETS) await measure(t, 16, 500);
+
+  const samples = new Map<string, Sample[]>();
+  for (let r = 0; r < rounds; r++) {
+    const order = TARGETS.map((_, i) => TARGETS[(i + r) % TARGETS.length]);
+    for (const c of CONNECTION_COUNTS) {
+      for (const t of order) {
+        const s = await measure(t, c, durationMs);
+        const key = `${t}/${c}`;
+        if (!samples.has(key)) samples.set(key, []);
+        samples.get(key)!.push(s);
+        process.stderr.write(`round ${r + 1}/${rounds} ${t.padEnd(7)} c=${String(c).padStart(2)}: ${s.result.throughput} req/s, p50 ${s.result.latencyUs.p50} µs, p99 ${s.result.latencyUs.p99} µs, errors ${s.result.errors}${s.cpuUsPerRequest === null ? '' : `, cpu ${s.cpuUsPerRequest.toFixed(1)} µs/req`}\n`);
+      }
+    }
+  }
+
+  for (const ch of children) ch.kill('SIGTERM');
+  rmSync(tmp, { recursive: true, force: true });
+
+  interface Row { target: TargetName; connections: number; throughput: number; p50: number; p99: number; cpu: number | null; errors: number }
+  const rows: Row[] = [];
+  for (const c of CONNECTION_COUNTS) {
+    for (const t of TARGETS) {
+      const ss = samples.get(`${t}/${c}`)!;
+      rows.push({
+        target: t, connections: c,
+        throughput: median(ss.map((s) => s.result.throughput)),
+        p50: median(ss.map((s) => s.result.latencyUs.p50)),
+        p99: median(ss.map((s) => s.result.latencyUs.p99)),
+        cpu: ss[0].cpuUsPerRequest === null ? null : median(ss.map((s) => s.cpuUsPerRequest!)),
+        errors: ss.reduce((n, s) => n + s.result.errors, 0),
+      });
+    }
+  }
+  const row = (t: TargetName, c: number) => rows.find((x) => x.target === t && x.connections === c)!;
+
+  const tpRatio = row('proxy', 16).throughput / row('pipe', 16).throughput;
+  const proxyAdded = row('proxy', 1).p50 - row('direct', 1).p50;
+  const haAdded = row('haproxy', 1).p50 - row('direct', 1).p50;
+  const pass1 = tpRatio >= 0.9;
+  const pass2 = proxyAdded <= 1.2 * haAdded;
+
+  const label: Record<TargetName, string> = { direct: 'direct (devdb)', pipe: 'Node pipe', haproxy: 'HAProxy (tcp)', proxy: 'proxy (empty pipeline)' };
+  const lines: string[] = [];
+  lines.push('# Wire bench results', '');
+  lines.push('Generated by `bench/wire-bench.ts`; see `bench/README.md` for what each target is.', '');
+  lines.push(`- Command: \`node --import tsx bench/wire-bench.ts --duration ${durationText} --rounds ${rounds}\``);
+  lines.push(`- Date: ${new Date().toISOString()}`);
+  lines.push(`- Machine: ${cpus().length} cores (${cpus()[0]?.model.trim() ?? 'unknown CPU'}), Node ${process.version}, ${spawnSync('haproxy', ['-v']).stdout.toString().split('\n')[0]}. Shared with other work and noisy: the load generator, devdb and the relay all share these cores. Numbers are medians of ${rounds} interleaved ${durationText} runs per cell.`);
+  lines.push('- Load: `find` on `bench.items` by `_id` (limit 1, 1,000 seeded docs), one request in flight per connection, pre-encoded OP_MSG frames.');
+  lines.push(`- CPU µs/request: utime+stime of the relay process (/proc/<pid>/stat, ${CLK_TCK} Hz ticks) over the run ÷ requests; "—" for direct.`);
+  lines.push('');
+  lines.push('| target | connections | throughput (req/s) | p50 (µs) | p99 (µs) | added p50 vs direct (µs) | CPU µs/request | throughput vs Node pipe | errors |');
+  lines.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+  for (const r of rows) {
+    const pipeRow = row('pipe', r.connections);
+    lines.push(`| ${label[r.target]} | ${r.connections} | ${Math.round(r.throughput).toLocaleString('en-US')} | ${r.p50} | ${r.p99} | ${r.target === 'direct' ? '—' : Math.round(r.p50 - row('direct', r.connections).p50)} | ${r.cpu === null ? '—' : r.cpu.toFixed(1)} | ${(r.throughput / pipeRow.throughput).toFixed(2)}× | ${r.errors} |`);
+  }
+  lines.push('', '## Targets (empty pipeline, same run)', '');
+  lines.push(`- Throughput at 16 connections ≥ 0.9× the Node pipe: proxy ${Math.round(row('proxy', 16).throughput)} req/s vs pipe ${Math.round(row('pipe', 16).throughput)} req/s = ${tpRatio.toFixed(2)}× — **${pass1 ? 'PASS' : 'FAIL'}**`);
+  lines.push(`- Added p50 at 1 connection ≤ 1.2× HAProxy's: proxy adds ${proxyAdded} µs, HAProxy adds ${haAdded} µs (limit ${(1.2 * haAdded).toFixed(0)} µs) — **${pass2 ? 'PASS' : 'FAIL'}**`);
+  lines.push('');
+  const md = lines.join('\n') + '\n';
+  writeFileSync(output, md);
+  process.stdout.write(md);
+}
+
+main().catch((err) => {
+  for (const ch of children) ch.kill('SIGTERM');
+  process.stderr.write(`wire-bench: ${(err as Error).stack ?? err}\n`);
+  process.exit(1);
+});
