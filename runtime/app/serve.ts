@@ -10,6 +10,7 @@ import { PipelineManager } from '../pipeline/index.ts';
 import { fileURLToPath } from 'node:url';
 import { watch, type FSWatcher } from 'node:fs';
 import type { Logger as HostLogger } from '../wasm/index.ts';
+import { startAdmin } from '../http/index.ts';
 
 /** Built-in plugins are compiled here by `npm run build` (scripts/build-plugins.mjs). */
 export const BUILTIN_PLUGIN_DIR = fileURLToPath(new URL('../../build/plugins/', import.meta.url));
@@ -35,6 +36,8 @@ export interface RunningProxy {
   /** The connection string clients should use. */
   readonly uri: string;
   readonly pipelines: PipelineManager;
+  /** Base URL of the admin HTTP API, or null when admin.listen is not set. */
+  readonly adminUrl: string | null;
   /**
    * Applies a new configuration's pipeline and steps: compiled and configured off the hot path,
    * then swapped atomically; in-flight requests finish on the old graph. Throws (and keeps the old
@@ -47,6 +50,8 @@ export interface RunningProxy {
 export interface StartOptions {
   log?: Logger;
   pluginDir?: string;
+  /** The file the configuration came from (the admin reload re-reads it). */
+  configFile?: string | null;
 }
 
 export function splitListen(listen: string): { host: string; port: number } {
@@ -92,8 +97,10 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   const uri = `mongodb://${bound.host}:${bound.port}/`;
   log.info('proxy listening', { listen: `${bound.host}:${bound.port}`, upstream: pool.describe(), connect: uri });
   let current = config;
-  return {
+  let admin: Awaited<ReturnType<typeof startAdmin>> | null = null;
+  const running: RunningProxy = {
     get config() { return current; },
+    get adminUrl() { return admin?.url ?? null; },
     server, pool, devdb, host: bound.host, port: bound.port, uri, pipelines,
     async reload(next: ProxyConfig) {
       const restartOnly = (['listen', 'upstream', 'devdb', 'compression', 'zlib_level', 'log'] as const)
@@ -105,10 +112,16 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       current = next;
     },
     async close() {
+      if (admin !== null) await admin.app.close();
       await server.close();
       if (devdb !== null) await devdb.close();
     },
   };
+  if (config.admin?.listen !== undefined && config.admin.token !== undefined) {
+    admin = await startAdmin(running, config.admin.listen, { token: config.admin.token, configFile: opts.configFile ?? null });
+    log.info('admin API listening', { url: admin.url });
+  }
+  return running;
 }
 
 /**

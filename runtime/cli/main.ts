@@ -26,7 +26,7 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
     else log.info('no configuration file found: using defaults');
     let running;
     try {
-      running = await startProxy(loaded.config, { log });
+      running = await startProxy(loaded.config, { log, configFile: loaded.source });
     } catch (err) {
       process.stderr.write(`proxy: could not start: ${(err as Error).message}\n`);
       process.exit(1);

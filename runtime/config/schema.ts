@@ -172,6 +172,16 @@ const admin = v.strictObject({
     v.pipe(v.boolean(), v.description('Reload the configuration when its file changes; a bad file is refused and the old config kept.')),
     true,
   ),
+  listen: v.optional(v.pipe(
+    v.string(),
+    v.regex(HOST_PORT_PATTERN),
+    v.description('Address of the admin HTTP API ("host:port"): POST /api/v1/reload, GET /api/v1/pipeline. Absent: no admin API.'),
+  )),
+  token: v.optional(v.pipe(
+    v.string(),
+    v.minLength(16),
+    v.description('Bearer token the admin API requires (Authorization: Bearer <token>); at least 16 characters. Required when admin.listen is set; ${ENV} is not expanded.'),
+  )),
 });
 
 const rootObject = v.strictObject({
@@ -225,13 +235,23 @@ export const ProxyConfigSchema = v.pipe(
         ],
       });
     }
+    if (cfg.admin?.listen !== undefined && cfg.admin.token === undefined) {
+      addIssue({
+        message: 'is required when admin.listen is set (the admin API never runs unauthenticated)',
+        path: [
+          pathItem(cfg as unknown as Record<string, unknown>, 'admin'),
+          pathItem(cfg.admin as unknown as Record<string, unknown>, 'token'),
+        ],
+      });
+    }
     for (const phase of ['request', 'response'] as const) {
       const list = cfg.pipeline[phase];
       list.forEach((id, i) => {
         if (!STEP_ID_PATTERN.test(id)) return; // already reported as malformed
         const isWasm = id.startsWith('wasm:');
         const name = isWasm ? id.slice(5) : id;
-        if (!isWasm && (BUILTIN_STEPS as readonly string[]).includes(name)) return;
+        // `cache` and `wasm:cache` both name the built-in; a steps entry may still override its module.
+        if ((BUILTIN_STEPS as readonly string[]).includes(name)) return;
         const entry = cfg.steps[name];
         if (entry?.module !== undefined || entry?.package !== undefined) return;
         addIssue({

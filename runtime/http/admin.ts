@@ -1,0 +1,84 @@
+// The admin HTTP API (fastify): reload the configuration, inspect the running pipeline.
+// Enabled only when `admin.listen` is set, and always behind a bearer token (`admin.token`).
+import { timingSafeEqual } from 'node:crypto';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import { ConfigError, loadConfig, parseConfig } from '../config/index.ts';
+import type { RunningProxy } from '../app/serve.ts';
+import { httpError, type HttpErrorCode } from './errors.ts';
+
+export interface AdminOptions {
+  token: string;
+  /** The configuration file the proxy was started with (reload re-reads it when no body is sent). */
+  configFile: string | null;
+}
+
+function send(reply: FastifyReply, code: HttpErrorCode, message?: string, details?: unknown): FastifyReply {
+  const e = httpError(code, message, details);
+  return reply.code(e.status).send(e.body);
+}
+
+function tokenMatches(header: string | undefined, token: string): boolean {
+  if (header === undefined || !header.startsWith('Bearer ')) return false;
+  const given = Buffer.from(header.slice(7));
+  const want = Buffer.from(token);
+  return given.length === want.length && timingSafeEqual(given, want);
+}
+
+export function buildAdminApp(running: RunningProxy, opts: AdminOptions): FastifyInstance {
+  const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 });
+
+  app.addHook('onRequest', async (req, reply) => {
+    if (!tokenMatches(req.headers.authorization, opts.token)) return send(reply, 'PROXY_ERR_UNAUTHORIZED');
+  });
+
+  app.setErrorHandler((err: { statusCode?: number; message: string }, _req, reply) => {
+    if (err.statusCode !== undefined && err.statusCode < 500) return send(reply, 'PROXY_ERR_BAD_BODY', err.message);
+    return reply.code(500).send({ error: { code: 'PROXY_ERR_INTERNAL', message: err.message } });
+  });
+
+  app.setNotFoundHandler((req, reply) => send(reply, 'PROXY_ERR_NOT_FOUND', `no route ${req.method} ${req.url}`));
+
+  app.get('/api/v1/pipeline', async () => {
+    const p = running.pipelines.get(running.config.pipeline.id);
+    return {
+      id: p.id,
+      request: p.requestSteps.map((s) => s.id),
+      response: p.responseSteps.map((s) => s.id),
+    };
+  });
+
+  // Body: a whole configuration object (JSON) to apply, or nothing to re-read the file.
+  app.post('/api/v1/reload', async (req, reply) => {
+    let next;
+    try {
+      if (req.body !== undefined && req.body !== null && req.body !== '') {
+        if (typeof req.body !== 'object' || Array.isArray(req.body)) return send(reply, 'PROXY_ERR_BAD_BODY', 'expected a JSON object (a whole configuration)');
+        next = parseConfig(req.body, 'request body');
+      } else {
+        if (opts.configFile === null) return send(reply, 'PROXY_ERR_NO_CONFIG_FILE');
+        next = (await loadConfig({ file: opts.configFile })).config;
+      }
+    } catch (err) {
+      if (err instanceof ConfigError) return send(reply, 'PROXY_ERR_CONFIG', err.message, err.issues);
+      throw err;
+    }
+    try {
+      await running.reload(next);
+    } catch (err) {
+      return send(reply, 'PROXY_ERR_PLUGIN', (err as Error).message);
+    }
+    const p = running.pipelines.get(running.config.pipeline.id);
+    return { reloaded: true, pipeline: { id: p.id, request: p.requestSteps.map((s) => s.id), response: p.responseSteps.map((s) => s.id) } };
+  });
+
+  return app;
+}
+
+export async function startAdmin(running: RunningProxy, listen: string, opts: AdminOptions): Promise<{ app: FastifyInstance; url: string }> {
+  const app = buildAdminApp(running, opts);
+  const i = listen.lastIndexOf(':');
+  await app.listen({ host: listen.slice(0, i), port: Number(listen.slice(i + 1)) });
+  const a = app.server.address();
+  const port = typeof a === 'object' && a !== null ? a.port : Number(listen.slice(i + 1));
+  return { app, url: `http://${listen.slice(0, i)}:${port}` };
+}

@@ -1,0 +1,19 @@
+// Every HTTP error the proxy's APIs answer with: one table, stable codes, a status each.
+// Body shape: { "error": { "code": "PROXY_ERR_…", "message": "…", "details"?: … } }.
+export const HttpErrors = {
+  PROXY_ERR_UNAUTHORIZED: { status: 401, message: 'missing or invalid bearer token' },
+  PROXY_ERR_BAD_BODY: { status: 400, message: 'request body is not valid' },
+  PROXY_ERR_CONFIG: { status: 400, message: 'configuration refused' },
+  PROXY_ERR_PLUGIN: { status: 422, message: 'a plugin refused its configuration or failed to load' },
+  PROXY_ERR_NOT_FOUND: { status: 404, message: 'no such resource' },
+  PROXY_ERR_NO_CONFIG_FILE: { status: 409, message: 'the proxy was started without a configuration file; send the configuration in the body' },
+} as const;
+
+export type HttpErrorCode = keyof typeof HttpErrors;
+
+export function httpError(code: HttpErrorCode, message?: string, details?: unknown): { status: number; body: object } {
+  const e = HttpErrors[code];
+  const error: Record<string, unknown> = { code, message: message ?? e.message };
+  if (details !== undefined) error.details = details;
+  return { status: e.status, body: { error } };
+}

@@ -1,0 +1,2 @@
+export { buildAdminApp, startAdmin, type AdminOptions } from './admin.ts';
+export { HttpErrors, httpError, type HttpErrorCode } from './errors.ts';
