@@ -8,9 +8,9 @@
 //
 // Runtime choice: `incremental` (asconfig.json). A plugin instance lives as long as its pipeline
 // and allocates per request (body copies, strings); the `stub` runtime never frees, so a long-lived
-// instance would grow to its memory cap and trap (the leak proxy-runtime#40 hit). Measured here:
-// stub output is smaller (basic fixture ~3 KB vs ~7 KB) and allocation is cheaper, but the idle-step
-// path allocates nothing, so the call overhead is identical (bench/idle-step.ts); incremental wins.
+// instance would grow to its memory cap and trap (the leak proxy-runtime#40 hit). The price is
+// size (the fixture plugins are 5–14 KB) and a collector; stub vs incremental call cost has not
+// been measured side by side — the idle-step path allocates nothing (bench/idle-step.ts).
 import asc from 'assemblyscript/asc';
 import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import { join, resolve, dirname } from 'node:path';
