@@ -1,0 +1,86 @@
+// Name lists for rule scoping (ops, dbs, collections) and the operation classification the
+// built-ins share.
+import { BsonDoc, BsonType } from "../../sdk/assembly/bson/index";
+
+/** A list of names: exact names, "*" (anything) or a prefix pattern "logs_*". Null list = any. */
+export class NameSet {
+  exact: string[] = [];
+  prefixes: string[] = [];
+  any: bool = false;
+
+  static of(list: string[] | null): NameSet | null {
+    if (list === null) return null;
+    const s = new NameSet();
+    for (let i = 0; i < list.length; i++) {
+      const n = list[i];
+      if (n == "*") s.any = true;
+      else if (n.endsWith("*")) s.prefixes.push(n.substring(0, n.length - 1));
+      else s.exact.push(n);
+    }
+    return s;
+  }
+
+  has(name: string): bool {
+    if (this.any) return true;
+    for (let i = 0; i < this.exact.length; i++) if (this.exact[i] == name) return true;
+    for (let i = 0; i < this.prefixes.length; i++) if (name.startsWith(this.prefixes[i])) return true;
+    return false;
+  }
+}
+
+/** True when `set` is null (no constraint) or contains `name`. */
+export function inSet(set: NameSet | null, name: string): bool {
+  return set === null || set.has(name);
+}
+
+/** Commands that only read data. */
+export const READ_OPS: string[] = [
+  "find", "aggregate", "count", "distinct", "getMore", "killCursors", "listCollections", "listIndexes",
+  "listDatabases", "dbStats", "collStats", "explain", "geoNear", "geoSearch", "dataSize",
+  "listSearchIndexes", "validate",
+];
+/** Commands that change data or metadata. Anything not READ_OPS nor NEUTRAL_OPS is treated as a write. */
+export const WRITE_OPS: string[] = [
+  "insert", "update", "delete", "findAndModify", "findandmodify", "create", "drop", "dropDatabase",
+  "createIndexes", "dropIndexes", "renameCollection", "collMod", "bulkWrite", "mapReduce",
+  "convertToCapped", "cloneCollectionAsCapped", "compact",
+];
+/** Commands that touch no user data (session and server housekeeping): always allowed by auth. */
+export const NEUTRAL_OPS: string[] = [
+  "ping", "buildInfo", "buildinfo", "hello", "isMaster", "ismaster", "endSessions", "startSession",
+  "refreshSessions", "killSessions", "commitTransaction", "abortTransaction", "connectionStatus",
+  "getLastError", "getParameter", "whatsmyuri", "hostInfo", "serverStatus", "logout",
+];
+
+/** True when an aggregate pipeline has a $out or $merge stage (it writes). */
+export function pipelineWrites(cmd: BsonDoc): bool {
+  const p = cmd.get("pipeline");
+  if (p === null || p.type != BsonType.ARRAY) return false;
+  const it = p.asArray().iter();
+  while (it.next()) {
+    const st = it.value;
+    if (st.type != BsonType.DOCUMENT) continue;
+    const first = st.asDoc().firstElement();
+    if (first !== null && (first.nameEquals("$out") || first.nameEquals("$merge"))) return true;
+  }
+  return false;
+}
+
+/** "read", "write" or "neutral" for a command; aggregate with $out/$merge is a write. */
+export function classify(op: string, cmd: BsonDoc | null): string {
+  if (NEUTRAL_OPS.includes(op)) return "neutral";
+  if (op == "aggregate") return cmd !== null && pipelineWrites(cmd) ? "write" : "read";
+  if (READ_OPS.includes(op)) return "read";
+  return "write";
+}
+
+/** Host part of a client address: "10.0.0.1:5000" → "10.0.0.1", "[::1]:5000" → "::1". */
+export function hostOf(addr: string): string {
+  if (addr.startsWith("[")) {
+    const e = addr.indexOf("]");
+    return e > 0 ? addr.substring(1, e) : addr;
+  }
+  const c = addr.lastIndexOf(":");
+  if (c > 0 && addr.indexOf(":") == c) return addr.substring(0, c);
+  return addr;
+}
