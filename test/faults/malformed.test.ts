@@ -293,6 +293,22 @@ describe('malformed frames', () => {
     await othersStillServed();
   });
 
+  test('connections closed for a framing error are forgotten by the server (no leak)', T, async () => {
+    const stats = stack.proxy.server.stats;
+    await new Promise((r) => setTimeout(r, 200));
+    const baseline = stats.connectionsActive;
+    for (let i = 0; i < 5; i++) {
+      const c = await RawClient.connect(stack.proxy.port);
+      c.write(header(10, requestId(), 0, OP_MSG));
+      await c.next(5000);
+      await Promise.race([c.closedPromise, new Promise((_, rej) => setTimeout(() => rej(new Error('not closed')), 5000))]);
+    }
+    const deadline = Date.now() + 3000;
+    while (stats.connectionsActive > baseline && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(stats.connectionsActive, baseline, 'connectionsActive after 5 connections closed for bad lengths');
+    await othersStillServed();
+  });
+
   test('the proxy stayed up throughout', T, async () => {
     assert.ok(checks >= 10, `bystander checks ran: ${checks}`);
     assert.ok(stack.proxy.server.stats.decodeErrors > 0);
