@@ -41,6 +41,8 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
   private readonly queue: Buffer[] = [];
   private busy = false;
   private closed = false;
+  /** Whether the server has been told this connection is gone. */
+  private released = false;
   private paused = false;
 
   // The request in flight (one at a time).
@@ -404,11 +406,15 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
   }
 
   close(): void {
-    if (this.closed && this.socket.destroyed) return;
     this.closed = true;
     this.framer.fail();
     this.queue.length = 0;
     if (!this.socket.destroyed) this.socket.destroy();
-    this.ctx.onClientClosed(this);
+    if (!this.released) {
+      // Reported once, whatever path closed us (socket close, error, or a framing error that
+      // marked the connection closed while its last reply was still being written).
+      this.released = true;
+      this.ctx.onClientClosed(this);
+    }
   }
 }

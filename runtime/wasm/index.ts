@@ -1,7 +1,7 @@
 // Public surface of the WebAssembly plugin host.
 export * from './abi.ts';
 export * from './errors.ts';
-export { instrumentModule, capMemory } from './metering.ts';
+export { instrumentModule, capMemory, loadMetering } from './metering.ts';
 export { compilePluginFile, compilePluginBytes, type CompiledPlugin, type CompileOptions } from './compile.ts';
 export { PluginInstance, type PluginServices, type SubopSink } from './plugin-instance.ts';
 export { PluginSlot, CALL_FAILED, CRASH_LIMIT, CRASH_WINDOW_MS, BACKOFF_MIN_MS, BACKOFF_MAX_MS } from './plugin-slot.ts';
@@ -9,3 +9,9 @@ export { KvStore, kvStoreFor, DEFAULT_KV_MAX_BYTES } from './kv-store.ts';
 export { wasmRegistry, stepErrorsTotal, instanceRebuildsTotal, definePluginMetric } from './plugin-metrics.ts';
 export { type HostExchange, type HostConnection, VERDICT_CONTINUE, VERDICT_REJECT, VERDICT_LOCAL_REPLY } from './host-exchange.ts';
 export { type Logger, defaultLogger } from './logger.ts';
+export {
+  isComponentHeader, isComponentFile, compileComponentFile, compileComponentBytes,
+  type CompiledComponent, type ComponentCompileOptions, type ComponentHostImports, type ComponentStepExports,
+} from './component-compile.ts';
+export { ComponentInstance } from './component-instance.ts';
+export { ComponentSlot, type StepSlot } from './component-slot.ts';

@@ -11,25 +11,38 @@
 //     fits its inlining limits).
 //  2. Memory cap. The module's own memory gets maximum = max_memory_pages (rewritten in the binary
 //     memory section); a module that imports its memory or starts above the cap is refused.
-import binaryen from 'binaryen';
+import type Binaryen from 'binaryen';
+
+// binaryen.js is a large module (several MB, seconds to import under tsx): load it on the first
+// plugin compile, never at process start.
+let binaryen: typeof Binaryen;
+let loading: Promise<void> | null = null;
+
+export function loadMetering(): Promise<void> {
+  if (loading === null) loading = import('binaryen').then((m) => { binaryen = m.default; });
+  return loading;
+}
 import { IMPORT_MODULE, Export, PAGE_BYTES } from './abi.ts';
 import { PluginLoadError } from './errors.ts';
 
 const LOG_EXEC = 'log_execution';
-const FEATURES = binaryen.Features.MVP | binaryen.Features.MutableGlobals | binaryen.Features.BulkMemory |
-  binaryen.Features.BulkMemoryOpt | binaryen.Features.SignExt | binaryen.Features.NontrappingFPToInt |
-  binaryen.Features.SIMD128 | binaryen.Features.Multivalue | binaryen.Features.ReferenceTypes;
+function features(): number {
+  return binaryen.Features.MVP | binaryen.Features.MutableGlobals | binaryen.Features.BulkMemory |
+    binaryen.Features.BulkMemoryOpt | binaryen.Features.SignExt | binaryen.Features.NontrappingFPToInt |
+    binaryen.Features.SIMD128 | binaryen.Features.Multivalue | binaryen.Features.ReferenceTypes;
+}
 const EXHAUSTED_IMPORT = 'proxy_fuel_exhausted';
 
 export interface MeterOptions { readonly name: string; readonly fuel: number; readonly maxMemoryPages: number }
 
 /** Instrument `wasm` for fuel and cap its memory. Returns new module bytes. */
 export function instrumentModule(wasm: Uint8Array, opts: MeterOptions): Uint8Array {
-  let mod: binaryen.Module;
+  if (binaryen === undefined) throw new Error('call loadMetering() before instrumentModule()');
+  let mod: Binaryen.Module;
   try {
     // Node 20's V8 supports these; MVP-only validation would reject ordinary AssemblyScript output.
     mod = binaryen.readBinary(wasm);
-    mod.setFeatures(FEATURES);
+    mod.setFeatures(features());
   } catch (err) {
     throw new PluginLoadError(opts.name, 'not a valid WebAssembly module', err);
   }
@@ -67,7 +80,7 @@ export function instrumentModule(wasm: Uint8Array, opts: MeterOptions): Uint8Arr
 /** Wrap each exported callback so it refills the fuel itself: setting an exported
  *  WebAssembly.Global from JS costs ~18 ns per call (bench/idle-step.ts), a global.set inside the
  *  wrapper costs nothing measurable. The budget is baked in at load (compile cache key has it). */
-function refuelOnEntry(mod: binaryen.Module, budget: number): void {
+function refuelOnEntry(mod: Binaryen.Module, budget: number): void {
   for (const name of [Export.alloc, Export.onConfigure, Export.onRequest, Export.onResponse]) {
     const ref = mod.getExport(name);
     if (ref === 0) continue;
