@@ -1,0 +1,112 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Long, Timestamp } from 'bson';
+import { Verdict } from '../../sdk/testing/index.ts';
+import { load, refuses } from './helpers.ts';
+
+const findCmd = (filter: object, extra: object = {}) => ({ find: 'users', filter, ...extra, $db: 'app' });
+const reply = (docs: object[], id = 0n) => ({ cursor: { firstBatch: docs, id: Long.fromBigInt(id), ns: 'app.users' }, ok: 1 });
+
+function metric(text: string, name: string, pipeline: string): number {
+  const m = new RegExp(`^${name}\\{pipeline="${pipeline}"\\} (\\S+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : 0;
+}
+
+test('cache: miss stores, hit answers locally; session/gossip fields and field order do not matter', async () => {
+  const h = await load('cache', {});
+  const first = h.roundTrip(findCmd({ a: 1 }, { lsid: { id: 1 }, limit: 5 }), { ...reply([{ _id: 1, a: 1 }]), $clusterTime: { clusterTime: new Timestamp({ t: 1, i: 1 }) }, operationTime: new Timestamp({ t: 1, i: 1 }) });
+  assert.equal(first.verdict, Verdict.Continue);
+  const hit = h.request({ find: 'users', limit: 5, filter: { a: 1 }, lsid: { id: 2 }, $readPreference: { mode: 'primary' }, $db: 'app' });
+  assert.equal(hit.verdict, Verdict.LocalReply);
+  assert.deepEqual(hit.localReply, { cursor: { firstBatch: [{ _id: 1, a: 1 }], id: 0, ns: 'app.users' }, ok: 1 });
+  assert.equal(h.request(findCmd({ a: 2 }, { limit: 5 })).verdict, Verdict.Continue, 'other filter misses');
+  assert.equal(h.request({ find: 'users', filter: { a: 1 }, limit: 5, $db: 'other' }).verdict, Verdict.Continue, 'other db misses');
+  const text = await h.metrics();
+  assert.equal(metric(text, 'proxy_plugin_cache_hits_total', h.pipeline.id), 1);
+  assert.equal(metric(text, 'proxy_plugin_cache_misses_total', h.pipeline.id), 3);
+  assert.ok(h.subops.some((s) => s.name === 'cache.lookup'));
+  assert.ok(h.subops.some((s) => s.name === 'cache.store'));
+});
+
+test('cache: only complete ok:1 replies of reads outside transactions are cached', async () => {
+  const h = await load('cache', {});
+  h.roundTrip(findCmd({ b: 1 }), reply([{ _id: 1 }], 42n)); // open cursor
+  assert.equal(h.request(findCmd({ b: 1 })).verdict, Verdict.Continue);
+  h.roundTrip(findCmd({ b: 2 }), { ok: 0, code: 50, errmsg: 'timeout' });
+  assert.equal(h.request(findCmd({ b: 2 })).verdict, Verdict.Continue);
+  h.roundTrip(findCmd({ b: 3 }, { autocommit: false, txnNumber: Long.fromNumber(1) }), reply([]));
+  assert.equal(h.request(findCmd({ b: 3 }, { autocommit: false, txnNumber: Long.fromNumber(2) })).verdict, Verdict.Continue);
+  h.roundTrip({ aggregate: 'users', pipeline: [{ $match: {} }, { $out: 'copy' }], cursor: {}, $db: 'app' }, reply([]));
+  assert.equal(h.request({ aggregate: 'users', pipeline: [{ $match: {} }, { $out: 'copy' }], cursor: {}, $db: 'app' }).verdict, Verdict.Continue);
+  // count and distinct (no cursor) are cached
+  h.roundTrip({ count: 'users', query: {}, $db: 'app' }, { n: 3, ok: 1 });
+  assert.deepEqual(h.request({ count: 'users', query: {}, $db: 'app' }).localReply, { n: 3, ok: 1 });
+  h.roundTrip({ distinct: 'users', key: 'a', $db: 'app' }, { values: [1, 2], ok: 1 });
+  assert.equal(h.request({ distinct: 'users', key: 'a', $db: 'app' }).verdict, Verdict.LocalReply);
+});
+
+test('cache: writes invalidate their collection (and only it); dropDatabase, $out, commit', async () => {
+  const h = await load('cache', {});
+  const prime = () => {
+    h.roundTrip(findCmd({}), reply([{ _id: 1 }]));
+    h.roundTrip({ find: 'orders', filter: {}, $db: 'app' }, reply([]));
+    assert.equal(h.request(findCmd({})).verdict, Verdict.LocalReply);
+  };
+  prime();
+  h.roundTrip({ insert: 'users', documents: [{ _id: 2 }], $db: 'app' }, { n: 1, ok: 1 });
+  assert.equal(h.request(findCmd({})).verdict, Verdict.Continue, 'users invalidated');
+  assert.equal(h.request({ find: 'orders', filter: {}, $db: 'app' }).verdict, Verdict.LocalReply, 'orders still cached');
+  for (const write of [
+    { update: 'users', updates: [{ q: {}, u: { $set: { x: 1 } } }], $db: 'app' },
+    { delete: 'users', deletes: [], $db: 'app' },
+    { findAndModify: 'users', query: {}, remove: true, $db: 'app' },
+    { drop: 'users', $db: 'app' },
+    { dropDatabase: 1, $db: 'app' },
+    { aggregate: 'orders', pipeline: [{ $merge: { into: 'users' } }], cursor: {}, $db: 'app' },
+    { renameCollection: 'app.users', to: 'app.people', $db: 'admin' },
+  ]) {
+    prime();
+    h.roundTrip(write, { ok: 1 }, { collection: typeof Object.values(write)[0] === 'string' ? String(Object.values(write)[0]) : '' });
+    assert.equal(h.request(findCmd({})).verdict, Verdict.Continue, `${Object.keys(write)[0]} invalidates`);
+  }
+  prime();
+  h.roundTrip({ commitTransaction: 1, $db: 'admin' }, { ok: 1 });
+  assert.equal(h.request(findCmd({})).verdict, Verdict.Continue, 'commit flushes');
+});
+
+test('cache: entries expire after ttl_ms', async () => {
+  const h = await load('cache', { ttl_ms: 40 });
+  h.roundTrip(findCmd({ t: 1 }), reply([]));
+  assert.equal(h.request(findCmd({ t: 1 })).verdict, Verdict.LocalReply);
+  await sleep(70);
+  assert.equal(h.request(findCmd({ t: 1 })).verdict, Verdict.Continue);
+});
+
+test('cache: max_bytes evicts the oldest entries; max_entry_bytes skips big replies', async () => {
+  const h = await load('cache', { max_bytes: 2048, max_entry_bytes: 1000 });
+  const pad = 'x'.repeat(400);
+  for (let i = 0; i < 6; i++) h.roundTrip(findCmd({ i }), reply([{ pad }]));
+  assert.equal(h.request(findCmd({ i: 0 })).verdict, Verdict.Continue, 'oldest evicted');
+  assert.equal(h.request(findCmd({ i: 5 })).verdict, Verdict.LocalReply, 'newest kept');
+  assert.ok(h.kv.bytesUsed <= 2048 + 400, `kv holds ${h.kv.bytesUsed}`);
+  h.roundTrip(findCmd({ big: 1 }), reply([{ pad: 'y'.repeat(1200) }]));
+  assert.equal(h.request(findCmd({ big: 1 })).verdict, Verdict.Continue, 'too big to cache');
+});
+
+test('cache: host kv cap smaller than max_bytes: stores are skipped, never fail the request', async () => {
+  const h = await load('cache', { max_bytes: 1 << 20 }, { kv_max_bytes: 1500 });
+  const pad = 'x'.repeat(400);
+  for (let i = 0; i < 8; i++) assert.notEqual(h.roundTrip(findCmd({ k: i }), reply([{ pad }])).verdict, Verdict.Reject);
+  assert.equal(h.request(findCmd({ k: 7 })).verdict, Verdict.LocalReply);
+  h.roundTrip({ insert: 'users', documents: [{}], $db: 'app' }, { ok: 1 });
+  assert.equal(h.request(findCmd({ k: 7 })).verdict, Verdict.Continue);
+});
+
+test('cache: bad configs are refused', async () => {
+  await refuses('cache', {}, { ttl_ms: 0 }, /ttl_ms must be/);
+  await refuses('cache', {}, { max_bytes: 10 }, /max_bytes must be/);
+  await refuses('cache', {}, { max_bytes: 4096, max_entry_bytes: 8192 }, /max_entry_bytes must be/);
+  await refuses('cache', {}, { ops: ['insert'] }, /not cacheable/);
+  await refuses('cache', {}, { ttl: 5 }, /unknown key "ttl"/);
+});
