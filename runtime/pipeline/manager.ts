@@ -7,6 +7,7 @@ import { dirname, join, resolve } from 'node:path';
 import {
   compilePluginFile, PluginSlot, kvStoreFor, defaultLogger, DEFAULT_FUEL, DEFAULT_KV_MAX_BYTES,
   PluginLoadError, type Logger, type SubopSink,
+  isComponentFile, compileComponentFile, ComponentSlot,
 } from '../wasm/index.ts';
 import { Pipeline } from './pipeline.ts';
 import { StepRunner, defaultOnError } from './step-runner.ts';
@@ -98,16 +99,23 @@ export class PipelineManager {
     const fuel = settings?.fuel ?? DEFAULT_FUEL;
     const maxMemoryPages = settings?.max_memory_pages ?? DEFAULT_MAX_MEMORY_PAGES;
     const path = this.modulePath(step, name, settings);
-    const compiled = await compilePluginFile(path, { name: step, fuel, maxMemoryPages, config: settings?.config ?? {} });
     const recorder = this.recorder;
     const subop: SubopSink | null = recorder !== null && recorder.enabled
       ? (sub, phase, ns) => recorder.subop(pipelineId, step, phase, sub, ns)
       : null;
-    const slot = new PluginSlot(compiled, {
+    const services = {
       step, pipelineId, logger: this.logger, subop, fuel,
       kv: kvStoreFor(name, settings?.kv_max_bytes ?? DEFAULT_KV_MAX_BYTES),
-    });
-    return new StepRunner(name, slot, settings?.on_error ?? defaultOnError(name), pipelineId);
+    };
+    const onError = settings?.on_error ?? defaultOnError(name);
+    if (await isComponentFile(path)) {
+      // A WebAssembly component (sdk/wit/step.wit): same StepRunner, ComponentSlot has PluginSlot's contract.
+      const component = await compileComponentFile(path, { name: step, config: settings?.config ?? {} });
+      return new StepRunner(name, new ComponentSlot(component, services) as unknown as PluginSlot, onError, pipelineId);
+    }
+    const compiled = await compilePluginFile(path, { name: step, fuel, maxMemoryPages, config: settings?.config ?? {} });
+    const slot = new PluginSlot(compiled, services);
+    return new StepRunner(name, slot, onError, pipelineId);
   }
 
   private modulePath(step: string, name: string, settings: StepSettings | undefined): string {

@@ -1,0 +1,187 @@
+// WebAssembly components (the WIT world in sdk/wit/step.wit): detect, transpile with jco, compile.
+// Off the hot path. A component is transpiled once per content hash into
+// build/components-cache/<sha256>/ (jco's JavaScript bindings + the core modules it splits out),
+// with `instantiation: 'sync'`: the core modules are compiled here, asynchronously, and an instance
+// is then built synchronously from them — at load and again after a trap, inside call(), exactly
+// like a core-module PluginSlot. Exported functions of the generated bindings are synchronous.
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { PluginLoadError } from './errors.ts';
+
+/** `\0asm` */
+const MAGIC = [0x00, 0x61, 0x73, 0x6d];
+
+/**
+ * True when the header (≥ 8 bytes) is a component: after the magic, core modules carry version
+ * 01 00 00 00, components a different version/layer word (01 00 in the layer half, e.g. 0d 00 01 00).
+ */
+export function isComponentHeader(header: Uint8Array): boolean {
+  if (header.length < 8) return false;
+  for (let i = 0; i < 4; i++) if (header[i] !== MAGIC[i]) return false;
+  const core = header[4] === 0x01 && header[5] === 0x00 && header[6] === 0x00 && header[7] === 0x00;
+  return !core && header[6] === 0x01 && header[7] === 0x00;
+}
+
+/** Reads the first 8 bytes of a file; false if unreadable (the core loader reports the error). */
+export async function isComponentFile(path: string): Promise<boolean> {
+  let fh;
+  try {
+    fh = await open(path, 'r');
+  } catch {
+    return false;
+  }
+  try {
+    const buf = new Uint8Array(8);
+    const { bytesRead } = await fh.read(buf, 0, 8, 0);
+    return bytesRead === 8 && isComponentHeader(buf);
+  } finally {
+    await fh.close();
+  }
+}
+
+/** The host side of `proxy:step/host`, as jco's bindings call it (camelCase names). */
+export type ComponentHostImports = Record<string, (...args: never[]) => unknown>;
+
+/** The `step` export of an instance. All three calls are synchronous. */
+export interface ComponentStepExports {
+  configure(config: string): boolean;
+  onRequest(bodySize: number, flags: number): number;
+  onResponse(replySize: number, flags: number): number;
+}
+
+type GetCoreModule = (path: string) => WebAssembly.Module;
+type SyncInstantiate = (getCoreModule: GetCoreModule, imports: Record<string, unknown>) => Record<string, unknown>;
+
+export interface CompiledComponent {
+  readonly name: string; // "wasm:<name>"
+  readonly hash: string;
+  /** Folder holding the transpiled bindings. */
+  readonly dir: string;
+  readonly configJson: string;
+  /** Builds a fresh instance bound to `host` (synchronous; throws on a trap in the start code). */
+  instantiate(host: ComponentHostImports): ComponentStepExports;
+}
+
+export interface ComponentCompileOptions {
+  readonly name: string;
+  readonly config: unknown;
+  /** Transpile cache root (default build/components-cache under the working directory). */
+  readonly cacheDir?: string;
+}
+
+/** The WIT interface names the bindings import the host under (with and without the version). */
+export const HOST_INTERFACE = 'proxy:step/host';
+export const HOST_INTERFACE_VERSIONED = 'proxy:step/host@0.1.0';
+export const STEP_INTERFACE = 'proxy:step/step@0.1.0';
+
+const BINDINGS = 'step.js';
+const DONE = '.complete';
+
+interface Loaded { readonly instantiate: SyncInstantiate; readonly modules: Map<string, WebAssembly.Module>; readonly dir: string }
+const loaded = new Map<string, Promise<Loaded>>();
+
+export async function compileComponentFile(path: string, opts: ComponentCompileOptions): Promise<CompiledComponent> {
+  let bytes: Uint8Array;
+  try {
+    bytes = await readFile(path);
+  } catch (err) {
+    throw new PluginLoadError(opts.name, `cannot read ${path}`, err);
+  }
+  return compileComponentBytes(bytes, opts);
+}
+
+export async function compileComponentBytes(bytes: Uint8Array, opts: ComponentCompileOptions): Promise<CompiledComponent> {
+  if (!isComponentHeader(bytes)) throw new PluginLoadError(opts.name, 'not a WebAssembly component');
+  const hash = createHash('sha256').update(bytes).digest('hex');
+  const root = resolve(opts.cacheDir ?? 'build/components-cache');
+  const key = `${root}\0${hash}`;
+  let p = loaded.get(key);
+  if (p === undefined) {
+    p = load(bytes, hash, root, opts.name);
+    loaded.set(key, p);
+    p.catch(() => loaded.delete(key));
+  }
+  const l = await p;
+  const modules = l.modules;
+  const getCoreModule: GetCoreModule = (file) => {
+    const m = modules.get(file);
+    if (m === undefined) throw new PluginLoadError(opts.name, `transpiled component asks for unknown core module ${file}`);
+    return m;
+  };
+  const name = opts.name;
+  return {
+    name,
+    hash,
+    dir: l.dir,
+    configJson: JSON.stringify(opts.config ?? {}),
+    instantiate(host) {
+      const imports = { [HOST_INTERFACE]: host, [HOST_INTERFACE_VERSIONED]: host };
+      const exp = l.instantiate(getCoreModule, imports);
+      const step = (exp[STEP_INTERFACE] ?? exp.step) as ComponentStepExports | undefined;
+      if (step === undefined || typeof step.onRequest !== 'function') {
+        throw new PluginLoadError(name, `component does not export ${STEP_INTERFACE} (world plugin of sdk/wit/step.wit)`);
+      }
+      return step;
+    },
+  };
+}
+
+async function load(bytes: Uint8Array, hash: string, root: string, name: string): Promise<Loaded> {
+  const dir = join(root, hash);
+  if (!existsSync(join(dir, DONE))) await transpileInto(bytes, dir, name);
+  let mod: { instantiate?: SyncInstantiate };
+  try {
+    mod = await import(pathToFileURL(join(dir, BINDINGS)).href) as { instantiate?: SyncInstantiate };
+  } catch (err) {
+    throw new PluginLoadError(name, `cannot import the transpiled bindings in ${dir}`, err);
+  }
+  if (typeof mod.instantiate !== 'function') throw new PluginLoadError(name, `transpiled bindings in ${dir} have no instantiate()`);
+  const list = JSON.parse(await readFile(join(dir, DONE), 'utf8')) as string[];
+  const modules = new Map<string, WebAssembly.Module>();
+  try {
+    await Promise.all(list.map(async (file) => {
+      modules.set(file, await WebAssembly.compile(await readFile(join(dir, file))));
+    }));
+  } catch (err) {
+    throw new PluginLoadError(name, 'compiling the component core modules failed', err);
+  }
+  return { instantiate: mod.instantiate, modules, dir };
+}
+
+/** jco transpile into a temporary folder, then rename it into place (concurrent loaders are safe). */
+async function transpileInto(bytes: Uint8Array, dir: string, name: string): Promise<void> {
+  let files: Record<string, Uint8Array>;
+  try {
+    const { transpile } = await import('@bytecodealliance/jco');
+    ({ files } = await transpile(bytes, {
+      name: 'step',
+      instantiation: 'sync',
+      noTypescript: true,
+      quiet: true,
+    }));
+  } catch (err) {
+    throw new PluginLoadError(name, 'jco transpile failed', err);
+  }
+  if (files[BINDINGS] === undefined) throw new PluginLoadError(name, `jco produced no ${BINDINGS}`);
+  const tmp = `${dir}.tmp-${process.pid}-${Date.now()}`;
+  const cores: string[] = [];
+  await mkdir(tmp, { recursive: true });
+  for (const [file, content] of Object.entries(files)) {
+    if (file.endsWith('.d.ts')) continue;
+    if (file.endsWith('.wasm')) cores.push(file);
+    const out = join(tmp, file);
+    await mkdir(dirname(out), { recursive: true });
+    await writeFile(out, content);
+  }
+  await writeFile(join(tmp, 'package.json'), '{ "type": "module" }\n');
+  await writeFile(join(tmp, DONE), JSON.stringify(cores));
+  try {
+    await rename(tmp, dir);
+  } catch (err) {
+    await rm(tmp, { recursive: true, force: true });
+    if (!existsSync(join(dir, DONE))) throw new PluginLoadError(name, `cannot write the transpile cache ${dir}`, err);
+  }
+}

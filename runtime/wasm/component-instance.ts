@@ -1,0 +1,177 @@
+// One live instance of a component step and the `proxy:step/host` functions it imports, with the
+// same semantics as PluginInstance's core-ABI imports (plugin-instance.ts): the host functions
+// act on the HostExchange of the call in progress; jco lifts and lowers the values (strings,
+// list<u8> copies, enums as their WIT names, options as value | undefined, u64 as bigint).
+import { CallFlag, LOG_LEVEL_NAMES, MetricKind } from './abi.ts';
+import { PluginConfigRefusedError, PluginTrap } from './errors.ts';
+import { type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY } from './host-exchange.ts';
+import { definePluginMetric, type BoundMetric } from './plugin-metrics.ts';
+import type { PluginServices } from './plugin-instance.ts';
+import type { CompiledComponent, ComponentHostImports, ComponentStepExports } from './component-compile.ts';
+
+type PhaseName = 'request' | 'response';
+type LogLevelName = (typeof LOG_LEVEL_NAMES)[number];
+
+const METRIC_KINDS: Record<string, MetricKind> = { counter: MetricKind.Counter, gauge: MetricKind.Gauge, histogram: MetricKind.Histogram };
+
+export class ComponentInstance {
+  readonly component: CompiledComponent;
+  readonly services: PluginServices;
+  private readonly step: ComponentStepExports;
+  private ex: HostExchange | null;
+  private readonly metrics: BoundMetric[];
+  private readonly subopNames: string[];
+  private readonly subopStarts: bigint[];
+
+  /** Instantiates synchronously from the compiled core modules; throws on a trap. */
+  constructor(component: CompiledComponent, services: PluginServices) {
+    this.component = component;
+    this.services = services;
+    this.ex = null;
+    this.metrics = [];
+    this.subopNames = [];
+    this.subopStarts = [];
+    this.step = component.instantiate(this.imports());
+  }
+
+  /** Hands the config JSON to configure(); throws PluginConfigRefusedError when refused or trapped. */
+  configure(): void {
+    let ok: boolean;
+    try {
+      ok = this.step.configure(this.component.configJson);
+    } catch (err) {
+      throw new PluginConfigRefusedError(this.services.step, `configure trapped: ${err instanceof Error ? err.message : String(err)}`, err);
+    }
+    if (ok !== true) throw new PluginConfigRefusedError(this.services.step, 'configure returned false');
+  }
+
+  /** Request-phase callback (same size/flags convention as the core ABI); throws on a trap. */
+  callRequest(ex: HostExchange): number {
+    let size: number, flags = 0;
+    if (ex.newRequest !== null) { size = ex.newRequest.length; flags = CallFlag.BodyReplaced; }
+    else if (ex.sequences === null) size = ex.requestBody.length;
+    else { size = -1; flags = CallFlag.HasSequences; }
+    this.ex = ex;
+    try {
+      return this.step.onRequest(size, flags);
+    } finally {
+      this.ex = null;
+    }
+  }
+
+  /** Response-phase callback over newReply ?? replyBody ?? localReply. */
+  callResponse(ex: HostExchange): number {
+    const reply = ex.newReply ?? ex.replyBody ?? ex.localReply;
+    let flags = ex.newReply !== null ? CallFlag.BodyReplaced : 0;
+    if (ex.verdict === VERDICT_LOCAL_REPLY) flags |= CallFlag.LocalReply;
+    this.ex = ex;
+    try {
+      return this.step.onResponse(reply === null ? 0 : reply.length, flags);
+    } finally {
+      this.ex = null;
+    }
+  }
+
+  private current(): HostExchange {
+    const ex = this.ex;
+    if (ex === null) throw new PluginTrap(`plugin ${this.services.step} called a request function outside a request`);
+    return ex;
+  }
+
+  private property(name: string): string | undefined {
+    const ex = this.current();
+    switch (name) {
+      case 'op': return ex.op;
+      case 'db': return ex.db;
+      case 'collection': return ex.collection;
+      case 'app-name': return ex.conn.appName;
+      case 'client-address': return ex.conn.clientAddress;
+      case 'user': return ex.conn.user;
+      case 'pipeline-id': return ex.pipelineId;
+      case 'phase': return ex.phase === 0 ? 'request' : 'response';
+      case 'request-id': return String(ex.requestId);
+      case 'connection-id': return String(ex.conn.id);
+      case 'route': return ex.route ?? '';
+      default: return undefined;
+    }
+  }
+
+  private imports(): ComponentHostImports {
+    const services = this.services;
+    const step = services.step;
+    const subopSink = services.subop;
+    const fns = {
+      getBody: (which: PhaseName): Uint8Array | undefined => {
+        const ex = this.current();
+        const body = which === 'request' ? ex.requestDocument() : (ex.newReply ?? ex.replyBody ?? ex.localReply);
+        return body ?? undefined;
+      },
+      setBody: (which: PhaseName, bson: Uint8Array): void => {
+        const ex = this.current();
+        if (which === 'request') ex.newRequest = bson;
+        else ex.newReply = bson;
+      },
+      reject: (code: number, codeName: string, message: string): void => {
+        const ex = this.current();
+        ex.verdict = VERDICT_REJECT;
+        ex.rejectCode = code;
+        ex.rejectCodeName = codeName;
+        ex.rejectMessage = message;
+      },
+      replyLocal: (bson: Uint8Array): void => {
+        const ex = this.current();
+        if (ex.phase === 0) {
+          ex.verdict = VERDICT_LOCAL_REPLY;
+          ex.localReply = bson;
+        } else {
+          ex.newReply = bson;
+        }
+      },
+      setRoute: (uri: string): void => {
+        this.current().route = uri;
+      },
+      log: (level: LogLevelName, message: string): void => {
+        const name = LOG_LEVEL_NAMES.includes(level) ? level : 'info';
+        const ex = this.ex;
+        services.logger[name]({ step, pipeline: services.pipelineId, op: ex === null ? undefined : ex.op }, message);
+      },
+      getProperty: (name: string): string | undefined => this.property(name),
+      defineMetric: (kind: string, name: string): number | undefined => {
+        const k = METRIC_KINDS[kind];
+        const m = k === undefined ? null : definePluginMetric(k, name, services.pipelineId);
+        if (m === null) {
+          services.logger.warn({ step, metric: name }, 'plugin metric refused (name must be proxy_plugin_*, one kind per name)');
+          return undefined;
+        }
+        this.metrics.push(m);
+        return this.metrics.length - 1;
+      },
+      incrementMetric: (id: number, delta: number): void => {
+        const m = this.metrics[id];
+        if (m !== undefined) m.inc(delta);
+      },
+      recordMetric: (id: number, value: number): void => {
+        const m = this.metrics[id];
+        if (m !== undefined) m.record(value);
+      },
+      subopBegin: subopSink === null ? noop : (name: string): void => {
+        this.subopNames.push(name);
+        this.subopStarts.push(process.hrtime.bigint());
+      },
+      subopEnd: subopSink === null ? noop : (): void => {
+        const start = this.subopStarts.pop();
+        const name = this.subopNames.pop();
+        if (start === undefined || name === undefined) return;
+        const ex = this.ex;
+        subopSink(name, ex === null ? 0 : ex.phase, Number(process.hrtime.bigint() - start));
+      },
+      kvGet: (key: string): Uint8Array | undefined => services.kv.get(key),
+      kvSet: (key: string, value: Uint8Array, ttlMs: number): boolean => services.kv.set(key, value, ttlMs),
+      kvDelete: (key: string): boolean => services.kv.delete(key),
+      nowNs: (): bigint => process.hrtime.bigint(),
+    };
+    return fns as unknown as ComponentHostImports;
+  }
+}
+
+function noop(): void {}
