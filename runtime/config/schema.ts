@@ -163,7 +163,7 @@ const step = v.strictObject({
     256,
   ),
   fuel: v.optional(
-    int(0, undefined, 'Instruction budget per call; when absent the step runs unmetered.'),
+    int(0, undefined, 'Instruction budget per plugin call (fuel: one unit per function entry and loop iteration); default 50,000,000. A call that runs out traps and counts as a step error.'),
   ),
 });
 
