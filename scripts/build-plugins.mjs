@@ -2,7 +2,7 @@
 // Compiles every AssemblyScript plugin to build/plugins/<name>.wasm with the asc programmatic API:
 //   plugins/<name>/assembly/index.ts and examples/<name>/assembly/index.ts; with --fixtures,
 //   test/fixtures/plugins/<name>/assembly/index.ts into build/test-plugins/ instead.
-// Outputs newer than every source they could depend on (the plugin folder and sdk/assembly) are
+// Outputs newer than every source they could depend on (the plugin folder, sdk/assembly and plugins/_shared) are
 // skipped. Metering (fuel) and the memory cap are applied at load time by runtime/wasm, not here,
 // so one build serves every fuel/memory setting.
 //
@@ -40,7 +40,11 @@ function collect(base) {
 /** Build the plugins found under the given base folders into outDir. Returns built names. */
 export async function buildPlugins({ bases = ['plugins', 'examples'], outDir = join(root, 'build', 'plugins'), force = false, log = console.log } = {}) {
   mkdirSync(outDir, { recursive: true });
-  const sdkTime = Math.max(newestMtime(join(root, 'sdk', 'assembly')), statSync(join(root, 'asconfig.json')).mtimeMs);
+  // Shared inputs: the SDK, the built-ins' shared helpers (plugins/_shared), the compiler config.
+  const sdkTime = Math.max(
+    newestMtime(join(root, 'sdk', 'assembly')), newestMtime(join(root, 'plugins', '_shared')),
+    statSync(join(root, 'asconfig.json')).mtimeMs,
+  );
   const built = [];
   for (const base of bases) {
     for (const p of collect(base)) {

@@ -28,6 +28,8 @@ export const enum CallFlag { BodyReplaced = 1, LocalReply = 2, HasSequences = 4 
 export const enum Property {
   Op = 0, Db = 1, Collection = 2, AppName = 3, ClientAddress = 4, User = 5,
   PipelineId = 6, Phase = 7, RequestId = 8, ConnectionId = 9, Route = 10,
+  /** Wall-clock time, milliseconds since the Unix epoch (for token expiry; proxy_now is monotonic). */
+  WallClockMs = 11,
 }
 
 export const enum MetricKind { Counter = 0, Gauge = 1, Histogram = 2 }

@@ -150,6 +150,8 @@ export class PluginInstance {
   }
 
   private property(id: number): string | null {
+    // The clock needs no exchange, so plugins may read it in onConfigure too.
+    if (id === Property.WallClockMs) return String(Date.now());
     const ex = this.current();
     switch (id) {
       case Property.Op: return ex.op;

@@ -58,6 +58,8 @@ export declare function proxy_abort(msgPtr: usize, filePtr: usize, line: u32, co
 export const enum Property {
   Op = 0, Db = 1, Collection = 2, AppName = 3, ClientAddress = 4, User = 5,
   PipelineId = 6, Phase = 7, RequestId = 8, ConnectionId = 9, Route = 10,
+  /** Wall-clock time, milliseconds since the Unix epoch (for token expiry; proxy_now is monotonic). */
+  WallClockMs = 11,
 }
 
 /** Flag bits of proxy_on_request / proxy_on_response (runtime/wasm/abi.ts `CallFlag`). */

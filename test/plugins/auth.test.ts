@@ -81,9 +81,11 @@ test('auth hmac_jwt: missing, bad signature, expired, not yet valid, wrong alg, 
   assert.match(deny({ insert: 'c', documents: [], $proxyToken: good.join('.'), $db: 'app' }), /invalid token signature/);
 });
 
-test('auth hmac_jwt: without a wall clock, tokens with exp are refused (fail closed); without exp they pass', async () => {
+test('auth hmac_jwt: without now_unix_s, expiry is checked against the host wall clock', async () => {
   const h = await load('auth', { provider: 'hmac_jwt', secret: SECRET });
-  assert.match(h.request({ find: 'c', $proxyToken: jwt({ sub: 'x', dbs: { app: 'read' }, exp: NOW }, SECRET), $db: 'app' }).reject?.message ?? '', /no wall clock/);
+  const now = Math.floor(Date.now() / 1000);
+  assert.match(h.request({ find: 'c', $proxyToken: jwt({ sub: 'x', dbs: { app: 'read' }, exp: now - 60 }, SECRET), $db: 'app' }).reject?.message ?? '', /expired/);
+  assert.equal(h.request({ find: 'c', $proxyToken: jwt({ sub: 'x', dbs: { app: 'read' }, exp: now + 600 }, SECRET), $db: 'app' }).verdict, Verdict.Continue);
   assert.equal(h.request({ find: 'c', $proxyToken: jwt({ sub: 'x', dbs: { app: 'read' } }, SECRET), $db: 'app' }).verdict, Verdict.Continue);
 });
 

@@ -180,11 +180,12 @@ class Auth extends Step {
       " needs " + (need == PERM_RW ? "readWrite" : "read") + ", has " + (lvl == PERM_RW ? "readWrite" : lvl == PERM_READ ? "read" : "none") + ")");
   }
 
-  /** Wall clock in Unix seconds, or -1 when neither the host nor the config gives one. */
+  /** Wall clock in Unix seconds: the config's `now_unix_s` anchor when set (tests, replays),
+   *  else the host clock; -1 when neither exists (older hosts) — tokens with exp/nbf then fail closed. */
   wallSeconds(): f64 {
+    if (this.anchorUnix >= 0) return this.anchorUnix + <f64>(nowNs() - this.anchorNs) / 1e9;
     const p = property(PROPERTY_WALL_CLOCK_MS);
     if (p.length > 0) return F64.parseFloat(p) / 1000;
-    if (this.anchorUnix >= 0) return this.anchorUnix + <f64>(nowNs() - this.anchorNs) / 1e9;
     return -1;
   }
 
