@@ -111,7 +111,7 @@ export class PipelineManager {
     if (await isComponentFile(path)) {
       // A WebAssembly component (sdk/wit/step.wit): same StepRunner, ComponentSlot has PluginSlot's contract.
       const component = await compileComponentFile(path, { name: step, config: settings?.config ?? {} });
-      return new StepRunner(name, new ComponentSlot(component, services) as unknown as PluginSlot, onError, pipelineId);
+      return new StepRunner(name, new ComponentSlot(component, services), onError, pipelineId);
     }
     const compiled = await compilePluginFile(path, { name: step, fuel, maxMemoryPages, config: settings?.config ?? {} });
     const slot = new PluginSlot(compiled, services);

@@ -1,5 +1,5 @@
 // One step of a pipeline: the plugin slot plus the on_error policy. run() never throws.
-import { PluginSlot, CALL_FAILED, stepErrorsTotal } from '../wasm/index.ts';
+import { CALL_FAILED, stepErrorsTotal, type StepSlot } from '../wasm/index.ts';
 import { Verdict, type Exchange } from './exchange.ts';
 
 /** run() result bits. */
@@ -18,10 +18,10 @@ export class StepRunner {
   readonly id: string;
   readonly name: string;
   readonly failOpen: boolean;
-  readonly slot: PluginSlot;
+  readonly slot: StepSlot;
   private readonly errorCounters: [{ inc(): void }, { inc(): void }];
 
-  constructor(name: string, slot: PluginSlot, onError: 'open' | 'closed', pipelineId: string) {
+  constructor(name: string, slot: StepSlot, onError: 'open' | 'closed', pipelineId: string) {
     this.id = `wasm:${name}`;
     this.name = name;
     this.failOpen = onError === 'open';

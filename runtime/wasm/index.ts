@@ -4,7 +4,7 @@ export * from './errors.ts';
 export { instrumentModule, capMemory, loadMetering } from './metering.ts';
 export { compilePluginFile, compilePluginBytes, type CompiledPlugin, type CompileOptions } from './compile.ts';
 export { PluginInstance, type PluginServices, type SubopSink } from './plugin-instance.ts';
-export { PluginSlot, CALL_FAILED, CRASH_LIMIT, CRASH_WINDOW_MS, BACKOFF_MIN_MS, BACKOFF_MAX_MS } from './plugin-slot.ts';
+export { PluginSlot, InstanceSlot, type StepSlot, type SlotInstance, CALL_FAILED, CRASH_LIMIT, CRASH_WINDOW_MS, BACKOFF_MIN_MS, BACKOFF_MAX_MS } from './plugin-slot.ts';
 export { KvStore, kvStoreFor, DEFAULT_KV_MAX_BYTES } from './kv-store.ts';
 export { wasmRegistry, stepErrorsTotal, instanceRebuildsTotal, definePluginMetric } from './plugin-metrics.ts';
 export { type HostExchange, type HostConnection, VERDICT_CONTINUE, VERDICT_REJECT, VERDICT_LOCAL_REPLY } from './host-exchange.ts';
@@ -14,4 +14,4 @@ export {
   type CompiledComponent, type ComponentCompileOptions, type ComponentHostImports, type ComponentStepExports,
 } from './component-compile.ts';
 export { ComponentInstance } from './component-instance.ts';
-export { ComponentSlot, type StepSlot } from './component-slot.ts';
+export { ComponentSlot } from './component-slot.ts';

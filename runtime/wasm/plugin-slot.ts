@@ -1,8 +1,10 @@
 // The lifecycle of one step's instance: build, call, and after a trap discard and rebuild from the
-// compiled module (a trapped AssemblyScript instance may have a broken stack pointer: never reuse
-// it). Crash loops are rate-limited: CRASH_LIMIT traps inside CRASH_WINDOW_MS disable the step for
-// a backoff period (1 s doubling to 60 s, like Envoy's FAIL_RELOAD backoff) during which calls fail
-// immediately and the executor applies the step's on_error policy.
+// compiled module (a trapped AssemblyScript instance may have a broken stack pointer, and jco marks
+// a trapped component instance unusable: never reuse either). Crash loops are rate-limited:
+// CRASH_LIMIT traps inside CRASH_WINDOW_MS disable the step for a backoff period (1 s doubling to
+// 60 s, like Envoy's FAIL_RELOAD backoff) during which calls fail immediately and the executor
+// applies the step's on_error policy. Core modules and components share this policy; only the
+// instance type differs.
 import { PluginInstance, type PluginServices } from './plugin-instance.ts';
 import type { CompiledPlugin } from './compile.ts';
 import type { HostExchange } from './host-exchange.ts';
@@ -16,10 +18,28 @@ export const CRASH_WINDOW_MS = 10_000;
 export const BACKOFF_MIN_MS = 1_000;
 export const BACKOFF_MAX_MS = 60_000;
 
-export class PluginSlot {
-  readonly plugin: CompiledPlugin;
+/** One live plugin instance (a core module's or a component's). */
+export interface SlotInstance {
+  /** Hands the step its config; throws when refused. */
+  configure(): void;
+  callRequest(ex: HostExchange): number;
+  callResponse(ex: HostExchange): number;
+}
+
+/** What the pipeline's StepRunner and the tests use of a slot. */
+export interface StepSlot {
+  call(ex: HostExchange, phase: 0 | 1): number;
+  readonly traps: number;
+  readonly rebuilds: number;
+  readonly lastError: string;
+  readonly disabled: boolean;
+  readonly live: boolean;
+}
+
+export class InstanceSlot implements StepSlot {
   readonly services: PluginServices;
-  private instance: PluginInstance | null;
+  private readonly create: () => SlotInstance;
+  private instance: SlotInstance | null;
   /** Traps since load (all causes). */
   traps: number;
   rebuilds: number;
@@ -31,8 +51,8 @@ export class PluginSlot {
   private lastTrapAt: number;
 
   /** Builds and configures the first instance; throws (load error / config refused). */
-  constructor(plugin: CompiledPlugin, services: PluginServices) {
-    this.plugin = plugin;
+  constructor(create: () => SlotInstance, services: PluginServices) {
+    this.create = create;
     this.services = services;
     this.traps = 0;
     this.rebuilds = 0;
@@ -42,7 +62,7 @@ export class PluginSlot {
     this.windowStart = 0;
     this.windowTraps = 0;
     this.lastTrapAt = 0;
-    const inst = new PluginInstance(plugin, services);
+    const inst = create();
     inst.configure();
     this.instance = inst;
   }
@@ -50,7 +70,7 @@ export class PluginSlot {
   get disabled(): boolean { return this.disabledUntil > 0 && performance.now() < this.disabledUntil; }
   get live(): boolean { return this.instance !== null; }
 
-  /** Runs the phase callback; returns the plugin's Action (0/1) or CALL_FAILED. Never throws. */
+  /** Runs the phase callback; returns the plugin's Action (0 continue, 1 stop) or CALL_FAILED. Never throws. */
   call(ex: HostExchange, phase: 0 | 1): number {
     let inst = this.instance;
     if (inst === null) {
@@ -58,18 +78,18 @@ export class PluginSlot {
       if (inst === null) return CALL_FAILED;
     }
     try {
-      return phase === 0 ? inst.callRequest(ex) : inst.callResponse(ex);
+      return (phase === 0 ? inst.callRequest(ex) : inst.callResponse(ex)) === 0 ? 0 : 1;
     } catch (err) {
       this.trapped(err);
       return CALL_FAILED;
     }
   }
 
-  private rebuild(): PluginInstance | null {
+  private rebuild(): SlotInstance | null {
     const now = performance.now();
     if (now < this.disabledUntil) return null;
     try {
-      const inst = new PluginInstance(this.plugin, this.services);
+      const inst = this.create();
       inst.configure();
       this.instance = inst;
       this.rebuilds++;
@@ -105,5 +125,14 @@ export class PluginSlot {
       log.warn({ step: this.services.step, pipeline: this.services.pipelineId, err: this.lastError },
         'plugin trapped; instance discarded and will be rebuilt');
     }
+  }
+}
+
+/** The slot of a core WebAssembly module step. */
+export class PluginSlot extends InstanceSlot {
+  readonly plugin: CompiledPlugin;
+  constructor(plugin: CompiledPlugin, services: PluginServices) {
+    super(() => new PluginInstance(plugin, services), services);
+    this.plugin = plugin;
   }
 }
