@@ -43,6 +43,8 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
   private closed = false;
   /** Whether the server has been told this connection is gone. */
   private released = false;
+  /** Set by shutdown(): finish the request in flight, then close. */
+  private draining = false;
   private paused = false;
 
   // The request in flight (one at a time).
@@ -376,7 +378,35 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
     this.busy = false;
     this.exchange = null;
     this.kind = Kind.None;
+    if (this.draining) {
+      // Shutting down: the request in flight has been answered; end gracefully (FIN after the
+      // reply is flushed) instead of taking the next one.
+      this.closeGracefully();
+      return;
+    }
     if (!this.closed) this.drain();
+  }
+
+  /**
+   * Graceful shutdown: an idle connection ends now; a busy one ends right after the reply to its
+   * request in flight. Frames already queued behind it are not started (the client sees a closed
+   * connection and retries elsewhere, as for any mongos going away).
+   */
+  shutdown(): void {
+    this.draining = true;
+    if (!this.busy) this.closeGracefully();
+  }
+
+  get idle(): boolean {
+    return !this.busy;
+  }
+
+  private closeGracefully(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.framer.fail();
+    this.queue.length = 0;
+    this.socket.end();
   }
 
   // ---- replies ----------------------------------------------------------------------------

@@ -115,12 +115,22 @@ export class ProxyServer implements ServerContext {
     });
   }
 
-  /** Stops accepting, closes client connections, then the pool. */
-  async close(): Promise<void> {
-    await new Promise<void>((resolve) => {
-      this.server.close(() => resolve());
+  /**
+   * Stops accepting, lets requests in flight finish (up to `drainMs`), closes client connections,
+   * then the pools. Idle connections close at once.
+   */
+  async close(drainMs = 10_000): Promise<void> {
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    for (const c of this.clients) c.shutdown();
+    const deadline = Date.now() + drainMs;
+    while (this.clients.size > 0 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    if (this.clients.size > 0) {
+      this.log.warn('drain timeout: closing connections with requests still in flight', { connections: this.clients.size });
       for (const c of this.clients) c.close();
-    });
+    }
+    await closed;
     this.pool.close();
     for (const p of this.routedPools.values()) p.close();
   }
