@@ -5,6 +5,7 @@ import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { ConfigError, loadConfig, parseConfig } from '../config/index.ts';
 import type { RunningProxy } from '../app/serve.ts';
 import { httpError, type HttpErrorCode } from './errors.ts';
+import { proxyMetricsRegistry } from '../telemetry/index.ts';
 
 export interface AdminOptions {
   token: string;
@@ -37,6 +38,13 @@ export function buildAdminApp(running: RunningProxy, opts: AdminOptions): Fastif
   });
 
   app.setNotFoundHandler((req, reply) => send(reply, 'PROXY_ERR_NOT_FOUND', `no route ${req.method} ${req.url}`));
+
+  const metrics = proxyMetricsRegistry(running.server);
+  // Prometheus text exposition: the proxy's counters, pool state, and plugin metrics (proxy_plugin_*).
+  app.get('/metrics', async (_req, reply) => {
+    reply.header('content-type', metrics.contentType);
+    return metrics.metrics();
+  });
 
   app.get('/api/v1/pipeline', async () => {
     const p = running.pipelines.get(running.config.pipeline.id);

@@ -130,3 +130,22 @@ async function waitFor(cond: () => boolean, ms = 5000): Promise<void> {
     await new Promise((r) => setTimeout(r, 25));
   }
 }
+
+test('admin /metrics exposes proxy counters, pool state and plugin metrics', async () => {
+  assert.equal((await post(configWith(['wasm:counter']))).status, 200);
+  const c = await new MongoClient(proxy.uri).connect();
+  await c.db('m').collection('c').insertOne({ a: 1 });
+  await c.close();
+  const res = await fetch(`${proxy.adminUrl}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type') ?? '', /text\/plain/);
+  const text = await res.text();
+  const requests = Number(/^proxy_wire_requests_total (\d+)/m.exec(text)?.[1]);
+  assert.ok(requests > 0, 'request counter moved');
+  assert.match(text, /^# TYPE proxy_wire_requests_total counter$/m);
+  assert.match(text, /^proxy_upstream_pool_connections \d+/m);
+  assert.match(text, /^# HELP proxy_step_errors_total/m);
+  // The counter fixture plugin defines proxy_plugin_test_requests_total and counts each request.
+  assert.ok(Number(/^proxy_plugin_test_requests_total\{pipeline="default"\} (\d+)/m.exec(text)?.[1]) > 0, 'plugin metric moved');
+  assert.equal((await fetch(`${proxy.adminUrl}/metrics`)).status, 401);
+});

@@ -1,0 +1,1 @@
+export { proxyMetricsRegistry } from './proxy-metrics.ts';

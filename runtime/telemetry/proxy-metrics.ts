@@ -1,0 +1,28 @@
+// The proxy's own metrics, declared in one place. Values are read from the server's counters and
+// pools at scrape time (collect callbacks), so the request path only bumps plain integer fields.
+import { Counter, Gauge, Registry } from 'prom-client';
+import type { ProxyServer } from '../server/index.ts';
+import { wasmRegistry } from '../wasm/index.ts';
+
+export function proxyMetricsRegistry(server: ProxyServer): Registry {
+  const registry = new Registry();
+  const gauge = (name: string, help: string, read: () => number) =>
+    new Gauge({ name, help, registers: [registry], collect() { this.set(read()); } });
+  // Counters mirror plain integers the server bumps on the request path (no prom-client call
+  // there); the value is copied in at scrape time.
+  const total = (name: string, help: string, read: () => number) =>
+    new Counter({ name, help, registers: [registry], collect() { this.reset(); this.inc(read()); } });
+
+  total('proxy_client_connections_opened_total', 'Client connections accepted since start', () => server.stats.connectionsOpened);
+  gauge('proxy_client_connections', 'Client connections open now', () => server.stats.connectionsActive);
+  total('proxy_wire_requests_total', 'Wire-protocol requests received', () => server.stats.requests);
+  total('proxy_error_replies_total', 'Requests answered with an error document by the proxy itself', () => server.stats.errorReplies);
+  total('proxy_decode_errors_total', 'Malformed frames or messages received from clients', () => server.stats.decodeErrors);
+  total('proxy_upstream_errors_total', 'Requests failed by a lost upstream connection', () => server.stats.upstreamErrors);
+  total('proxy_pipeline_rejections_total', 'Requests rejected by a pipeline step', () => server.stats.rejected);
+  total('proxy_pipeline_local_replies_total', 'Requests answered by a pipeline step without the upstream', () => server.stats.localReplies);
+  gauge('proxy_upstream_pool_connections', 'Upstream connections of the main pool (in use + idle)', () => server.pool.size);
+  gauge('proxy_upstream_pool_idle', 'Idle upstream connections of the main pool', () => server.pool.idleCount);
+  gauge('proxy_upstream_pool_waiting', 'Requests waiting for an upstream connection', () => server.pool.waitingCount);
+  return Registry.merge([registry, wasmRegistry]);
+}
