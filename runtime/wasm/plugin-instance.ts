@@ -206,6 +206,11 @@ export class PluginInstance {
       proxy_set_route: (ptr: number, len: number): void => {
         this.current().route = this.str(ptr, len);
       },
+      // The identity an auth step established; later steps (and later requests on this
+      // connection) read it as the `user` property.
+      proxy_set_user: (ptr: number, len: number): void => {
+        this.current().conn.user = this.str(ptr, len);
+      },
       proxy_log: (level: number, ptr: number, len: number): void => {
         const name = LOG_LEVEL_NAMES[level] ?? 'info';
         const ex = this.ex;

@@ -1,5 +1,5 @@
 import {
-  proxy_get_body, proxy_set_body, proxy_reject, proxy_reply_local, proxy_set_route,
+  proxy_get_body, proxy_set_body, proxy_reject, proxy_reply_local, proxy_set_route, proxy_set_user,
   proxy_get_property, Property, CallFlag, strPtr, strLen,
 } from "./host";
 
@@ -61,6 +61,10 @@ export class Context {
   }
 
   setRoute(uri: string): void { proxy_set_route(strPtr(uri), strLen(uri)); }
+
+  /** Record the identity an auth step established: the `user` property from now on, for later
+   *  steps of this request and later requests on this connection. */
+  setUser(name: string): void { proxy_set_user(strPtr(name), strLen(name)); }
 
   get bodyReplaced(): bool { return (this.flags & CallFlag.BodyReplaced) != 0; }
   get isLocalReply(): bool { return (this.flags & CallFlag.LocalReply) != 0; }

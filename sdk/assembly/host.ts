@@ -18,6 +18,9 @@ export declare function proxy_reply_local(ptr: usize, len: i32): void;
 @external("proxy", "proxy_set_route")
 export declare function proxy_set_route(ptr: usize, len: i32): void;
 // @ts-ignore: decorator
+@external("proxy", "proxy_set_user")
+export declare function proxy_set_user(ptr: usize, len: i32): void;
+// @ts-ignore: decorator
 @external("proxy", "proxy_log")
 export declare function proxy_log(level: i32, ptr: usize, len: i32): void;
 // @ts-ignore: decorator

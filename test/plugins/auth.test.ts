@@ -57,6 +57,7 @@ test('auth hmac_jwt: valid token passes and is stripped; permissions from the db
   const r = h.request({ find: 'users', filter: { a: 1 }, $proxyToken: token, $db: 'app' });
   assert.equal(r.verdict, Verdict.Continue, r.reject?.message);
   assert.deepEqual(r.newRequest, { find: 'users', filter: { a: 1 }, $db: 'app' });
+  assert.equal(r.exchange.conn.user, 'svc-reports', 'the verified sub becomes the user property');
   assert.equal(h.request({ insert: 'c', documents: [{}], $proxyToken: token, $db: 'app' }).verdict, Verdict.Continue);
   const w = h.request({ insert: 'c', documents: [{}], $proxyToken: token, $db: 'logs' });
   assert.match(w.reject!.message, /user "svc-reports" is not authorized to write on database "logs"/);

@@ -164,6 +164,7 @@ class Auth extends Step {
       if (i < 0) return this.deny(ctx, "auth: user \"" + user + "\" is not allowed");
       const up = this.userPerms[i];
       if (up !== null) perms = up;
+      if (this.fromField) ctx.setUser(user);
     }
     if (perms === null) return Action.Continue;
     return this.checkPerms(ctx, cmd, perms, user);
@@ -235,6 +236,7 @@ class Auth extends Step {
       if (p === null) return this.deny(ctx, "auth: dbs claim: " + err[0]);
       perms = p;
     }
+    ctx.setUser(sub.s);
     return this.checkPerms(ctx, BsonDoc.fromBytes(stripped)!, perms, sub.s);
   }
 }
