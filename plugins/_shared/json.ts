@@ -67,6 +67,13 @@ export class JValue {
 
 /** JSON string literal of `s`. */
 export function quote(s: string): string {
+  // Fast path: nothing to escape (the usual case for names) — one concatenation, no per-char strings.
+  let clean = true;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c == 0x22 || c == 0x5c) { clean = false; break; }
+  }
+  if (clean) return "\"" + s + "\"";
   let out = "\"";
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);

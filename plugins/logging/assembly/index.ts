@@ -17,6 +17,7 @@ class Logging extends Step {
   starts: StartTimes = new StartTimes();
   sampledRid: i64 = -1;
   sampledConn: i64 = -1;
+  parts: string[] = new Array<string>(32);
 
   onConfigure(text: string): bool {
     const c = Conf.parse(text);
@@ -58,11 +59,22 @@ class Logging extends Step {
         if (c !== null && c.isNumber()) code = (<i64>c.asNumber()).toString();
       }
     }
-    let line = "{\"op\":" + quote(ctx.op) + ",\"db\":" + quote(ctx.db) + ",\"collection\":" + quote(ctx.collection) +
-      ",\"duration_us\":" + dur.toString() + ",\"pipeline\":" + quote(ctx.pipelineId) + ",\"status\":\"" + status + "\"";
-    if (code.length > 0) line += ",\"code\":" + code;
-    line += ",\"request_id\":" + ctx.requestId.toString() + ",\"connection_id\":" + ctx.connectionId.toString() +
-      ",\"app\":" + quote(ctx.appName) + (ctx.isLocalReply ? ",\"local_reply\":true" : "") + "}";
+    // One allocation for the line: the pieces go into a reused array and are joined once
+    // (chained `+` allocated a new, longer string per piece).
+    const p = this.parts;
+    p.length = 0;
+    p.push("{\"op\":"); p.push(quote(ctx.op));
+    p.push(",\"db\":"); p.push(quote(ctx.db));
+    p.push(",\"collection\":"); p.push(quote(ctx.collection));
+    p.push(",\"duration_us\":"); p.push(dur.toString());
+    p.push(",\"pipeline\":"); p.push(quote(ctx.pipelineId));
+    p.push(",\"status\":\""); p.push(status); p.push("\"");
+    if (code.length > 0) { p.push(",\"code\":"); p.push(code); }
+    p.push(",\"request_id\":"); p.push(ctx.requestId.toString());
+    p.push(",\"connection_id\":"); p.push(ctx.connectionId.toString());
+    p.push(",\"app\":"); p.push(quote(ctx.appName));
+    p.push(ctx.isLocalReply ? ",\"local_reply\":true}" : "}");
+    const line = p.join("");
     switch (this.level) {
       case LogLevel.Trace: log.trace(line); break;
       case LogLevel.Debug: log.debug(line); break;

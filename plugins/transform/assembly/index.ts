@@ -91,6 +91,22 @@ function parseEdits(c: Conf, list: JValue[] | null, where: string): Edit[] {
   return out;
 }
 
+/**
+ * Cheap pre-check on a view of the document (no copy): can any in-scope edit change it? A `set`
+ * or a wildcard path always may; otherwise only an edit whose path is present. If no edit applies
+ * to the original document, none applies after the others either (nothing changed), so `false`
+ * means applyAll would return null.
+ */
+function mightChange(edits: Edit[], d: BsonDoc, op: string, coll: string): bool {
+  for (let i = 0; i < edits.length; i++) {
+    const e = edits[i];
+    if (!inSet(e.ops, op) || !inSet(e.colls, coll)) continue;
+    if (e.kind == E_SET || e.wild) return true;
+    if (d.path(e.path) !== null) return true;
+  }
+  return false;
+}
+
 /** Applies the edits that are in scope to one document; null when nothing changed. */
 function applyAll(edits: Edit[], doc: Uint8Array, op: string, coll: string): Uint8Array | null {
   let cur = doc;
@@ -161,7 +177,7 @@ class Transform extends Step {
     const reply = BsonDoc.fromBytes(body);
     let batchName = "";
     let batch: BsonDoc | null = null;
-    let value: Uint8Array | null = null;
+    let value: BsonDoc | null = null;
     if (reply !== null) {
       const cur = reply.get("cursor");
       if (cur !== null && cur.type == BsonType.DOCUMENT) {
@@ -172,34 +188,44 @@ class Transform extends Step {
         if (b !== null && b.type == BsonType.ARRAY) batch = b.asArray();
       }
       const v = reply.get("value");
-      if (v !== null && v.type == BsonType.DOCUMENT) value = v.asDoc().toBytes();
+      if (v !== null && v.type == BsonType.DOCUMENT) value = v.asDoc();
     }
     s.end();
     if (reply === null) return Action.Continue;
     let out: Uint8Array | null = null;
     if (batch !== null) {
-      const w = new BsonWriter(batch.length + 64);
-      w.startDoc();
-      w.startArray("a");
-      let changed = false;
-      const it = batch.iter();
-      while (it.next()) {
-        const el = it.value;
-        if (el.type != BsonType.DOCUMENT) { w.appendRawValue("", el); continue; }
-        const src = el.asDoc().toBytes();
-        const edited = applyAll(edits, src, op, coll);
-        if (edited !== null) { changed = true; w.writeDocBytes("", edited); }
-        else w.writeDocBytes("", src);
+      // First pass over views: the batch is rebuilt only when some document can change.
+      let touched = false;
+      const scan = batch.iter();
+      while (scan.next()) {
+        const el = scan.value;
+        if (el.type == BsonType.DOCUMENT && mightChange(edits, el.asDoc(), op, coll)) { touched = true; break; }
       }
-      w.endArray();
-      w.endDoc();
-      if (changed) {
-        const arr = BsonDoc.fromBytes(w.finish())!.firstElement()!.asArray().toBytes();
-        out = setArray(reply, batchName, arr);
+      if (touched) {
+        const w = new BsonWriter(batch.length + 64);
+        w.startDoc();
+        w.startArray("a");
+        let changed = false;
+        const it = batch.iter();
+        while (it.next()) {
+          const el = it.value;
+          if (el.type != BsonType.DOCUMENT) { w.appendRawValue("", el); continue; }
+          const d = el.asDoc();
+          const src = d.toBytes();
+          const edited = mightChange(edits, d, op, coll) ? applyAll(edits, src, op, coll) : null;
+          if (edited !== null) { changed = true; w.writeDocBytes("", edited); }
+          else w.writeDocBytes("", src);
+        }
+        w.endArray();
+        w.endDoc();
+        if (changed) {
+          const arr = BsonDoc.fromBytes(w.finish())!.firstElement()!.asArray().toBytes();
+          out = setArray(reply, batchName, arr);
+        }
       }
     }
-    if (value !== null) {
-      const edited = applyAll(edits, value, op, coll);
+    if (value !== null && mightChange(edits, value, op, coll)) {
+      const edited = applyAll(edits, value.toBytes(), op, coll);
       if (edited !== null) {
         const base = out !== null ? BsonDoc.fromBytes(out)! : reply;
         out = setDoc(base, "value", edited);
