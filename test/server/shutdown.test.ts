@@ -18,9 +18,10 @@ test('close() drains: a request in flight is answered, then new connections are 
   const proxy = await startProxy(parseConfig({ listen: '127.0.0.1:0', upstream: { uri: tapUri }, log: { level: 'error' } }, null));
   const client = new MongoClient(proxy.uri, { retryReads: false, retryWrites: false, serverSelectionTimeoutMS: 2000 });
   try {
-    await client.db('s').collection('c').insertOne({ _id: 1, v: 'kept' });
+    const col = client.db('s').collection<{ _id: number; v: string }>('c');
+    await col.insertOne({ _id: 1, v: 'kept' });
     tap.hold();
-    const inFlight = client.db('s').collection('c').findOne({ _id: 1 });
+    const inFlight = col.findOne({ _id: 1 });
     await new Promise((r) => setTimeout(r, 100));
     const closing = proxy.server.close(5000);
     await new Promise((r) => setTimeout(r, 100));
