@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { MongoServerError } from 'mongodb';
-import { startPipelineProxy } from './_proxy.ts';
+import { startPipelineProxy, type Doc } from './_proxy.ts';
 
 const unauthorized = (re: RegExp) => (e: unknown) => {
   assert.ok(e instanceof MongoServerError, String(e));
@@ -23,17 +23,17 @@ test('auth static: per-database read/readWrite and the appName allow list', { ti
   });
   try {
     const shop = await p.client({ appName: 'shop', retryWrites: false });
-    await shop.db('app').collection('c').insertOne({ _id: 1 } as never);
-    assert.deepEqual(await shop.db('app').collection('c').find({}).toArray(), [{ _id: 1 }]);
-    assert.deepEqual(await shop.db('reports').collection('r').find({}).toArray(), []);
-    assert.equal(await shop.db('reports').collection('r').countDocuments({}), 0);
-    await assert.rejects(shop.db('reports').collection('r').insertOne({ a: 1 }), unauthorized(/not authorized to write on database "reports" \(insert needs readWrite, has read\)/));
-    await assert.rejects(shop.db('reports').collection('r').updateOne({}, { $set: { a: 1 } }), unauthorized(/update needs readWrite, has read/));
-    await assert.rejects(shop.db('reports').collection('r').aggregate([{ $out: 'x' }]).toArray(), unauthorized(/needs readWrite/));
-    await assert.rejects(shop.db('other').collection('c').find({}).toArray(), unauthorized(/database "other"/));
+    await shop.db('app').collection<Doc>('c').insertOne({ _id: 1 } as never);
+    assert.deepEqual(await shop.db('app').collection<Doc>('c').find({}).toArray(), [{ _id: 1 }]);
+    assert.deepEqual(await shop.db('reports').collection<Doc>('r').find({}).toArray(), []);
+    assert.equal(await shop.db('reports').collection<Doc>('r').countDocuments({}), 0);
+    await assert.rejects(shop.db('reports').collection<Doc>('r').insertOne({ a: 1 }), unauthorized(/not authorized to write on database "reports" \(insert needs readWrite, has read\)/));
+    await assert.rejects(shop.db('reports').collection<Doc>('r').updateOne({}, { $set: { a: 1 } }), unauthorized(/update needs readWrite, has read/));
+    await assert.rejects(shop.db('reports').collection<Doc>('r').aggregate([{ $out: 'x' }]).toArray(), unauthorized(/needs readWrite/));
+    await assert.rejects(shop.db('other').collection<Doc>('c').find({}).toArray(), unauthorized(/database "other"/));
     assert.equal(p.upstreamCommands.filter((c) => c.$db === 'reports' && c.insert !== undefined).length, 0);
     const curl = await p.client({ appName: 'curl' });
-    await assert.rejects(curl.db('app').collection('c').find({}).toArray(), unauthorized(/application "curl" is not allowed/));
+    await assert.rejects(curl.db('app').collection<Doc>('c').find({}).toArray(), unauthorized(/application "curl" is not allowed/));
   } finally {
     await p.close();
   }
@@ -56,7 +56,7 @@ test('auth static with user_source field: $proxyUser via db.command, stripped be
     for (const c of upstream) assert.ok(!('$proxyUser' in c), `forwarded without $proxyUser: ${JSON.stringify(c)}`);
     await assert.rejects(app.command({ insert: 'c', documents: [{ _id: 2 }], $proxyUser: 'bob' }), unauthorized(/user "bob" is not authorized to write on database "app"/));
     await assert.rejects(app.command({ find: 'c', filter: {}, $proxyUser: 'eve' }), unauthorized(/user "eve" is not allowed/));
-    await assert.rejects(app.collection('c').find({}).toArray(), unauthorized(/\$proxyUser/));
+    await assert.rejects(app.collection<Doc>('c').find({}).toArray(), unauthorized(/\$proxyUser/));
   } finally {
     await p.close();
   }
@@ -102,8 +102,8 @@ test('auth hmac_jwt: valid token passes and never reaches devdb; bad signature /
     await assert.rejects(app.command({ find: 'c', filter: {}, $proxyToken: `${b64u('{"alg":"none"}')}.${b64u('{"sub":"x","dbs":{"app":"read"}}')}.` }),
       unauthorized(/./));
     // missing: plain driver calls carry no token
-    await assert.rejects(app.collection('c').find({}).toArray(), unauthorized(/authentication required: send an HS256 JWT in the \$proxyToken field/));
-    await assert.rejects(app.collection('c').insertOne({ a: 2 }), unauthorized(/authentication required/));
+    await assert.rejects(app.collection<Doc>('c').find({}).toArray(), unauthorized(/authentication required: send an HS256 JWT in the \$proxyToken field/));
+    await assert.rejects(app.collection<Doc>('c').insertOne({ a: 2 }), unauthorized(/authentication required/));
     // nothing denied reached devdb
     assert.equal(p.upstreamCommands.filter((c) => c.find === 'c' || c.insert === 'c' || c.insert === 'r').length, 2);
   } finally {

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MongoClient } from 'mongodb';
-import { startPipelineProxy, metricValue, sleep } from './_proxy.ts';
+import { startPipelineProxy, metricValue, sleep, type Doc } from './_proxy.ts';
 
 const PID = 'px_cache';
 const m = async () => ({
@@ -25,8 +25,8 @@ test('cache: hits answer stale data until a proxy write or the TTL; cursors are 
   try {
     await direct.connect();
     const client = await p.client();
-    const coll = client.db('app').collection('items');
-    const raw = direct.db('app').collection('items');
+    const coll = client.db('app').collection<Doc>('items');
+    const raw = direct.db('app').collection<Doc>('items');
     await coll.insertMany([{ _id: 1, v: 'a' }, { _id: 2, v: 'b' }] as never[]);
     const finds = () => p.upstreamCommands.filter((c) => c.find === 'items').length;
 
@@ -46,6 +46,11 @@ test('cache: hits answer stale data until a proxy write or the TTL; cursors are 
     assert.equal(finds(), upstreamFinds, 'the hit never reached devdb');
     const m2 = await m();
     assert.equal(m2.hits - m1.hits, 1);
+    // another client (another connection and session: lsid is not part of the key) hits as well
+    const client2 = await p.client();
+    assert.deepEqual(await client2.db('app').collection<Doc>('items').find({}).toArray(), first);
+    assert.equal(finds(), upstreamFinds);
+    assert.equal((await m()).hits - m1.hits, 2);
     // a differently-shaped command is another key: a miss, fresh data
     assert.deepEqual(await coll.find({ _id: 1 }).toArray(), [{ _id: 1, v: 'CHANGED' }]);
     // count / distinct are cached too
@@ -64,10 +69,10 @@ test('cache: hits answer stale data until a proxy write or the TTL; cursors are 
     assert.equal(await coll.countDocuments({}), 3);
 
     // other namespaces keep their entries: a write to items does not invalidate app.other
-    const other = client.db('app').collection('other');
-    await direct.db('app').collection('other').insertOne({ _id: 1 });
+    const other = client.db('app').collection<Doc>('other');
+    await direct.db('app').collection<Doc>('other').insertOne({ _id: 1 });
     assert.deepEqual(await other.find({}).toArray(), [{ _id: 1 }]);
-    await direct.db('app').collection('other').insertOne({ _id: 2 });
+    await direct.db('app').collection<Doc>('other').insertOne({ _id: 2 });
     await coll.insertOne({ _id: 4, v: 'd' });
     assert.deepEqual(await other.find({}).toArray(), [{ _id: 1 }], 'entry of another namespace survives');
 
@@ -89,14 +94,14 @@ test('cache: results with an open cursor (batchSize < result) are not cached and
   try {
     await direct.connect();
     const client = await p.client();
-    const coll = client.db('app').collection('many');
+    const coll = client.db('app').collection<Doc>('many');
     const docs = Array.from({ length: 10 }, (_, i) => ({ _id: i, n: i }));
     await coll.insertMany(docs as never[]);
     const pid = `${PID}_cur`;
     const stores0 = await metricValue('proxy_plugin_cache_stores_total', pid);
     const hits0 = await metricValue('proxy_plugin_cache_hits_total', pid);
     assert.deepEqual(await coll.find({}, { batchSize: 3 }).toArray(), docs);
-    await direct.db('app').collection('many').insertOne({ _id: 10, n: 10 });
+    await direct.db('app').collection<Doc>('many').insertOne({ _id: 10, n: 10 });
     const again = await coll.find({}, { batchSize: 3 }).toArray();
     assert.deepEqual(again, [...docs, { _id: 10, n: 10 }], 'fresh: the first reply had a live cursor and was not stored');
     assert.equal(await metricValue('proxy_plugin_cache_stores_total', pid), stores0);

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MongoServerError } from 'mongodb';
-import { startPipelineProxy } from './_proxy.ts';
+import { startPipelineProxy, type Doc } from './_proxy.ts';
 
 const isUnauthorized = (re: RegExp) => (e: unknown) => {
   assert.ok(e instanceof MongoServerError, String(e));
@@ -35,25 +35,25 @@ test('filter: deny rule, allow rule, field regex on inserted documents, default'
     const client = await p.client();
     const app = client.db('app');
     // deny rule on a collection: every op
-    await assert.rejects(app.collection('secrets').find({}).toArray(), isUnauthorized(/denied by filter rule "no-secrets" \(find on app\.secrets\)/));
-    await assert.rejects(app.collection('secrets').insertOne({ a: 1 }), isUnauthorized(/denied by filter rule "no-secrets" \(insert on app\.secrets\)/));
+    await assert.rejects(app.collection<Doc>('secrets').find({}).toArray(), isUnauthorized(/denied by filter rule "no-secrets" \(find on app\.secrets\)/));
+    await assert.rejects(app.collection<Doc>('secrets').insertOne({ a: 1 }), isUnauthorized(/denied by filter rule "no-secrets" \(insert on app\.secrets\)/));
     // other collections unaffected
-    await app.collection('users').insertOne({ _id: 1, role: 'user', email: 'a@ok.com' } as never);
-    assert.equal((await app.collection('users').find({}).toArray()).length, 1);
+    await app.collection<Doc>('users').insertOne({ _id: 1, role: 'user', email: 'a@ok.com' } as never);
+    assert.equal((await app.collection<Doc>('users').find({}).toArray()).length, 1);
     // field regex on a document of the insert's document sequence (second document)
     await assert.rejects(
-      app.collection('users').insertMany([{ _id: 2, role: 'user' }, { _id: 3, role: 'ADMIN' }] as never[]),
+      app.collection<Doc>('users').insertMany([{ _id: 2, role: 'user' }, { _id: 3, role: 'ADMIN' }] as never[]),
       isUnauthorized(/denied by filter rule "no-admin-role" \(insert on app\.users\)/),
     );
     // nothing of the rejected insert reached the upstream
     assert.equal(p.upstreamCommands.filter((c) => c.insert === 'users').length, 1);
-    assert.deepEqual((await app.collection('users').find({}).toArray()).map((d) => d._id), [1]);
+    assert.deepEqual((await app.collection<Doc>('users').find({}).toArray()).map((d) => d._id), [1]);
     // field regex on a filter
-    await assert.rejects(app.collection('users').find({ email: 'x@EVIL.com' }).toArray(), isUnauthorized(/no-evil-mail/));
-    assert.deepEqual(await app.collection('users').find({ email: 'a@ok.com' }).toArray(), [{ _id: 1, role: 'user', email: 'a@ok.com' }]);
+    await assert.rejects(app.collection<Doc>('users').find({ email: 'x@EVIL.com' }).toArray(), isUnauthorized(/no-evil-mail/));
+    assert.deepEqual(await app.collection<Doc>('users').find({ email: 'a@ok.com' }).toArray(), [{ _id: 1, role: 'user', email: 'a@ok.com' }]);
     // allow rule wins over a later deny rule for the same db; other ops hit the deny rule
-    assert.deepEqual(await client.db('locked').collection('c').find({}).toArray(), []);
-    await assert.rejects(client.db('locked').collection('c').insertOne({ a: 1 }), isUnauthorized(/denied by filter rule "locked-rest" \(insert on locked\.c\)/));
+    assert.deepEqual(await client.db('locked').collection<Doc>('c').find({}).toArray(), []);
+    await assert.rejects(client.db('locked').collection<Doc>('c').insertOne({ a: 1 }), isUnauthorized(/denied by filter rule "locked-rest" \(insert on locked\.c\)/));
   } finally {
     await p.close();
   }
@@ -66,8 +66,8 @@ test('filter: default deny names the op and namespace', { timeout: 60_000 }, asy
   });
   try {
     const client = await p.client();
-    assert.deepEqual(await client.db('app').collection('c').find({}).toArray(), []);
-    await assert.rejects(client.db('app').collection('c').insertOne({ a: 1 }),
+    assert.deepEqual(await client.db('app').collection<Doc>('c').find({}).toArray(), []);
+    await assert.rejects(client.db('app').collection<Doc>('c').insertOne({ a: 1 }),
       isUnauthorized(/denied by filter default policy: no rule allows insert on app\.c/));
   } finally {
     await p.close();

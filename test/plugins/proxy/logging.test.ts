@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MongoServerError } from 'mongodb';
-import { startPipelineProxy, type ProxyUnderTest } from './_proxy.ts';
+import { startPipelineProxy, type ProxyUnderTest, type Doc } from './_proxy.ts';
 
 /** The request lines the logging step wrote (its message is the JSON line). */
 function requestLines(p: ProxyUnderTest): Array<Record<string, unknown>> {
@@ -14,11 +14,11 @@ test('logging: one JSON line per request with op/db/collection/duration_us/pipel
   const p = await startPipelineProxy({ id: 'px_logging', request: ['logging'], response: ['logging'], steps: { logging: { config: { sample_rate: 1, level: 'info' } } } });
   try {
     const client = await p.client({ appName: 'logtest' });
-    const coll = client.db('app').collection('users');
+    const coll = client.db('app').collection<Doc>('users');
     const before = requestLines(p).length;
     await coll.insertOne({ _id: 1, name: 'a' } as never);
     await coll.find({}).toArray();
-    await client.db('app').collection('orders').countDocuments({});
+    await client.db('app').collection<Doc>('orders').countDocuments({});
     await assert.rejects(coll.insertOne({ _id: 1, name: 'dup' } as never)); // duplicate key: ok 1 + writeErrors
     await assert.rejects(client.db('app').command({ noSuchCommand: 1 }), (e: unknown) => e instanceof MongoServerError);
     const lines = requestLines(p).slice(before);
@@ -50,7 +50,7 @@ test('logging: sample_rate 0 writes no lines; 0.5 writes exactly half', { timeou
   const p0 = await startPipelineProxy({ id: 'px_logging0', request: ['logging'], response: ['logging'], steps: { logging: { config: { sample_rate: 0 } } } });
   try {
     const c = await p0.client();
-    for (let i = 0; i < 10; i++) await c.db('app').collection('c').find({ i }).toArray();
+    for (let i = 0; i < 10; i++) await c.db('app').collection<Doc>('c').find({ i }).toArray();
     assert.equal(requestLines(p0).length, 0);
   } finally {
     await p0.close();
@@ -58,7 +58,7 @@ test('logging: sample_rate 0 writes no lines; 0.5 writes exactly half', { timeou
   const p5 = await startPipelineProxy({ id: 'px_logging5', request: ['logging'], response: ['logging'], steps: { logging: { config: { sample_rate: 0.5, level: 'warn' } } } });
   try {
     const c = await p5.client();
-    for (let i = 0; i < 10; i++) await c.db('app').collection('c').find({ i }).toArray();
+    for (let i = 0; i < 10; i++) await c.db('app').collection<Doc>('c').find({ i }).toArray();
     const l = p5.lines.filter((x) => x.step === 'wasm:logging');
     assert.equal(l.length, 5);
     assert.ok(l.every((x) => x.level === 'warn'));

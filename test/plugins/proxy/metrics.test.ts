@@ -2,7 +2,7 @@
 // histograms move per operation.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startPipelineProxy, metricValue } from './_proxy.ts';
+import { startPipelineProxy, metricValue, type Doc } from './_proxy.ts';
 
 const PID = 'px_metrics';
 const v = (name: string) => metricValue(name, PID);
@@ -11,7 +11,7 @@ test('metrics: request counters and histograms per operation', { timeout: 60_000
   const p = await startPipelineProxy({ id: PID, request: ['metrics'], response: ['metrics'], steps: { metrics: { config: {} } } });
   try {
     const client = await p.client();
-    const coll = client.db('app').collection('m');
+    const coll = client.db('app').collection<Doc>('m');
     const names = ['requests_total', 'request_errors_total', 'request_duration_us_count', 'op_find_requests_total', 'op_find_duration_us_count',
       'op_insert_requests_total', 'op_insert_duration_us_count', 'op_update_requests_total', 'op_delete_requests_total',
       'op_aggregate_requests_total', 'op_getmore_requests_total', 'op_distinct_requests_total', 'op_other_requests_total',

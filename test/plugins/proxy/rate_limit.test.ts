@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MongoServerError } from 'mongodb';
-import { startPipelineProxy, metricValue, sleep } from './_proxy.ts';
+import { startPipelineProxy, metricValue, sleep, type Doc } from './_proxy.ts';
 
 const PID = 'px_rate';
 
@@ -11,7 +11,7 @@ test('rate_limit: burst, then 462 RateLimitExceeded with the limit, then recover
   const p = await startPipelineProxy({ id: PID, request: ['rate_limit'], steps: { rate_limit: { config: { max_rps: 2, burst: 3 } } } });
   try {
     const client = await p.client({ retryReads: false, retryWrites: false });
-    const coll = client.db('app').collection('r');
+    const coll = client.db('app').collection<Doc>('r');
     const limited0 = await metricValue('proxy_plugin_rate_limited_total', PID);
     let ok = 0;
     const errors: MongoServerError[] = [];
@@ -44,15 +44,15 @@ test('rate_limit per app: one application exhausting its bucket does not limit a
   try {
     const a = await p.client({ appName: 'appA', retryReads: false });
     const b = await p.client({ appName: 'appB', retryReads: false });
-    await a.db('app').collection('r').find({}).toArray();
-    await a.db('app').collection('r').find({}).toArray();
-    await assert.rejects(a.db('app').collection('r').find({}).toArray(), (e: unknown) => {
+    await a.db('app').collection<Doc>('r').find({}).toArray();
+    await a.db('app').collection<Doc>('r').find({}).toArray();
+    await assert.rejects(a.db('app').collection<Doc>('r').find({}).toArray(), (e: unknown) => {
       assert.ok(e instanceof MongoServerError);
       assert.equal(e.code, 462);
       assert.match(e.errmsg, /max 1 requests\/s \(burst 2\) per app, app "appA"/);
       return true;
     });
-    assert.deepEqual(await b.db('app').collection('r').find({}).toArray(), []);
+    assert.deepEqual(await b.db('app').collection<Doc>('r').find({}).toArray(), []);
   } finally {
     await p.close();
   }

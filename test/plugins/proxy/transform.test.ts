@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MongoClient } from 'mongodb';
-import { startPipelineProxy } from './_proxy.ts';
+import { startPipelineProxy, type Doc } from './_proxy.ts';
 
 test('transform: request rename/set and response redact/unset through find, getMore and findAndModify', { timeout: 60_000 }, async () => {
   const p = await startPipelineProxy({
@@ -30,11 +30,11 @@ test('transform: request rename/set and response redact/unset through find, getM
   try {
     await direct.connect();
     const client = await p.client();
-    const users = client.db('app').collection('users');
+    const users = client.db('app').collection<Doc>('users');
     const docs = Array.from({ length: 7 }, (_, i) => ({ _id: i, nm: `u${i}`, ssn: `00${i}`, card: { number: `41${i}`, exp: '1/30' }, internal: true }));
     await users.insertMany(docs as never[]);
     // request edits reached devdb (documents came as a document sequence from the driver)
-    const stored = await direct.db('app').collection('users').find({}).sort({ _id: 1 }).toArray();
+    const stored = await direct.db('app').collection<Doc>('users').find({}).sort({ _id: 1 }).toArray();
     assert.equal(stored.length, 7);
     for (const [i, d] of stored.entries()) {
       assert.equal(d.name, `u${i}`, `renamed: ${JSON.stringify(d)}`);
@@ -61,8 +61,8 @@ test('transform: request rename/set and response redact/unset through find, getM
     assert.equal(fam?.ssn, '***');
     assert.ok(fam !== null && !('internal' in fam));
     // collections: [users] — another collection keeps ssn, but unset (no collection list) applies
-    const other = client.db('app').collection('other');
-    await direct.db('app').collection('other').insertOne({ _id: 1, ssn: 'visible', internal: 1 });
+    const other = client.db('app').collection<Doc>('other');
+    await direct.db('app').collection<Doc>('other').insertOne({ _id: 1, ssn: 'visible', internal: 1 });
     assert.deepEqual(await other.find({}).toArray(), [{ _id: 1, ssn: 'visible' }]);
   } finally {
     await direct.close();
