@@ -1,6 +1,8 @@
 // A small structured logger. Disabled levels are no-op functions assigned once at configuration
 // time (pino's habit), so a disabled `debug` costs one call to an empty function and nothing else.
-// Lines go to stderr: `json` (one object per line) or `pretty` (timestamp, level, logger, message, fields).
+// Lines go to stderr, batched (BufferedFdSink): `json` (one object per line) or `pretty`
+// (timestamp, level, logger, message, fields).
+import { writeSync } from 'node:fs';
 
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error';
 export type LogFields = Record<string, unknown>;
@@ -10,6 +12,55 @@ const LEVELS: Record<LogLevel, number> = { trace: 10, debug: 20, info: 30, warn:
 const noop: LogFn = () => {};
 
 export interface LogSink { write(line: string): void }
+
+/**
+ * Batches lines and writes them to a file descriptor once per event-loop turn (or at 64 KiB):
+ * an access log at one line per request would otherwise cost one write(2) per request — writes to
+ * stderr are synchronous for files and pipes on Linux. Flushed synchronously on exit so nothing
+ * buffered is lost when the process ends.
+ */
+export class BufferedFdSink implements LogSink {
+  private readonly fd: number;
+  private parts: string[] = [];
+  private bytes = 0;
+  private scheduled = false;
+  private readonly flushBound = () => this.flush();
+
+  constructor(fd: number) {
+    this.fd = fd;
+    process.on('exit', this.flushBound);
+  }
+
+  write(line: string): void {
+    this.parts.push(line);
+    this.bytes += line.length;
+    if (this.bytes >= 65536) this.flush();
+    else if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(this.flushBound);
+    }
+  }
+
+  flush(): void {
+    this.scheduled = false;
+    if (this.parts.length === 0) return;
+    const text = this.parts.length === 1 ? this.parts[0] : this.parts.join('');
+    this.parts = [];
+    this.bytes = 0;
+    try {
+      writeSync(this.fd, text);
+    } catch {
+      // EAGAIN on a non-blocking pipe or a closed stderr: dropping log lines beats blocking or crashing.
+    }
+  }
+}
+
+let stderrSink: BufferedFdSink | null = null;
+/** The process-wide buffered stderr sink (one per process, so lines from all loggers stay ordered). */
+export function stderrLogSink(): BufferedFdSink {
+  if (stderrSink === null) stderrSink = new BufferedFdSink(2);
+  return stderrSink;
+}
 
 export class Logger {
   readonly name: string;
@@ -22,7 +73,7 @@ export class Logger {
   private readonly format: 'json' | 'pretty';
   private readonly sink: LogSink;
 
-  constructor(name: string, level: LogLevel = 'info', format: 'json' | 'pretty' = 'json', sink: LogSink = process.stderr) {
+  constructor(name: string, level: LogLevel = 'info', format: 'json' | 'pretty' = 'json', sink: LogSink = stderrLogSink()) {
     this.name = name;
     this.level = level;
     this.format = format;

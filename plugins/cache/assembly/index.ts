@@ -6,7 +6,6 @@ import { Step, Context, Action, registerStep, log, kv, nowNs, subop, Counter, Ga
 import { BsonDoc, BsonValue, BsonType, unset } from "../../../sdk/assembly/bson/index";
 import { Conf } from "../../_shared/config";
 import { NameSet, classify, pipelineWrites } from "../../_shared/match";
-import { sha256, toHex } from "../../auth/assembly/sha256";
 
 /** Top-level fields that do not change the result (sessions, gossip, routing, transactions). */
 const IGNORED: string[] = ["lsid", "$clusterTime", "$db", "txnNumber", "$readPreference", "readConcern", "signature", "autocommit", "startTransaction"];
@@ -15,6 +14,8 @@ const CACHEABLE: string[] = ["find", "count", "distinct", "aggregate"];
 class Pending {
   rid: i64 = 0;
   key: string = "";   // "" = an invalidation to repeat at the response phase
+  /** The normalised command the key was hashed from: stored with the reply, compared on a hit. */
+  norm: Uint8Array = new Uint8Array(0);
   inval: string[] = [];
   commit: bool = false;
 }
@@ -82,15 +83,22 @@ class Cache extends Step {
     if (tail !== null && tail.type == BsonType.BOOL && tail.asBool()) return Action.Continue;
 
     const s = subop("cache.lookup");
-    const key = this.keyOf(ctx, cmd);
+    const norm = this.normalise(ctx, cmd);
+    const key = this.keyOf(ctx, norm);
     const hit = kv.get(key);
     s.end();
-    if (hit !== null) {
-      this.hits!.inc();
-      return ctx.replyLocal(hit);
+    // An entry is [u32 length of the normalised command][normalised command][reply]. The key is a
+    // 64-bit hash, so a hit counts only when the stored command is byte-for-byte this one.
+    if (hit !== null && hit.length >= 4) {
+      const n = load<u32>(hit.dataStart);
+      if (<i32>n == norm.length && <i32>n + 4 <= hit.length && memory.compare(hit.dataStart + 4, norm.dataStart, n) == 0) {
+        this.hits!.inc();
+        return ctx.replyLocal(hit.subarray(4 + <i32>n));
+      }
     }
     this.misses!.inc();
     this.remember(ctx, key, [], false);
+    this.pending.get(ctx.connectionId).norm = norm;
     return Action.Continue;
   }
 
@@ -119,7 +127,14 @@ class Cache extends Step {
     if (reply!.get("$clusterTime") !== null) { const u = unset(reply!, "$clusterTime"); if (u !== null) bytes = u; }
     const r2 = BsonDoc.fromBytes(bytes);
     if (r2 !== null && r2.get("operationTime") !== null) { const u = unset(r2, "operationTime"); if (u !== null) bytes = u; }
-    if (bytes.length <= this.maxEntry) this.store(p.key, bytes);
+    if (bytes.length <= this.maxEntry) {
+      const n = p.norm.length;
+      const entry = new Uint8Array(4 + n + bytes.length);
+      store<u32>(entry.dataStart, <u32>n);
+      memory.copy(entry.dataStart + 4, p.norm.dataStart, n);
+      memory.copy(entry.dataStart + 4 + <usize>n, bytes.dataStart, bytes.length);
+      this.store(p.key, entry);
+    }
     s.end();
     return Action.Continue;
   }
@@ -207,9 +222,10 @@ class Cache extends Step {
     return g === null ? "0" : g;
   }
 
-  keyOf(ctx: Context, cmd: BsonDoc): string {
+  /** The command as cache identity: the database, then the command element, then every other
+   *  top-level element except IGNORED ones, sorted by name (field order does not matter). */
+  normalise(ctx: Context, cmd: BsonDoc): Uint8Array {
     const db = ctx.db;
-    // top-level elements except the ignored ones; the command element first, the rest sorted
     const els = new Array<BsonValue>();
     const names = new Array<string>();
     let first = true;
@@ -242,9 +258,15 @@ class Cache extends Step {
       memory.copy(buf.dataStart + off, e.elementPtr, e.elementLength);
       off += e.elementLength;
     }
-    const h = toHex(sha256(buf));
+    return buf;
+  }
+
+  /** kv key: generation counters (so writes make older entries unreachable) + a 64-bit hash of
+   *  the normalised command (a cryptographic hash is not needed: hits are verified byte for byte). */
+  keyOf(ctx: Context, norm: Uint8Array): string {
+    const db = ctx.db;
     return "e:" + this.localEpoch.toString() + "." + this.gen("epoch") + ":" + this.gen("d:" + db) + ":" +
-      this.gen("n:" + db + "." + ctx.collection) + ":" + h;
+      this.gen("n:" + db + "." + ctx.collection) + ":" + hash64(norm.dataStart, norm.length).toString(16);
   }
 
   entryBytes(key: string, v: Uint8Array): i32 { return key.length * 2 + v.length; }
@@ -299,3 +321,21 @@ function replyOk(reply: BsonDoc | null): bool {
 
 registerStep(new Cache());
 export * from "../../../sdk/assembly/exports";
+
+/** A fast 64-bit hash (multiply-xorshift over 8-byte words), not cryptographic. */
+function hash64(ptr: usize, len: i32): u64 {
+  const K: u64 = 0x9e3779b97f4a7c15;
+  let h: u64 = 0xcbf29ce484222325 ^ (<u64>len * K);
+  let i = 0;
+  for (; i + 8 <= len; i += 8) {
+    h = (h ^ load<u64>(ptr + <usize>i)) * K;
+    h ^= h >> 29;
+  }
+  let tail: u64 = 0;
+  for (let j = 0; i + j < len; j++) tail |= (<u64>load<u8>(ptr + <usize>(i + j))) << (<u64>(j * 8));
+  h = (h ^ tail) * K;
+  h ^= h >> 32;
+  h *= 0xff51afd7ed558ccd;
+  h ^= h >> 33;
+  return h;
+}
