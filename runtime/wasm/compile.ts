@@ -3,7 +3,7 @@
 // the compiler, and a trapped instance is rebuilt from the cached WebAssembly.Module.
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { instrumentModule, loadMetering } from './metering.ts';
+import { instrumentModule } from './metering.ts';
 import { PluginLoadError } from './errors.ts';
 import { Export } from './abi.ts';
 
@@ -41,8 +41,7 @@ export async function compilePluginBytes(bytes: Uint8Array, opts: CompileOptions
   let p = cache.get(key);
   if (p === undefined) {
     p = (async () => {
-      await loadMetering();
-      const metered = instrumentModule(bytes, { name: opts.name, fuel: opts.fuel, maxMemoryPages: opts.maxMemoryPages });
+      const metered = await instrumentModule(bytes, { name: opts.name, fuel: opts.fuel, maxMemoryPages: opts.maxMemoryPages });
       try {
         return await WebAssembly.compile(metered as Uint8Array<ArrayBuffer>);
       } catch (err) {

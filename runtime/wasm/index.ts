@@ -1,7 +1,7 @@
 // Public surface of the WebAssembly plugin host.
 export * from './abi.ts';
 export * from './errors.ts';
-export { instrumentModule, capMemory, loadMetering } from './metering.ts';
+export { instrumentModule, capMemory } from './metering.ts';
 export { compilePluginFile, compilePluginBytes, type CompiledPlugin, type CompileOptions } from './compile.ts';
 export { PluginInstance, type PluginServices, type SubopSink } from './plugin-instance.ts';
 export { PluginSlot, InstanceSlot, type StepSlot, type SlotInstance, CALL_FAILED, CRASH_LIMIT, CRASH_WINDOW_MS, BACKOFF_MIN_MS, BACKOFF_MAX_MS } from './plugin-slot.ts';

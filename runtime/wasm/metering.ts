@@ -1,5 +1,5 @@
 // Load-time instrumentation of a plugin module:
-//  1. Fuel metering. Node cannot interrupt a synchronous WebAssembly call, so a plugin that never
+//  1. Fuel metering (done by metering-worker.mjs in a worker thread). Node cannot interrupt a synchronous WebAssembly call, so a plugin that never
 //     returns would block the event loop. Binaryen's `log-execution` pass inserts a call to an
 //     imported `log_execution(i32)` at every function entry, loop header and return; we replace
 //     that import with a defined function that decrements an exported mutable global
@@ -11,93 +11,59 @@
 //     fits its inlining limits).
 //  2. Memory cap. The module's own memory gets maximum = max_memory_pages (rewritten in the binary
 //     memory section); a module that imports its memory or starts above the cap is refused.
-import type Binaryen from 'binaryen';
-
-// binaryen.js is a large module (several MB, seconds to import under tsx): load it on the first
-// plugin compile, never at process start.
-let binaryen: typeof Binaryen;
-let loading: Promise<void> | null = null;
-
-export function loadMetering(): Promise<void> {
-  if (loading === null) loading = import('binaryen').then((m) => { binaryen = m.default; });
-  return loading;
-}
+import { Worker } from 'node:worker_threads';
 import { IMPORT_MODULE, Export, PAGE_BYTES } from './abi.ts';
 import { PluginLoadError } from './errors.ts';
 
-const LOG_EXEC = 'log_execution';
-function features(): number {
-  return binaryen.Features.MVP | binaryen.Features.MutableGlobals | binaryen.Features.BulkMemory |
-    binaryen.Features.BulkMemoryOpt | binaryen.Features.SignExt | binaryen.Features.NontrappingFPToInt |
-    binaryen.Features.SIMD128 | binaryen.Features.Multivalue | binaryen.Features.ReferenceTypes;
-}
-const EXHAUSTED_IMPORT = 'proxy_fuel_exhausted';
-
 export interface MeterOptions { readonly name: string; readonly fuel: number; readonly maxMemoryPages: number }
 
-/** Instrument `wasm` for fuel and cap its memory. Returns new module bytes. */
-export function instrumentModule(wasm: Uint8Array, opts: MeterOptions): Uint8Array {
-  if (binaryen === undefined) throw new Error('call loadMetering() before instrumentModule()');
-  let mod: Binaryen.Module;
-  try {
-    // Node 20's V8 supports these; MVP-only validation would reject ordinary AssemblyScript output.
-    mod = binaryen.readBinary(wasm);
-    mod.setFeatures(features());
-  } catch (err) {
-    throw new PluginLoadError(opts.name, 'not a valid WebAssembly module', err);
-  }
-  try {
-    if (!mod.hasMemory()) throw new PluginLoadError(opts.name, 'module has no memory');
-    const mem = mod.getMemoryInfo();
-    if (mem.module) throw new PluginLoadError(opts.name, `imports its memory (${mem.module}.${mem.base}); memory cannot be capped`);
-    if (mem.shared) throw new PluginLoadError(opts.name, 'shared memory is not supported');
-    if (mem.initial > opts.maxMemoryPages) {
-      throw new PluginLoadError(opts.name, `needs ${mem.initial} pages at start, cap is ${opts.maxMemoryPages} (max_memory_pages)`);
+const NAMES = {
+  importModule: IMPORT_MODULE,
+  exhausted: 'proxy_fuel_exhausted',
+  fuel: Export.fuel,
+  callbacks: [Export.alloc, Export.onConfigure, Export.onRequest, Export.onResponse],
+};
+
+// The binaryen work runs in one lazily started worker thread (metering-worker.mjs): see there.
+let worker: Worker | null = null;
+let nextId = 1;
+const waiting = new Map<number, { resolve(b: Uint8Array): void; reject(e: Error): void; name: string }>();
+
+function meteringWorker(): Worker {
+  if (worker !== null) return worker;
+  const w = new Worker(new URL('./metering-worker.mjs', import.meta.url), { execArgv: [] });
+  w.on('message', (m: { id: number; ok: boolean; wasm?: Uint8Array; refused?: boolean; message?: string }) => {
+    const p = waiting.get(m.id);
+    if (p === undefined) return;
+    waiting.delete(m.id);
+    if (waiting.size === 0) w.unref();
+    if (m.ok) p.resolve(m.wasm!);
+    else p.reject(new PluginLoadError(p.name, m.refused ? m.message! : `metering failed: ${m.message}`));
+  });
+  w.on('error', (err) => {
+    worker = null;
+    for (const [id, p] of waiting) {
+      waiting.delete(id);
+      p.reject(new PluginLoadError(p.name, `metering worker failed: ${err.message}`, err));
     }
-    mod.runPasses(['log-execution']);
-    mod.removeFunction(LOG_EXEC);
-    mod.addFunctionImport('__proxy_fuel_exhausted', IMPORT_MODULE, EXHAUSTED_IMPORT, binaryen.none, binaryen.none);
-    const fuelInit = Math.min(opts.fuel, 0x7fffffff) | 0;
-    mod.addGlobal('__proxy_fuel', binaryen.i32, true, mod.i32.const(fuelInit));
-    mod.addGlobalExport('__proxy_fuel', Export.fuel);
-    const dec = mod.global.set('__proxy_fuel', mod.i32.sub(mod.global.get('__proxy_fuel', binaryen.i32), mod.i32.const(1)));
-    const check = mod.if(
-      mod.i32.lt_s(mod.global.get('__proxy_fuel', binaryen.i32), mod.i32.const(0)),
-      mod.call('__proxy_fuel_exhausted', [], binaryen.none),
-    );
-    mod.addFunction(LOG_EXEC, binaryen.createType([binaryen.i32]), binaryen.none, [], mod.block(null, [dec, check], binaryen.none));
-    refuelOnEntry(mod, fuelInit);
-    if (!mod.validate()) throw new PluginLoadError(opts.name, 'metering produced an invalid module');
-    binaryen.setAlwaysInlineMaxSize(16);
-    mod.runPasses(['inlining', 'vacuum']);
-    const out = mod.emitBinary();
-    return capMemory(out, opts.maxMemoryPages, opts.name);
-  } finally {
-    mod.dispose();
-  }
+  });
+  // Referenced only while a request is outstanding: an idle worker must not keep the process
+  // alive (and unref() must come after the listeners, which ref the port again).
+  w.unref();
+  worker = w;
+  return w;
 }
 
-/** Wrap each exported callback so it refills the fuel itself: setting an exported
- *  WebAssembly.Global from JS costs ~18 ns per call (bench/idle-step.ts), a global.set inside the
- *  wrapper costs nothing measurable. The budget is baked in at load (compile cache key has it). */
-function refuelOnEntry(mod: Binaryen.Module, budget: number): void {
-  for (const name of [Export.alloc, Export.onConfigure, Export.onRequest, Export.onResponse]) {
-    const ref = mod.getExport(name);
-    if (ref === 0) continue;
-    const info = binaryen.getExportInfo(ref);
-    if (info.kind !== binaryen.ExternalFunction) continue;
-    const fn = mod.getFunction(info.value);
-    const fi = binaryen.getFunctionInfo(fn);
-    const params = binaryen.expandType(fi.params);
-    const args = params.map((t, i) => mod.local.get(i, t));
-    const wrapper = `__proxy_entry_${name}`;
-    mod.addFunction(wrapper, fi.params, fi.results, [], mod.block(null, [
-      mod.global.set('__proxy_fuel', mod.i32.const(budget)),
-      mod.call(info.value, args, fi.results),
-    ], fi.results));
-    mod.removeExport(name);
-    mod.addFunctionExport(wrapper, name);
-  }
+/** Instrument `wasm` for fuel and cap its memory (off the event loop). Resolves to new module bytes. */
+export async function instrumentModule(wasm: Uint8Array, opts: MeterOptions): Promise<Uint8Array> {
+  const w = meteringWorker();
+  const id = nextId++;
+  const metered = await new Promise<Uint8Array>((resolve, reject) => {
+    if (waiting.size === 0) w.ref();
+    waiting.set(id, { resolve, reject, name: opts.name });
+    w.postMessage({ id, wasm, fuel: opts.fuel, maxMemoryPages: opts.maxMemoryPages, names: NAMES });
+  });
+  return capMemory(metered, opts.maxMemoryPages, opts.name);
 }
 
 // Binary format: https://webassembly.github.io/spec/core/binary/modules.html#memory-section
