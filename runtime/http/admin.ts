@@ -5,7 +5,7 @@ import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { ConfigError, loadConfig, parseConfig } from '../config/index.ts';
 import type { RunningProxy } from '../app/serve.ts';
 import { httpError, type HttpErrorCode } from './errors.ts';
-import { proxyMetricsRegistry } from '../telemetry/index.ts';
+import { proxyMetricsRegistry, metricsText } from '../telemetry/index.ts';
 
 export interface AdminOptions {
   token: string;
@@ -43,7 +43,7 @@ export function buildAdminApp(running: RunningProxy, opts: AdminOptions): Fastif
   // Prometheus text exposition: the proxy's counters, pool state, and plugin metrics (proxy_plugin_*).
   app.get('/metrics', async (_req, reply) => {
     reply.header('content-type', metrics.contentType);
-    return metrics.metrics();
+    return metricsText(metrics);
   });
 
   app.get('/api/v1/pipeline', async () => {

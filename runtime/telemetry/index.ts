@@ -1,1 +1,1 @@
-export { proxyMetricsRegistry } from './proxy-metrics.ts';
+export { proxyMetricsRegistry, metricsText } from './proxy-metrics.ts';

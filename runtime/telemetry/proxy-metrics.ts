@@ -4,6 +4,14 @@ import { Counter, Gauge, Registry } from 'prom-client';
 import type { ProxyServer } from '../server/index.ts';
 import { wasmRegistry } from '../wasm/index.ts';
 
+/** Prometheus text of the proxy's metrics and the plugin host's (read at scrape time, so metrics
+ *  plugins define after a reload appear too). */
+export async function metricsText(own: Registry): Promise<string> {
+  const [a, b] = await Promise.all([own.metrics(), wasmRegistry.metrics()]);
+  return a.endsWith('\n') || a === '' ? a + b : `${a}\n${b}`;
+}
+
+/** The proxy's own metrics (the plugin host's live in `wasmRegistry`; see metricsText). */
 export function proxyMetricsRegistry(server: ProxyServer): Registry {
   const registry = new Registry();
   const gauge = (name: string, help: string, read: () => number) =>
@@ -24,5 +32,5 @@ export function proxyMetricsRegistry(server: ProxyServer): Registry {
   gauge('proxy_upstream_pool_connections', 'Upstream connections of the main pool (in use + idle)', () => server.pool.size);
   gauge('proxy_upstream_pool_idle', 'Idle upstream connections of the main pool', () => server.pool.idleCount);
   gauge('proxy_upstream_pool_waiting', 'Requests waiting for an upstream connection', () => server.pool.waitingCount);
-  return Registry.merge([registry, wasmRegistry]);
+  return registry;
 }
