@@ -211,8 +211,9 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
 
   /** Runs the response phase over `reply` and writes what it leaves (or its rejection). */
   private answerFromPipeline(ex: Exchange, reply: Uint8Array): void {
+    // The verdict stays LocalReply for a local answer: response steps see it (CallFlag.LocalReply),
+    // e.g. logging marks cache hits.
     ex.replyBody = reply;
-    ex.verdict = Verdict.Continue;
     this.pipeline!.runResponse(ex);
     if ((ex.verdict as Verdict) === Verdict.Reject) {
       this.replyRejected(ex);

@@ -1,29 +1,37 @@
 import { proxy_kv_get, proxy_kv_set, proxy_kv_delete, strPtr, strLen } from "./host";
 
 const INITIAL = 256;
+// Small values (the common case: counters, flags, short entries) land here first, so a get
+// allocates only its result, and getString decodes without an intermediate copy.
+const scratch = new Uint8Array(INITIAL);
 
 /** Host-side key/value store of this plugin: survives instance rebuilds and reloads, capped
  *  in bytes per plugin, entries expire after their TTL (0 = no expiry). */
 export namespace kv {
   /** The value, or null when absent or expired. */
   export function get(key: string): Uint8Array | null {
-    let buf = new Uint8Array(INITIAL);
-    let n = proxy_kv_get(strPtr(key), strLen(key), buf.dataStart, INITIAL);
+    let n = proxy_kv_get(strPtr(key), strLen(key), scratch.dataStart, INITIAL);
     if (n < 0) return null;
     if (n > INITIAL) {
-      buf = new Uint8Array(n);
-      n = proxy_kv_get(strPtr(key), strLen(key), buf.dataStart, n);
+      const big = new Uint8Array(n);
+      n = proxy_kv_get(strPtr(key), strLen(key), big.dataStart, n);
       if (n < 0) return null;
+      return big.subarray(0, n);
     }
-    return buf.subarray(0, n);
+    const out = new Uint8Array(n);
+    memory.copy(out.dataStart, scratch.dataStart, n);
+    return out;
   }
   /** False when the plugin's byte cap would be exceeded. */
   export function set(key: string, value: Uint8Array, ttlMs: i32 = 0): bool {
     return proxy_kv_set(strPtr(key), strLen(key), value.dataStart, value.length, ttlMs) == 0;
   }
   export function getString(key: string): string | null {
+    const n = proxy_kv_get(strPtr(key), strLen(key), scratch.dataStart, INITIAL);
+    if (n < 0) return null;
+    if (n <= INITIAL) return String.UTF8.decodeUnsafe(scratch.dataStart, n);
     const v = get(key);
-    return v === null ? null : String.UTF8.decode(v.buffer.slice(v.byteOffset, v.byteOffset + v.length));
+    return v === null ? null : String.UTF8.decodeUnsafe(v.dataStart, v.length);
   }
   export function setString(key: string, value: string, ttlMs: i32 = 0): bool {
     return set(key, Uint8Array.wrap(String.UTF8.encode(value)), ttlMs);

@@ -47,7 +47,7 @@ class Logging extends Step {
   onResponse(ctx: Context): Action {
     const start = this.starts.take(ctx);
     if (start < 0) return Action.Continue; // not sampled (or the request phase did not run)
-    const dur = (nowNs() - start) / 1000;
+    const dur = (nowNs() - start) / 1000; // integer µs
     let status = "error";
     let code = "";
     const reply = BsonDoc.fromBytes(ctx.body());

@@ -43,7 +43,9 @@ test('all eight built-ins (permissive): CRUD and cursors are correct', { timeout
     assert.deepEqual(await coll.find({ tag: 'x' }).sort({ _id: 1 }).toArray(), docs.filter((d) => d.tag === 'x'));
     assert.equal(await coll.countDocuments({ tag: 'x' }), 9);
     assert.deepEqual((await coll.distinct('tag')).sort(), ['x', 'y']);
-    // cached find, then a write through the proxy: the next find sees the write
+    // cached find (asked twice: the second is a cache hit), then a write through the proxy: the
+    // next find sees the write
+    assert.deepEqual(await coll.find({ _id: 3 }).toArray(), [{ _id: 3, n: 3, tag: 'x' }]);
     assert.deepEqual(await coll.find({ _id: 3 }).toArray(), [{ _id: 3, n: 3, tag: 'x' }]);
     assert.equal((await coll.updateOne({ _id: 3 }, { $set: { n: 300 } })).modifiedCount, 1);
     assert.deepEqual(await coll.find({ _id: 3 }).toArray(), [{ _id: 3, n: 300, tag: 'x' }]);
@@ -86,6 +88,8 @@ test('all eight built-ins (permissive): CRUD and cursors are correct', { timeout
     const logged = p.lines.filter((l) => l.step === 'wasm:logging').map((l) => JSON.parse(String(l.msg)));
     assert.ok(logged.length >= 30);
     assert.ok(logged.every((l) => l.status === 'ok'), JSON.stringify(logged.filter((l) => l.status !== 'ok')));
+    // Response steps run over a local reply and know it: the logging step marks the cache hit.
+    assert.ok(logged.some((l) => l.op === 'find' && l.local_reply === true), 'a cache hit is logged with local_reply');
     assert.equal(await metricValue('proxy_step_errors_total', PID), 0);
   } finally {
     await d2.close();
