@@ -5,7 +5,7 @@
 import { CallFlag, LOG_LEVEL_NAMES, MetricKind } from './abi.ts';
 import { PluginConfigRefusedError, PluginTrap } from './errors.ts';
 import { type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY } from './host-exchange.ts';
-import { definePluginMetric, type BoundMetric } from './plugin-metrics.ts';
+import { StepHostState } from './step-host-state.ts';
 import type { PluginServices } from './plugin-instance.ts';
 import type { CompiledComponent, ComponentHostImports, ComponentStepExports } from './component-compile.ts';
 
@@ -19,18 +19,14 @@ export class ComponentInstance {
   readonly services: PluginServices;
   private readonly step: ComponentStepExports;
   private ex: HostExchange | null;
-  private readonly metrics: BoundMetric[];
-  private readonly subopNames: string[];
-  private readonly subopStarts: bigint[];
+  private readonly state: StepHostState;
 
   /** Instantiates synchronously from the compiled core modules; throws on a trap. */
   constructor(component: CompiledComponent, services: PluginServices) {
     this.component = component;
     this.services = services;
     this.ex = null;
-    this.metrics = [];
-    this.subopNames = [];
-    this.subopStarts = [];
+    this.state = new StepHostState(services);
     this.step = component.instantiate(this.imports());
   }
 
@@ -99,7 +95,7 @@ export class ComponentInstance {
   private imports(): ComponentHostImports {
     const services = this.services;
     const step = services.step;
-    const subopSink = services.subop;
+    const state = this.state;
     const fns = {
       getBody: (which: PhaseName): Uint8Array | undefined => {
         const ex = this.current();
@@ -138,33 +134,13 @@ export class ComponentInstance {
       getProperty: (name: string): string | undefined => this.property(name),
       defineMetric: (kind: string, name: string): number | undefined => {
         const k = METRIC_KINDS[kind];
-        const m = k === undefined ? null : definePluginMetric(k, name, services.pipelineId);
-        if (m === null) {
-          services.logger.warn({ step, metric: name }, 'plugin metric refused (name must be proxy_plugin_*, one kind per name)');
-          return undefined;
-        }
-        this.metrics.push(m);
-        return this.metrics.length - 1;
+        const id = k === undefined ? -1 : state.defineMetric(k, name);
+        return id < 0 ? undefined : id;
       },
-      incrementMetric: (id: number, delta: number): void => {
-        const m = this.metrics[id];
-        if (m !== undefined) m.inc(delta);
-      },
-      recordMetric: (id: number, value: number): void => {
-        const m = this.metrics[id];
-        if (m !== undefined) m.record(value);
-      },
-      subopBegin: subopSink === null ? noop : (name: string): void => {
-        this.subopNames.push(name);
-        this.subopStarts.push(process.hrtime.bigint());
-      },
-      subopEnd: subopSink === null ? noop : (): void => {
-        const start = this.subopStarts.pop();
-        const name = this.subopNames.pop();
-        if (start === undefined || name === undefined) return;
-        const ex = this.ex;
-        subopSink(name, ex === null ? 0 : ex.phase, Number(process.hrtime.bigint() - start));
-      },
+      incrementMetric: (id: number, delta: number): void => state.increment(id, delta),
+      recordMetric: (id: number, value: number): void => state.record(id, value),
+      subopBegin: state.timesSubops ? (name: string): void => state.subopBegin(name) : noop,
+      subopEnd: state.timesSubops ? (): void => state.subopEnd(this.ex === null ? 0 : this.ex.phase) : noop,
       kvGet: (key: string): Uint8Array | undefined => services.kv.get(key),
       kvSet: (key: string, value: Uint8Array, ttlMs: number): boolean => services.kv.set(key, value, ttlMs),
       kvDelete: (key: string): boolean => services.kv.delete(key),

@@ -8,7 +8,7 @@ import {
   type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY,
 } from './host-exchange.ts';
 import type { KvStore } from './kv-store.ts';
-import { definePluginMetric, type BoundMetric } from './plugin-metrics.ts';
+import { StepHostState } from './step-host-state.ts';
 import type { Logger } from './logger.ts';
 import type { CompiledPlugin } from './compile.ts';
 
@@ -39,9 +39,7 @@ export class PluginInstance {
   private readonly onRequestFn: Fn | null;
   private readonly onResponseFn: Fn | null;
   private ex: HostExchange | null;
-  private readonly metrics: BoundMetric[];
-  private readonly subopNames: string[];
-  private readonly subopStarts: bigint[];
+  private readonly state: StepHostState;
   private lastProperty: string;
 
   /** Instantiates (runs the module's start function); throws on a trap. */
@@ -49,9 +47,7 @@ export class PluginInstance {
     this.plugin = plugin;
     this.services = services;
     this.ex = null;
-    this.metrics = [];
-    this.subopNames = [];
-    this.subopStarts = [];
+    this.state = new StepHostState(services);
     this.lastProperty = '';
     this.instance = new WebAssembly.Instance(plugin.module, { [IMPORT_MODULE]: this.imports() });
     const e = this.instance.exports;
@@ -172,7 +168,7 @@ export class PluginInstance {
   private imports(): Record<string, (...args: never[]) => unknown> {
     const services = this.services;
     const step = services.step;
-    const subopSink = services.subop;
+    const state = this.state;
     return {
       proxy_get_body: (phase: number, dst: number, max: number): number => {
         const ex = this.current();
@@ -221,35 +217,12 @@ export class PluginInstance {
         if (v === null) return -1;
         return this.writeStr(v, dst, max);
       },
-      proxy_define_metric: (kind: number, namePtr: number, nameLen: number): number => {
-        const name = this.str(namePtr, nameLen);
-        const m = definePluginMetric(kind as MetricKind, name, services.pipelineId);
-        if (m === null) {
-          services.logger.warn({ step, metric: name }, 'plugin metric refused (name must be proxy_plugin_*, one kind per name)');
-          return -1;
-        }
-        this.metrics.push(m);
-        return this.metrics.length - 1;
-      },
-      proxy_increment_metric: (id: number, delta: number): void => {
-        const m = this.metrics[id];
-        if (m !== undefined) m.inc(delta);
-      },
-      proxy_record_metric: (id: number, value: number): void => {
-        const m = this.metrics[id];
-        if (m !== undefined) m.record(value);
-      },
-      proxy_subop_begin: subopSink === null ? noop : (namePtr: number, nameLen: number): void => {
-        this.subopNames.push(this.str(namePtr, nameLen));
-        this.subopStarts.push(process.hrtime.bigint());
-      },
-      proxy_subop_end: subopSink === null ? noop : (): void => {
-        const start = this.subopStarts.pop();
-        const name = this.subopNames.pop();
-        if (start === undefined || name === undefined) return;
-        const ex = this.ex;
-        subopSink(name, ex === null ? 0 : ex.phase, Number(process.hrtime.bigint() - start));
-      },
+      proxy_define_metric: (kind: number, namePtr: number, nameLen: number): number =>
+        state.defineMetric(kind as MetricKind, this.str(namePtr, nameLen)),
+      proxy_increment_metric: (id: number, delta: number): void => state.increment(id, delta),
+      proxy_record_metric: (id: number, value: number): void => state.record(id, value),
+      proxy_subop_begin: state.timesSubops ? (namePtr: number, nameLen: number): void => state.subopBegin(this.str(namePtr, nameLen)) : noop,
+      proxy_subop_end: state.timesSubops ? (): void => state.subopEnd(this.ex === null ? 0 : this.ex.phase) : noop,
       proxy_kv_get: (keyPtr: number, keyLen: number, dst: number, max: number): number => {
         const v = services.kv.get(this.str(keyPtr, keyLen));
         if (v === undefined) return -1;
