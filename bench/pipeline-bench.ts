@@ -16,12 +16,12 @@
 //        [--output bench/RESULTS.md] [--only empty,eight]
 // The section "## Pipeline bench — <label>" of the output file is replaced (or appended); the rest
 // of the file (the wire-bench table and other labels) is kept.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, closeSync } from 'node:fs';
-import { createServer, connect } from 'node:net';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runBench, parseDuration, type BenchResult } from '../runtime/bench/index.ts';
+import { arg, CLK_TCK, cpuMicros, freePort, median, startChild, stopChildren } from './lib.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const CONNECTION_COUNTS = [1, 16] as const;
@@ -29,71 +29,13 @@ type TargetName = 'empty' | 'idle16' | 'eight' | 'eight-hit' | 'eight-nosink';
 const ALL_TARGETS: readonly TargetName[] = ['empty', 'idle16', 'eight', 'eight-hit', 'eight-nosink'];
 const IDLE_STEPS = 16;
 
-function arg(name: string, fallback: string): string {
-  const i = process.argv.indexOf(name);
-  return i > 0 && i + 1 < process.argv.length ? process.argv[i + 1] : fallback;
-}
-
 const durationText = arg('--duration', '3s');
 const durationMs = parseDuration(durationText);
 const rounds = Number(arg('--rounds', '3'));
 const label = arg('--label', 'current');
 const output = arg('--output', join(ROOT, 'bench/RESULTS.md'));
 const TARGETS = (arg('--only', ALL_TARGETS.join(',')).split(',') as TargetName[]).filter((t) => ALL_TARGETS.includes(t));
-const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK']).stdout?.toString().trim() || 100);
 const argvText = process.argv.slice(2).join(' ');
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const c = connect({ host: '127.0.0.1', port });
-    c.once('connect', () => { c.destroy(); resolve(true); });
-    c.once('error', () => resolve(false));
-  });
-}
-
-const children: ChildProcess[] = [];
-
-async function start(name: string, args: string[], port: number, stdoutFile: string | null): Promise<ChildProcess> {
-  // The proxy logs to stderr: to a file (as a production log file), never to a pipe into this
-  // process, which would spend the load generator's CPU on the access log.
-  const out = stdoutFile === null ? 'ignore' : openSync(stdoutFile, 'w');
-  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'ignore', out === 'ignore' ? 'pipe' : out] });
-  if (typeof out === 'number') closeSync(out);
-  children.push(child);
-  let stderr = '';
-  child.stderr?.on('data', (d: Buffer) => { if (stderr.length < 65536) stderr += d.toString(); });
-  const errText = () => stderr || (stdoutFile === null ? '' : readFileSync(stdoutFile, 'utf8').slice(-4000));
-  const until = Date.now() + 30_000;
-  while (Date.now() < until) {
-    if (child.exitCode !== null) throw new Error(`${name} exited (${child.exitCode}): ${errText()}`);
-    if (await accepts(port)) return child;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${name} did not listen on ${port} within 30 s: ${errText()}`);
-}
-
-function cpuMicros(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(f[11]) + Number(f[12])) * 1_000_000) / CLK_TCK;
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2;
-}
 
 /** The eight built-ins, permissive: every step runs its full path, none rejects the bench load. */
 function eightPipeline(devUri: string, cacheTtlMs: number): object {
@@ -132,7 +74,7 @@ async function main(): Promise<void> {
   const proxyBin = join(ROOT, 'bin/proxy.mjs');
   const devPort = await freePort();
   const devUri = `mongodb://127.0.0.1:${devPort}`;
-  await start('devdb', [proxyBin, 'devdb', '--port', String(devPort)], devPort, null);
+  await startChild('devdb', process.execPath, [proxyBin, 'devdb', '--port', String(devPort)], devPort, ROOT);
 
   const idleNames = Array.from({ length: IDLE_STEPS }, (_, i) => `idle${i}`);
   const configs: Record<TargetName, object> = {
@@ -155,7 +97,7 @@ async function main(): Promise<void> {
       listen: `127.0.0.1:${port}`, upstream: { uri: devUri },
       log: { level: eight && t !== 'eight-nosink' ? 'info' : 'warn' }, ...configs[t],
     }));
-    const child = await start(`proxy ${t}`, [proxyBin, 'serve', '--config', file], port, logFile);
+    const child = await startChild(`proxy ${t}`, process.execPath, [proxyBin, 'serve', '--config', file], port, ROOT, logFile);
     where.set(t, { uri: `mongodb://127.0.0.1:${port}`, pid: child.pid!, logFile });
   }
 
@@ -182,7 +124,7 @@ async function main(): Promise<void> {
       }
     }
   }
-  for (const ch of children) ch.kill('SIGTERM');
+  stopChildren();
   await new Promise((r) => setTimeout(r, 300));
 
   // Cache hit ratio from the logging step's lines (local_reply = answered by the cache).
@@ -271,7 +213,7 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
-  for (const ch of children) ch.kill('SIGTERM');
+  stopChildren();
   process.stderr.write(`pipeline-bench: ${(err as Error).stack ?? err}\n`);
   process.exit(1);
 });

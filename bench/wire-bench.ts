@@ -9,78 +9,24 @@
 // relay process's utime+stime from /proc/<pid>/stat over the measurement, divided by requests.
 //
 // Usage: node --import tsx bench/wire-bench.ts [--duration 1s] [--rounds 3] [--output bench/RESULTS.md]
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, connect } from 'node:net';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runBench, parseDuration, type BenchResult } from '../runtime/bench/index.ts';
+import { arg, CLK_TCK, cpuMicros, freePort, median, startChild, stopChildren } from './lib.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const CONNECTION_COUNTS = [1, 16] as const;
 type TargetName = 'direct' | 'pipe' | 'haproxy' | 'proxy';
 const TARGETS: readonly TargetName[] = ['direct', 'pipe', 'haproxy', 'proxy'];
 
-function arg(name: string, fallback: string): string {
-  const i = process.argv.indexOf(name);
-  return i > 0 && i + 1 < process.argv.length ? process.argv[i + 1] : fallback;
-}
-
 const durationText = arg('--duration', '1s');
 const durationMs = parseDuration(durationText);
 const rounds = Number(arg('--rounds', '3'));
 const output = arg('--output', join(ROOT, 'bench/RESULTS.md'));
-const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK']).stdout?.toString().trim() || 100);
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const c = connect({ host: '127.0.0.1', port });
-    c.once('connect', () => { c.destroy(); resolve(true); });
-    c.once('error', () => resolve(false));
-  });
-}
-
-const children: ChildProcess[] = [];
-
-async function start(name: string, cmd: string, args: string[], port: number): Promise<ChildProcess> {
-  const child = spawn(cmd, args, { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
-  children.push(child);
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
-  const until = Date.now() + 20_000;
-  while (Date.now() < until) {
-    if (child.exitCode !== null) throw new Error(`${name} exited (${child.exitCode}): ${stderr}`);
-    if (await accepts(port)) return child;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${name} did not listen on ${port} within 20 s: ${stderr}`);
-}
-
-/** utime + stime of a process in microseconds (all its threads). */
-function cpuMicros(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(f[11]) + Number(f[12])) * 1_000_000) / CLK_TCK;
-}
 
 interface Sample { result: BenchResult; cpuUsPerRequest: number | null }
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2;
-}
 
 async function main(): Promise<void> {
   const tmp = mkdtempSync(join(tmpdir(), 'wire-bench-'));
@@ -89,8 +35,8 @@ async function main(): Promise<void> {
   const proxyBin = join(ROOT, 'bin/proxy.mjs');
   const devUri = `mongodb://127.0.0.1:${devPort}`;
 
-  await start('devdb', node, [proxyBin, 'devdb', '--port', String(devPort)], devPort);
-  const pipe = await start('node pipe', node, [join(ROOT, 'bench/node-pipe.mjs'), String(pipePort), '127.0.0.1', String(devPort)], pipePort);
+  await startChild('devdb', node, [proxyBin, 'devdb', '--port', String(devPort)], devPort, ROOT);
+  const pipe = await startChild('node pipe', node, [join(ROOT, 'bench/node-pipe.mjs'), String(pipePort), '127.0.0.1', String(devPort)], pipePort, ROOT);
   const haCfg = join(tmp, 'haproxy.cfg');
   writeFileSync(haCfg, [
     'global', '  nbthread 1', '  maxconn 4096',
@@ -98,10 +44,10 @@ async function main(): Promise<void> {
     'frontend bench_in', `  bind 127.0.0.1:${haPort}`, '  default_backend devdb',
     'backend devdb', `  server devdb 127.0.0.1:${devPort}`, '',
   ].join('\n'));
-  const haproxy = await start('haproxy', 'haproxy', ['-f', haCfg, '-db'], haPort);
+  const haproxy = await startChild('haproxy', 'haproxy', ['-f', haCfg, '-db'], haPort, ROOT);
   const proxyCfg = join(tmp, 'proxy.json');
   writeFileSync(proxyCfg, JSON.stringify({ listen: `127.0.0.1:${proxyPort}`, upstream: { uri: devUri }, log: { level: 'warn' } }));
-  const proxy = await start('proxy', node, [proxyBin, 'serve', '--config', proxyCfg], proxyPort);
+  const proxy = await startChild('proxy', node, [proxyBin, 'serve', '--config', proxyCfg], proxyPort, ROOT);
 
   const where: Record<TargetName, { uri: string; pid: number | null }> = {
     direct: { uri: devUri, pid: null },
@@ -135,7 +81,7 @@ async function main(): Promise<void> {
     }
   }
 
-  for (const ch of children) ch.kill('SIGTERM');
+  stopChildren();
   rmSync(tmp, { recursive: true, force: true });
 
   interface Row { target: TargetName; connections: number; throughput: number; p50: number; p99: number; cpu: number | null; errors: number }
@@ -187,7 +133,7 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
-  for (const ch of children) ch.kill('SIGTERM');
+  stopChildren();
   process.stderr.write(`wire-bench: ${(err as Error).stack ?? err}\n`);
   process.exit(1);
 });

@@ -1,0 +1,74 @@
+// Shared pieces of the bench scripts: command-line arguments, child processes that must be
+// listening before a run starts, and the CPU time of a process from /proc.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+
+export function arg(name: string, fallback: string): string {
+  const i = process.argv.indexOf(name);
+  return i > 0 && i + 1 < process.argv.length ? process.argv[i + 1] : fallback;
+}
+
+export const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK']).stdout?.toString().trim() || 100);
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const c = connect({ host: '127.0.0.1', port });
+    c.once('connect', () => { c.destroy(); resolve(true); });
+    c.once('error', () => resolve(false));
+  });
+}
+
+/** Child processes started by startChild, killed by stopChildren. */
+export const children: ChildProcess[] = [];
+
+/**
+ * Starts a child and waits until it accepts connections on `port`. Its stderr goes to `logFile`
+ * (a production-like log file: never a pipe into the bench process, whose CPU the load generator
+ * needs) or, without one, is kept in memory for the error message.
+ */
+export async function startChild(name: string, cmd: string, args: string[], port: number, cwd: string,
+  logFile: string | null = null, timeoutMs = 30_000): Promise<ChildProcess> {
+  const out = logFile === null ? 'pipe' : openSync(logFile, 'w');
+  const child = spawn(cmd, args, { cwd, stdio: ['ignore', 'ignore', out] });
+  if (typeof out === 'number') closeSync(out);
+  children.push(child);
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => { if (stderr.length < 65536) stderr += d.toString(); });
+  const errText = () => stderr || (logFile === null ? '' : readFileSync(logFile, 'utf8').slice(-4000));
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    if (child.exitCode !== null) throw new Error(`${name} exited (${child.exitCode}): ${errText()}`);
+    if (await accepts(port)) return child;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${name} did not listen on ${port} within ${timeoutMs / 1000} s: ${errText()}`);
+}
+
+export function stopChildren(): void {
+  for (const c of children.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
+}
+
+/** utime + stime of a process in microseconds (all its threads). */
+export function cpuMicros(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(f[11]) + Number(f[12])) * 1_000_000) / CLK_TCK;
+}
+
+export function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
