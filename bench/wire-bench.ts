@@ -10,7 +10,7 @@
 //
 // Usage: node --import tsx bench/wire-bench.ts [--duration 1s] [--rounds 3] [--output bench/RESULTS.md]
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runBench, parseDuration, type BenchResult } from '../runtime/bench/index.ts';
@@ -128,7 +128,10 @@ async function main(): Promise<void> {
   lines.push(`- Added p50 at 1 connection ≤ 1.2× HAProxy's: proxy adds ${proxyAdded} µs, HAProxy adds ${haAdded} µs (limit ${(1.2 * haAdded).toFixed(0)} µs) — **${pass2 ? 'PASS' : 'FAIL'}**`);
   lines.push('');
   const md = lines.join('\n') + '\n';
-  writeFileSync(output, md);
+  // This script owns the top of the file; the pipeline bench's sections below it are kept.
+  const previous = existsSync(output) ? readFileSync(output, 'utf8') : '';
+  const keep = previous.indexOf('\n## Pipeline bench');
+  writeFileSync(output, keep < 0 ? md : md + previous.slice(keep));
   process.stdout.write(md);
 }
 
