@@ -128,9 +128,11 @@ async function main(): Promise<void> {
   lines.push(`- Added p50 at 1 connection ≤ 1.2× HAProxy's: proxy adds ${proxyAdded} µs, HAProxy adds ${haAdded} µs (limit ${(1.2 * haAdded).toFixed(0)} µs) — **${pass2 ? 'PASS' : 'FAIL'}**`);
   lines.push('');
   const md = lines.join('\n') + '\n';
-  // This script owns the top of the file; the pipeline bench's sections below it are kept.
+  // This script owns the top of the file; hand-written notes ("## Notes …") and the pipeline
+  // bench's sections below it are kept.
   const previous = existsSync(output) ? readFileSync(output, 'utf8') : '';
-  const keep = previous.indexOf('\n## Pipeline bench');
+  const marks = ['\n## Notes', '\n## Pipeline bench'].map((m) => previous.indexOf(m)).filter((i) => i >= 0);
+  const keep = marks.length === 0 ? -1 : Math.min(...marks);
   writeFileSync(output, keep < 0 ? md : md + previous.slice(keep));
   process.stdout.write(md);
 }
