@@ -75,8 +75,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     log.info('no upstream.uri configured: started the embedded development upstream (in-memory, not a database)', { upstream: d.uri });
   }
   const address = parseUpstreamUri(upstreamUri);
-  if (address.username !== null) {
-    log.warn('upstream.uri carries credentials, but upstream authentication is not implemented yet; connecting without them');
+  if (address.credentials !== null) {
+    log.info('upstream connections authenticate', { user: address.credentials.username, mechanism: address.credentials.mechanism, authSource: address.credentials.source });
   }
   const poolOptions = {
     poolSize: config.upstream.pool_size,

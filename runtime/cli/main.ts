@@ -48,9 +48,19 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
 cli.command('devdb', 'Run the embedded development upstream alone (in-memory; not a database)')
   .option('--port <port>', 'port to listen on', { default: 27017 })
   .option('--host <host>', 'address to bind', { default: '127.0.0.1' })
-  .action(async (opts: { port: number; host: string }) => {
+  .option('--user <name:password>', 'require SCRAM-SHA-256 authentication with this user (repeatable)')
+  .action(async (opts: { port: number; host: string; user?: string | string[] }) => {
     const log = new Logger('proxy::devdb', 'info', 'pretty');
-    const server = new DevDbServer();
+    const users: Record<string, string> = {};
+    for (const u of opts.user === undefined ? [] : Array.isArray(opts.user) ? opts.user : [opts.user]) {
+      const i = String(u).indexOf(':');
+      if (i <= 0) {
+        process.stderr.write(`proxy devdb: --user expects name:password, got "${u}"\n`);
+        process.exit(2);
+      }
+      users[String(u).slice(0, i)] = String(u).slice(i + 1);
+    }
+    const server = new DevDbServer(undefined, { users });
     const a = await server.listen(Number(opts.port), opts.host);
     log.info('development upstream listening (in-memory, no durability, not a database)', { uri: a.uri });
     process.stdout.write(`${a.uri}\n`);

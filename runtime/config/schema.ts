@@ -62,7 +62,7 @@ const upstream = v.strictObject({
         v.string(),
         v.regex(MONGODB_URI_PATTERN),
         v.description(
-          'Upstream connection URI (mongodb:// or mongodb+srv://). When absent, the embedded development upstream starts in-process.',
+          'Upstream connection URI, mongodb://[user:password@]host[:port][,host…][/authdb][?authSource=…&authMechanism=SCRAM-SHA-256|SCRAM-SHA-1]. With a user, every pooled connection authenticates (SCRAM); clients connect to the proxy without credentials. mongodb+srv:// is not supported. When absent, the embedded development upstream starts in-process.',
         ),
       ),
       'string mongodb:// URI',

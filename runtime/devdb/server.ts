@@ -9,6 +9,7 @@ import {
   COMPRESSOR_IDS, REPLY_QUERY_FAILURE, type CompressorName,
 } from '../wire/index.ts';
 import { DevEngine } from './engine/index.ts';
+import { DevAuth, OPEN_COMMANDS, type DevAuthSession } from './auth.ts';
 
 const OFFERED: CompressorName[] = ['snappy', 'zlib', 'zstd'];
 
@@ -19,11 +20,14 @@ class DevConnection implements FrameSink {
   private readonly engine: DevEngine;
   private readonly connId: number;
   private compressors: number[] = [];
+  /** null when the server runs without users (no authentication). */
+  private readonly auth: DevAuthSession | null;
 
-  constructor(socket: Socket, engine: DevEngine, connId: number) {
+  constructor(socket: Socket, engine: DevEngine, connId: number, auth: DevAuth) {
     this.socket = socket;
     this.engine = engine;
     this.connId = connId;
+    this.auth = auth.enabled ? auth.session() : null;
     const framer = new Framer(this);
     socket.setNoDelay(true);
     socket.on('data', (c: Buffer) => framer.push(c));
@@ -79,6 +83,14 @@ class DevConnection implements FrameSink {
 
   private run(cmd: Document, sequences: Record<string, Document[]> | undefined): Document {
     const name = Object.keys(cmd)[0] ?? '';
+    const auth = this.auth;
+    if (auth !== null) {
+      if (name === 'saslStart') return auth.saslStart(cmd);
+      if (name === 'saslContinue') return auth.saslContinue(cmd);
+      if (auth.user === null && !OPEN_COMMANDS.has(name)) {
+        return { ok: 0, errmsg: `command ${name} requires authentication`, code: 13, codeName: 'Unauthorized' };
+      }
+    }
     const reply = this.engine.run(cmd, sequences, this.connId);
     if ((name === 'hello' || name === 'isMaster' || name === 'ismaster') && reply.ok === 1 && Array.isArray(cmd.compression)) {
       const names = (cmd.compression as unknown[]).filter((c): c is CompressorName => typeof c === 'string' && (OFFERED as string[]).includes(c));
@@ -100,17 +112,24 @@ function readDocs(payload: Buffer): Document[] {
   return out;
 }
 
+export interface DevDbOptions {
+  /** SCRAM-SHA-256 users (name → password). Empty: no authentication, as a default mongod. */
+  users?: Record<string, string>;
+}
+
 export class DevDbServer {
   readonly engine: DevEngine;
   private readonly server: Server;
   private readonly sockets = new Set<Socket>();
+  private readonly auth: DevAuth;
 
-  constructor(engine = new DevEngine()) {
+  constructor(engine = new DevEngine(), opts: DevDbOptions = {}) {
     this.engine = engine;
+    this.auth = new DevAuth(opts.users ?? {});
     this.server = createServer((socket) => {
       this.sockets.add(socket);
       socket.on('close', () => this.sockets.delete(socket));
-      new DevConnection(socket, this.engine, nextId++);
+      new DevConnection(socket, this.engine, nextId++, this.auth);
     });
   }
 

@@ -2,7 +2,8 @@
 // frames replies with the shared Framer, and reports through a handler object rather than
 // per-request closures.
 import { connect, type Socket } from 'node:net';
-import { deserialize, serialize, type Document } from 'bson';
+import { Binary, deserialize, serialize, type Document } from 'bson';
+import { ScramClient, type Credentials } from './scram.ts';
 import {
   Framer, type FrameSink, type WireError, encodeOpMsg, parseOpMsg, decompressFrame, OP_MSG, OP_COMPRESSED,
   MSG_MORE_TO_COME, HEADER_SIZE,
@@ -59,7 +60,8 @@ export class UpstreamConnection implements FrameSink {
   }
 
   /** Opens a connection and runs the hello handshake; rejects after `timeoutMs`. */
-  static open(id: number, host: string, port: number, timeoutMs: number, onClosed: (conn: UpstreamConnection) => void): Promise<UpstreamConnection> {
+  static open(id: number, host: string, port: number, timeoutMs: number, onClosed: (conn: UpstreamConnection) => void,
+    credentials: Credentials | null = null): Promise<UpstreamConnection> {
     return new Promise((resolve, reject) => {
       const socket = connect({ host, port });
       let settled = false;
@@ -79,14 +81,17 @@ export class UpstreamConnection implements FrameSink {
       socket.once('connect', () => {
         socket.off('error', early);
         const conn = new UpstreamConnection(id, host, port, socket, onClosed);
-        conn.handshake().then((info) => {
-          if (settled) { conn.destroy(); return; }
+        // A connection that never reached the pool must not report its close to the pool
+        // (the pool already accounts for the failed open).
+        const discard = () => { conn.onClosed = null; conn.destroy(); };
+        conn.handshake(credentials).then((info) => {
+          if (settled) { discard(); return; }
           settled = true;
           clearTimeout(timer);
           conn.info = info;
           resolve(conn);
         }, (err: Error) => {
-          conn.destroy();
+          discard();
           if (settled) return;
           settled = true;
           clearTimeout(timer);
@@ -96,25 +101,57 @@ export class UpstreamConnection implements FrameSink {
     });
   }
 
-  private handshake(): Promise<UpstreamInfo> {
+  /** hello, then (with credentials) SCRAM authentication: the connection is usable only after both. */
+  private async handshake(credentials: Credentials | null): Promise<UpstreamInfo> {
+    const reply = await this.command({
+      hello: 1, $db: 'admin',
+      client: { driver: { name: 'pipeline-proxy', version: '0.3.0' }, os: { type: process.platform }, platform: `Node.js ${process.version}` },
+    });
+    if (reply.ok !== 1) throw new Error(`upstream hello failed: ${reply.errmsg}`);
+    if (credentials !== null) await this.authenticate(credentials);
+    return {
+      maxWireVersion: Number(reply.maxWireVersion ?? 0),
+      minWireVersion: Number(reply.minWireVersion ?? 0),
+      maxBsonObjectSize: Number(reply.maxBsonObjectSize ?? 16777216),
+      maxMessageSizeBytes: Number(reply.maxMessageSizeBytes ?? 48000000),
+      maxWriteBatchSize: Number(reply.maxWriteBatchSize ?? 100000),
+      logicalSessionTimeoutMinutes: reply.logicalSessionTimeoutMinutes == null ? null : Number(reply.logicalSessionTimeoutMinutes),
+    };
+  }
+
+  private async authenticate(c: Credentials): Promise<void> {
+    const scram = new ScramClient(c);
+    const fail = (why: string) => new Error(`upstream authentication of "${c.username}" (${c.mechanism}, authSource ${c.source}) failed: ${why}`);
+    let r = await this.command({ saslStart: 1, mechanism: c.mechanism, payload: new Binary(scram.first()), autoAuthorize: 1, options: { skipEmptyExchange: true }, $db: c.source });
+    if (r.ok !== 1) throw fail(String(r.errmsg));
+    const conversationId = r.conversationId;
+    let clientFinal: Buffer;
+    try {
+      clientFinal = scram.next(Buffer.from((r.payload as Binary).buffer));
+    } catch (err) {
+      throw fail((err as Error).message);
+    }
+    r = await this.command({ saslContinue: 1, conversationId, payload: new Binary(clientFinal), $db: c.source });
+    if (r.ok !== 1) throw fail(String(r.errmsg));
+    try {
+      scram.finish(Buffer.from((r.payload as Binary).buffer));
+    } catch (err) {
+      throw fail((err as Error).message);
+    }
+    // Servers that ignore skipEmptyExchange want one more, empty round.
+    if (r.done !== true) {
+      r = await this.command({ saslContinue: 1, conversationId, payload: new Binary(Buffer.alloc(0)), $db: c.source });
+      if (r.ok !== 1 || r.done !== true) throw fail(String(r.errmsg ?? 'conversation did not complete'));
+    }
+  }
+
+  /** One command round trip during the handshake (not on the request path). */
+  private command(doc: Document): Promise<Document> {
     return new Promise((resolve, reject) => {
-      const doc = {
-        hello: 1, $db: 'admin',
-        client: { driver: { name: 'pipeline-proxy', version: '0.3.0' }, os: { type: process.platform }, platform: `Node.js ${process.version}` },
-      };
       this.send(encodeOpMsg(newRequestId(), 0, 0, serialize(doc)), {
         onUpstreamReply(frame) {
           try {
-            const reply = deserialize(parseOpMsg(frame).body) as Document;
-            if (reply.ok !== 1) { reject(new Error(`upstream hello failed: ${reply.errmsg}`)); return; }
-            resolve({
-              maxWireVersion: Number(reply.maxWireVersion ?? 0),
-              minWireVersion: Number(reply.minWireVersion ?? 0),
-              maxBsonObjectSize: Number(reply.maxBsonObjectSize ?? 16777216),
-              maxMessageSizeBytes: Number(reply.maxMessageSizeBytes ?? 48000000),
-              maxWriteBatchSize: Number(reply.maxWriteBatchSize ?? 100000),
-              logicalSessionTimeoutMinutes: reply.logicalSessionTimeoutMinutes == null ? null : Number(reply.logicalSessionTimeoutMinutes),
-            });
+            resolve(deserialize(parseOpMsg(frame).body) as Document);
           } catch (err) {
             reject(err as Error);
           }

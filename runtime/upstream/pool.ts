@@ -132,7 +132,8 @@ export class UpstreamPool {
     this.total++;
     this.connecting++;
     const h = this.address.hosts[this.hostIndex];
-    return UpstreamConnection.open(this.nextId++, h.host, h.port, this.opts.connectTimeoutMs, (c) => this.onConnectionClosed(c))
+    return UpstreamConnection.open(this.nextId++, h.host, h.port, this.opts.connectTimeoutMs, (c) => this.onConnectionClosed(c),
+      this.address.credentials)
       .then((conn) => {
         this.connecting--;
         this.stats.opened++;
