@@ -72,3 +72,36 @@ export function median(xs: number[]): number {
   const m = s.length >> 1;
   return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
+
+/** One measured run: the load result and the relay's CPU per request (null: not measured). */
+export interface Sample<R> { result: R; cpu: number | null }
+
+/**
+ * Warm-up (one short run per target), then `rounds` rounds over every (connections, target) pair,
+ * the target order rotated each round so no target always runs first on a noisy machine. Returns
+ * the samples keyed `<target>/<connections>`.
+ */
+export async function runRounds<T extends string, R extends { throughput: number; errors: number; latencyUs: { p50: number; p99: number } }>(
+  targets: readonly T[], connectionCounts: readonly number[], rounds: number, durationMs: number, warmupMs: number,
+  measure: (target: T, connections: number, ms: number) => Promise<Sample<R>>,
+): Promise<Map<string, Sample<R>[]>> {
+  process.stderr.write(`warming up (${targets.join(', ')})…\n`);
+  for (const t of targets) await measure(t, 16, warmupMs);
+  const width = Math.max(...targets.map((t) => t.length));
+  const samples = new Map<string, Sample<R>[]>();
+  for (let r = 0; r < rounds; r++) {
+    const order = targets.map((_, i) => targets[(i + r) % targets.length]);
+    for (const c of connectionCounts) {
+      for (const t of order) {
+        const s = await measure(t, c, durationMs);
+        const key = `${t}/${c}`;
+        if (!samples.has(key)) samples.set(key, []);
+        samples.get(key)!.push(s);
+        process.stderr.write(`round ${r + 1}/${rounds} ${t.padEnd(width)} c=${String(c).padStart(2)}: ${s.result.throughput} req/s, ` +
+          `p50 ${s.result.latencyUs.p50} µs, p99 ${s.result.latencyUs.p99} µs, errors ${s.result.errors}` +
+          `${s.cpu === null ? '' : `, cpu ${s.cpu.toFixed(1)} µs/req`}\n`);
+      }
+    }
+  }
+  return samples;
+}

@@ -21,7 +21,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runBench, parseDuration, type BenchResult } from '../runtime/bench/index.ts';
-import { arg, CLK_TCK, cpuMicros, freePort, median, startChild, stopChildren } from './lib.ts';
+import { arg, CLK_TCK, cpuMicros, freePort, median, runRounds, startChild, stopChildren, type Sample as LibSample } from './lib.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const CONNECTION_COUNTS = [1, 16] as const;
@@ -59,7 +59,7 @@ function eightPipeline(devUri: string, cacheTtlMs: number): object {
   };
 }
 
-interface Sample { result: BenchResult; cpu: number }
+type Sample = LibSample<BenchResult>;
 
 async function runIdleStepMicro(): Promise<string> {
   const r = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'bench/idle-step.ts')], { cwd: ROOT, encoding: 'utf8' });
@@ -108,22 +108,7 @@ async function main(): Promise<void> {
     return { result, cpu: (cpuMicros(w.pid) - before) / Math.max(1, result.requests) };
   }
 
-  process.stderr.write(`warming up (${TARGETS.join(', ')})…\n`);
-  for (const t of TARGETS) await measure(t, 16, 1000);
-
-  const samples = new Map<string, Sample[]>();
-  for (let r = 0; r < rounds; r++) {
-    const order = TARGETS.map((_, i) => TARGETS[(i + r) % TARGETS.length]);
-    for (const c of CONNECTION_COUNTS) {
-      for (const t of order) {
-        const s = await measure(t, c, durationMs);
-        const key = `${t}/${c}`;
-        if (!samples.has(key)) samples.set(key, []);
-        samples.get(key)!.push(s);
-        process.stderr.write(`round ${r + 1}/${rounds} ${t.padEnd(9)} c=${String(c).padStart(2)}: ${s.result.throughput} req/s, p50 ${s.result.latencyUs.p50} µs, p99 ${s.result.latencyUs.p99} µs, errors ${s.result.errors}, cpu ${s.cpu.toFixed(1)} µs/req\n`);
-      }
-    }
-  }
+  const samples = await runRounds(TARGETS, CONNECTION_COUNTS, rounds, durationMs, 1000, measure);
   stopChildren();
   await new Promise((r) => setTimeout(r, 300));
 
@@ -151,7 +136,7 @@ async function main(): Promise<void> {
     const ss = samples.get(`${t}/${c}`)!;
     rows.push({
       t, c, tp: median(ss.map((s) => s.result.throughput)), p50: median(ss.map((s) => s.result.latencyUs.p50)),
-      p99: median(ss.map((s) => s.result.latencyUs.p99)), cpu: median(ss.map((s) => s.cpu)),
+      p99: median(ss.map((s) => s.result.latencyUs.p99)), cpu: median(ss.map((s) => s.cpu!)),
       errors: ss.reduce((n, s) => n + s.result.errors, 0),
     });
   }

@@ -14,7 +14,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runBench, parseDuration, type BenchResult } from '../runtime/bench/index.ts';
-import { arg, CLK_TCK, cpuMicros, freePort, median, startChild, stopChildren } from './lib.ts';
+import { arg, CLK_TCK, cpuMicros, freePort, median, runRounds, startChild, stopChildren, type Sample as LibSample } from './lib.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const CONNECTION_COUNTS = [1, 16] as const;
@@ -26,7 +26,7 @@ const durationMs = parseDuration(durationText);
 const rounds = Number(arg('--rounds', '3'));
 const output = arg('--output', join(ROOT, 'bench/RESULTS.md'));
 
-interface Sample { result: BenchResult; cpuUsPerRequest: number | null }
+type Sample = LibSample<BenchResult>;
 
 async function main(): Promise<void> {
   const tmp = mkdtempSync(join(tmpdir(), 'wire-bench-'));
@@ -61,25 +61,10 @@ async function main(): Promise<void> {
     const before = pid === null ? 0 : cpuMicros(pid);
     const result = await runBench({ target: where[t].uri, connections, durationMs: ms, op: 'find' });
     const cpu = pid === null ? null : (cpuMicros(pid) - before) / Math.max(1, result.requests);
-    return { result, cpuUsPerRequest: cpu };
+    return { result, cpu };
   }
 
-  process.stderr.write(`warming up (${TARGETS.join(', ')})…\n`);
-  for (const t of TARGETS) await measure(t, 16, 500);
-
-  const samples = new Map<string, Sample[]>();
-  for (let r = 0; r < rounds; r++) {
-    const order = TARGETS.map((_, i) => TARGETS[(i + r) % TARGETS.length]);
-    for (const c of CONNECTION_COUNTS) {
-      for (const t of order) {
-        const s = await measure(t, c, durationMs);
-        const key = `${t}/${c}`;
-        if (!samples.has(key)) samples.set(key, []);
-        samples.get(key)!.push(s);
-        process.stderr.write(`round ${r + 1}/${rounds} ${t.padEnd(7)} c=${String(c).padStart(2)}: ${s.result.throughput} req/s, p50 ${s.result.latencyUs.p50} µs, p99 ${s.result.latencyUs.p99} µs, errors ${s.result.errors}${s.cpuUsPerRequest === null ? '' : `, cpu ${s.cpuUsPerRequest.toFixed(1)} µs/req`}\n`);
-      }
-    }
-  }
+  const samples = await runRounds(TARGETS, CONNECTION_COUNTS, rounds, durationMs, 500, measure);
 
   stopChildren();
   rmSync(tmp, { recursive: true, force: true });
@@ -94,7 +79,7 @@ async function main(): Promise<void> {
         throughput: median(ss.map((s) => s.result.throughput)),
         p50: median(ss.map((s) => s.result.latencyUs.p50)),
         p99: median(ss.map((s) => s.result.latencyUs.p99)),
-        cpu: ss[0].cpuUsPerRequest === null ? null : median(ss.map((s) => s.cpuUsPerRequest!)),
+        cpu: ss[0].cpu === null ? null : median(ss.map((s) => s.cpu!)),
         errors: ss.reduce((n, s) => n + s.result.errors, 0),
       });
     }

@@ -21,26 +21,38 @@ function collect(doc: BsonDoc, path: string, out: BsonValue[]): void {
     if (v !== null) out.push(v);
     return;
   }
-  // path = prefix + "*" + rest
-  const prefix = star == 0 ? "" : path.substring(0, star - 1);
-  const rest = star + 1 >= path.length ? "" : path.substring(star + 2);
-  let container: BsonDoc;
-  if (prefix.length == 0) container = doc;
-  else {
-    const v = doc.path(prefix);
-    if (v === null || (v.type != BsonType.DOCUMENT && v.type != BsonType.ARRAY)) return;
-    container = v.asDoc();
-  }
-  const it = container.iter();
+  const split = splitAt(doc, path, star);
+  if (split === null) return;
+  const it = split.container.iter();
   while (it.next()) {
     const el = it.value;
-    if (rest.length == 0) {
+    if (split.rest.length == 0) {
       const copy = BsonValue.parse(el.elementPtr, el.parentEnd, el.owner);
       if (copy !== null) out.push(copy);
     } else if (el.type == BsonType.DOCUMENT || el.type == BsonType.ARRAY) {
-      collect(el.asDoc(), rest, out);
+      collect(el.asDoc(), split.rest, out);
     }
   }
+}
+
+/** A path split at its first "*" segment: the container the star ranges over, and what follows. */
+class StarSplit {
+  container: BsonDoc;
+  prefix: string;
+  rest: string;
+  constructor(container: BsonDoc, prefix: string, rest: string) {
+    this.container = container; this.prefix = prefix; this.rest = rest;
+  }
+}
+
+/** null when the prefix before the star names no document or array. */
+function splitAt(doc: BsonDoc, path: string, star: i32): StarSplit | null {
+  const prefix = star == 0 ? "" : path.substring(0, star - 1);
+  const rest = star + 1 >= path.length ? "" : path.substring(star + 2);
+  if (prefix.length == 0) return new StarSplit(doc, prefix, rest);
+  const v = doc.path(prefix);
+  if (v === null || (v.type != BsonType.DOCUMENT && v.type != BsonType.ARRAY)) return null;
+  return new StarSplit(v.asDoc(), prefix, rest);
 }
 
 /** Concrete paths (wildcards replaced by the element names that exist) for edits. */
@@ -53,22 +65,15 @@ export function expandPaths(doc: BsonDoc, path: string): string[] {
 function expand(doc: BsonDoc, path: string, base: string, out: string[]): void {
   const star = starIndex(path);
   if (star < 0) { out.push(base + path); return; }
-  const prefix = star == 0 ? "" : path.substring(0, star - 1);
-  const rest = star + 1 >= path.length ? "" : path.substring(star + 2);
-  let container: BsonDoc;
-  if (prefix.length == 0) container = doc;
-  else {
-    const v = doc.path(prefix);
-    if (v === null || (v.type != BsonType.DOCUMENT && v.type != BsonType.ARRAY)) return;
-    container = v.asDoc();
-  }
-  const pre = base + (prefix.length == 0 ? "" : prefix + ".");
-  const it = container.iter();
+  const split = splitAt(doc, path, star);
+  if (split === null) return;
+  const pre = base + (split.prefix.length == 0 ? "" : split.prefix + ".");
+  const it = split.container.iter();
   while (it.next()) {
     const el = it.value;
     const name = el.name;
-    if (rest.length == 0) out.push(pre + name);
-    else if (el.type == BsonType.DOCUMENT || el.type == BsonType.ARRAY) expand(el.asDoc(), rest, pre + name + ".", out);
+    if (split.rest.length == 0) out.push(pre + name);
+    else if (el.type == BsonType.DOCUMENT || el.type == BsonType.ARRAY) expand(el.asDoc(), split.rest, pre + name + ".", out);
   }
 }
 
