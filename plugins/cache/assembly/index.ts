@@ -11,6 +11,9 @@ import { NameSet, classify, pipelineWrites } from "../../_shared/match";
 const IGNORED: string[] = ["lsid", "$clusterTime", "$db", "txnNumber", "$readPreference", "readConcern", "signature", "autocommit", "startTransaction"];
 const CACHEABLE: string[] = ["find", "count", "distinct", "aggregate"];
 
+/** kv key changed by every generation bump (see prefixOf). */
+const VERSION_KEY = "v";
+
 class Pending {
   rid: i64 = 0;
   key: string = "";   // "" = an invalidation to repeat at the response phase
@@ -33,6 +36,10 @@ class Cache extends Step {
   lHead: i32 = 0;
   used: i64 = 0;
   localEpoch: i32 = 0;
+  /** Key prefixes by namespace, valid while VERSION_KEY and localEpoch are unchanged. */
+  prefixes: Map<string, string> = new Map<string, string>();
+  seenVersion: string = "";
+  seenEpoch: i32 = -1;
   genSeq: i32 = 0;
   hits: Counter | null = null;
   misses: Counter | null = null;
@@ -207,14 +214,17 @@ class Cache extends Step {
     this.invalidations!.inc();
     this.genSeq++;
     const v = nowNs().toString(36) + "." + this.genSeq.toString(36);
-    while (!kv.setString(key, v, 0)) {
-      if (!this.evictOne()) {
-        // nothing left to evict and still no room: invalidate everything this instance serves
-        this.localEpoch++;
-        log.warn("cache: kv store full, could not record invalidation of " + key + "; flushed the whole cache");
-        return;
-      }
+    // The counter itself, then the version every lookup checks first (see keyOf).
+    if (!this.setGen(key, v) || !this.setGen(VERSION_KEY, v)) {
+      // nothing left to evict and still no room: invalidate everything this instance serves
+      this.localEpoch++;
+      log.warn("cache: kv store full, could not record invalidation of " + key + "; flushed the whole cache");
     }
+  }
+
+  setGen(key: string, v: string): bool {
+    while (!kv.setString(key, v, 0)) if (!this.evictOne()) return false;
+    return true;
   }
 
   gen(key: string): string {
@@ -264,9 +274,25 @@ class Cache extends Step {
   /** kv key: generation counters (so writes make older entries unreachable) + a 64-bit hash of
    *  the normalised command (a cryptographic hash is not needed: hits are verified byte for byte). */
   keyOf(ctx: Context, norm: Uint8Array): string {
-    const db = ctx.db;
-    return "e:" + this.localEpoch.toString() + "." + this.gen("epoch") + ":" + this.gen("d:" + db) + ":" +
-      this.gen("n:" + db + "." + ctx.collection) + ":" + hash64(norm.dataStart, norm.length).toString(16);
+    return this.prefixOf(ctx.db, ctx.collection) + hash64(norm.dataStart, norm.length).toString(16);
+  }
+
+  /** "e:<local epoch>.<global gen>:<db gen>:<namespace gen>:". Every bump (in any instance: the
+   *  kv store is shared) also changes VERSION_KEY, so while it is unchanged the prefixes computed
+   *  before are still exact: a lookup then costs one kv read instead of three. */
+  prefixOf(db: string, coll: string): string {
+    const v = this.gen(VERSION_KEY);
+    if (v != this.seenVersion || this.seenEpoch != this.localEpoch) {
+      this.prefixes.clear();
+      this.seenVersion = v;
+      this.seenEpoch = this.localEpoch;
+    }
+    const ns = db + "." + coll;
+    if (this.prefixes.has(ns)) return this.prefixes.get(ns);
+    const p = "e:" + this.localEpoch.toString() + "." + this.gen("epoch") + ":" + this.gen("d:" + db) + ":" + this.gen("n:" + ns) + ":";
+    if (this.prefixes.size >= 4096) this.prefixes.clear();
+    this.prefixes.set(ns, p);
+    return p;
   }
 
   entryBytes(key: string, v: Uint8Array): i32 { return key.length * 2 + v.length; }
