@@ -3,9 +3,11 @@
 //   - logs every operation (op, db, collection) at the configured level;
 //   - rejects `drop` commands with code 13 (Unauthorized);
 //   - answers `{componentHello: 1}` locally with `{ok: 1, from: "component"}`;
-//   - `{componentTrap: 1}` throws, which traps the component (used by the tests).
+//   - `{componentTrap: 1}` throws, which traps the component (used by the tests);
+//   - `{componentWhoami: 1}` records the user "component-user" (set-user) and answers
+//     `{ok: 1, user: <the user property>, clock: "wall"}` when the wall-clock property is readable.
 // Config: { "log_level": "info" | "debug" | ..., "log": true, "deny": ["drop", ...] } (all optional).
-import { getProperty, replyLocal, reject, log, defineMetric, incrementMetric } from 'proxy:step/host@0.1.0';
+import { getProperty, replyLocal, reject, log, defineMetric, incrementMetric, setUser } from 'proxy:step/host@0.1.0';
 
 let level = 'info';
 let logOps = true;
@@ -69,6 +71,12 @@ export const step = {
     if (logOps) log(level, `component_js: ${op} ${getProperty('db') ?? ''}.${getProperty('collection') ?? ''} (${bodySize} bytes)`);
     if (opsMetric !== undefined) incrementMetric(opsMetric, 1);
     if (op === 'componentTrap') throw new Error('component_js: trap requested');
+    if (op === 'componentWhoami') {
+      setUser('component-user');
+      const now = Number(getProperty('wall-clock-ms'));
+      replyLocal(encodeDoc({ ok: 1, user: getProperty('user') ?? '', clock: now > 1.6e12 ? 'wall' : 'none' }));
+      return STOP;
+    }
     if (op === 'componentHello') {
       replyLocal(encodeDoc({ ok: 1, from: 'component' }));
       return STOP;

@@ -75,6 +75,8 @@ export class ComponentInstance {
   }
 
   private property(name: string): string | undefined {
+    // The clock needs no exchange, so components may read it while configuring too.
+    if (name === 'wall-clock-ms') return String(Date.now());
     const ex = this.current();
     switch (name) {
       case 'op': return ex.op;
@@ -125,6 +127,9 @@ export class ComponentInstance {
       },
       setRoute: (uri: string): void => {
         this.current().route = uri;
+      },
+      setUser: (name: string): void => {
+        this.current().conn.user = name;
       },
       log: (level: LogLevelName, message: string): void => {
         const name = LOG_LEVEL_NAMES.includes(level) ? level : 'info';

@@ -46,6 +46,10 @@ test('component step through PipelineManager: local reply, reject, pass-through,
   const hello = h.request({ componentHello: 1, $db: 'admin' }, { op: 'componentHello' });
   assert.equal(hello.verdict, Verdict.LocalReply);
   assert.deepEqual(hello.localReply, { ok: 1, from: 'component' });
+  // set-user and the wall-clock property (WIT `host`): the user is visible to later calls.
+  const who = h.request({ componentWhoami: 1, $db: 'admin' }, { op: 'componentWhoami' });
+  assert.deepEqual(who.localReply, { ok: 1, user: 'component-user', clock: 'wall' });
+  assert.equal(who.exchange.conn.user, 'component-user');
 
   const drop = h.request({ drop: 'c', $db: 'x' }, { op: 'drop', db: 'x', collection: 'c' });
   assert.equal(drop.verdict, Verdict.Reject);
@@ -55,7 +59,7 @@ test('component step through PipelineManager: local reply, reject, pass-through,
   assert.equal(find.verdict, Verdict.Continue);
   assert.equal(find.newRequest, null);
   assert.ok(h.logs.some((l) => l.level === 'info' && l.msg.startsWith('component_js: find x.c') && l.fields.step === `wasm:component_js_t${seq}`));
-  assert.match(await h.metrics(), new RegExp(`proxy_plugin_component_js_ops_total\\{pipeline="comp${seq}"\\} 3`));
+  assert.match(await h.metrics(), new RegExp(`proxy_plugin_component_js_ops_total\\{pipeline="comp${seq}"\\} 4`));
 });
 
 test('component config: refusal is PluginConfigRefusedError, deny list from config', async () => {
