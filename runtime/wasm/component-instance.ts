@@ -2,9 +2,11 @@
 // same semantics as PluginInstance's core-ABI imports (plugin-instance.ts): the host functions
 // act on the HostExchange of the call in progress; jco lifts and lowers the values (strings,
 // list<u8> copies, enums as their WIT names, options as value | undefined, u64 as bigint).
-import { CallFlag, LOG_LEVEL_NAMES, MetricKind } from './abi.ts';
+import { LOG_LEVEL_NAMES, MetricKind } from './abi.ts';
 import { PluginConfigRefusedError, PluginTrap } from './errors.ts';
-import { type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY } from './host-exchange.ts';
+import {
+  type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags,
+} from './host-exchange.ts';
 import { StepHostState } from './step-host-state.ts';
 import type { PluginServices } from './plugin-instance.ts';
 import type { CompiledComponent, ComponentHostImports, ComponentStepExports } from './component-compile.ts';
@@ -43,10 +45,8 @@ export class ComponentInstance {
 
   /** Request-phase callback (same size/flags convention as the core ABI); throws on a trap. */
   callRequest(ex: HostExchange): number {
-    let size: number, flags = 0;
-    if (ex.newRequest !== null) { size = ex.newRequest.length; flags = CallFlag.BodyReplaced; }
-    else if (ex.sequences === null) size = ex.requestBody.length;
-    else { size = -1; flags = CallFlag.HasSequences; }
+    const size = requestCallSize(ex);
+    const flags = requestCallFlags(ex);
     this.ex = ex;
     try {
       return this.step.onRequest(size, flags);
@@ -57,12 +57,11 @@ export class ComponentInstance {
 
   /** Response-phase callback over newReply ?? replyBody ?? localReply. */
   callResponse(ex: HostExchange): number {
-    const reply = ex.newReply ?? ex.replyBody ?? ex.localReply;
-    let flags = ex.newReply !== null ? CallFlag.BodyReplaced : 0;
-    if (ex.verdict === VERDICT_LOCAL_REPLY) flags |= CallFlag.LocalReply;
+    const size = responseCallSize(ex);
+    const flags = responseCallFlags(ex);
     this.ex = ex;
     try {
-      return this.step.onResponse(reply === null ? 0 : reply.length, flags);
+      return this.step.onResponse(size, flags);
     } finally {
       this.ex = null;
     }

@@ -1,5 +1,6 @@
 // What the host functions need from the request being processed. runtime/pipeline's Exchange
 // implements it; declared here so the wasm layer does not depend on the pipeline layer.
+import { CallFlag } from './abi.ts';
 
 export interface HostConnection { readonly id: number; appName: string; clientAddress: string; user: string }
 
@@ -30,3 +31,27 @@ export interface HostExchange {
 export const VERDICT_CONTINUE = 0;
 export const VERDICT_REJECT = 1;
 export const VERDICT_LOCAL_REPLY = 2;
+
+// The (size, flags) arguments of the phase callbacks, shared by core modules and components.
+// Two plain functions rather than one returning a pair: no allocation per call.
+
+/** Request phase: the command's byte size, or -1 when sequences are not folded yet (the plugin asks). */
+export function requestCallSize(ex: HostExchange): number {
+  if (ex.newRequest !== null) return ex.newRequest.length;
+  return ex.sequences === null ? ex.requestBody.length : -1;
+}
+
+export function requestCallFlags(ex: HostExchange): number {
+  if (ex.newRequest !== null) return CallFlag.BodyReplaced;
+  return ex.sequences === null ? 0 : CallFlag.HasSequences;
+}
+
+/** Response phase: runs over newReply ?? replyBody ?? localReply. */
+export function responseCallSize(ex: HostExchange): number {
+  const reply = ex.newReply ?? ex.replyBody ?? ex.localReply;
+  return reply === null ? 0 : reply.length;
+}
+
+export function responseCallFlags(ex: HostExchange): number {
+  return (ex.newReply !== null ? CallFlag.BodyReplaced : 0) | (ex.verdict === VERDICT_LOCAL_REPLY ? CallFlag.LocalReply : 0);
+}

@@ -2,10 +2,10 @@
 // Hot-path rules (notes/wasm-host.md): copy into plugin memory with Uint8Array.set, never slice out
 // of it except to keep a result (replaced body, local reply); no clock reads here unless a sub-op
 // sink is installed; imports are closures created once per instance, not per call.
-import { IMPORT_MODULE, Export, CallFlag, Property, LOG_LEVEL_NAMES, type MetricKind } from './abi.ts';
+import { IMPORT_MODULE, Export, Property, LOG_LEVEL_NAMES, type MetricKind } from './abi.ts';
 import { PluginTrap, FuelExhaustedError, PluginConfigRefusedError } from './errors.ts';
 import {
-  type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY,
+  type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags,
 } from './host-exchange.ts';
 import type { KvStore } from './kv-store.ts';
 import { StepHostState } from './step-host-state.ts';
@@ -83,10 +83,8 @@ export class PluginInstance {
   callRequest(ex: HostExchange): number {
     const fn = this.onRequestFn;
     if (fn === null) return 0;
-    let size: number, flags = 0;
-    if (ex.newRequest !== null) { size = ex.newRequest.length; flags = CallFlag.BodyReplaced; }
-    else if (ex.sequences === null) size = ex.requestBody.length;
-    else { size = -1; flags = CallFlag.HasSequences; }
+    const size = requestCallSize(ex);
+    const flags = requestCallFlags(ex);
     this.ex = ex;
     try {
       return fn(size, flags);
@@ -99,12 +97,11 @@ export class PluginInstance {
   callResponse(ex: HostExchange): number {
     const fn = this.onResponseFn;
     if (fn === null) return 0;
-    const reply = ex.newReply ?? ex.replyBody ?? ex.localReply;
-    let flags = ex.newReply !== null ? CallFlag.BodyReplaced : 0;
-    if (ex.verdict === VERDICT_LOCAL_REPLY) flags |= CallFlag.LocalReply;
+    const size = responseCallSize(ex);
+    const flags = responseCallFlags(ex);
     this.ex = ex;
     try {
-      return fn(reply === null ? 0 : reply.length, flags);
+      return fn(size, flags);
     } finally {
       this.ex = null;
     }
