@@ -23,6 +23,7 @@ function hostLogger(log: Logger): HostLogger {
     info: (o, m) => log.info(m, o as Record<string, unknown>),
     warn: (o, m) => log.warn(m, o as Record<string, unknown>),
     error: (o, m) => log.error(m, o as Record<string, unknown>),
+    record: (level, prefix, members) => log.record(level, prefix, members),
   };
 }
 

@@ -11,7 +11,25 @@ type LogFn = (msg: string, fields?: LogFields) => void;
 const LEVELS: Record<LogLevel, number> = { trace: 10, debug: 20, info: 30, warn: 40, error: 50 };
 const noop: LogFn = () => {};
 
-export interface LogSink { write(line: string): void }
+export interface LogSink {
+  write(line: string): void;
+  /** Optional: the line `head` + `body` + `}\n` from bytes (`body` is valid during the call only). */
+  writeRecord?(head: Uint8Array, body: Uint8Array): void;
+}
+
+const utf8Decoder = new TextDecoder();
+
+// toISOString per line costs more than the rest of an access-log line: reuse it within a millisecond.
+let isoMs = 0;
+let isoText = '';
+function isoNow(): string {
+  const ms = Date.now();
+  if (ms !== isoMs) {
+    isoMs = ms;
+    isoText = new Date(ms).toISOString();
+  }
+  return isoText;
+}
 
 /**
  * Batches lines and writes them to a file descriptor once per event-loop turn (or at 64 KiB):
@@ -21,8 +39,8 @@ export interface LogSink { write(line: string): void }
  */
 export class BufferedFdSink implements LogSink {
   private readonly fd: number;
-  private parts: string[] = [];
-  private bytes = 0;
+  private buf = Buffer.allocUnsafe(FLUSH_AT);
+  private len = 0;
   private scheduled = false;
   private readonly flushBound = () => this.flush();
 
@@ -32,28 +50,55 @@ export class BufferedFdSink implements LogSink {
   }
 
   write(line: string): void {
-    this.parts.push(line);
-    this.bytes += line.length;
-    if (this.bytes >= 65536) this.flush();
+    this.reserve(line.length * 3);
+    this.len += this.buf.write(line, this.len, 'utf8');
+    this.written();
+  }
+
+  writeRecord(head: Uint8Array, body: Uint8Array): void {
+    const n = head.length + body.length + 2;
+    this.reserve(n);
+    const buf = this.buf;
+    let at = this.len;
+    buf.set(head, at);
+    at += head.length;
+    buf.set(body, at);
+    at += body.length;
+    buf[at++] = 0x7d; // }
+    buf[at++] = 0x0a;
+    this.len = at;
+    this.written();
+  }
+
+  flush(): void {
+    this.scheduled = false;
+    if (this.len === 0) return;
+    const n = this.len;
+    this.len = 0;
+    try {
+      writeSync(this.fd, this.buf, 0, n);
+    } catch {
+      // EAGAIN on a non-blocking pipe or a closed stderr: dropping log lines beats blocking or crashing.
+    }
+  }
+
+  /** Room for `n` more bytes: flush what is pending, and grow for a line longer than the buffer. */
+  private reserve(n: number): void {
+    if (this.len + n <= this.buf.length) return;
+    this.flush();
+    if (n > this.buf.length) this.buf = Buffer.allocUnsafe(n);
+  }
+
+  private written(): void {
+    if (this.len >= FLUSH_AT) this.flush();
     else if (!this.scheduled) {
       this.scheduled = true;
       setImmediate(this.flushBound);
     }
   }
-
-  flush(): void {
-    this.scheduled = false;
-    if (this.parts.length === 0) return;
-    const text = this.parts.length === 1 ? this.parts[0] : this.parts.join('');
-    this.parts = [];
-    this.bytes = 0;
-    try {
-      writeSync(this.fd, text);
-    } catch {
-      // EAGAIN on a non-blocking pipe or a closed stderr: dropping log lines beats blocking or crashing.
-    }
-  }
 }
+
+const FLUSH_AT = 65536;
 
 let stderrSink: BufferedFdSink | null = null;
 /** The process-wide buffered stderr sink (one per process, so lines from all loggers stay ordered). */
@@ -70,6 +115,7 @@ export class Logger {
   warn: LogFn = noop;
   error: LogFn = noop;
   private readonly level: LogLevel;
+  private readonly min: number;
   private readonly format: 'json' | 'pretty';
   private readonly sink: LogSink;
 
@@ -79,6 +125,7 @@ export class Logger {
     this.format = format;
     this.sink = sink;
     const min = LEVELS[level];
+    this.min = min;
     for (const l of Object.keys(LEVELS) as LogLevel[]) {
       if (LEVELS[l] >= min) this[l] = (msg, fields) => this.emit(l, msg, fields);
     }
@@ -88,8 +135,35 @@ export class Logger {
     return new Logger(name, this.level, this.format, this.sink);
   }
 
+  /**
+   * A line whose fields arrive pre-encoded: `members` is UTF-8 JSON object members (`"k":v,...`),
+   * trusted to be well formed (the plugin host checks it carries no line break). `prefix` is
+   * more members written by the caller (ending with a comma). Costs no JSON encoding here.
+   */
+  record(level: LogLevel, prefix: string, members: Uint8Array): void {
+    if (LEVELS[level] < this.min) return;
+    const sink = this.sink;
+    const time = isoNow();
+    if (time !== this.headTime || level !== this.headLevel || prefix !== this.headPrefix) {
+      this.headTime = time;
+      this.headLevel = level;
+      this.headPrefix = prefix;
+      this.head = Buffer.from(this.format === 'json'
+        ? `{"time":"${time}","level":"${level}","logger":${JSON.stringify(this.name)},${prefix}`
+        : `${time} ${level.toUpperCase().padEnd(5)} ${this.name} {${prefix}`);
+    }
+    if (sink.writeRecord !== undefined) sink.writeRecord(this.head, members);
+    else sink.write(this.head.toString() + utf8Decoder.decode(members) + '}\n');
+  }
+
+  // The head of the last record line (it changes once per millisecond at most).
+  private head = Buffer.alloc(0);
+  private headTime = '';
+  private headLevel = '';
+  private headPrefix = '';
+
   private emit(level: LogLevel, msg: string, fields?: LogFields): void {
-    const time = new Date().toISOString();
+    const time = isoNow();
     if (this.format === 'json') {
       this.sink.write(JSON.stringify({ time, level, logger: this.name, msg, ...fields }) + '\n');
       return;

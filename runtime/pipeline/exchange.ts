@@ -1,6 +1,6 @@
 // One request's state as it travels through the pipeline. Every field is initialised in the
 // constructor so all exchanges share one hidden class.
-import { foldSequences, type DocSequence } from '../wire/index.ts';
+import { foldSequences, ElementCursor, BSON_DOCUMENT, type DocSequence } from '../wire/index.ts';
 import type { HostExchange } from '../wasm/index.ts';
 
 export const enum Verdict { Continue = 0, Reject = 1, LocalReply = 2 }
@@ -27,7 +27,12 @@ export class Exchange implements HostExchange {
   replyBody: Uint8Array | null;
   newReply: Uint8Array | null;
   route: string | null;
+  readonly startedAt: number;
   private folded: Uint8Array | null;
+  /** The reply the cached status below was read from (statusOk -1: none read yet). */
+  private statusOf: Uint8Array | null;
+  private statusOk: number;
+  private statusCode: number;
 
   constructor(conn: ConnectionInfo, pipelineId: string, op: string, db: string, collection: string,
     requestBody: Uint8Array, sequences: DocSequence[] | null) {
@@ -49,7 +54,11 @@ export class Exchange implements HostExchange {
     this.replyBody = null;
     this.newReply = null;
     this.route = null;
+    this.startedAt = performance.now();
     this.folded = null;
+    this.statusOf = null;
+    this.statusOk = -1;
+    this.statusCode = 0;
   }
 
   /** The command document a plugin sees: a replacement if a step set one, else the body with
@@ -63,4 +72,40 @@ export class Exchange implements HostExchange {
     }
     return f;
   }
+
+  replyOk(): number {
+    this.readStatus();
+    return this.statusOk;
+  }
+
+  replyCode(): number {
+    this.readStatus();
+    return this.statusCode;
+  }
+
+  /** Peeks `ok` and `code` of the reply the response steps see now (a step may have replaced it). */
+  private readStatus(): void {
+    const reply = this.newReply ?? this.replyBody ?? this.localReply;
+    if (reply === this.statusOf) return;
+    this.statusOf = reply;
+    this.statusOk = -1;
+    this.statusCode = 0;
+    if (reply === null) return;
+    this.statusOk = 0;
+    const cur = statusCursor;
+    try {
+      const buf = reply instanceof Buffer ? reply : Buffer.from(reply.buffer, reply.byteOffset, reply.byteLength);
+      cur.open(buf, 0);
+      while (cur.next()) {
+        if (cur.type === BSON_DOCUMENT) continue;
+        const n = cur.nameEnd - cur.nameStart;
+        if (n === 2 && buf[cur.nameStart] === 0x6f && buf[cur.nameStart + 1] === 0x6b) this.statusOk = cur.number() === 1 ? 1 : 0; // "ok"
+        else if (n === 4 && cur.name() === 'code') { const c = cur.number(); this.statusCode = Number.isFinite(c) ? c : 0; }
+      }
+    } catch {
+      // a malformed reply: not ok
+    }
+  }
 }
+
+const statusCursor = new ElementCursor();

@@ -22,7 +22,12 @@ export const Export = {
 export const enum Action { Continue = 0, Stop = 1 }
 
 /** Flag bits passed to on_request / on_response. */
-export const enum CallFlag { BodyReplaced = 1, LocalReply = 2, HasSequences = 4 }
+export const enum CallFlag {
+  BodyReplaced = 1, LocalReply = 2, HasSequences = 4,
+  /** The op / db / collection equals the value this instance last read through proxy_get_property,
+   *  so a plugin may keep the string it decoded then (most traffic repeats its namespace). */
+  SameOp = 8, SameDb = 16, SameCollection = 32,
+}
 
 /** Ids for proxy_get_property. */
 export const enum Property {
@@ -30,6 +35,12 @@ export const enum Property {
   PipelineId = 6, Phase = 7, RequestId = 8, ConnectionId = 9, Route = 10,
   /** Wall-clock time, milliseconds since the Unix epoch (for token expiry; proxy_now is monotonic). */
   WallClockMs = 11,
+  /** Numeric only (proxy_get_number): ns since the proxy read the request off the socket. */
+  ElapsedNs = 12,
+  /** Numeric only: the current reply's `ok` — 1 when it is 1/true, 0 otherwise, -1 no reply yet. */
+  ReplyOk = 13,
+  /** Numeric only: the current reply's numeric `code`, 0 when it has none. */
+  ReplyCode = 14,
 }
 
 export const enum MetricKind { Counter = 0, Gauge = 1, Histogram = 2 }

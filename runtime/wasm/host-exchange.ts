@@ -23,8 +23,14 @@ export interface HostExchange {
   replyBody: Uint8Array | null;
   newReply: Uint8Array | null;
   route: string | null;
+  /** performance.now() when the proxy read the request (the `elapsed_ns` property counts from here). */
+  readonly startedAt: number;
   /** The current command document: newRequest, else the body with sequences folded in (lazily, once). */
   requestDocument(): Uint8Array;
+  /** The current reply's `ok` (1 when 1/true, 0 otherwise, -1 no reply) and numeric `code`: peeked
+   *  once per reply body, shared by every step that asks. */
+  replyOk(): number;
+  replyCode(): number;
 }
 
 /** Verdict values (mirrors runtime/pipeline Verdict). */

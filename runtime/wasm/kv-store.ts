@@ -36,8 +36,16 @@ export class KvStore {
       if (this.used + bytes - (again === undefined ? 0 : again.bytes) > this.maxBytes) return false;
     }
     const cur = this.map.get(key);
+    const expiresAt = ttlMs > 0 ? now + ttlMs : 0;
+    if (cur !== undefined && cur.value.length === value.length) {
+      // Same size (a counter, a bucket, a version): overwrite in place, no allocation. Readers
+      // copy values out at once (into plugin memory or through jco), so nobody sees it change.
+      cur.value.set(value);
+      cur.expiresAt = expiresAt;
+      return true;
+    }
     if (cur !== undefined) this.used -= cur.bytes;
-    this.map.set(key, { value: value.slice(), expiresAt: ttlMs > 0 ? now + ttlMs : 0, bytes });
+    this.map.set(key, { value: value.slice(), expiresAt, bytes });
     this.used += bytes;
     return true;
   }

@@ -42,6 +42,9 @@ function instrument(wasm, fuel, maxMemoryPages, names) {
     refuelOnEntry(mod, budget, names);
     if (!mod.validate()) throw new Refused('metering produced an invalid module');
     binaryen.setAlwaysInlineMaxSize(16);
+    // Keep the name section when the plugin has one (a `--debug` build): traps and CPU profiles
+    // then name plugin functions.
+    binaryen.setDebugInfo(true);
     mod.runPasses(['inlining', 'vacuum']);
     return mod.emitBinary();
   } finally {

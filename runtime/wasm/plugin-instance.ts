@@ -2,7 +2,7 @@
 // Hot-path rules (notes/wasm-host.md): copy into plugin memory with Uint8Array.set, never slice out
 // of it except to keep a result (replaced body, local reply); no clock reads here unless a sub-op
 // sink is installed; imports are closures created once per instance, not per call.
-import { IMPORT_MODULE, Export, Property, LOG_LEVEL_NAMES, type MetricKind } from './abi.ts';
+import { IMPORT_MODULE, Export, Property, CallFlag, LOG_LEVEL_NAMES, type MetricKind } from './abi.ts';
 import { PluginTrap, FuelExhaustedError, PluginConfigRefusedError } from './errors.ts';
 import {
   type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags,
@@ -26,6 +26,7 @@ export interface PluginServices {
 }
 
 const utf16 = new TextDecoder('utf-16le');
+const utf8 = new TextDecoder();
 type Fn = (...args: number[]) => number;
 
 export class PluginInstance {
@@ -40,7 +41,16 @@ export class PluginInstance {
   private readonly onResponseFn: Fn | null;
   private ex: HostExchange | null;
   private readonly state: StepHostState;
-  private lastProperty: string;
+  /** The op / db / collection this instance last read (CallFlag.SameOp etc. compare with them). */
+  private lastOp: string;
+  private lastDb: string;
+  private lastColl: string;
+  /** The last kv key decoded, and its UTF-16 bytes: most calls repeat a key (a bucket, a version). */
+  private keyText: string;
+  private keyBytes: Uint8Array;
+  private keyLen: number;
+  /** `"step":…,"pipeline":…,` — the members the host puts before a plugin's log record. */
+  private readonly recordPrefix: string;
 
   /** Instantiates (runs the module's start function); throws on a trap. */
   constructor(plugin: CompiledPlugin, services: PluginServices) {
@@ -48,7 +58,13 @@ export class PluginInstance {
     this.services = services;
     this.ex = null;
     this.state = new StepHostState(services);
-    this.lastProperty = '';
+    this.lastOp = '';
+    this.lastDb = '';
+    this.lastColl = '';
+    this.keyText = '';
+    this.keyBytes = new Uint8Array(64);
+    this.keyLen = -1;
+    this.recordPrefix = `"step":${JSON.stringify(services.step)},"pipeline":${JSON.stringify(services.pipelineId)},`;
     this.instance = new WebAssembly.Instance(plugin.module, { [IMPORT_MODULE]: this.imports() });
     const e = this.instance.exports;
     const mem = e[Export.memory];
@@ -84,7 +100,7 @@ export class PluginInstance {
     const fn = this.onRequestFn;
     if (fn === null) return 0;
     const size = requestCallSize(ex);
-    const flags = requestCallFlags(ex);
+    const flags = requestCallFlags(ex) | this.sameFlags(ex);
     this.ex = ex;
     try {
       return fn(size, flags);
@@ -98,13 +114,18 @@ export class PluginInstance {
     const fn = this.onResponseFn;
     if (fn === null) return 0;
     const size = responseCallSize(ex);
-    const flags = responseCallFlags(ex);
+    const flags = responseCallFlags(ex) | this.sameFlags(ex);
     this.ex = ex;
     try {
       return fn(size, flags);
     } finally {
       this.ex = null;
     }
+  }
+
+  private sameFlags(ex: HostExchange): number {
+    return (ex.op === this.lastOp ? CallFlag.SameOp : 0) | (ex.db === this.lastDb ? CallFlag.SameDb : 0) |
+      (ex.collection === this.lastColl ? CallFlag.SameCollection : 0);
   }
 
   /** Current memory view (memory.grow detaches the old buffer). */
@@ -116,7 +137,30 @@ export class PluginInstance {
 
   private str(ptr: number, len: number): string {
     if (len <= 0) return '';
-    return utf16.decode(this.view().subarray(ptr, ptr + len));
+    const u8 = this.view();
+    if (len > 64) return utf16.decode(u8.subarray(ptr, ptr + len));
+    // Short strings (names, keys): a loop beats TextDecoder's fixed cost.
+    let s = '';
+    for (let i = ptr, end = ptr + len - 1; i < end; i += 2) s += String.fromCharCode(u8[i]! | (u8[i + 1]! << 8));
+    return s;
+  }
+
+  /** A kv key: the previous key's string when the bytes are the same. */
+  private key(ptr: number, len: number): string {
+    const u8 = this.view();
+    if (len === this.keyLen) {
+      const kb = this.keyBytes;
+      let i = 0;
+      while (i < len && kb[i] === u8[ptr + i]) i++;
+      if (i === len) return this.keyText;
+    }
+    const s = this.str(ptr, len);
+    if (len <= this.keyBytes.length) {
+      this.keyBytes.set(u8.subarray(ptr, ptr + len));
+      this.keyLen = len;
+      this.keyText = s;
+    }
+    return s;
   }
 
   private bytes(ptr: number, len: number): Uint8Array {
@@ -147,9 +191,9 @@ export class PluginInstance {
     if (id === Property.WallClockMs) return String(Date.now());
     const ex = this.current();
     switch (id) {
-      case Property.Op: return ex.op;
-      case Property.Db: return ex.db;
-      case Property.Collection: return ex.collection;
+      case Property.Op: return (this.lastOp = ex.op);
+      case Property.Db: return (this.lastDb = ex.db);
+      case Property.Collection: return (this.lastColl = ex.collection);
       case Property.AppName: return ex.conn.appName;
       case Property.ClientAddress: return ex.conn.clientAddress;
       case Property.User: return ex.conn.user;
@@ -160,6 +204,35 @@ export class PluginInstance {
       case Property.Route: return ex.route ?? '';
       default: return null;
     }
+  }
+
+  /** proxy_get_number: numeric properties without a decimal round trip; NaN for an unknown id. */
+  private number(id: number): number {
+    if (id === Property.WallClockMs) return Date.now();
+    const ex = this.current();
+    switch (id) {
+      case Property.RequestId: return ex.requestId;
+      case Property.ConnectionId: return ex.conn.id;
+      case Property.Phase: return ex.phase;
+      case Property.ElapsedNs: return Math.round((performance.now() - ex.startedAt) * 1e6);
+      case Property.ReplyOk: return ex.phase === 1 ? ex.replyOk() : -1;
+      case Property.ReplyCode: return ex.phase === 1 ? ex.replyCode() : 0;
+      default: return NaN;
+    }
+  }
+
+  /** proxy_log_fields: JSON members from the plugin, written without re-encoding. A record that is
+   *  not plausibly members (must start with `"`, no raw newline) is logged as a plain message. */
+  private logFields(level: number, ptr: number, len: number): void {
+    const name = LOG_LEVEL_NAMES[level] ?? 'info';
+    const logger = this.services.logger;
+    const members = this.view().subarray(ptr, ptr + len);
+    // A raw line break would split the line (JSON escapes it, so a well-formed record has none).
+    if (logger.record !== undefined && len > 0 && members[0] === 0x22 && members.indexOf(0x0a) < 0) {
+      logger.record(name, this.recordPrefix, members);
+      return;
+    }
+    logger[name]({ step: this.services.step, pipeline: this.services.pipelineId }, utf8.decode(members));
   }
 
   private imports(): Record<string, (...args: never[]) => unknown> {
@@ -209,6 +282,8 @@ export class PluginInstance {
         const ex = this.ex;
         services.logger[name]({ step, pipeline: services.pipelineId, op: ex === null ? undefined : ex.op }, this.str(ptr, len));
       },
+      proxy_log_fields: (level: number, ptr: number, len: number): void => this.logFields(level, ptr, len),
+      proxy_get_number: (id: number): number => this.number(id),
       proxy_get_property: (id: number, dst: number, max: number): number => {
         const v = this.property(id);
         if (v === null) return -1;
@@ -221,19 +296,21 @@ export class PluginInstance {
       proxy_subop_begin: state.timesSubops ? (namePtr: number, nameLen: number): void => state.subopBegin(this.str(namePtr, nameLen)) : noop,
       proxy_subop_end: state.timesSubops ? (): void => state.subopEnd(this.ex === null ? 0 : this.ex.phase) : noop,
       proxy_kv_get: (keyPtr: number, keyLen: number, dst: number, max: number): number => {
-        const v = services.kv.get(this.str(keyPtr, keyLen));
+        const v = services.kv.get(this.key(keyPtr, keyLen));
         if (v === undefined) return -1;
         if (v.length <= max) this.view().set(v, dst);
         return v.length;
       },
       proxy_kv_set: (keyPtr: number, keyLen: number, valPtr: number, valLen: number, ttlMs: number): number => {
-        const ok = services.kv.set(this.str(keyPtr, keyLen), this.view().subarray(valPtr, valPtr + valLen), ttlMs);
+        const ok = services.kv.set(this.key(keyPtr, keyLen), this.view().subarray(valPtr, valPtr + valLen), ttlMs);
         return ok ? 0 : -1;
       },
       proxy_kv_delete: (keyPtr: number, keyLen: number): number => {
-        return services.kv.delete(this.str(keyPtr, keyLen)) ? 0 : -1;
+        return services.kv.delete(this.key(keyPtr, keyLen)) ? 0 : -1;
       },
-      proxy_now: (): bigint => process.hrtime.bigint(),
+      // f64 ns (exact to 2^53 ns ≈ 104 days of uptime, sub-µs resolution): a BigInt i64 result
+      // costs an allocation per call.
+      proxy_now: (): number => performance.now() * 1e6,
       proxy_abort: (msgPtr: number, filePtr: number, line: number, col: number): void => {
         throw new PluginTrap(`abort: ${this.asString(msgPtr)} at ${this.asString(filePtr)}:${line}:${col}`);
       },

@@ -1,4 +1,4 @@
 import { proxy_now } from "./host";
 
 /** Host monotonic clock in nanoseconds. */
-export function nowNs(): i64 { return proxy_now(); }
+export function nowNs(): i64 { return <i64>proxy_now(); }

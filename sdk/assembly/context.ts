@@ -1,6 +1,6 @@
 import {
   proxy_get_body, proxy_set_body, proxy_reject, proxy_reply_local, proxy_set_route, proxy_set_user,
-  proxy_get_property, Property, CallFlag, strPtr, strLen,
+  proxy_get_property, proxy_get_number, Property, CallFlag, strPtr, strLen,
 } from "./host";
 
 /** What a callback returns. Continue: go on with the next step. Stop: skip the later steps of
@@ -21,10 +21,14 @@ export class Context {
   private _db: string | null = null;
   private _coll: string | null = null;
 
-  /** Called by the SDK before each callback. */
+  /** Called by the SDK before each callback. op / db / collection strings decoded in an earlier
+   *  call are kept when the host says they are unchanged (CallFlag.SameOp etc.). */
   reset(phase: Phase, bodySize: i32, flags: i32): void {
     this.phase = phase; this.bodySize = bodySize; this.flags = flags;
-    this._body = null; this._op = null; this._db = null; this._coll = null;
+    this._body = null;
+    if ((flags & CallFlag.SameOp) == 0) this._op = null;
+    if ((flags & CallFlag.SameDb) == 0) this._db = null;
+    if ((flags & CallFlag.SameCollection) == 0) this._coll = null;
   }
 
   /** The command document (request phase, sequences folded in) or the reply document
@@ -77,8 +81,15 @@ export class Context {
   get user(): string { return property(Property.User); }
   get pipelineId(): string { return property(Property.PipelineId); }
   get route(): string { return property(Property.Route); }
-  get requestId(): i64 { return I64.parseInt(property(Property.RequestId)); }
-  get connectionId(): i64 { return I64.parseInt(property(Property.ConnectionId)); }
+  get requestId(): i64 { return <i64>proxy_get_number(Property.RequestId); }
+  get connectionId(): i64 { return <i64>proxy_get_number(Property.ConnectionId); }
+  /** Nanoseconds since the proxy read this request (no need to remember a start time). */
+  get elapsedNs(): i64 { return <i64>proxy_get_number(Property.ElapsedNs); }
+  /** Response phase: 1 when the reply has ok: 1 (or true), 0 when not, -1 when there is no reply.
+   *  Read by the host without copying the reply into the plugin. */
+  get replyOk(): i32 { return <i32>proxy_get_number(Property.ReplyOk); }
+  /** Response phase: the reply's numeric `code` (0 when it has none). */
+  get replyCode(): i32 { return <i32>proxy_get_number(Property.ReplyCode); }
 }
 
 const PROP_BUF_CHARS = 128;

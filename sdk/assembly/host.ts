@@ -24,6 +24,12 @@ export declare function proxy_set_user(ptr: usize, len: i32): void;
 @external("proxy", "proxy_log")
 export declare function proxy_log(level: i32, ptr: usize, len: i32): void;
 // @ts-ignore: decorator
+@external("proxy", "proxy_log_fields")
+export declare function proxy_log_fields(level: i32, ptr: usize, len: i32): void;
+// @ts-ignore: decorator
+@external("proxy", "proxy_get_number")
+export declare function proxy_get_number(id: i32): f64;
+// @ts-ignore: decorator
 @external("proxy", "proxy_get_property")
 export declare function proxy_get_property(id: i32, dst: usize, max: i32): i32;
 // @ts-ignore: decorator
@@ -52,7 +58,7 @@ export declare function proxy_kv_set(keyPtr: usize, keyLen: i32, valPtr: usize, 
 export declare function proxy_kv_delete(keyPtr: usize, keyLen: i32): i32;
 // @ts-ignore: decorator
 @external("proxy", "proxy_now")
-export declare function proxy_now(): i64;
+export declare function proxy_now(): f64;
 // @ts-ignore: decorator
 @external("proxy", "proxy_abort")
 export declare function proxy_abort(msgPtr: usize, filePtr: usize, line: u32, column: u32): void;
@@ -63,10 +69,16 @@ export const enum Property {
   PipelineId = 6, Phase = 7, RequestId = 8, ConnectionId = 9, Route = 10,
   /** Wall-clock time, milliseconds since the Unix epoch (for token expiry; proxy_now is monotonic). */
   WallClockMs = 11,
+  /** Numeric only (proxy_get_number): ns since the proxy read the request. */
+  ElapsedNs = 12,
+  /** Numeric only: the reply's ok — 1 ok, 0 not ok, -1 no reply. */
+  ReplyOk = 13,
+  /** Numeric only: the reply's numeric `code`, 0 if none. */
+  ReplyCode = 14,
 }
 
 /** Flag bits of proxy_on_request / proxy_on_response (runtime/wasm/abi.ts `CallFlag`). */
-export const enum CallFlag { BodyReplaced = 1, LocalReply = 2, HasSequences = 4 }
+export const enum CallFlag { BodyReplaced = 1, LocalReply = 2, HasSequences = 4, SameOp = 8, SameDb = 16, SameCollection = 32 }
 
 /** Routes AssemblyScript's `abort` (asconfig `use: abort=…`) to the host, which turns it into a trap. */
 export function abortHandler(message: string | null, fileName: string | null, line: u32, column: u32): void {

@@ -1,7 +1,7 @@
 // The plugin author's surface. See docs/plugins.md and examples/.
 export { Step, registerStep } from "./step";
 export { Context, Action, Phase, property } from "./context";
-export { log, LogLevel } from "./log";
+export { log, LogLevel, LogRecord } from "./log";
 export { Counter, Gauge, Histogram, subop, SubOp } from "./metrics";
 export { kv } from "./kv";
 export { nowNs } from "./clock";

@@ -51,7 +51,13 @@ export class PluginHarness {
     this.pipelineId = pipelineId;
     const logs = this.logs;
     const line = (level: string) => (fields: object, msg: string) => { logs.push({ level, msg, fields: fields as Record<string, unknown> }); };
-    const logger: Logger = { trace: line('trace'), debug: line('debug'), info: line('info'), warn: line('warn'), error: line('error') };
+    // Structured records (proxy_log_fields) arrive as JSON members: kept as one JSON object text in
+    // `msg` (what the proxy's json log format would write) and parsed in `fields`.
+    const structured = (level: string, prefix: string, members: Uint8Array) => {
+      const msg = `{${prefix}${new TextDecoder().decode(members)}}`;
+      logs.push({ level, msg, fields: JSON.parse(msg) as Record<string, unknown> });
+    };
+    const logger: Logger = { trace: line('trace'), debug: line('debug'), info: line('info'), warn: line('warn'), error: line('error'), record: structured };
     const recorder: StepRecorder = {
       enabled: record,
       record: (_p, step, phase, durationNs, error) => { this.records.push({ step, phase, durationNs, error }); },
