@@ -28,24 +28,28 @@ export class KvStore {
   /** Copies `value`. Returns false when the cap would be exceeded (after sweeping expired entries). */
   set(key: string, value: Uint8Array, ttlMs: number, now = performance.now()): boolean {
     const bytes = key.length * 2 + value.byteLength;
-    const old = this.map.get(key);
-    const delta = bytes - (old === undefined ? 0 : old.bytes);
-    if (this.used + delta > this.maxBytes) {
+    let cur = this.map.get(key);
+    if (this.used + bytes - (cur === undefined ? 0 : cur.bytes) > this.maxBytes) {
       this.sweep(now);
-      const again = this.map.get(key);
-      if (this.used + bytes - (again === undefined ? 0 : again.bytes) > this.maxBytes) return false;
+      cur = this.map.get(key);
+      if (this.used + bytes - (cur === undefined ? 0 : cur.bytes) > this.maxBytes) return false;
     }
-    const cur = this.map.get(key);
     const expiresAt = ttlMs > 0 ? now + ttlMs : 0;
-    if (cur !== undefined && cur.value.length === value.length) {
-      // Same size (a counter, a bucket, a version): overwrite in place, no allocation. Readers
-      // copy values out at once (into plugin memory or through jco), so nobody sees it change.
-      cur.value.set(value);
+    if (cur !== undefined) {
+      if (cur.value.length === value.length) {
+        // Same size (a counter, a bucket, a version, a re-stored entry): overwrite in place, no
+        // allocation. Readers copy values out at once (into plugin memory or through jco).
+        cur.value.set(value);
+        cur.expiresAt = expiresAt;
+        return true;
+      }
+      this.used -= cur.bytes;
+      cur.value = value.slice();
       cur.expiresAt = expiresAt;
-      return true;
+      cur.bytes = bytes;
+    } else {
+      this.map.set(key, { value: value.slice(), expiresAt, bytes });
     }
-    if (cur !== undefined) this.used -= cur.bytes;
-    this.map.set(key, { value: value.slice(), expiresAt, bytes });
     this.used += bytes;
     return true;
   }

@@ -1,24 +1,35 @@
 // cache: response cache for reads (find, count, distinct, aggregate without $out/$merge) in the
-// host kv store. Key = sha256 of the normalised command, prefixed with generation counters
+// host kv store. Key = a 64-bit hash of the normalised command, prefixed with generation counters
 // (global epoch, database, namespace) that writes bump, so a write invalidates every entry of
 // its collection at once without enumerating them. See ../README.md and docs/steps.md.
+//
+// The read path (lookup, store) allocates nothing per request but the body copy: the normalised
+// command, the kv key (UTF-16, built in place) and the stored entry live in reused buffers, the
+// command is walked with one re-pointed BsonValue, and reply status comes from the host's peek.
 import { Step, Context, Action, registerStep, log, kv, nowNs, subop, Counter, Gauge } from "../../../sdk/assembly/index";
-import { BsonDoc, BsonValue, BsonType, unset } from "../../../sdk/assembly/bson/index";
+import { proxy_kv_get, proxy_kv_set, proxy_kv_delete, proxy_reply_local } from "../../../sdk/assembly/host";
+import { BsonDoc, BsonValue, BsonType } from "../../../sdk/assembly/bson/index";
 import { Conf } from "../../_shared/config";
 import { NameSet, classify, pipelineWrites } from "../../_shared/match";
 
-/** Top-level fields that do not change the result (sessions, gossip, routing, transactions). */
-const IGNORED: string[] = ["lsid", "$clusterTime", "$db", "txnNumber", "$readPreference", "readConcern", "signature", "autocommit", "startTransaction"];
 const CACHEABLE: string[] = ["find", "count", "distinct", "aggregate"];
 
-/** kv key changed by every generation bump (see prefixOf). */
+/** kv key changed by every generation bump (see prefixFor). */
 const VERSION_KEY = "v";
+
+/** Top-level fields a normalised command can have at most (more: not cached). */
+const MAX_FIELDS = 32;
+
+const NOT_CACHEABLE = -1;
 
 class Pending {
   rid: i64 = 0;
-  key: string = "";   // "" = an invalidation to repeat at the response phase
+  /** Key prefix (generations at request time); null = an invalidation to repeat at the response. */
+  prefix: string | null = null;
+  hash: u64 = 0;
   /** The normalised command the key was hashed from: stored with the reply, compared on a hit. */
-  norm: Uint8Array = new Uint8Array(0);
+  norm: Uint8Array = new Uint8Array(256);
+  normLen: i32 = 0;
   inval: string[] = [];
   commit: bool = false;
 }
@@ -29,8 +40,11 @@ class Cache extends Step {
   maxEntry: i32 = 256 << 10;
   ops: NameSet | null = null;
   pending: Map<i64, Pending> = new Map<i64, Pending>();
-  // FIFO ledger of stored entries (all share one TTL, so insertion order is expiry order)
-  lKeys: string[] = [];
+  spare: Pending[] = [];
+  // FIFO ledger of stored entries (all share one TTL, so insertion order is expiry order); an
+  // entry's kv key is rebuilt from its prefix and hash when it must be removed.
+  lPrefix: Array<string | null> = [];
+  lHash: u64[] = [];
   lBytes: i32[] = [];
   lExp: i64[] = [];
   lHead: i32 = 0;
@@ -38,9 +52,30 @@ class Cache extends Step {
   localEpoch: i32 = 0;
   /** Key prefixes by namespace, valid while VERSION_KEY and localEpoch are unchanged. */
   prefixes: Map<string, string> = new Map<string, string>();
-  seenVersion: string = "";
+  seenVersion: Uint8Array = new Uint8Array(64);
+  seenVersionLen: i32 = -2;
   seenEpoch: i32 = -1;
+  /** The db / collection strings the last prefix was computed for (the SDK hands out the same
+   *  string objects while the namespace repeats, so identity is the cheap check). */
+  lastDb: string | null = null;
+  lastColl: string | null = null;
+  lastPrefix: string | null = null;
+  /** The op string whose classification is cached (same identity trick). */
+  lastOp: string | null = null;
+  lastOpKind: i32 = 0;
   genSeq: i32 = 0;
+  // Reused buffers: field table of the command walk, normalised command, UTF-16 key, kv entry.
+  fPtr: StaticArray<u32> = new StaticArray<u32>(MAX_FIELDS);
+  fLen: StaticArray<i32> = new StaticArray<i32>(MAX_FIELDS);
+  fName: StaticArray<u32> = new StaticArray<u32>(MAX_FIELDS);
+  fNameLen: StaticArray<i32> = new StaticArray<i32>(MAX_FIELDS);
+  norm: Uint8Array = new Uint8Array(1024);
+  normLen: i32 = 0;
+  keyBuf: Uint8Array = new Uint8Array(512);
+  keyLen: i32 = 0;
+  entry: Uint8Array = new Uint8Array(4096);
+  cur: BsonValue = new BsonValue();
+  inner: BsonValue = new BsonValue();
   hits: Counter | null = null;
   misses: Counter | null = null;
   stores: Counter | null = null;
@@ -72,83 +107,96 @@ class Cache extends Step {
     return true;
   }
 
+  /** 0 neutral/other read, 1 cacheable read op, 2 write, 3 aggregate (decided per command). */
+  opKind(op: string): i32 {
+    if (this.lastOp !== null && changetype<usize>(this.lastOp) == changetype<usize>(op)) return this.lastOpKind;
+    let k: i32;
+    if (op == "aggregate") k = 3;
+    else {
+      const c = classify(op, null);
+      k = c == "write" ? 2 : this.ops!.has(op) ? 1 : 0;
+    }
+    this.lastOp = op;
+    this.lastOpKind = k;
+    return k;
+  }
+
   onRequest(ctx: Context): Action {
     const op = ctx.op;
-    const cmd = BsonDoc.fromBytes(ctx.body());
-    if (cmd === null) return Action.Continue;
-    if (op == "commitTransaction") { this.remember(ctx, "", [], true); return Action.Continue; }
-    const kind = classify(op, cmd);
-    if (kind == "write") {
+    if (op == "commitTransaction") { this.remember(ctx, null, 0, [], true); return Action.Continue; }
+    let kind = this.opKind(op);
+    if (kind == 0) return Action.Continue;
+    const body = ctx.body();
+    if (kind == 3) {
+      const cmd = BsonDoc.fromBytes(body);
+      if (cmd === null) return Action.Continue;
+      if (pipelineWrites(cmd)) kind = 2;
+      else if (!this.ops!.has(op)) return Action.Continue;
+    }
+    if (kind == 2) {
+      const cmd = BsonDoc.fromBytes(body);
+      if (cmd === null) return Action.Continue;
       const targets = this.targets(ctx, cmd);
       this.invalidate(targets);
-      this.remember(ctx, "", targets, false);
+      this.remember(ctx, null, 0, targets, false);
       return Action.Continue;
     }
-    if (!this.ops!.has(op)) return Action.Continue;
-    if (cmd.get("autocommit") !== null || cmd.get("startTransaction") !== null) return Action.Continue;
-    const tail = cmd.get("tailable");
-    if (tail !== null && tail.type == BsonType.BOOL && tail.asBool()) return Action.Continue;
 
     const s = subop("cache.lookup");
-    const norm = this.normalise(ctx, cmd);
-    const key = this.keyOf(ctx, norm);
-    const hit = kv.get(key);
+    const n = this.normalise(body);
+    if (n == NOT_CACHEABLE) { s.end(); return Action.Continue; }
+    const hash = hash64(this.norm.dataStart, n);
+    const prefix = this.prefixFor(ctx.db, ctx.collection);
+    this.buildKey(prefix, hash);
+    const entry = this.fetch();
     s.end();
     // An entry is [u32 length of the normalised command][normalised command][reply]. The key is a
     // 64-bit hash, so a hit counts only when the stored command is byte-for-byte this one.
-    if (hit !== null && hit.length >= 4) {
-      const n = load<u32>(hit.dataStart);
-      if (<i32>n == norm.length && <i32>n + 4 <= hit.length && memory.compare(hit.dataStart + 4, norm.dataStart, n) == 0) {
+    if (entry >= 4) {
+      const e = this.entry.dataStart;
+      const m = load<u32>(e);
+      if (<i32>m == n && <i32>m + 4 <= entry && memory.compare(e + 4, this.norm.dataStart, n) == 0) {
         this.hits!.inc();
-        return ctx.replyLocal(hit.subarray(4 + <i32>n));
+        proxy_reply_local(e + 4 + <usize>m, entry - 4 - <i32>m);
+        return Action.Stop;
       }
     }
     this.misses!.inc();
-    this.remember(ctx, key, [], false);
-    this.pending.get(ctx.connectionId).norm = norm;
+    this.remember(ctx, prefix, hash, [], false);
     return Action.Continue;
   }
 
   onResponse(ctx: Context): Action {
+    if (this.pending.size == 0) return Action.Continue;
     const conn = ctx.connectionId;
     if (!this.pending.has(conn)) return Action.Continue;
     const p = this.pending.get(conn);
     this.pending.delete(conn);
+    this.spare.push(p);
     if (p.rid != ctx.requestId || ctx.isLocalReply) return Action.Continue;
     if (p.commit) {
-      if (replyOk(BsonDoc.fromBytes(ctx.body()))) this.bump("x", "epoch");
+      if (ctx.replyOk == 1) this.bump("x", "epoch");
       return Action.Continue;
     }
-    if (p.key.length == 0) { this.invalidate(p.inval); return Action.Continue; }
-    const body = ctx.body();
-    const reply = BsonDoc.fromBytes(body);
-    if (!replyOk(reply)) return Action.Continue;
-    const cur = reply!.get("cursor");
-    if (cur !== null) {
-      if (cur.type != BsonType.DOCUMENT) return Action.Continue;
-      const id = cur.asDoc().get("id");
-      if (id === null || !id.isNumber() || id.asNumber() != 0) return Action.Continue; // more batches: not complete
-    }
+    const prefix = p.prefix;
+    if (prefix === null) { this.invalidate(p.inval); return Action.Continue; }
+    if (ctx.replyOk != 1) return Action.Continue;
     const s = subop("cache.store");
-    let bytes: Uint8Array = body;
-    if (reply!.get("$clusterTime") !== null) { const u = unset(reply!, "$clusterTime"); if (u !== null) bytes = u; }
-    const r2 = BsonDoc.fromBytes(bytes);
-    if (r2 !== null && r2.get("operationTime") !== null) { const u = unset(r2, "operationTime"); if (u !== null) bytes = u; }
-    if (bytes.length <= this.maxEntry) {
-      const n = p.norm.length;
-      const entry = new Uint8Array(4 + n + bytes.length);
-      store<u32>(entry.dataStart, <u32>n);
-      memory.copy(entry.dataStart + 4, p.norm.dataStart, n);
-      memory.copy(entry.dataStart + 4 + <usize>n, bytes.dataStart, bytes.length);
-      this.store(p.key, entry);
-    }
+    const n = this.buildEntry(ctx.body(), p);
+    if (n > 0) this.store(prefix, p.hash, n);
     s.end();
     return Action.Continue;
   }
 
-  remember(ctx: Context, key: string, inval: string[], commit: bool): void {
-    const p = new Pending();
-    p.rid = ctx.requestId; p.key = key; p.inval = inval; p.commit = commit;
+  remember(ctx: Context, prefix: string | null, hash: u64, inval: string[], commit: bool): void {
+    const p = this.spare.length > 0 ? this.spare.pop() : new Pending();
+    p.rid = ctx.requestId; p.prefix = prefix; p.hash = hash; p.inval = inval; p.commit = commit;
+    if (prefix !== null) {
+      const n = this.normLen;
+      if (p.norm.length < n) p.norm = new Uint8Array(n);
+      memory.copy(p.norm.dataStart, this.norm.dataStart, n);
+      p.normLen = n;
+    }
     if (this.pending.size > 65536) this.pending.clear();
     this.pending.set(ctx.connectionId, p);
   }
@@ -214,7 +262,7 @@ class Cache extends Step {
     this.invalidations!.inc();
     this.genSeq++;
     const v = nowNs().toString(36) + "." + this.genSeq.toString(36);
-    // The counter itself, then the version every lookup checks first (see keyOf).
+    // The counter itself, then the version every lookup checks first (see prefixFor).
     if (!this.setGen(key, v) || !this.setGen(VERSION_KEY, v)) {
       // nothing left to evict and still no room: invalidate everything this instance serves
       this.localEpoch++;
@@ -232,117 +280,253 @@ class Cache extends Step {
     return g === null ? "0" : g;
   }
 
-  /** The command as cache identity: the database, then the command element, then every other
-   *  top-level element except IGNORED ones, sorted by name (field order does not matter). */
-  normalise(ctx: Context, cmd: BsonDoc): Uint8Array {
-    const db = ctx.db;
-    const els = new Array<BsonValue>();
-    const names = new Array<string>();
-    let first = true;
+  /** Writes the command's cache identity into `norm`: the database, a NUL, the command element,
+   *  then every other top-level element except those that do not change the result (sessions,
+   *  gossip, routing, transactions), sorted by name so field order does not matter. Returns its
+   *  length, or NOT_CACHEABLE (inside a transaction, tailable, malformed, too many fields). */
+  normalise(body: Uint8Array): i32 {
+    if (body.length < 5) return NOT_CACHEABLE;
+    const start = body.dataStart;
+    const end = start + <usize>body.length - 1;
+    const cur = this.cur;
+    let p = start + 4;
+    let count = 0;
     let total = 0;
-    const it = cmd.iter();
-    while (it.next()) {
-      const v = it.value;
-      const name = v.name;
-      if (!first && IGNORED.includes(name)) continue;
-      const copy = BsonValue.parse(v.elementPtr, v.parentEnd, v.owner)!;
-      if (first) { els.push(copy); names.push(""); first = false; }
-      else {
-        // insertion sort (commands have few top-level fields)
-        els.push(copy); names.push(name);
-        let j = els.length - 1;
-        while (j > 1 && names[j - 1] > name) {
-          els[j] = els[j - 1]; names[j] = names[j - 1];
-          j--;
-        }
-        els[j] = copy; names[j] = name;
+    let dbPtr: usize = 0;
+    let dbLen = -1;
+    while (p < end) {
+      if (!cur.parseAt(p, end, body)) return NOT_CACHEABLE;
+      p = cur.nextPtr;
+      const np = cur.namePtr;
+      const nl = cur.nameLength;
+      if (count > 0) {
+        const c = classifyField(np, nl);
+        if (c == F_TXN) return NOT_CACHEABLE;
+        if (c == F_TAILABLE) { if (cur.type == BsonType.BOOL && load<u8>(cur.valuePtr) != 0) return NOT_CACHEABLE; }
+        else if (c == F_DB) { if (cur.type == BsonType.STRING) { dbPtr = cur.valuePtr + 4; dbLen = load<i32>(cur.valuePtr) - 1; } continue; }
+        else if (c == F_IGNORED) continue;
       }
-      total += copy.elementLength;
+      if (count == MAX_FIELDS) return NOT_CACHEABLE;
+      // insertion sort by name (the command element stays first)
+      let j = count;
+      if (count > 0) while (j > 1 && nameLess(np, nl, unchecked(this.fName[j - 1]), unchecked(this.fNameLen[j - 1]))) {
+        unchecked(this.fPtr[j] = this.fPtr[j - 1]); unchecked(this.fLen[j] = this.fLen[j - 1]);
+        unchecked(this.fName[j] = this.fName[j - 1]); unchecked(this.fNameLen[j] = this.fNameLen[j - 1]);
+        j--;
+      }
+      const len = cur.elementLength;
+      unchecked(this.fPtr[j] = <u32>cur.elementPtr); unchecked(this.fLen[j] = len);
+      unchecked(this.fName[j] = <u32>np); unchecked(this.fNameLen[j] = nl);
+      count++;
+      total += len;
     }
-    const dbBytes = String.UTF8.encode(db);
-    const buf = new Uint8Array(dbBytes.byteLength + 1 + total);
-    memory.copy(buf.dataStart, changetype<usize>(dbBytes), dbBytes.byteLength);
-    let off = dbBytes.byteLength + 1;
-    for (let i = 0; i < els.length; i++) {
-      const e = els[i];
-      memory.copy(buf.dataStart + off, e.elementPtr, e.elementLength);
-      off += e.elementLength;
+    if (dbLen < 0) return NOT_CACHEABLE;
+    const size = dbLen + 1 + total;
+    if (this.norm.length < size) this.norm = new Uint8Array(size + 256);
+    let out = this.norm.dataStart;
+    memory.copy(out, dbPtr, dbLen);
+    out += <usize>dbLen;
+    store<u8>(out++, 0);
+    for (let i = 0; i < count; i++) {
+      const l = unchecked(this.fLen[i]);
+      memory.copy(out, <usize>unchecked(this.fPtr[i]), l);
+      out += <usize>l;
     }
-    return buf;
-  }
-
-  /** kv key: generation counters (so writes make older entries unreachable) + a 64-bit hash of
-   *  the normalised command (a cryptographic hash is not needed: hits are verified byte for byte). */
-  keyOf(ctx: Context, norm: Uint8Array): string {
-    return this.prefixOf(ctx.db, ctx.collection) + hash64(norm.dataStart, norm.length).toString(16);
+    this.normLen = size;
+    return size;
   }
 
   /** "e:<local epoch>.<global gen>:<db gen>:<namespace gen>:". Every bump (in any instance: the
    *  kv store is shared) also changes VERSION_KEY, so while it is unchanged the prefixes computed
    *  before are still exact: a lookup then costs one kv read instead of three. */
-  prefixOf(db: string, coll: string): string {
-    const v = this.gen(VERSION_KEY);
-    if (v != this.seenVersion || this.seenEpoch != this.localEpoch) {
-      this.prefixes.clear();
-      this.seenVersion = v;
+  prefixFor(db: string, coll: string): string {
+    const buf = this.entry;
+    const v = proxy_kv_get(changetype<usize>(VERSION_KEY), VERSION_KEY.length << 1, buf.dataStart, buf.length);
+    const n = v < 0 ? -1 : v;
+    if (n != this.seenVersionLen || (n > 0 && (n > this.seenVersion.length || memory.compare(buf.dataStart, this.seenVersion.dataStart, n) != 0)) || this.seenEpoch != this.localEpoch) {
+      if (n > this.seenVersion.length) this.seenVersion = new Uint8Array(n);
+      if (n > 0) memory.copy(this.seenVersion.dataStart, buf.dataStart, n);
+      this.seenVersionLen = n;
       this.seenEpoch = this.localEpoch;
+      this.prefixes.clear();
+      this.lastPrefix = null;
     }
+    const last = this.lastPrefix;
+    if (last !== null && changetype<usize>(db) == changetype<usize>(this.lastDb) && changetype<usize>(coll) == changetype<usize>(this.lastColl)) return last;
     const ns = db + "." + coll;
-    if (this.prefixes.has(ns)) return this.prefixes.get(ns);
-    const p = "e:" + this.localEpoch.toString() + "." + this.gen("epoch") + ":" + this.gen("d:" + db) + ":" + this.gen("n:" + ns) + ":";
-    if (this.prefixes.size >= 4096) this.prefixes.clear();
-    this.prefixes.set(ns, p);
-    return p;
+    let pfx: string;
+    if (this.prefixes.has(ns)) pfx = this.prefixes.get(ns);
+    else {
+      pfx = "e:" + this.localEpoch.toString() + "." + this.gen("epoch") + ":" + this.gen("d:" + db) + ":" + this.gen("n:" + ns) + ":";
+      if (this.prefixes.size >= 4096) this.prefixes.clear();
+      this.prefixes.set(ns, pfx);
+    }
+    this.lastDb = db;
+    this.lastColl = coll;
+    this.lastPrefix = pfx;
+    return pfx;
   }
 
-  entryBytes(key: string, v: Uint8Array): i32 { return key.length * 2 + v.length; }
+  /** The kv key `prefix` + 16 hex digits of `hash`, as UTF-16 in keyBuf. */
+  buildKey(prefix: string, hash: u64): void {
+    const pl = prefix.length << 1;
+    const need = pl + 32;
+    if (this.keyBuf.length < need) this.keyBuf = new Uint8Array(need + 64);
+    const k = this.keyBuf.dataStart;
+    memory.copy(k, changetype<usize>(prefix), pl);
+    let q = k + <usize>pl;
+    for (let i = 60; i >= 0; i -= 4) {
+      const d = <u32>((hash >> <u64>i) & 15);
+      store<u16>(q, <u16>(d < 10 ? 0x30 + d : 0x57 + d));
+      q += 2;
+    }
+    this.keyLen = need;
+  }
 
-  store(key: string, value: Uint8Array): void {
+  /** kv value of keyBuf into `entry` (grown when larger); its length, or -1 when absent. */
+  fetch(): i32 {
+    let n = proxy_kv_get(this.keyBuf.dataStart, this.keyLen, this.entry.dataStart, this.entry.length);
+    if (n > this.entry.length) {
+      this.entry = new Uint8Array(n);
+      n = proxy_kv_get(this.keyBuf.dataStart, this.keyLen, this.entry.dataStart, n);
+    }
+    return n;
+  }
+
+  /** [u32 norm length][norm][reply without $clusterTime and operationTime] into `entry`; its
+   *  length, or 0 when the reply must not be cached (open cursor, too big, malformed). */
+  buildEntry(reply: Uint8Array, p: Pending): i32 {
+    if (reply.length < 5) return 0;
+    const start = reply.dataStart;
+    const end = start + <usize>reply.length - 1;
+    const n = p.normLen;
+    const need = 4 + n + reply.length;
+    if (reply.length > this.maxEntry + 64) return 0;
+    if (this.entry.length < need) this.entry = new Uint8Array(need + 1024);
+    const e = this.entry.dataStart;
+    store<u32>(e, <u32>n);
+    memory.copy(e + 4, p.norm.dataStart, n);
+    const docStart = e + 4 + <usize>n;
+    let out = docStart + 4;
+    const cur = this.cur;
+    let q = start + 4;
+    while (q < end) {
+      if (!cur.parseAt(q, end, reply)) return 0;
+      q = cur.nextPtr;
+      if (cur.nameEquals("$clusterTime") || cur.nameEquals("operationTime")) continue;
+      if (cur.type == BsonType.DOCUMENT && cur.nameEquals("cursor") && !cursorDone(cur, this.inner)) return 0;
+      const len = cur.elementLength;
+      memory.copy(out, cur.elementPtr, len);
+      out += <usize>len;
+    }
+    store<u8>(out++, 0);
+    const docLen = <i32>(out - docStart);
+    if (docLen > this.maxEntry) return 0;
+    store<i32>(docStart, docLen);
+    return <i32>(out - e);
+  }
+
+  /** Stores entry[0, len) under prefix + hash, evicting the oldest entries to stay in max_bytes. */
+  store(prefix: string, hash: u64, len: i32): void {
     const now = nowNs();
     // drop ledger entries that have expired in the host store
-    while (this.lHead < this.lKeys.length && this.lExp[this.lHead] <= now) this.dropHead(false);
-    const size = this.entryBytes(key, value);
+    while (this.lHead < this.lPrefix.length && unchecked(this.lExp[this.lHead]) <= now) this.dropHead(false);
+    const size = ((prefix.length + 16) << 1) + len;
     while (this.used + size > this.maxBytes && this.evictOne()) {}
     if (this.used + size > this.maxBytes) return;
-    while (!kv.set(key, value, this.ttlMs)) {
+    for (;;) {
+      this.buildKey(prefix, hash); // (evictOne reuses keyBuf)
+      if (proxy_kv_set(this.keyBuf.dataStart, this.keyLen, this.entry.dataStart, len, this.ttlMs) == 0) break;
       if (!this.evictOne()) return; // host cap (kv_max_bytes) reached: skip
     }
-    this.lKeys.push(key);
+    this.lPrefix.push(prefix);
+    this.lHash.push(hash);
     this.lBytes.push(size);
     this.lExp.push(now + <i64>this.ttlMs * 1000000);
     this.used += size;
     this.stores!.inc();
     this.bytes!.set(<f64>this.used);
-    if (this.lHead > 1024 && this.lHead * 2 > this.lKeys.length) this.compact();
+    if (this.lHead > 1024 && this.lHead * 2 > this.lPrefix.length) this.compact();
   }
 
   evictOne(): bool {
-    if (this.lHead >= this.lKeys.length) return false;
+    if (this.lHead >= this.lPrefix.length) return false;
     this.dropHead(true);
     return true;
   }
 
   dropHead(remove: bool): void {
     const i = this.lHead;
-    if (remove) kv.remove(this.lKeys[i]);
+    if (remove) {
+      this.buildKey(this.lPrefix[i]!, this.lHash[i]);
+      proxy_kv_delete(this.keyBuf.dataStart, this.keyLen);
+    }
     this.used -= this.lBytes[i];
-    this.lKeys[i] = "";
+    this.lPrefix[i] = null;
     this.lHead++;
     this.bytes!.set(<f64>this.used);
   }
 
   compact(): void {
-    this.lKeys = this.lKeys.slice(this.lHead);
+    this.lPrefix = this.lPrefix.slice(this.lHead);
+    this.lHash = this.lHash.slice(this.lHead);
     this.lBytes = this.lBytes.slice(this.lHead);
     this.lExp = this.lExp.slice(this.lHead);
     this.lHead = 0;
   }
 }
 
-function replyOk(reply: BsonDoc | null): bool {
-  if (reply === null) return false;
-  const ok = reply.get("ok");
-  return ok !== null && ok.isNumber() && ok.asNumber() == 1;
+const F_OTHER = 0;
+const F_IGNORED = 1;
+const F_TXN = 2;
+const F_TAILABLE = 3;
+const F_DB = 4;
+
+/** What a top-level field means for caching, from its UTF-8 name (no allocation). */
+function classifyField(p: usize, n: i32): i32 {
+  switch (n) {
+    case 3: if (utf8Is(p, n, "$db")) return F_DB; break;
+    case 4: if (utf8Is(p, n, "lsid")) return F_IGNORED; break;
+    case 8: if (utf8Is(p, n, "tailable")) return F_TAILABLE; break;
+    case 9: if (utf8Is(p, n, "txnNumber") || utf8Is(p, n, "signature")) return F_IGNORED; break;
+    case 10: if (utf8Is(p, n, "autocommit")) return F_TXN; break;
+    case 11: if (utf8Is(p, n, "readConcern")) return F_IGNORED; break;
+    case 12: if (utf8Is(p, n, "$clusterTime")) return F_IGNORED; break;
+    case 15: if (utf8Is(p, n, "$readPreference")) return F_IGNORED; break;
+    case 16: if (utf8Is(p, n, "startTransaction")) return F_TXN; break;
+  }
+  return F_OTHER;
+}
+
+/** ASCII name at p (n bytes) equals s. */
+function utf8Is(p: usize, n: i32, s: string): bool {
+  if (s.length != n) return false;
+  const q = changetype<usize>(s);
+  for (let i = 0; i < n; i++) if (<u32>load<u8>(p + <usize>i) != <u32>load<u16>(q + (<usize>i << 1))) return false;
+  return true;
+}
+
+/** Byte order of two names. */
+function nameLess(a: usize, al: i32, b: usize, bl: i32): bool {
+  const c = memory.compare(a, b, al < bl ? al : bl);
+  return c < 0 || (c == 0 && al < bl);
+}
+
+/** A `cursor` sub-document whose `id` is 0 (the result is complete). */
+function cursorDone(cur: BsonValue, inner: BsonValue): bool {
+  const start = cur.valuePtr;
+  const end = start + <usize>cur.valueLength - 1;
+  let q = start + 4;
+  while (q < end) {
+    if (!inner.parseAt(q, end, cur.owner)) return false;
+    q = inner.nextPtr;
+    if (!inner.nameEquals("id")) continue;
+    if (inner.type == BsonType.INT64) return load<i64>(inner.valuePtr) == 0;
+    if (inner.type == BsonType.INT32) return load<i32>(inner.valuePtr) == 0;
+    if (inner.type == BsonType.DOUBLE) return load<f64>(inner.valuePtr) == 0;
+    return false;
+  }
+  return true;
 }
 
 registerStep(new Cache());
