@@ -24,9 +24,9 @@ export const enum Action { Continue = 0, Stop = 1 }
 /** Flag bits passed to on_request / on_response. */
 export const enum CallFlag {
   BodyReplaced = 1, LocalReply = 2, HasSequences = 4,
-  /** The op / db / collection equals the value this instance last read through proxy_get_property,
+  /** The op / db / collection / appName equals the value this instance last read through proxy_get_property,
    *  so a plugin may keep the string it decoded then (most traffic repeats its namespace). */
-  SameOp = 8, SameDb = 16, SameCollection = 32,
+  SameOp = 8, SameDb = 16, SameCollection = 32, SameAppName = 64,
 }
 
 /** Ids for proxy_get_property. */

@@ -42,10 +42,11 @@ export class PluginInstance {
   private readonly onResponseFn: Fn | null;
   private ex: HostExchange | null;
   private readonly state: StepHostState;
-  /** The op / db / collection this instance last read (CallFlag.SameOp etc. compare with them). */
+  /** The op / db / collection / appName this instance last read (CallFlag.SameOp etc. compare with them). */
   private lastOp: string;
   private lastDb: string;
   private lastColl: string;
+  private lastApp: string;
   /** The last kv key decoded, and its UTF-16 bytes: most calls repeat a key (a bucket, a version). */
   private keyText: string;
   private keyBytes: Uint8Array;
@@ -62,6 +63,7 @@ export class PluginInstance {
     this.lastOp = '';
     this.lastDb = '';
     this.lastColl = '';
+    this.lastApp = '';
     this.keyText = '';
     this.keyBytes = new Uint8Array(64);
     this.keyLen = -1;
@@ -127,7 +129,7 @@ export class PluginInstance {
 
   private sameFlags(ex: HostExchange): number {
     return (ex.op === this.lastOp ? CallFlag.SameOp : 0) | (ex.db === this.lastDb ? CallFlag.SameDb : 0) |
-      (ex.collection === this.lastColl ? CallFlag.SameCollection : 0);
+      (ex.collection === this.lastColl ? CallFlag.SameCollection : 0) | (ex.conn.appName === this.lastApp ? CallFlag.SameAppName : 0);
   }
 
   /** Current memory view (memory.grow detaches the old buffer). */
@@ -201,7 +203,7 @@ export class PluginInstance {
       case Property.Op: return (this.lastOp = ex.op);
       case Property.Db: return (this.lastDb = ex.db);
       case Property.Collection: return (this.lastColl = ex.collection);
-      case Property.AppName: return ex.conn.appName;
+      case Property.AppName: return (this.lastApp = ex.conn.appName);
       case Property.ClientAddress: return ex.conn.clientAddress;
       case Property.User: return ex.conn.user;
       case Property.PipelineId: return ex.pipelineId;
@@ -253,6 +255,16 @@ export class PluginInstance {
         if (body === null) return -1;
         if (body.length <= max) this.view().set(body, dst);
         return body.length;
+      },
+      // Offset of the first occurrence of the bytes [ptr, ptr+len) in the body, -1 when absent:
+      // a plugin can rule a body out (a field name it would edit is not there) without copying it.
+      proxy_body_find: (phase: number, ptr: number, len: number): number => {
+        const ex = this.current();
+        const body = phase === 0 ? ex.requestDocument() : (ex.newReply ?? ex.replyBody ?? ex.localReply);
+        if (body === null) return -1;
+        this.view();
+        const hay = body instanceof Buffer ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+        return hay.indexOf(this.buf.subarray(ptr, ptr + len));
       },
       proxy_set_body: (phase: number, ptr: number, len: number): number => {
         const ex = this.current();

@@ -1,5 +1,5 @@
 import {
-  proxy_get_body, proxy_set_body, proxy_reject, proxy_reply_local, proxy_set_route, proxy_set_user,
+  proxy_get_body, proxy_set_body, proxy_body_find, proxy_reject, proxy_reply_local, proxy_set_route, proxy_set_user,
   proxy_get_property, proxy_get_number, Property, CallFlag, strPtr, strLen,
 } from "./host";
 
@@ -20,8 +20,9 @@ export class Context {
   private _op: string | null = null;
   private _db: string | null = null;
   private _coll: string | null = null;
+  private _app: string | null = null;
 
-  /** Called by the SDK before each callback. op / db / collection strings decoded in an earlier
+  /** Called by the SDK before each callback. op / db / collection / appName strings decoded in an earlier
    *  call are kept when the host says they are unchanged (CallFlag.SameOp etc.). */
   reset(phase: Phase, bodySize: i32, flags: i32): void {
     this.phase = phase; this.bodySize = bodySize; this.flags = flags;
@@ -29,6 +30,7 @@ export class Context {
     if ((flags & CallFlag.SameOp) == 0) this._op = null;
     if ((flags & CallFlag.SameDb) == 0) this._db = null;
     if ((flags & CallFlag.SameCollection) == 0) this._coll = null;
+    if ((flags & CallFlag.SameAppName) == 0) this._app = null;
   }
 
   /** The command document (request phase, sequences folded in) or the reply document
@@ -43,6 +45,13 @@ export class Context {
     if (got != size) { b = new Uint8Array(got); proxy_get_body(this.phase, b.dataStart, got); }
     this._body = b;
     return b;
+  }
+
+  /** Offset of the first occurrence of `bytes` in the body (-1: absent), searched by the host
+   *  without copying the body into the plugin. A cheap pre-check: a field name that is not in
+   *  the bytes (`name` + NUL) is not in the document. */
+  bodyFind(bytes: Uint8Array): i32 {
+    return proxy_body_find(this.phase, bytes.dataStart, bytes.length);
   }
 
   /** Replace the command (request phase) or reply (response phase) document. */
@@ -76,7 +85,7 @@ export class Context {
   get op(): string { let s = this._op; if (s === null) { s = property(Property.Op); this._op = s; } return s; }
   get db(): string { let s = this._db; if (s === null) { s = property(Property.Db); this._db = s; } return s; }
   get collection(): string { let s = this._coll; if (s === null) { s = property(Property.Collection); this._coll = s; } return s; }
-  get appName(): string { return property(Property.AppName); }
+  get appName(): string { let s = this._app; if (s === null) { s = property(Property.AppName); this._app = s; } return s; }
   get clientAddress(): string { return property(Property.ClientAddress); }
   get user(): string { return property(Property.User); }
   get pipelineId(): string { return property(Property.PipelineId); }

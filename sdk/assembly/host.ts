@@ -6,6 +6,9 @@
 @external("proxy", "proxy_get_body")
 export declare function proxy_get_body(phase: i32, dst: usize, max: i32): i32;
 // @ts-ignore: decorator
+@external("proxy", "proxy_body_find")
+export declare function proxy_body_find(phase: i32, ptr: usize, len: i32): i32;
+// @ts-ignore: decorator
 @external("proxy", "proxy_set_body")
 export declare function proxy_set_body(phase: i32, ptr: usize, len: i32): i32;
 // @ts-ignore: decorator
@@ -78,7 +81,7 @@ export const enum Property {
 }
 
 /** Flag bits of proxy_on_request / proxy_on_response (runtime/wasm/abi.ts `CallFlag`). */
-export const enum CallFlag { BodyReplaced = 1, LocalReply = 2, HasSequences = 4, SameOp = 8, SameDb = 16, SameCollection = 32 }
+export const enum CallFlag { BodyReplaced = 1, LocalReply = 2, HasSequences = 4, SameOp = 8, SameDb = 16, SameCollection = 32, SameAppName = 64 }
 
 /** Routes AssemblyScript's `abort` (asconfig `use: abort=…`) to the host, which turns it into a trap. */
 export function abortHandler(message: string | null, fileName: string | null, line: u32, column: u32): void {

@@ -22,6 +22,11 @@ export namespace kv {
     memory.copy(out.dataStart, scratch.dataStart, n);
     return out;
   }
+  /** Copies the value into `dst` when it fits, without allocating; returns its length (larger
+   *  than dst.length: not copied) or -1 when absent or expired. */
+  export function getInto(key: string, dst: Uint8Array): i32 {
+    return proxy_kv_get(strPtr(key), strLen(key), dst.dataStart, dst.length);
+  }
   /** False when the plugin's byte cap would be exceeded. */
   export function set(key: string, value: Uint8Array, ttlMs: i32 = 0): bool {
     return proxy_kv_set(strPtr(key), strLen(key), value.dataStart, value.length, ttlMs) == 0;

@@ -137,21 +137,30 @@ class Auth extends Step {
   onRequest(ctx: Context): Action {
     const apps = this.apps;
     if (apps !== null && !apps.includes(ctx.appName)) return this.deny(ctx, "auth: application \"" + ctx.appName + "\" is not allowed");
-    const body = ctx.body();
-    const cmd = BsonDoc.fromBytes(body);
-    if (cmd === null) return this.deny(ctx, "auth: unreadable command document");
-    return this.jwt ? this.checkJwt(ctx, cmd) : this.checkStatic(ctx, cmd);
+    if (this.jwt) {
+      const cmd = BsonDoc.fromBytes(ctx.body());
+      if (cmd === null) return this.deny(ctx, "auth: unreadable command document");
+      return this.checkJwt(ctx, cmd);
+    }
+    return this.checkStatic(ctx);
   }
 
-  checkStatic(ctx: Context, cmd: BsonDoc): Action {
+  /** The command document, copied from the host only by the paths that read it. */
+  command(ctx: Context): BsonDoc | null { return BsonDoc.fromBytes(ctx.body()); }
+
+  checkStatic(ctx: Context): Action {
     let user = "";
+    let cmd: BsonDoc | null = null;
     if (this.fromField) {
+      cmd = this.command(ctx);
+      if (cmd === null) return this.deny(ctx, "auth: unreadable command document");
       const f = cmd.get(this.userField);
       if (f !== null && f.type == BsonType.STRING) user = f.asString();
       if (f !== null) {
         const stripped = unset(cmd, this.userField);
         if (stripped === null) return this.deny(ctx, "auth: could not strip " + this.userField);
         ctx.replaceBody(stripped);
+        cmd = BsonDoc.fromBytes(stripped);
       }
     } else {
       user = ctx.user;
@@ -167,10 +176,15 @@ class Auth extends Step {
       if (this.fromField) ctx.setUser(user);
     }
     if (perms === null) return Action.Continue;
+    // Only an aggregate's class depends on the document ($out / $merge make it a write).
+    if (cmd === null && ctx.op == "aggregate") {
+      cmd = this.command(ctx);
+      if (cmd === null) return this.deny(ctx, "auth: unreadable command document");
+    }
     return this.checkPerms(ctx, cmd, perms, user);
   }
 
-  checkPerms(ctx: Context, cmd: BsonDoc, perms: Perms, who: string): Action {
+  checkPerms(ctx: Context, cmd: BsonDoc | null, perms: Perms, who: string): Action {
     const kind = classify(ctx.op, cmd);
     if (kind == "neutral") return Action.Continue;
     const lvl = perms.level(ctx.db);

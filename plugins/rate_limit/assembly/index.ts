@@ -48,10 +48,9 @@ class RateLimit extends Step {
     else { who = ""; key = "g"; }
     const now = nowNs();
     let tokens = this.burst;
-    const prev = kv.get(key);
-    if (prev !== null && prev.length == 16) {
-      const t = load<f64>(prev.dataStart);
-      const last = load<i64>(prev.dataStart + 8);
+    if (kv.getInto(key, state) == 16) {
+      const t = load<f64>(state.dataStart);
+      const last = load<i64>(state.dataStart + 8);
       const elapsed = now > last ? <f64>(now - last) / 1e9 : 0;
       tokens = Math.min(this.burst, t + elapsed * this.maxRps);
     }

@@ -23,6 +23,30 @@ class Edit {
   replacement: string = "***";
   ops: NameSet | null = null;
   colls: NameSet | null = null;
+  /** UTF-8 of the path's last named segment + NUL: a document without these bytes has no such
+   *  field, so the edit cannot apply (null: no such pre-check, e.g. `set` or a path ending in *). */
+  needle: Uint8Array | null = null;
+}
+
+function needleOf(e: Edit): Uint8Array | null {
+  if (e.kind == E_SET) return null;
+  const dot = e.path.lastIndexOf(".");
+  const last = e.path.substring(dot + 1);
+  if (last == "*" || last.length == 0) return null;
+  const utf8 = String.UTF8.encode(last, true); // with the NUL that ends a BSON element name
+  return Uint8Array.wrap(utf8);
+}
+
+/** Can any edit in scope apply to this body? Asks the host to search the body for each edit's
+ *  needle, so a body no edit touches is never copied into the plugin. */
+function anyApplies(ctx: Context, edits: Edit[], op: string, coll: string): bool {
+  for (let i = 0; i < edits.length; i++) {
+    const e = edits[i];
+    if (!inSet(e.ops, op) || !inSet(e.colls, coll)) continue;
+    const n = e.needle;
+    if (n === null || ctx.bodyFind(n) >= 0) return true;
+  }
+  return false;
 }
 
 /** BSON type + raw value bytes of a JSON value (integers → int32/int64, others → double). */
@@ -86,6 +110,7 @@ function parseEdits(c: Conf, list: JValue[] | null, where: string): Edit[] {
     } else if (r.has("value")) c.fail(w + "value only goes with set");
     if (e.kind == E_REDACT) e.replacement = c.str(r, "replacement", "***", w);
     else if (r.has("replacement")) c.fail(w + "replacement only goes with redact");
+    e.needle = needleOf(e);
     out.push(e);
   }
   return out;
@@ -158,6 +183,7 @@ class Transform extends Step {
 
   onRequest(ctx: Context): Action {
     if (this.req.length == 0) return Action.Continue;
+    if (!anyApplies(ctx, this.req, ctx.op, ctx.collection)) return Action.Continue;
     const out = applyAll(this.req, ctx.body(), ctx.op, ctx.collection);
     if (out !== null) ctx.replaceBody(out);
     return Action.Continue;
@@ -168,10 +194,8 @@ class Transform extends Step {
     if (edits.length == 0) return Action.Continue;
     const op = ctx.op;
     const coll = ctx.collection;
-    // anything in scope at all?
-    let any = false;
-    for (let i = 0; i < edits.length; i++) if (inSet(edits[i].ops, op) && inSet(edits[i].colls, coll)) { any = true; break; }
-    if (!any) return Action.Continue;
+    // anything in scope that can apply to these bytes at all?
+    if (!anyApplies(ctx, edits, op, coll)) return Action.Continue;
     const s = subop("bson.deserialize");
     const body = ctx.body();
     const reply = BsonDoc.fromBytes(body);
