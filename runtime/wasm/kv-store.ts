@@ -1,6 +1,6 @@
 // Host-side key/value store, one per plugin name, so state survives instance rebuilds and
 // pipeline reloads. Byte accounting is key (UTF-16 bytes) + value; expiry is checked lazily on
-// read and swept when a write would exceed the cap.
+// read, and expired entries are swept when a write would exceed the cap.
 
 interface Entry { value: Uint8Array; expiresAt: number; bytes: number }
 
@@ -18,10 +18,9 @@ export class KvStore {
   get(key: string, now = performance.now()): Uint8Array | undefined {
     const e = this.map.get(key);
     if (e === undefined) return undefined;
-    if (e.expiresAt !== 0 && e.expiresAt <= now) {
-      this.drop(key, e);
-      return undefined;
-    }
+    // An expired entry stays until a sweep (or a set of the same key, which then reuses its
+    // bytes in place): absent to readers, counted in bytesUsed meanwhile.
+    if (e.expiresAt !== 0 && e.expiresAt <= now) return undefined;
     return e.value;
   }
 
@@ -54,11 +53,12 @@ export class KvStore {
     return true;
   }
 
-  delete(key: string): boolean {
+  /** Removes the key; true when it was present (not expired). */
+  delete(key: string, now = performance.now()): boolean {
     const e = this.map.get(key);
     if (e === undefined) return false;
     this.drop(key, e);
-    return true;
+    return e.expiresAt === 0 || e.expiresAt > now;
   }
 
   sweep(now = performance.now()): void {

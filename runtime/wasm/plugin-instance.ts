@@ -134,8 +134,10 @@ export class PluginInstance {
 
   /** Current memory view (memory.grow detaches the old buffer). */
   private view(): Uint8Array {
-    const buf = this.memory.buffer;
-    if (this.u8.buffer !== buf) {
+    // memory.grow detaches the old ArrayBuffer, and a view of a detached buffer has length 0:
+    // checking that is cheaper than the Memory#buffer getter on every access.
+    if (this.u8.length === 0) {
+      const buf = this.memory.buffer;
       this.u8 = new Uint8Array(buf);
       this.buf = Buffer.from(buf);
     }

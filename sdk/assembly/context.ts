@@ -47,6 +47,12 @@ export class Context {
     return b;
   }
 
+  /** Copies the body into `dst` when it fits, without allocating (for plugins that keep one
+   *  buffer across calls); returns the body's size — larger than dst.length: nothing copied. */
+  bodyInto(dst: Uint8Array): i32 {
+    return proxy_get_body(this.phase, dst.dataStart, dst.length);
+  }
+
   /** Offset of the first occurrence of `bytes` in the body (-1: absent), searched by the host
    *  without copying the body into the plugin. A cheap pre-check: a field name that is not in
    *  the bytes (`name` + NUL) is not in the document. */

@@ -74,6 +74,8 @@ class Cache extends Step {
   keyBuf: Uint8Array = new Uint8Array(512);
   keyLen: i32 = 0;
   entry: Uint8Array = new Uint8Array(4096);
+  /** The command / reply, copied here instead of a fresh array per call. */
+  bodyBuf: Uint8Array = new Uint8Array(4096);
   cur: BsonValue = new BsonValue();
   inner: BsonValue = new BsonValue();
   hits: Counter | null = null;
@@ -124,8 +126,25 @@ class Cache extends Step {
   onRequest(ctx: Context): Action {
     const op = ctx.op;
     if (op == "commitTransaction") { this.remember(ctx, null, 0, [], true); return Action.Continue; }
-    let kind = this.opKind(op);
+    const kind = this.opKind(op);
     if (kind == 0) return Action.Continue;
+    if (kind == 3 || kind == 2) return this.writeOrAggregate(ctx, op, kind);
+    const n = this.readBody(ctx);
+    if (n < 0) return Action.Continue;
+    return this.lookup(ctx, n);
+  }
+
+  /** The current body into bodyBuf (grown when needed); its size, -1 when there is none. */
+  readBody(ctx: Context): i32 {
+    let n = ctx.bodyInto(this.bodyBuf);
+    if (n > this.bodyBuf.length) {
+      this.bodyBuf = new Uint8Array(n + 1024);
+      n = ctx.bodyInto(this.bodyBuf);
+    }
+    return n;
+  }
+
+  writeOrAggregate(ctx: Context, op: string, kind: i32): Action {
     const body = ctx.body();
     if (kind == 3) {
       const cmd = BsonDoc.fromBytes(body);
@@ -141,9 +160,17 @@ class Cache extends Step {
       this.remember(ctx, null, 0, targets, false);
       return Action.Continue;
     }
+    // a read aggregate
+    const size = body.length;
+    if (this.bodyBuf.length < size) this.bodyBuf = new Uint8Array(size + 1024);
+    memory.copy(this.bodyBuf.dataStart, body.dataStart, size);
+    return this.lookup(ctx, size);
+  }
 
+  /** Looks the command in bodyBuf[0, size) up; a hit answers locally. */
+  lookup(ctx: Context, size: i32): Action {
     const s = subop("cache.lookup");
-    const n = this.normalise(body);
+    const n = this.normalise(this.bodyBuf, size);
     if (n == NOT_CACHEABLE) { s.end(); return Action.Continue; }
     const hash = hash64(this.norm.dataStart, n);
     const prefix = this.prefixFor(ctx.db, ctx.collection);
@@ -182,7 +209,8 @@ class Cache extends Step {
     if (prefix === null) { this.invalidate(p.inval); return Action.Continue; }
     if (ctx.replyOk != 1) return Action.Continue;
     const s = subop("cache.store");
-    const n = this.buildEntry(ctx.body(), p);
+    const size = this.readBody(ctx);
+    const n = size < 0 ? 0 : this.buildEntry(this.bodyBuf, size, p);
     if (n > 0) this.store(prefix, p.hash, n);
     s.end();
     return Action.Continue;
@@ -284,10 +312,10 @@ class Cache extends Step {
    *  then every other top-level element except those that do not change the result (sessions,
    *  gossip, routing, transactions), sorted by name so field order does not matter. Returns its
    *  length, or NOT_CACHEABLE (inside a transaction, tailable, malformed, too many fields). */
-  normalise(body: Uint8Array): i32 {
-    if (body.length < 5) return NOT_CACHEABLE;
+  normalise(body: Uint8Array, size: i32): i32 {
+    if (size < 5 || load<i32>(body.dataStart) != size) return NOT_CACHEABLE;
     const start = body.dataStart;
-    const end = start + <usize>body.length - 1;
+    const end = start + <usize>size - 1;
     const cur = this.cur;
     let p = start + 4;
     let count = 0;
@@ -321,8 +349,8 @@ class Cache extends Step {
       total += len;
     }
     if (dbLen < 0) return NOT_CACHEABLE;
-    const size = dbLen + 1 + total;
-    if (this.norm.length < size) this.norm = new Uint8Array(size + 256);
+    const normSize = dbLen + 1 + total;
+    if (this.norm.length < normSize) this.norm = new Uint8Array(normSize + 256);
     let out = this.norm.dataStart;
     memory.copy(out, dbPtr, dbLen);
     out += <usize>dbLen;
@@ -332,8 +360,8 @@ class Cache extends Step {
       memory.copy(out, <usize>unchecked(this.fPtr[i]), l);
       out += <usize>l;
     }
-    this.normLen = size;
-    return size;
+    this.normLen = normSize;
+    return normSize;
   }
 
   /** "e:<local epoch>.<global gen>:<db gen>:<namespace gen>:". Every bump (in any instance: the
@@ -395,13 +423,13 @@ class Cache extends Step {
 
   /** [u32 norm length][norm][reply without $clusterTime and operationTime] into `entry`; its
    *  length, or 0 when the reply must not be cached (open cursor, too big, malformed). */
-  buildEntry(reply: Uint8Array, p: Pending): i32 {
-    if (reply.length < 5) return 0;
+  buildEntry(reply: Uint8Array, size: i32, p: Pending): i32 {
+    if (size < 5 || load<i32>(reply.dataStart) != size) return 0;
     const start = reply.dataStart;
-    const end = start + <usize>reply.length - 1;
+    const end = start + <usize>size - 1;
     const n = p.normLen;
-    const need = 4 + n + reply.length;
-    if (reply.length > this.maxEntry + 64) return 0;
+    const need = 4 + n + size;
+    if (size > this.maxEntry + 64) return 0;
     if (this.entry.length < need) this.entry = new Uint8Array(need + 1024);
     const e = this.entry.dataStart;
     store<u32>(e, <u32>n);
@@ -413,8 +441,9 @@ class Cache extends Step {
     while (q < end) {
       if (!cur.parseAt(q, end, reply)) return 0;
       q = cur.nextPtr;
-      if (cur.nameEquals("$clusterTime") || cur.nameEquals("operationTime")) continue;
-      if (cur.type == BsonType.DOCUMENT && cur.nameEquals("cursor") && !cursorDone(cur, this.inner)) return 0;
+      const nl = cur.nameLength;
+      if ((nl == 12 && cur.nameEquals("$clusterTime")) || (nl == 13 && cur.nameEquals("operationTime"))) continue;
+      if (nl == 6 && cur.type == BsonType.DOCUMENT && cur.nameEquals("cursor") && !cursorDone(cur, this.inner)) return 0;
       const len = cur.elementLength;
       memory.copy(out, cur.elementPtr, len);
       out += <usize>len;
@@ -464,7 +493,7 @@ class Cache extends Step {
     this.used -= this.lBytes[i];
     this.lPrefix[i] = null;
     this.lHead++;
-    this.bytes!.set(<f64>this.used);
+    if (remove) this.bytes!.set(<f64>this.used);
   }
 
   compact(): void {
