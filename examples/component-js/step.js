@@ -4,6 +4,7 @@
 //   - rejects `drop` commands with code 13 (Unauthorized);
 //   - answers `{componentHello: 1}` locally with `{ok: 1, from: "component"}`;
 //   - `{componentTrap: 1}` throws, which traps the component (used by the tests);
+//   - `{componentSpin: 1}` never returns: the host's fuel metering stops it (used by the tests);
 //   - `{componentWhoami: 1}` records the user "component-user" (set-user) and answers
 //     `{ok: 1, user: <the user property>, clock: "wall"}` when the wall-clock property is readable.
 // Config: { "log_level": "info" | "debug" | ..., "log": true, "deny": ["drop", ...] } (all optional).
@@ -71,6 +72,7 @@ export const step = {
     if (logOps) log(level, `component_js: ${op} ${getProperty('db') ?? ''}.${getProperty('collection') ?? ''} (${bodySize} bytes)`);
     if (opsMetric !== undefined) incrementMetric(opsMetric, 1);
     if (op === 'componentTrap') throw new Error('component_js: trap requested');
+    if (op === 'componentSpin') for (;;) { /* runs until the host's fuel runs out */ }
     if (op === 'componentWhoami') {
       setUser('component-user');
       const now = Number(getProperty('wall-clock-ms'));

@@ -110,7 +110,7 @@ export class PipelineManager {
     const onError = settings?.on_error ?? defaultOnError(name);
     if (await isComponentFile(path)) {
       // A WebAssembly component (sdk/wit/step.wit): same StepRunner, ComponentSlot has PluginSlot's contract.
-      const component = await compileComponentFile(path, { name: step, config: settings?.config ?? {} });
+      const component = await compileComponentFile(path, { name: step, fuel, maxMemoryPages, config: settings?.config ?? {} });
       return new StepRunner(name, new ComponentSlot(component, services), onError, pipelineId);
     }
     const compiled = await compilePluginFile(path, { name: step, fuel, maxMemoryPages, config: settings?.config ?? {} });

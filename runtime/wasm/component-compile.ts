@@ -4,12 +4,21 @@
 // with `instantiation: 'sync'`: the core modules are compiled here, asynchronously, and an instance
 // is then built synchronously from them — at load and again after a trap, inside call(), exactly
 // like a core-module PluginSlot. Exported functions of the generated bindings are synchronous.
+//
+// Protection is the same as for core modules: every core module jco splits out is metered with
+// fuel and its memory capped (metering.ts, off the event loop; the metered bytes are cached next to
+// the bindings, per fuel and cap, because the embedded JS engine of a componentize-js component is
+// ~12 MB and takes seconds through binaryen). The modules are instantiated through our own
+// instantiateCore, which adds the fuel-exhausted import and collects each instance's fuel global;
+// ComponentInstance refills them before each step call.
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { PluginLoadError } from './errors.ts';
+import { PluginLoadError, FuelExhaustedError } from './errors.ts';
+import { instrumentModule } from './metering.ts';
+import { IMPORT_MODULE, Export } from './abi.ts';
 
 /** `\0asm` */
 const MAGIC = [0x00, 0x61, 0x73, 0x6d];
@@ -53,7 +62,15 @@ export interface ComponentStepExports {
 }
 
 type GetCoreModule = (path: string) => WebAssembly.Module;
-type SyncInstantiate = (getCoreModule: GetCoreModule, imports: Record<string, unknown>) => Record<string, unknown>;
+type InstantiateCore = (module: WebAssembly.Module, imports?: WebAssembly.Imports) => WebAssembly.Instance;
+type SyncInstantiate = (getCoreModule: GetCoreModule, imports: Record<string, unknown>, instantiateCore?: InstantiateCore) => Record<string, unknown>;
+
+/** A live component instance: its step exports and the refill of its fuel. */
+export interface ComponentInstanceExports {
+  readonly step: ComponentStepExports;
+  /** Sets every metered core instance's fuel back to the budget (before each step call). */
+  refuel(): void;
+}
 
 export interface CompiledComponent {
   readonly name: string; // "wasm:<name>"
@@ -61,13 +78,17 @@ export interface CompiledComponent {
   /** Folder holding the transpiled bindings. */
   readonly dir: string;
   readonly configJson: string;
+  readonly fuel: number;
+  readonly maxMemoryPages: number;
   /** Builds a fresh instance bound to `host` (synchronous; throws on a trap in the start code). */
-  instantiate(host: ComponentHostImports): ComponentStepExports;
+  instantiate(host: ComponentHostImports): ComponentInstanceExports;
 }
 
 export interface ComponentCompileOptions {
   readonly name: string;
   readonly config: unknown;
+  readonly fuel: number;
+  readonly maxMemoryPages: number;
   /** Transpile cache root (default build/components-cache under the working directory). */
   readonly cacheDir?: string;
 }
@@ -97,10 +118,10 @@ export async function compileComponentBytes(bytes: Uint8Array, opts: ComponentCo
   if (!isComponentHeader(bytes)) throw new PluginLoadError(opts.name, 'not a WebAssembly component');
   const hash = createHash('sha256').update(bytes).digest('hex');
   const root = resolve(opts.cacheDir ?? 'build/components-cache');
-  const key = `${root}\0${hash}`;
+  const key = `${root}\0${hash}\0${opts.fuel}\0${opts.maxMemoryPages}`;
   let p = loaded.get(key);
   if (p === undefined) {
-    p = load(bytes, hash, root, opts.name);
+    p = load(bytes, hash, root, opts);
     loaded.set(key, p);
     p.catch(() => loaded.delete(key));
   }
@@ -112,24 +133,40 @@ export async function compileComponentBytes(bytes: Uint8Array, opts: ComponentCo
     return m;
   };
   const name = opts.name;
+  const fuel = opts.fuel;
+  const exhausted = { proxy_fuel_exhausted: (): never => { throw new FuelExhaustedError(name, fuel); } };
   return {
     name,
     hash,
     dir: l.dir,
     configJson: JSON.stringify(opts.config ?? {}),
+    fuel,
+    maxMemoryPages: opts.maxMemoryPages,
     instantiate(host) {
       const imports = { [HOST_INTERFACE]: host, [HOST_INTERFACE_VERSIONED]: host };
-      const exp = l.instantiate(getCoreModule, imports);
+      const fuelGlobals: WebAssembly.Global[] = [];
+      const instantiateCore: InstantiateCore = (module, importObject) => {
+        const inst = new WebAssembly.Instance(module, { ...importObject, [IMPORT_MODULE]: exhausted });
+        const g = inst.exports[Export.fuel];
+        if (g instanceof WebAssembly.Global) fuelGlobals.push(g);
+        return inst;
+      };
+      const exp = l.instantiate(getCoreModule, imports, instantiateCore);
       const step = (exp[STEP_INTERFACE] ?? exp.step) as ComponentStepExports | undefined;
       if (step === undefined || typeof step.onRequest !== 'function') {
         throw new PluginLoadError(name, `component does not export ${STEP_INTERFACE} (world plugin of sdk/wit/step.wit)`);
       }
-      return step;
+      const budget = Math.min(fuel, 0x7fffffff) | 0;
+      return {
+        step,
+        refuel() { for (let i = 0; i < fuelGlobals.length; i++) fuelGlobals[i]!.value = budget; },
+      };
     },
   };
 }
 
-async function load(bytes: Uint8Array, hash: string, root: string, name: string): Promise<Loaded> {
+async function load(bytes: Uint8Array, hash: string, root: string, opts: ComponentCompileOptions): Promise<Loaded> {
+  const name = opts.name;
   const dir = join(root, hash);
   if (!existsSync(join(dir, DONE))) await transpileInto(bytes, dir, name);
   let mod: { instantiate?: SyncInstantiate };
@@ -141,14 +178,34 @@ async function load(bytes: Uint8Array, hash: string, root: string, name: string)
   if (typeof mod.instantiate !== 'function') throw new PluginLoadError(name, `transpiled bindings in ${dir} have no instantiate()`);
   const list = JSON.parse(await readFile(join(dir, DONE), 'utf8')) as string[];
   const modules = new Map<string, WebAssembly.Module>();
-  try {
-    await Promise.all(list.map(async (file) => {
-      modules.set(file, await WebAssembly.compile(await readFile(join(dir, file))));
-    }));
-  } catch (err) {
-    throw new PluginLoadError(name, 'compiling the component core modules failed', err);
-  }
+  const meteredDir = join(dir, `metered-${opts.fuel}-${opts.maxMemoryPages}`);
+  await Promise.all(list.map(async (file) => {
+    const bytes = await meteredCore(dir, meteredDir, file, opts);
+    try {
+      modules.set(file, await WebAssembly.compile(bytes as Uint8Array<ArrayBuffer>));
+    } catch (err) {
+      throw new PluginLoadError(name, `compiling the component core module ${file} failed`, err);
+    }
+  }));
   return { instantiate: mod.instantiate, modules, dir };
+}
+
+/** The metered form of one core module, from the cache or made (and cached) now. */
+async function meteredCore(dir: string, meteredDir: string, file: string, opts: ComponentCompileOptions): Promise<Uint8Array> {
+  const cached = join(meteredDir, file);
+  if (existsSync(cached)) return readFile(cached);
+  const metered = await instrumentModule(await readFile(join(dir, file)), {
+    name: opts.name, fuel: opts.fuel, maxMemoryPages: opts.maxMemoryPages, component: true,
+  });
+  try {
+    await mkdir(meteredDir, { recursive: true });
+    const tmp = `${cached}.tmp-${process.pid}-${Date.now()}`;
+    await writeFile(tmp, metered);
+    await rename(tmp, cached);
+  } catch {
+    // a read-only cache folder: meter again next time
+  }
+  return metered;
 }
 
 /** jco transpile into a temporary folder, then rename it into place (concurrent loaders are safe). */

@@ -20,6 +20,8 @@ export class ComponentInstance {
   readonly component: CompiledComponent;
   readonly services: PluginServices;
   private readonly step: ComponentStepExports;
+  /** Refills the fuel of the instance's metered core modules (before each step call). */
+  private readonly refuel: () => void;
   private ex: HostExchange | null;
   private readonly state: StepHostState;
 
@@ -29,13 +31,16 @@ export class ComponentInstance {
     this.services = services;
     this.ex = null;
     this.state = new StepHostState(services);
-    this.step = component.instantiate(this.imports());
+    const inst = component.instantiate(this.imports());
+    this.step = inst.step;
+    this.refuel = inst.refuel;
   }
 
   /** Hands the config JSON to configure(); throws PluginConfigRefusedError when refused or trapped. */
   configure(): void {
     let ok: boolean;
     try {
+      this.refuel();
       ok = this.step.configure(this.component.configJson);
     } catch (err) {
       throw new PluginConfigRefusedError(this.services.step, `configure trapped: ${err instanceof Error ? err.message : String(err)}`, err);
@@ -49,6 +54,7 @@ export class ComponentInstance {
     const flags = requestCallFlags(ex);
     this.ex = ex;
     try {
+      this.refuel();
       return this.step.onRequest(size, flags);
     } finally {
       this.ex = null;
@@ -61,6 +67,7 @@ export class ComponentInstance {
     const flags = responseCallFlags(ex);
     this.ex = ex;
     try {
+      this.refuel();
       return this.step.onResponse(size, flags);
     } finally {
       this.ex = null;

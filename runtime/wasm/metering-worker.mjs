@@ -13,7 +13,11 @@ const FEATURES = binaryen.Features.MVP | binaryen.Features.MutableGlobals | bina
 
 class Refused extends Error {}
 
-function instrument(wasm, fuel, maxMemoryPages, names) {
+// `component`: a core module of a transpiled component. It may define no memory (jco's shim
+// modules), and no export is wrapped to refuel: the host refuels through the exported global
+// before each step call (a component's exports include cabi_realloc, which the bindings call in
+// the middle of a step call and which must not refill the budget).
+function instrument(wasm, fuel, maxMemoryPages, names, component) {
   let mod;
   try {
     mod = binaryen.readBinary(wasm);
@@ -22,11 +26,14 @@ function instrument(wasm, fuel, maxMemoryPages, names) {
     throw new Refused(`not a valid WebAssembly module: ${err.message}`);
   }
   try {
-    if (!mod.hasMemory()) throw new Refused('module has no memory');
-    const mem = mod.getMemoryInfo();
-    if (mem.module) throw new Refused(`imports its memory (${mem.module}.${mem.base}); memory cannot be capped`);
-    if (mem.shared) throw new Refused('shared memory is not supported');
-    if (mem.initial > maxMemoryPages) throw new Refused(`needs ${mem.initial} pages at start, cap is ${maxMemoryPages} (max_memory_pages)`);
+    if (!mod.hasMemory()) {
+      if (!component) throw new Refused('module has no memory');
+    } else {
+      const mem = mod.getMemoryInfo();
+      if (mem.module) throw new Refused(`imports its memory (${mem.module}.${mem.base}); memory cannot be capped`);
+      if (mem.shared) throw new Refused('shared memory is not supported');
+      if (mem.initial > maxMemoryPages) throw new Refused(`needs ${mem.initial} pages at start, cap is ${maxMemoryPages} (max_memory_pages)`);
+    }
     mod.runPasses(['log-execution']);
     mod.removeFunction(LOG_EXEC);
     mod.addFunctionImport('__proxy_fuel_exhausted', names.importModule, names.exhausted, binaryen.none, binaryen.none);
@@ -39,7 +46,7 @@ function instrument(wasm, fuel, maxMemoryPages, names) {
       mod.call('__proxy_fuel_exhausted', [], binaryen.none),
     );
     mod.addFunction(LOG_EXEC, binaryen.createType([binaryen.i32]), binaryen.none, [], mod.block(null, [dec, check], binaryen.none));
-    refuelOnEntry(mod, budget, names);
+    if (!component) refuelOnEntry(mod, budget, names);
     if (!mod.validate()) throw new Refused('metering produced an invalid module');
     binaryen.setAlwaysInlineMaxSize(16);
     // Keep the name section when the plugin has one (a `--debug` build): traps and CPU profiles
@@ -73,9 +80,9 @@ function refuelOnEntry(mod, budget, names) {
   }
 }
 
-parentPort.on('message', ({ id, wasm, fuel, maxMemoryPages, names }) => {
+parentPort.on('message', ({ id, wasm, fuel, maxMemoryPages, names, component }) => {
   try {
-    const out = instrument(wasm, fuel, maxMemoryPages, names);
+    const out = instrument(wasm, fuel, maxMemoryPages, names, component === true);
     parentPort.postMessage({ id, ok: true, wasm: out }, [out.buffer]);
   } catch (err) {
     parentPort.postMessage({ id, ok: false, refused: err instanceof Refused, message: err.message });

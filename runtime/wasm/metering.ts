@@ -15,7 +15,13 @@ import { Worker } from 'node:worker_threads';
 import { IMPORT_MODULE, Export, PAGE_BYTES } from './abi.ts';
 import { PluginLoadError } from './errors.ts';
 
-export interface MeterOptions { readonly name: string; readonly fuel: number; readonly maxMemoryPages: number }
+export interface MeterOptions {
+  readonly name: string;
+  readonly fuel: number;
+  readonly maxMemoryPages: number;
+  /** A core module of a component: memory optional, refuelled by the host (metering-worker.mjs). */
+  readonly component?: boolean;
+}
 
 const NAMES = {
   importModule: IMPORT_MODULE,
@@ -61,9 +67,9 @@ export async function instrumentModule(wasm: Uint8Array, opts: MeterOptions): Pr
   const metered = await new Promise<Uint8Array>((resolve, reject) => {
     if (waiting.size === 0) w.ref();
     waiting.set(id, { resolve, reject, name: opts.name });
-    w.postMessage({ id, wasm, fuel: opts.fuel, maxMemoryPages: opts.maxMemoryPages, names: NAMES });
+    w.postMessage({ id, wasm, fuel: opts.fuel, maxMemoryPages: opts.maxMemoryPages, names: NAMES, component: opts.component === true });
   });
-  return capMemory(metered, opts.maxMemoryPages, opts.name);
+  return capMemory(metered, opts.maxMemoryPages, opts.name, opts.component === true);
 }
 
 // Binary format: https://webassembly.github.io/spec/core/binary/modules.html#memory-section
@@ -89,7 +95,7 @@ function writeU32(out: number[], v: number): void {
 }
 
 /** Rewrite the memory section so memory 0 has maximum = min(existing max, cap). */
-export function capMemory(wasm: Uint8Array, maxPages: number, name: string): Uint8Array {
+export function capMemory(wasm: Uint8Array, maxPages: number, name: string, memoryOptional = false): Uint8Array {
   let pos = 8; // magic + version
   while (pos < wasm.length) {
     const id = wasm[pos]!;
@@ -120,6 +126,7 @@ export function capMemory(wasm: Uint8Array, maxPages: number, name: string): Uin
     }
     pos = bodyEnd;
   }
+  if (memoryOptional) return wasm;
   throw new PluginLoadError(name, 'module defines no memory section; memory cannot be capped');
 }
 

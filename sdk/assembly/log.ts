@@ -107,6 +107,21 @@ export class LogRecord {
     let out = base + <usize>this.len;
     store<u8>(out++, 0x22);
     let i = 0;
+    // 8 characters at a time (SIMD, when the build enables it): while all are printable ASCII
+    // other than quote and backslash, narrow them to bytes in one store.
+    if (ASC_FEATURE_SIMD) {
+      const lowest = i16x8.splat(0x20);
+      const highest = i16x8.splat(0x7f);
+      const quote = i16x8.splat(0x22);
+      const backslash = i16x8.splat(0x5c);
+      for (; i + 8 <= n; i += 8) {
+        const v = v128.load(src + (<usize>i << 1));
+        const bad = v128.or(v128.or(i16x8.lt_u(v, lowest), i16x8.gt_u(v, highest)), v128.or(i16x8.eq(v, quote), i16x8.eq(v, backslash)));
+        if (v128.any_true(bad)) break;
+        store<i64>(out, i64x2.extract_lane(i8x16.narrow_i16x8_u(v, v), 0));
+        out += 8;
+      }
+    }
     for (; i < n; i++) {
       const c = <u32>load<u16>(src + (<usize>i << 1));
       if (c < 0x20 || c >= 0x80 || c == 0x22 || c == 0x5c) break;

@@ -29,9 +29,13 @@ function buildComponent(): string {
 }
 
 let seq = 0;
-async function load(config: Record<string, unknown> = {}, onError: 'open' | 'closed' = 'open'): Promise<PluginHarness> {
+// The embedded JS engine starts with 145 pages (9 MiB) of memory: above the harness default cap.
+async function load(config: Record<string, unknown> = {}, onError: 'open' | 'closed' = 'open', fuel?: number): Promise<PluginHarness> {
   seq++;
-  return PluginHarness.load(buildComponent(), { name: `component_js_t${seq}`, pipelineId: `comp${seq}`, config, on_error: onError });
+  return PluginHarness.load(buildComponent(), {
+    name: `component_js_t${seq}`, pipelineId: `comp${seq}`, config, on_error: onError, max_memory_pages: 256,
+    ...(fuel !== undefined ? { fuel } : {}),
+  });
 }
 
 test('component detection by header', async () => {
@@ -90,6 +94,31 @@ test('component trap: counted, instance rebuilt, on_error open continues, closed
   for (let i = 0; i < 4; i++) c.request({ componentTrap: 1, $db: 'x' }, { op: 'componentTrap' });
   assert.equal(cslot.disabled, true, 'crash loop: disabled for the backoff period');
   assert.equal(cslot.call(c.request({ find: 'a', $db: 'x' }).exchange, 0), CALL_FAILED);
+});
+
+test('component that never returns: fuel runs out, the call fails, the next call works', async () => {
+  const h = await load({}, 'open', 20_000_000);
+  const slot = h.pipeline.steps.get(`component_js_t${seq}`)!.slot;
+  const t0 = performance.now();
+  const r = h.request({ componentSpin: 1, $db: 'x' }, { op: 'componentSpin' });
+  const ms = performance.now() - t0;
+  assert.equal(r.verdict, Verdict.Continue, 'fail open');
+  assert.equal(slot.traps, 1);
+  assert.match(slot.lastError, /fuel/i);
+  assert.ok(ms < 30_000, `stopped after ${ms.toFixed(0)} ms`);
+  // a normal call gets a full budget again (the host refuels every metered core instance)
+  for (let i = 0; i < 3; i++) {
+    assert.deepEqual(h.request({ componentHello: 1, $db: 'admin' }, { op: 'componentHello' }).localReply, { ok: 1, from: 'component' });
+  }
+  assert.equal(slot.traps, 1);
+});
+
+test('component memory is capped: a cap below its initial memory refuses the load', async () => {
+  seq++;
+  await assert.rejects(
+    PluginHarness.load(buildComponent(), { name: `component_js_t${seq}`, pipelineId: `comp${seq}`, config: {}, max_memory_pages: 64 }),
+    /pages at start, cap is 64/,
+  );
 });
 
 test('per-call cost: component vs AssemblyScript core module', async () => {
