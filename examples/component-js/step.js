@@ -5,10 +5,12 @@
 //   - answers `{componentHello: 1}` locally with `{ok: 1, from: "component"}`;
 //   - `{componentTrap: 1}` throws, which traps the component (used by the tests);
 //   - `{componentSpin: 1}` never returns: the host's fuel metering stops it (used by the tests);
+//   - `{componentInspect: 1, needle: "..."}` answers `{ok: 1, found: <body-find offset of needle>,
+//     elapsed: <elapsed-ns ≥ 0>}` and writes a structured record (log-fields) of the same;
 //   - `{componentWhoami: 1}` records the user "component-user" (set-user) and answers
 //     `{ok: 1, user: <the user property>, clock: "wall"}` when the wall-clock property is readable.
 // Config: { "log_level": "info" | "debug" | ..., "log": true, "deny": ["drop", ...] } (all optional).
-import { getProperty, replyLocal, reject, log, defineMetric, incrementMetric, setUser } from 'proxy:step/host@0.1.0';
+import { getProperty, replyLocal, reject, log, logFields, bodyFind, defineMetric, incrementMetric, setUser } from 'proxy:step/host@0.1.0';
 
 let level = 'info';
 let logOps = true;
@@ -77,6 +79,13 @@ export const step = {
       setUser('component-user');
       const now = Number(getProperty('wall-clock-ms'));
       replyLocal(encodeDoc({ ok: 1, user: getProperty('user') ?? '', clock: now > 1.6e12 ? 'wall' : 'none' }));
+      return STOP;
+    }
+    if (op === 'componentInspect') {
+      const found = bodyFind('request', new TextEncoder().encode('needle\0'));
+      const elapsed = Number(getProperty('elapsed-ns'));
+      logFields('info', `"inspect":true,"found":${found},"elapsed_ok":${elapsed >= 0}`);
+      replyLocal(encodeDoc({ ok: 1, found, elapsed: elapsed >= 0 ? 'yes' : 'no' }));
       return STOP;
     }
     if (op === 'componentHello') {

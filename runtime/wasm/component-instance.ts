@@ -5,7 +5,7 @@
 import { LOG_LEVEL_NAMES, MetricKind } from './abi.ts';
 import { PluginConfigRefusedError, PluginTrap } from './errors.ts';
 import {
-  type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags,
+  type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, findInBody, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags,
 } from './host-exchange.ts';
 import { StepHostState } from './step-host-state.ts';
 import type { PluginServices } from './plugin-instance.ts';
@@ -96,6 +96,9 @@ export class ComponentInstance {
       case 'request-id': return String(ex.requestId);
       case 'connection-id': return String(ex.conn.id);
       case 'route': return ex.route ?? '';
+      case 'elapsed-ns': return String(Math.round((performance.now() - ex.startedAt) * 1e6));
+      case 'reply-ok': return String(ex.phase === 1 ? ex.replyOk() : -1);
+      case 'reply-code': return String(ex.phase === 1 ? ex.replyCode() : 0);
       default: return undefined;
     }
   }
@@ -142,6 +145,11 @@ export class ComponentInstance {
         const ex = this.ex;
         services.logger[name]({ step, pipeline: services.pipelineId, op: ex === null ? undefined : ex.op }, message);
       },
+      logFields: (level: LogLevelName, members: string): void => {
+        const i = LOG_LEVEL_NAMES.indexOf(level);
+        state.logRecord(i < 0 ? 2 : i, Buffer.from(members, 'utf8'));
+      },
+      bodyFind: (which: PhaseName, bytes: Uint8Array): number => findInBody(this.current(), which === 'request' ? 0 : 1, bytes),
       getProperty: (name: string): string | undefined => this.property(name),
       defineMetric: (kind: string, name: string): number | undefined => {
         const k = METRIC_KINDS[kind];

@@ -61,3 +61,12 @@ export function responseCallSize(ex: HostExchange): number {
 export function responseCallFlags(ex: HostExchange): number {
   return (ex.newReply !== null ? CallFlag.BodyReplaced : 0) | (ex.verdict === VERDICT_LOCAL_REPLY ? CallFlag.LocalReply : 0);
 }
+
+/** Offset of the first occurrence of `needle` in the command (phase 0) or the current reply
+ *  (phase 1), -1 when absent or there is no body: a plugin rules a body out without copying it. */
+export function findInBody(ex: HostExchange, phase: number, needle: Uint8Array): number {
+  const body = phase === 0 ? ex.requestDocument() : (ex.newReply ?? ex.replyBody ?? ex.localReply);
+  if (body === null) return -1;
+  const hay = body instanceof Buffer ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  return hay.indexOf(needle);
+}

@@ -5,7 +5,7 @@
 import { IMPORT_MODULE, Export, Property, CallFlag, LOG_LEVEL_NAMES, type MetricKind } from './abi.ts';
 import { PluginTrap, FuelExhaustedError, PluginConfigRefusedError } from './errors.ts';
 import {
-  type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags,
+  type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, findInBody, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags,
 } from './host-exchange.ts';
 import type { KvStore } from './kv-store.ts';
 import { StepHostState } from './step-host-state.ts';
@@ -25,7 +25,6 @@ export interface PluginServices {
   readonly fuel: number;
 }
 
-const utf8 = new TextDecoder();
 type Fn = (...args: number[]) => number;
 
 export class PluginInstance {
@@ -51,8 +50,6 @@ export class PluginInstance {
   private keyText: string;
   private keyBytes: Uint8Array;
   private keyLen: number;
-  /** `"step":…,"pipeline":…,` — the members the host puts before a plugin's log record. */
-  private readonly recordPrefix: string;
 
   /** Instantiates (runs the module's start function); throws on a trap. */
   constructor(plugin: CompiledPlugin, services: PluginServices) {
@@ -67,7 +64,6 @@ export class PluginInstance {
     this.keyText = '';
     this.keyBytes = new Uint8Array(64);
     this.keyLen = -1;
-    this.recordPrefix = `"step":${JSON.stringify(services.step)},"pipeline":${JSON.stringify(services.pipelineId)},`;
     this.instance = new WebAssembly.Instance(plugin.module, { [IMPORT_MODULE]: this.imports() });
     const e = this.instance.exports;
     const mem = e[Export.memory];
@@ -232,20 +228,6 @@ export class PluginInstance {
     }
   }
 
-  /** proxy_log_fields: JSON members from the plugin, written without re-encoding. A record that is
-   *  not plausibly members (must start with `"`, no raw newline) is logged as a plain message. */
-  private logFields(level: number, ptr: number, len: number): void {
-    const name = LOG_LEVEL_NAMES[level] ?? 'info';
-    const logger = this.services.logger;
-    const members = this.view().subarray(ptr, ptr + len);
-    // A raw line break would split the line (JSON escapes it, so a well-formed record has none).
-    if (logger.record !== undefined && len > 0 && members[0] === 0x22 && members.indexOf(0x0a) < 0) {
-      logger.record(name, this.recordPrefix, members);
-      return;
-    }
-    logger[name]({ step: this.services.step, pipeline: this.services.pipelineId }, utf8.decode(members));
-  }
-
   private imports(): Record<string, (...args: never[]) => unknown> {
     const services = this.services;
     const step = services.step;
@@ -261,12 +243,8 @@ export class PluginInstance {
       // Offset of the first occurrence of the bytes [ptr, ptr+len) in the body, -1 when absent:
       // a plugin can rule a body out (a field name it would edit is not there) without copying it.
       proxy_body_find: (phase: number, ptr: number, len: number): number => {
-        const ex = this.current();
-        const body = phase === 0 ? ex.requestDocument() : (ex.newReply ?? ex.replyBody ?? ex.localReply);
-        if (body === null) return -1;
         this.view();
-        const hay = body instanceof Buffer ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-        return hay.indexOf(this.buf.subarray(ptr, ptr + len));
+        return findInBody(this.current(), phase, this.buf.subarray(ptr, ptr + len));
       },
       proxy_set_body: (phase: number, ptr: number, len: number): number => {
         const ex = this.current();
@@ -303,7 +281,7 @@ export class PluginInstance {
         const ex = this.ex;
         services.logger[name]({ step, pipeline: services.pipelineId, op: ex === null ? undefined : ex.op }, this.str(ptr, len));
       },
-      proxy_log_fields: (level: number, ptr: number, len: number): void => this.logFields(level, ptr, len),
+      proxy_log_fields: (level: number, ptr: number, len: number): void => state.logRecord(level, this.view().subarray(ptr, ptr + len)),
       proxy_get_number: (id: number): number => this.number(id),
       proxy_get_property: (id: number, dst: number, max: number): number => {
         const v = this.property(id);

@@ -1,6 +1,7 @@
 // Host-side state one plugin instance needs whatever its kind (core module or component): the
-// metrics it defined (updated by id) and its open sub-operations (timed for the recorder).
-import type { MetricKind } from './abi.ts';
+// metrics it defined (updated by id), its open sub-operations (timed for the recorder) and its
+// structured log records.
+import { LOG_LEVEL_NAMES, type MetricKind } from './abi.ts';
 import { definePluginMetric, type BoundMetric } from './plugin-metrics.ts';
 import type { PluginServices } from './plugin-instance.ts';
 
@@ -9,9 +10,28 @@ export class StepHostState {
   private readonly metrics: BoundMetric[] = [];
   private readonly subopNames: string[] = [];
   private readonly subopStarts: bigint[] = [];
+  /** `"step":…,"pipeline":…,` — the members the host puts before a plugin's log record. */
+  private readonly recordPrefix: string;
 
   constructor(services: PluginServices) {
     this.services = services;
+    this.recordPrefix = `"step":${JSON.stringify(services.step)},"pipeline":${JSON.stringify(services.pipelineId)},`;
+  }
+
+  /**
+   * A structured log record: `members` is UTF-8 JSON object members (`"k":v,...`) that the logger
+   * writes as fields of its own line without re-encoding them (valid during the call only). A
+   * record that is not plausibly members (must start with `"`, no raw newline, which would split
+   * the line) is logged as a plain message instead.
+   */
+  logRecord(level: number, members: Uint8Array): void {
+    const name = LOG_LEVEL_NAMES[level] ?? 'info';
+    const logger = this.services.logger;
+    if (logger.record !== undefined && members.length > 0 && members[0] === 0x22 && members.indexOf(0x0a) < 0) {
+      logger.record(name, this.recordPrefix, members);
+      return;
+    }
+    logger[name]({ step: this.services.step, pipeline: this.services.pipelineId }, utf8.decode(members));
   }
 
   /** Returns the metric's id, or -1 when refused (bad name, or the name exists with another kind). */
@@ -53,3 +73,5 @@ export class StepHostState {
     sink(name, phase, Number(process.hrtime.bigint() - start));
   }
 }
+
+const utf8 = new TextDecoder();

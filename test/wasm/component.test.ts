@@ -55,6 +55,18 @@ test('component step through PipelineManager: local reply, reject, pass-through,
   assert.deepEqual(who.localReply, { ok: 1, user: 'component-user', clock: 'wall' });
   assert.equal(who.exchange.conn.user, 'component-user');
 
+  // body-find, the elapsed-ns property and log-fields (structured record)
+  const inspect = h.request({ componentInspect: 1, needle: 'x', $db: 'admin' }, { op: 'componentInspect' });
+  const offset = (inspect.localReply as { found: number }).found;
+  assert.ok(offset > 0, 'the field name was found in the command bytes');
+  assert.deepEqual(inspect.localReply, { ok: 1, found: offset, elapsed: 'yes' });
+  const rec = h.logs.find((l) => l.fields.inspect === true);
+  assert.ok(rec !== undefined, 'a structured record');
+  assert.equal(rec.fields.found, offset);
+  assert.equal(rec.fields.step, `wasm:component_js_t${seq}`);
+  const missing = h.request({ componentInspect: 1, $db: 'admin' }, { op: 'componentInspect' });
+  assert.equal((missing.localReply as { found: number }).found, -1);
+
   const drop = h.request({ drop: 'c', $db: 'x' }, { op: 'drop', db: 'x', collection: 'c' });
   assert.equal(drop.verdict, Verdict.Reject);
   assert.deepEqual(drop.reject, { code: 13, codeName: 'Unauthorized', message: 'component_js: drop is not allowed through this proxy' });
@@ -63,7 +75,7 @@ test('component step through PipelineManager: local reply, reject, pass-through,
   assert.equal(find.verdict, Verdict.Continue);
   assert.equal(find.newRequest, null);
   assert.ok(h.logs.some((l) => l.level === 'info' && l.msg.startsWith('component_js: find x.c') && l.fields.step === `wasm:component_js_t${seq}`));
-  assert.match(await h.metrics(), new RegExp(`proxy_plugin_component_js_ops_total\\{pipeline="comp${seq}"\\} 4`));
+  assert.match(await h.metrics(), new RegExp(`proxy_plugin_component_js_ops_total\\{pipeline="comp${seq}"\\} 6`));
 });
 
 test('component config: refusal is PluginConfigRefusedError, deny list from config', async () => {
