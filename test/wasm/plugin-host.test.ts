@@ -36,7 +36,7 @@ test('local reply: skips the upstream; the response phase runs over the local re
   assert.equal(r.verdict, Verdict.LocalReply);
   assert.deepEqual(r.localReply, { ok: 1, local: true });
   const replyLine = h.logs.find((l) => l.msg.startsWith('reply size='));
-  assert.equal(replyLine?.msg, 'reply size=25 local=1');
+  assert.match(replyLine?.msg ?? '', /^reply size=25 local=1 ok=1 code=0 elapsed=yes needle=-1 op=ping flags=\d+$/);
 });
 
 test('route and body replacement', async () => {
@@ -68,4 +68,52 @@ test('replace body from kv: a host-stored document replaces the command', async 
 
 test('refused config: load throws a clear error', async () => {
   await assert.rejects(PluginHarness.load(await fixture('props'), { config: { refuse: true } }), /wasm:props refused its config/);
+});
+
+test('numeric properties: reply ok/code peeked by the host, elapsed time; body search without a copy', async () => {
+  const h = await PluginHarness.load(await fixture('props'));
+  h.roundTrip({ find: 'users', filter: {}, $db: 'app' }, { ok: 0, errmsg: 'no', code: 11600, codeName: 'InterruptedAtShutdown' });
+  h.roundTrip({ find: 'users', filter: {}, $db: 'app' }, { ok: 1, cursor: { id: 0, ns: 'app.users', firstBatch: [{ _id: 1, needle: 'x' }] } });
+  h.roundTrip({ find: 'users', filter: {}, $db: 'app' }, { ok: true, n: 1 });
+  const lines = h.logs.filter((l) => l.msg.startsWith('reply size=')).map((l) => l.msg);
+  assert.match(lines[0]!, / ok=0 code=11600 elapsed=yes needle=-1 /);
+  const found = / ok=1 code=0 elapsed=yes needle=(\d+) /.exec(lines[1]!);
+  assert.ok(found !== null && Number(found[1]) > 20, lines[1]);
+  assert.match(lines[2]!, / ok=1 code=0 /, 'ok: true counts as ok');
+});
+
+test('same-namespace flags: strings are kept only while op / db / collection repeat', async () => {
+  const h = await PluginHarness.load(await fixture('props'));
+  const seen = () => h.logs.filter((l) => l.msg.startsWith('op=')).map((l) => l.msg.split(' ').slice(0, 3).join(' '));
+  h.request({ find: 'a', filter: {}, $db: 'one' });
+  h.request({ find: 'a', filter: {}, $db: 'one' });
+  h.request({ insert: 'b', documents: [], $db: 'two' });
+  h.request({ find: 'a', filter: {}, $db: 'one' });
+  assert.deepEqual(seen(), ['op=find db=one coll=a', 'op=find db=one coll=a', 'op=insert db=two coll=b', 'op=find db=one coll=a']);
+  // the response phase of a repeated namespace gets SameOp|SameDb|SameCollection (8|16|32)
+  h.roundTrip({ find: 'a', filter: {}, $db: 'one' }, { ok: 1 });
+  const flags = Number(/flags=(\d+)$/.exec(h.logs.filter((l) => l.msg.startsWith('reply size=')).at(-1)!.msg)![1]);
+  assert.equal(flags & 56, 56);
+});
+
+test('structured log records: escaped, written as fields; a record with a raw newline is demoted to a message', async () => {
+  const h = await PluginHarness.load(await fixture('props'));
+  h.request({ record: 1, $db: 'app' });
+  const rec = h.logs.find((l) => l.fields.quote !== undefined);
+  assert.ok(rec, 'record logged');
+  assert.equal(rec.level, 'warn');
+  assert.equal(rec.fields.quote, 'say "hi"\\ and\nnew line\ttab');
+  assert.equal(rec.fields.unicode, 'héllo € 😀');
+  assert.equal(rec.fields.ctl, '\u0001');
+  assert.equal(rec.fields.neg, -42);
+  assert.ok(rec.msg.includes('"big":9007199254740993'), 'i64 digits written exactly (beyond 2^53)');
+  assert.equal(rec.fields.half, 0.5);
+  assert.equal(rec.fields.nan, null);
+  assert.equal(rec.fields.yes, true);
+  assert.equal(rec.fields.step, 'wasm:props');
+  h.request({ badRecord: 1, $db: 'app' });
+  const demoted = h.logs.find((l) => l.msg.includes('injected'));
+  assert.ok(demoted, 'logged as a plain message');
+  assert.equal(demoted.fields.injected, undefined);
+  assert.equal(demoted.fields.step, 'wasm:props');
 });
