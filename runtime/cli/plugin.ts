@@ -131,7 +131,8 @@ export * from "${sdk}/assembly/exports";
 function asconfig(name: string, sdk: string): string {
   // Same settings as pipeline-proxy's own plugins: the incremental runtime (a plugin instance is
   // long-lived and allocates per request; the stub runtime never frees), no JS bindings, and
-  // AssemblyScript's abort routed to the host so a failed assertion becomes a step error.
+  // AssemblyScript's abort routed to the host so a failed assertion becomes a step error, and
+  // SIMD on (the SDK's log records use it when enabled).
   return `${JSON.stringify({
     targets: {
       release: { outFile: `build/${name}.wasm`, optimizeLevel: 3, shrinkLevel: 0, converge: false, noAssert: false, debug: false },
@@ -142,6 +143,7 @@ function asconfig(name: string, sdk: string): string {
       exportRuntime: false,
       bindings: false,
       use: [`abort=${sdk}/assembly/host/abortHandler`],
+      enable: ['simd'],
     },
   }, null, 2)}\n`;
 }

@@ -1,6 +1,6 @@
 // The slot of a WebAssembly component step: the same lifecycle and crash-loop policy as a core
 // module (InstanceSlot in plugin-slot.ts); instances are rebuilt synchronously after a trap from the
-// compiled core modules jco split out. No fuel: components are not metered.
+// compiled core modules jco split out (metered and memory-capped, see component-compile.ts).
 import { InstanceSlot } from './plugin-slot.ts';
 import { ComponentInstance } from './component-instance.ts';
 import type { CompiledComponent } from './component-compile.ts';
