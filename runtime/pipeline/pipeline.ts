@@ -32,7 +32,15 @@ export class Pipeline {
 function setPhase0(ex: Exchange): void { ex.phase = 0; }
 function setPhase1(ex: Exchange): void { ex.phase = 1; }
 
-function untimedLoop(steps: readonly StepRunner[], phase: 0 | 1): RunFn {
+/** The steps of a phase that act in it: a step that declared it does nothing there (PhaseBit) is
+ *  skipped, so listing logging in both phases costs nothing in the request phase. */
+function acting(steps: readonly StepRunner[], phase: 0 | 1): StepRunner[] {
+  const bit = phase === 0 ? 1 : 2;
+  return steps.filter((s) => (s.slot.phases & bit) !== 0);
+}
+
+function untimedLoop(all: readonly StepRunner[], phase: 0 | 1): RunFn {
+  const steps = acting(all, phase);
   const n = steps.length;
   return (ex) => {
     ex.phase = phase;
@@ -42,7 +50,8 @@ function untimedLoop(steps: readonly StepRunner[], phase: 0 | 1): RunFn {
   };
 }
 
-function timedLoop(pipelineId: string, steps: readonly StepRunner[], phase: 0 | 1, recorder: StepRecorder): RunFn {
+function timedLoop(pipelineId: string, all: readonly StepRunner[], phase: 0 | 1, recorder: StepRecorder): RunFn {
+  const steps = acting(all, phase);
   const n = steps.length;
   const ids = steps.map((s) => s.id);
   const clock = process.hrtime.bigint;

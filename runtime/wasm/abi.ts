@@ -43,6 +43,9 @@ export const enum Property {
   ReplyCode = 14,
 }
 
+/** Bits of proxy_set_phases: the phases whose callback does something (others are not called). */
+export const enum PhaseBit { Request = 1, Response = 2, Both = 3 }
+
 export const enum MetricKind { Counter = 0, Gauge = 1, Histogram = 2 }
 
 export const enum LogLevel { Trace = 0, Debug = 1, Info = 2, Warn = 3, Error = 4 }

@@ -24,6 +24,8 @@ export class ComponentInstance {
   private readonly refuel: () => void;
   private ex: HostExchange | null;
   private readonly state: StepHostState;
+  /** Components are called in every phase they are listed in. */
+  readonly phases = 3;
 
   /** Instantiates synchronously from the compiled core modules; throws on a trap. */
   constructor(component: CompiledComponent, services: PluginServices) {

@@ -2,7 +2,7 @@
 // Hot-path rules (notes/wasm-host.md): copy into plugin memory with Uint8Array.set, never slice out
 // of it except to keep a result (replaced body, local reply); no clock reads here unless a sub-op
 // sink is installed; imports are closures created once per instance, not per call.
-import { IMPORT_MODULE, Export, Property, CallFlag, LOG_LEVEL_NAMES, type MetricKind } from './abi.ts';
+import { IMPORT_MODULE, Export, Property, CallFlag, PhaseBit, LOG_LEVEL_NAMES, type MetricKind } from './abi.ts';
 import { PluginTrap, FuelExhaustedError, PluginConfigRefusedError } from './errors.ts';
 import {
   type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, findInBody, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags,
@@ -43,6 +43,9 @@ export class PluginInstance {
   private readonly state: StepHostState;
   /** The op / db / collection / appName this instance last read (CallFlag.SameOp etc. compare with them). */
   private lastOp: string;
+  /** PhaseBit mask from proxy_set_phases during configure (default: both). */
+  phases: number;
+  private configuring: boolean;
   private lastDb: string;
   private lastColl: string;
   private lastApp: string;
@@ -58,6 +61,8 @@ export class PluginInstance {
     this.ex = null;
     this.state = new StepHostState(services);
     this.lastOp = '';
+    this.phases = PhaseBit.Both;
+    this.configuring = false;
     this.lastDb = '';
     this.lastColl = '';
     this.lastApp = '';
@@ -91,7 +96,13 @@ export class PluginInstance {
       ptr = this.alloc(cfg.length);
       this.view().set(cfg, ptr);
     }
-    const rc = fn(ptr, cfg.length);
+    this.configuring = true;
+    let rc: number;
+    try {
+      rc = fn(ptr, cfg.length);
+    } finally {
+      this.configuring = false;
+    }
     if (rc !== 0) throw new PluginConfigRefusedError(this.services.step, `on_configure returned ${rc}`);
   }
 
@@ -280,6 +291,10 @@ export class PluginInstance {
         const name = LOG_LEVEL_NAMES[level] ?? 'info';
         const ex = this.ex;
         services.logger[name]({ step, pipeline: services.pipelineId, op: ex === null ? undefined : ex.op }, this.str(ptr, len));
+      },
+      // Only while configuring: the phases the step acts in (the pipeline skips the others).
+      proxy_set_phases: (mask: number): void => {
+        if (this.configuring) this.phases = mask & PhaseBit.Both;
       },
       proxy_log_fields: (level: number, ptr: number, len: number): void => state.logRecord(level, this.view().subarray(ptr, ptr + len)),
       proxy_get_number: (id: number): number => this.number(id),

@@ -22,6 +22,8 @@ export const BACKOFF_MAX_MS = 60_000;
 export interface SlotInstance {
   /** Hands the step its config; throws when refused. */
   configure(): void;
+  /** PhaseBit mask of the phases the step acts in, known after configure(). */
+  readonly phases: number;
   callRequest(ex: HostExchange): number;
   callResponse(ex: HostExchange): number;
 }
@@ -29,6 +31,8 @@ export interface SlotInstance {
 /** What the pipeline's StepRunner and the tests use of a slot. */
 export interface StepSlot {
   call(ex: HostExchange, phase: 0 | 1): number;
+  /** PhaseBit mask the step declared when configured: a phase it leaves out is not called at all. */
+  readonly phases: number;
   readonly traps: number;
   readonly rebuilds: number;
   readonly lastError: string;
@@ -44,6 +48,7 @@ export class InstanceSlot implements StepSlot {
   traps: number;
   rebuilds: number;
   lastError: string;
+  readonly phases: number;
   private disabledUntil: number;
   private backoffMs: number;
   private windowStart: number;
@@ -65,6 +70,7 @@ export class InstanceSlot implements StepSlot {
     const inst = create();
     inst.configure();
     this.instance = inst;
+    this.phases = inst.phases;
   }
 
   get disabled(): boolean { return this.disabledUntil > 0 && performance.now() < this.disabledUntil; }

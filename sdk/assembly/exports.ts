@@ -2,6 +2,7 @@
 //   export * from "<path>/sdk/assembly/exports";
 import { Context, Phase } from "./context";
 import { currentStep } from "./step";
+import { proxy_set_phases } from "./host";
 
 const ctx = new Context();
 // The buffer the host fills through proxy_alloc; kept reachable (GC) until the next call.
@@ -16,7 +17,10 @@ export function proxy_alloc(size: i32): usize {
 export function proxy_on_configure(ptr: usize, len: i32): i32 {
   const config = String.UTF8.decodeUnsafe(ptr, len);
   hostBuf = null;
-  return currentStep().onConfigure(config) ? 0 : 1;
+  const step = currentStep();
+  if (!step.onConfigure(config)) return 1;
+  proxy_set_phases(step.phases);
+  return 0;
 }
 
 export function proxy_on_request(bodySize: i32, flags: i32): i32 {

@@ -27,6 +27,9 @@ export declare function proxy_set_user(ptr: usize, len: i32): void;
 @external("proxy", "proxy_log")
 export declare function proxy_log(level: i32, ptr: usize, len: i32): void;
 // @ts-ignore: decorator
+@external("proxy", "proxy_set_phases")
+export declare function proxy_set_phases(mask: i32): void;
+// @ts-ignore: decorator
 @external("proxy", "proxy_log_fields")
 export declare function proxy_log_fields(level: i32, ptr: usize, len: i32): void;
 // @ts-ignore: decorator

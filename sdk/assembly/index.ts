@@ -1,5 +1,5 @@
 // The plugin author's surface. See docs/plugins.md and examples/.
-export { Step, registerStep } from "./step";
+export { Step, Phases, registerStep } from "./step";
 export { Context, Action, Phase, property } from "./context";
 export { log, LogLevel, LogRecord } from "./log";
 export { Counter, Gauge, Histogram, subop, SubOp } from "./metrics";

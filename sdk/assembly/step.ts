@@ -1,7 +1,15 @@
 import { Context, Action } from "./context";
 
+/** The phases a step acts in (Step.phases). */
+export const enum Phases { Request = 1, Response = 2, Both = 3 }
+
 /** Base class of a plugin step: override what you need, everything else is a no-op. */
 export class Step {
+  /** The phases whose callback does something, read after onConfigure accepts (so it may depend
+   *  on the config). The host does not call the step in a phase left out, even when the pipeline
+   *  lists it there: set it when a callback is a no-op. Default: both. */
+  phases: i32 = Phases.Both;
+
   /** Called once with the step's `config` object as JSON text. Return false to refuse it:
    *  the pipeline then does not load. */
   onConfigure(config: string): bool { return true; }

@@ -90,3 +90,24 @@ test('atomic swap: requests in flight finish on the graph they started with', as
   assert.ok(served > 0);
   assert.ok(seen.size > 1, 'requests observed more than one graph');
 });
+
+test('a step that declares its phases (Step.phases) is not called in the others', async () => {
+  // The built-in logging and metrics act at the response phase only, route at the request phase
+  // only: listed in both phases, each runs (and is timed) only where it acts.
+  const { BUILTIN_PLUGIN_DIR } = await import('../../runtime/app/serve.ts');
+  const { r, rows } = recorder(true);
+  const m = new PipelineManager({ recorder: r, logger: quiet, pluginDir: BUILTIN_PLUGIN_DIR });
+  const p = await m.load({
+    pipeline: { id: 'phases', request: ['logging', 'metrics', 'route'], response: ['logging', 'metrics', 'route'] },
+    steps: { logging: { config: { sample_rate: 0 } }, metrics: { config: {} }, route: { config: { default: 'mongodb://127.0.0.1:1' } } },
+  });
+  const ex = makeExchange({ find: 'c', $db: 'app' }, 'phases');
+  p.runRequest(ex);
+  ex.replyBody = new Uint8Array([5, 0, 0, 0, 0]);
+  p.runResponse(ex);
+  assert.deepEqual(rows.map(([s, ph]) => [s, ph]), [['wasm:route', 0], ['wasm:logging', 1], ['wasm:metrics', 1]]);
+  assert.equal(ex.route, 'mongodb://127.0.0.1:1', 'the request-phase step still ran');
+  // the configured lists are unchanged (the admin API shows what was configured)
+  assert.deepEqual(p.requestSteps.map((s) => s.id), ['wasm:logging', 'wasm:metrics', 'wasm:route']);
+  assert.deepEqual(p.steps.get('logging')!.slot.phases, 2);
+});

@@ -1,7 +1,7 @@
 // auth: who may run what. provider "static" (allowed users/apps, per-database read/readWrite
 // permissions) or "hmac_jwt" (an HS256 JWT sent in a command field, claims `sub` and `dbs`).
 // Denial → code 13 Unauthorized. See ../README.md and docs/steps.md.
-import { Step, Context, Action, registerStep, log, nowNs, property } from "../../../sdk/assembly/index";
+import { Step, Phases, Context, Action, registerStep, log, nowNs, property } from "../../../sdk/assembly/index";
 import { BsonDoc, BsonType, unset } from "../../../sdk/assembly/bson/index";
 import { Conf } from "../../_shared/config";
 import { JValue, parseJson } from "../../_shared/json";
@@ -56,6 +56,7 @@ function selfTest(): bool {
 }
 
 class Auth extends Step {
+  phases: i32 = Phases.Request;
   jwt: bool = false;
   apps: string[] | null = null;
   // static

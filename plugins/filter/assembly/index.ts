@@ -1,6 +1,6 @@
 // filter: ordered allow/deny rules on operation, database, collection and a field predicate of
 // the command document. First matching rule decides; none → `default`. See ../README.md.
-import { Step, Context, Action, registerStep, log, subop } from "../../../sdk/assembly/index";
+import { Step, Phases, Context, Action, registerStep, log, subop } from "../../../sdk/assembly/index";
 import { BsonDoc, BsonValue, BsonType } from "../../../sdk/assembly/bson/index";
 import { Conf } from "../../_shared/config";
 import { JValue } from "../../_shared/json";
@@ -39,6 +39,7 @@ function bsonEquals(v: BsonValue, j: JValue): bool {
 }
 
 class Filter extends Step {
+  phases: i32 = Phases.Request;
   rules: Rule[] = [];
   defaultDeny: bool = false;
 

@@ -5,12 +5,13 @@
 // The duration is the host's elapsed time since it read the request, so the step needs only the
 // response phase (listing it in the request phase too is harmless: that callback does nothing).
 // The line is encoded as UTF-8 JSON in a reused buffer (LogRecord): no string is built.
-import { Step, Context, Action, registerStep, log, LogLevel, LogRecord } from "../../../sdk/assembly/index";
+import { Step, Phases, Context, Action, registerStep, log, LogLevel, LogRecord } from "../../../sdk/assembly/index";
 import { Conf } from "../../_shared/config";
 
 const LEVELS: string[] = ["trace", "debug", "info", "warn", "error"];
 
 class Logging extends Step {
+  phases: i32 = Phases.Response;
   rate: f64 = 1;
   level: i32 = LogLevel.Info;
   acc: f64 = 0;

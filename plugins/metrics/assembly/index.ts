@@ -5,7 +5,7 @@
 //   proxy_plugin_op_<op>_requests_total, proxy_plugin_op_<op>_duration_us   (<op> lower-cased)
 // Everything happens at the response phase: the duration is the host's elapsed time since it read
 // the request, and the reply status comes from the host's peek (no copy of the reply).
-import { Step, Context, Action, registerStep, log, Counter, Histogram } from "../../../sdk/assembly/index";
+import { Step, Phases, Context, Action, registerStep, log, Counter, Histogram } from "../../../sdk/assembly/index";
 import { Conf } from "../../_shared/config";
 
 export const KNOWN_OPS: string[] = [
@@ -14,6 +14,7 @@ export const KNOWN_OPS: string[] = [
 ];
 
 class Metrics extends Step {
+  phases: i32 = Phases.Response;
   total: Counter | null = null;
   errors: Counter | null = null;
   duration: Histogram | null = null;

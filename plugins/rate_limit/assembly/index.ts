@@ -2,7 +2,7 @@
 // bucket globally, per client host or per appName. Bucket state lives in the host kv store (16
 // bytes per bucket: tokens f64 + last refill ns i64) so it survives instance rebuilds and
 // reloads; idle buckets expire (TTL = time to refill completely + 1 s), which bounds the store.
-import { Step, Context, Action, registerStep, log, kv, nowNs, Counter } from "../../../sdk/assembly/index";
+import { Step, Phases, Context, Action, registerStep, log, kv, nowNs, Counter } from "../../../sdk/assembly/index";
 import { Conf } from "../../_shared/config";
 import { hostOf } from "../../_shared/match";
 
@@ -13,6 +13,7 @@ const PER_APP = 2;
 const state = new Uint8Array(16);
 
 class RateLimit extends Step {
+  phases: i32 = Phases.Request;
   maxRps: f64 = 0;
   burst: f64 = 0;
   per: i32 = PER_GLOBAL;

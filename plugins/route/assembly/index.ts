@@ -1,6 +1,6 @@
 // route: the first rule matching the request's database / collection / operation chooses the
 // upstream (ctx.setRoute); no match → `default` if set, else the proxy's default upstream.
-import { Step, Context, Action, registerStep, log } from "../../../sdk/assembly/index";
+import { Step, Phases, Context, Action, registerStep, log } from "../../../sdk/assembly/index";
 import { Conf } from "../../_shared/config";
 import { NameSet, inSet } from "../../_shared/match";
 
@@ -67,6 +67,7 @@ export function checkUri(uri: string): string {
 }
 
 class Route extends Step {
+  phases: i32 = Phases.Request;
   rules: Rule[] = [];
   fallback: string = "";
 

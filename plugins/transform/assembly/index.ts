@@ -1,7 +1,7 @@
 // transform: rename / set / unset / redact fields of commands (request) and of result documents
 // (response: every document of cursor.firstBatch / cursor.nextBatch, and `value` of
 // findAndModify). Paths are dotted, with "*" for every element ("documents.*.ssn").
-import { Step, Context, Action, registerStep, log, subop } from "../../../sdk/assembly/index";
+import { Step, Phases, Context, Action, registerStep, log, subop } from "../../../sdk/assembly/index";
 import { BsonDoc, BsonType, BsonWriter, setValue, unset, rename, redact, setArray, setDoc } from "../../../sdk/assembly/bson/index";
 import { Conf } from "../../_shared/config";
 import { JValue } from "../../_shared/json";
@@ -178,6 +178,7 @@ class Transform extends Step {
     if (!c.ok) { log.error("transform: bad config: " + c.error); return false; }
     this.req = req;
     this.resp = resp;
+    this.phases = (req.length > 0 ? Phases.Request : 0) | (resp.length > 0 ? Phases.Response : 0);
     return true;
   }
 
