@@ -333,9 +333,16 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
     if (ex !== null) {
       this.exchange = null;
       if (this.pipeline!.responseSteps.length > 0) {
-        this.answerFromPipeline(ex, parseOpMsg(frame).body);
-        this.finish();
-        return;
+        ex.replyBody = parseOpMsg(frame).body;
+        this.pipeline!.runResponse(ex);
+        if ((ex.verdict as Verdict) === Verdict.Reject || ex.newReply !== null) {
+          if ((ex.verdict as Verdict) === Verdict.Reject) this.replyRejected(ex);
+          else this.sendReplyBody(ex.newReply!);
+          this.finish();
+          return;
+        }
+        // No step changed the reply: forward the upstream's frame as the empty pipeline does
+        // (header retargeted in place), not a re-encoded copy.
       }
     }
     if (this.kind === Kind.LegacyQuery) {

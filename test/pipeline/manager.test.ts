@@ -99,7 +99,10 @@ test('a step that declares its phases (Step.phases) is not called in the others'
   const m = new PipelineManager({ recorder: r, logger: quiet, pluginDir: BUILTIN_PLUGIN_DIR });
   const p = await m.load({
     pipeline: { id: 'phases', request: ['logging', 'metrics', 'route'], response: ['logging', 'metrics', 'route'] },
-    steps: { logging: { config: { sample_rate: 0 } }, metrics: { config: {} }, route: { config: { default: 'mongodb://127.0.0.1:1' } } },
+    steps: {
+      logging: { config: { sample_rate: 0 }, max_memory_pages: 256 }, metrics: { config: {}, max_memory_pages: 256 },
+      route: { config: { default: 'mongodb://127.0.0.1:1' }, max_memory_pages: 256 },
+    },
   });
   const ex = makeExchange({ find: 'c', $db: 'app' }, 'phases');
   p.runRequest(ex);
