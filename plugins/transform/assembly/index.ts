@@ -2,7 +2,8 @@
 // (response: every document of cursor.firstBatch / cursor.nextBatch, and `value` of
 // findAndModify). Paths are dotted, with "*" for every element ("documents.*.ssn").
 import { Step, Phases, Context, Action, registerStep, log, subop } from "../../../sdk/assembly/index";
-import { BsonDoc, BsonType, BsonWriter, setValue, unset, rename, redact, setArray, setDoc } from "../../../sdk/assembly/bson/index";
+import { BsonDoc, BsonType, BsonWriter, setValue, unset, rename, redact } from "../../../sdk/assembly/bson/index";
+import { proxy_set_body } from "../../../sdk/assembly/host";
 import { Conf } from "../../_shared/config";
 import { JValue } from "../../_shared/json";
 import { NameSet, inSet } from "../../_shared/match";
@@ -168,6 +169,8 @@ function applyAll(edits: Edit[], doc: Uint8Array, op: string, coll: string): Uin
 class Transform extends Step {
   req: Edit[] = [];
   resp: Edit[] = [];
+  /** The rewritten reply is built here (kept across calls: no allocation once it has grown). */
+  out: BsonWriter = new BsonWriter(1024);
 
   onConfigure(text: string): bool {
     const c = Conf.parse(text);
@@ -217,46 +220,46 @@ class Transform extends Step {
     }
     s.end();
     if (reply === null) return Action.Continue;
-    let out: Uint8Array | null = null;
-    if (batch !== null) {
-      // First pass over views: the batch is rebuilt only when some document can change.
-      let touched = false;
-      const scan = batch.iter();
-      while (scan.next()) {
-        const el = scan.value;
-        if (el.type == BsonType.DOCUMENT && mightChange(edits, el.asDoc(), op, coll)) { touched = true; break; }
-      }
-      if (touched) {
-        const w = new BsonWriter(batch.length + 64);
-        w.startDoc();
-        w.startArray("a");
-        let changed = false;
-        const it = batch.iter();
-        while (it.next()) {
-          const el = it.value;
-          if (el.type != BsonType.DOCUMENT) { w.appendRawValue("", el); continue; }
-          const d = el.asDoc();
-          const src = d.toBytes();
-          const edited = mightChange(edits, d, op, coll) ? applyAll(edits, src, op, coll) : null;
-          if (edited !== null) { changed = true; w.writeDocBytes("", edited); }
-          else w.writeDocBytes("", src);
+    const batchIsFirst = batchName == "cursor.firstBatch";
+    const valueMay = value !== null && mightChange(edits, value, op, coll);
+    if (batch === null && !valueMay) return Action.Continue;
+    // One pass: the reply is rewritten into a reused writer; elements no edit touches are copied
+    // as raw bytes, and the host gets the writer's bytes only if some document changed.
+    const w = this.out;
+    w.reset();
+    w.startDoc();
+    let changed = false;
+    const top = reply.iter();
+    while (top.next()) {
+      const el = top.value;
+      if (batch !== null && el.type == BsonType.DOCUMENT && el.nameEquals("cursor")) {
+        w.startDoc("cursor");
+        const ci = el.asDoc().iter();
+        while (ci.next()) {
+          const c = ci.value;
+          if (c.type == BsonType.ARRAY && c.nameEquals(batchIsFirst ? "firstBatch" : "nextBatch")) {
+            w.startArray(batchIsFirst ? "firstBatch" : "nextBatch");
+            const it = c.asArray().iter();
+            while (it.next()) {
+              const d = it.value;
+              if (d.type == BsonType.DOCUMENT && mightChange(edits, d.asDoc(), op, coll)) {
+                const edited = applyAll(edits, d.asDoc().toBytes(), op, coll);
+                if (edited !== null) { changed = true; w.writeDocBytes("", edited); continue; }
+              }
+              w.appendRawElement(d);
+            }
+            w.endArray();
+          } else w.appendRawElement(c);
         }
-        w.endArray();
         w.endDoc();
-        if (changed) {
-          const arr = BsonDoc.fromBytes(w.finish())!.firstElement()!.asArray().toBytes();
-          out = setArray(reply, batchName, arr);
-        }
-      }
+      } else if (valueMay && el.type == BsonType.DOCUMENT && el.nameEquals("value")) {
+        const edited = applyAll(edits, value!.toBytes(), op, coll);
+        if (edited !== null) { changed = true; w.writeDocBytes("value", edited); }
+        else w.appendRawElement(el);
+      } else w.appendRawElement(el);
     }
-    if (value !== null && mightChange(edits, value, op, coll)) {
-      const edited = applyAll(edits, value.toBytes(), op, coll);
-      if (edited !== null) {
-        const base = out !== null ? BsonDoc.fromBytes(out)! : reply;
-        out = setDoc(base, "value", edited);
-      }
-    }
-    if (out !== null) ctx.replaceBody(out);
+    w.endDoc();
+    if (changed) proxy_set_body(1, w.dataPtr, w.length);
     return Action.Continue;
   }
 }
