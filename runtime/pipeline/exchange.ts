@@ -1,6 +1,6 @@
 // One request's state as it travels through the pipeline. Every field is initialised in the
 // constructor so all exchanges share one hidden class.
-import { foldSequences, ElementCursor, BSON_DOCUMENT, type DocSequence } from '../wire/index.ts';
+import { foldSequences, ElementCursor, BSON_DOCUMENT, utf8, type DocSequence } from '../wire/index.ts';
 import type { HostExchange } from '../wasm/index.ts';
 
 export const enum Verdict { Continue = 0, Reject = 1, LocalReply = 2 }
@@ -98,9 +98,8 @@ export class Exchange implements HostExchange {
       cur.open(buf, 0);
       while (cur.next()) {
         if (cur.type === BSON_DOCUMENT) continue;
-        const n = cur.nameEnd - cur.nameStart;
-        if (n === 2 && buf[cur.nameStart] === 0x6f && buf[cur.nameStart + 1] === 0x6b) this.statusOk = cur.number() === 1 ? 1 : 0; // "ok"
-        else if (n === 4 && cur.name() === 'code') { const c = cur.number(); this.statusCode = Number.isFinite(c) ? c : 0; }
+        if (cur.nameIs(K_OK)) this.statusOk = cur.number() === 1 ? 1 : 0;
+        else if (cur.nameIs(K_CODE)) { const c = cur.number(); this.statusCode = Number.isFinite(c) ? c : 0; }
       }
     } catch {
       // a malformed reply: not ok
@@ -109,3 +108,5 @@ export class Exchange implements HostExchange {
 }
 
 const statusCursor = new ElementCursor();
+const K_OK = utf8('ok');
+const K_CODE = utf8('code');

@@ -43,12 +43,12 @@ export class PluginInstance {
   private readonly state: StepHostState;
   /** The op / db / collection / appName this instance last read (CallFlag.SameOp etc. compare with them). */
   private lastOp: string;
-  /** PhaseBit mask from proxy_set_phases during configure (default: both). */
-  phases: number;
-  private configuring: boolean;
   private lastDb: string;
   private lastColl: string;
   private lastApp: string;
+  /** PhaseBit mask from proxy_set_phases during configure (default: both). */
+  phases: number;
+  private configuring: boolean;
   /** The last kv key decoded, and its UTF-16 bytes: most calls repeat a key (a bucket, a version). */
   private keyText: string;
   private keyBytes: Uint8Array;
@@ -61,11 +61,11 @@ export class PluginInstance {
     this.ex = null;
     this.state = new StepHostState(services);
     this.lastOp = '';
-    this.phases = PhaseBit.Both;
-    this.configuring = false;
     this.lastDb = '';
     this.lastColl = '';
     this.lastApp = '';
+    this.phases = PhaseBit.Both;
+    this.configuring = false;
     this.keyText = '';
     this.keyBytes = new Uint8Array(64);
     this.keyLen = -1;
