@@ -17,7 +17,7 @@ import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { PluginLoadError, FuelExhaustedError } from './errors.ts';
-import { instrumentModule } from './metering.ts';
+import { instrumentModule, METERING_VERSION } from './metering.ts';
 import { IMPORT_MODULE, Export } from './abi.ts';
 
 /** `\0asm` */
@@ -178,7 +178,7 @@ async function load(bytes: Uint8Array, hash: string, root: string, opts: Compone
   if (typeof mod.instantiate !== 'function') throw new PluginLoadError(name, `transpiled bindings in ${dir} have no instantiate()`);
   const list = JSON.parse(await readFile(join(dir, DONE), 'utf8')) as string[];
   const modules = new Map<string, WebAssembly.Module>();
-  const meteredDir = join(dir, `metered-${opts.fuel}-${opts.maxMemoryPages}`);
+  const meteredDir = join(dir, `metered-v${METERING_VERSION}-${opts.fuel}-${opts.maxMemoryPages}`);
   await Promise.all(list.map(async (file) => {
     const bytes = await meteredCore(dir, meteredDir, file, opts);
     try {

@@ -15,6 +15,9 @@ import { Worker } from 'node:worker_threads';
 import { IMPORT_MODULE, Export, PAGE_BYTES } from './abi.ts';
 import { PluginLoadError } from './errors.ts';
 
+/** Bump when the instrumentation changes: it names the on-disk cache of metered component cores. */
+export const METERING_VERSION = 1;
+
 export interface MeterOptions {
   readonly name: string;
   readonly fuel: number;
