@@ -110,22 +110,19 @@ export class PluginInstance {
   callRequest(ex: HostExchange): number {
     const fn = this.onRequestFn;
     if (fn === null) return 0;
-    const size = requestCallSize(ex);
-    const flags = requestCallFlags(ex) | this.sameFlags(ex);
-    this.ex = ex;
-    try {
-      return fn(size, flags);
-    } finally {
-      this.ex = null;
-    }
+    return this.invoke(fn, ex, requestCallSize(ex), requestCallFlags(ex));
   }
 
   /** Response-phase callback over newReply ?? replyBody ?? localReply. */
   callResponse(ex: HostExchange): number {
     const fn = this.onResponseFn;
     if (fn === null) return 0;
-    const size = responseCallSize(ex);
-    const flags = responseCallFlags(ex) | this.sameFlags(ex);
+    return this.invoke(fn, ex, responseCallSize(ex), responseCallFlags(ex));
+  }
+
+  /** Calls a phase callback with `ex` current (the host functions act on it) for its duration. */
+  private invoke(fn: Fn, ex: HostExchange, size: number, flags: number): number {
+    flags |= this.sameFlags(ex);
     this.ex = ex;
     try {
       return fn(size, flags);
