@@ -39,14 +39,19 @@ class DevConnection implements FrameSink {
   }
 
   onFrame(frame: Buffer): void {
+    if (this.socket.destroyed) return; // frames that followed one we closed the connection on
     let f = frame;
     let compressor = -1;
     const requestId = f.readInt32LE(4);
+    // Whether the client expects no reply. Read from the flag bits directly (offset 16) so that it
+    // is known even when parseOpMsg throws; for OP_COMPRESSED, from the frame inside once decompressed.
+    let moreToCome = opMsgMoreToCome(f);
     try {
       if (f.readInt32LE(12) === OP_COMPRESSED) {
         const d = decompressFrame(f);
         f = d.frame;
         compressor = d.compressorId;
+        moreToCome = opMsgMoreToCome(f);
       }
       const op = f.readInt32LE(12);
       if (op === OP_QUERY) {
@@ -70,12 +75,19 @@ class DevConnection implements FrameSink {
         for (const s of msg.sequences) sequences[s.id] = readDocs(s.payload);
       }
       const reply = this.run(cmd, sequences);
-      if (msg.flags & MSG_MORE_TO_COME) return;
+      if (moreToCome) return;
       let out = encodeOpMsg(nextId++, requestId, 0, serialize(reply));
       const name = Object.keys(cmd)[0] ?? '';
       if (compressor > 0 && !UNCOMPRESSIBLE_COMMANDS.has(name)) out = compressFrame(out, compressor);
       this.socket.write(out);
     } catch (err) {
+      // A moreToCome request never gets a reply, not even an error: an unsolicited frame would
+      // desynchronise the client's connection (the proxy pools its upstream connections). As
+      // mongod does with a moreToCome message it cannot process, close the connection instead.
+      if (moreToCome) {
+        this.socket.destroy();
+        return;
+      }
       const message = err instanceof Error ? err.message : String(err);
       this.socket.write(encodeOpMsg(nextId++, requestId, 0, serialize({ ok: 0, errmsg: message, code: err instanceof WireError ? 17 : 22, codeName: err instanceof WireError ? 'ProtocolError' : 'InvalidBSON' })));
     }
@@ -99,6 +111,11 @@ class DevConnection implements FrameSink {
     }
     return reply;
   }
+}
+
+/** True when `f` is an OP_MSG long enough to hold flag bits and has moreToCome set. */
+function opMsgMoreToCome(f: Buffer): boolean {
+  return f.length >= 20 && f.readInt32LE(12) === OP_MSG && (f.readUInt32LE(16) & MSG_MORE_TO_COME) !== 0;
 }
 
 function readDocs(payload: Buffer): Document[] {

@@ -1,11 +1,14 @@
 // Per-call command context handed to every command handler.
 import type { Document } from 'bson';
 import type { CursorManager } from './cursors.ts';
+import type { RetryableWrites } from './retryable.ts';
 import type { Store } from './store.ts';
 
 export interface EngineState {
   store: Store;
   cursors: CursorManager;
+  /** Last txnNumber and reply per logical session, for retried writes (see retryable.ts). */
+  retryableWrites: RetryableWrites;
   startedAt: number;
   now: () => number;
 }

@@ -25,6 +25,7 @@ export const ErrorCodes = {
   IndexKeySpecsConflict: 86,
   CommandNotSupported: 115,
   InvalidPipelineOperator: 168,
+  TransactionTooOld: 225,
   NoMatchingDocument: 47,
   DuplicateKey: 11000,
   MergeStageNoMatchingDocument: 13113,

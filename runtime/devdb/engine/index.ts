@@ -13,9 +13,10 @@
 // unique indexes, cursors and mongod-shaped replies/errors.
 import type { Document } from 'bson';
 import { commands } from './commands/index.ts';
-import type { Ctx, EngineState } from './context.ts';
+import type { Ctx, EngineState, Handler } from './context.ts';
 import { CursorManager } from './cursors.ts';
 import { CommandError, codeName, ErrorCodes } from './errors.ts';
+import { RETRYABLE_WRITE_COMMANDS, RetryableWrites, sessionKey, txnNumberOf } from './retryable.ts';
 import { Store } from './store.ts';
 import { isPlainObject } from './values.ts';
 
@@ -26,6 +27,10 @@ export interface DevEngineOptions {
   cursorTimeoutMs?: number;
   /** Maximum number of open cursors; the least recently used is evicted (default 10000). */
   maxCursors?: number;
+  /** Logical sessions whose last retryable write is remembered; the least recently used is forgotten (default 10000). */
+  maxRetryableSessions?: number;
+  /** A session's retryable-write record is forgotten after this many idle ms (default 30 minutes). */
+  sessionTimeoutMs?: number;
   /** Clock, for tests (default Date.now). */
   now?: () => number;
 }
@@ -43,6 +48,11 @@ export class DevEngine {
         maxBatchBytes: opts.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES,
         idleTimeoutMs: opts.cursorTimeoutMs ?? 10 * 60 * 1000,
         maxCursors: opts.maxCursors ?? 10000,
+        now,
+      }),
+      retryableWrites: new RetryableWrites({
+        maxSessions: opts.maxRetryableSessions ?? 10000,
+        idleTimeoutMs: opts.sessionTimeoutMs ?? 30 * 60 * 1000,
         now,
       }),
       startedAt: now(),
@@ -80,6 +90,9 @@ export class DevEngine {
         return new CommandError(ErrorCodes.InvalidNamespace, `Invalid database name: '${String(db)}'`).toReply();
       }
       const ctx: Ctx = { ...this.state, db, connectionId };
+      if (RETRYABLE_WRITE_COMMANDS.has(name) && full.txnNumber !== undefined && full.autocommit !== false) {
+        return this.retryableWrite(full, ctx, handler);
+      }
       return handler(full, ctx);
     } catch (e) {
       if (e instanceof CommandError) return e.toReply();
@@ -88,10 +101,38 @@ export class DevEngine {
     }
   }
 
-  /** Drops all databases and cursors. */
+  /**
+   * A write with lsid + txnNumber outside a transaction: a retry (same txnNumber as the session's
+   * last) gets the first reply back without the write running again; an older txnNumber is refused.
+   * Without a usable lsid.id or txnNumber the write runs as any other.
+   */
+  private retryableWrite(cmd: Document, ctx: Ctx, handler: Handler): Document {
+    const key = sessionKey(cmd.lsid);
+    const txnNumber = txnNumberOf(cmd.txnNumber);
+    if (key === null || txnNumber === null) return handler(cmd, ctx);
+    const retries = this.state.retryableWrites;
+    const d = retries.check(key, txnNumber);
+    if (d.kind === 'replay') return d.reply;
+    if (d.kind === 'tooOld') {
+      return new CommandError(
+        ErrorCodes.TransactionTooOld,
+        `Retryable write with txnNumber ${d.txnNumber} is prohibited on session ${key} because a newer retryable write with txnNumber ${d.last} has already started on this session.`,
+      ).toReply();
+    }
+    let reply: Document = { ok: 0 }; // a throwing handler records the txnNumber, no reply
+    try {
+      reply = handler(cmd, ctx);
+      return reply;
+    } finally {
+      retries.record(key, txnNumber, reply);
+    }
+  }
+
+  /** Drops all databases, cursors and retryable-write records. */
   reset(): void {
     this.state.store.reset();
     this.state.cursors.reset();
+    this.state.retryableWrites.reset();
   }
 }
 
