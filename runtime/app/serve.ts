@@ -93,6 +93,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     host, port, pool, compression: config.compression, zlibLevel: config.zlib_level,
     requestTimeoutMs: config.upstream.request_timeout_ms, log: log.child('proxy::server'),
     pipelines, pipelineId: config.pipeline.id, poolOptions,
+    clientLimits: { maxPendingReplyBytes: config.clients.max_pending_reply_bytes, maxQueuedRequests: config.clients.max_queued_requests },
   });
   const bound = await server.listen();
   const uri = `mongodb://${bound.host}:${bound.port}/`;
@@ -114,7 +115,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     },
     async close() {
       if (admin !== null) await admin.app.close();
-      await server.close();
+      await server.close(current.shutdown.drain_timeout_ms);
       if (devdb !== null) await devdb.close();
     },
   };

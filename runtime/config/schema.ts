@@ -91,6 +91,24 @@ const upstream = v.strictObject({
   ),
 });
 
+const clients = v.strictObject({
+  max_pending_reply_bytes: v.optional(
+    int(65536, undefined, 'Bytes of replies a client may leave unread before the proxy stops reading (and forwarding) its requests; reading resumes when its socket drains. One reply is always written whole, so a client holds at most this plus one reply (≤ 48,000,000 bytes).'),
+    16 * 1024 * 1024,
+  ),
+  max_queued_requests: v.optional(
+    int(1, 10000, 'Requests read from one client and not yet started; past this the proxy stops reading that client until the queue halves (drivers do not pipeline, so this only bounds misbehaving clients).'),
+    64,
+  ),
+});
+
+const shutdown = v.strictObject({
+  drain_timeout_ms: v.optional(
+    int(0, undefined, 'On SIGTERM/SIGINT: milliseconds allowed for requests in flight to be answered before the remaining connections are closed. Requests read but not started are answered with ShutdownInProgress (code 91).'),
+    10000,
+  ),
+});
+
 const devdb = v.strictObject({
   port: v.optional(
     int(0, 65535, 'Port of the in-process development upstream (used when upstream.uri is absent); 0 picks a free port.'),
@@ -188,6 +206,8 @@ const rootObject = v.strictObject({
   listen: v.optional(listen, '127.0.0.1:27018'),
   upstream: v.optional(v.pipe(upstream, v.description('Connection pool to the upstream database.')), {}),
   devdb: v.optional(v.pipe(devdb, v.description('In-process development upstream.')), {}),
+  clients: v.optional(v.pipe(clients, v.description('Per-client bounds (backpressure): what one client may make the proxy hold for it.')), {}),
+  shutdown: v.optional(v.pipe(shutdown, v.description('Graceful shutdown.')), {}),
   compression: v.optional(
     v.pipe(
       v.array(v.picklist(['snappy', 'zlib', 'zstd'])),

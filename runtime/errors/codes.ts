@@ -10,6 +10,7 @@ export const ErrorCodes = {
   AuthenticationFailed: 18,
   IllegalOperation: 20,
   NetworkTimeout: 89,
+  ShutdownInProgress: 91,
   CommandNotFound: 59,
   ExceededTimeLimit: 262,
   ProtocolError: 17,

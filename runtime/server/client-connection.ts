@@ -3,10 +3,18 @@
 // arrival order, one at a time (drivers do not pipeline on a connection, and moreToCome writes
 // must reach the upstream in order). The connection object is itself the frame sink, pool waiter
 // and reply handler, so a request allocates no closures.
+//
+// Backpressure (undici's and Node streams' boolean kind): after each reply the connection looks at
+// the bytes its socket still holds for the client. Past clients.max_pending_reply_bytes it stops
+// reading the client and starts no further request until the socket drains, so a client that
+// pipelines requests and never reads costs the proxy at most that bound plus one reply. Upstream
+// connections need no separate pause: one carries one request of one client at a time, and no
+// request is sent upstream for a client that cannot take its reply.
 import type { Socket } from 'node:net';
 import { deserialize, serialize, type Document } from 'bson';
 import {
   CommandPeek, Framer, WireError, type FrameSink, decompressFrame, compressFrame, parseOpMsg, parseOpQuery,
+  validateDocument, validateDocuments,
   encodeOpMsg, encodeOpReply, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
   MSG_MORE_TO_COME, MSG_EXHAUST_ALLOWED, UNCOMPRESSIBLE_COMMANDS, REPLY_QUERY_FAILURE, HEADER_SIZE,
 } from '../wire/index.ts';
@@ -19,8 +27,6 @@ import { HELLO_COMMANDS, emptyMetadata, helloReply, negotiateCompression, readCl
 import type { ServerContext } from './context.ts';
 
 const AUTH_COMMANDS: ReadonlySet<string> = new Set(['saslStart', 'saslContinue', 'authenticate', 'getnonce', 'logout']);
-/** Pause reading from a client that queues more than this many requests. */
-const MAX_QUEUED = 64;
 
 const enum Kind { None = 0, Msg = 1, LegacyQuery = 2 }
 
@@ -46,13 +52,20 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
   /** Set by shutdown(): finish the request in flight, then close. */
   private draining = false;
   private paused = false;
+  /** The client has more unread reply bytes than clients.max_pending_reply_bytes: wait for 'drain'. */
+  private writeBlocked = false;
+  private readonly maxPending: number;
+  private readonly maxQueued: number;
 
   // The request in flight (one at a time).
   private readonly peek = new CommandPeek();
   private kind: Kind = Kind.None;
   private requestId = 0;
   private replyCompressor = 0;
+  /** The frame to send upstream, kept until the request completes so an unsent one can be retried. */
   private outgoing: Buffer | null = null;
+  /** Whether the request in flight was already re-sent once on a fresh upstream connection. */
+  private retried = false;
   private expectReply = true;
   /** The upstream connection serving the request in flight, for the request timeout. */
   private upstream: UpstreamConnection | null = null;
@@ -71,8 +84,11 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
     this.clientAddress = `${socket.remoteAddress ?? ''}:${socket.remotePort ?? 0}`;
     this.framer = new Framer(this);
     this.activePool = ctx.pool;
+    this.maxPending = ctx.clientLimits.maxPendingReplyBytes;
+    this.maxQueued = ctx.clientLimits.maxQueuedRequests;
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.framer.push(chunk));
+    socket.on('drain', () => this.onSocketDrain());
     socket.on('error', () => this.close());
     socket.on('close', () => this.close());
   }
@@ -81,31 +97,93 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
 
   onFrame(frame: Buffer): void {
     this.queue.push(frame);
-    if (this.queue.length > MAX_QUEUED && !this.paused) {
-      this.paused = true;
-      this.socket.pause();
-    }
+    if (this.queue.length > this.maxQueued) this.updateReading();
     this.drain();
   }
 
-  onFrameError(err: WireError, requestId: number): void {
+  onFrameError(err: WireError, requestId: number, opCode: number): void {
     this.ctx.stats.decodeErrors++;
-    this.ctx.log.warn('closing client connection: unframeable input', { conn: this.id, client: this.clientAddress, error: err.message, code: err.code });
-    // The stream cannot be resynchronised; answer (if we know whom to answer) and close.
-    if (!this.closed) {
-      this.socket.end(encodeOpMsg(newRequestId(), requestId, 0, errorDocument(ErrorCodes.ProtocolError, err.message)));
-      this.closed = true;
-    }
+    this.logBadInput('closing client connection: unframeable input', err);
+    // The stream cannot be resynchronised. Requests framed before the bad header are answered
+    // first (a reply boundary), then the error, then the connection closes.
+    if (this.closed) return;
+    this.framer.fail();
+    this.pendingFrameError = encodeOpMsg(newRequestId(), requestId, 0, errorDocument(ErrorCodes.ProtocolError,
+      `${err.message} (opcode ${opCode}); the connection is closed because the stream cannot be resynchronised`));
+    if (!this.busy && this.queue.length === 0) this.endWithFrameError();
+  }
+
+  /** The error for an unframeable stream, written once everything framed before it is answered. */
+  private pendingFrameError: Buffer | null = null;
+
+  private endWithFrameError(): void {
+    const out = this.pendingFrameError!;
+    this.pendingFrameError = null;
+    this.closed = true;
+    this.queue.length = 0;
+    this.socket.end(out);
+  }
+
+  /** One log line per bad input at most LogThrottle allows, at warn, without a stack. */
+  private logBadInput(msg: string, err: Error & { code?: string }): void {
+    const suppressed = this.ctx.inputLogThrottle.take();
+    if (suppressed < 0) return;
+    const fields: Record<string, unknown> = { conn: this.id, client: this.clientAddress, error: err.message, code: err.code };
+    if (suppressed > 0) fields.suppressed = suppressed;
+    this.ctx.log.warn(msg, fields);
   }
 
   private drain(): void {
-    while (!this.busy && !this.closed && this.queue.length > 0) {
+    while (!this.busy && !this.closed && !this.writeBlocked && this.queue.length > 0) {
       const frame = this.queue.shift()!;
       this.handle(frame);
     }
-    if (this.paused && this.queue.length < MAX_QUEUED / 2) {
+    if (!this.busy && !this.closed && this.queue.length === 0) {
+      if (this.pendingFrameError !== null) {
+        this.endWithFrameError();
+        return;
+      }
+      if (this.draining) {
+        this.closeGracefully();
+        return;
+      }
+    }
+    if (this.paused) this.updateReading();
+  }
+
+  /**
+   * Reading stops while the client's unread replies are over the bound or too many of its requests
+   * are queued, and resumes when neither holds (the queue with hysteresis: below half the bound).
+   */
+  private updateReading(): void {
+    if (this.closed) return;
+    const stop = this.writeBlocked || this.queue.length > this.maxQueued;
+    if (stop) {
+      if (!this.paused) {
+        this.paused = true;
+        this.socket.pause();
+      }
+    } else if (this.paused && this.queue.length <= this.maxQueued >> 1) {
       this.paused = false;
       this.socket.resume();
+    }
+  }
+
+  private onSocketDrain(): void {
+    if (!this.writeBlocked) return;
+    this.writeBlocked = false;
+    this.updateReading();
+    this.drain();
+  }
+
+  /** Every reply goes through here: written whole, then the backpressure check. */
+  private write(out: Buffer): void {
+    const socket = this.socket;
+    socket.write(out);
+    if (!this.writeBlocked && socket.writableLength > this.maxPending) {
+      this.writeBlocked = true;
+      this.ctx.stats.backpressurePauses++;
+      this.updateReading();
     }
   }
 
@@ -129,6 +207,10 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
           throw new WireError('PROXY_ERR_BAD_COMPRESSION', `compressor id ${compressor} was not negotiated on this connection`, true);
         }
       }
+      if (this.draining) {
+        this.refuseShuttingDown(f, op);
+        return;
+      }
       if (op === OP_MSG) this.handleMsg(f, compressor);
       else if (op === OP_QUERY) this.handleQuery(f);
       else {
@@ -139,21 +221,44 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
     } catch (err) {
       if (err instanceof WireError) {
         this.ctx.stats.decodeErrors++;
-        this.ctx.log.warn('malformed request', { conn: this.id, client: this.clientAddress, error: err.message, code: err.code });
+        this.logBadInput('malformed request', err);
         this.replyError(new ProxyError(err.code === 'PROXY_ERR_BAD_BSON' ? ErrorCodes.InvalidBSON : ErrorCodes.ProtocolError, err.message));
       } else if (err instanceof ProxyError) {
         this.replyError(err);
       } else {
-        this.ctx.log.error('internal error handling a request', { conn: this.id, error: (err as Error).stack });
+        // A defect of the proxy's, not bad input (that is a WireError): logged with its stack, but
+        // through the same throttle, since a client may be able to trigger it at will.
+        const suppressed = this.ctx.inputLogThrottle.take();
+        if (suppressed >= 0) this.ctx.log.error('internal error handling a request', { conn: this.id, error: (err as Error).stack, suppressed });
         this.replyError(new ProxyError(ErrorCodes.InternalError, `proxy internal error: ${(err as Error).message}`));
       }
     }
+  }
+
+  /** A request read while draining: ShutdownInProgress, as mongod answers during its own shutdown. */
+  private refuseShuttingDown(frame: Buffer, op: number): void {
+    this.ctx.stats.shutdownRefused++;
+    if (op === OP_QUERY) this.kind = Kind.LegacyQuery;
+    else if (op === OP_MSG) this.expectReply = frame.length < HEADER_SIZE + 4 || (frame.readUInt32LE(HEADER_SIZE) & MSG_MORE_TO_COME) === 0;
+    this.replyError(new ProxyError(ErrorCodes.ShutdownInProgress, 'the proxy is shutting down; retry on another proxy',
+      ['RetryableWriteError']));
+    this.kind = Kind.None;
   }
 
   // ---- OP_MSG -----------------------------------------------------------------------------
 
   private handleMsg(frame: Buffer, compressor: number): void {
     const msg = parseOpMsg(frame);
+    this.expectReply = (msg.flags & MSG_MORE_TO_COME) === 0;
+    // Everything forwarded is checked whole first (mongod's wire object check): a request the
+    // proxy cannot vouch for never reaches a shared upstream connection.
+    validateDocument(msg.body, 0, msg.body.length);
+    if (msg.sequences !== null) {
+      for (let i = 0; i < msg.sequences.length; i++) {
+        const payload = msg.sequences[i].payload;
+        validateDocuments(payload, 0, payload.length);
+      }
+    }
     const peek = this.peek.read(msg.body);
     const op = peek.op;
     this.expectReply = (msg.flags & MSG_MORE_TO_COME) === 0;
@@ -264,7 +369,14 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
       throw new ProxyError(ErrorCodes.UnsupportedOpQueryCommand,
         `legacy OP_QUERY find on ${q.fullCollectionName} is not supported; use OP_MSG (MongoDB 3.6+ drivers)`);
     }
-    let cmd = deserialize(q.query) as Document;
+    // Validated before the full decode: corrupt BSON is the client's InvalidBSON, not our internal error.
+    validateDocument(q.query, 0, q.query.length);
+    let cmd: Document;
+    try {
+      cmd = deserialize(q.query) as Document;
+    } catch (err) {
+      throw new WireError('PROXY_ERR_BAD_BSON', `OP_QUERY command is not valid BSON: ${(err as Error).message}`, true);
+    }
     if (cmd.$query !== undefined && typeof cmd.$query === 'object') cmd = cmd.$query as Document;
     const op = Object.keys(cmd)[0] ?? '';
     if (HELLO_COMMANDS.has(op)) {
@@ -288,13 +400,13 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
     // exhaustAllowed is cleared: the upstream then answers each getMore once, and the client
     // (which only *allowed* exhaust) sends the next getMore itself.
     this.outgoing = retargetOpMsg(frame, newRequestId(), 0, MSG_EXHAUST_ALLOWED);
+    this.retried = false;
     this.busy = true;
     this.activePool.acquire(this);
   }
 
   onConnection(conn: UpstreamConnection): void {
     const out = this.outgoing!;
-    this.outgoing = null;
     if (this.expectReply) {
       this.upstream = conn;
       const limit = this.ctx.requestTimeoutMs;
@@ -347,16 +459,25 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
     }
     if (this.kind === Kind.LegacyQuery) {
       const reply = parseOpMsg(frame);
-      this.socket.write(encodeOpReply(newRequestId(), this.requestId, 0, [reply.body]));
+      this.write(encodeOpReply(newRequestId(), this.requestId, 0, [reply.body]));
     } else {
       let out = retargetOpMsg(frame, newRequestId(), this.requestId, 0);
       if (this.replyCompressor > 0) out = compressFrame(out, this.replyCompressor, this.ctx.zlibLevel);
-      this.socket.write(out);
+      this.write(out);
     }
     this.finish();
   }
 
   onUpstreamError(err: Error, _conn: UpstreamConnection, sent: boolean): void {
+    if (!sent && !this.retried && !this.closed && this.outgoing !== null) {
+      // The connection the pool gave us died before a byte of this request was written: the
+      // request is as new, so it goes out once more on another connection instead of failing.
+      this.retried = true;
+      this.ctx.stats.retriedUnsent++;
+      this.clearRequestTimer();
+      this.activePool.acquire(this);
+      return;
+    }
     // Safe to retry when the request never left, or when it is a retryable write (txnNumber):
     // the server deduplicates those by (lsid, txnNumber).
     const retryable = !sent || this.peek.hasTxnNumber;
@@ -385,24 +506,19 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
   private finish(): void {
     this.busy = false;
     this.exchange = null;
+    this.outgoing = null;
     this.kind = Kind.None;
-    if (this.draining) {
-      // Shutting down: the request in flight has been answered; end gracefully (FIN after the
-      // reply is flushed) instead of taking the next one.
-      this.closeGracefully();
-      return;
-    }
     if (!this.closed) this.drain();
   }
 
   /**
-   * Graceful shutdown: an idle connection ends now; a busy one ends right after the reply to its
-   * request in flight. Frames already queued behind it are not started (the client sees a closed
-   * connection and retries elsewhere, as for any mongos going away).
+   * Graceful shutdown: the request in flight is answered with its reply; requests already read
+   * behind it are answered with ShutdownInProgress (retryable), never dropped; then the connection
+   * ends on that reply boundary. An idle connection ends at once.
    */
   shutdown(): void {
     this.draining = true;
-    if (!this.busy) this.closeGracefully();
+    if (!this.busy) this.drain();
   }
 
   get idle(): boolean {
@@ -422,12 +538,12 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
   private sendReplyBody(body: Uint8Array): void {
     if (this.closed || !this.expectReply) return;
     if (this.kind === Kind.LegacyQuery) {
-      this.socket.write(encodeOpReply(newRequestId(), this.requestId, 0, [body]));
+      this.write(encodeOpReply(newRequestId(), this.requestId, 0, [body]));
       return;
     }
     let out = encodeOpMsg(newRequestId(), this.requestId, 0, body);
     if (this.replyCompressor > 0) out = compressFrame(out, this.replyCompressor, this.ctx.zlibLevel);
-    this.socket.write(out);
+    this.write(out);
   }
 
   /** Answers the current request with an error document (OP_REPLY with QueryFailure for legacy). */
@@ -436,11 +552,11 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
     const doc = errorDocument(err.code, err.message, err.labels, err.codeName);
     if (this.closed) return;
     if (this.kind === Kind.LegacyQuery) {
-      this.socket.write(encodeOpReply(newRequestId(), this.requestId, REPLY_QUERY_FAILURE, [doc]));
+      this.write(encodeOpReply(newRequestId(), this.requestId, REPLY_QUERY_FAILURE, [doc]));
       return;
     }
     if (!this.expectReply) return;
-    this.socket.write(encodeOpMsg(newRequestId(), this.requestId, 0, doc));
+    this.write(encodeOpMsg(newRequestId(), this.requestId, 0, doc));
   }
 
   close(): void {

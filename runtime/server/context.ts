@@ -4,6 +4,7 @@ import type { UpstreamInfo, UpstreamPool } from '../upstream/index.ts';
 import type { CompressorName } from '../wire/index.ts';
 import type { ClientConnection } from './client-connection.ts';
 import type { PipelineManager } from '../pipeline/index.ts';
+import type { LogThrottle } from './log-throttle.ts';
 
 export interface ServerStats {
   connectionsOpened: number;
@@ -16,7 +17,21 @@ export interface ServerStats {
   rejected: number;
   /** Requests a pipeline step answered without the upstream. */
   localReplies: number;
+  /** Times a client's unread replies exceeded clients.max_pending_reply_bytes and its reading stopped. */
+  backpressurePauses: number;
+  /** Requests answered with ShutdownInProgress because they were read during a drain. */
+  shutdownRefused: number;
+  /** Requests re-sent on a fresh upstream connection because the one they got was dead before they were written. */
+  retriedUnsent: number;
 }
+
+/** Per-client bounds (config `clients`). */
+export interface ClientLimits {
+  maxPendingReplyBytes: number;
+  maxQueuedRequests: number;
+}
+
+export const DEFAULT_CLIENT_LIMITS: ClientLimits = { maxPendingReplyBytes: 16 * 1024 * 1024, maxQueuedRequests: 64 };
 
 export interface ServerContext {
   readonly log: Logger;
@@ -26,6 +41,9 @@ export interface ServerContext {
   /** 0 = no limit. */
   readonly requestTimeoutMs: number;
   readonly stats: ServerStats;
+  readonly clientLimits: ClientLimits;
+  /** Shared by all connections: bounds the log lines clients can trigger with bad input. */
+  readonly inputLogThrottle: LogThrottle;
   readonly pipelines: PipelineManager;
   /** The pipeline id client requests run through. */
   readonly pipelineId: string;

@@ -6,7 +6,8 @@ import { PipelineManager } from '../pipeline/index.ts';
 import { ReplyPeek } from '../wire/index.ts';
 import type { CompressorName } from '../wire/index.ts';
 import { ClientConnection } from './client-connection.ts';
-import type { ServerContext, ServerStats } from './context.ts';
+import { DEFAULT_CLIENT_LIMITS, type ClientLimits, type ServerContext, type ServerStats } from './context.ts';
+import { LogThrottle } from './log-throttle.ts';
 
 export interface ProxyServerOptions {
   host: string;
@@ -21,6 +22,8 @@ export interface ProxyServerOptions {
   pipelineId?: string;
   /** Options for pools of routed upstreams (route step); defaults to the main pool's. */
   poolOptions?: PoolOptions;
+  /** Per-client bounds (backpressure); defaults as the config's `clients` block. */
+  clientLimits?: ClientLimits;
 }
 
 /** Cursors pinned to routed pools: bounded, oldest evicted first (Map keeps insertion order). */
@@ -34,8 +37,10 @@ export class ProxyServer implements ServerContext {
   readonly requestTimeoutMs: number;
   readonly stats: ServerStats = {
     connectionsOpened: 0, connectionsActive: 0, requests: 0, errorReplies: 0, decodeErrors: 0, upstreamErrors: 0,
-    rejected: 0, localReplies: 0,
+    rejected: 0, localReplies: 0, backpressurePauses: 0, shutdownRefused: 0, retriedUnsent: 0,
   };
+  readonly clientLimits: ClientLimits;
+  readonly inputLogThrottle = new LogThrottle(5);
   readonly pipelines: PipelineManager;
   readonly pipelineId: string;
   private readonly poolOptions: PoolOptions | undefined;
@@ -59,6 +64,7 @@ export class ProxyServer implements ServerContext {
     this.pipelines = opts.pipelines ?? new PipelineManager();
     this.pipelineId = opts.pipelineId ?? 'default';
     this.poolOptions = opts.poolOptions;
+    this.clientLimits = opts.clientLimits ?? DEFAULT_CLIENT_LIMITS;
     this.server = createServer({ noDelay: true }, (socket) => {
       const conn = new ClientConnection(this.nextConnectionId++, socket, this);
       this.clients.add(conn);
