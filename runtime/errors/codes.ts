@@ -11,6 +11,7 @@ export const ErrorCodes = {
   IllegalOperation: 20,
   NetworkTimeout: 89,
   ShutdownInProgress: 91,
+  InterruptedAtShutdown: 11600,
   CommandNotFound: 59,
   ExceededTimeLimit: 262,
   ProtocolError: 17,

@@ -11,6 +11,7 @@
 // connections need no separate pause: one carries one request of one client at a time, and no
 // request is sent upstream for a client that cannot take its reply.
 import type { Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import { deserialize, serialize, type Document } from 'bson';
 import {
   CommandPeek, Framer, WireError, type FrameSink, decompressFrame, compressFrame, parseOpMsg, parseOpQuery,
@@ -27,6 +28,8 @@ import { HELLO_COMMANDS, emptyMetadata, helloReply, negotiateCompression, readCl
 import type { ServerContext } from './context.ts';
 
 const AUTH_COMMANDS: ReadonlySet<string> = new Set(['saslStart', 'saslContinue', 'authenticate', 'getnonce', 'logout']);
+/** While draining, how long a just-answered connection waits for a follow-up request before it ends. */
+const QUIET_MS = 200;
 
 const enum Kind { None = 0, Msg = 1, LegacyQuery = 2 }
 
@@ -49,8 +52,12 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
   private closed = false;
   /** Whether the server has been told this connection is gone. */
   private released = false;
-  /** Set by shutdown(): finish the request in flight, then close. */
+  /** Set by shutdown(): answer what was read, then close on a reply boundary. */
   private draining = false;
+  /** While draining: this connection answered a request since shutdown() and waits QUIET_MS for a follow-up. */
+  private quietTimer: NodeJS.Timeout | null = null;
+  /** When the last request was read (monotonic ms): a connection quiet for QUIET_MS may close at once. */
+  private lastReadAt = 0;
   private paused = false;
   /** The client has more unread reply bytes than clients.max_pending_reply_bytes: wait for 'drain'. */
   private writeBlocked = false;
@@ -96,6 +103,7 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
   // ---- framing ----------------------------------------------------------------------------
 
   onFrame(frame: Buffer): void {
+    this.lastReadAt = performance.now();
     this.queue.push(frame);
     if (this.queue.length > this.maxQueued) this.updateReading();
     this.drain();
@@ -144,7 +152,7 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
         return;
       }
       if (this.draining) {
-        this.closeGracefully();
+        this.closeWhenQuiet();
         return;
       }
     }
@@ -521,6 +529,44 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
     if (!this.busy) this.drain();
   }
 
+  /**
+   * Draining and idle. A client that was just answered is likely writing its next request right
+   * now; closing at once would leave that request, already on the wire, unanswered. So a
+   * connection that read a request within the last QUIET_MS stays open until it has been quiet
+   * that long, answering with ShutdownInProgress — after which a driver marks the server unknown
+   * and stops using the connection — and then ends. A connection quiet for longer ends at once.
+   */
+  private closeWhenQuiet(): void {
+    const wait = QUIET_MS - (performance.now() - this.lastReadAt);
+    if (wait <= 0) {
+      this.closeGracefully();
+      return;
+    }
+    if (this.quietTimer === null) {
+      this.quietTimer = setTimeout(() => {
+        this.quietTimer = null;
+        if (!this.busy && this.queue.length === 0) this.closeGracefully();
+      }, wait);
+    }
+  }
+
+  /**
+   * The drain deadline passed. A request still in flight is answered with InterruptedAtShutdown
+   * (its upstream connection, now in an unknown state, is dropped), then the connection ends.
+   */
+  forceClose(): void {
+    if (this.closed) return;
+    if (this.busy && this.outgoing !== null) {
+      this.upstream?.destroy();
+      this.replyError(new ProxyError(ErrorCodes.InterruptedAtShutdown,
+        `the proxy shut down before the upstream answered ${this.peek.op || 'the request'} (shutdown.drain_timeout_ms)`,
+        this.peek.hasTxnNumber ? ['RetryableWriteError'] : []));
+    }
+    this.closeGracefully();
+    // A client that does not read would hold the socket open: it gets a moment, then is cut.
+    setTimeout(() => this.close(), 1000).unref();
+  }
+
   get idle(): boolean {
     return !this.busy;
   }
@@ -528,6 +574,10 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
   private closeGracefully(): void {
     if (this.closed) return;
     this.closed = true;
+    if (this.quietTimer !== null) {
+      clearTimeout(this.quietTimer);
+      this.quietTimer = null;
+    }
     this.framer.fail();
     this.queue.length = 0;
     this.socket.end();

@@ -134,8 +134,12 @@ export class ProxyServer implements ServerContext {
     }
     if (this.clients.size > 0) {
       this.log.warn('drain timeout: closing connections with requests still in flight', { connections: this.clients.size });
+      for (const c of this.clients) c.forceClose();
+      const cut = Date.now() + 1500;
+      while (this.clients.size > 0 && Date.now() < cut) await new Promise((r) => setTimeout(r, 20));
       for (const c of this.clients) c.close();
     }
+    this.log.info('drained', { answeredWithShutdownInProgress: this.stats.shutdownRefused });
     await closed;
     this.pool.close();
     for (const p of this.routedPools.values()) p.close();
