@@ -6,6 +6,10 @@ export {
   type StepSettings, type PipelineConfig, type PipelineManagerOptions,
 } from './manager.ts';
 export { StepRunner, defaultOnError } from './step-runner.ts';
+export { GraphKey, type Variant } from './graph-key.ts';
+export { GraphSlot } from './graph-slot.ts';
+export { PercentSelector, type GraphSelector } from './selector.ts';
+export { RejectionCounts, MAX_REJECTION_SERIES, type RejectionSeries } from './rejections.ts';
 export type { StepRecorder } from './recorder.ts';
 export type { Logger } from '../wasm/index.ts';
 export type { DocSequence } from '../wire/index.ts';

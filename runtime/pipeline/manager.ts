@@ -12,6 +12,10 @@ import {
 import { Pipeline } from './pipeline.ts';
 import { StepRunner, defaultOnError } from './step-runner.ts';
 import type { StepRecorder } from './recorder.ts';
+import { GraphKey, type Variant } from './graph-key.ts';
+import { GraphSlot } from './graph-slot.ts';
+import type { GraphSelector } from './selector.ts';
+import { RejectionCounts } from './rejections.ts';
 
 export type StepSettings = {
   module?: string;
@@ -43,40 +47,90 @@ export class PipelineManager {
   private readonly recorder: StepRecorder | null;
   private readonly logger: Logger;
   private readonly pluginDir: string;
-  private readonly current: Map<string, Pipeline>;
-  private readonly empty: Map<string, Pipeline>;
+  private readonly slots = new Map<string, GraphSlot>();
+  /** Last generation built per `pipelineId\0variant`. */
+  private readonly generations = new Map<string, number>();
+  /** Rejection counts per `pipelineId\0variant`: they outlive reloads, as Prometheus counters must. */
+  private readonly rejections = new Map<string, RejectionCounts>();
 
   constructor(opts: PipelineManagerOptions = {}) {
     this.recorder = opts.recorder ?? null;
     this.logger = opts.logger ?? defaultLogger;
     this.pluginDir = resolve(opts.pluginDir ?? 'build/plugins');
-    this.current = new Map();
-    this.empty = new Map();
   }
 
-  /** The current graph for `id` (an empty pipeline if none was loaded). */
-  get(id: string = DEFAULT_PIPELINE_ID): Pipeline {
-    const p = this.current.get(id);
-    if (p !== undefined) return p;
-    let e = this.empty.get(id);
-    if (e === undefined) {
-      e = new Pipeline(id, [], [], new Map(), this.recorder);
-      this.empty.set(id, e);
+  /**
+   * The graphs of pipeline `id` (created empty on first use, so a connection can hold its slot
+   * before anything is loaded). Stable: later loads swap the slot's fields.
+   */
+  slot(id: string = DEFAULT_PIPELINE_ID): GraphSlot {
+    let s = this.slots.get(id);
+    if (s === undefined) {
+      s = new GraphSlot(id, new Pipeline(new GraphKey(id, 'baseline', 0), [], [], new Map(), this.recorder, this.logger));
+      this.slots.set(id, s);
     }
-    return e;
+    return s;
   }
 
-  /** Builds the graph and swaps it in; on any error throws and the old graph keeps running. */
-  async load(config: PipelineConfig): Promise<Pipeline> {
-    const pipeline = await this.build(config);
-    this.current.set(pipeline.id, pipeline);
-    this.logger.info({ pipeline: pipeline.id, request: config.pipeline.request, response: config.pipeline.response }, 'pipeline loaded');
+  /** The current baseline graph for `id` (an empty pipeline if none was loaded). */
+  get(id: string = DEFAULT_PIPELINE_ID): Pipeline {
+    return this.slot(id).baseline;
+  }
+
+  /** The candidate graph running beside the baseline of `id`, or null. */
+  candidate(id: string = DEFAULT_PIPELINE_ID): Pipeline | null {
+    return this.slot(id).candidate;
+  }
+
+  /** Rejection counts of every pipeline and variant so far (for /metrics). */
+  rejectionCounts(): IterableIterator<[string, RejectionCounts]> {
+    return this.rejections.entries();
+  }
+
+  /** Every graph loaded now (baselines and candidates). */
+  *graphs(): IterableIterator<Pipeline> {
+    for (const s of this.slots.values()) {
+      yield s.baseline;
+      if (s.candidate !== null) yield s.candidate;
+    }
+  }
+
+  /**
+   * Builds the graph and swaps it in as `variant` of its pipeline; on any error throws and the old
+   * graph keeps running. A candidate needs a selector (setCandidate) before it serves requests.
+   */
+  async load(config: PipelineConfig, variant: Variant = 'baseline'): Promise<Pipeline> {
+    const pipeline = await this.build(config, variant);
+    const slot = this.slot(pipeline.id);
+    if (variant === 'baseline') slot.baseline = pipeline;
+    else slot.candidate = pipeline;
+    this.logger.info({ pipeline: pipeline.id, graph: pipeline.key.toString(), request: config.pipeline.request, response: config.pipeline.response }, 'pipeline loaded');
     return pipeline;
   }
 
+  /**
+   * Runs `candidate` beside the baseline of its pipeline, `selector` deciding per request; null
+   * removes the candidate (requests already running on it finish there: they hold the graph).
+   */
+  setCandidate(id: string, candidate: Pipeline | null, selector: GraphSelector | null = null): void {
+    const slot = this.slot(id);
+    if (candidate !== null && candidate.key.variant !== 'candidate') throw new Error(`graph ${candidate.key} is not a candidate`);
+    slot.selector = candidate === null ? null : selector;
+    slot.candidate = candidate;
+  }
+
   /** Builds a graph without publishing it (the canary controller runs two graphs per id). */
-  async build(config: PipelineConfig): Promise<Pipeline> {
+  async build(config: PipelineConfig, variant: Variant = 'baseline'): Promise<Pipeline> {
     const id = config.pipeline.id || DEFAULT_PIPELINE_ID;
+    const genKey = `${id}\0${variant}`;
+    const generation = (this.generations.get(genKey) ?? 0) + 1;
+    this.generations.set(genKey, generation);
+    const key = new GraphKey(id, variant, generation);
+    let rejections = this.rejections.get(genKey);
+    if (rejections === undefined) {
+      rejections = new RejectionCounts();
+      this.rejections.set(genKey, rejections);
+    }
     const names = new Set<string>();
     for (const s of config.pipeline.request) names.add(stepName(s));
     for (const s of config.pipeline.response) names.add(stepName(s));
@@ -86,12 +140,13 @@ export class PipelineManager {
         runners.set(name, await this.buildStep(id, name, settingsFor(config.steps, name)));
       }));
     } catch (err) {
-      this.logger.error({ pipeline: id, err: err instanceof Error ? err.message : String(err) },
-        'pipeline refused; the previous graph keeps running');
+      const running = this.slots.get(id)?.[variant === 'baseline' ? 'baseline' : 'candidate'];
+      this.logger.error({ pipeline: id, graph: key.toString(), err: err instanceof Error ? err.message : String(err) },
+        running != null && running.key.generation > 0 ? 'pipeline refused; the previous graph keeps running' : 'pipeline refused');
       throw err;
     }
     const pick = (list: string[]): StepRunner[] => list.map((s) => runners.get(stepName(s))!);
-    return new Pipeline(id, pick(config.pipeline.request), pick(config.pipeline.response), runners, this.recorder);
+    return new Pipeline(key, pick(config.pipeline.request), pick(config.pipeline.response), runners, this.recorder, this.logger, rejections);
   }
 
   private async buildStep(pipelineId: string, name: string, settings: StepSettings | undefined): Promise<StepRunner> {

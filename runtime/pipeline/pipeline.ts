@@ -1,14 +1,24 @@
 // A loaded pipeline graph. The run loops are chosen once at construction: untimed (no clock
 // reads at all) when the recorder is off, timed (one hrtime pair per step) when it is on, and a
 // no-op for an empty phase.
-import type { Exchange } from './exchange.ts';
+import { Verdict, type Exchange } from './exchange.ts';
 import type { StepRecorder } from './recorder.ts';
 import { StepRunner, STOP, ERROR } from './step-runner.ts';
+import type { GraphKey } from './graph-key.ts';
+import { RejectionCounts } from './rejections.ts';
+import type { Logger } from '../wasm/index.ts';
 
 type RunFn = (ex: Exchange) => void;
 
+/** Called when a step rejects a request (the rare path: counting and a debug line). */
+type OnReject = (step: StepRunner, ex: Exchange) => void;
+
 export class Pipeline {
+  readonly key: GraphKey;
+  /** key.pipelineId */
   readonly id: string;
+  /** Requests this pipeline's steps rejected, by step and code (shared by the generations of one variant). */
+  readonly rejections: RejectionCounts;
   readonly requestSteps: readonly StepRunner[];
   readonly responseSteps: readonly StepRunner[];
   /** Every distinct step of the graph (a step listed in both phases appears once). */
@@ -16,16 +26,24 @@ export class Pipeline {
   readonly runRequest: RunFn;
   readonly runResponse: RunFn;
 
-  constructor(id: string, requestSteps: StepRunner[], responseSteps: StepRunner[], steps: Map<string, StepRunner>, recorder: StepRecorder | null) {
+  constructor(key: GraphKey, requestSteps: StepRunner[], responseSteps: StepRunner[], steps: Map<string, StepRunner>,
+    recorder: StepRecorder | null, logger: Logger | null = null, rejections = new RejectionCounts()) {
+    this.key = key;
+    this.rejections = rejections;
+    const id = key.pipelineId;
     this.id = id;
     this.requestSteps = requestSteps;
     this.responseSteps = responseSteps;
     this.steps = steps;
+    const onReject: OnReject = (step, ex) => {
+      rejections.add(step.id, ex.rejectCode);
+      logger?.debug({ graph: key.toString(), step: step.id, op: ex.op, code: ex.rejectCode, reason: ex.rejectMessage }, 'request rejected by a step');
+    };
     const timed = recorder !== null && recorder.enabled;
     this.runRequest = requestSteps.length === 0 ? setPhase0
-      : timed ? timedLoop(id, requestSteps, 0, recorder) : untimedLoop(requestSteps, 0);
+      : timed ? timedLoop(id, requestSteps, 0, recorder, onReject) : untimedLoop(requestSteps, 0, onReject);
     this.runResponse = responseSteps.length === 0 ? setPhase1
-      : timed ? timedLoop(id, responseSteps, 1, recorder) : untimedLoop(responseSteps, 1);
+      : timed ? timedLoop(id, responseSteps, 1, recorder, onReject) : untimedLoop(responseSteps, 1, onReject);
   }
 }
 
@@ -39,18 +57,21 @@ function acting(steps: readonly StepRunner[], phase: 0 | 1): StepRunner[] {
   return steps.filter((s) => (s.slot.phases & bit) !== 0);
 }
 
-function untimedLoop(all: readonly StepRunner[], phase: 0 | 1): RunFn {
+function untimedLoop(all: readonly StepRunner[], phase: 0 | 1, onReject: OnReject): RunFn {
   const steps = acting(all, phase);
   const n = steps.length;
   return (ex) => {
     ex.phase = phase;
     for (let i = 0; i < n; i++) {
-      if ((steps[i]!.run(ex, phase) & STOP) !== 0) return;
+      if ((steps[i]!.run(ex, phase) & STOP) !== 0) {
+        if (ex.verdict === Verdict.Reject) onReject(steps[i]!, ex);
+        return;
+      }
     }
   };
 }
 
-function timedLoop(pipelineId: string, all: readonly StepRunner[], phase: 0 | 1, recorder: StepRecorder): RunFn {
+function timedLoop(pipelineId: string, all: readonly StepRunner[], phase: 0 | 1, recorder: StepRecorder, onReject: OnReject): RunFn {
   const steps = acting(all, phase);
   const n = steps.length;
   const ids = steps.map((s) => s.id);
@@ -62,7 +83,10 @@ function timedLoop(pipelineId: string, all: readonly StepRunner[], phase: 0 | 1,
       const rc = steps[i]!.run(ex, phase);
       const t1 = clock();
       recorder.record(pipelineId, ids[i]!, phase, Number(t1 - t0), (rc & ERROR) !== 0);
-      if ((rc & STOP) !== 0) return;
+      if ((rc & STOP) !== 0) {
+        if (ex.verdict === Verdict.Reject) onReject(steps[i]!, ex);
+        return;
+      }
     }
   };
 }

@@ -21,7 +21,7 @@ import {
 } from '../wire/index.ts';
 import { newRequestId, type PoolWaiter, type ReplyHandler, type UpstreamConnection } from '../upstream/index.ts';
 import { ErrorCodes, ProxyError, errorDocument } from '../errors/index.ts';
-import { Exchange, Verdict, type ConnectionInfo, type Pipeline } from '../pipeline/index.ts';
+import { Exchange, Verdict, type ConnectionInfo, type GraphSlot, type Pipeline } from '../pipeline/index.ts';
 import type { UpstreamPool } from '../upstream/index.ts';
 import type { DocSequence } from '../wire/index.ts';
 import { HELLO_COMMANDS, emptyMetadata, helloReply, negotiateCompression, readClientMetadata, type ClientMetadata } from './handshake.ts';
@@ -83,6 +83,8 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
   /** The exchange of the request in flight when its pipeline has steps; null on the empty-pipeline path. */
   private exchange: Exchange | null = null;
   private pipeline: Pipeline | null = null;
+  /** The graphs of this connection's pipeline (a stable slot; loads swap its contents). */
+  private readonly graphs: GraphSlot;
 
   constructor(id: number, socket: Socket, ctx: ServerContext) {
     this.id = id;
@@ -91,6 +93,7 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
     this.clientAddress = `${socket.remoteAddress ?? ''}:${socket.remotePort ?? 0}`;
     this.framer = new Framer(this);
     this.activePool = ctx.pool;
+    this.graphs = ctx.pipelines.slot(ctx.pipelineId);
     this.maxPending = ctx.clientLimits.maxPendingReplyBytes;
     this.maxQueued = ctx.clientLimits.maxQueuedRequests;
     socket.setNoDelay(true);
@@ -287,7 +290,9 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
    * The empty pipeline takes the direct path: no Exchange, no body access, no extra work.
    */
   private dispatch(frame: Buffer, body: Buffer, sequences: DocSequence[] | null, flags: number): void {
-    const pipeline = this.ctx.pipelines.get(this.ctx.pipelineId);
+    // Baseline, or — while a canary runs — the graph its selector picks for this request. The
+    // response phase runs on the same graph (this.pipeline), whatever loads meanwhile.
+    const pipeline = this.graphs.pick();
     this.activePool = this.ctx.pool;
     if (pipeline.requestSteps.length === 0 && pipeline.responseSteps.length === 0) {
       this.exchange = null;

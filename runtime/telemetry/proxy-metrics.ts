@@ -27,7 +27,26 @@ export function proxyMetricsRegistry(server: ProxyServer): Registry {
   total('proxy_error_replies_total', 'Requests answered with an error document by the proxy itself', () => server.stats.errorReplies);
   total('proxy_decode_errors_total', 'Malformed frames or messages received from clients', () => server.stats.decodeErrors);
   total('proxy_upstream_errors_total', 'Requests failed by a lost upstream connection', () => server.stats.upstreamErrors);
-  total('proxy_pipeline_rejections_total', 'Requests rejected by a pipeline step', () => server.stats.rejected);
+  total('proxy_pipeline_rejected_requests_total', 'Requests rejected by a pipeline step (all graphs)', () => server.stats.rejected);
+  // Per graph, step and error code: rejected requests never reach the response phase, so the
+  // logging and metrics steps cannot count them.
+  new Counter({
+    name: 'proxy_pipeline_rejections_total',
+    help: 'Requests rejected by a pipeline step, by pipeline id, graph (baseline/candidate), step and error code',
+    labelNames: ['pipeline_id', 'pipeline', 'step', 'code'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [key, counts] of server.pipelines.rejectionCounts()) {
+        const sep = key.indexOf('\0');
+        const labels = { pipeline_id: key.slice(0, sep), pipeline: key.slice(sep + 1) };
+        for (const r of counts.all()) this.inc({ ...labels, step: r.step, code: r.code }, r.count);
+      }
+    },
+  });
+  total('proxy_client_backpressure_pauses_total', 'Times a client left more than clients.max_pending_reply_bytes unread and its reading was paused', () => server.stats.backpressurePauses);
+  total('proxy_shutdown_refused_total', 'Requests answered with ShutdownInProgress during a drain', () => server.stats.shutdownRefused);
+  total('proxy_upstream_unsent_retries_total', 'Requests re-sent on another upstream connection because theirs was dead before they were written', () => server.stats.retriedUnsent);
   total('proxy_pipeline_local_replies_total', 'Requests answered by a pipeline step without the upstream', () => server.stats.localReplies);
   gauge('proxy_upstream_pool_connections', 'Upstream connections of the main pool (in use + idle)', () => server.pool.size);
   gauge('proxy_upstream_pool_idle', 'Idle upstream connections of the main pool', () => server.pool.idleCount);
