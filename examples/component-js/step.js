@@ -52,17 +52,25 @@ function encodeDoc(fields) {
   return out;
 }
 
+/** Refuses the config: the reason logged at error level becomes the host's refusal message. */
+function refuse(why) {
+  log('error', `component_js: bad config: ${why}`);
+  return false;
+}
+
 export const step = {
   configure(config) {
     let cfg;
-    try { cfg = JSON.parse(config); } catch { return false; }
+    try { cfg = JSON.parse(config); } catch { return refuse('config is not JSON'); }
     if (cfg.log_level !== undefined) {
-      if (!['trace', 'debug', 'info', 'warn', 'error'].includes(cfg.log_level)) return false;
+      if (!['trace', 'debug', 'info', 'warn', 'error'].includes(cfg.log_level)) {
+        return refuse(`log_level must be trace, debug, info, warn or error, got ${JSON.stringify(cfg.log_level)}`);
+      }
       level = cfg.log_level;
     }
     if (cfg.log !== undefined) logOps = cfg.log !== false;
     if (cfg.deny !== undefined) {
-      if (!Array.isArray(cfg.deny)) return false;
+      if (!Array.isArray(cfg.deny)) return refuse('deny must be an array of operation names');
       deny = cfg.deny.map(String);
     }
     opsMetric = defineMetric('counter', 'proxy_plugin_component_js_ops_total');

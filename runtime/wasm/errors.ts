@@ -37,3 +37,26 @@ export class FuelExhaustedError extends WasmHostError {
     super('PROXY_ERR_PLUGIN_FUEL', `plugin ${step} exceeded its fuel budget (${fuel})`);
   }
 }
+
+/**
+ * The warnings and errors a plugin logs while it configures: a plugin refuses a config by logging
+ * why and returning false, so these lines are the reason PluginConfigRefusedError carries (at
+ * startup, in the admin API's reload answer). Bounded: a chatty plugin cannot grow the message.
+ */
+export class ConfigureNotes {
+  static readonly MAX_LINES = 5;
+  static readonly MAX_CHARS = 1000;
+  private readonly lines: string[] = [];
+
+  /** Keeps `msg` when `level` is warn or error. */
+  add(level: string, msg: string): void {
+    if ((level === 'error' || level === 'warn') && this.lines.length < ConfigureNotes.MAX_LINES) this.lines.push(msg);
+  }
+
+  /** The logged reason, else `fallback` (e.g. "on_configure returned 1"). */
+  reason(fallback: string): string {
+    if (this.lines.length === 0) return fallback;
+    const text = this.lines.join('; ');
+    return text.length > ConfigureNotes.MAX_CHARS ? `${text.slice(0, ConfigureNotes.MAX_CHARS)}…` : text;
+  }
+}

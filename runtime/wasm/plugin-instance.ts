@@ -3,7 +3,7 @@
 // of it except to keep a result (replaced body, local reply); no clock reads here unless a sub-op
 // sink is installed; imports are closures created once per instance, not per call.
 import { IMPORT_MODULE, Export, Property, CallFlag, PhaseBit, LOG_LEVEL_NAMES, type MetricKind } from './abi.ts';
-import { PluginTrap, FuelExhaustedError, PluginConfigRefusedError } from './errors.ts';
+import { PluginTrap, FuelExhaustedError, PluginConfigRefusedError, ConfigureNotes } from './errors.ts';
 import {
   type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, findInBody, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags,
 } from './host-exchange.ts';
@@ -49,6 +49,8 @@ export class PluginInstance {
   /** PhaseBit mask from proxy_set_phases during configure (default: both). */
   phases: number;
   private configuring: boolean;
+  /** Warnings and errors the plugin logged during on_configure: the reason of a refusal. */
+  private readonly configNotes: ConfigureNotes;
   /** The last kv key decoded, and its UTF-16 bytes: most calls repeat a key (a bucket, a version). */
   private keyText: string;
   private keyBytes: Uint8Array;
@@ -66,6 +68,7 @@ export class PluginInstance {
     this.lastApp = '';
     this.phases = PhaseBit.Both;
     this.configuring = false;
+    this.configNotes = new ConfigureNotes();
     this.keyText = '';
     this.keyBytes = new Uint8Array(64);
     this.keyLen = -1;
@@ -103,7 +106,7 @@ export class PluginInstance {
     } finally {
       this.configuring = false;
     }
-    if (rc !== 0) throw new PluginConfigRefusedError(this.services.step, `on_configure returned ${rc}`);
+    if (rc !== 0) throw new PluginConfigRefusedError(this.services.step, this.configNotes.reason(`on_configure returned ${rc}`));
   }
 
   /** Request-phase callback. Returns the plugin's Action; throws on a trap. */
@@ -287,7 +290,9 @@ export class PluginInstance {
       proxy_log: (level: number, ptr: number, len: number): void => {
         const name = LOG_LEVEL_NAMES[level] ?? 'info';
         const ex = this.ex;
-        services.logger[name]({ step, pipeline: services.pipelineId, op: ex === null ? undefined : ex.op }, this.str(ptr, len));
+        const msg = this.str(ptr, len);
+        if (this.configuring) this.configNotes.add(name, msg);
+        services.logger[name]({ step, pipeline: services.pipelineId, op: ex === null ? undefined : ex.op }, msg);
       },
       // Only while configuring: the phases the step acts in (the pipeline skips the others).
       proxy_set_phases: (mask: number): void => {

@@ -1,8 +1,9 @@
 // `proxy serve` refuses a bad configuration before opening a port: exit 2 with the key path and
-// reason; a plugin refusing its config exits 1. A good one prints the connection string.
+// reason; a plugin refusing its config exits 1 with the reason the plugin gave (as does the admin
+// API's reload answer). A good one prints the connection string.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -30,33 +31,76 @@ test('a configuration the schema refuses: exit 2 with key path and reason, never
   assert.doesNotMatch(r.stdout, /mongodb:\/\//, 'never printed a connection string');
 });
 
-test('a plugin refusing its config: exit 1 before listening', () => {
+test('a plugin refusing its config: exit 1 before listening, with the plugin\'s reason', () => {
   const file = join(dir, 'refused.json');
   writeFileSync(file, JSON.stringify({ listen: '127.0.0.1:0', pipeline: { request: ['route'] }, steps: { route: { config: { rules: 'nope' } } } }));
   const r = spawnSync(process.execPath, [bin, 'serve', '--config', file], { encoding: 'utf8', timeout: 60_000 });
   assert.equal(r.status, 1, r.stderr);
-  assert.match(r.stderr, /could not start: .*wasm:route refused its config/);
+  assert.match(r.stderr, /could not start: plugin wasm:route refused its config: route: bad config: rules must be an array, got string\n/);
+  assert.doesNotMatch(r.stderr, /on_configure returned/);
   assert.doesNotMatch(r.stdout, /ready/);
 });
 
-test('a good configuration starts and prints the connection string', async () => {
-  const port = await freePort();
-  const file = join(dir, 'good.toml');
-  writeFileSync(file, `listen = "127.0.0.1:${port}"\n[log]\nlevel = "warn"\n`);
+/** Starts `proxy serve --config file`; resolves with the child and its stdout once it is ready. */
+async function serve(file: string): Promise<{ child: ChildProcess; out: string }> {
   const child = spawn(process.execPath, [bin, 'serve', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] });
   try {
     const out = await new Promise<string>((resolve, reject) => {
       let text = '';
       const timer = setTimeout(() => reject(new Error(`no ready line: ${text}`)), 60_000);
-      child.stdout.on('data', (d) => {
+      child.stdout!.on('data', (d) => {
         text += d;
         if (text.includes('mongodb://')) { clearTimeout(timer); resolve(text); }
       });
       child.once('exit', (code) => reject(new Error(`exited ${code}: ${text}`)));
     });
+    return { child, out };
+  } catch (err) {
+    child.kill('SIGTERM');
+    throw err;
+  }
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+test('a good configuration starts and prints the connection string', async () => {
+  const port = await freePort();
+  const file = join(dir, 'good.toml');
+  writeFileSync(file, `listen = "127.0.0.1:${port}"\n[log]\nlevel = "warn"\n`);
+  const { child, out } = await serve(file);
+  try {
     assert.match(out, new RegExp(`mongodb://127\\.0\\.0\\.1:${port}/`));
   } finally {
-    child.kill('SIGTERM');
-    await new Promise((r) => child.once('exit', r));
+    await stop(child);
+  }
+});
+
+test('a reload a plugin refuses: the admin API answers 422 with the plugin\'s reason', async () => {
+  const adminPort = await freePort();
+  const token = 'serve-test-token-0123';
+  const good = {
+    listen: '127.0.0.1:0', log: { level: 'warn' },
+    admin: { listen: `127.0.0.1:${adminPort}`, token, reload_on_change: false },
+    pipeline: { request: ['route'] }, steps: { route: { config: { default: 'mongodb://127.0.0.1:1' } } },
+  };
+  const file = join(dir, 'admin.json');
+  writeFileSync(file, JSON.stringify(good));
+  const { child } = await serve(file);
+  try {
+    const bad = { ...good, steps: { route: { config: { default: 'mongodb://' } } } };
+    const res = await fetch(`http://127.0.0.1:${adminPort}/api/v1/reload`, {
+      method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(bad),
+    });
+    assert.equal(res.status, 422);
+    const body = await res.json() as { error: { code: string; message: string } };
+    assert.equal(body.error.code, 'PROXY_ERR_PLUGIN');
+    assert.equal(body.error.message, 'plugin wasm:route refused its config: route: bad config: default upstream "mongodb://" has no host');
+  } finally {
+    await stop(child);
   }
 });
