@@ -11,14 +11,24 @@ class Rule {
   upstream: string = "";
 }
 
-/** "" when `uri` is a usable mongodb:// URI (host[:port][,host[:port]...][/db][?opts]). */
+/**
+ * "" when `uri` is a mongodb:// URI the host can open (host[:port][,host[:port]...][/db][?opts]),
+ * else why not. The host refuses what is refused here (runtime/upstream/uri.ts), so a route that
+ * passes configure does not fail per request: mongodb+srv:// (no DNS SRV lookup in the proxy), and
+ * with credentials an authMechanism other than SCRAM-SHA-256 / SCRAM-SHA-1.
+ */
 export function checkUri(uri: string): string {
-  let rest: string;
-  if (uri.startsWith("mongodb://")) rest = uri.substring(10);
-  else if (uri.startsWith("mongodb+srv://")) rest = uri.substring(14);
-  else return "must start with mongodb:// or mongodb+srv://";
+  if (uri.startsWith("mongodb+srv://")) return "is a mongodb+srv:// URI: not supported, list the hosts as mongodb://host:port,host:port";
+  if (!uri.startsWith("mongodb://")) return "must start with mongodb://";
+  let rest = uri.substring(10);
   const at = rest.lastIndexOf("@", rest.indexOf("/") < 0 ? rest.length : rest.indexOf("/"));
-  if (at >= 0) rest = rest.substring(at + 1);
+  if (at >= 0) {
+    rest = rest.substring(at + 1);
+    const mech = queryValue(rest, "authMechanism");
+    if (mech !== null && mech != "SCRAM-SHA-256" && mech != "SCRAM-SHA-1") {
+      return "has authMechanism \"" + mech + "\": use SCRAM-SHA-256 or SCRAM-SHA-1";
+    }
+  }
   let end = rest.length;
   const slash = rest.indexOf("/");
   const q = rest.indexOf("?");
@@ -64,6 +74,19 @@ export function checkUri(uri: string): string {
     }
   }
   return "";
+}
+
+/** The value of `name` in the URI's ?query (first occurrence), or null when absent. */
+function queryValue(rest: string, name: string): string | null {
+  const q = rest.indexOf("?");
+  if (q < 0) return null;
+  const pairs = rest.substring(q + 1).split("&");
+  for (let i = 0; i < pairs.length; i++) {
+    const eq = pairs[i].indexOf("=");
+    const k = eq < 0 ? pairs[i] : pairs[i].substring(0, eq);
+    if (k == name) return eq < 0 ? "" : pairs[i].substring(eq + 1);
+  }
+  return null;
 }
 
 class Route extends Step {
