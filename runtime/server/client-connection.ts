@@ -28,6 +28,8 @@ import { HELLO_COMMANDS, emptyMetadata, helloReply, negotiateCompression, readCl
 import type { ServerContext } from './context.ts';
 
 const AUTH_COMMANDS: ReadonlySet<string> = new Set(['saslStart', 'saslContinue', 'authenticate', 'getnonce', 'logout']);
+/** How long an upstream connection stays with the client after its fire-and-forget write (see hold()). */
+const HOLD_AFTER_FIRE_AND_FORGET_MS = 50;
 /** While draining, how long a just-answered connection waits for a follow-up request before it ends. */
 const QUIET_MS = 200;
 
@@ -275,7 +277,7 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
     this.expectReply = (msg.flags & MSG_MORE_TO_COME) === 0;
     this.replyCompressor = compressor > 0 && !UNCOMPRESSIBLE_COMMANDS.has(op) ? compressor : -1;
     if (HELLO_COMMANDS.has(op)) {
-      this.answerHello(op, deserialize(msg.body));
+      this.answerHello(op, decodeCommand(msg.body));
       return;
     }
     if (AUTH_COMMANDS.has(op)) {
@@ -383,13 +385,7 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
         `legacy OP_QUERY find on ${q.fullCollectionName} is not supported; use OP_MSG (MongoDB 3.6+ drivers)`);
     }
     // Validated before the full decode: corrupt BSON is the client's InvalidBSON, not our internal error.
-    validateDocument(q.query, 0, q.query.length);
-    let cmd: Document;
-    try {
-      cmd = deserialize(q.query) as Document;
-    } catch (err) {
-      throw new WireError('PROXY_ERR_BAD_BSON', `OP_QUERY command is not valid BSON: ${(err as Error).message}`, true);
-    }
+    let cmd = decodeCommand(q.query);
     if (cmd.$query !== undefined && typeof cmd.$query === 'object') cmd = cmd.$query as Document;
     const op = Object.keys(cmd)[0] ?? '';
     if (HELLO_COMMANDS.has(op)) {
@@ -415,7 +411,43 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
     this.outgoing = retargetOpMsg(frame, newRequestId(), 0, MSG_EXHAUST_ALLOWED);
     this.retried = false;
     this.busy = true;
+    const held = this.heldUpstream;
+    if (held !== null) {
+      // The connection of this client's last fire-and-forget write: its next request goes there.
+      this.heldUpstream = null;
+      if (this.heldPool === this.activePool) {
+        this.onConnection(held);
+        return;
+      }
+      this.heldPool!.release(held);
+    }
     this.activePool.acquire(this);
+  }
+
+  /**
+   * The upstream connection a fire-and-forget (moreToCome) request was just written to. The
+   * upstream never answers such a request; if it cannot process it, it closes the connection —
+   * and a request from another client, given that connection next, would fail for this client's
+   * fault. So it stays with this client for its next request (a dead one is then replaced: the
+   * request was not written) and returns to the pool only after HOLD_AFTER_FIRE_AND_FORGET_MS.
+   */
+  private heldUpstream: UpstreamConnection | null = null;
+  private heldPool: UpstreamPool | null = null;
+  private holdTimer: NodeJS.Timeout | null = null;
+
+  private hold(conn: UpstreamConnection): void {
+    this.heldUpstream = conn;
+    this.heldPool = this.activePool;
+    if (this.holdTimer === null) this.holdTimer = setTimeout(() => this.releaseHeld(), HOLD_AFTER_FIRE_AND_FORGET_MS);
+    else this.holdTimer.refresh();
+  }
+
+  private releaseHeld(): void {
+    this.holdTimer = null;
+    const conn = this.heldUpstream;
+    if (conn === null) return;
+    this.heldUpstream = null;
+    this.heldPool!.release(conn);
   }
 
   onConnection(conn: UpstreamConnection): void {
@@ -428,7 +460,7 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
       return;
     }
     conn.send(out, this, false);
-    this.activePool.release(conn);
+    this.hold(conn);
     this.finish();
   }
 
@@ -616,6 +648,10 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
 
   close(): void {
     this.closed = true;
+    if (this.holdTimer !== null) {
+      clearTimeout(this.holdTimer);
+      this.releaseHeld();
+    }
     this.framer.fail();
     this.queue.length = 0;
     if (!this.socket.destroyed) this.socket.destroy();
@@ -625,5 +661,15 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
       this.released = true;
       this.ctx.onClientClosed(this);
     }
+  }
+}
+
+/** A command decoded whole (handshake and legacy paths only): undecodable bytes are the client's InvalidBSON. */
+function decodeCommand(bytes: Buffer): Document {
+  validateDocument(bytes, 0, bytes.length);
+  try {
+    return deserialize(bytes) as Document;
+  } catch (err) {
+    throw new WireError('PROXY_ERR_BAD_BSON', `command is not valid BSON: ${(err as Error).message}`, true);
   }
 }

@@ -1,6 +1,6 @@
 // Structural validation of a whole BSON document, without decoding it: every element's type is
-// known, every length stays inside its container, strings and names are NUL-terminated, nested
-// documents are checked recursively (depth-capped). This is what mongod's wire object check does
+// known, every length stays inside its container, strings and names are NUL-terminated and valid
+// UTF-8, nested documents are checked recursively (depth-capped). This is what mongod's wire object check does
 // before it parses a request; the proxy runs it on everything it forwards so that a request it
 // cannot vouch for is refused here, with InvalidBSON, and never reaches a shared upstream connection.
 // Layout: https://bsonspec.org/spec.html
@@ -25,9 +25,41 @@ function i32(buf: Uint8Array, off: number): number {
   return buf[off] | (buf[off + 1] << 8) | (buf[off + 2] << 16) | (buf[off + 3] << 24);
 }
 
+/**
+ * Checks that [from, to) is well-formed UTF-8 (RFC 3629: shortest forms only, no surrogates,
+ * nothing above U+10FFFF). ASCII, the usual case, costs one comparison per byte.
+ */
+export function checkUtf8(buf: Uint8Array, from: number, to: number): void {
+  let i = from;
+  while (i < to) {
+    const b = buf[i];
+    if (b < 0x80) { i++; continue; }
+    let need: number;
+    let min: number;
+    let cp: number;
+    if (b >= 0xc2 && b <= 0xdf) { need = 1; min = 0x80; cp = b & 0x1f; }
+    else if (b >= 0xe0 && b <= 0xef) { need = 2; min = 0x800; cp = b & 0x0f; }
+    else if (b >= 0xf0 && b <= 0xf4) { need = 3; min = 0x10000; cp = b & 0x07; }
+    else return bad(`invalid UTF-8 byte 0x${b.toString(16)} in a string`);
+    if (i + need >= to) bad('truncated UTF-8 sequence in a string');
+    for (let k = 1; k <= need; k++) {
+      const c = buf[i + k];
+      if ((c & 0xc0) !== 0x80) bad('invalid UTF-8 continuation byte in a string');
+      cp = (cp << 6) | (c & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) bad('invalid UTF-8 sequence in a string');
+    i += need + 1;
+  }
+}
+
 /** Offset just past the NUL of a C string at `off` that must end before `limit`. */
 function cstring(buf: Uint8Array, off: number, limit: number): number {
-  for (let i = off; i < limit; i++) if (buf[i] === 0) return i + 1;
+  for (let i = off; i < limit; i++) {
+    if (buf[i] === 0) {
+      checkUtf8(buf, off, i);
+      return i + 1;
+    }
+  }
   return bad('unterminated C string');
 }
 
@@ -37,6 +69,7 @@ function string(buf: Uint8Array, off: number, limit: number): number {
   const n = i32(buf, off);
   if (n < 1 || off + 4 + n > limit) bad(`string length ${n} runs past its document`);
   if (buf[off + 4 + n - 1] !== 0) bad('string is missing its terminating NUL');
+  checkUtf8(buf, off + 4, off + 4 + n - 1);
   return off + 4 + n;
 }
 

@@ -9,4 +9,4 @@ export { initCompression, compressFrame, decompressFrame, compressorName } from 
 export { crc32c } from './crc32c.ts';
 export { CommandPeek, ReplyPeek } from './command-peek.ts';
 export { ElementCursor, findField, firstKey, checkDocument, utf8, BSON_DOCUMENT } from './bson-peek.ts';
-export { validateDocument, validateDocuments, MAX_BSON_DEPTH } from './bson-validate.ts';
+export { validateDocument, validateDocuments, checkUtf8, MAX_BSON_DEPTH } from './bson-validate.ts';
