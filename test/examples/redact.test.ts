@@ -81,6 +81,16 @@ describe('redact with the harness', () => {
     assert.deepEqual(h.subops.map((s) => [s.step, s.phase, s.name]), [[`wasm:${h.name}`, 1, 'field.redact']]);
   });
 
+  test('h.records times each step call (docs/plugins.md §6): step, phase, durationNs, error', async () => {
+    const h = await load();
+    h.roundTrip({ find: 'users', filter: {}, $db: 'app' }, { cursor: { firstBatch: [alice], id: new Long(0), ns: 'app.users' }, ok: 1 });
+    const response = h.records.filter((r) => r.phase === 1);
+    assert.deepEqual(response.map((r) => [r.step, r.error]), [[`wasm:${h.name}`, false]]);
+    assert.ok(h.records.every((r) => Number.isInteger(r.durationNs) && r.durationNs > 0 && !r.error), JSON.stringify(h.records));
+    // The sub-operation is inside the step call that opened it.
+    assert.ok(h.subops[0]!.durationNs <= response[0]!.durationNs);
+  });
+
   test('other collections, other commands and replies with nothing to redact are left alone', async () => {
     const h = await load();
     const reply = { cursor: { firstBatch: [alice], id: new Long(0), ns: 'app.orders' }, ok: 1 };
