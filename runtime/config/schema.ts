@@ -193,12 +193,15 @@ const admin = v.strictObject({
   listen: v.optional(v.pipe(
     v.string(),
     v.regex(HOST_PORT_PATTERN),
-    v.description('Address of the admin HTTP API ("host:port"): POST /api/v1/reload, GET /api/v1/pipeline. Absent: no admin API.'),
+    v.description('Address of the admin HTTP API ("host:port"): GET /metrics (Prometheus text), GET /api/v1/pipeline, POST /api/v1/reload. Absent: no admin API.'),
   )),
-  token: v.optional(v.pipe(
-    v.string(),
-    v.minLength(16),
-    v.description('Bearer token the admin API requires (Authorization: Bearer <token>); at least 16 characters. Required when admin.listen is set; ${ENV} is not expanded.'),
+  token: v.optional(expects(
+    v.pipe(
+      v.string(),
+      v.minLength(16),
+      v.description('Bearer token the admin API requires (Authorization: Bearer <token>); at least 16 characters. Required when admin.listen is set; ${ENV} is not expanded.'),
+    ),
+    'string of at least 16 characters',
   )),
 });
 

@@ -117,6 +117,12 @@ test('a wrong type is refused with its path, what was expected and what was rece
   ]);
 });
 
+test('an admin token that is too short is refused naming the minimum length', () => {
+  const err = refused(() => parseConfig({ admin: { listen: '127.0.0.1:0', token: 'abcde' } }, 'proxy.yaml'));
+  assert.deepEqual(err.issues, [{ path: 'admin.token', message: 'expected string of at least 16 characters, received "abcde"' }]);
+  assert.equal(parseConfig({ admin: { listen: '127.0.0.1:0', token: 'x'.repeat(16) } }, null).admin?.token, 'x'.repeat(16));
+});
+
 test('min_idle greater than pool_size is refused', () => {
   const err = refused(() => parseConfig({ upstream: { pool_size: 4, min_idle: 5 } }, 'proxy.json'));
   assert.equal(err.issues.length, 1);
