@@ -2,7 +2,7 @@
 // each plugin accepts its config (a refused config fails the load).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { loadConfig } from '../../runtime/config/index.ts';
@@ -23,4 +23,30 @@ test('example configurations are valid and their pipelines load', async () => {
   // Nothing in examples/ is forgotten by this test.
   const yamls = readdirSync('examples', { recursive: true }).map(String).filter((f) => /proxy\.ya?ml$|builtins\.yaml$/.test(f));
   assert.deepEqual(yamls.map((f) => join('examples', f)).sort(), [...files].sort());
+});
+
+// A module path a reader copies from an example or the guide must be where the build writes it:
+// build/plugins/<name>.wasm (scripts/build-plugins.mjs, examples/<name>/assembly or plugins/<name>)
+// or build/components/<name>.wasm (scripts/build-components.mjs, examples/<name with - for _>/step.js).
+// docs/configuration.md is generated from runtime/config/docs.ts and checked by its own test.
+test('module paths in examples/, README.md and the hand-written docs are where the build puts modules', () => {
+  const texts = [
+    'README.md',
+    ...readdirSync('docs').filter((f) => f.endsWith('.md') && f !== 'configuration.md').map((f) => join('docs', f)),
+    ...readdirSync('examples', { recursive: true }).map(String).filter((f) => /\.(ya?ml|md|toml|json)$/.test(f)).map((f) => join('examples', f)),
+  ];
+  const found: string[] = [];
+  for (const file of texts) {
+    for (const m of readFileSync(file, 'utf8').matchAll(/module["']?\s*[:=]\s*["']?([^\s"',}]+\.wasm)/g)) {
+      const path = m[1]!;
+      found.push(`${file}: ${path}`);
+      const plugin = /^build\/plugins\/([a-z0-9_-]+)\.wasm$/.exec(path);
+      const component = /^build\/components\/([a-z0-9_]+)\.wasm$/.exec(path);
+      const ok = plugin !== null
+        ? existsSync(join('plugins', plugin[1]!, 'assembly', 'index.ts')) || existsSync(join('examples', plugin[1]!, 'assembly', 'index.ts'))
+        : component !== null && existsSync(join('examples', component[1]!.replace(/_/g, '-'), 'step.js'));
+      assert.ok(ok, `${file}: module ${path} is not a path the build writes`);
+    }
+  }
+  assert.ok(found.some((f) => f.startsWith('examples/proxy.yaml:')), `examples/proxy.yaml names no module: ${found.join(', ')}`);
 });
