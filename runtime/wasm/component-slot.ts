@@ -9,7 +9,6 @@ import type { PluginServices } from './plugin-instance.ts';
 import type { Logger } from './logger.ts';
 
 export class ComponentSlot extends InstanceSlot {
-  readonly kind = 'component';
   readonly component: CompiledComponent;
 
   /** Builds and configures the first instance; throws (load error / PluginConfigRefusedError). */

@@ -85,9 +85,6 @@ export class PluginInstance {
     this.onResponseFn = (e[Export.onResponse] as Fn | undefined) ?? null;
   }
 
-  get hasOnRequest(): boolean { return this.onRequestFn !== null; }
-  get hasOnResponse(): boolean { return this.onResponseFn !== null; }
-
   /** Hands the config JSON to on_configure; throws PluginConfigRefusedError when refused. */
   configure(): void {
     const fn = this.onConfigureFn;

@@ -17,7 +17,7 @@ class Rule {
  * passes configure does not fail per request: mongodb+srv:// (no DNS SRV lookup in the proxy), and
  * with credentials an authMechanism other than SCRAM-SHA-256 / SCRAM-SHA-1.
  */
-export function checkUri(uri: string): string {
+function checkUri(uri: string): string {
   if (uri.startsWith("mongodb+srv://")) return "is a mongodb+srv:// URI: not supported, list the hosts as mongodb://host:port,host:port";
   if (!uri.startsWith("mongodb://")) return "must start with mongodb://";
   let rest = uri.substring(10);
