@@ -27,7 +27,7 @@ export const EXAMPLE_CONFIG = {
   },
   steps: {
     redact: {
-      module: 'plugins/redact/redact.wasm',
+      module: 'build/plugins/redact.wasm',
       config: { fields: ['ssn', 'card_number'] },
       on_error: 'closed',
       fuel: 1000000,
