@@ -34,8 +34,9 @@ export class Exchange implements HostExchange {
   private statusOk: number;
   private statusCode: number;
 
+  /** `startedAt`: performance.now() when the proxy read the request off the socket (elapsed_ns counts from it). */
   constructor(conn: ConnectionInfo, pipelineId: string, op: string, db: string, collection: string,
-    requestBody: Uint8Array, sequences: DocSequence[] | null) {
+    requestBody: Uint8Array, sequences: DocSequence[] | null, startedAt = performance.now()) {
     this.conn = conn;
     this.pipelineId = pipelineId;
     this.op = op;
@@ -54,7 +55,7 @@ export class Exchange implements HostExchange {
     this.replyBody = null;
     this.newReply = null;
     this.route = null;
-    this.startedAt = performance.now();
+    this.startedAt = startedAt;
     this.folded = null;
     this.statusOf = null;
     this.statusOk = -1;

@@ -1,41 +1,35 @@
-// One client connection: frames requests, answers the handshake, and forwards everything else
-// through the pipeline to a pooled upstream connection. Requests on one connection are handled in
-// arrival order, one at a time (drivers do not pipeline on a connection, and moreToCome writes
-// must reach the upstream in order). The connection object is itself the frame sink, pool waiter
-// and reply handler, so a request allocates no closures.
-//
-// Backpressure (undici's and Node streams' boolean kind): after each reply the connection looks at
-// the bytes its socket still holds for the client. Past clients.max_pending_reply_bytes it stops
-// reading the client and starts no further request until the socket drains, so a client that
-// pipelines requests and never reads costs the proxy at most that bound plus one reply. Upstream
-// connections need no separate pause: one carries one request of one client at a time, and no
-// request is sent upstream for a client that cannot take its reply.
+// One client connection: takes framed requests in arrival order, one at a time (drivers do not
+// pipeline on a connection, and moreToCome writes must reach the upstream in order), answers the
+// handshake, runs the request through the graph its slot picks, and forwards it upstream. Its
+// parts, each with one job:
+//   ReplyWriter    (reply-writer.ts)    encodes and writes replies; backpressure
+//   legacy OP_QUERY (legacy-query.ts)   the handshake and legacy-command adapter
+//   GraphSlot      (pipeline/)          baseline or candidate graph, per request
+//   UpstreamRouter (upstream/router.ts) which pool: route step, cursor and transaction pins
+//   UpstreamCall   (upstream/)          pool wait, send, reply, timeout, retry of an unsent request
+// The connection is itself the frame sink and the owner the writer and the call report to, so a
+// request allocates no closures.
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { deserialize, serialize, type Document } from 'bson';
+import type { Document } from 'bson';
 import {
-  CommandPeek, Framer, WireError, type FrameSink, decompressFrame, compressFrame, parseOpMsg, parseOpQuery,
-  validateDocument, validateDocuments,
-  encodeOpMsg, encodeOpReply, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
-  MSG_MORE_TO_COME, MSG_EXHAUST_ALLOWED, UNCOMPRESSIBLE_COMMANDS, REPLY_QUERY_FAILURE, HEADER_SIZE,
+  CommandPeek, Framer, WireError, type FrameSink, type DocSequence, decompressFrame, parseOpMsg,
+  validateDocument, validateDocuments, encodeOpMsg, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
+  MSG_MORE_TO_COME, MSG_EXHAUST_ALLOWED, UNCOMPRESSIBLE_COMMANDS, HEADER_SIZE,
 } from '../wire/index.ts';
-import { newRequestId, type PoolWaiter, type ReplyHandler, type UpstreamConnection } from '../upstream/index.ts';
+import { UpstreamCall, newRequestId, type UpstreamCallOwner, type UpstreamPool } from '../upstream/index.ts';
 import { ErrorCodes, ProxyError, errorDocument } from '../errors/index.ts';
 import { Exchange, Verdict, type ConnectionInfo, type GraphSlot, type Pipeline } from '../pipeline/index.ts';
-import type { UpstreamPool } from '../upstream/index.ts';
-import type { DocSequence } from '../wire/index.ts';
 import { HELLO_COMMANDS, emptyMetadata, helloReply, negotiateCompression, readClientMetadata, type ClientMetadata } from './handshake.ts';
+import { ReplyKind, ReplyWriter, type ReplyWriterOwner } from './reply-writer.ts';
+import { decodeCommand, legacyToMsgBody, readLegacyCommand } from './legacy-query.ts';
 import type { ServerContext } from './context.ts';
 
 const AUTH_COMMANDS: ReadonlySet<string> = new Set(['saslStart', 'saslContinue', 'authenticate', 'getnonce', 'logout']);
-/** How long an upstream connection stays with the client after its fire-and-forget write (see hold()). */
-const HOLD_AFTER_FIRE_AND_FORGET_MS = 50;
 /** While draining, how long a just-answered connection waits for a follow-up request before it ends. */
 const QUIET_MS = 200;
 
-const enum Kind { None = 0, Msg = 1, LegacyQuery = 2 }
-
-export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, ConnectionInfo {
+export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWriterOwner, ConnectionInfo {
   readonly id: number;
   readonly socket: Socket;
   readonly clientAddress: string;
@@ -43,50 +37,43 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
   appName = '';
   /** Identity established by an auth step ('' when anonymous). */
   user = '';
-  private readonly ctx: ServerContext;
-  private readonly framer: Framer;
   metadata: ClientMetadata = emptyMetadata();
   private helloSeen = false;
-  /** Compressor ids this client negotiated. */
+  /** Compressor ids and names this client negotiated. */
   private compressors: number[] = [];
+  private negotiatedNames: ('snappy' | 'zlib' | 'zstd')[] = [];
+
+  private readonly ctx: ServerContext;
+  private readonly framer: Framer;
+  private readonly writer: ReplyWriter;
+  private readonly call: UpstreamCall;
+  /** The graphs of this connection's pipeline (a stable slot; loads swap its contents). */
+  private readonly graphs: GraphSlot;
+
+  /** Requests read and not started, with when each was read (performance.now()). */
   private readonly queue: Buffer[] = [];
+  private readonly queueReadAt: number[] = [];
+  private readonly maxQueued: number;
+  private paused = false;
   private busy = false;
   private closed = false;
   /** Whether the server has been told this connection is gone. */
   private released = false;
+  /** The error for an unframeable stream, written once everything framed before it is answered. */
+  private pendingFrameError: Buffer | null = null;
   /** Set by shutdown(): answer what was read, then close on a reply boundary. */
   private draining = false;
-  /** While draining: this connection answered a request since shutdown() and waits QUIET_MS for a follow-up. */
   private quietTimer: NodeJS.Timeout | null = null;
-  /** When the last request was read (monotonic ms): a connection quiet for QUIET_MS may close at once. */
+  /** When the last request was read: a draining connection quiet for QUIET_MS may close at once. */
   private lastReadAt = 0;
-  private paused = false;
-  /** The client has more unread reply bytes than clients.max_pending_reply_bytes: wait for 'drain'. */
-  private writeBlocked = false;
-  private readonly maxPending: number;
-  private readonly maxQueued: number;
 
-  // The request in flight (one at a time).
+  // The request in flight.
   private readonly peek = new CommandPeek();
-  private kind: Kind = Kind.None;
-  private requestId = 0;
-  private replyCompressor = 0;
-  /** The frame to send upstream, kept until the request completes so an unsent one can be retried. */
-  private outgoing: Buffer | null = null;
-  /** Whether the request in flight was already re-sent once on a fresh upstream connection. */
-  private retried = false;
-  private expectReply = true;
-  /** The upstream connection serving the request in flight, for the request timeout. */
-  private upstream: UpstreamConnection | null = null;
-  private timer: NodeJS.Timeout | null = null;
-  private timedOut = false;
-  /** The pool serving the request in flight (the default one, or a route's). */
-  private activePool: UpstreamPool;
-  /** The exchange of the request in flight when its pipeline has steps; null on the empty-pipeline path. */
+  /** When it was read off the socket (performance.now()); elapsed_ns and the profiler count from here. */
+  private readAt = 0;
+  /** Its exchange when its graph has steps; null on the empty-pipeline path. */
   private exchange: Exchange | null = null;
   private pipeline: Pipeline | null = null;
-  /** The graphs of this connection's pipeline (a stable slot; loads swap its contents). */
-  private readonly graphs: GraphSlot;
 
   constructor(id: number, socket: Socket, ctx: ServerContext) {
     this.id = id;
@@ -94,22 +81,27 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
     this.ctx = ctx;
     this.clientAddress = `${socket.remoteAddress ?? ''}:${socket.remotePort ?? 0}`;
     this.framer = new Framer(this);
-    this.activePool = ctx.pool;
+    this.writer = new ReplyWriter(socket, ctx.clientLimits.maxPendingReplyBytes, ctx.zlibLevel, ctx.stats, this);
+    this.call = new UpstreamCall(this, ctx.stats, ctx.requestTimeoutMs);
     this.graphs = ctx.pipelines.slot(ctx.pipelineId);
-    this.maxPending = ctx.clientLimits.maxPendingReplyBytes;
     this.maxQueued = ctx.clientLimits.maxQueuedRequests;
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.framer.push(chunk));
-    socket.on('drain', () => this.onSocketDrain());
     socket.on('error', () => this.close());
     socket.on('close', () => this.close());
   }
 
-  // ---- framing ----------------------------------------------------------------------------
+  get idle(): boolean {
+    return !this.busy;
+  }
+
+  // ---- intake -----------------------------------------------------------------------------
 
   onFrame(frame: Buffer): void {
-    this.lastReadAt = performance.now();
+    const now = performance.now();
+    this.lastReadAt = now;
     this.queue.push(frame);
+    this.queueReadAt.push(now);
     if (this.queue.length > this.maxQueued) this.updateReading();
     this.drain();
   }
@@ -126,14 +118,12 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
     if (!this.busy && this.queue.length === 0) this.endWithFrameError();
   }
 
-  /** The error for an unframeable stream, written once everything framed before it is answered. */
-  private pendingFrameError: Buffer | null = null;
-
   private endWithFrameError(): void {
     const out = this.pendingFrameError!;
     this.pendingFrameError = null;
     this.closed = true;
     this.queue.length = 0;
+    this.queueReadAt.length = 0;
     this.socket.end(out);
   }
 
@@ -146,10 +136,11 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
     this.ctx.log.warn(msg, fields);
   }
 
+  /** Starts queued requests while nothing is in flight and the client can take replies. */
   private drain(): void {
-    while (!this.busy && !this.closed && !this.writeBlocked && this.queue.length > 0) {
-      const frame = this.queue.shift()!;
-      this.handle(frame);
+    while (!this.busy && !this.closed && !this.writer.blocked && this.queue.length > 0) {
+      this.readAt = this.queueReadAt.shift()!;
+      this.handle(this.queue.shift()!);
     }
     if (!this.busy && !this.closed && this.queue.length === 0) {
       if (this.pendingFrameError !== null) {
@@ -161,7 +152,7 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
         return;
       }
     }
-    if (this.paused) this.updateReading();
+    if (this.paused || this.writer.blocked) this.updateReading();
   }
 
   /**
@@ -170,7 +161,7 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
    */
   private updateReading(): void {
     if (this.closed) return;
-    const stop = this.writeBlocked || this.queue.length > this.maxQueued;
+    const stop = this.writer.blocked || this.queue.length > this.maxQueued;
     if (stop) {
       if (!this.paused) {
         this.paused = true;
@@ -182,34 +173,22 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
     }
   }
 
-  private onSocketDrain(): void {
-    if (!this.writeBlocked) return;
-    this.writeBlocked = false;
+  onWritable(): void {
     this.updateReading();
     this.drain();
   }
 
-  /** Every reply goes through here: written whole, then the backpressure check. */
-  private write(out: Buffer): void {
-    const socket = this.socket;
-    socket.write(out);
-    if (!this.writeBlocked && socket.writableLength > this.maxPending) {
-      this.writeBlocked = true;
-      this.ctx.stats.backpressurePauses++;
-      this.updateReading();
-    }
-  }
+  // ---- one request ------------------------------------------------------------------------
 
   private handle(frame: Buffer): void {
     this.ctx.stats.requests++;
     let f = frame;
     let compressor = -1;
     let op = f.readInt32LE(12);
-    this.requestId = f.readInt32LE(4);
-    this.kind = Kind.Msg;
-    this.replyCompressor = -1;
+    const w = this.writer;
     // Until the message is parsed, trust its flags only to decide whether a reply is expected.
-    this.expectReply = !(op === OP_MSG && f.length >= HEADER_SIZE + 4 && (f.readUInt32LE(HEADER_SIZE) & MSG_MORE_TO_COME) !== 0);
+    w.target(ReplyKind.Msg, f.readInt32LE(4), -1,
+      !(op === OP_MSG && f.length >= HEADER_SIZE + 4 && (f.readUInt32LE(HEADER_SIZE) & MSG_MORE_TO_COME) !== 0));
     try {
       if (op === OP_COMPRESSED) {
         const d = decompressFrame(f);
@@ -220,11 +199,8 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
           throw new WireError('PROXY_ERR_BAD_COMPRESSION', `compressor id ${compressor} was not negotiated on this connection`, true);
         }
       }
-      if (this.draining) {
-        this.refuseShuttingDown(f, op);
-        return;
-      }
-      if (op === OP_MSG) this.handleMsg(f, compressor);
+      if (this.draining) this.refuseShuttingDown(f, op);
+      else if (op === OP_MSG) this.handleMsg(f, compressor);
       else if (op === OP_QUERY) this.handleQuery(f);
       else {
         this.ctx.stats.decodeErrors++;
@@ -248,21 +224,10 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
     }
   }
 
-  /** A request read while draining: ShutdownInProgress, as mongod answers during its own shutdown. */
-  private refuseShuttingDown(frame: Buffer, op: number): void {
-    this.ctx.stats.shutdownRefused++;
-    if (op === OP_QUERY) this.kind = Kind.LegacyQuery;
-    else if (op === OP_MSG) this.expectReply = frame.length < HEADER_SIZE + 4 || (frame.readUInt32LE(HEADER_SIZE) & MSG_MORE_TO_COME) === 0;
-    this.replyError(new ProxyError(ErrorCodes.ShutdownInProgress, 'the proxy is shutting down; retry on another proxy',
-      ['RetryableWriteError']));
-    this.kind = Kind.None;
-  }
-
-  // ---- OP_MSG -----------------------------------------------------------------------------
-
   private handleMsg(frame: Buffer, compressor: number): void {
     const msg = parseOpMsg(frame);
-    this.expectReply = (msg.flags & MSG_MORE_TO_COME) === 0;
+    const w = this.writer;
+    w.expectReply = (msg.flags & MSG_MORE_TO_COME) === 0;
     // Everything forwarded is checked whole first (mongod's wire object check): a request the
     // proxy cannot vouch for never reaches a shared upstream connection.
     validateDocument(msg.body, 0, msg.body.length);
@@ -272,10 +237,8 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
         validateDocuments(payload, 0, payload.length);
       }
     }
-    const peek = this.peek.read(msg.body);
-    const op = peek.op;
-    this.expectReply = (msg.flags & MSG_MORE_TO_COME) === 0;
-    this.replyCompressor = compressor > 0 && !UNCOMPRESSIBLE_COMMANDS.has(op) ? compressor : -1;
+    const op = this.peek.read(msg.body).op;
+    w.compressor = compressor > 0 && !UNCOMPRESSIBLE_COMMANDS.has(op) ? compressor : -1;
     if (HELLO_COMMANDS.has(op)) {
       this.answerHello(op, decodeCommand(msg.body));
       return;
@@ -287,67 +250,19 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
     this.dispatch(frame, msg.body, msg.sequences, msg.flags);
   }
 
-  /**
-   * Runs the request phase (when the pipeline has steps) and forwards, answers locally, or rejects.
-   * The empty pipeline takes the direct path: no Exchange, no body access, no extra work.
-   */
-  private dispatch(frame: Buffer, body: Buffer, sequences: DocSequence[] | null, flags: number): void {
-    // Baseline, or — while a canary runs — the graph its selector picks for this request. The
-    // response phase runs on the same graph (this.pipeline), whatever loads meanwhile.
-    const pipeline = this.graphs.pick();
-    this.activePool = this.ctx.pool;
-    if (pipeline.requestSteps.length === 0 && pipeline.responseSteps.length === 0) {
-      this.exchange = null;
-      this.pipeline = null;
-      this.forward(frame);
+  private handleQuery(frame: Buffer): void {
+    this.writer.target(ReplyKind.LegacyQuery, this.writer.requestId, -1, true);
+    const c = readLegacyCommand(frame);
+    if (HELLO_COMMANDS.has(c.op)) {
+      this.answerHello(c.op, c.cmd);
       return;
     }
-    const peek = this.peek;
-    const ex = new Exchange(this, pipeline.id, peek.op, peek.db, peek.collection, body, sequences);
-    ex.requestId = this.requestId;
-    this.exchange = ex;
-    this.pipeline = pipeline;
-    pipeline.runRequest(ex);
-    if (ex.verdict === Verdict.Reject) {
-      this.replyRejected(ex);
-      this.exchange = null;
-      return;
+    if (AUTH_COMMANDS.has(c.op)) {
+      throw new ProxyError(ErrorCodes.AuthenticationFailed, `the proxy does not pass client authentication through to the upstream (${c.op})`);
     }
-    if (ex.verdict === Verdict.LocalReply && ex.localReply !== null) {
-      this.ctx.stats.localReplies++;
-      this.answerFromPipeline(ex, ex.localReply);
-      this.exchange = null;
-      return;
-    }
-    if (ex.route !== null) this.activePool = this.ctx.poolFor(ex.route);
-    else if (peek.cursorId !== 0n || peek.op === 'killCursors') this.activePool = this.ctx.pinnedPool(peek.cursorId) ?? this.ctx.pool;
-    let out = frame;
-    if (ex.newRequest !== null) {
-      // A replaced command carries its sequences folded in; keep only the transport flags.
-      out = encodeOpMsg(0, 0, flags & (MSG_MORE_TO_COME | MSG_EXHAUST_ALLOWED), ex.newRequest);
-    }
-    this.forward(out);
-  }
-
-  /** Runs the response phase over `reply` and writes what it leaves (or its rejection). */
-  private answerFromPipeline(ex: Exchange, reply: Uint8Array): void {
-    // The verdict stays LocalReply for a local answer: response steps see it (CallFlag.LocalReply),
-    // e.g. logging marks cache hits.
-    ex.replyBody = reply;
-    this.pipeline!.runResponse(ex);
-    if ((ex.verdict as Verdict) === Verdict.Reject) {
-      this.replyRejected(ex);
-      return;
-    }
-    this.sendReplyBody(ex.newReply ?? reply);
-  }
-
-  private replyRejected(ex: Exchange): void {
-    this.ctx.stats.errorReplies++;
-    this.ctx.stats.rejected++;
-    if (this.closed || !this.expectReply) return;
-    const doc = errorDocument(ex.rejectCode, ex.rejectMessage, [], ex.rejectCodeName || undefined);
-    this.sendReplyBody(doc);
+    const body = legacyToMsgBody(c);
+    this.peek.read(body);
+    this.dispatch(encodeOpMsg(0, 0, 0, body), body, null, 0);
   }
 
   private answerHello(op: string, request: Document): void {
@@ -366,135 +281,116 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
       this.compressors = neg.ids;
       this.negotiatedNames = neg.names;
     }
-    const body = helloReply(op, request, this.ctx.upstreamInfo(), this.id, this.negotiatedNames);
-    this.replyCompressor = -1; // hello is never compressed
-    this.sendReplyBody(body);
-  }
-
-  private negotiatedNames: ('snappy' | 'zlib' | 'zstd')[] = [];
-
-  // ---- legacy OP_QUERY (handshake only) -----------------------------------------------------
-
-  private handleQuery(frame: Buffer): void {
-    const q = parseOpQuery(frame);
-    this.kind = Kind.LegacyQuery;
-    this.expectReply = true;
-    this.replyCompressor = -1;
-    if (!q.isCommand) {
-      throw new ProxyError(ErrorCodes.UnsupportedOpQueryCommand,
-        `legacy OP_QUERY find on ${q.fullCollectionName} is not supported; use OP_MSG (MongoDB 3.6+ drivers)`);
-    }
-    // Validated before the full decode: corrupt BSON is the client's InvalidBSON, not our internal error.
-    let cmd = decodeCommand(q.query);
-    if (cmd.$query !== undefined && typeof cmd.$query === 'object') cmd = cmd.$query as Document;
-    const op = Object.keys(cmd)[0] ?? '';
-    if (HELLO_COMMANDS.has(op)) {
-      this.answerHello(op, cmd);
-      return;
-    }
-    if (AUTH_COMMANDS.has(op)) {
-      throw new ProxyError(ErrorCodes.AuthenticationFailed,
-        `the proxy does not pass client authentication through to the upstream (${op})`);
-    }
-    // Any other legacy command is translated to OP_MSG for the upstream and back to OP_REPLY.
-    cmd.$db = q.db;
-    const body = Buffer.from(serialize(cmd));
-    this.peek.read(body);
-    this.dispatch(encodeOpMsg(0, 0, 0, body), body, null, 0);
-  }
-
-  // ---- forwarding -------------------------------------------------------------------------
-
-  private forward(frame: Buffer): void {
-    // exhaustAllowed is cleared: the upstream then answers each getMore once, and the client
-    // (which only *allowed* exhaust) sends the next getMore itself.
-    this.outgoing = retargetOpMsg(frame, newRequestId(), 0, MSG_EXHAUST_ALLOWED);
-    this.retried = false;
-    this.busy = true;
-    const held = this.heldUpstream;
-    if (held !== null) {
-      // The connection of this client's last fire-and-forget write: its next request goes there.
-      this.heldUpstream = null;
-      if (this.heldPool === this.activePool) {
-        this.onConnection(held);
-        return;
-      }
-      this.heldPool!.release(held);
-    }
-    this.activePool.acquire(this);
+    this.writer.compressor = -1; // hello is never compressed
+    this.sendBody(helloReply(op, request, this.ctx.upstreamInfo(), this.id, this.negotiatedNames));
   }
 
   /**
-   * The upstream connection a fire-and-forget (moreToCome) request was just written to. The
-   * upstream never answers such a request; if it cannot process it, it closes the connection —
-   * and a request from another client, given that connection next, would fail for this client's
-   * fault. So it stays with this client for its next request (a dead one is then replaced: the
-   * request was not written) and returns to the pool only after HOLD_AFTER_FIRE_AND_FORGET_MS.
+   * Runs the request phase (when the graph has steps) and forwards, answers locally, or rejects.
+   * The empty pipeline takes the direct path: no Exchange, no body access, no extra work.
    */
-  private heldUpstream: UpstreamConnection | null = null;
-  private heldPool: UpstreamPool | null = null;
-  private holdTimer: NodeJS.Timeout | null = null;
-
-  private hold(conn: UpstreamConnection): void {
-    this.heldUpstream = conn;
-    this.heldPool = this.activePool;
-    if (this.holdTimer === null) this.holdTimer = setTimeout(() => this.releaseHeld(), HOLD_AFTER_FIRE_AND_FORGET_MS);
-    else this.holdTimer.refresh();
-  }
-
-  private releaseHeld(): void {
-    this.holdTimer = null;
-    const conn = this.heldUpstream;
-    if (conn === null) return;
-    this.heldUpstream = null;
-    this.heldPool!.release(conn);
-  }
-
-  onConnection(conn: UpstreamConnection): void {
-    const out = this.outgoing!;
-    if (this.expectReply) {
-      this.upstream = conn;
-      const limit = this.ctx.requestTimeoutMs;
-      if (limit > 0) this.timer = setTimeout(() => this.onRequestTimeout(), limit);
-      conn.send(out, this, true);
+  private dispatch(frame: Buffer, body: Buffer, sequences: DocSequence[] | null, flags: number): void {
+    // Baseline, or — while a canary runs — the graph its selector picks for this request. The
+    // response phase runs on the same graph (this.pipeline), whatever loads meanwhile.
+    const pipeline = this.graphs.pick();
+    const peek = this.peek;
+    if (pipeline.requestSteps.length === 0 && pipeline.responseSteps.length === 0) {
+      this.exchange = null;
+      this.pipeline = null;
+      this.forward(frame, this.ctx.router.choose(peek, body, null));
       return;
     }
-    conn.send(out, this, false);
-    this.hold(conn);
+    const ex = new Exchange(this, pipeline.id, peek.op, peek.db, peek.collection, body, sequences, this.readAt);
+    ex.requestId = this.writer.requestId;
+    this.exchange = ex;
+    this.pipeline = pipeline;
+    pipeline.runRequest(ex);
+    if (ex.verdict === Verdict.Reject) {
+      this.replyRejected(ex);
+      this.exchange = null;
+      return;
+    }
+    if (ex.verdict === Verdict.LocalReply && ex.localReply !== null) {
+      this.ctx.stats.localReplies++;
+      this.answerFromPipeline(ex, ex.localReply);
+      this.exchange = null;
+      return;
+    }
+    let out = frame;
+    if (ex.newRequest !== null) {
+      // A replaced command carries its sequences folded in; keep only the transport flags.
+      out = encodeOpMsg(0, 0, flags & (MSG_MORE_TO_COME | MSG_EXHAUST_ALLOWED), ex.newRequest);
+    }
+    this.forward(out, this.ctx.router.choose(peek, body, ex.route));
+  }
+
+  /** Runs the response phase over a local `reply` and writes what it leaves (or its rejection). */
+  private answerFromPipeline(ex: Exchange, reply: Uint8Array): void {
+    // The verdict stays LocalReply for a local answer: response steps see it (CallFlag.LocalReply),
+    // e.g. logging marks cache hits.
+    ex.replyBody = reply;
+    this.pipeline!.runResponse(ex);
+    if ((ex.verdict as Verdict) === Verdict.Reject) {
+      this.replyRejected(ex);
+      return;
+    }
+    this.sendBody(ex.newReply ?? reply);
+  }
+
+  private replyRejected(ex: Exchange): void {
+    this.ctx.stats.errorReplies++;
+    this.ctx.stats.rejected++;
+    this.sendBody(errorDocument(ex.rejectCode, ex.rejectMessage, [], ex.rejectCodeName || undefined));
+  }
+
+  /** A request read while draining: ShutdownInProgress, as mongod answers during its own shutdown. */
+  private refuseShuttingDown(frame: Buffer, op: number): void {
+    this.ctx.stats.shutdownRefused++;
+    const w = this.writer;
+    if (op === OP_QUERY) w.target(ReplyKind.LegacyQuery, w.requestId, -1, true);
+    else if (op === OP_MSG) w.expectReply = frame.length < HEADER_SIZE + 4 || (frame.readUInt32LE(HEADER_SIZE) & MSG_MORE_TO_COME) === 0;
+    this.replyError(new ProxyError(ErrorCodes.ShutdownInProgress, 'the proxy is shutting down; retry on another proxy',
+      ['RetryableWriteError']));
+  }
+
+  // ---- upstream ---------------------------------------------------------------------------
+
+  private forward(frame: Buffer, pool: UpstreamPool): void {
+    // exhaustAllowed is cleared: the upstream then answers each getMore once, and the client
+    // (which only *allowed* exhaust) sends the next getMore itself.
+    const out = retargetOpMsg(frame, newRequestId(), 0, MSG_EXHAUST_ALLOWED);
+    this.busy = true;
+    this.call.start(pool, out, this.writer.expectReply, this.peek.op, this.peek.hasTxnNumber);
+  }
+
+  onCallSent(): void {
     this.finish();
   }
 
-  onPoolError(err: ProxyError): void {
-    this.outgoing = null;
+  onCallError(err: ProxyError): void {
     this.replyError(err);
     this.finish();
   }
 
-  /** upstream.request_timeout_ms elapsed: the connection's state is unknown, so it is dropped. */
-  private onRequestTimeout(): void {
-    this.timer = null;
-    this.timedOut = true;
-    this.upstream?.destroy();
-  }
-
-  onUpstreamReply(frame: Buffer, conn: UpstreamConnection): void {
-    const pool = this.activePool;
-    if (!conn.busy) pool.release(conn);
-    this.clearRequestTimer();
+  onCallReply(frame: Buffer, pool: UpstreamPool): void {
     if (this.closed) {
       this.finish();
       return;
     }
-    if (pool !== this.ctx.pool) this.ctx.pinCursor(frame, pool);
+    this.ctx.router.afterReply(frame, pool, this.peek);
     const ex = this.exchange;
     if (ex !== null) {
       this.exchange = null;
       if (this.pipeline!.responseSteps.length > 0) {
         ex.replyBody = parseOpMsg(frame).body;
         this.pipeline!.runResponse(ex);
-        if ((ex.verdict as Verdict) === Verdict.Reject || ex.newReply !== null) {
-          if ((ex.verdict as Verdict) === Verdict.Reject) this.replyRejected(ex);
-          else this.sendReplyBody(ex.newReply!);
+        if ((ex.verdict as Verdict) === Verdict.Reject) {
+          this.replyRejected(ex);
+          this.finish();
+          return;
+        }
+        if (ex.newReply !== null) {
+          this.sendBody(ex.newReply);
           this.finish();
           return;
         }
@@ -502,64 +398,36 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
         // (header retargeted in place), not a re-encoded copy.
       }
     }
-    if (this.kind === Kind.LegacyQuery) {
-      const reply = parseOpMsg(frame);
-      this.write(encodeOpReply(newRequestId(), this.requestId, 0, [reply.body]));
-    } else {
-      let out = retargetOpMsg(frame, newRequestId(), this.requestId, 0);
-      if (this.replyCompressor > 0) out = compressFrame(out, this.replyCompressor, this.ctx.zlibLevel);
-      this.write(out);
-    }
+    this.writer.upstreamFrame(frame);
     this.finish();
-  }
-
-  onUpstreamError(err: Error, _conn: UpstreamConnection, sent: boolean): void {
-    if (!sent && !this.retried && !this.closed && this.outgoing !== null) {
-      // The connection the pool gave us died before a byte of this request was written: the
-      // request is as new, so it goes out once more on another connection instead of failing.
-      this.retried = true;
-      this.ctx.stats.retriedUnsent++;
-      this.clearRequestTimer();
-      this.activePool.acquire(this);
-      return;
-    }
-    // Safe to retry when the request never left, or when it is a retryable write (txnNumber):
-    // the server deduplicates those by (lsid, txnNumber).
-    const retryable = !sent || this.peek.hasTxnNumber;
-    const labels = retryable ? ['RetryableWriteError'] : [];
-    this.ctx.stats.upstreamErrors++;
-    if (this.timedOut) {
-      this.replyError(new ProxyError(ErrorCodes.NetworkTimeout,
-        `upstream did not answer ${this.peek.op || 'the request'} within upstream.request_timeout_ms (${this.ctx.requestTimeoutMs} ms)`, labels));
-    } else {
-      this.replyError(new ProxyError(ErrorCodes.HostUnreachable,
-        `upstream connection lost during ${this.peek.op || 'request'}: ${err.message}`, labels, { cause: err }));
-    }
-    this.clearRequestTimer();
-    this.finish();
-  }
-
-  private clearRequestTimer(): void {
-    this.upstream = null;
-    this.timedOut = false;
-    if (this.timer !== null) {
-      clearTimeout(this.timer);
-      this.timer = null;
-    }
   }
 
   private finish(): void {
     this.busy = false;
     this.exchange = null;
-    this.outgoing = null;
-    this.kind = Kind.None;
     if (!this.closed) this.drain();
   }
 
+  // ---- replies ----------------------------------------------------------------------------
+
+  private sendBody(body: Uint8Array): void {
+    if (this.closed) return;
+    this.writer.body(body);
+  }
+
+  /** Answers the request in flight with an error document. */
+  private replyError(err: ProxyError): void {
+    this.ctx.stats.errorReplies++;
+    if (this.closed) return;
+    this.writer.error(errorDocument(err.code, err.message, err.labels, err.codeName));
+  }
+
+  // ---- shutdown and close -----------------------------------------------------------------
+
   /**
    * Graceful shutdown: the request in flight is answered with its reply; requests already read
-   * behind it are answered with ShutdownInProgress (retryable), never dropped; then the connection
-   * ends on that reply boundary. An idle connection ends at once.
+   * behind it, and any read while draining, are answered with ShutdownInProgress (retryable),
+   * never dropped; the connection ends on a reply boundary.
    */
   shutdown(): void {
     this.draining = true;
@@ -593,8 +461,8 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
    */
   forceClose(): void {
     if (this.closed) return;
-    if (this.busy && this.outgoing !== null) {
-      this.upstream?.destroy();
+    if (this.busy && this.call.active) {
+      this.call.abandon();
       this.replyError(new ProxyError(ErrorCodes.InterruptedAtShutdown,
         `the proxy shut down before the upstream answered ${this.peek.op || 'the request'} (shutdown.drain_timeout_ms)`,
         this.peek.hasTxnNumber ? ['RetryableWriteError'] : []));
@@ -604,10 +472,6 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
     setTimeout(() => this.close(), 1000).unref();
   }
 
-  get idle(): boolean {
-    return !this.busy;
-  }
-
   private closeGracefully(): void {
     if (this.closed) return;
     this.closed = true;
@@ -615,45 +479,19 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
       clearTimeout(this.quietTimer);
       this.quietTimer = null;
     }
+    this.call.close();
     this.framer.fail();
     this.queue.length = 0;
+    this.queueReadAt.length = 0;
     this.socket.end();
-  }
-
-  // ---- replies ----------------------------------------------------------------------------
-
-  private sendReplyBody(body: Uint8Array): void {
-    if (this.closed || !this.expectReply) return;
-    if (this.kind === Kind.LegacyQuery) {
-      this.write(encodeOpReply(newRequestId(), this.requestId, 0, [body]));
-      return;
-    }
-    let out = encodeOpMsg(newRequestId(), this.requestId, 0, body);
-    if (this.replyCompressor > 0) out = compressFrame(out, this.replyCompressor, this.ctx.zlibLevel);
-    this.write(out);
-  }
-
-  /** Answers the current request with an error document (OP_REPLY with QueryFailure for legacy). */
-  private replyError(err: ProxyError): void {
-    this.ctx.stats.errorReplies++;
-    const doc = errorDocument(err.code, err.message, err.labels, err.codeName);
-    if (this.closed) return;
-    if (this.kind === Kind.LegacyQuery) {
-      this.write(encodeOpReply(newRequestId(), this.requestId, REPLY_QUERY_FAILURE, [doc]));
-      return;
-    }
-    if (!this.expectReply) return;
-    this.write(encodeOpMsg(newRequestId(), this.requestId, 0, doc));
   }
 
   close(): void {
     this.closed = true;
-    if (this.holdTimer !== null) {
-      clearTimeout(this.holdTimer);
-      this.releaseHeld();
-    }
+    this.call.close();
     this.framer.fail();
     this.queue.length = 0;
+    this.queueReadAt.length = 0;
     if (!this.socket.destroyed) this.socket.destroy();
     if (!this.released) {
       // Reported once, whatever path closed us (socket close, error, or a framing error that
@@ -661,15 +499,5 @@ export class ClientConnection implements FrameSink, PoolWaiter, ReplyHandler, Co
       this.released = true;
       this.ctx.onClientClosed(this);
     }
-  }
-}
-
-/** A command decoded whole (handshake and legacy paths only): undecodable bytes are the client's InvalidBSON. */
-function decodeCommand(bytes: Buffer): Document {
-  validateDocument(bytes, 0, bytes.length);
-  try {
-    return deserialize(bytes) as Document;
-  } catch (err) {
-    throw new WireError('PROXY_ERR_BAD_BSON', `command is not valid BSON: ${(err as Error).message}`, true);
   }
 }

@@ -1,6 +1,6 @@
 // What a client connection needs from the server that owns it.
 import type { Logger } from '../log/index.ts';
-import type { UpstreamInfo, UpstreamPool } from '../upstream/index.ts';
+import type { UpstreamInfo, UpstreamPool, UpstreamRouter } from '../upstream/index.ts';
 import type { CompressorName } from '../wire/index.ts';
 import type { ClientConnection } from './client-connection.ts';
 import type { PipelineManager } from '../pipeline/index.ts';
@@ -47,11 +47,8 @@ export interface ServerContext {
   readonly pipelines: PipelineManager;
   /** The pipeline id client requests run through. */
   readonly pipelineId: string;
+  /** Which pool serves a request (route step, cursor and transaction pins). */
+  readonly router: UpstreamRouter;
   upstreamInfo(): UpstreamInfo | null;
-  /** The pool of a routed upstream URI (created on first use). */
-  poolFor(uri: string): UpstreamPool;
-  /** Remembers which routed pool owns a cursor opened by `reply`, so getMore/killCursors follow it. */
-  pinCursor(reply: Buffer, pool: UpstreamPool): void;
-  pinnedPool(cursorId: bigint): UpstreamPool | null;
   onClientClosed(conn: ClientConnection): void;
 }

@@ -1,9 +1,8 @@
 // The client-facing listener: accepts connections, owns the upstream pool, and drains gracefully.
 import { createServer, type Server } from 'node:net';
 import type { Logger } from '../log/index.ts';
-import { UpstreamPool, parseUpstreamUri, type PoolOptions, type UpstreamInfo } from '../upstream/index.ts';
+import { UpstreamPool, UpstreamRouter, type PoolOptions, type UpstreamInfo } from '../upstream/index.ts';
 import { PipelineManager } from '../pipeline/index.ts';
-import { ReplyPeek } from '../wire/index.ts';
 import type { CompressorName } from '../wire/index.ts';
 import { ClientConnection } from './client-connection.ts';
 import { DEFAULT_CLIENT_LIMITS, type ClientLimits, type ServerContext, type ServerStats } from './context.ts';
@@ -26,9 +25,6 @@ export interface ProxyServerOptions {
   clientLimits?: ClientLimits;
 }
 
-/** Cursors pinned to routed pools: bounded, oldest evicted first (Map keeps insertion order). */
-const MAX_PINNED_CURSORS = 100_000;
-
 export class ProxyServer implements ServerContext {
   readonly log: Logger;
   readonly pool: UpstreamPool;
@@ -43,10 +39,7 @@ export class ProxyServer implements ServerContext {
   readonly inputLogThrottle = new LogThrottle(5);
   readonly pipelines: PipelineManager;
   readonly pipelineId: string;
-  private readonly poolOptions: PoolOptions | undefined;
-  private readonly routedPools = new Map<string, UpstreamPool>();
-  private readonly pinned = new Map<bigint, UpstreamPool>();
-  private readonly replyPeek = new ReplyPeek();
+  readonly router: UpstreamRouter;
   private readonly server: Server;
   private readonly clients = new Set<ClientConnection>();
   private readonly host: string;
@@ -63,7 +56,7 @@ export class ProxyServer implements ServerContext {
     this.port = opts.port;
     this.pipelines = opts.pipelines ?? new PipelineManager();
     this.pipelineId = opts.pipelineId ?? 'default';
-    this.poolOptions = opts.poolOptions;
+    this.router = new UpstreamRouter(opts.pool, opts.poolOptions, this.log.child('proxy::upstream'));
     this.clientLimits = opts.clientLimits ?? DEFAULT_CLIENT_LIMITS;
     this.server = createServer({ noDelay: true }, (socket) => {
       const conn = new ClientConnection(this.nextConnectionId++, socket, this);
@@ -75,35 +68,6 @@ export class ProxyServer implements ServerContext {
 
   upstreamInfo(): UpstreamInfo | null {
     return this.pool.info;
-  }
-
-  poolFor(uri: string): UpstreamPool {
-    if (uri === this.pool.address.uri) return this.pool;
-    let pool = this.routedPools.get(uri);
-    if (pool === undefined) {
-      if (this.poolOptions === undefined) throw new Error('routing needs poolOptions');
-      pool = new UpstreamPool(parseUpstreamUri(uri), this.poolOptions, this.log.child('proxy::upstream'));
-      this.routedPools.set(uri, pool);
-      this.log.info('opened a pool for a routed upstream', { upstream: pool.describe() });
-    }
-    return pool;
-  }
-
-  pinCursor(reply: Buffer, pool: UpstreamPool): void {
-    // reply is an OP_MSG frame: header (16) + flags (4) + kind byte (1) + body.
-    let id: bigint;
-    try {
-      id = this.replyPeek.read(reply.subarray(21)).cursorId;
-    } catch {
-      return;
-    }
-    if (id === 0n) return;
-    if (this.pinned.size >= MAX_PINNED_CURSORS) this.pinned.delete(this.pinned.keys().next().value!);
-    this.pinned.set(id, pool);
-  }
-
-  pinnedPool(cursorId: bigint): UpstreamPool | null {
-    return this.pinned.get(cursorId) ?? null;
   }
 
   onClientClosed(conn: ClientConnection): void {
@@ -142,7 +106,7 @@ export class ProxyServer implements ServerContext {
     this.log.info('drained', { answeredWithShutdownInProgress: this.stats.shutdownRefused });
     await closed;
     this.pool.close();
-    for (const p of this.routedPools.values()) p.close();
+    this.router.close();
   }
 
   get clientCount(): number {

@@ -50,6 +50,8 @@ export function proxyMetricsRegistry(server: ProxyServer): Registry {
   total('proxy_pipeline_local_replies_total', 'Requests answered by a pipeline step without the upstream', () => server.stats.localReplies);
   gauge('proxy_upstream_pool_connections', 'Upstream connections of the main pool (in use + idle)', () => server.pool.size);
   gauge('proxy_upstream_pool_idle', 'Idle upstream connections of the main pool', () => server.pool.idleCount);
+  gauge('proxy_upstream_pinned_cursors', 'Cursors pinned to the routed upstream that opened them', () => server.router.pinnedCursors);
+  gauge('proxy_upstream_pinned_transactions', 'Transactions pinned to the routed upstream that started them', () => server.router.pinnedTransactions);
   gauge('proxy_upstream_pool_waiting', 'Requests waiting for an upstream connection', () => server.pool.waitingCount);
   return registry;
 }

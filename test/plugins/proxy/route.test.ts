@@ -73,3 +73,51 @@ test('route: default sends unmatched requests to the given upstream', { timeout:
     await p.close();
   }
 });
+
+test('route: a transaction started on a routed upstream is pinned there — commit included; killCursors follows its cursor', { timeout: 60_000 }, async () => {
+  const second = new DevDbServer();
+  seconds.push(second);
+  const { uri: secondUri } = await second.listen(0);
+  // What each devdb executed (their own engines, observed, not replaced).
+  const seenBy = (engine: DevDbServer['engine']) => {
+    const seen: string[] = [];
+    const run = engine.run.bind(engine);
+    engine.run = ((cmd, seq, conn) => { seen.push(Object.keys(cmd)[0]); return run(cmd, seq, conn); }) as typeof engine.run;
+    return seen;
+  };
+  const onSecond = seenBy(second.engine);
+  const p = await startPipelineProxy({
+    id: 'px_route_txn', request: ['route'],
+    steps: { route: { config: { rules: [{ dbs: ['archive'], upstream: secondUri }] } } },
+  });
+  try {
+    const onMain = seenBy(p.proxy.devdb!.engine);
+    const client = await p.client();
+    const router = p.proxy.server.router;
+    const session = client.startSession();
+    try {
+      session.startTransaction();
+      await client.db('archive').collection<Doc>('t').insertOne({ _id: 1, v: 'in txn' }, { session });
+      assert.equal(router.pinnedTransactions, 1, 'the transaction is pinned to the routed pool');
+      await client.db('archive').collection<Doc>('t').updateOne({ _id: 1 }, { $set: { w: 2 } }, { session });
+      await session.commitTransaction();
+    } finally {
+      await session.endSession();
+    }
+    assert.ok(onSecond.includes('commitTransaction'), `commit reached the routed upstream (it saw ${onSecond.join(',')})`);
+    assert.ok(!onMain.includes('commitTransaction'), 'commit did not go to the main upstream');
+    assert.equal(router.pinnedTransactions, 0, 'the pin ends with the commit');
+
+    const docs = Array.from({ length: 6 }, (_, i) => ({ _id: 10 + i }));
+    await client.db('archive').collection<Doc>('k').insertMany(docs as never[]);
+    const cur = client.db('archive').collection<Doc>('k').find({}, { batchSize: 2 });
+    await cur.next();
+    assert.equal(router.pinnedCursors, 1, 'the open cursor is pinned');
+    await cur.close();
+    assert.ok(onSecond.includes('killCursors'), 'killCursors reached the server that owns the cursor');
+    assert.ok(!onMain.includes('killCursors'), 'killCursors did not go to the main upstream');
+    assert.equal(router.pinnedCursors, 0, 'a killed cursor is unpinned');
+  } finally {
+    await p.close();
+  }
+});
