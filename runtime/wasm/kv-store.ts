@@ -1,69 +1,106 @@
-// Host-side key/value store, one per plugin name, so state survives instance rebuilds and
-// pipeline reloads. Byte accounting is key (UTF-16 bytes) + value.
+// Host-side key/value store of a step: its state survives instance rebuilds and reloads.
+// Byte accounting (the cap, bytesUsed) is key (UTF-16 bytes) + value.
 //
-// A full store evicts the least recently used entries and admits the new one: every operation is
-// O(1) (a Map lookup plus a few pointer writes in an intrusive doubly-linked list ordered by
-// use), whatever the number of entries. get() and set() mark an entry used; an expired entry is
-// absent to readers and is dropped when it reaches the LRU end, when its key is written again
-// (which reuses it), or by delete()/sweep(). Nothing scans the store on the hot path.
+// A full store evicts the least recently used entries and admits the new one. Every operation is
+// O(1) whatever the number of entries, and stays about as fast with a million entries as with a
+// hundred (bench/cache-full.ts), because the store holds no JavaScript object per entry:
+//   - an open-addressing hash table (linear probing, backward-shift deletion) of (slot, hash);
+//   - slots in one typed array: the use-ordered doubly-linked list, hash, expiry, record position;
+//   - one byte arena holding each record: [slot][record length][key as UTF-16][value], appended
+//     at its end. Freed records leave holes, squeezed out by a compaction when the end is
+//     reached; the arena is then resized to twice the live bytes if more than two thirds would
+//     be in use, so at least half as many bytes are appended as the next compaction moves:
+//     amortised O(1) per byte written.
+// Why not a Map (a list of our own, or `lru-cache`, which also keys a Map): with a million
+// entries, V8's Map and the objects per entry (key string, value array, its ArrayBuffer) made
+// each operation several times slower than with a hundred — cache misses along the Map's chains,
+// and the garbage collector marking and promoting millions of objects. Figures in
+// bench/RESULTS.md, "Cache when full".
 //
-// Why not `lru-cache`: measured with the same operations (bench/RESULTS.md, "Cache when full"),
-// this list is faster on get and set, and the store needs what lru-cache does not give in one
-// call: a caller-supplied clock (tests and the plugin host pass `now`), expired entries kept for
-// in-place reuse, and the same-size overwrite without re-accounting.
+// get() and set() mark an entry used. An expired entry is absent to readers but stays where it
+// is (its key's next write reuses it in place); it goes when it reaches the LRU end, or on
+// delete()/sweep(). Values handed out by get() are views into the arena, valid until the next
+// write: readers copy them at once (into plugin memory, or through jco).
 
-/** One entry, also a node of the use-ordered list (the sentinel is one too: a single shape). */
-class Entry {
-  key: string;
-  value: Uint8Array;
-  /** performance.now() ms at which the entry expires; 0 = never. */
-  expiresAt: number;
-  bytes: number;
-  /** Neighbour towards the most recently used end (the MRU entry's is the sentinel). */
-  prev: Entry;
-  /** Neighbour towards the least recently used end (the LRU entry's is the sentinel). */
-  next: Entry;
-
-  constructor(key: string, value: Uint8Array, expiresAt: number, bytes: number) {
-    this.key = key;
-    this.value = value;
-    this.expiresAt = expiresAt;
-    this.bytes = bytes;
-    this.prev = this;
-    this.next = this;
-  }
-}
-
-const EMPTY = new Uint8Array(0);
+/** Table cell / list link value meaning "none"; slot 0 is the list's sentinel, never an entry. */
+const NONE = 0;
+// A slot is 8 int32s of one Int32Array (32 bytes, so one cache line or half of one): the list
+// links, the hash, the record's offset, the key and value lengths, and the expiry as a float64
+// (a Float64Array over the same buffer, index 4s + 3).
+const NEXT = 0; // towards the least recently used end; next of the sentinel = most recently used
+const PREV = 1; // towards the most recently used end; prev of the sentinel = least recently used
+const HASH = 2;
+const OFF = 3;
+const KEYLEN = 4;
+const VALLEN = 5;
+const STRIDE = 8;
+const HEADER = 8; // i32 slot (0 = dead record), i32 record length
+const MIN_ARENA = 4096;
+const MAX_ARENA = 2 ** 31 - 8; // a typed array index stays a small integer
+const MIN_SLOTS = 16;
 
 export class KvStore {
-  readonly maxBytes: number;
-  private readonly map = new Map<string, Entry>();
-  /** Circular list: head.next is the most recently used entry, head.prev the least. */
-  private readonly head = new Entry('', EMPTY, 0, 0);
+  private max: number;
   private used = 0;
+  private count = 0;
   private evicted = 0;
 
+  // Slots (slot 0: the sentinel of the circular use-ordered list) and their expiry view.
+  private slots: Int32Array;
+  private exp: Float64Array;
+  private freeSlots: Int32Array;
+  private freeTop = 0;
+  private slotTop = 1;
+
+  // Hash table: a power-of-two number of (slot, hash) cells, at most half of them used.
+  private table: Int32Array;
+  private mask: number;
+
+  // Record arena; the three views share one buffer.
+  private arena: Uint8Array;
+  private a16: Uint16Array;
+  private a32: Int32Array;
+  private top = 0;
+  private live = 0;
+
   constructor(maxBytes: number) {
-    this.maxBytes = maxBytes;
+    this.max = maxBytes;
+    this.slots = new Int32Array(MIN_SLOTS * STRIDE);
+    this.exp = new Float64Array(this.slots.buffer);
+    this.freeSlots = new Int32Array(MIN_SLOTS);
+    this.table = new Int32Array(MIN_SLOTS * 2 * 2);
+    this.mask = MIN_SLOTS * 2 - 1;
+    this.arena = new Uint8Array(MIN_ARENA);
+    this.a16 = new Uint16Array(this.arena.buffer);
+    this.a32 = new Int32Array(this.arena.buffer);
+  }
+
+  get maxBytes(): number { return this.max; }
+
+  /** A new cap (a reload may change it): least recently used entries go until the store fits. */
+  setMaxBytes(maxBytes: number): void {
+    this.max = maxBytes;
+    this.makeRoom(0);
   }
 
   get bytesUsed(): number { return this.used; }
 
   /** Entries held, expired ones not yet dropped included. */
-  get size(): number { return this.map.size; }
+  get size(): number { return this.count; }
 
   /** Entries removed to make room since the store was created. */
   get evictions(): number { return this.evicted; }
 
   get(key: string, now = performance.now()): Uint8Array | undefined {
-    const e = this.map.get(key);
-    if (e === undefined) return undefined;
-    // Expired: absent to readers. It stays (unmoved, so it drifts to the LRU end) because the
-    // usual next call is a set of the same key, which then reuses it in place.
-    if (e.expiresAt !== 0 && e.expiresAt <= now) return undefined;
-    if (this.head.next !== e) this.toFront(e);
-    return e.value;
+    const s = this.find(key, hashKey(key));
+    if (s === NONE) return undefined;
+    const exp = this.exp[s * (STRIDE / 2) + 3];
+    // Expired: absent to readers, left unmoved (it drifts to the LRU end) because the usual next
+    // call is a set of the same key, which then reuses it in place.
+    if (exp !== 0 && exp <= now) return undefined;
+    if (this.slots[NEXT] !== s) this.toFront(s);
+    const v = this.valueAt(s);
+    return this.arena.subarray(v, v + this.slots[s * STRIDE + VALLEN]);
   }
 
   /**
@@ -72,98 +109,297 @@ export class KvStore {
    */
   set(key: string, value: Uint8Array, ttlMs: number, now = performance.now()): boolean {
     const bytes = key.length * 2 + value.byteLength;
-    if (bytes > this.maxBytes) return false;
+    if (bytes > this.max) return false;
+    // A view into the arena (a value just read) would move under a compaction: copy it first.
+    if (value.buffer === this.arena.buffer) value = value.slice();
     const expiresAt = ttlMs > 0 ? now + ttlMs : 0;
-    const cur = this.map.get(key);
-    if (cur !== undefined) {
-      if (cur.value.length === value.length) {
+    const h = hashKey(key);
+    let s = this.find(key, h);
+    if (s !== NONE) {
+      const at = s * STRIDE;
+      if (this.slots[at + VALLEN] === value.length) {
         // Same size (a counter, a bucket, a version, a re-stored entry): overwrite in place, no
-        // allocation, no accounting. Readers copy values out at once (into plugin memory or
-        // through jco), so nobody holds the old bytes.
-        cur.value.set(value);
-        cur.expiresAt = expiresAt;
-        if (this.head.next !== cur) this.toFront(cur);
+        // allocation, no accounting.
+        this.arena.set(value, this.valueAt(s));
+        this.exp[s * (STRIDE / 2) + 3] = expiresAt;
+        if (this.slots[NEXT] !== s) this.toFront(s);
         return true;
       }
-      // Replaced by a value of another size: out of the list while room is made, so eviction
+      // Another size: a new record. The slot leaves the list while room is made, so eviction
       // never picks the entry being written.
-      this.unlink(cur);
-      this.used -= cur.bytes;
+      this.unlink(s);
+      this.used -= this.slots[at + KEYLEN] * 2 + this.slots[at + VALLEN];
+      this.freeRecord(s);
       this.makeRoom(bytes);
-      cur.value = value.slice();
-      cur.expiresAt = expiresAt;
-      cur.bytes = bytes;
-      this.linkFront(cur);
     } else {
       this.makeRoom(bytes);
-      const e = new Entry(key, value.slice(), expiresAt, bytes);
-      this.map.set(key, e);
-      this.linkFront(e);
+      s = this.newSlot();
+      this.slots[s * STRIDE + HASH] = h;
+      this.slots[s * STRIDE + KEYLEN] = key.length;
+      this.tableInsert(s, h);
+      this.count++;
     }
+    this.writeRecord(s, key, value);
+    this.exp[s * (STRIDE / 2) + 3] = expiresAt;
+    this.linkFront(s);
     this.used += bytes;
     return true;
   }
 
   /** Removes the key; true when it was present (not expired). */
   delete(key: string, now = performance.now()): boolean {
-    const e = this.map.get(key);
-    if (e === undefined) return false;
-    this.drop(e);
-    return e.expiresAt === 0 || e.expiresAt > now;
+    const s = this.find(key, hashKey(key));
+    if (s === NONE) return false;
+    const exp = this.exp[s * (STRIDE / 2) + 3];
+    this.drop(s);
+    return exp === 0 || exp > now;
   }
 
   /** Drops every expired entry: a full scan, for maintenance and tests, never on the hot path. */
   sweep(now = performance.now()): void {
-    const head = this.head;
-    for (let e = head.next; e !== head;) {
-      const next = e.next;
-      if (e.expiresAt !== 0 && e.expiresAt <= now) this.drop(e);
-      e = next;
+    for (let s = this.slots[NEXT]; s !== 0;) {
+      const after = this.slots[s * STRIDE + NEXT];
+      const exp = this.exp[s * (STRIDE / 2) + 3];
+      if (exp !== 0 && exp <= now) this.drop(s);
+      s = after;
     }
   }
 
   clear(): void {
-    this.map.clear();
-    this.head.next = this.head;
-    this.head.prev = this.head;
+    this.table.fill(NONE);
+    this.slots[NEXT] = 0;
+    this.slots[PREV] = 0;
+    this.freeTop = 0;
+    this.slotTop = 1;
+    this.count = 0;
     this.used = 0;
+    this.top = 0;
+    this.live = 0;
   }
+
+  // ---- eviction and the use-ordered list ----
 
   /** Evicts from the LRU end (expired entries are there first, being unused) until `bytes` fit. */
   private makeRoom(bytes: number): void {
-    const head = this.head;
-    while (this.used + bytes > this.maxBytes) {
-      const lru = head.prev;
-      if (lru === head) return; // empty (cannot happen: bytes <= maxBytes)
+    while (this.used + bytes > this.max) {
+      const lru = this.slots[PREV];
+      if (lru === 0) return; // empty (cannot happen: bytes <= maxBytes)
       this.drop(lru);
       this.evicted++;
     }
   }
 
-  private drop(e: Entry): void {
-    this.map.delete(e.key);
-    this.unlink(e);
-    this.used -= e.bytes;
+  private drop(s: number): void {
+    this.tableRemove(s);
+    this.unlink(s);
+    this.used -= this.slots[s * STRIDE + KEYLEN] * 2 + this.slots[s * STRIDE + VALLEN];
+    this.freeRecord(s);
+    this.freeSlots[this.freeTop++] = s;
+    this.count--;
   }
 
-  private toFront(e: Entry): void {
-    this.unlink(e);
-    this.linkFront(e);
+  private toFront(s: number): void {
+    this.unlink(s);
+    this.linkFront(s);
   }
 
-  private unlink(e: Entry): void {
-    e.prev.next = e.next;
-    e.next.prev = e.prev;
+  private unlink(s: number): void {
+    const slots = this.slots;
+    const p = slots[s * STRIDE + PREV];
+    const n = slots[s * STRIDE + NEXT];
+    slots[p * STRIDE + NEXT] = n;
+    slots[n * STRIDE + PREV] = p;
   }
 
-  private linkFront(e: Entry): void {
-    const head = this.head;
-    const first = head.next;
-    e.prev = head;
-    e.next = first;
-    first.prev = e;
-    head.next = e;
+  private linkFront(s: number): void {
+    const slots = this.slots;
+    const first = slots[NEXT];
+    slots[s * STRIDE + PREV] = 0;
+    slots[s * STRIDE + NEXT] = first;
+    slots[first * STRIDE + PREV] = s;
+    slots[NEXT] = s;
   }
+
+  private newSlot(): number {
+    if (this.freeTop > 0) return this.freeSlots[--this.freeTop];
+    if (this.slotTop * STRIDE === this.slots.length) this.growSlots();
+    return this.slotTop++;
+  }
+
+  private growSlots(): void {
+    const n = this.freeSlots.length * 2;
+    const slots = new Int32Array(n * STRIDE);
+    slots.set(this.slots);
+    this.slots = slots;
+    this.exp = new Float64Array(slots.buffer);
+    const free = new Int32Array(n);
+    free.set(this.freeSlots);
+    this.freeSlots = free;
+  }
+
+  // ---- hash table: cells of two int32s (slot, hash), so probing and backward shifts read the
+  // table alone; a slot's record is read only to compare the key once the hashes match ----
+
+  private find(key: string, h: number): number {
+    const table = this.table;
+    const mask = this.mask;
+    for (let i = h & mask; ; i = (i + 1) & mask) {
+      const s = table[i * 2];
+      if (s === NONE) return NONE;
+      if (table[i * 2 + 1] === h && this.keyEquals(s, key)) return s;
+    }
+  }
+
+  private keyEquals(s: number, key: string): boolean {
+    const n = this.slots[s * STRIDE + KEYLEN];
+    if (n !== key.length) return false;
+    const a16 = this.a16;
+    const base = (this.slots[s * STRIDE + OFF] + HEADER) >> 1;
+    for (let i = 0; i < n; i++) if (a16[base + i] !== key.charCodeAt(i)) return false;
+    return true;
+  }
+
+  private tableInsert(s: number, h: number): void {
+    if ((this.count + 1) * 2 > this.mask + 1) this.growTable();
+    const table = this.table;
+    const mask = this.mask;
+    let i = h & mask;
+    while (table[i * 2] !== NONE) i = (i + 1) & mask;
+    table[i * 2] = s;
+    table[i * 2 + 1] = h;
+  }
+
+  /** Backward-shift deletion: later cells of the probe run move into the hole when their home
+   *  position allows it, so lookups never meet tombstones. */
+  private tableRemove(s: number): void {
+    const table = this.table;
+    const mask = this.mask;
+    let hole = this.slots[s * STRIDE + HASH] & mask;
+    while (table[hole * 2] !== s) hole = (hole + 1) & mask;
+    for (let j = hole; ;) {
+      j = (j + 1) & mask;
+      const t = table[j * 2];
+      if (t === NONE) break;
+      const th = table[j * 2 + 1];
+      if (((j - (th & mask)) & mask) >= ((j - hole) & mask)) {
+        table[hole * 2] = t;
+        table[hole * 2 + 1] = th;
+        hole = j;
+      }
+    }
+    table[hole * 2] = NONE;
+  }
+
+  private growTable(): void {
+    const cells = (this.mask + 1) * 2;
+    const table = new Int32Array(cells * 2);
+    const mask = cells - 1;
+    const old = this.table;
+    for (let c = 0; c < old.length; c += 2) {
+      const s = old[c];
+      if (s === NONE) continue;
+      const h = old[c + 1];
+      let i = h & mask;
+      while (table[i * 2] !== NONE) i = (i + 1) & mask;
+      table[i * 2] = s;
+      table[i * 2 + 1] = h;
+    }
+    this.table = table;
+    this.mask = mask;
+  }
+
+  // ---- record arena ----
+
+  private valueAt(s: number): number {
+    return this.slots[s * STRIDE + OFF] + HEADER + this.slots[s * STRIDE + KEYLEN] * 2;
+  }
+
+  private writeRecord(s: number, key: string, value: Uint8Array): void {
+    const n = key.length;
+    const len = (HEADER + n * 2 + value.length + 3) & ~3;
+    this.reserve(len);
+    const off = this.top;
+    this.top += len;
+    this.live += len;
+    this.a32[off >> 2] = s;
+    this.a32[(off >> 2) + 1] = len;
+    const a16 = this.a16;
+    const base = (off + HEADER) >> 1;
+    for (let i = 0; i < n; i++) a16[base + i] = key.charCodeAt(i);
+    this.arena.set(value, off + HEADER + n * 2);
+    this.slots[s * STRIDE + OFF] = off;
+    this.slots[s * STRIDE + VALLEN] = value.length;
+  }
+
+  private freeRecord(s: number): void {
+    const off = this.slots[s * STRIDE + OFF];
+    this.a32[off >> 2] = 0;
+    this.live -= this.a32[(off >> 2) + 1];
+  }
+
+  /** Room for `len` more bytes at the arena's end: compact; then, if more than two thirds would
+   *  be in use (or less than a quarter), resize to twice the live bytes. So at least half as many
+   *  bytes as a compaction moves are written before the next one. */
+  private reserve(len: number): void {
+    if (this.top + len <= this.arena.length) return;
+    this.compact();
+    const need = this.live + len;
+    const length = this.arena.length;
+    if (need * 3 > length * 2 || (need * 4 < length && length > MIN_ARENA)) this.resize(arenaSize(2 * need));
+    // Past the largest arena (a store of more than a gigabyte): make room in it by evicting.
+    while (this.top + len > this.arena.length && this.slots[PREV] !== 0) {
+      this.drop(this.slots[PREV]);
+      this.evicted++;
+      this.compact();
+    }
+  }
+
+  /** Slides live records down over the holes, in address order, one copy per run of them. */
+  private compact(): void {
+    const a32 = this.a32;
+    const slots = this.slots;
+    const top = this.top;
+    let src = 0;
+    let dst = 0;
+    let runSrc = -1;
+    let runDst = 0;
+    while (src < top) {
+      const s = a32[src >> 2];
+      const len = a32[(src >> 2) + 1];
+      if (s !== 0) {
+        if (runSrc < 0) { runSrc = src; runDst = dst; }
+        slots[s * STRIDE + OFF] = dst;
+        dst += len;
+      } else if (runSrc >= 0) {
+        if (runSrc !== runDst) this.arena.copyWithin(runDst, runSrc, src);
+        runSrc = -1;
+      }
+      src += len;
+    }
+    if (runSrc >= 0 && runSrc !== runDst) this.arena.copyWithin(runDst, runSrc, src);
+    this.top = dst;
+  }
+
+  private resize(cap: number): void {
+    const a = new Uint8Array(cap);
+    a.set(this.arena.subarray(0, this.top));
+    this.arena = a;
+    this.a16 = new Uint16Array(a.buffer);
+    this.a32 = new Int32Array(a.buffer);
+  }
+}
+
+/** FNV-1a over the UTF-16 code units, then a multiply-xorshift finish for the low bits. */
+function hashKey(key: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
+  h = Math.imul(h ^ (h >>> 16), 0x45d9f3b);
+  return h ^ (h >>> 16);
+}
+
+/** `bytes` rounded up to a multiple of 4 KiB, within [MIN_ARENA, MAX_ARENA]. */
+function arenaSize(bytes: number): number {
+  return Math.min(MAX_ARENA, Math.max(MIN_ARENA, Math.ceil(bytes / 4096) * 4096));
 }
 
 /** Default per-plugin cap. */

@@ -79,37 +79,3 @@ test('metrics, sub-operations and kv with TTL', async () => {
   h.request({ find: 'a' });
   assert.equal(new TextDecoder().decode(h.kv.get('count')), '2');
 });
-
-test('kv byte cap refuses writes past the cap', async () => {
-  const { KvStore } = await import('../../runtime/wasm/index.ts');
-  const kv = new KvStore(100);
-  assert.equal(kv.set('a', new Uint8Array(50), 0), true);
-  assert.equal(kv.set('b', new Uint8Array(50), 0), false);
-  assert.equal(kv.set('c', new Uint8Array(40), 10, 0), true);
-  assert.equal(kv.set('d', new Uint8Array(40), 0, 20), true, 'expired c swept to make room');
-});
-
-test('kv: expiry, in-place overwrite of same-size values, reuse of expired entries, delete', async () => {
-  const { KvStore } = await import('../../runtime/wasm/index.ts');
-  const kv = new KvStore(1000);
-  const v = (...b: number[]) => new Uint8Array(b);
-  assert.equal(kv.set('k', v(1, 2, 3), 10, 0), true);
-  const first = kv.get('k', 5)!;
-  assert.deepEqual([...first], [1, 2, 3]);
-  assert.equal(kv.get('k', 10), undefined, 'expired at its deadline');
-  const used = kv.bytesUsed;
-  assert.equal(kv.set('k', v(4, 5, 6), 10, 20), true, 'an expired entry is written again');
-  assert.deepEqual([...kv.get('k', 25)!], [4, 5, 6]);
-  assert.equal(kv.bytesUsed, used, 'same key and size: same accounting');
-  const src = v(7, 8, 9);
-  kv.set('k', src, 0, 30);
-  src[0] = 99;
-  assert.deepEqual([...kv.get('k', 40)!], [7, 8, 9], 'the store keeps a copy, not the caller\'s array');
-  kv.set('k', v(1), 0, 50);
-  assert.deepEqual([...kv.get('k', 60)!], [1], 'a different size replaces the value');
-  assert.equal(kv.bytesUsed, 2 + 1);
-  kv.set('gone', v(1), 5, 100);
-  assert.equal(kv.delete('gone', 200), false, 'deleting an expired key reports it absent');
-  assert.equal(kv.delete('k', 200), true);
-  assert.equal(kv.bytesUsed, 0);
-});

@@ -1,0 +1,229 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { KvStore } from '../../runtime/wasm/index.ts';
+
+const v = (...b: number[]) => new Uint8Array(b);
+const bytes = (n: number) => new Uint8Array(n);
+/** Present and live at `now` (a read: it marks the entry used). */
+const has = (kv: KvStore, key: string, now = 0) => kv.get(key, now) !== undefined;
+
+test('kv: a full store evicts the least recently used entry and admits the new one', () => {
+  // 'a'..'d' are 1 UTF-16 char (2 bytes) + 48 bytes = 50 bytes each; the cap holds two.
+  const kv = new KvStore(100);
+  assert.equal(kv.set('a', bytes(48), 0, 0), true);
+  assert.equal(kv.set('b', bytes(48), 0, 0), true);
+  assert.equal(kv.set('c', bytes(48), 0, 0), true, 'admitted: a (least recently used) goes');
+  assert.equal(kv.bytesUsed, 100);
+  assert.equal(kv.evictions, 1);
+  assert.equal(kv.get('a', 0), undefined);
+  // A read makes b the most recently used: the next eviction takes c.
+  assert.ok(kv.get('b', 0) !== undefined);
+  assert.equal(kv.set('d', bytes(48), 0, 0), true);
+  assert.equal(kv.get('c', 0), undefined, 'c was least recently used');
+  assert.ok(has(kv, 'b') && has(kv, 'd'));
+  // A write makes an entry the most recently used too (same size: in place).
+  kv.set('b', bytes(48), 0, 0);
+  kv.set('e', bytes(48), 0, 0);
+  assert.equal(kv.get('d', 0), undefined);
+  assert.ok(has(kv, 'b') && has(kv, 'e'));
+  assert.equal(kv.size, 2);
+});
+
+test('kv: eviction order over many entries is least recently used first', () => {
+  const kv = new KvStore(10 * (2 + 8)); // ten entries of a 1-char key and 8 bytes
+  for (const k of 'abcdefghij') kv.set(k, bytes(8), 0, 0);
+  // Touch the odd ones: the even ones are now the least recently used, in insertion order.
+  for (const k of 'bdfhj') kv.get(k, 0);
+  const expected = 'acegi';
+  for (let i = 0; i < 5; i++) {
+    kv.set(String.fromCharCode(0x41 + i), bytes(8), 0, 0);
+    // (a read of an absent key changes no order; reads of present keys would)
+    assert.equal(kv.get(expected[i], 0), undefined, `insert ${i + 1} evicts ${expected[i]}`);
+    assert.equal(kv.evictions, i + 1);
+    assert.equal(kv.size, 10);
+  }
+  for (const k of 'bdfhjABCDE') assert.ok(has(kv, k), `${k} kept`);
+});
+
+test('kv: a full store keeps admitting new entries, far past its cap, in constant space', () => {
+  const kv = new KvStore(64 * 1024);
+  const value = bytes(100);
+  let refused = 0;
+  for (let i = 0; i < 50_000; i++) if (!kv.set(`key-${i}`, value, 60_000, i)) refused++;
+  assert.equal(refused, 0, 'every write admitted');
+  assert.ok(kv.bytesUsed <= kv.maxBytes, `bytesUsed ${kv.bytesUsed} within the cap`);
+  assert.ok(kv.bytesUsed > kv.maxBytes - 200, 'and the cap is used');
+  const newest = kv.get('key-49999', 50_000);
+  assert.ok(newest !== undefined, 'the last write is readable');
+  assert.equal(kv.get('key-0', 50_000), undefined, 'the first is long gone');
+  assert.equal(kv.evictions, 50_000 - kv.size);
+});
+
+test('kv: an entry larger than the cap on its own is refused and changes nothing', () => {
+  const kv = new KvStore(100);
+  kv.set('a', bytes(40), 0, 0);
+  kv.set('b', bytes(40), 0, 0);
+  assert.equal(kv.set('big', bytes(95), 0, 0), false, '6 + 95 bytes > 100');
+  assert.ok(has(kv, 'a') && has(kv, 'b'), 'nothing evicted for a refused write');
+  assert.equal(kv.set('a', bytes(99), 0, 0), false);
+  assert.deepEqual(kv.get('a', 0)!.length, 40, 'the old value of a refused overwrite stays');
+  assert.equal(kv.set('c', bytes(98), 0, 0), true, 'exactly the cap fits');
+  assert.equal(kv.bytesUsed, 100);
+  assert.equal(kv.size, 1);
+});
+
+test('kv: TTL — expired entries are absent, and the first to go when the store is full', () => {
+  const kv = new KvStore(100);
+  assert.equal(kv.set('t', bytes(48), 10, 0), true);
+  assert.ok(kv.get('t', 9) !== undefined);
+  assert.equal(kv.get('t', 10), undefined, 'expired at its deadline');
+  assert.equal(kv.get('t', 15), undefined, 'and stays absent (a read does not revive it)');
+  assert.equal(kv.set('p', bytes(48), 0, 20), true, 'no TTL: never expires');
+  // Full: the expired entry is at the LRU end (reads of expired entries do not refresh them).
+  assert.equal(kv.set('n', bytes(48), 0, 30), true);
+  assert.equal(kv.size, 2);
+  assert.ok(has(kv, 'p', 1e12) && has(kv, 'n', 1e12));
+  assert.equal(kv.delete('t', 30), false);
+});
+
+test('kv: expiry, in-place overwrite of same-size values, reuse of expired entries, delete', () => {
+  const kv = new KvStore(1000);
+  assert.equal(kv.set('k', v(1, 2, 3), 10, 0), true);
+  const first = kv.get('k', 5)!;
+  assert.deepEqual([...first], [1, 2, 3]);
+  assert.equal(kv.get('k', 10), undefined, 'expired at its deadline');
+  const used = kv.bytesUsed;
+  assert.equal(kv.set('k', v(4, 5, 6), 10, 20), true, 'an expired entry is written again');
+  assert.deepEqual([...kv.get('k', 25)!], [4, 5, 6]);
+  assert.equal(kv.bytesUsed, used, 'same key and size: same accounting');
+  const src = v(7, 8, 9);
+  kv.set('k', src, 0, 30);
+  src[0] = 99;
+  assert.deepEqual([...kv.get('k', 40)!], [7, 8, 9], 'the store keeps a copy, not the caller\'s array');
+  kv.set('k', v(1), 0, 50);
+  assert.deepEqual([...kv.get('k', 60)!], [1], 'a different size replaces the value');
+  assert.equal(kv.bytesUsed, 2 + 1);
+  kv.set('gone', v(1), 5, 100);
+  assert.equal(kv.delete('gone', 200), false, 'deleting an expired key reports it absent');
+  assert.equal(kv.delete('k', 200), true);
+  assert.equal(kv.delete('k', 200), false, 'already deleted');
+  assert.equal(kv.bytesUsed, 0);
+  assert.equal(kv.size, 0);
+});
+
+test('kv: byte accounting is UTF-16 key bytes + value bytes, through every kind of write', () => {
+  const kv = new KvStore(1000);
+  kv.set('ab', bytes(10), 0, 0); // 4 + 10
+  kv.set('cde', bytes(20), 0, 0); // 6 + 20
+  assert.equal(kv.bytesUsed, 40);
+  kv.set('ab', bytes(10), 5, 0); // same size: unchanged
+  assert.equal(kv.bytesUsed, 40);
+  kv.set('ab', bytes(30), 0, 1); // grows by 20
+  assert.equal(kv.bytesUsed, 60);
+  kv.set('cde', bytes(1), 0, 2); // shrinks by 19
+  assert.equal(kv.bytesUsed, 41);
+  kv.set('é€', bytes(2), 0, 3); // two UTF-16 units, whatever their UTF-8 length
+  assert.equal(kv.bytesUsed, 41 + 4 + 2);
+  kv.delete('ab', 4);
+  assert.equal(kv.bytesUsed, 7 + 6);
+  kv.sweep(10);
+  assert.equal(kv.bytesUsed, 13, 'nothing expired: the sweep keeps everything');
+  kv.set('x', bytes(1), 1, 10);
+  kv.sweep(20);
+  assert.equal(kv.bytesUsed, 13, 'the sweep drops the expired entry');
+  kv.clear();
+  assert.equal(kv.bytesUsed, 0);
+  assert.equal(kv.size, 0);
+  assert.equal(kv.set('y', bytes(1), 0, 30), true, 'usable after clear');
+  assert.equal(kv.bytesUsed, 3);
+});
+
+test('kv: an overwrite that grows evicts others, never the entry being written', () => {
+  const kv = new KvStore(100);
+  kv.set('a', bytes(28), 0, 0); // 30
+  kv.set('b', bytes(28), 0, 0); // 30
+  kv.set('c', bytes(28), 0, 0); // 30
+  kv.get('a', 0); // a most recently used: order (least → most recent) b, c, a
+  assert.equal(kv.set('a', bytes(78), 0, 0), true, 'a grows to 80: b and c must go');
+  assert.equal(kv.size, 1);
+  assert.equal(kv.get('a', 0)!.length, 78);
+  assert.equal(kv.bytesUsed, 80);
+  assert.equal(kv.evictions, 2);
+});
+
+/** The obvious LRU (a Map in use order), to check the store against under random operations. */
+class ModelLru {
+  readonly map = new Map<string, { value: number[]; expiresAt: number }>();
+  used = 0;
+  constructor(readonly maxBytes: number) {}
+  get(key: string, now: number): number[] | undefined {
+    const e = this.map.get(key);
+    if (e === undefined || (e.expiresAt !== 0 && e.expiresAt <= now)) return undefined;
+    this.map.delete(key);
+    this.map.set(key, e);
+    return e.value;
+  }
+  set(key: string, value: number[], ttl: number, now: number): boolean {
+    const bytes = key.length * 2 + value.length;
+    if (bytes > this.maxBytes) return false;
+    const cur = this.map.get(key);
+    if (cur !== undefined) { this.map.delete(key); this.used -= key.length * 2 + cur.value.length; }
+    for (const [k, e] of this.map) {
+      if (this.used + bytes <= this.maxBytes) break;
+      this.map.delete(k);
+      this.used -= k.length * 2 + e.value.length;
+    }
+    this.map.set(key, { value, expiresAt: ttl > 0 ? now + ttl : 0 });
+    this.used += bytes;
+    return true;
+  }
+  delete(key: string, now: number): boolean {
+    const e = this.map.get(key);
+    if (e === undefined) return false;
+    this.map.delete(key);
+    this.used -= key.length * 2 + e.value.length;
+    return e.expiresAt === 0 || e.expiresAt > now;
+  }
+}
+
+test('kv: random gets, sets and deletes agree with a reference LRU (table, list, arena compaction)', () => {
+  let seed = 12345;
+  const rnd = (n: number) => { seed = (Math.imul(seed, 1103515245) + 12345) >>> 0; return (seed >>> 8) % n; };
+  for (const cap of [300, 5000, 100_000]) {
+    const kv = new KvStore(cap);
+    const model = new ModelLru(cap);
+    const keys = Array.from({ length: 400 }, (_, i) => `k${i}${'é'.repeat(i % 7)}`);
+    for (let step = 0, now = 0; step < 40_000; step++, now += rnd(3)) {
+      const key = keys[rnd(keys.length)];
+      const op = rnd(10);
+      if (op < 4) {
+        const a = kv.get(key, now);
+        const b = model.get(key, now);
+        assert.deepEqual(a === undefined ? undefined : [...a], b, `get ${key} at step ${step}`);
+      } else if (op < 9) {
+        const value = Array.from({ length: rnd(4) === 0 ? rnd(400) : rnd(24) }, () => rnd(256));
+        const ttl = rnd(3) === 0 ? 1 + rnd(50) : 0;
+        assert.equal(kv.set(key, new Uint8Array(value), ttl, now), model.set(key, value, ttl, now), `set ${key} at step ${step}`);
+      } else {
+        assert.equal(kv.delete(key, now), model.delete(key, now), `delete ${key} at step ${step}`);
+      }
+      assert.equal(kv.bytesUsed, model.used, `bytesUsed at step ${step}`);
+      assert.equal(kv.size, model.map.size, `size at step ${step}`);
+    }
+  }
+});
+
+test('kv: lowering the cap evicts least recently used entries until the store fits', () => {
+  const kv = new KvStore(1000);
+  for (const k of 'abcde') kv.set(k, bytes(98), 0, 0); // 100 bytes each
+  kv.get('a', 0);
+  kv.setMaxBytes(300);
+  assert.equal(kv.maxBytes, 300);
+  assert.equal(kv.bytesUsed, 300);
+  assert.equal(kv.get('b', 0), undefined);
+  assert.equal(kv.get('c', 0), undefined);
+  assert.ok(has(kv, 'a') && has(kv, 'd') && has(kv, 'e'));
+  kv.setMaxBytes(1000);
+  assert.equal(kv.set('f', bytes(598), 0, 0), true, 'a raised cap admits more');
+  assert.equal(kv.bytesUsed, 900);
+});
