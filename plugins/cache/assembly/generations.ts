@@ -1,0 +1,87 @@
+// Invalidation by generation: every kv key starts with a prefix made of generation counters
+// (global epoch, database, namespace) kept in the kv store itself. A write gives its counters
+// fresh values, so every entry stored under the old ones becomes unreachable at once, without
+// enumerating them; they leave by TTL or eviction.
+import { log, kv, nowNs, Counter } from "../../../sdk/assembly/index";
+import { proxy_kv_get } from "../../../sdk/assembly/host";
+import { Ledger } from "./ledger";
+import { KvKey } from "./key";
+
+/** kv key changed by every generation bump (see prefixFor). */
+const VERSION_KEY = "v";
+
+export class Generations {
+  localEpoch: i32 = 0;
+  /** Key prefixes by namespace, valid while VERSION_KEY and localEpoch are unchanged. */
+  prefixes: Map<string, string> = new Map<string, string>();
+  seenVersion: Uint8Array = new Uint8Array(64);
+  seenVersionLen: i32 = -2;
+  seenEpoch: i32 = -1;
+  /** The db / collection strings the last prefix was computed for (the SDK hands out the same
+   *  string objects while the namespace repeats, so identity is the cheap check). */
+  lastDb: string | null = null;
+  lastColl: string | null = null;
+  lastPrefix: string | null = null;
+  genSeq: i32 = 0;
+  /** VERSION_KEY is read into this buffer on every lookup. */
+  scratch: Uint8Array = new Uint8Array(4096);
+  invalidations: Counter | null = null;
+
+  invalidate(targets: string[], ledger: Ledger, key: KvKey): void {
+    for (let i = 0; i < targets.length; i++) this.bump(targets[i], ledger, key);
+  }
+
+  /** Gives generation counter `name` a fresh value (never reused, so old entries become unreachable). */
+  bump(name: string, ledger: Ledger, key: KvKey): void {
+    this.invalidations!.inc();
+    this.genSeq++;
+    const v = nowNs().toString(36) + "." + this.genSeq.toString(36);
+    // The counter itself, then the version every lookup checks first (see prefixFor).
+    if (!this.setGen(name, v, ledger, key) || !this.setGen(VERSION_KEY, v, ledger, key)) {
+      // nothing left to evict and still no room: invalidate everything this instance serves
+      this.localEpoch++;
+      log.warn("cache: kv store full, could not record invalidation of " + name + "; flushed the whole cache");
+    }
+  }
+
+  setGen(name: string, v: string, ledger: Ledger, key: KvKey): bool {
+    while (!kv.setString(name, v, 0)) if (!ledger.evictOne(key)) return false;
+    return true;
+  }
+
+  gen(name: string): string {
+    const g = kv.getString(name);
+    return g === null ? "0" : g;
+  }
+
+  /** "e:<local epoch>.<global gen>:<db gen>:<namespace gen>:". Every bump (in any instance: the
+   *  kv store is shared) also changes VERSION_KEY, so while it is unchanged the prefixes computed
+   *  before are still exact: a lookup then costs one kv read instead of three. */
+  prefixFor(db: string, coll: string): string {
+    const buf = this.scratch;
+    const v = proxy_kv_get(changetype<usize>(VERSION_KEY), VERSION_KEY.length << 1, buf.dataStart, buf.length);
+    const n = v < 0 ? -1 : v;
+    if (n != this.seenVersionLen || (n > 0 && (n > this.seenVersion.length || memory.compare(buf.dataStart, this.seenVersion.dataStart, n) != 0)) || this.seenEpoch != this.localEpoch) {
+      if (n > this.seenVersion.length) this.seenVersion = new Uint8Array(n);
+      if (n > 0) memory.copy(this.seenVersion.dataStart, buf.dataStart, n);
+      this.seenVersionLen = n;
+      this.seenEpoch = this.localEpoch;
+      this.prefixes.clear();
+      this.lastPrefix = null;
+    }
+    const last = this.lastPrefix;
+    if (last !== null && changetype<usize>(db) == changetype<usize>(this.lastDb) && changetype<usize>(coll) == changetype<usize>(this.lastColl)) return last;
+    const ns = db + "." + coll;
+    let pfx: string;
+    if (this.prefixes.has(ns)) pfx = this.prefixes.get(ns);
+    else {
+      pfx = "e:" + this.localEpoch.toString() + "." + this.gen("epoch") + ":" + this.gen("d:" + db) + ":" + this.gen("n:" + ns) + ":";
+      if (this.prefixes.size >= 4096) this.prefixes.clear();
+      this.prefixes.set(ns, pfx);
+    }
+    this.lastDb = db;
+    this.lastColl = coll;
+    this.lastPrefix = pfx;
+    return pfx;
+  }
+}
