@@ -94,13 +94,33 @@ test('cache: max_bytes evicts the oldest entries; max_entry_bytes skips big repl
   assert.equal(h.request(findCmd({ big: 1 })).verdict, Verdict.Continue, 'too big to cache');
 });
 
-test('cache: host kv cap smaller than max_bytes: stores are skipped, never fail the request', async () => {
+test('cache: a full host store (kv_max_bytes below max_bytes) evicts least recently used entries and keeps caching', async () => {
   const h = await load('cache', { max_bytes: 1 << 20 }, { kv_max_bytes: 1500 });
   const pad = 'x'.repeat(400);
   for (let i = 0; i < 8; i++) assert.notEqual(h.roundTrip(findCmd({ k: i }), reply([{ pad }])).verdict, Verdict.Reject);
-  assert.equal(h.request(findCmd({ k: 7 })).verdict, Verdict.LocalReply);
+  assert.ok(h.kv.bytesUsed <= 1500, `kv holds ${h.kv.bytesUsed}`);
+  assert.equal(h.request(findCmd({ k: 7 })).verdict, Verdict.LocalReply, 'the newest entry is cached');
+  assert.equal(h.request(findCmd({ k: 6 })).verdict, Verdict.LocalReply, 'and the one before');
+  assert.equal(h.request(findCmd({ k: 0 })).verdict, Verdict.Continue, 'the oldest was evicted');
+  h.roundTrip(findCmd({ k: 8 }), reply([{ pad }]));
+  assert.equal(h.request(findCmd({ k: 8 })).verdict, Verdict.LocalReply, 'still admitting new entries');
   h.roundTrip({ insert: 'users', documents: [{}], $db: 'app' }, { ok: 1 });
-  assert.equal(h.request(findCmd({ k: 7 })).verdict, Verdict.Continue);
+  assert.equal(h.request(findCmd({ k: 8 })).verdict, Verdict.Continue, 'invalidation still works when full');
+});
+
+test('cache: an evicted generation counter never brings back entries from before a write', async () => {
+  const h = await load('cache', {});
+  h.roundTrip(findCmd({ s: 1 }), reply([{ _id: 1, v: 'old' }]));
+  h.roundTrip({ insert: 'users', documents: [{ _id: 2 }], $db: 'app' }, { n: 1, ok: 1 });
+  assert.equal(h.request(findCmd({ s: 1 })).verdict, Verdict.Continue, 'invalidated by the insert');
+  h.roundTrip(findCmd({ s: 1 }), reply([{ _id: 1, v: 'new' }]));
+  assert.equal(h.request(findCmd({ s: 1 })).verdict, Verdict.LocalReply);
+  // A full store drops its least recently used keys: here the collection's counter and the version key.
+  h.kv.delete('n:app.users');
+  h.kv.delete('v');
+  assert.equal(h.request(findCmd({ s: 1 })).verdict, Verdict.Continue, 'a miss: neither the entry from before the insert nor a stale one');
+  h.roundTrip(findCmd({ s: 1 }), reply([{ _id: 1, v: 'new' }]));
+  assert.deepEqual(h.request(findCmd({ s: 1 })).localReply, { cursor: { firstBatch: [{ _id: 1, v: 'new' }], id: 0, ns: 'app.users' }, ok: 1 });
 });
 
 test('cache: bad configs are refused', async () => {

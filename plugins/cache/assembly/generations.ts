@@ -2,6 +2,11 @@
 // (global epoch, database, namespace) kept in the kv store itself. A write gives its counters
 // fresh values, so every entry stored under the old ones becomes unreachable at once, without
 // enumerating them; they leave by TTL or eviction.
+//
+// A counter is never read as a default: one that is missing (never set, or evicted from a full
+// store, which drops least recently used keys) is given a fresh value when read. Defaulting it
+// would let an evicted counter bring back the prefix it had before its last bump, and with it
+// entries stored before that write: stale hits. A fresh value costs at worst spurious misses.
 import { log, kv, nowNs, Counter } from "../../../sdk/assembly/index";
 import { proxy_kv_get } from "../../../sdk/assembly/host";
 import { Ledger } from "./ledger";
@@ -26,32 +31,49 @@ export class Generations {
   /** VERSION_KEY is read into this buffer on every lookup. */
   scratch: Uint8Array = new Uint8Array(4096);
   invalidations: Counter | null = null;
+  /** Evicts this instance's entries when the host refuses a counter (see setGen). */
+  ledger: Ledger;
+  key: KvKey;
 
-  invalidate(targets: string[], ledger: Ledger, key: KvKey): void {
-    for (let i = 0; i < targets.length; i++) this.bump(targets[i], ledger, key);
+  constructor(ledger: Ledger, key: KvKey) {
+    this.ledger = ledger;
+    this.key = key;
+  }
+
+  invalidate(targets: string[]): void {
+    for (let i = 0; i < targets.length; i++) this.bump(targets[i]);
   }
 
   /** Gives generation counter `name` a fresh value (never reused, so old entries become unreachable). */
-  bump(name: string, ledger: Ledger, key: KvKey): void {
+  bump(name: string): void {
     this.invalidations!.inc();
-    this.genSeq++;
-    const v = nowNs().toString(36) + "." + this.genSeq.toString(36);
+    const v = this.fresh();
     // The counter itself, then the version every lookup checks first (see prefixFor).
-    if (!this.setGen(name, v, ledger, key) || !this.setGen(VERSION_KEY, v, ledger, key)) {
+    if (!this.setGen(name, v) || !this.setGen(VERSION_KEY, v)) {
       // nothing left to evict and still no room: invalidate everything this instance serves
       this.localEpoch++;
       log.warn("cache: kv store full, could not record invalidation of " + name + "; flushed the whole cache");
     }
   }
 
-  setGen(name: string, v: string, ledger: Ledger, key: KvKey): bool {
-    while (!kv.setString(name, v, 0)) if (!ledger.evictOne(key)) return false;
+  /** A generation value never used before (clock + sequence). */
+  fresh(): string {
+    this.genSeq++;
+    return nowNs().toString(36) + "." + this.genSeq.toString(36);
+  }
+
+  setGen(name: string, v: string): bool {
+    while (!kv.setString(name, v, 0)) if (!this.ledger.evictOne(this.key)) return false;
     return true;
   }
 
+  /** The counter's value; a missing one gets a fresh value (see the top of this file). */
   gen(name: string): string {
     const g = kv.getString(name);
-    return g === null ? "0" : g;
+    if (g !== null) return g;
+    const v = this.fresh();
+    this.setGen(name, v); // if even that fails, the next computation gets another fresh value
+    return v;
   }
 
   /** "e:<local epoch>.<global gen>:<db gen>:<namespace gen>:". Every bump (in any instance: the

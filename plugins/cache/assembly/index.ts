@@ -45,8 +45,8 @@ class Cache extends Step {
   command: CommandKey = new CommandKey();
   key: KvKey = new KvKey();
   entry: EntryBuffer = new EntryBuffer();
-  gens: Generations = new Generations();
   ledger: Ledger = new Ledger();
+  gens: Generations = new Generations(this.ledger, this.key);
   /** The op string whose classification is cached (the SDK hands out the same string object
    *  while the op repeats, so identity is the cheap check). */
   lastOp: string | null = null;
@@ -128,7 +128,7 @@ class Cache extends Step {
       const cmd = BsonDoc.fromBytes(body);
       if (cmd === null) return Action.Continue;
       const targets = invalidationTargets(ctx, cmd);
-      this.gens.invalidate(targets, this.ledger, this.key);
+      this.gens.invalidate(targets);
       this.remember(ctx, null, 0, targets, false);
       return Action.Continue;
     }
@@ -170,11 +170,11 @@ class Cache extends Step {
     this.spare.push(p);
     if (p.rid != ctx.requestId || ctx.isLocalReply) return Action.Continue;
     if (p.commit) {
-      if (ctx.replyOk == 1) this.gens.bump("epoch", this.ledger, this.key);
+      if (ctx.replyOk == 1) this.gens.bump("epoch");
       return Action.Continue;
     }
     const prefix = p.prefix;
-    if (prefix === null) { this.gens.invalidate(p.inval, this.ledger, this.key); return Action.Continue; }
+    if (prefix === null) { this.gens.invalidate(p.inval); return Action.Continue; }
     if (ctx.replyOk != 1) return Action.Continue;
     const s = subop("cache.store");
     const size = this.readBody(ctx);
