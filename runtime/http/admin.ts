@@ -43,7 +43,7 @@ export function buildAdminApp(running: RunningProxy, opts: AdminOptions): Fastif
   // Prometheus text exposition: the proxy's counters, pool state, and plugin metrics (proxy_plugin_*).
   app.get('/metrics', async (_req, reply) => {
     reply.header('content-type', metrics.contentType);
-    return metricsText(metrics);
+    return metricsText(metrics, running.pipelines.host.registry);
   });
 
   app.get('/api/v1/pipeline', async () => {

@@ -5,7 +5,7 @@ import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import {
-  compilePluginFile, PluginSlot, kvStoreFor, defaultLogger, DEFAULT_FUEL, DEFAULT_KV_MAX_BYTES,
+  compilePluginFile, PluginSlot, WasmHost, defaultLogger, DEFAULT_FUEL, DEFAULT_KV_MAX_BYTES, type KvStore,
   PluginLoadError, type Logger, type SubopSink,
   isComponentFile, compileComponentFile, ComponentSlot,
 } from '../wasm/index.ts';
@@ -33,7 +33,13 @@ export interface PipelineConfig {
   steps: Record<string, StepSettings>;
 }
 
-export interface PipelineManagerOptions { recorder?: StepRecorder; logger?: Logger; pluginDir?: string }
+export interface PipelineManagerOptions {
+  recorder?: StepRecorder;
+  logger?: Logger;
+  pluginDir?: string;
+  /** The plugin host's state (metrics, kv stores, compile caches); a new one when not given. */
+  host?: WasmHost;
+}
 
 export const DEFAULT_PIPELINE_ID = 'default';
 export const DEFAULT_MAX_MEMORY_PAGES = 256; // 16 MiB
@@ -47,6 +53,8 @@ export class PipelineManager {
   private readonly recorder: StepRecorder | null;
   private readonly logger: Logger;
   private readonly pluginDir: string;
+  /** The plugin host state every graph of this manager draws from. */
+  readonly host: WasmHost;
   private readonly slots = new Map<string, GraphSlot>();
   /** Last generation built per `pipelineId\0variant`. */
   private readonly generations = new Map<string, number>();
@@ -57,6 +65,7 @@ export class PipelineManager {
     this.recorder = opts.recorder ?? null;
     this.logger = opts.logger ?? defaultLogger;
     this.pluginDir = resolve(opts.pluginDir ?? 'build/plugins');
+    this.host = opts.host ?? new WasmHost();
   }
 
   /**
@@ -104,6 +113,7 @@ export class PipelineManager {
     const slot = this.slot(pipeline.id);
     if (variant === 'baseline') slot.baseline = pipeline;
     else slot.candidate = pipeline;
+    this.dropUnusedState();
     this.logger.info({ pipeline: pipeline.id, graph: pipeline.key.toString(), request: config.pipeline.request, response: config.pipeline.response }, 'pipeline loaded');
     return pipeline;
   }
@@ -117,6 +127,14 @@ export class PipelineManager {
     if (candidate !== null && candidate.key.variant !== 'candidate') throw new Error(`graph ${candidate.key} is not a candidate`);
     slot.selector = candidate === null ? null : selector;
     slot.candidate = candidate;
+    this.dropUnusedState();
+  }
+
+  /** Host state no published graph uses any more (a reloaded step's old kv store) is let go. */
+  private dropUnusedState(): void {
+    const inUse = new Set<KvStore>();
+    for (const g of this.graphs()) for (const r of g.steps.values()) inUse.add(r.slot.kv);
+    this.host.kv.retain(inUse);
   }
 
   /** Builds a graph without publishing it (the canary controller runs two graphs per id). */
@@ -137,7 +155,7 @@ export class PipelineManager {
     const runners = new Map<string, StepRunner>();
     try {
       await Promise.all([...names].map(async (name) => {
-        runners.set(name, await this.buildStep(id, name, settingsFor(config.steps, name)));
+        runners.set(name, await this.buildStep(key, name, settingsFor(config.steps, name)));
       }));
     } catch (err) {
       const running = this.slots.get(id)?.[variant === 'baseline' ? 'baseline' : 'candidate'];
@@ -149,7 +167,10 @@ export class PipelineManager {
     return new Pipeline(key, pick(config.pipeline.request), pick(config.pipeline.response), runners, this.recorder, this.logger, rejections);
   }
 
-  private async buildStep(pipelineId: string, name: string, settings: StepSettings | undefined): Promise<StepRunner> {
+  private async buildStep(key: GraphKey, name: string, settings: StepSettings | undefined): Promise<StepRunner> {
+    const pipelineId = key.pipelineId;
+    const variant = key.variant;
+    const host = this.host;
     const step = `wasm:${name}`;
     const fuel = settings?.fuel ?? DEFAULT_FUEL;
     const maxMemoryPages = settings?.max_memory_pages ?? DEFAULT_MAX_MEMORY_PAGES;
@@ -158,19 +179,25 @@ export class PipelineManager {
     const subop: SubopSink | null = recorder !== null && recorder.enabled
       ? (sub, phase, ns) => recorder.subop(pipelineId, step, phase, sub, ns)
       : null;
+    const config = settings?.config ?? {};
+    // Everything the step owns in this graph, bound now: the hot path looks nothing up by string.
     const services = {
-      step, pipelineId, logger: this.logger, subop, fuel,
-      kv: kvStoreFor(name, settings?.kv_max_bytes ?? DEFAULT_KV_MAX_BYTES),
+      step, pipelineId, variant, logger: this.logger, subop, fuel,
+      kv: host.kv.for(pipelineId, variant, name, config, settings?.kv_max_bytes ?? DEFAULT_KV_MAX_BYTES),
+      metrics: host.pluginMetrics,
+      rebuilds: host.instanceRebuilds.labels(pipelineId, variant, step),
     };
+    const errors: [{ inc(): void }, { inc(): void }] = [
+      host.stepErrors.labels(pipelineId, variant, step, 'request'), host.stepErrors.labels(pipelineId, variant, step, 'response'),
+    ];
     const onError = settings?.on_error ?? defaultOnError(name);
     if (await isComponentFile(path)) {
       // A WebAssembly component (sdk/wit/step.wit): same StepRunner, ComponentSlot has PluginSlot's contract.
-      const component = await compileComponentFile(path, { name: step, fuel, maxMemoryPages, config: settings?.config ?? {} });
-      return new StepRunner(name, new ComponentSlot(component, services), onError, pipelineId);
+      const component = await compileComponentFile(path, { name: step, fuel, maxMemoryPages, config, cache: host.components });
+      return new StepRunner(name, new ComponentSlot(component, services), onError, errors);
     }
-    const compiled = await compilePluginFile(path, { name: step, fuel, maxMemoryPages, config: settings?.config ?? {} });
-    const slot = new PluginSlot(compiled, services);
-    return new StepRunner(name, slot, onError, pipelineId);
+    const compiled = await compilePluginFile(path, { name: step, fuel, maxMemoryPages, config, cache: host.modules });
+    return new StepRunner(name, new PluginSlot(compiled, services), onError, errors);
   }
 
   private modulePath(step: string, name: string, settings: StepSettings | undefined): string {

@@ -1,5 +1,5 @@
 // One step of a pipeline: the plugin slot plus the on_error policy. run() never throws.
-import { CALL_FAILED, stepErrorsTotal, type StepSlot } from '../wasm/index.ts';
+import { CALL_FAILED, type StepSlot } from '../wasm/index.ts';
 import { Verdict, type Exchange } from './exchange.ts';
 
 /** run() result bits. */
@@ -21,12 +21,13 @@ export class StepRunner {
   readonly slot: StepSlot;
   private readonly errorCounters: [{ inc(): void }, { inc(): void }];
 
-  constructor(name: string, slot: StepSlot, onError: 'open' | 'closed', pipelineId: string) {
+  /** `errorCounters`: proxy_step_errors_total of this step in its graph, request and response phase (bound at build). */
+  constructor(name: string, slot: StepSlot, onError: 'open' | 'closed', errorCounters: [{ inc(): void }, { inc(): void }]) {
     this.id = `wasm:${name}`;
     this.name = name;
     this.failOpen = onError === 'open';
     this.slot = slot;
-    this.errorCounters = [stepErrorsTotal.labels(pipelineId, this.id, 'request'), stepErrorsTotal.labels(pipelineId, this.id, 'response')];
+    this.errorCounters = errorCounters;
   }
 
   /** Calls the step; returns 0 (next step), STOP, or ERROR|STOP / ERROR per on_error. */

@@ -2,16 +2,15 @@
 // pools at scrape time (collect callbacks), so the request path only bumps plain integer fields.
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { ProxyServer } from '../server/index.ts';
-import { wasmRegistry } from '../wasm/index.ts';
 
-/** Prometheus text of the proxy's metrics and the plugin host's (read at scrape time, so metrics
- *  plugins define after a reload appear too). */
-export async function metricsText(own: Registry): Promise<string> {
-  const [a, b] = await Promise.all([own.metrics(), wasmRegistry.metrics()]);
+/** Prometheus text of the proxy's metrics and the plugin host's (`host`: its WasmHost's registry;
+ *  read at scrape time, so metrics plugins define after a reload appear too). */
+export async function metricsText(own: Registry, host: Registry): Promise<string> {
+  const [a, b] = await Promise.all([own.metrics(), host.metrics()]);
   return a.endsWith('\n') || a === '' ? a + b : `${a}\n${b}`;
 }
 
-/** The proxy's own metrics (the plugin host's live in `wasmRegistry`; see metricsText). */
+/** The proxy's own metrics (the plugin host's live in its WasmHost's registry; see metricsText). */
 export function proxyMetricsRegistry(server: ProxyServer): Registry {
   const registry = new Registry();
   const gauge = (name: string, help: string, read: () => number) =>

@@ -1,11 +1,13 @@
 // Read, instrument (fuel + memory cap) and compile a plugin module. Off the hot path; compiled
-// modules are cached by content + limits so a reload with an unchanged plugin skips binaryen and
-// the compiler, and a trapped instance is rebuilt from the cached WebAssembly.Module.
+// modules are cached (in the WasmHost's bounded cache, when given) by content + limits so a reload
+// with an unchanged plugin skips binaryen and the compiler. A trapped instance is rebuilt from the
+// CompiledPlugin's WebAssembly.Module, whatever the cache keeps.
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { instrumentModule } from './metering.ts';
 import { PluginLoadError } from './errors.ts';
 import { Export } from './abi.ts';
+import type { BoundedCache } from './bounded-cache.ts';
 
 export interface CompiledPlugin {
   readonly name: string;
@@ -22,9 +24,9 @@ export interface CompileOptions {
   readonly fuel: number;
   readonly maxMemoryPages: number;
   readonly config: unknown;
+  /** Compiled modules by content + limits (the WasmHost's); none: compile every time. */
+  readonly cache?: BoundedCache<string, Promise<WebAssembly.Module>>;
 }
-
-const cache = new Map<string, Promise<WebAssembly.Module>>();
 
 export async function compilePluginFile(path: string, opts: CompileOptions): Promise<CompiledPlugin> {
   let bytes: Uint8Array;
@@ -38,7 +40,8 @@ export async function compilePluginFile(path: string, opts: CompileOptions): Pro
 
 export async function compilePluginBytes(bytes: Uint8Array, opts: CompileOptions): Promise<CompiledPlugin> {
   const key = createHash('sha256').update(bytes).digest('hex') + `:${opts.fuel}:${opts.maxMemoryPages}`;
-  let p = cache.get(key);
+  const cache = opts.cache;
+  let p = cache?.get(key);
   if (p === undefined) {
     p = (async () => {
       const metered = await instrumentModule(bytes, { name: opts.name, fuel: opts.fuel, maxMemoryPages: opts.maxMemoryPages });
@@ -48,8 +51,10 @@ export async function compilePluginBytes(bytes: Uint8Array, opts: CompileOptions
         throw new PluginLoadError(opts.name, 'compilation failed', err);
       }
     })();
-    cache.set(key, p);
-    p.catch(() => cache.delete(key));
+    if (cache !== undefined) {
+      cache.set(key, p);
+      p.catch(() => cache.delete(key));
+    }
   }
   const module = await p;
   const names = new Set(WebAssembly.Module.exports(module).map((e) => e.name));

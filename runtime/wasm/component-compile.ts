@@ -16,6 +16,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import type { BoundedCache } from './bounded-cache.ts';
 import { PluginLoadError, FuelExhaustedError } from './errors.ts';
 import { instrumentModule, METERING_VERSION } from './metering.ts';
 import { IMPORT_MODULE, Export } from './abi.ts';
@@ -91,6 +92,8 @@ export interface ComponentCompileOptions {
   readonly maxMemoryPages: number;
   /** Transpile cache root (default build/components-cache under the working directory). */
   readonly cacheDir?: string;
+  /** Loaded components by content + limits (the WasmHost's); none: load every time. */
+  readonly cache?: BoundedCache<string, Promise<unknown>>;
 }
 
 /** The WIT interface names the bindings import the host under (with and without the version). */
@@ -102,7 +105,6 @@ const BINDINGS = 'step.js';
 const DONE = '.complete';
 
 interface Loaded { readonly instantiate: SyncInstantiate; readonly modules: Map<string, WebAssembly.Module>; readonly dir: string }
-const loaded = new Map<string, Promise<Loaded>>();
 
 export async function compileComponentFile(path: string, opts: ComponentCompileOptions): Promise<CompiledComponent> {
   let bytes: Uint8Array;
@@ -119,11 +121,14 @@ export async function compileComponentBytes(bytes: Uint8Array, opts: ComponentCo
   const hash = createHash('sha256').update(bytes).digest('hex');
   const root = resolve(opts.cacheDir ?? 'build/components-cache');
   const key = `${root}\0${hash}\0${opts.fuel}\0${opts.maxMemoryPages}`;
-  let p = loaded.get(key);
+  const cache = opts.cache;
+  let p = cache?.get(key) as Promise<Loaded> | undefined;
   if (p === undefined) {
     p = load(bytes, hash, root, opts);
-    loaded.set(key, p);
-    p.catch(() => loaded.delete(key));
+    if (cache !== undefined) {
+      cache.set(key, p);
+      p.catch(() => cache.delete(key));
+    }
   }
   const l = await p;
   const modules = l.modules;

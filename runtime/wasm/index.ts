@@ -5,8 +5,11 @@ export { instrumentModule, capMemory } from './metering.ts';
 export { compilePluginFile, compilePluginBytes, type CompiledPlugin, type CompileOptions } from './compile.ts';
 export { PluginInstance, type PluginServices, type SubopSink } from './plugin-instance.ts';
 export { PluginSlot, InstanceSlot, type StepSlot, type SlotInstance, CALL_FAILED, CRASH_LIMIT, CRASH_WINDOW_MS, BACKOFF_MIN_MS, BACKOFF_MAX_MS } from './plugin-slot.ts';
-export { KvStore, kvStoreFor, DEFAULT_KV_MAX_BYTES } from './kv-store.ts';
-export { wasmRegistry, stepErrorsTotal, instanceRebuildsTotal, definePluginMetric } from './plugin-metrics.ts';
+export { KvStore, DEFAULT_KV_MAX_BYTES } from './kv-store.ts';
+export { KvStores } from './kv-stores.ts';
+export { PluginMetricRegistry, type BoundMetric } from './plugin-metrics.ts';
+export { WasmHost, MAX_CACHED_MODULES } from './wasm-host.ts';
+export { BoundedCache } from './bounded-cache.ts';
 export { type HostExchange, type HostConnection, VERDICT_CONTINUE, VERDICT_REJECT, VERDICT_LOCAL_REPLY } from './host-exchange.ts';
 export { type Logger, defaultLogger } from './logger.ts';
 export {

@@ -405,14 +405,3 @@ function arenaSize(bytes: number): number {
 /** Default per-plugin cap. */
 export const DEFAULT_KV_MAX_BYTES = 1 << 20;
 
-const stores = new Map<string, KvStore>();
-
-/** The store of plugin `name` (created on first use; its cap is fixed by the first caller). */
-export function kvStoreFor(name: string, maxBytes = DEFAULT_KV_MAX_BYTES): KvStore {
-  let s = stores.get(name);
-  if (s === undefined) {
-    s = new KvStore(maxBytes);
-    stores.set(name, s);
-  }
-  return s;
-}

@@ -8,6 +8,7 @@ import {
   type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, findInBody, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags,
 } from './host-exchange.ts';
 import type { KvStore } from './kv-store.ts';
+import type { PluginMetricRegistry } from './plugin-metrics.ts';
 import { StepHostState } from './step-host-state.ts';
 import type { Logger } from './logger.ts';
 import type { CompiledPlugin } from './compile.ts';
@@ -16,11 +17,19 @@ import type { CompiledPlugin } from './compile.ts';
 export type SubopSink = (name: string, phase: 0 | 1, durationNs: number) => void;
 
 /** Per-step services shared by successive instances of the same step. */
+/** What the host gives one step of one graph, bound when the graph is built. */
 export interface PluginServices {
   readonly step: string; // "wasm:<name>"
   readonly pipelineId: string;
+  /** The graph's variant: "baseline" or "candidate" (the `pipeline` label of its metrics). */
+  readonly variant: string;
   readonly logger: Logger;
+  /** This step's kv store in this graph (WasmHost.kv). */
   readonly kv: KvStore;
+  /** Where its plugin metrics are defined (WasmHost.pluginMetrics). */
+  readonly metrics: PluginMetricRegistry;
+  /** proxy_step_instance_rebuilds_total for this step and graph. */
+  readonly rebuilds: { inc(): void };
   readonly subop: SubopSink | null;
   readonly fuel: number;
 }

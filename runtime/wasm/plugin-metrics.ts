@@ -1,32 +1,16 @@
-// Metrics of the wasm host: plugin-defined `proxy_plugin_*` metrics and the host's own step
-// error/rebuild counters, in one prom-client Registry the metrics layer merges into /metrics.
-import { Registry, Counter } from 'prom-client';
+// Plugin-defined `proxy_plugin_*` metrics. One registry of them per WasmHost (never a module-level
+// singleton: two proxies in one process share nothing). Every series carries the graph it came
+// from: `pipeline` (baseline or candidate) and `pipeline_id`, added by the host, so the canary can
+// compare a plugin's metric between its baseline and its candidate.
+import type { Registry, Counter } from 'prom-client';
 import { MetricKind, PLUGIN_METRIC_NAME } from './abi.ts';
-
-export const wasmRegistry = new Registry();
-
-/** Non-fatal step errors (traps, fuel exhaustion, disabled step) by step and phase. */
-export const stepErrorsTotal = new Counter({
-  name: 'proxy_step_errors_total',
-  help: 'Non-fatal errors inside a pipeline step (traps, fuel exhausted, disabled after a crash loop)',
-  labelNames: ['pipeline', 'step', 'phase'] as const,
-  registers: [wasmRegistry],
-});
-
-/** Plugin instances rebuilt from their compiled module after a trap. */
-export const instanceRebuildsTotal = new Counter({
-  name: 'proxy_step_instance_rebuilds_total',
-  help: 'Plugin instances rebuilt after a trap',
-  labelNames: ['pipeline', 'step'] as const,
-  registers: [wasmRegistry],
-});
 
 /** A plugin metric bound to one pipeline label: what proxy_increment/record_metric update. */
 export interface BoundMetric { inc(delta: number): void; record(value: number): void }
 
 const PLUGIN_BUCKETS = [1, 5, 10, 50, 100, 500, 1000, 5000, 10000, 50000, 100000];
 
-/** One pipeline's values of a plugin metric: plain numbers, so an update from a plugin is an
+/** One graph's values of a plugin metric: plain numbers, so an update from a plugin is an
  *  addition (prom-client's labelled children hash their labels on every call, ~0.5 µs). */
 class Series {
   value = 0;
@@ -52,7 +36,9 @@ class PluginMetricFamily {
   readonly type: PromType;
   readonly kind: MetricKind;
   readonly aggregator = 'sum';
+  /** Keyed by `pipelineId\0variant`. */
   private readonly series = new Map<string, Series>();
+  private readonly labelsOf = new Map<string, { pipeline_id: string; pipeline: string }>();
 
   constructor(name: string, kind: MetricKind) {
     this.name = name;
@@ -61,30 +47,40 @@ class PluginMetricFamily {
     this.type = kind === MetricKind.Counter ? 'counter' : kind === MetricKind.Gauge ? 'gauge' : 'histogram';
   }
 
-  of(pipelineId: string): Series {
-    let s = this.series.get(pipelineId);
+  of(pipelineId: string, variant: string): Series {
+    const key = `${pipelineId}\0${variant}`;
+    let s = this.series.get(key);
     if (s === undefined) {
       s = new Series(this.kind === MetricKind.Histogram);
-      this.series.set(pipelineId, s);
+      this.series.set(key, s);
+      this.labelsOf.set(key, { pipeline_id: pipelineId, pipeline: variant });
     }
     return s;
   }
 
+  /** The current value (counter, gauge) or observation count (histogram) of one graph's series; 0 if none. */
+  valueOf(pipelineId: string, variant: string): number {
+    const s = this.series.get(`${pipelineId}\0${variant}`);
+    if (s === undefined) return 0;
+    return s.counts === null ? s.value : s.count;
+  }
+
   get(): { name: string; help: string; type: PromType; aggregator: string; values: MetricValue[] } {
     const values: MetricValue[] = [];
-    for (const [pipeline, s] of this.series) {
+    for (const [key, s] of this.series) {
+      const g = this.labelsOf.get(key)!;
       if (s.counts === null) {
-        values.push({ value: s.value, labels: { pipeline } });
+        values.push({ value: s.value, labels: { ...g } });
         continue;
       }
       let cumulative = 0;
       for (let i = 0; i < PLUGIN_BUCKETS.length; i++) {
         cumulative += s.counts[i];
-        values.push({ value: cumulative, labels: { le: PLUGIN_BUCKETS[i], pipeline }, metricName: `${this.name}_bucket` });
+        values.push({ value: cumulative, labels: { le: PLUGIN_BUCKETS[i], ...g }, metricName: `${this.name}_bucket` });
       }
-      values.push({ value: s.count, labels: { le: '+Inf', pipeline }, metricName: `${this.name}_bucket` });
-      values.push({ value: s.sum, labels: { pipeline }, metricName: `${this.name}_sum` });
-      values.push({ value: s.count, labels: { pipeline }, metricName: `${this.name}_count` });
+      values.push({ value: s.count, labels: { le: '+Inf', ...g }, metricName: `${this.name}_bucket` });
+      values.push({ value: s.sum, labels: { ...g }, metricName: `${this.name}_sum` });
+      values.push({ value: s.count, labels: { ...g }, metricName: `${this.name}_count` });
     }
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
   }
@@ -94,21 +90,43 @@ class PluginMetricFamily {
   }
 }
 
-const defined = new Map<string, PluginMetricFamily>();
+/** The plugin metrics of one WasmHost, registered into its prom-client registry. */
+export class PluginMetricRegistry {
+  private readonly registry: Registry;
+  private readonly families = new Map<string, PluginMetricFamily>();
 
-/** Define (or reuse: instances are rebuilt, pipelines reloaded) a plugin metric. Returns null when
- *  the name is not `proxy_plugin_*` or the name exists with another kind. */
-export function definePluginMetric(kind: MetricKind, name: string, pipelineId: string): BoundMetric | null {
-  if (!PLUGIN_METRIC_NAME.test(name)) return null;
-  if (kind !== MetricKind.Counter && kind !== MetricKind.Gauge && kind !== MetricKind.Histogram) return null;
-  let family = defined.get(name);
-  if (family === undefined) {
-    family = new PluginMetricFamily(name, kind);
-    defined.set(name, family);
-    wasmRegistry.registerMetric(family as unknown as Counter);
+  constructor(registry: Registry) {
+    this.registry = registry;
   }
-  if (family.kind !== kind) return null;
-  const s = family.of(pipelineId);
+
+  /**
+   * Define (or reuse: instances are rebuilt, pipelines reloaded) a plugin metric for one graph.
+   * Returns null when the name is not `proxy_plugin_*` or the name exists with another kind.
+   */
+  define(kind: MetricKind, name: string, pipelineId: string, variant: string): BoundMetric | null {
+    if (!PLUGIN_METRIC_NAME.test(name)) return null;
+    if (kind !== MetricKind.Counter && kind !== MetricKind.Gauge && kind !== MetricKind.Histogram) return null;
+    let family = this.families.get(name);
+    if (family === undefined) {
+      family = new PluginMetricFamily(name, kind);
+      this.families.set(name, family);
+      this.registry.registerMetric(family as unknown as Counter);
+    }
+    if (family.kind !== kind) return null;
+    return bind(family.of(pipelineId, variant), kind);
+  }
+
+  /** A plugin metric's value for one graph (what the canary's custom rules compare); 0 when absent. */
+  value(name: string, pipelineId: string, variant: string): number {
+    return this.families.get(name)?.valueOf(pipelineId, variant) ?? 0;
+  }
+
+  names(): string[] {
+    return [...this.families.keys()];
+  }
+}
+
+function bind(s: Series, kind: MetricKind): BoundMetric {
   if (kind === MetricKind.Counter) {
     // A counter never goes down: negative or NaN increments are ignored rather than trapping.
     const inc = (v: number): void => { if (v > 0) s.value += v; };

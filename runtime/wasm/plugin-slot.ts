@@ -8,7 +8,7 @@
 import { PluginInstance, type PluginServices } from './plugin-instance.ts';
 import type { CompiledPlugin } from './compile.ts';
 import type { HostExchange } from './host-exchange.ts';
-import { instanceRebuildsTotal } from './plugin-metrics.ts';
+import type { KvStore } from './kv-store.ts';
 
 /** Returned by call() when the step could not run (trap, fuel, disabled). */
 export const CALL_FAILED = -1;
@@ -38,10 +38,17 @@ export interface StepSlot {
   readonly lastError: string;
   readonly disabled: boolean;
   readonly live: boolean;
+  /** The step's host-side kv store in its graph. */
+  readonly kv: KvStore;
 }
 
 export class InstanceSlot implements StepSlot {
   readonly services: PluginServices;
+
+  get kv(): KvStore {
+    return this.services.kv;
+  }
+
   private readonly create: () => SlotInstance;
   private instance: SlotInstance | null;
   /** Traps since load (all causes). */
@@ -99,7 +106,7 @@ export class InstanceSlot implements StepSlot {
       inst.configure();
       this.instance = inst;
       this.rebuilds++;
-      instanceRebuildsTotal.labels(this.services.pipelineId, this.services.step).inc();
+      this.services.rebuilds.inc();
       return inst;
     } catch (err) {
       this.trapped(err);

@@ -2,7 +2,7 @@
 // metrics it defined (updated by id), its open sub-operations (timed for the recorder) and its
 // structured log records.
 import { LOG_LEVEL_NAMES, type MetricKind } from './abi.ts';
-import { definePluginMetric, type BoundMetric } from './plugin-metrics.ts';
+import type { BoundMetric } from './plugin-metrics.ts';
 import type { PluginServices } from './plugin-instance.ts';
 
 export class StepHostState {
@@ -15,7 +15,7 @@ export class StepHostState {
 
   constructor(services: PluginServices) {
     this.services = services;
-    this.recordPrefix = `"step":${JSON.stringify(services.step)},"pipeline":${JSON.stringify(services.pipelineId)},`;
+    this.recordPrefix = `"step":${JSON.stringify(services.step)},"pipeline":${JSON.stringify(services.pipelineId)},"graph":${JSON.stringify(services.variant)},`;
   }
 
   /**
@@ -36,7 +36,7 @@ export class StepHostState {
 
   /** Returns the metric's id, or -1 when refused (bad name, or the name exists with another kind). */
   defineMetric(kind: MetricKind, name: string): number {
-    const m = definePluginMetric(kind, name, this.services.pipelineId);
+    const m = this.services.metrics.define(kind, name, this.services.pipelineId, this.services.variant);
     if (m === null) {
       this.services.logger.warn({ step: this.services.step, metric: name }, 'plugin metric refused (name must be proxy_plugin_*, one kind per name)');
       return -1;

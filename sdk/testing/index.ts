@@ -4,7 +4,7 @@
 // sub-operations. No proxy, no sockets.
 import { serialize, deserialize, type Document } from 'bson';
 import { PipelineManager, Exchange, Verdict, type Pipeline, type StepSettings, type ConnectionInfo, type StepRecorder, type DocSequence } from '../../runtime/pipeline/index.ts';
-import { wasmRegistry, kvStoreFor, type KvStore, type Logger } from '../../runtime/wasm/index.ts';
+import type { KvStore, Logger } from '../../runtime/wasm/index.ts';
 
 export interface LogLine { level: string; msg: string; fields: Record<string, unknown> }
 export interface StepRecord { step: string; phase: 0 | 1; durationNs: number; error: boolean }
@@ -90,11 +90,11 @@ export class PluginHarness {
     });
   }
 
-  /** The plugin's key/value store (shared with the running instance). */
-  get kv(): KvStore { return kvStoreFor(this.name); }
+  /** The plugin's key/value store (shared with the running instance; a reload with a changed config starts a new one, as in the proxy). */
+  get kv(): KvStore { return this.pipeline.steps.get(this.name)!.slot.kv; }
 
-  /** Prometheus text of every plugin metric. */
-  metrics(): Promise<string> { return wasmRegistry.metrics(); }
+  /** Prometheus text of this harness's plugin host: plugin metrics, step errors, rebuilds. */
+  metrics(): Promise<string> { return this.manager.host.registry.metrics(); }
 
   /** Runs the request phase over `command`. */
   request(command: Document, opts: CallOptions = {}): Outcome {

@@ -146,6 +146,6 @@ test('admin /metrics exposes proxy counters, pool state and plugin metrics', asy
   assert.match(text, /^proxy_upstream_pool_connections \d+/m);
   assert.match(text, /^# HELP proxy_step_errors_total/m);
   // The counter fixture plugin defines proxy_plugin_test_requests_total and counts each request.
-  assert.ok(Number(/^proxy_plugin_test_requests_total\{pipeline="default"\} (\d+)/m.exec(text)?.[1]) > 0, 'plugin metric moved');
+  assert.ok(Number(/^proxy_plugin_test_requests_total\{pipeline_id="default",pipeline="baseline"\} (\d+)/m.exec(text)?.[1]) > 0, 'plugin metric moved');
   assert.equal((await fetch(`${proxy.adminUrl}/metrics`)).status, 401);
 });

@@ -10,7 +10,6 @@ import { PluginHarness, Verdict } from '../../sdk/testing/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { Logger } from '../../runtime/log/index.ts';
-import { wasmRegistry } from '../../runtime/wasm/index.ts';
 
 const OUT = resolve('build/plugins');
 const CONFIG = { fields: ['ssn', 'card.number'], replacement: '***', collections: ['users'] };
@@ -50,7 +49,7 @@ describe('redact with the harness', () => {
       },
       ok: 1,
     });
-    assert.match(await h.metrics(), new RegExp(`proxy_plugin_redact_fields_total\\{pipeline="${h.pipeline.id}"\\} 3\\b`));
+    assert.match(await h.metrics(), new RegExp(`proxy_plugin_redact_fields_total\\{pipeline_id="${h.pipeline.id}",pipeline="baseline"\\} 3\\b`));
   });
 
   test('getMore: cursor.nextBatch is redacted (collection from the command)', async () => {
@@ -175,8 +174,8 @@ describe('redact end to end: mongodb driver → proxy → devdb', () => {
     const orders = await col('orders').find({}, { batchSize: 4, sort: { _id: 1 } }).toArray();
     assert.deepEqual(orders, users.map((u) => ({ _id: u._id, ssn: u.ssn, card: u.card })));
 
-    const metrics = await wasmRegistry.metrics();
-    const m = /proxy_plugin_redact_fields_total\{pipeline="default"\} (\d+)/.exec(metrics);
+    const metrics = await proxy.pipelines.host.registry.metrics();
+    const m = /proxy_plugin_redact_fields_total\{pipeline_id="default",pipeline="baseline"\} (\d+)/.exec(metrics);
     assert.equal(Number(m?.[1]), 2 * 25 + 2 * 10 + 2, 'two fields per user: find, aggregate, findAndModify');
   });
 });

@@ -67,3 +67,92 @@ test('rejection counts are capped per graph: past the cap a pair counts as code 
   assert.equal(all.find((r) => r.code === 'other')?.count, 10);
   assert.equal(c.total(), MAX_REJECTION_SERIES + 10);
 });
+
+// ---- host state per graph: kv stores ------------------------------------------------------
+
+import { Long, serialize } from 'bson';
+
+function cacheConfig(id: string, ttlMs: number, kvMaxBytes?: number): PipelineConfig {
+  return {
+    pipeline: { id, request: ['cache'], response: ['cache'] },
+    steps: {
+      cache: {
+        module: join(BUILTIN_PLUGIN_DIR, 'cache.wasm'), max_memory_pages: 64, config: { ttl_ms: ttlMs },
+        ...(kvMaxBytes !== undefined ? { kv_max_bytes: kvMaxBytes } : {}),
+      },
+    },
+  };
+}
+
+/** One find through `g`: request phase, then (unless answered locally) the response phase over `docs`. */
+function find(g: import('../../runtime/pipeline/index.ts').Pipeline, docs: object[]): Verdict {
+  const ex = makeExchange({ find: 'users', filter: { a: 1 }, $db: 'app' }, g.id);
+  g.runRequest(ex);
+  if (ex.verdict === Verdict.LocalReply) return ex.verdict;
+  ex.replyBody = serialize({ cursor: { firstBatch: docs, id: Long.fromNumber(0), ns: 'app.users' }, ok: 1 });
+  g.runResponse(ex);
+  return Verdict.Continue;
+}
+
+test('the same plugin in baseline and candidate keeps separate kv data: neither graph\'s cache answers the other', async () => {
+  const m = new PipelineManager({ logger: quiet, pluginDir: BUILTIN_PLUGIN_DIR });
+  const base = await m.load(cacheConfig('shop', 60_000));
+  const cand = await m.build(cacheConfig('shop', 30_000), 'candidate');
+  m.setCandidate('shop', cand, new PercentSelector(50));
+  const baseKv = base.steps.get('cache')!.slot.kv;
+  const candKv = cand.steps.get('cache')!.slot.kv;
+  assert.notEqual(baseKv, candKv);
+
+  assert.equal(find(base, [{ _id: 1, from: 'baseline' }]), Verdict.Continue, 'baseline miss, stored');
+  assert.equal(find(base, []), Verdict.LocalReply, 'baseline hit');
+  assert.equal(find(cand, [{ _id: 1, from: 'candidate' }]), Verdict.Continue, 'the candidate does not see the baseline entry');
+  assert.equal(find(cand, []), Verdict.LocalReply, 'candidate hit on its own entry');
+  assert.ok(baseKv.bytesUsed > 0 && candKv.bytesUsed > 0);
+  // The host reads a plugin metric per graph (what the canary's custom rules compare).
+  find(cand, []);
+  assert.equal(m.host.pluginMetrics.value('proxy_plugin_cache_hits_total', 'shop', 'baseline'), 1);
+  assert.equal(m.host.pluginMetrics.value('proxy_plugin_cache_hits_total', 'shop', 'candidate'), 2);
+  assert.match(await m.host.registry.metrics(), /proxy_plugin_cache_hits_total\{pipeline_id="shop",pipeline="candidate"\} 2/);
+
+  // The same config in both graphs still gives two stores.
+  const twin = await m.build(cacheConfig('shop', 60_000), 'candidate');
+  assert.notEqual(twin.steps.get('cache')!.slot.kv, baseKv);
+});
+
+test('a reload keeps a step\'s kv data while its config is unchanged; a changed config starts empty; kv_max_bytes follows a reload', async () => {
+  const m = new PipelineManager({ logger: quiet, pluginDir: BUILTIN_PLUGIN_DIR });
+  const g1 = await m.load(cacheConfig('inv', 60_000, 1 << 20));
+  find(g1, [{ _id: 1 }]);
+  const kv1 = g1.steps.get('cache')!.slot.kv;
+
+  const g2 = await m.load(cacheConfig('inv', 60_000, 1 << 20));
+  assert.equal(g2.steps.get('cache')!.slot.kv, kv1, 'same config: same store');
+  assert.equal(find(g2, []), Verdict.LocalReply, 'the entry stored before the reload still answers');
+
+  const g3 = await m.load(cacheConfig('inv', 60_000, 65_536));
+  const kv3 = g3.steps.get('cache')!.slot.kv;
+  assert.equal(kv3, kv1, 'only kv_max_bytes changed: same store');
+  assert.equal(kv3.maxBytes, 65_536, 'the new cap applies');
+  assert.equal(find(g3, []), Verdict.LocalReply, 'data that fits is kept');
+
+  const g4 = await m.load(cacheConfig('inv', 5_000, 65_536));
+  const kv4 = g4.steps.get('cache')!.slot.kv;
+  assert.notEqual(kv4, kv1, 'changed config: a new store');
+  assert.equal(find(g4, [{ _id: 2 }]), Verdict.Continue, 'and it starts empty');
+  assert.equal(m.host.kv.size, 1, 'the old store is let go once no published graph uses it');
+});
+
+test('two managers (two proxies in one process) share no host state', async () => {
+  const a = new PipelineManager({ logger: quiet, pluginDir: BUILTIN_PLUGIN_DIR });
+  const b = new PipelineManager({ logger: quiet, pluginDir: BUILTIN_PLUGIN_DIR });
+  const ga = await a.load(cacheConfig('same', 60_000));
+  const gb = await b.load(cacheConfig('same', 60_000));
+  assert.notEqual(a.host, b.host);
+  assert.notEqual(ga.steps.get('cache')!.slot.kv, gb.steps.get('cache')!.slot.kv);
+  find(ga, [{ _id: 1 }]);
+  assert.equal(find(ga, []), Verdict.LocalReply);
+  assert.equal(find(gb, [{ _id: 9 }]), Verdict.Continue, 'the other proxy\'s cache is its own');
+  assert.notEqual(a.host.registry, b.host.registry);
+  assert.match(await a.host.registry.metrics(), /proxy_plugin_cache_hits_total\{pipeline_id="same",pipeline="baseline"\} 1/);
+  assert.match(await b.host.registry.metrics(), /proxy_plugin_cache_hits_total\{pipeline_id="same",pipeline="baseline"\} 0/);
+});

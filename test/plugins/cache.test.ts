@@ -9,7 +9,7 @@ const findCmd = (filter: object, extra: object = {}) => ({ find: 'users', filter
 const reply = (docs: object[], id = 0n) => ({ cursor: { firstBatch: docs, id: Long.fromBigInt(id), ns: 'app.users' }, ok: 1 });
 
 function metric(text: string, name: string, pipeline: string): number {
-  const m = new RegExp(`^${name}\\{pipeline="${pipeline}"\\} (\\S+)$`, 'm').exec(text);
+  const m = new RegExp(`^${name}\\{pipeline_id="${pipeline}",pipeline="baseline"\\} (\\S+)$`, 'm').exec(text);
   return m ? Number(m[1]) : 0;
 }
 

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { load, refuses } from './helpers.ts';
 
 function value(text: string, metric: string, pipeline: string): number {
-  const m = new RegExp(`^${metric}\\{pipeline="${pipeline}"\\} (\\S+)$`, 'm').exec(text);
+  const m = new RegExp(`^${metric}\\{pipeline_id="${pipeline}",pipeline="baseline"\\} (\\S+)$`, 'm').exec(text);
   return m ? Number(m[1]) : NaN;
 }
 

@@ -17,7 +17,7 @@ test('rate_limit: burst passes, the next request is rejected (462), tokens refil
   await sleep(80); // 20/s → one token per 50 ms
   assert.equal(h.request(find).verdict, Verdict.Continue);
   assert.equal(h.request(find).verdict, Verdict.Reject);
-  assert.match(await h.metrics(), /proxy_plugin_rate_limited_total\{pipeline="p\d+"\} [1-9]/);
+  assert.match(await h.metrics(), /proxy_plugin_rate_limited_total\{pipeline_id="p\d+",pipeline="baseline"\} [1-9]/);
 });
 
 test('rate_limit: per client host and per app keep separate buckets', async () => {

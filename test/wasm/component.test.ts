@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { MongoClient, MongoServerError } from 'mongodb';
 import { PluginHarness, Verdict } from '../../sdk/testing/index.ts';
-import { isComponentFile, isComponentHeader, CALL_FAILED, PluginConfigRefusedError, wasmRegistry } from '../../runtime/wasm/index.ts';
+import { isComponentFile, isComponentHeader, CALL_FAILED, PluginConfigRefusedError } from '../../runtime/wasm/index.ts';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { fixture } from './fixtures.ts';
@@ -75,7 +75,7 @@ test('component step through PipelineManager: local reply, reject, pass-through,
   assert.equal(find.verdict, Verdict.Continue);
   assert.equal(find.newRequest, null);
   assert.ok(h.logs.some((l) => l.level === 'info' && l.msg.startsWith('component_js: find x.c') && l.fields.step === `wasm:component_js_t${seq}`));
-  assert.match(await h.metrics(), new RegExp(`proxy_plugin_component_js_ops_total\\{pipeline="comp${seq}"\\} 6`));
+  assert.match(await h.metrics(), new RegExp(`proxy_plugin_component_js_ops_total\\{pipeline_id="comp${seq}",pipeline="baseline"\\} 6`));
 });
 
 test('component config: refusal is PluginConfigRefusedError, deny list from config', async () => {
@@ -96,7 +96,7 @@ test('component trap: counted, instance rebuilt, on_error open continues, closed
   assert.equal(slot.live, false);
   assert.deepEqual(h.request({ componentHello: 1, $db: 'admin' }, { op: 'componentHello' }).localReply, { ok: 1, from: 'component' }, 'fresh instance');
   assert.equal(slot.rebuilds, 1);
-  assert.match(await h.metrics(), new RegExp(`proxy_step_errors_total\\{pipeline="comp${seq}",step="wasm:component_js_t${seq}",phase="request"\\} 1`));
+  assert.match(await h.metrics(), new RegExp(`proxy_step_errors_total\\{pipeline_id="comp${seq}",pipeline="baseline",step="wasm:component_js_t${seq}",phase="request"\\} 1`));
 
   const c = await load({}, 'closed');
   const rc = c.request({ componentTrap: 1, $db: 'x' }, { op: 'componentTrap' });
@@ -194,7 +194,7 @@ describe('component step through the proxy (mongodb driver)', () => {
     assert.equal(await c.countDocuments(), 1, 'the drop did not reach the upstream');
 
     await assert.rejects(admin.command({ componentTrap: 1 }), (err: unknown) => err instanceof MongoServerError && err.code === 1 && /component_js failed/.test(err.message));
-    assert.match(await wasmRegistry.metrics(), /proxy_step_errors_total\{pipeline="default",step="wasm:component_js",phase="request"\} 1/);
+    assert.match(await proxy.pipelines.host.registry.metrics(), /proxy_step_errors_total\{pipeline_id="default",pipeline="baseline",step="wasm:component_js",phase="request"\} 1/);
     assert.deepEqual(await admin.command({ componentHello: 1 }), { ok: 1, from: 'component' }, 'rebuilt after the trap');
   });
 });

@@ -14,7 +14,7 @@ test('trap: error counted and recorded, instance rebuilt, request fails open per
   assert.equal(slot.traps, 1);
   assert.equal(h.request({ find: 'a' }).route, 'calls=1', 'fresh instance after the trap');
   assert.equal(slot.rebuilds, 1);
-  assert.match(await h.metrics(), /proxy_step_errors_total\{pipeline="default",step="wasm:trap",phase="request"\} 1/);
+  assert.match(await h.metrics(), /proxy_step_errors_total\{pipeline_id="default",pipeline="baseline",step="wasm:trap",phase="request"\} 1/);
 });
 
 test('trap with on_error closed rejects with InternalError', async () => {
@@ -66,8 +66,8 @@ test('metrics, sub-operations and kv with TTL', async () => {
   h.request({ find: 'a' });
   assert.equal(new TextDecoder().decode(h.kv.get('count')), '2');
   const text = await h.metrics();
-  assert.match(text, /proxy_plugin_test_requests_total\{pipeline="default"\} 2/);
-  assert.match(text, /proxy_plugin_test_body_bytes_count\{pipeline="default"\} 2/);
+  assert.match(text, /proxy_plugin_test_requests_total\{pipeline_id="default",pipeline="baseline"\} 2/);
+  assert.match(text, /proxy_plugin_test_body_bytes_count\{pipeline_id="default",pipeline="baseline"\} 2/);
   assert.deepEqual(h.subops.slice(0, 2).map((s) => [s.step, s.phase, s.name]), [['wasm:counter', 0, 'cache.lookup'], ['wasm:counter', 0, 'cache.store']]);
   await new Promise((r) => setTimeout(r, 80));
   assert.equal(h.kv.get('count'), undefined, 'expired');

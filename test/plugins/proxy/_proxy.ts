@@ -6,7 +6,7 @@ import type { Document } from 'bson';
 import { parseConfig } from '../../../runtime/config/index.ts';
 import { startProxy, type RunningProxy } from '../../../runtime/app/serve.ts';
 import { Logger } from '../../../runtime/log/index.ts';
-import { wasmRegistry } from '../../../runtime/wasm/index.ts';
+import type { Registry } from 'prom-client';
 
 export interface ProxyUnderTest {
   proxy: RunningProxy;
@@ -41,6 +41,7 @@ export async function startPipelineProxy(spec: PipelineSpec): Promise<ProxyUnder
     steps: spec.steps ?? {},
   }, null);
   const proxy = await startProxy(config, { log });
+  hostRegistries.set(spec.id, proxy.pipelines.host.registry);
   const devdb = proxy.devdb!;
   const upstreamCommands: Document[] = [];
   const engine = devdb.engine as unknown as { run: (cmd: Document, ...rest: unknown[]) => Document };
@@ -65,13 +66,18 @@ export async function startPipelineProxy(spec: PipelineSpec): Promise<ProxyUnder
   };
 }
 
-/** Sum of the samples of a metric (all label sets matching `pipeline`). 0 when absent. */
+/** The plugin-host registry of the proxy started for each pipeline id (each test uses its own id). */
+const hostRegistries = new Map<string, Registry>();
+
+/** Sum of the samples of a metric (all label sets of pipeline id `pipeline`) in that proxy's plugin host. 0 when absent. */
 export async function metricValue(name: string, pipeline: string, extra = ''): Promise<number> {
-  const text = await wasmRegistry.metrics();
+  const registry = hostRegistries.get(pipeline);
+  if (registry === undefined) return 0;
+  const text = await registry.metrics();
   let sum = 0;
   const re = new RegExp(`^${name}\\{([^}]*)\\} (\\S+)$`, 'gm');
   for (const m of text.matchAll(re)) {
-    if (!m[1].includes(`pipeline="${pipeline}"`)) continue;
+    if (!m[1].includes(`pipeline_id="${pipeline}"`)) continue;
     if (extra !== '' && !m[1].includes(extra)) continue;
     sum += Number(m[2]);
   }

@@ -43,8 +43,8 @@ test('metrics: request counters and histograms per operation', { timeout: 60_000
     assert.equal(d('request_duration_us_count'), 10);
     assert.equal(d('request_errors_total'), 1);
     // histogram buckets are cumulative and carry the pipeline label
-    const text = await (await import('../../../runtime/wasm/index.ts')).wasmRegistry.metrics();
-    assert.match(text, new RegExp(`proxy_plugin_op_find_duration_us_bucket\\{[^}]*le="\\+Inf"[^}]*pipeline="${PID}"[^}]*\\}|proxy_plugin_op_find_duration_us_bucket\\{[^}]*pipeline="${PID}"[^}]*le="\\+Inf"[^}]*\\}`));
+    const text = await p.proxy.pipelines.host.registry.metrics();
+    assert.match(text, new RegExp(`proxy_plugin_op_find_duration_us_bucket\\{[^}]*le="\\+Inf"[^}]*pipeline_id="${PID}"[^}]*\\}|proxy_plugin_op_find_duration_us_bucket\\{[^}]*pipeline_id="${PID}"[^}]*le="\\+Inf"[^}]*\\}`));
     assert.ok(await v('proxy_plugin_request_duration_us_sum') > 0);
   } finally {
     await p.close();
