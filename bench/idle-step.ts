@@ -1,7 +1,7 @@
 // Idle step cost: the same request through 0 and 16 `continue` steps (a plugin whose onRequest
 // does nothing), with the recorder off (untimed loop) and on (one hrtime pair per step).
 // Run: node --import tsx bench/idle-step.ts
-import { PipelineManager, type StepRecorder, type PipelineConfig } from '../runtime/pipeline/index.ts';
+import { PipelineManager, callbackRecorder, type StepRecorder, type PipelineConfig } from '../runtime/pipeline/index.ts';
 import { makeExchange } from '../sdk/testing/index.ts';
 import { fixture } from '../test/wasm/fixtures.ts';
 
@@ -11,7 +11,7 @@ const path = await fixture('continue');
 
 async function pipeline(steps: number, recording: boolean) {
   let sink = 0;
-  const recorder: StepRecorder = { enabled: recording, record: (_p, _s, _ph, ns) => { sink += ns; }, subop() {} };
+  const recorder: StepRecorder = callbackRecorder(recording, (_p, _s, _ph, ns) => { sink += ns; });
   const m = new PipelineManager({ recorder, logger: quiet });
   const names = Array.from({ length: steps }, (_, i) => `idle${i}`);
   const cfg: PipelineConfig = { pipeline: { id: 'bench', request: names, response: [] }, steps: {} };

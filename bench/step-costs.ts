@@ -4,7 +4,7 @@
 // sub-operations. No sockets: this is the plugins' own cost, metering included.
 // Usage: node --import tsx bench/step-costs.ts [N]
 import { serialize, Long } from 'bson';
-import { PipelineManager, Exchange } from '../runtime/pipeline/index.ts';
+import { PipelineManager, Exchange, callbackRecorder } from '../runtime/pipeline/index.ts';
 import { BUILTIN_PLUGIN_DIR } from '../runtime/app/serve.ts';
 import { Logger, BufferedFdSink } from '../runtime/log/index.ts';
 import { openSync } from 'node:fs';
@@ -12,11 +12,9 @@ import { openSync } from 'node:fs';
 const N = Number(process.argv[2] ?? 20000);
 const steps = new Map<string, number>();
 const subops = new Map<string, number>();
-const recorder = {
-  enabled: true,
-  record(_p: string, step: string, phase: 0 | 1, ns: number) { const k = `${step} ${phase ? 'response' : 'request'}`; steps.set(k, (steps.get(k) ?? 0) + ns); },
-  subop(_p: string, step: string, _ph: 0 | 1, name: string, ns: number) { const k = `${step} ${name}`; subops.set(k, (subops.get(k) ?? 0) + ns); },
-};
+const recorder = callbackRecorder(true,
+  (_p, step, phase, ns) => { const k = `${step} ${phase ? 'response' : 'request'}`; steps.set(k, (steps.get(k) ?? 0) + ns); },
+  (_p, step, _ph, name, ns) => { const k = `${step} ${name}`; subops.set(k, (subops.get(k) ?? 0) + ns); });
 // The proxy's own logger and batching sink, writing to /dev/null: the logging step's lines cost
 // what they cost in `proxy serve`, minus the disk.
 const log = new Logger('pipeline', 'info', 'json', new BufferedFdSink(openSync('/dev/null', 'w')));

@@ -2,6 +2,7 @@
 // constructor so all exchanges share one hidden class.
 import { foldSequences, ElementCursor, BSON_DOCUMENT, utf8, type DocSequence } from '../wire/index.ts';
 import type { HostExchange } from '../wasm/index.ts';
+import type { RequestTimings } from './request-timings.ts';
 
 export const enum Verdict { Continue = 0, Reject = 1, LocalReply = 2 }
 
@@ -28,6 +29,8 @@ export class Exchange implements HostExchange {
   newReply: Uint8Array | null;
   route: string | null;
   readonly startedAt: number;
+  /** The request's timings while the profiler records it (set by the connection); null otherwise. */
+  timings: RequestTimings | null;
   private folded: Uint8Array | null;
   /** The reply the cached status below was read from (statusOk -1: none read yet). */
   private statusOf: Uint8Array | null;
@@ -56,6 +59,7 @@ export class Exchange implements HostExchange {
     this.newReply = null;
     this.route = null;
     this.startedAt = startedAt;
+    this.timings = null;
     this.folded = null;
     this.statusOf = null;
     this.statusOk = -1;

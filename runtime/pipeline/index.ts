@@ -10,6 +10,7 @@ export { GraphKey, type Variant } from './graph-key.ts';
 export { GraphSlot } from './graph-slot.ts';
 export { PercentSelector, type GraphSelector } from './selector.ts';
 export { RejectionCounts, MAX_REJECTION_SERIES, type RejectionSeries } from './rejections.ts';
-export type { StepRecorder } from './recorder.ts';
+export { callbackRecorder, type StepRecorder, type StepTimer } from './recorder.ts';
+export { RequestTimings } from './request-timings.ts';
 export type { Logger } from '../wasm/index.ts';
 export type { DocSequence } from '../wire/index.ts';

@@ -11,7 +11,7 @@ import {
 } from '../wasm/index.ts';
 import { Pipeline } from './pipeline.ts';
 import { StepRunner, defaultOnError } from './step-runner.ts';
-import type { StepRecorder } from './recorder.ts';
+import type { StepRecorder, StepTimer } from './recorder.ts';
 import { GraphKey, type Variant } from './graph-key.ts';
 import { GraphSlot } from './graph-slot.ts';
 import type { GraphSelector } from './selector.ts';
@@ -176,9 +176,18 @@ export class PipelineManager {
     const maxMemoryPages = settings?.max_memory_pages ?? DEFAULT_MAX_MEMORY_PAGES;
     const path = this.modulePath(step, name, settings);
     const recorder = this.recorder;
-    const subop: SubopSink | null = recorder !== null && recorder.enabled
-      ? (sub, phase, ns) => recorder.subop(pipelineId, step, phase, sub, ns)
-      : null;
+    let timers: [StepTimer, StepTimer] | null = null;
+    let subop: SubopSink | null = null;
+    if (recorder !== null && recorder.enabled) {
+      const t: [StepTimer, StepTimer] = [recorder.bind(key, step, 0), recorder.bind(key, step, 1)];
+      timers = t;
+      // A sub-operation belongs to the request running now (the timed loop sets it), else straight to the timer.
+      subop = (sub, phase, ns) => {
+        const cur = recorder.current;
+        if (cur !== null) cur.subop(sub, ns);
+        else t[phase].subop(sub, ns);
+      };
+    }
     const config = settings?.config ?? {};
     // Everything the step owns in this graph, bound now: the hot path looks nothing up by string.
     const services = {
@@ -194,10 +203,14 @@ export class PipelineManager {
     if (await isComponentFile(path)) {
       // A WebAssembly component (sdk/wit/step.wit): same StepRunner, ComponentSlot has PluginSlot's contract.
       const component = await compileComponentFile(path, { name: step, fuel, maxMemoryPages, config, cache: host.components });
-      return new StepRunner(name, new ComponentSlot(component, services), onError, errors);
+      const runner = new StepRunner(name, new ComponentSlot(component, services), onError, errors);
+      runner.timers = timers;
+      return runner;
     }
     const compiled = await compilePluginFile(path, { name: step, fuel, maxMemoryPages, config, cache: host.modules });
-    return new StepRunner(name, new PluginSlot(compiled, services), onError, errors);
+    const runner = new StepRunner(name, new PluginSlot(compiled, services), onError, errors);
+    runner.timers = timers;
+    return runner;
   }
 
   private modulePath(step: string, name: string, settings: StepSettings | undefined): string {

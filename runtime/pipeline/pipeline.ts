@@ -25,6 +25,8 @@ export class Pipeline {
   readonly steps: ReadonlyMap<string, StepRunner>;
   readonly runRequest: RunFn;
   readonly runResponse: RunFn;
+  /** Whether this graph times its steps (the recorder was enabled when it was built). */
+  readonly timed: boolean;
 
   constructor(key: GraphKey, requestSteps: StepRunner[], responseSteps: StepRunner[], steps: Map<string, StepRunner>,
     recorder: StepRecorder | null, logger: Logger | null = null, rejections = new RejectionCounts()) {
@@ -40,10 +42,11 @@ export class Pipeline {
       logger?.debug({ graph: key.toString(), step: step.id, op: ex.op, code: ex.rejectCode, reason: ex.rejectMessage }, 'request rejected by a step');
     };
     const timed = recorder !== null && recorder.enabled;
+    this.timed = timed;
     this.runRequest = requestSteps.length === 0 ? setPhase0
-      : timed ? timedLoop(id, requestSteps, 0, recorder, onReject) : untimedLoop(requestSteps, 0, onReject);
+      : timed ? timedLoop(requestSteps, 0, recorder, onReject) : untimedLoop(requestSteps, 0, onReject);
     this.runResponse = responseSteps.length === 0 ? setPhase1
-      : timed ? timedLoop(id, responseSteps, 1, recorder, onReject) : untimedLoop(responseSteps, 1, onReject);
+      : timed ? timedLoop(responseSteps, 1, recorder, onReject) : untimedLoop(responseSteps, 1, onReject);
   }
 }
 
@@ -71,23 +74,27 @@ function untimedLoop(all: readonly StepRunner[], phase: 0 | 1, onReject: OnRejec
   };
 }
 
-function timedLoop(pipelineId: string, all: readonly StepRunner[], phase: 0 | 1, recorder: StepRecorder, onReject: OnReject): RunFn {
+function timedLoop(all: readonly StepRunner[], phase: 0 | 1, recorder: StepRecorder, onReject: OnReject): RunFn {
   const steps = acting(all, phase);
   const n = steps.length;
-  const ids = steps.map((s) => s.id);
+  const timers = steps.map((s) => s.timers![phase]);
   const clock = process.hrtime.bigint;
   return (ex) => {
     ex.phase = phase;
+    const t = ex.timings;
+    recorder.current = t;
     for (let i = 0; i < n; i++) {
       const t0 = clock();
       const rc = steps[i]!.run(ex, phase);
-      const t1 = clock();
-      recorder.record(pipelineId, ids[i]!, phase, Number(t1 - t0), (rc & ERROR) !== 0);
+      const ns = Number(clock() - t0);
+      if (t !== null) t.step(timers[i]!, ns, (rc & ERROR) !== 0);
+      else timers[i]!.record(ns, (rc & ERROR) !== 0);
       if ((rc & STOP) !== 0) {
         if (ex.verdict === Verdict.Reject) onReject(steps[i]!, ex);
-        return;
+        break;
       }
     }
+    recorder.current = null;
   };
 }
 

@@ -1,6 +1,7 @@
 // One step of a pipeline: the plugin slot plus the on_error policy. run() never throws.
 import { CALL_FAILED, type StepSlot } from '../wasm/index.ts';
 import { Verdict, type Exchange } from './exchange.ts';
+import type { StepTimer } from './recorder.ts';
 
 /** run() result bits. */
 export const STOP = 1;
@@ -19,6 +20,8 @@ export class StepRunner {
   readonly name: string;
   readonly failOpen: boolean;
   readonly slot: StepSlot;
+  /** Its timers in its graph, request and response phase (bound at build when the recorder is on). */
+  timers: [StepTimer, StepTimer] | null = null;
   private readonly errorCounters: [{ inc(): void }, { inc(): void }];
 
   /** `errorCounters`: proxy_step_errors_total of this step in its graph, request and response phase (bound at build). */

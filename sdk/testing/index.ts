@@ -3,7 +3,7 @@
 // phases of the real executor, and observe verdicts, replaced documents, logs, metrics, kv and
 // sub-operations. No proxy, no sockets.
 import { serialize, deserialize, type Document } from 'bson';
-import { PipelineManager, Exchange, Verdict, type Pipeline, type StepSettings, type ConnectionInfo, type StepRecorder, type DocSequence } from '../../runtime/pipeline/index.ts';
+import { PipelineManager, Exchange, Verdict, type Pipeline, type StepSettings, type ConnectionInfo, type StepRecorder, type DocSequence, callbackRecorder } from '../../runtime/pipeline/index.ts';
 import type { KvStore, Logger } from '../../runtime/wasm/index.ts';
 
 export interface LogLine { level: string; msg: string; fields: Record<string, unknown> }
@@ -58,11 +58,9 @@ export class PluginHarness {
       logs.push({ level, msg, fields: JSON.parse(msg) as Record<string, unknown> });
     };
     const logger: Logger = { trace: line('trace'), debug: line('debug'), info: line('info'), warn: line('warn'), error: line('error'), record: structured };
-    const recorder: StepRecorder = {
-      enabled: record,
-      record: (_p, step, phase, durationNs, error) => { this.records.push({ step, phase, durationNs, error }); },
-      subop: (_p, step, phase, name, durationNs) => { this.subops.push({ step, phase, name, durationNs }); },
-    };
+    const recorder: StepRecorder = callbackRecorder(record,
+      (_p, step, phase, durationNs, error) => { this.records.push({ step, phase, durationNs, error }); },
+      (_p, step, phase, name, durationNs) => { this.subops.push({ step, phase, name, durationNs }); });
     this.manager = new PipelineManager({ recorder, logger });
   }
 

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { PipelineManager, Verdict, type StepRecorder, type PipelineConfig } from '../../runtime/pipeline/index.ts';
+import { PipelineManager, Verdict, callbackRecorder, type StepRecorder, type PipelineConfig } from '../../runtime/pipeline/index.ts';
 import { makeExchange } from '../../sdk/testing/index.ts';
 import { fixture } from '../wasm/fixtures.ts';
 
@@ -8,7 +8,7 @@ const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {} };
 
 function recorder(enabled: boolean) {
   const rows: [string, number, boolean][] = [];
-  const r: StepRecorder = { enabled, record: (_p, s, ph, _ns, err) => { rows.push([s, ph, err]); }, subop() {} };
+  const r: StepRecorder = callbackRecorder(enabled, (_p, s, ph, _ns, err) => { rows.push([s, ph, err]); });
   return { r, rows };
 }
 

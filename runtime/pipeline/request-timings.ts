@@ -1,0 +1,38 @@
+// The timings of one request, gathered while it runs and handed to the profiler when it ends (the
+// sampling filters — operation, collection, minimum upstream latency — can only be decided then).
+// One per client connection, reset per request: the arrays grow to the longest pipeline once and
+// are reused, so timing a request allocates nothing.
+import type { StepTimer } from './recorder.ts';
+
+export class RequestTimings {
+  /** Step invocations, in run order. */
+  count = 0;
+  readonly timers: StepTimer[] = [];
+  readonly ns: number[] = [];
+  readonly errors: boolean[] = [];
+  /** Sub-operations, each with the step invocation it ran in (an index into the arrays above). */
+  subCount = 0;
+  readonly subOf: number[] = [];
+  readonly subNames: string[] = [];
+  readonly subNs: number[] = [];
+
+  reset(): void {
+    this.count = 0;
+    this.subCount = 0;
+  }
+
+  step(timer: StepTimer, durationNs: number, error: boolean): void {
+    const i = this.count++;
+    this.timers[i] = timer;
+    this.ns[i] = durationNs;
+    this.errors[i] = error;
+  }
+
+  /** A sub-operation of the step invocation now running (the next one step() will record). */
+  subop(name: string, durationNs: number): void {
+    const j = this.subCount++;
+    this.subOf[j] = this.count;
+    this.subNames[j] = name;
+    this.subNs[j] = durationNs;
+  }
+}
