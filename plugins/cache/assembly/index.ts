@@ -24,6 +24,9 @@ import { Ledger } from "./ledger";
 
 const CACHEABLE: string[] = ["find", "count", "distinct", "aggregate"];
 
+/** The invalidation targets of a read (none), shared: a miss allocates nothing. */
+const NO_TARGETS: string[] = [];
+
 /** What the response phase must do for a request, per connection. */
 class Pending {
   rid: i64 = 0;
@@ -97,7 +100,7 @@ class Cache extends Step {
 
   onRequest(ctx: Context): Action {
     const op = ctx.op;
-    if (op == "commitTransaction") { this.remember(ctx, null, 0, [], true); return Action.Continue; }
+    if (op == "commitTransaction") { this.remember(ctx, null, 0, NO_TARGETS, true); return Action.Continue; }
     const kind = this.opKind(op);
     if (kind == 0) return Action.Continue;
     if (kind == 3 || kind == 2) return this.writeOrAggregate(ctx, op, kind);
@@ -157,7 +160,7 @@ class Cache extends Step {
       return Action.Stop;
     }
     this.misses!.inc();
-    this.remember(ctx, prefix, hash, [], false);
+    this.remember(ctx, prefix, hash, NO_TARGETS, false);
     return Action.Continue;
   }
 

@@ -2,26 +2,35 @@
 // max_bytes. All entries share one TTL, so insertion order is expiry order; an entry's kv key is
 // rebuilt from its prefix and hash when it must be removed.
 //
-// A ring buffer (power-of-two capacity, doubled when full, never compacted): every operation is
-// O(1), and a full cache that keeps evicting allocates nothing. It takes 24 bytes of plugin
-// memory per entry (a million entries: 24 MiB, 48 MiB while doubling; see the step's
-// max_memory_pages). After an instance rebuild, the entries stored before are left to their TTL
-// and to the host store's own LRU eviction.
+// A queue of fixed-size chunks (4,096 entries, 96 KiB each): every operation is O(1), a full cache
+// that keeps evicting allocates nothing (the chunk the head leaves is reused at the tail), and
+// the memory is 24 bytes per entry held. Chunks of one size, rather than arrays doubled when
+// full, because the allocator cannot reuse the smaller blocks a doubling frees for the larger
+// ones: a doubled ring took about four times its size (a million entries overran 64 MiB).
+// After an instance rebuild, the entries stored before are left to their TTL and to the host
+// store's own LRU eviction.
 import { nowNs, Gauge, Counter } from "../../../sdk/assembly/index";
 import { proxy_kv_set, proxy_kv_delete } from "../../../sdk/assembly/host";
 import { KvKey } from "./key";
 
-const INITIAL = 1024;
+const CHUNK_BITS = 12;
+const CHUNK = 1 << CHUNK_BITS;
+/** Emptied chunks kept for reuse (beyond these, they are left to the collector). */
+const MAX_SPARE = 4;
+
+class Chunk {
+  prefix: StaticArray<string | null> = new StaticArray<string | null>(CHUNK);
+  hash: StaticArray<u64> = new StaticArray<u64>(CHUNK);
+  size: StaticArray<i32> = new StaticArray<i32>(CHUNK);
+  expires: StaticArray<i64> = new StaticArray<i64>(CHUNK);
+}
 
 export class Ledger {
   maxBytes: i64 = 1 << 20;
   ttlMs: i32 = 60000;
-  /** Ring of entries, oldest at `head`; `count` of them in use. */
-  prefix: StaticArray<string | null> = new StaticArray<string | null>(INITIAL);
-  hash: StaticArray<u64> = new StaticArray<u64>(INITIAL);
-  size: StaticArray<i32> = new StaticArray<i32>(INITIAL);
-  expires: StaticArray<i64> = new StaticArray<i64>(INITIAL);
-  mask: i32 = INITIAL - 1;
+  /** The queue: entry k (0 = oldest) is at chunks[(head + k) >> CHUNK_BITS], index (head + k) & (CHUNK - 1). */
+  chunks: Chunk[] = [];
+  spare: Chunk[] = [];
   head: i32 = 0;
   count: i32 = 0;
   used: i64 = 0;
@@ -33,7 +42,7 @@ export class Ledger {
   store(prefix: string, hash: u64, entry: usize, len: i32, key: KvKey): void {
     const now = nowNs();
     // drop ledger entries that have expired in the host store
-    while (this.count > 0 && unchecked(this.expires[this.head]) <= now) this.dropHead(false, key);
+    while (this.count > 0 && unchecked(unchecked(this.chunks[0]).expires[this.head]) <= now) this.dropHead(false, key);
     const size = ((prefix.length + 16) << 1) + len;
     while (this.used + size > this.maxBytes && this.evictOne(key)) {}
     if (this.used + size > this.maxBytes) return;
@@ -42,12 +51,15 @@ export class Ledger {
       if (proxy_kv_set(key.buf.dataStart, key.len, entry, len, this.ttlMs) == 0) break;
       if (!this.evictOne(key)) return; // host cap (kv_max_bytes) reached: skip
     }
-    if (this.count > this.mask) this.grow();
-    const i = (this.head + this.count) & this.mask;
-    unchecked(this.prefix[i] = prefix);
-    unchecked(this.hash[i] = hash);
-    unchecked(this.size[i] = size);
-    unchecked(this.expires[i] = now + <i64>this.ttlMs * 1000000);
+    const at = this.head + this.count;
+    const ci = at >> CHUNK_BITS;
+    if (ci == this.chunks.length) this.chunks.push(this.spare.length > 0 ? this.spare.pop() : new Chunk());
+    const c = unchecked(this.chunks[ci]);
+    const i = at & (CHUNK - 1);
+    unchecked(c.prefix[i] = prefix);
+    unchecked(c.hash[i] = hash);
+    unchecked(c.size[i] = size);
+    unchecked(c.expires[i] = now + <i64>this.ttlMs * 1000000);
     this.count++;
     this.used += size;
     this.stores!.inc();
@@ -62,37 +74,23 @@ export class Ledger {
   }
 
   dropHead(remove: bool, key: KvKey): void {
+    const c = unchecked(this.chunks[0]);
     const i = this.head;
     if (remove) {
-      key.build(unchecked(this.prefix[i])!, unchecked(this.hash[i]));
+      key.build(unchecked(c.prefix[i])!, unchecked(c.hash[i]));
       proxy_kv_delete(key.buf.dataStart, key.len);
     }
-    this.used -= unchecked(this.size[i]);
-    unchecked(this.prefix[i] = null);
-    this.head = (i + 1) & this.mask;
+    this.used -= unchecked(c.size[i]);
+    unchecked(c.prefix[i] = null);
     this.count--;
-    if (remove) this.bytes!.set(<f64>this.used);
-  }
-
-  /** Doubles the ring, the oldest entry moving to index 0. */
-  grow(): void {
-    const cap = (this.mask + 1) << 1;
-    const prefix = new StaticArray<string | null>(cap);
-    const hash = new StaticArray<u64>(cap);
-    const size = new StaticArray<i32>(cap);
-    const expires = new StaticArray<i64>(cap);
-    for (let k = 0; k < this.count; k++) {
-      const i = (this.head + k) & this.mask;
-      unchecked(prefix[k] = this.prefix[i]);
-      unchecked(hash[k] = this.hash[i]);
-      unchecked(size[k] = this.size[i]);
-      unchecked(expires[k] = this.expires[i]);
+    if (++this.head == CHUNK) {
+      // the oldest chunk is done: recycle it
+      this.chunks.shift();
+      if (this.spare.length < MAX_SPARE) this.spare.push(c);
+      this.head = 0;
+    } else if (this.count == 0) {
+      this.head = 0;
     }
-    this.prefix = prefix;
-    this.hash = hash;
-    this.size = size;
-    this.expires = expires;
-    this.mask = cap - 1;
-    this.head = 0;
+    if (remove) this.bytes!.set(<f64>this.used);
   }
 }
