@@ -10,7 +10,8 @@ import { PipelineManager } from '../pipeline/index.ts';
 import { fileURLToPath } from 'node:url';
 import { watch, type FSWatcher } from 'node:fs';
 import type { Logger as HostLogger } from '../wasm/index.ts';
-import { startAdmin } from '../http/index.ts';
+import { startAdmin, startProfilingHttp } from '../http/index.ts';
+import { Profiler, type ProfilingSettings } from '../profiling/index.ts';
 
 /** Built-in plugins are compiled here by `npm run build` (scripts/build-plugins.mjs). */
 export const BUILTIN_PLUGIN_DIR = fileURLToPath(new URL('../../build/plugins/', import.meta.url));
@@ -29,6 +30,10 @@ function hostLogger(log: Logger): HostLogger {
 
 export interface RunningProxy {
   readonly config: ProxyConfig;
+  /** The profiler when `profiling` is configured (enabled or not), else null. */
+  readonly profiler: Profiler | null;
+  /** Base URL of the profiling endpoint, or null when `profiling` is not configured. */
+  readonly profilingUrl: string | null;
   readonly server: ProxyServer;
   readonly pool: UpstreamPool;
   readonly devdb: DevDbServer | null;
@@ -64,7 +69,10 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   const log = opts.log ?? new Logger('proxy', config.log.level, config.log.format);
   await initCompression();
   const pipelineLog = log.child('proxy::pipeline');
-  const pipelines = new PipelineManager({ logger: hostLogger(pipelineLog), pluginDir: opts.pluginDir ?? BUILTIN_PLUGIN_DIR });
+  const profiler = config.profiling === undefined ? null : await Profiler.create(profilingSettings(config.profiling), log.child('proxy::profiling'));
+  const pipelines = new PipelineManager({
+    logger: hostLogger(pipelineLog), pluginDir: opts.pluginDir ?? BUILTIN_PLUGIN_DIR, recorder: profiler ?? undefined,
+  });
   // Load the pipeline before opening any port: a refused plugin config stops startup.
   await pipelines.load({ pipeline: config.pipeline, steps: config.steps });
   let devdb: DevDbServer | null = null;
@@ -94,31 +102,51 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     requestTimeoutMs: config.upstream.request_timeout_ms, log: log.child('proxy::server'),
     pipelines, pipelineId: config.pipeline.id, poolOptions,
     clientLimits: { maxPendingReplyBytes: config.clients.max_pending_reply_bytes, maxQueuedRequests: config.clients.max_queued_requests },
+    profiler,
   });
   const bound = await server.listen();
   const uri = `mongodb://${bound.host}:${bound.port}/`;
   log.info('proxy listening', { listen: `${bound.host}:${bound.port}`, upstream: pool.describe(), connect: uri });
   let current = config;
   let admin: Awaited<ReturnType<typeof startAdmin>> | null = null;
+  let profilingHttp: Awaited<ReturnType<typeof startProfilingHttp>> | null = null;
   const running: RunningProxy = {
     get config() { return current; },
     get adminUrl() { return admin?.url ?? null; },
+    get profilingUrl() { return profilingHttp?.url ?? null; },
+    profiler,
     server, pool, devdb, host: bound.host, port: bound.port, uri, pipelines,
     async reload(next: ProxyConfig) {
-      const restartOnly = (['listen', 'upstream', 'devdb', 'compression', 'zlib_level', 'log'] as const)
+      const restartOnly: string[] = (['listen', 'upstream', 'devdb', 'compression', 'zlib_level', 'log', 'clients'] as const)
         .filter((k) => JSON.stringify(next[k]) !== JSON.stringify(current[k]));
-      if (next.pipeline.id !== current.pipeline.id) restartOnly.push('pipeline.id' as never);
-      await pipelines.load({ pipeline: { ...next.pipeline, id: current.pipeline.id }, steps: next.steps });
+      if (next.pipeline.id !== current.pipeline.id) restartOnly.push('pipeline.id');
+      const endpoint = (c: ProxyConfig) => JSON.stringify(c.profiling === undefined ? null : [c.profiling.host, c.profiling.port, c.profiling.token]);
+      if (endpoint(next) !== endpoint(current)) restartOnly.push('profiling (presence, host, port, token)');
+      // Thresholds, filters and `enabled` apply now; graphs are rebuilt below, timed or untimed accordingly.
+      const before = profiler?.settings;
+      if (profiler !== null && next.profiling !== undefined) profiler.configure(profilingSettings(next.profiling));
+      try {
+        await pipelines.load({ pipeline: { ...next.pipeline, id: current.pipeline.id }, steps: next.steps });
+      } catch (err) {
+        if (profiler !== null && before !== undefined) profiler.configure(before);
+        throw err;
+      }
       if (restartOnly.length > 0) log.warn('configuration reloaded; these keys take effect only after a restart', { keys: restartOnly });
       else log.info('configuration reloaded', { request: next.pipeline.request, response: next.pipeline.response });
       current = next;
     },
     async close() {
       if (admin !== null) await admin.app.close();
+      if (profilingHttp !== null) await profilingHttp.app.close();
       await server.close(current.shutdown.drain_timeout_ms);
       if (devdb !== null) await devdb.close();
     },
   };
+  if (profiler !== null && config.profiling !== undefined) {
+    const p = config.profiling;
+    profilingHttp = await startProfilingHttp(running, profiler, { host: p.host, port: p.port, token: p.token ?? null });
+    log.info(p.enabled ? 'profiling endpoint listening' : 'profiling endpoint listening; profiling is disabled (profiling.enabled: false)', { url: profilingHttp.url });
+  }
   if (config.admin?.listen !== undefined && config.admin.token !== undefined) {
     admin = await startAdmin(running, config.admin.listen, { token: config.admin.token, configFile: opts.configFile ?? null });
     log.info('admin API listening', { url: admin.url });
@@ -160,5 +188,22 @@ export function watchReload(running: RunningProxy, file: string, log: Logger): (
     process.off('SIGHUP', onHup);
     watcher?.close();
     if (timer !== null) clearTimeout(timer);
+  };
+}
+
+/** The profiler's settings from the `profiling` configuration block. */
+export function profilingSettings(p: NonNullable<ProxyConfig['profiling']>): ProfilingSettings {
+  return {
+    enabled: p.enabled,
+    slowStepThresholdUs: p.slow_step_threshold_us,
+    alertOnSlowStep: p.alert_on_slow_step,
+    perStepThresholds: p.per_step_thresholds,
+    histogramBuckets: p.histogram_buckets,
+    filters: {
+      operations: p.filters.operations ?? null,
+      collections: p.filters.collections ?? null,
+      minUpstreamLatencyUs: p.filters.min_upstream_latency_us,
+    },
+    frameCapacity: p.flamegraph_frames,
   };
 }

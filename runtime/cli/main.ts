@@ -33,7 +33,8 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
       process.exit(1);
     }
     if (loaded.source !== null) watchReload(running, loaded.source, log);
-    process.stdout.write(`\nPipeline Proxy ${'0.3.0'} is ready. Connect with:\n\n  mongosh "${running.uri}"\n\n`);
+    process.stdout.write(`\nPipeline Proxy ${'0.3.0'} is ready. Connect with:\n\n  mongosh "${running.uri}"\n\n`
+      + (running.profilingUrl !== null ? `Profiling: ${running.profilingUrl}/api/profile   Metrics: ${running.profilingUrl}/metrics\n\n` : ''));
     let stopping = false;
     const stop = (signal: string) => {
       if (stopping) return;

@@ -208,6 +208,30 @@ const admin = v.strictObject({
   )),
 });
 
+const DURATION_PATTERN = /^\d+(ms|s|m|h|d)$/;
+
+const profiling = v.strictObject({
+  enabled: v.optional(v.pipe(v.boolean(), v.description('Times every step of every graph and serves GET /api/profile (and the flame graph). Off: graphs run the untimed loop and /api/profile answers 404. Can change on reload.')), false),
+  port: v.optional(int(0, 65535, 'Port of the profiling HTTP endpoint (/api/profile, /api/profile/flamegraph, /metrics); separate from the wire-protocol port. 0 picks a free one.'), 9091),
+  host: v.optional(v.pipe(v.string(), v.minLength(1), v.description('Address the profiling endpoint binds; the default keeps it on this machine. Bind another address only together with `token`.')), '127.0.0.1'),
+  token: v.optional(v.pipe(v.string(), v.minLength(16), v.description('Bearer token the profiling endpoint requires (Authorization: Bearer <token>), at least 16 characters; absent: no authentication (then keep `host` on loopback).'))),
+  slow_step_threshold_us: v.optional(int(1, undefined, 'A step invocation slower than this many microseconds counts as slow (proxy_step_slow_total) and, with alert_on_slow_step, logs "slow step detected".'), 1000),
+  alert_on_slow_step: v.optional(v.pipe(v.boolean(), v.description('Log a warning (logger proxy::profiling) for slow step invocations, at most one line per step per second (the next line says how many were suppressed).')), true),
+  per_step_thresholds: v.optional(expects(v.pipe(v.record(v.string(), v.pipe(v.number(), v.integer(), v.minValue(1))), v.description('Per-step overrides of slow_step_threshold_us, keyed by step identifier ("wasm:cache" or "cache").')), 'object of step → integer µs'), {}),
+  histogram_buckets: v.optional(expects(v.pipe(v.array(v.pipe(v.number(), v.integer(), v.minValue(1))), v.minLength(1), v.check((a) => a.every((x, i) => i === 0 || x > a[i - 1]), 'must be strictly increasing'), v.description('Upper bounds (µs) of the proxy_step_latency_us buckets in /metrics; +Inf is added. Percentiles in /api/profile come from HDR histograms and do not depend on these.')), 'array of increasing integers (µs)'), [50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 1000000]),
+  snapshot_interval_s: v.optional(int(1, undefined, 'Seconds between persisted snapshots (not yet implemented: statistics do not survive a restart).'), 30),
+  snapshot_retention: v.optional(expects(v.pipe(v.string(), v.regex(DURATION_PATTERN), v.description('Retention of persisted snapshots (not yet implemented).')), 'duration like "24h"'), '24h'),
+  filters: v.optional(v.strictObject({
+    operations: v.optional(v.pipe(v.array(v.string()), v.description('Only requests with these command names are sampled.'))),
+    collections: v.optional(v.pipe(v.array(v.string()), v.description('Only requests on these collections are sampled.'))),
+    min_upstream_latency_us: v.optional(int(0, undefined, 'Only requests whose upstream round trip took at least this many microseconds are sampled.'), 0),
+  }), {}),
+  flamegraph_frames: v.optional(int(100, 1_000_000, 'Per-request frames kept (a ring) for the flame graph; a window longer than what the ring holds shows the newest frames.'), 20000),
+  storage: v.optional(v.pipe(v.picklist(['memory', 'mmap']), v.description('"memory" (default). "mmap" (shared-memory histogram file) is not implemented yet and is refused.')), 'memory'),
+  mmap_path: v.optional(v.pipe(v.string(), v.description('Path of the memory-mapped histogram file (storage: mmap; not implemented yet).'))),
+  mmap_size_mb: v.optional(int(1, 4096, 'Size of the memory-mapped file in MB (storage: mmap; not implemented yet).')),
+});
+
 const rootObject = v.strictObject({
   listen: v.optional(listen, '127.0.0.1:27018'),
   upstream: v.optional(v.pipe(upstream, v.description('Connection pool to the upstream database.')), {}),
@@ -238,6 +262,7 @@ const rootObject = v.strictObject({
     {},
   ),
   admin: v.optional(v.pipe(admin, v.description('Administrative behaviour of the running proxy.'))),
+  profiling: v.optional(v.pipe(profiling, v.description('Per-step profiling: HDR histograms per graph, step and phase; the profiling HTTP endpoint; slow-step detection. Absent: no profiling endpoint (connections to its port are refused).'))),
 });
 
 type PathItem = { type: 'object'; origin: 'value'; input: Record<string, unknown>; key: string; value: unknown };
@@ -258,6 +283,15 @@ export const ProxyConfigSchema = v.pipe(
         path: [
           pathItem(cfg as unknown as Record<string, unknown>, 'upstream'),
           pathItem(cfg.upstream as unknown as Record<string, unknown>, 'min_idle'),
+        ],
+      });
+    }
+    if (cfg.profiling?.storage === 'mmap') {
+      addIssue({
+        message: 'storage "mmap" is not implemented yet; use "memory"',
+        path: [
+          pathItem(cfg as unknown as Record<string, unknown>, 'profiling'),
+          pathItem(cfg.profiling as unknown as Record<string, unknown>, 'storage'),
         ],
       });
     }

@@ -6,6 +6,8 @@ export const HttpErrors = {
   PROXY_ERR_CONFIG: { status: 400, message: 'configuration refused' },
   PROXY_ERR_PLUGIN: { status: 422, message: 'a plugin refused its configuration or failed to load' },
   PROXY_ERR_NOT_FOUND: { status: 404, message: 'no such resource' },
+  PROXY_ERR_PROFILING_DISABLED: { status: 404, message: 'profiling is disabled (profiling.enabled: false)' },
+  PROXY_ERR_BAD_QUERY: { status: 400, message: 'query parameters are not valid' },
   PROXY_ERR_NO_CONFIG_FILE: { status: 409, message: 'the proxy was started without a configuration file; send the configuration in the body' },
 } as const;
 

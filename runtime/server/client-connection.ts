@@ -13,16 +13,18 @@ import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Document } from 'bson';
 import {
-  CommandPeek, Framer, WireError, type FrameSink, type DocSequence, decompressFrame, parseOpMsg,
+  CommandPeek, ReplyPeek, Framer, WireError, type FrameSink, type DocSequence, decompressFrame, parseOpMsg,
   validateDocument, validateDocuments, encodeOpMsg, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
   MSG_MORE_TO_COME, MSG_EXHAUST_ALLOWED, UNCOMPRESSIBLE_COMMANDS, HEADER_SIZE,
 } from '../wire/index.ts';
 import { UpstreamCall, newRequestId, type UpstreamCallOwner, type UpstreamPool } from '../upstream/index.ts';
 import { ErrorCodes, ProxyError, errorDocument } from '../errors/index.ts';
-import { Exchange, Verdict, type ConnectionInfo, type GraphSlot, type Pipeline } from '../pipeline/index.ts';
+import { Exchange, RequestTimings, Verdict, type ConnectionInfo, type GraphSlot, type Pipeline } from '../pipeline/index.ts';
+import type { Profiler } from '../profiling/index.ts';
 import { HELLO_COMMANDS, emptyMetadata, helloReply, negotiateCompression, readClientMetadata, type ClientMetadata } from './handshake.ts';
 import { ReplyKind, ReplyWriter, type ReplyWriterOwner } from './reply-writer.ts';
 import { decodeCommand, legacyToMsgBody, readLegacyCommand } from './legacy-query.ts';
+import { appendProfile, profileDocument } from './request-profile.ts';
 import type { ServerContext } from './context.ts';
 
 const AUTH_COMMANDS: ReadonlySet<string> = new Set(['saslStart', 'saslContinue', 'authenticate', 'getnonce', 'logout']);
@@ -69,11 +71,22 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
 
   // The request in flight.
   private readonly peek = new CommandPeek();
+  /** Reads the upstream reply's `ok` (only while profiling). */
+  private readonly replyPeek = new ReplyPeek();
   /** When it was read off the socket (performance.now()); elapsed_ns and the profiler count from here. */
   private readAt = 0;
   /** Its exchange when its graph has steps; null on the empty-pipeline path. */
   private exchange: Exchange | null = null;
   private pipeline: Pipeline | null = null;
+
+  // Profiling of the request in flight (see runtime/profiling): the graph that served it (null:
+  // not a pipeline request, e.g. a handshake), its timings, and whether its reply was ok.
+  private readonly profiler: Profiler | null;
+  private timings: RequestTimings | null = null;
+  private profiledGraph: Pipeline | null = null;
+  private replyOk = true;
+  /** The client asked for per-request profiles (appName `?proxy_profile=true`). */
+  private wantsProfile = false;
 
   constructor(id: number, socket: Socket, ctx: ServerContext) {
     this.id = id;
@@ -85,6 +98,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.call = new UpstreamCall(this, ctx.stats, ctx.requestTimeoutMs);
     this.graphs = ctx.pipelines.slot(ctx.pipelineId);
     this.maxQueued = ctx.clientLimits.maxQueuedRequests;
+    this.profiler = ctx.profiler;
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.framer.push(chunk));
     socket.on('error', () => this.close());
@@ -141,6 +155,8 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     while (!this.busy && !this.closed && !this.writer.blocked && this.queue.length > 0) {
       this.readAt = this.queueReadAt.shift()!;
       this.handle(this.queue.shift()!);
+      // Answered without waiting (handshake, rejection, local reply, error): recorded now.
+      if (!this.busy && this.profiledGraph !== null) this.commitProfile();
     }
     if (!this.busy && !this.closed && this.queue.length === 0) {
       if (this.pendingFrameError !== null) {
@@ -273,6 +289,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       if (typeof request.client === 'object' && request.client !== null) {
         this.metadata = readClientMetadata(request.client as Document);
         this.appName = this.metadata.appName;
+        this.wantsProfile = this.metadata.appParams.proxy_profile === 'true';
       }
     }
     if (!this.helloSeen) {
@@ -294,6 +311,11 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     // response phase runs on the same graph (this.pipeline), whatever loads meanwhile.
     const pipeline = this.graphs.pick();
     const peek = this.peek;
+    if (this.profiler !== null && this.profiler.enabled) {
+      this.profiledGraph = pipeline;
+      this.replyOk = true;
+      (this.timings ??= new RequestTimings()).reset();
+    }
     if (pipeline.requestSteps.length === 0 && pipeline.responseSteps.length === 0) {
       this.exchange = null;
       this.pipeline = null;
@@ -302,6 +324,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     }
     const ex = new Exchange(this, pipeline.id, peek.op, peek.db, peek.collection, body, sequences, this.readAt);
     ex.requestId = this.writer.requestId;
+    if (this.profiledGraph !== null) ex.timings = this.timings;
     this.exchange = ex;
     this.pipeline = pipeline;
     pipeline.runRequest(ex);
@@ -338,6 +361,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   }
 
   private replyRejected(ex: Exchange): void {
+    this.replyOk = false;
     this.ctx.stats.errorReplies++;
     this.ctx.stats.rejected++;
     this.sendBody(errorDocument(ex.rejectCode, ex.rejectMessage, [], ex.rejectCodeName || undefined));
@@ -378,6 +402,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       return;
     }
     this.ctx.router.afterReply(frame, pool, this.peek);
+    if (this.profiledGraph !== null) this.replyOk = this.replyPeek.read(frame.subarray(HEADER_SIZE + 5)).ok;
     const ex = this.exchange;
     if (ex !== null) {
       this.exchange = null;
@@ -398,25 +423,53 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
         // (header retargeted in place), not a re-encoded copy.
       }
     }
-    this.writer.upstreamFrame(frame);
+    if (this.wantsProfile && this.profiledGraph !== null) this.sendBody(parseOpMsg(frame).body);
+    else this.writer.upstreamFrame(frame);
     this.finish();
   }
 
   private finish(): void {
     this.busy = false;
     this.exchange = null;
+    if (this.profiledGraph !== null) this.commitProfile();
     if (!this.closed) this.drain();
+  }
+
+  /** Hands the request that just ended to the profiler (which applies its sampling filters). */
+  private commitProfile(): void {
+    const graph = this.profiledGraph!;
+    this.profiledGraph = null;
+    const call = this.call;
+    const upstream = call.repliedAt > 0 && call.startedAt >= this.readAt;
+    this.profiler!.commit({
+      pipelineId: graph.id, variant: graph.key.variant, op: this.peek.op, collection: this.peek.collection,
+      totalNs: (performance.now() - this.readAt) * 1e6,
+      acquireNs: upstream ? (call.acquiredAt - call.startedAt) * 1e6 : 0,
+      upstreamNs: upstream ? (call.repliedAt - call.writtenAt) * 1e6 : 0,
+      ok: this.replyOk,
+      timings: this.timings!,
+    });
   }
 
   // ---- replies ----------------------------------------------------------------------------
 
   private sendBody(body: Uint8Array): void {
     if (this.closed) return;
+    if (this.wantsProfile && this.profiledGraph !== null) body = this.withProfile(body);
     this.writer.body(body);
+  }
+
+  /** The reply with `proxy_profile` (SPEC §2.7) appended as a top-level field: this request's timings so far. */
+  private withProfile(body: Uint8Array): Uint8Array {
+    const call = this.call;
+    const upstream = call.repliedAt > 0 && call.startedAt >= this.readAt;
+    return appendProfile(body, profileDocument((performance.now() - this.readAt) * 1e6,
+      upstream ? (call.repliedAt - call.startedAt) * 1e6 : 0, this.timings!));
   }
 
   /** Answers the request in flight with an error document. */
   private replyError(err: ProxyError): void {
+    this.replyOk = false;
     this.ctx.stats.errorReplies++;
     if (this.closed) return;
     this.writer.error(errorDocument(err.code, err.message, err.labels, err.codeName));

@@ -5,6 +5,7 @@ import type { CompressorName } from '../wire/index.ts';
 import type { ClientConnection } from './client-connection.ts';
 import type { PipelineManager } from '../pipeline/index.ts';
 import type { LogThrottle } from './log-throttle.ts';
+import type { Profiler } from '../profiling/index.ts';
 
 export interface ServerStats {
   connectionsOpened: number;
@@ -47,6 +48,8 @@ export interface ServerContext {
   readonly pipelines: PipelineManager;
   /** The pipeline id client requests run through. */
   readonly pipelineId: string;
+  /** The profiler when profiling is configured (it may be disabled: check `enabled` per request). */
+  readonly profiler: Profiler | null;
   /** Which pool serves a request (route step, cursor and transaction pins). */
   readonly router: UpstreamRouter;
   upstreamInfo(): UpstreamInfo | null;

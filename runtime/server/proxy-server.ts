@@ -7,6 +7,7 @@ import type { CompressorName } from '../wire/index.ts';
 import { ClientConnection } from './client-connection.ts';
 import { DEFAULT_CLIENT_LIMITS, type ClientLimits, type ServerContext, type ServerStats } from './context.ts';
 import { LogThrottle } from './log-throttle.ts';
+import type { Profiler } from '../profiling/index.ts';
 
 export interface ProxyServerOptions {
   host: string;
@@ -23,6 +24,8 @@ export interface ProxyServerOptions {
   poolOptions?: PoolOptions;
   /** Per-client bounds (backpressure); defaults as the config's `clients` block. */
   clientLimits?: ClientLimits;
+  /** The profiler (when profiling is configured). */
+  profiler?: Profiler | null;
 }
 
 export class ProxyServer implements ServerContext {
@@ -40,6 +43,7 @@ export class ProxyServer implements ServerContext {
   readonly pipelines: PipelineManager;
   readonly pipelineId: string;
   readonly router: UpstreamRouter;
+  readonly profiler: Profiler | null;
   private readonly server: Server;
   private readonly clients = new Set<ClientConnection>();
   private readonly host: string;
@@ -58,6 +62,7 @@ export class ProxyServer implements ServerContext {
     this.pipelineId = opts.pipelineId ?? 'default';
     this.router = new UpstreamRouter(opts.pool, opts.poolOptions, this.log.child('proxy::upstream'));
     this.clientLimits = opts.clientLimits ?? DEFAULT_CLIENT_LIMITS;
+    this.profiler = opts.profiler ?? null;
     this.server = createServer({ noDelay: true }, (socket) => {
       const conn = new ClientConnection(this.nextConnectionId++, socket, this);
       this.clients.add(conn);

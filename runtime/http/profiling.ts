@@ -1,0 +1,164 @@
+// The profiling HTTP endpoint (fastify) on profiling.port — never the wire port (SPEC §4.1).
+//   GET  /api/profile                 SPEC §2.1 snapshot of one graph: ?pipeline_id= (default: the
+//                                     proxy's pipeline.id) &pipeline=baseline|candidate (default baseline)
+//   POST /api/profile/reset           clears every statistic (all graphs)
+//   GET  /api/profile/steps/:step     one step's detail: both phases, distribution, sub-operations
+//   GET  /api/profile/histograms      encoded HDR histograms of every graph (for merging instances)
+//   GET  /api/profile/flamegraph      see flamegraph route (?duration, min_width, title, format=folded)
+//   GET  /metrics                     Prometheus text: proxy, profiling and plugin metrics
+// With profiling.enabled false, every /api/profile path answers 404 (PROXY_ERR_PROFILING_DISABLED);
+// /metrics still answers. Who may read it: the endpoint binds profiling.host (default 127.0.0.1);
+// with profiling.token set every request needs `Authorization: Bearer <token>`.
+import { timingSafeEqual } from 'node:crypto';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import * as hdr from 'hdr-histogram-js';
+import type { RunningProxy } from '../app/serve.ts';
+import { foldFrames, foldedText, profilingMetricsText, type Profiler, type LatencyStats } from '../profiling/index.ts';
+import { proxyMetricsRegistry, metricsText } from '../telemetry/index.ts';
+import { httpError, type HttpErrorCode } from './errors.ts';
+
+export interface ProfilingHttpOptions {
+  host: string;
+  port: number;
+  token: string | null;
+}
+
+function send(reply: FastifyReply, code: HttpErrorCode, message?: string): FastifyReply {
+  const e = httpError(code, message);
+  return reply.code(e.status).send(e.body);
+}
+
+function tokenMatches(header: string | undefined, token: string): boolean {
+  if (header === undefined || !header.startsWith('Bearer ')) return false;
+  const given = Buffer.from(header.slice(7));
+  const want = Buffer.from(token);
+  return given.length === want.length && timingSafeEqual(given, want);
+}
+
+/** `60s`, `500ms`, `2m`, `1h` → milliseconds; NaN when malformed. */
+export function parseDurationMs(text: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(text.trim());
+  if (m === null) return NaN;
+  const n = Number(m[1]);
+  return m[2] === 'ms' ? n : m[2] === 's' ? n * 1000 : m[2] === 'm' ? n * 60_000 : n * 3_600_000;
+}
+
+function distribution(s: LatencyStats) {
+  return {
+    invocations: s.count, errors: s.errors,
+    avg_latency_us: s.avgUs(), p50_latency_us: s.percentileUs(50), p90_latency_us: s.percentileUs(90),
+    p95_latency_us: s.percentileUs(95), p99_latency_us: s.percentileUs(99), p999_latency_us: s.percentileUs(99.9),
+    max_latency_us: s.maxUs(),
+    buckets: s.bounds.map((le, i) => ({ le_us: le, count: s.counts[i] })).concat([{ le_us: Infinity, count: s.counts[s.bounds.length] }])
+      .map((b) => ({ le_us: b.le_us === Infinity ? '+Inf' : b.le_us, count: b.count })),
+  };
+}
+
+export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opts: ProfilingHttpOptions): FastifyInstance {
+  const app = Fastify({ logger: false, bodyLimit: 64 * 1024 });
+  const token = opts.token;
+  if (token !== null) {
+    app.addHook('onRequest', async (req, reply) => {
+      if (!tokenMatches(req.headers.authorization, token)) return send(reply, 'PROXY_ERR_UNAUTHORIZED');
+    });
+  }
+  app.addHook('onRequest', async (req, reply) => {
+    if (req.url.startsWith('/api/profile') && !profiler.enabled) {
+      return send(reply, 'PROXY_ERR_PROFILING_DISABLED');
+    }
+  });
+  app.setErrorHandler((err: { statusCode?: number; message: string }, _req, reply) => {
+    if (err.statusCode !== undefined && err.statusCode < 500) return send(reply, 'PROXY_ERR_BAD_QUERY', err.message);
+    return reply.code(500).send({ error: { code: 'PROXY_ERR_INTERNAL', message: err.message } });
+  });
+  app.setNotFoundHandler((req, reply) => send(reply, 'PROXY_ERR_NOT_FOUND', `no route ${req.method} ${req.url}`));
+
+  /** The graph a request names: ?pipeline_id= and ?pipeline= (baseline | candidate). */
+  const graphOf = (q: Record<string, string | undefined>, reply: FastifyReply): { id: string; variant: string } | null => {
+    const variant = q.pipeline ?? 'baseline';
+    if (variant !== 'baseline' && variant !== 'candidate') {
+      send(reply, 'PROXY_ERR_BAD_QUERY', `pipeline must be "baseline" or "candidate", got "${variant}"`);
+      return null;
+    }
+    return { id: q.pipeline_id ?? running.config.pipeline.id, variant };
+  };
+
+  app.get('/api/profile', async (req, reply) => {
+    const g = graphOf(req.query as Record<string, string | undefined>, reply);
+    if (g === null) return reply;
+    return profiler.snapshot(g.id, g.variant);
+  });
+
+  app.post('/api/profile/reset', async () => {
+    profiler.reset();
+    return { reset: true, since: new Date(profiler.since).toISOString() };
+  });
+
+  app.get('/api/profile/steps/:step', async (req, reply) => {
+    const g = graphOf(req.query as Record<string, string | undefined>, reply);
+    if (g === null) return reply;
+    const step = (req.params as { step: string }).step;
+    const rows = profiler.stepDetail(g.id, g.variant, step);
+    if (rows.length === 0) return send(reply, 'PROXY_ERR_NOT_FOUND', `no statistics for step ${step} in ${g.id}/${g.variant}`);
+    return {
+      name: step.startsWith('wasm:') ? step : `wasm:${step}`, pipeline_id: g.id, pipeline: g.variant,
+      phases: rows.map((r) => ({
+        phase: r.phase, slow: r.slow, ...distribution(r.stats),
+        subops: [...r.subops].map(([name, s]) => ({ name, ...distribution(s) })),
+      })),
+    };
+  });
+
+  app.get('/api/profile/histograms', async () => {
+    const graphs = [];
+    for (const g of profiler.allGraphs()) {
+      graphs.push({
+        pipeline_id: g.pipelineId, pipeline: g.variant, ok: g.ok, errors: g.errors,
+        total: hdr.encodeIntoCompressedBase64(g.total.hdr), total_sum_ns: g.total.sumNs,
+        upstream: hdr.encodeIntoCompressedBase64(g.upstream.hdr), upstream_sum_ns: g.upstream.sumNs,
+        steps: g.steps.filter((s) => s.latency.count > 0).map((s) => ({
+          name: s.step, phase: s.phase === 0 ? 'request' : 'response', invocations: s.latency.count, errors: s.latency.errors,
+          sum_ns: s.latency.sumNs, max_ns: s.latency.maxNs, slow: s.slow, hdr: hdr.encodeIntoCompressedBase64(s.latency.hdr),
+        })),
+      });
+    }
+    return { since: new Date(profiler.since).toISOString(), graphs };
+  });
+
+  app.get('/api/profile/flamegraph', async (req, reply) => {
+    const q = req.query as Record<string, string | undefined>;
+    const g = graphOf(q, reply);
+    if (g === null) return reply;
+    const windowMs = parseDurationMs(q.duration ?? '60s');
+    if (!(windowMs > 0)) return send(reply, 'PROXY_ERR_BAD_QUERY', `duration must look like 60s, 500ms, 5m or 1h; got "${q.duration}"`);
+    const folded = foldFrames(profiler.recentFrames(windowMs, g.id, g.variant));
+    if (q.format === 'folded') {
+      reply.header('content-type', 'text/plain; charset=utf-8');
+      return foldedText(folded);
+    }
+    if (q.format !== undefined && q.format !== 'svg') return send(reply, 'PROXY_ERR_BAD_QUERY', `format must be "svg" or "folded"; got "${q.format}"`);
+    const minWidth = q.min_width === undefined ? 0.1 : Number(q.min_width);
+    if (!(minWidth >= 0 && minWidth <= 100)) return send(reply, 'PROXY_ERR_BAD_QUERY', `min_width must be a percentage 0..100; got "${q.min_width}"`);
+    const { renderFlameGraph } = await import('../profiling/flamegraph-svg.ts');
+    reply.header('content-type', 'image/svg+xml');
+    return renderFlameGraph(folded, { title: q.title ?? `Pipeline Proxy — ${g.id}/${g.variant}, last ${q.duration ?? '60s'}`, minWidthPct: minWidth });
+  });
+
+  const own = proxyMetricsRegistry(running.server);
+  app.get('/metrics', async (_req, reply) => {
+    reply.header('content-type', own.contentType);
+    const base = await metricsText(own, running.pipelines.host.registry);
+    return (base.endsWith('\n') ? base : `${base}\n`) + profilingMetricsText(profiler);
+  });
+
+  return app;
+}
+
+export async function startProfilingHttp(running: RunningProxy, profiler: Profiler, opts: ProfilingHttpOptions): Promise<{ app: FastifyInstance; url: string }> {
+  const app = buildProfilingApp(running, profiler, opts);
+  await app.listen({ host: opts.host, port: opts.port });
+  const a = app.server.address();
+  const port = typeof a === 'object' && a !== null ? a.port : opts.port;
+  const host = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
+  return { app, url: `http://${host}:${port}` };
+}

@@ -1,0 +1,10 @@
+// Public surface of the profiling subsystem: the profiler (a StepRecorder), its distributions,
+// per-request frames and the Prometheus exposition.
+export {
+  Profiler, StepStats, GraphStats, MAX_SUBOPS_PER_STEP, SLOW_LINES_PER_SECOND,
+  type ProfilingSettings, type ProfilingLog, type ProfileSnapshot, type StepRow, type CompletedRequest,
+} from './profiler.ts';
+export { LatencyStats, initHistograms, newHdr, HIGHEST_TRACKABLE_US } from './latency-stats.ts';
+export { FrameRing, type RequestFrame, type FrameStep, type FrameSubop } from './frames.ts';
+export { profilingMetricsText } from './prometheus.ts';
+export { foldFrames, foldedText, TOP_REQUEST, TOP_UPSTREAM, TOP_RESPONSE, TOP_PROXY, ACQUIRE } from './folded.ts';

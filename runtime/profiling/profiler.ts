@@ -1,0 +1,315 @@
+// The profiler: the StepRecorder the pipeline times its steps into, and the owner of every
+// distribution the profiling API, /metrics, the flame graph and the slow-step detector read.
+//
+// Per graph (pipeline id × variant): total, upstream and overhead (total − upstream) latency,
+// requests by status. Per (graph, step, phase): latency, invocations, non-fatal errors, slow
+// invocations, and the step's sub-operations. Statistics are kept per variant across reloads (a
+// reload does not reset them; POST /api/profile/reset does).
+//
+// A request's timings are gathered in its RequestTimings and committed here when it ends, so the
+// sampling filters (operations, collections, minimum upstream latency) decide over the whole
+// request; a request that does not match is not recorded at all.
+import { performance } from 'node:perf_hooks';
+import type { GraphKey, RequestTimings, StepRecorder, StepTimer } from '../pipeline/index.ts';
+import { LatencyStats, initHistograms } from './latency-stats.ts';
+import { FrameRing, type RequestFrame } from './frames.ts';
+
+export interface ProfilingSettings {
+  enabled: boolean;
+  slowStepThresholdUs: number;
+  alertOnSlowStep: boolean;
+  perStepThresholds: Readonly<Record<string, number>>;
+  histogramBuckets: readonly number[];
+  filters: { operations: readonly string[] | null; collections: readonly string[] | null; minUpstreamLatencyUs: number };
+  /** Per-request frames kept for the flame graph (a ring; the oldest is overwritten). */
+  frameCapacity: number;
+}
+
+export interface ProfilingLog {
+  warn(msg: string, fields?: Record<string, unknown>): void;
+}
+
+/** Distinct sub-operation names kept per step; more are counted under "other". */
+export const MAX_SUBOPS_PER_STEP = 32;
+/** Slow-step log lines per step per second at most (the counter counts every one). */
+export const SLOW_LINES_PER_SECOND = 1;
+
+export interface StepRow {
+  name: string;
+  phase: 'request' | 'response';
+  avg_latency_us: number;
+  p50_latency_us: number;
+  p95_latency_us: number;
+  p99_latency_us: number;
+  max_latency_us: number;
+  invocations: number;
+  errors: number;
+}
+
+export interface ProfileSnapshot {
+  total_requests: number;
+  avg_total_latency_us: number;
+  avg_upstream_latency_us: number;
+  avg_pipeline_overhead_us: number;
+  steps: StepRow[];
+}
+
+/** What the connection knows when a request ends. */
+export interface CompletedRequest {
+  pipelineId: string;
+  variant: string;
+  op: string;
+  collection: string;
+  /** From reading the request off the socket to its reply being written, ns. */
+  totalNs: number;
+  /** Waiting for a pooled connection, ns (0 when the request did not go upstream). */
+  acquireNs: number;
+  /** Upstream round trip (write to reply), ns. */
+  upstreamNs: number;
+  /** The reply was ok (ok: 1). */
+  ok: boolean;
+  timings: RequestTimings;
+}
+
+export class StepStats implements StepTimer {
+  readonly step: string;
+  readonly phase: 0 | 1;
+  readonly graph: GraphStats;
+  readonly latency: LatencyStats;
+  slow = 0;
+  thresholdNs: number;
+  readonly subops = new Map<string, LatencyStats>();
+  private readonly profiler: Profiler;
+  private logWindow = 0;
+  private logged = 0;
+  private suppressed = 0;
+
+  constructor(profiler: Profiler, graph: GraphStats, step: string, phase: 0 | 1) {
+    this.profiler = profiler;
+    this.graph = graph;
+    this.step = step;
+    this.phase = phase;
+    this.latency = new LatencyStats(profiler.settings.histogramBuckets);
+    this.thresholdNs = profiler.thresholdUs(step) * 1000;
+  }
+
+  record(durationNs: number, error: boolean): void {
+    this.latency.record(durationNs, error);
+    if (durationNs > this.thresholdNs) this.slowInvocation(durationNs);
+  }
+
+  subop(name: string, durationNs: number): void {
+    let s = this.subops.get(name);
+    if (s === undefined) {
+      const key = this.subops.size < MAX_SUBOPS_PER_STEP ? name : 'other';
+      s = this.subops.get(key);
+      if (s === undefined) {
+        s = new LatencyStats(this.profiler.settings.histogramBuckets);
+        this.subops.set(key, s);
+      }
+    }
+    s.record(durationNs, false);
+  }
+
+  private slowInvocation(ns: number): void {
+    this.slow++;
+    const p = this.profiler;
+    if (!p.settings.alertOnSlowStep) return;
+    const now = performance.now();
+    if (now - this.logWindow >= 1000) {
+      this.logWindow = now;
+      this.logged = 0;
+    }
+    if (this.logged >= SLOW_LINES_PER_SECOND) {
+      this.suppressed++;
+      return;
+    }
+    this.logged++;
+    const fields: Record<string, unknown> = {
+      step: this.step, phase: this.phase === 0 ? 'request' : 'response',
+      latency_us: Math.round(ns / 1000), threshold_us: Math.round(this.thresholdNs / 1000),
+    };
+    if (this.suppressed > 0) {
+      fields.suppressed = this.suppressed;
+      this.suppressed = 0;
+    }
+    p.log.warn('slow step detected', fields);
+  }
+
+  reset(): void {
+    this.latency.reset();
+    this.slow = 0;
+    for (const s of this.subops.values()) s.reset();
+  }
+}
+
+export class GraphStats {
+  readonly pipelineId: string;
+  readonly variant: string;
+  readonly total: LatencyStats;
+  readonly upstream: LatencyStats;
+  readonly overhead: LatencyStats;
+  readonly acquire: LatencyStats;
+  ok = 0;
+  errors = 0;
+  /** Its steps in bind order (request phase rows before response rows of the same step). */
+  readonly steps: StepStats[] = [];
+
+  constructor(pipelineId: string, variant: string, buckets: readonly number[]) {
+    this.pipelineId = pipelineId;
+    this.variant = variant;
+    this.total = new LatencyStats(buckets);
+    this.upstream = new LatencyStats(buckets);
+    this.overhead = new LatencyStats(buckets);
+    this.acquire = new LatencyStats(buckets);
+  }
+
+  reset(): void {
+    this.total.reset();
+    this.upstream.reset();
+    this.overhead.reset();
+    this.acquire.reset();
+    this.ok = 0;
+    this.errors = 0;
+    for (const s of this.steps) s.reset();
+  }
+}
+
+export class Profiler implements StepRecorder {
+  settings: ProfilingSettings;
+  readonly log: ProfilingLog;
+  current: RequestTimings | null = null;
+  readonly frames: FrameRing;
+  private readonly graphs = new Map<string, GraphStats>();
+  private readonly stepStats = new Map<string, StepStats>();
+  private operations: ReadonlySet<string> | null;
+  private collections: ReadonlySet<string> | null;
+  /** When the statistics were last reset (ms since the epoch). */
+  since = Date.now();
+
+  private constructor(settings: ProfilingSettings, log: ProfilingLog) {
+    this.settings = settings;
+    this.log = log;
+    this.frames = new FrameRing(settings.frameCapacity);
+    this.operations = settings.filters.operations === null ? null : new Set(settings.filters.operations);
+    this.collections = settings.filters.collections === null ? null : new Set(settings.filters.collections);
+  }
+
+  /** Builds a profiler (initialises hdr-histogram-js's WebAssembly once per process). */
+  static async create(settings: ProfilingSettings, log: ProfilingLog): Promise<Profiler> {
+    await initHistograms();
+    return new Profiler(settings, log);
+  }
+
+  get enabled(): boolean {
+    return this.settings.enabled;
+  }
+
+  /** New settings (a reload). Thresholds apply at once; buckets only to distributions created later. */
+  configure(settings: ProfilingSettings): void {
+    this.settings = settings;
+    this.operations = settings.filters.operations === null ? null : new Set(settings.filters.operations);
+    this.collections = settings.filters.collections === null ? null : new Set(settings.filters.collections);
+    for (const s of this.stepStats.values()) s.thresholdNs = this.thresholdUs(s.step) * 1000;
+  }
+
+  thresholdUs(step: string): number {
+    const t = this.settings.perStepThresholds;
+    return t[step] ?? t[step.startsWith('wasm:') ? step.slice(5) : `wasm:${step}`] ?? this.settings.slowStepThresholdUs;
+  }
+
+  graph(pipelineId: string, variant: string): GraphStats {
+    const key = `${pipelineId}\0${variant}`;
+    let g = this.graphs.get(key);
+    if (g === undefined) {
+      g = new GraphStats(pipelineId, variant, this.settings.histogramBuckets);
+      this.graphs.set(key, g);
+    }
+    return g;
+  }
+
+  /** The graphs recorded so far. */
+  allGraphs(): IterableIterator<GraphStats> {
+    return this.graphs.values();
+  }
+
+  bind(key: GraphKey, step: string, phase: 0 | 1): StepTimer {
+    const id = `${key.pipelineId}\0${key.variant}\0${step}\0${phase}`;
+    let s = this.stepStats.get(id);
+    if (s === undefined) {
+      const g = this.graph(key.pipelineId, key.variant);
+      s = new StepStats(this, g, step, phase);
+      this.stepStats.set(id, s);
+      g.steps.push(s);
+    }
+    return s;
+  }
+
+  /** Records a finished request if it matches the sampling filters. Returns whether it was sampled. */
+  commit(r: CompletedRequest): boolean {
+    if (this.operations !== null && !this.operations.has(r.op)) return false;
+    if (this.collections !== null && !this.collections.has(r.collection)) return false;
+    if (r.upstreamNs < this.settings.filters.minUpstreamLatencyUs * 1000) return false;
+    const g = this.graph(r.pipelineId, r.variant);
+    if (r.ok) g.ok++;
+    else g.errors++;
+    g.total.record(r.totalNs, !r.ok);
+    g.upstream.record(r.upstreamNs, false);
+    g.overhead.record(Math.max(0, r.totalNs - r.upstreamNs), false);
+    if (r.acquireNs > 0) g.acquire.record(r.acquireNs, false);
+    const t = r.timings;
+    for (let i = 0; i < t.count; i++) t.timers[i].record(t.ns[i], t.errors[i]);
+    for (let j = 0; j < t.subCount; j++) {
+      const owner = t.timers[t.subOf[j]];
+      if (owner !== undefined) owner.subop(t.subNames[j], t.subNs[j]);
+    }
+    this.frames.push(r);
+    return true;
+  }
+
+  /** SPEC §2.1 for one graph. */
+  snapshot(pipelineId: string, variant: string): ProfileSnapshot {
+    const g = this.graphs.get(`${pipelineId}\0${variant}`);
+    if (g === undefined) {
+      return { total_requests: 0, avg_total_latency_us: 0, avg_upstream_latency_us: 0, avg_pipeline_overhead_us: 0, steps: [] };
+    }
+    const rows = g.steps.filter((s) => s.latency.count > 0).map((s): StepRow => ({
+      name: s.step,
+      phase: s.phase === 0 ? 'request' : 'response',
+      avg_latency_us: s.latency.avgUs(),
+      p50_latency_us: s.latency.percentileUs(50),
+      p95_latency_us: s.latency.percentileUs(95),
+      p99_latency_us: s.latency.percentileUs(99),
+      max_latency_us: s.latency.maxUs(),
+      invocations: s.latency.count,
+      errors: s.latency.errors,
+    }));
+    rows.sort((a, b) => (a.phase === b.phase ? 0 : a.phase === 'request' ? -1 : 1));
+    return {
+      total_requests: g.total.count,
+      avg_total_latency_us: g.total.avgUs(),
+      avg_upstream_latency_us: g.upstream.avgUs(),
+      avg_pipeline_overhead_us: g.overhead.avgUs(),
+      steps: rows,
+    };
+  }
+
+  /** Step detail (sub-operations included) for `proxy profile --step`. */
+  stepDetail(pipelineId: string, variant: string, step: string): Array<{ phase: string; stats: LatencyStats; subops: Map<string, LatencyStats>; slow: number }> {
+    const g = this.graphs.get(`${pipelineId}\0${variant}`);
+    if (g === undefined) return [];
+    const want = step.startsWith('wasm:') ? step : `wasm:${step}`;
+    return g.steps.filter((s) => s.step === want).map((s) => ({ phase: s.phase === 0 ? 'request' : 'response', stats: s.latency, subops: s.subops, slow: s.slow }));
+  }
+
+  /** Frames of requests that ended in the last `windowMs`, oldest first. */
+  recentFrames(windowMs: number, pipelineId: string | null = null, variant: string | null = null): RequestFrame[] {
+    return this.frames.since(Date.now() - windowMs, pipelineId, variant);
+  }
+
+  reset(): void {
+    for (const g of this.graphs.values()) g.reset();
+    this.frames.clear();
+    this.since = Date.now();
+  }
+}

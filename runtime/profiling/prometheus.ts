@@ -1,0 +1,49 @@
+// Prometheus text for the profiler's distributions, built at scrape time from plain numbers (no
+// prom-client call on the request path). Names and labels as SPEC §2.5; every series also carries
+// the graph it comes from: pipeline_id and pipeline (baseline/candidate).
+//   proxy_step_latency_us{pipeline_id,pipeline,step,phase,le}  histogram, buckets in µs
+//   proxy_step_slow_total{pipeline_id,pipeline,step,phase}     counter
+//   proxy_requests_total{pipeline_id,pipeline,status}          counter, status ok|error
+//   proxy_request_duration_seconds{pipeline_id,pipeline,quantile} summary (0.5, 0.95, 0.99)
+import type { Profiler } from './profiler.ts';
+import type { LatencyStats } from './latency-stats.ts';
+
+function esc(v: string): string {
+  return v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
+}
+
+function histogram(out: string[], name: string, labels: string, s: LatencyStats): void {
+  let cumulative = 0;
+  for (let i = 0; i < s.bounds.length; i++) {
+    cumulative += s.counts[i];
+    out.push(`${name}_bucket{${labels},le="${s.bounds[i]}"} ${cumulative}`);
+  }
+  out.push(`${name}_bucket{${labels},le="+Inf"} ${s.count}`);
+  out.push(`${name}_sum{${labels}} ${s.sumNs / 1000}`);
+  out.push(`${name}_count{${labels}} ${s.count}`);
+}
+
+export function profilingMetricsText(p: Profiler): string {
+  const lat: string[] = ['# HELP proxy_step_latency_us Latency of one pipeline step invocation, microseconds', '# TYPE proxy_step_latency_us histogram'];
+  const slow: string[] = ['# HELP proxy_step_slow_total Step invocations slower than their threshold (profiling.slow_step_threshold_us or per_step_thresholds)', '# TYPE proxy_step_slow_total counter'];
+  const req: string[] = ['# HELP proxy_requests_total Requests that ran through a pipeline graph, by graph and status', '# TYPE proxy_requests_total counter'];
+  const dur: string[] = ['# HELP proxy_request_duration_seconds End-to-end request latency through the proxy, seconds', '# TYPE proxy_request_duration_seconds summary'];
+  for (const g of p.allGraphs()) {
+    const gl = `pipeline_id="${esc(g.pipelineId)}",pipeline="${esc(g.variant)}"`;
+    for (const s of g.steps) {
+      if (s.latency.count === 0 && s.slow === 0) continue;
+      const sl = `${gl},step="${esc(s.step)}",phase="${s.phase === 0 ? 'request' : 'response'}"`;
+      histogram(lat, 'proxy_step_latency_us', sl, s.latency);
+      slow.push(`proxy_step_slow_total{${sl}} ${s.slow}`);
+    }
+    req.push(`proxy_requests_total{${gl},status="ok"} ${g.ok}`);
+    req.push(`proxy_requests_total{${gl},status="error"} ${g.errors}`);
+    for (const q of [0.5, 0.95, 0.99]) {
+      const v = g.total.count === 0 ? 0 : g.total.hdr.getValueAtPercentile(q * 100) / 1e6;
+      dur.push(`proxy_request_duration_seconds{${gl},quantile="${q}"} ${v}`);
+    }
+    dur.push(`proxy_request_duration_seconds_sum{${gl}} ${g.total.sumNs / 1e9}`);
+    dur.push(`proxy_request_duration_seconds_count{${gl}} ${g.total.count}`);
+  }
+  return [...lat, ...slow, ...req, ...dur].join('\n') + '\n';
+}
