@@ -1,0 +1,178 @@
+// Profiling in a running proxy, through the real driver: the SPEC §2.1 snapshot's shape, step
+// percentiles against latencies injected by a step that busy-waits a known time, the slow-step
+// counter and log line, sampling filters, reset, disabled → 404, not configured → refused,
+// per-request profiles, /metrics (promtool when installed), and reload switching profiling on/off.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MongoClient } from 'mongodb';
+import { parseConfig } from '../../runtime/config/index.ts';
+import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
+import { Logger } from '../../runtime/log/index.ts';
+import { fixture } from '../wasm/fixtures.ts';
+
+const running: RunningProxy[] = [];
+const clients: MongoClient[] = [];
+after(async () => {
+  for (const c of clients) await c.close(true).catch(() => {});
+  for (const p of running) await p.close().catch(() => {});
+});
+
+async function start(profiling: Record<string, unknown> | undefined, extra: Record<string, unknown> = {}) {
+  const lines: Array<Record<string, unknown>> = [];
+  const log = new Logger('test', 'warn', 'json', {
+    write: (l: string) => { for (const s of l.split('\n')) if (s.trim() !== '') lines.push(JSON.parse(s)); },
+  });
+  const spin = await fixture('spin');
+  const raw: Record<string, unknown> = {
+    listen: '127.0.0.1:0', log: { level: 'warn' },
+    pipeline: { request: ['spin', 'filter'], response: ['logging'] },
+    steps: { spin: { module: spin, config: {} }, filter: { config: { rules: [{ name: 'no-drop', action: 'deny', ops: ['drop'] }], default: 'allow' } }, logging: { config: { sample_rate: 0 } } },
+    ...extra,
+  };
+  if (profiling !== undefined) raw.profiling = { port: 0, ...profiling };
+  const proxy = await startProxy(parseConfig(raw, null), { log });
+  running.push(proxy);
+  const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 5000 });
+  clients.push(client);
+  return { proxy, client, lines };
+}
+
+const get = async (url: string) => {
+  const r = await fetch(url);
+  return { status: r.status, type: r.headers.get('content-type') ?? '', body: r.headers.get('content-type')?.includes('json') ? await r.json() : await r.text() };
+};
+
+test('GET /api/profile: SPEC §2.1 fields, integer µs, one row per (step, phase); percentiles match injected latencies', { timeout: 60_000 }, async () => {
+  const { proxy, client } = await start({ enabled: true, slow_step_threshold_us: 1_000_000 });
+  const db = client.db('prof');
+  // 90 requests spinning 200 µs, 10 spinning 5,000 µs: p50 ≈ 200, p95/p99 ≈ 5,000.
+  for (let i = 0; i < 90; i++) await db.collection('us_200').findOne({});
+  for (let i = 0; i < 10; i++) await db.collection('us_5000').findOne({});
+  const { status, type, body } = await get(`${proxy.profilingUrl}/api/profile`);
+  assert.equal(status, 200);
+  assert.match(type, /application\/json/);
+  assert.deepEqual(Object.keys(body).sort(), ['avg_pipeline_overhead_us', 'avg_total_latency_us', 'avg_upstream_latency_us', 'steps', 'total_requests']);
+  assert.equal(body.total_requests, 100);
+  for (const k of ['avg_total_latency_us', 'avg_upstream_latency_us', 'avg_pipeline_overhead_us']) assert.ok(Number.isInteger(body[k]), k);
+  assert.ok(body.avg_total_latency_us >= body.avg_upstream_latency_us);
+  assert.equal(body.avg_pipeline_overhead_us, body.avg_total_latency_us - body.avg_upstream_latency_us, 'overhead = total − upstream (±1 rounding)');
+  const rows = body.steps as Array<Record<string, unknown>>;
+  assert.deepEqual(rows.map((r) => `${r.name}/${r.phase}`), ['wasm:spin/request', 'wasm:filter/request', 'wasm:logging/response']);
+  for (const r of rows) {
+    assert.deepEqual(Object.keys(r).sort(), ['avg_latency_us', 'errors', 'invocations', 'max_latency_us', 'name', 'p50_latency_us', 'p95_latency_us', 'p99_latency_us', 'phase']);
+    for (const [k, v] of Object.entries(r)) if (k !== 'name' && k !== 'phase') assert.ok(Number.isInteger(v), `${k} is an integer`);
+    assert.equal(r.invocations, 100);
+  }
+  const spin = rows[0] as Record<string, number>;
+  // A busy-wait is at least its time and, on a loaded machine, rarely much more.
+  assert.ok(spin.p50_latency_us >= 200 && spin.p50_latency_us < 1500, `p50 ${spin.p50_latency_us}`);
+  assert.ok(spin.p99_latency_us >= 5000 && spin.p99_latency_us < 12000, `p99 ${spin.p99_latency_us}`);
+  assert.ok(spin.max_latency_us >= 5000);
+  assert.ok(spin.avg_latency_us >= (90 * 200 + 10 * 5000) / 100);
+});
+
+test('slow steps: counter per step and phase, a "slow step detected" line (logger proxy::profiling) rate-limited per step', { timeout: 60_000 }, async () => {
+  const { proxy, client, lines } = await start({ enabled: true, slow_step_threshold_us: 1_000_000, per_step_thresholds: { 'wasm:spin': 1000 } });
+  const db = client.db('prof');
+  for (let i = 0; i < 20; i++) await db.collection('us_3000').findOne({});
+  await db.collection('us_10').findOne({});
+  const metrics = (await get(`${proxy.profilingUrl}/metrics`)).body as string;
+  assert.match(metrics, /proxy_step_slow_total\{pipeline_id="default",pipeline="baseline",step="wasm:spin",phase="request"\} 20\n/);
+  assert.match(metrics, /proxy_step_slow_total\{pipeline_id="default",pipeline="baseline",step="wasm:filter",phase="request"\} 0\n/);
+  const slow = lines.filter((l) => l.msg === 'slow step detected');
+  assert.ok(slow.length >= 1 && slow.length < 20, `rate-limited: ${slow.length} lines for 20 slow invocations`);
+  const l = slow[0];
+  assert.equal(l.level, 'warn');
+  assert.equal(l.logger, 'proxy::profiling');
+  assert.match(String(l.time), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/, 'ISO 8601 UTC timestamp');
+  assert.equal(l.step, 'wasm:spin');
+  assert.equal(l.phase, 'request');
+  assert.equal(l.threshold_us, 1000);
+  assert.ok(Number(l.latency_us) >= 3000);
+});
+
+test('filters sample only matching requests; reset clears; the per-request profile reaches profiling clients only', { timeout: 60_000 }, async () => {
+  const { proxy, client } = await start({ enabled: true, filters: { operations: ['find'], collections: ['sampled'] } });
+  const db = client.db('prof');
+  await db.collection('sampled').insertOne({ a: 1 });
+  await db.collection('sampled').findOne({});
+  await db.collection('other').findOne({});
+  let snap = (await get(`${proxy.profilingUrl}/api/profile`)).body;
+  assert.equal(snap.total_requests, 1, 'only the find on "sampled"');
+
+  const r = await fetch(`${proxy.profilingUrl}/api/profile/reset`, { method: 'POST' });
+  assert.equal(r.status, 200);
+  snap = (await get(`${proxy.profilingUrl}/api/profile`)).body;
+  assert.equal(snap.total_requests, 0);
+  assert.deepEqual(snap.steps, []);
+
+  const plain = await db.command({ find: 'sampled', filter: {} });
+  assert.equal(plain.proxy_profile, undefined, 'other clients get the upstream reply unchanged');
+  const pc = new MongoClient(proxy.uri, { appName: 'reporting?proxy_profile=true' });
+  clients.push(pc);
+  const profiled = await pc.db('prof').command({ find: 'sampled', filter: {} });
+  assert.equal(profiled.ok, 1);
+  assert.equal(profiled.cursor.firstBatch.length, 1);
+  const p = profiled.proxy_profile;
+  assert.ok(Number.isInteger(p.total_us) && Number.isInteger(p.upstream_us));
+  assert.ok(p.total_us >= p.upstream_us);
+  assert.deepEqual(p.steps.map((s: { name: string; phase: string }) => `${s.name}/${s.phase}`), ['wasm:spin/request', 'wasm:filter/request', 'wasm:logging/response']);
+  for (const s of p.steps) assert.ok(Number.isInteger(s.us));
+});
+
+test('disabled → /api/profile 404 (metrics still served); not configured → connection refused; reload turns profiling on', { timeout: 60_000 }, async () => {
+  const { proxy, client } = await start({ enabled: false });
+  await client.db('prof').collection('x').findOne({});
+  const off = await get(`${proxy.profilingUrl}/api/profile`);
+  assert.equal(off.status, 404);
+  assert.equal(off.body.error.code, 'PROXY_ERR_PROFILING_DISABLED');
+  assert.equal((await get(`${proxy.profilingUrl}/metrics`)).status, 200);
+  assert.equal(proxy.pipelines.get().timed, false, 'disabled: graphs run the untimed loop');
+
+  await proxy.reload(parseConfig({ ...proxy.config, profiling: { ...proxy.config.profiling, enabled: true } }, null));
+  assert.equal(proxy.pipelines.get().timed, true);
+  await client.db('prof').collection('x').findOne({});
+  const on = await get(`${proxy.profilingUrl}/api/profile`);
+  assert.equal(on.status, 200);
+  assert.equal(on.body.total_requests, 1);
+
+  const bad = await get(`${proxy.profilingUrl}/api/profile?pipeline=green`);
+  assert.equal(bad.status, 400);
+  assert.equal(bad.body.error.code, 'PROXY_ERR_BAD_QUERY');
+
+  const none = await start(undefined);
+  assert.equal(none.proxy.profilingUrl, null);
+  await assert.rejects(fetch('http://127.0.0.1:9091/api/profile'), 'nothing listens on the default port when profiling is not configured');
+});
+
+test('a token protects the endpoint; /metrics passes promtool (only the SPEC names\' unit lint)', { timeout: 60_000 }, async () => {
+  const token = 'profiling-token-0123456789';
+  const { proxy, client } = await start({ enabled: true, token });
+  await client.db('prof').collection('us_10').findOne({});
+  assert.equal((await fetch(`${proxy.profilingUrl}/api/profile`)).status, 401);
+  const r = await fetch(`${proxy.profilingUrl}/metrics`, { headers: { authorization: `Bearer ${token}` } });
+  assert.equal(r.status, 200);
+  const text = await r.text();
+  assert.match(text, /proxy_step_latency_us_bucket\{pipeline_id="default",pipeline="baseline",step="wasm:spin",phase="request",le="\+Inf"\} 1\n/);
+  assert.match(text, /proxy_requests_total\{pipeline_id="default",pipeline="baseline",status="ok"\} 1\n/);
+  assert.match(text, /proxy_request_duration_seconds\{pipeline_id="default",pipeline="baseline",quantile="0.99"\} /);
+  const promtool = ['/usr/bin/promtool', '/bin/promtool'].find((p) => existsSync(p));
+  if (promtool === undefined) {
+    assert.ok(!process.env.CI, 'promtool must be installed in CI (.ci/run installs Debian prometheus)');
+    return;
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'promtool-'));
+  try {
+    writeFileSync(join(dir, 'metrics.txt'), text);
+    const out = spawnSync(promtool, ['check', 'metrics'], { input: text, encoding: 'utf8' });
+    const findings = `${out.stdout}${out.stderr}`.split('\n').filter((l) => l.trim() !== '');
+    const unexpected = findings.filter((l) => !/proxy_step_latency_us.*(abbreviated|units)|proxy_step_latency_us.*non-base/i.test(l));
+    assert.deepEqual(unexpected, [], `promtool findings: ${findings.join(' | ')}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
