@@ -8,6 +8,7 @@ import { BenchConnection, RunTally } from './bench-connection.ts';
 import { BenchError } from './errors.ts';
 import { FIND_COLLECTION, SEED_DOCS, dropFrame, helloFrame, opFrames, seedFrame } from './frames.ts';
 import { parseConnections, parseOp, parseTarget, type BenchOp } from './options.ts';
+import { overheadBetween, overheadNote, readTotals, type OverheadReading } from './overhead.ts';
 
 export interface BenchProgress {
   readonly elapsedMs: number;
@@ -28,6 +29,9 @@ export interface BenchOptions {
   onProgress?: (p: BenchProgress) => void;
   /** Per-connection connect timeout (default 5000 ms). */
   connectTimeoutMs?: number;
+  /** The target proxy's profiling endpoint, for the pipeline overhead (null: not asked). */
+  profilingUrl?: string | null;
+  profilingToken?: string | null;
 }
 
 export interface LatencySummary {
@@ -50,12 +54,13 @@ export interface BenchResult {
   readonly throughput: number;
   /** Microseconds. */
   readonly latencyUs: LatencySummary;
-  /** Pipeline overhead needs the proxy's profiling endpoint (profiling issue); null until then. */
-  readonly overhead: null;
+  /** The proxy's mean own time per request over the run, from its profiling endpoint; null when it could not be read. */
+  readonly overhead: OverheadReading | null;
+  /** The overhead in words, or why it is not available. */
   readonly overheadNote: string;
 }
 
-export const OVERHEAD_NOTE = 'n/a (profiling disabled)';
+export const OVERHEAD_NOTE = 'n/a (no profiling endpoint given)';
 
 export async function runBench(opts: BenchOptions): Promise<BenchResult> {
   const { host, port } = parseTarget(opts.target);
@@ -96,12 +101,18 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         });
       }, 1000);
     }
+    const url = opts.profilingUrl ?? null;
+    const token = opts.profilingToken ?? null;
+    const before = url === null ? OVERHEAD_NOTE : await readTotals(url, token);
     try {
       await Promise.all(conns.map((c, i) => c.loop(frames[i], tally, deadline)));
     } finally {
       if (timer !== null) clearInterval(timer);
     }
     const elapsedMs = performance.now() - start;
+    const afterTotals = url === null || typeof before === 'string' ? before : await readTotals(url, token);
+    const overhead = typeof before === 'string' || typeof afterTotals === 'string' ? (typeof before === 'string' ? before : afterTotals as string)
+      : overheadBetween(before, afterTotals, url!);
     const result: BenchResult = {
       target: opts.target, op, connections, elapsedMs: Math.round(elapsedMs),
       requests: tally.requests, errors: tally.errors,
@@ -113,8 +124,8 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         max: histogram.maxValue,
         mean: Math.round(histogram.mean),
       },
-      overhead: null,
-      overheadNote: OVERHEAD_NOTE,
+      overhead: typeof overhead === 'string' ? null : overhead,
+      overheadNote: typeof overhead === 'string' ? overhead : overheadNote(overhead),
     };
     histogram.destroy();
     return result;

@@ -2,7 +2,7 @@
 // with the reason; a target that cannot be reached or misbehaves exits 1.
 import type { CAC } from 'cac';
 import {
-  BENCH_OPS, BenchError, formatProgress, formatResult, parseConnections, parseDuration, parseOp, parseTarget, runBench,
+  BENCH_OPS, BenchError, DEFAULT_PROFILING_URL, formatProgress, formatResult, parseConnections, parseDuration, parseOp, parseTarget, runBench,
   type BenchOp, type BenchProgress,
 } from '../bench/index.ts';
 
@@ -12,6 +12,8 @@ interface BenchCliOptions {
   target: unknown;
   op: unknown;
   json?: boolean;
+  profilingUrl?: string;
+  profilingToken?: string;
 }
 
 export function registerBench(cli: CAC): void {
@@ -21,6 +23,8 @@ export function registerBench(cli: CAC): void {
     .option('--target <uri>', 'mongodb://host:port of the proxy or server under test', { default: 'mongodb://127.0.0.1:27018' })
     .option('--op <op>', `operation: ${BENCH_OPS.join(' | ')}`, { default: 'find' })
     .option('--json', 'print the result as JSON on stdout')
+    .option('--profiling-url <url>', `the target proxy's profiling endpoint, for the pipeline overhead (default $PROXY_PROFILE_URL, else ${DEFAULT_PROFILING_URL}; "none" skips it)`)
+    .option('--profiling-token <token>', 'bearer token of the profiling endpoint (default $PROXY_PROFILE_TOKEN)')
     .action(benchCommand);
 }
 
@@ -44,7 +48,11 @@ async function benchCommand(opts: BenchCliOptions): Promise<void> {
     ? (p: BenchProgress) => process.stderr.write(`\r\x1b[2K${formatProgress(p)}`)
     : (p: BenchProgress) => process.stderr.write(`${formatProgress(p)}\n`);
   try {
-    const result = await runBench({ target, connections, durationMs, op, onProgress });
+    const url = opts.profilingUrl ?? process.env.PROXY_PROFILE_URL ?? DEFAULT_PROFILING_URL;
+    const result = await runBench({
+      target, connections, durationMs, op, onProgress,
+      profilingUrl: url === 'none' ? null : url.replace(/\/+$/, ''), profilingToken: opts.profilingToken ?? process.env.PROXY_PROFILE_TOKEN ?? null,
+    });
     if (tty) process.stderr.write('\r\x1b[2K');
     process.stdout.write(opts.json === true ? `${JSON.stringify(result, null, 2)}\n` : formatResult(result));
   } catch (err) {

@@ -33,7 +33,8 @@ describe('runBench through the proxy', () => {
     const l = r.latencyUs;
     assert.ok(l.p50 > 0 && l.p50 <= l.p90 && l.p90 <= l.p99 && l.p99 <= l.max, JSON.stringify(l));
     assert.ok(r.throughput > 0);
-    assert.equal(r.overheadNote, 'n/a (profiling disabled)');
+    assert.equal(r.overheadNote, 'n/a (no profiling endpoint given)');
+    assert.equal(r.overhead, null);
     assert.ok(progress.length >= 1, 'a progress report each second');
   });
 
@@ -92,5 +93,27 @@ describe('bench options', () => {
     const r = spawnSync(process.execPath, ['bin/proxy.mjs', 'bench', '--connections', 'many', '--duration', '1s'], { encoding: 'utf8', timeout: 30_000 });
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /--connections "many" is not a whole number/);
+  });
+});
+
+describe('proxy bench pipeline overhead', () => {
+  it('reads the overhead of the run from the proxy\'s profiling endpoint (total − upstream), or says why not', async () => {
+    const devdb = new DevDbServer();
+    const { uri } = await devdb.listen();
+    const p = await startProxy(parseConfig({ listen: '127.0.0.1:0', upstream: { uri }, log: { level: 'error' }, profiling: { enabled: true, port: 0 } }, null));
+    try {
+      const r = await runBench({ target: p.uri, connections: 2, durationMs: 500, op: 'find', profilingUrl: p.profilingUrl });
+      assert.ok(r.overhead !== null, r.overheadNote);
+      assert.ok(r.overhead.requests >= r.requests, `sampled ${r.overhead.requests} of ${r.requests} (plus the seeding)`);
+      assert.equal(r.overhead.avgOverheadUs, r.overhead.avgTotalUs - r.overhead.avgUpstreamUs);
+      assert.ok(r.overhead.avgTotalUs > 0);
+      assert.match(r.overheadNote, /^\d+ µs per request \(total \d+ µs − upstream \d+ µs; \d+ requests sampled at http:/);
+      const none = await runBench({ target: p.uri, connections: 1, durationMs: 100, op: 'ping', profilingUrl: 'http://127.0.0.1:1' });
+      assert.equal(none.overhead, null);
+      assert.match(none.overheadNote, /^n\/a \(profiling endpoint not reachable at http:\/\/127\.0\.0\.1:1\)$/);
+    } finally {
+      await p.close();
+      await devdb.close();
+    }
   });
 });
