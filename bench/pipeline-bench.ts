@@ -25,8 +25,8 @@ import { arg, CLK_TCK, cpuMicros, freePort, median, runRounds, startChild, stopC
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const CONNECTION_COUNTS = [1, 16] as const;
-type TargetName = 'empty' | 'idle16' | 'eight' | 'eight-hit' | 'eight-nosink';
-const ALL_TARGETS: readonly TargetName[] = ['empty', 'idle16', 'eight', 'eight-hit', 'eight-nosink'];
+type TargetName = 'empty' | 'idle16' | 'eight' | 'eight-hit' | 'eight-nosink' | 'eight-prof';
+const ALL_TARGETS: readonly TargetName[] = ['empty', 'idle16', 'eight', 'eight-hit', 'eight-nosink', 'eight-prof'];
 const IDLE_STEPS = 16;
 
 const durationText = arg('--duration', '3s');
@@ -86,6 +86,9 @@ async function main(): Promise<void> {
     eight: eightPipeline(devUri, 1),
     'eight-hit': eightPipeline(devUri, 60_000),
     'eight-nosink': eightPipeline(devUri, 1),
+    // Profiling on (every step timed, histograms per request, frames ring, slow-step detection at
+    // the default threshold); its endpoint on a free port.
+    'eight-prof': { ...eightPipeline(devUri, 1), profiling: { enabled: true, port: await freePort() } },
   };
   const where = new Map<TargetName, { uri: string; pid: number; logFile: string }>();
   for (const t of TARGETS) {
@@ -145,6 +148,7 @@ async function main(): Promise<void> {
     empty: 'empty pipeline', idle16: '16 idle steps (`continue`)',
     eight: 'eight built-ins (cache misses)', 'eight-hit': 'eight built-ins (cache hits)',
     'eight-nosink': 'eight built-ins (cache misses, log sink off)',
+    'eight-prof': 'eight built-ins (cache misses), profiling on',
   };
 
   const L: string[] = [];
@@ -180,6 +184,13 @@ async function main(): Promise<void> {
     L.push(`- Eight-step pipeline throughput ≥ 0.85× empty (16 connections, cache misses): ${Math.round(x16.tp)} / ${Math.round(e16.tp)} req/s = ${ratio.toFixed(2)}× — **${ratio >= 0.85 ? 'PASS' : 'FAIL'}**` +
       (h16 ? `; with cache hits ${(h16.tp / e16.tp).toFixed(2)}× (a hit skips the upstream, so this one flatters the pipeline)` : '') +
       (row('eight', 1) && e1 ? `; at 1 connection ${(row('eight', 1)!.tp / e1.tp).toFixed(2)}×` : ''));
+  }
+  for (const c of CONNECTION_COUNTS) {
+    const off = row('eight', c), on = row('eight-prof', c);
+    if (off && on) {
+      const ratio = on.tp / off.tp;
+      L.push(`- Profiling costs ≤ 3% (eight built-ins, profiling on vs off, ${c} connection${c === 1 ? '' : 's'}): ${Math.round(on.tp)} / ${Math.round(off.tp)} req/s = ${ratio.toFixed(3)}×, proxy CPU ${on.cpu.toFixed(1)} vs ${off.cpu.toFixed(1)} µs/request — **${ratio >= 0.97 ? 'PASS' : 'FAIL'}**`);
+    }
   }
   L.push('', '`bench/idle-step.ts` output (same run):', '', '```', micro, '```', '');
   const section = L.join('\n');

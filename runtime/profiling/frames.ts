@@ -12,6 +12,8 @@ export interface FrameStep {
   phase: 0 | 1;
   ns: number;
   subops: FrameSubop[];
+  /** Entries of `subops` in use (the ring reuses the array and its objects). */
+  subCount: number;
 }
 
 export interface RequestFrame {
@@ -70,17 +72,25 @@ export class FrameRing {
     for (let i = 0; i < t.count; i++) {
       let s = steps[i];
       if (s === undefined) {
-        s = { name: '', phase: 0, ns: 0, subops: [] };
+        s = { name: '', phase: 0, ns: 0, subops: [], subCount: 0 };
         steps[i] = s;
       }
       s.name = t.timers[i].step;
       s.phase = t.timers[i].phase;
       s.ns = t.ns[i];
-      s.subops.length = 0;
+      s.subCount = 0;
     }
     for (let j = 0; j < t.subCount; j++) {
       const s = steps[t.subOf[j]];
-      if (s !== undefined) s.subops.push({ name: t.subNames[j], ns: t.subNs[j] });
+      if (s === undefined) continue;
+      const k = s.subCount++;
+      let o = s.subops[k];
+      if (o === undefined) {
+        o = { name: '', ns: 0 };
+        s.subops[k] = o;
+      }
+      o.name = t.subNames[j];
+      o.ns = t.subNs[j];
     }
   }
 
@@ -94,7 +104,7 @@ export class FrameRing {
       if (f.at < fromMs) continue;
       if (pipelineId !== null && f.pipelineId !== pipelineId) continue;
       if (variant !== null && f.variant !== variant) continue;
-      out.push({ ...f, steps: f.steps.map((s) => ({ ...s, subops: s.subops.map((o) => ({ ...o })) })) });
+      out.push({ ...f, steps: f.steps.map((s) => ({ ...s, subops: s.subops.slice(0, s.subCount).map((o) => ({ ...o })) })) });
     }
     return out;
   }

@@ -220,8 +220,8 @@ test('layout of folded request frames: levels are top level → steps → sub-op
     at: 0, pipelineId: 'p', variant: 'baseline', op: 'find', collection: 'c', totalNs: 1_000_000, acquireNs: 20_000,
     upstreamNs: 500_000, ok: true,
     steps: [
-      { name: 'wasm:cache', phase: 0, ns: 200_000, subops: [{ name: 'cache.lookup', ns: 150_000 }] },
-      { name: 'wasm:redact', phase: 1, ns: 100_000, subops: [{ name: 'field.redact', ns: 60_000 }] },
+      { name: 'wasm:cache', phase: 0, ns: 200_000, subops: [{ name: 'cache.lookup', ns: 150_000 }], subCount: 1 },
+      { name: 'wasm:redact', phase: 1, ns: 100_000, subops: [{ name: 'field.redact', ns: 60_000 }], subCount: 1 },
     ],
     ...over,
   });
