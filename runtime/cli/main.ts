@@ -6,6 +6,7 @@ import { DevDbServer } from '../devdb/index.ts';
 import { Logger } from '../log/index.ts';
 import { registerBench } from './bench.ts';
 import { registerPlugin } from './plugin.ts';
+import { registerProfile } from './profile.ts';
 
 const cli = cac('proxy');
 
@@ -72,6 +73,7 @@ cli.command('devdb', 'Run the embedded development upstream alone (in-memory; no
 
 registerBench(cli);
 registerPlugin(cli);
+registerProfile(cli);
 
 cli.help();
 cli.version('0.3.0');
