@@ -219,13 +219,14 @@ const profiling = v.strictObject({
   alert_on_slow_step: v.optional(v.pipe(v.boolean(), v.description('Log a warning (logger proxy::profiling) for slow step invocations, at most one line per step per second (the next line says how many were suppressed).')), true),
   per_step_thresholds: v.optional(expects(v.pipe(v.record(v.string(), v.pipe(v.number(), v.integer(), v.minValue(1))), v.description('Per-step overrides of slow_step_threshold_us, keyed by step identifier ("wasm:cache" or "cache").')), 'object of step → integer µs'), {}),
   histogram_buckets: v.optional(expects(v.pipe(v.array(v.pipe(v.number(), v.integer(), v.minValue(1))), v.minLength(1), v.check((a) => a.every((x, i) => i === 0 || x > a[i - 1]), 'must be strictly increasing'), v.description('Upper bounds (µs) of the proxy_step_latency_us buckets in /metrics; +Inf is added. Percentiles in /api/profile come from HDR histograms and do not depend on these.')), 'array of increasing integers (µs)'), [50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 1000000]),
-  snapshot_interval_s: v.optional(int(1, undefined, 'Seconds between persisted snapshots (not yet implemented: statistics do not survive a restart).'), 30),
-  snapshot_retention: v.optional(expects(v.pipe(v.string(), v.regex(DURATION_PATTERN), v.description('Retention of persisted snapshots (not yet implemented).')), 'duration like "24h"'), '24h'),
-  filters: v.optional(v.strictObject({
+  snapshot_dir: v.optional(v.pipe(v.string(), v.minLength(1), v.description('Directory of persisted snapshots (created if missing; relative to the working directory): state.json, the cumulative statistics restored on start, and per-hour series-<YYYYMMDDHH>.jsonl files for GET /api/profile/series. Absent: statistics live in memory only. One proxy per directory. Needs a restart to change.'))),
+  snapshot_interval_s: v.optional(int(1, undefined, 'Seconds between persisted snapshots (with snapshot_dir): state.json is rewritten and one time-series point appended. Needs a restart to change.'), 30),
+  snapshot_retention: v.optional(expects(v.pipe(v.string(), v.regex(DURATION_PATTERN), v.description('How long time-series files are kept (with snapshot_dir): an hour file is deleted once its whole hour is older than this. state.json is always kept. Needs a restart to change.')), 'duration like "24h" (ms, s, m, h, d)'), '24h'),
+  filters: v.optional(v.pipe(v.strictObject({
     operations: v.optional(v.pipe(v.array(v.string()), v.description('Only requests with these command names are sampled.'))),
     collections: v.optional(v.pipe(v.array(v.string()), v.description('Only requests on these collections are sampled.'))),
     min_upstream_latency_us: v.optional(int(0, undefined, 'Only requests whose upstream round trip took at least this many microseconds are sampled.'), 0),
-  }), {}),
+  }), v.description('Conditional profiling: when set, only requests matching every given criterion are sampled (recorded); the others are not recorded at all.')), {}),
   flamegraph_frames: v.optional(int(100, 1_000_000, 'Per-request frames kept (a ring) for the flame graph; a window longer than what the ring holds shows the newest frames.'), 20000),
   storage: v.optional(v.pipe(v.picklist(['memory', 'mmap']), v.description('"memory" (default). "mmap" (shared-memory histogram file) is not implemented yet and is refused.')), 'memory'),
   mmap_path: v.optional(v.pipe(v.string(), v.description('Path of the memory-mapped histogram file (storage: mmap; not implemented yet).'))),
