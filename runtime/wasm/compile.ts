@@ -1,4 +1,4 @@
-// Read, instrument (fuel + memory cap) and compile a plugin module. Off the hot path; compiled
+// Read, check against the ABI (module-abi.ts), instrument (fuel + memory cap) and compile a plugin module. Off the hot path; compiled
 // modules are cached (in the WasmHost's bounded cache, when given) by content + limits so a reload
 // with an unchanged plugin skips binaryen and the compiler. A trapped instance is rebuilt from the
 // CompiledPlugin's WebAssembly.Module, whatever the cache keeps.
@@ -7,6 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { instrumentModule } from './metering.ts';
 import { PluginLoadError } from './errors.ts';
 import { Export } from './abi.ts';
+import { checkModuleAbi } from './module-abi.ts';
 import type { BoundedCache } from './bounded-cache.ts';
 
 export interface CompiledPlugin {
@@ -44,6 +45,8 @@ export async function compilePluginBytes(bytes: Uint8Array, opts: CompileOptions
   let p = cache?.get(key);
   if (p === undefined) {
     p = (async () => {
+      // Before anything else: a plugin built for another ABI is refused naming both versions.
+      checkModuleAbi(bytes, opts.name);
       const metered = await instrumentModule(bytes, { name: opts.name, fuel: opts.fuel, maxMemoryPages: opts.maxMemoryPages });
       try {
         return await WebAssembly.compile(metered as Uint8Array<ArrayBuffer>);

@@ -1,6 +1,6 @@
 // WebAssembly components (the WIT world in sdk/wit/step.wit): detect, transpile with jco, compile.
 // Off the hot path. A component is transpiled once per content hash into
-// build/components-cache/<sha256>/ (jco's JavaScript bindings + the core modules it splits out),
+// build/components-cache/<sha256>-v<layout>/ (jco's JavaScript bindings + the core modules it splits out),
 // with `instantiation: 'sync'`: the core modules are compiled here, asynchronously, and an instance
 // is then built synchronously from them — at load and again after a trap, inside call(), exactly
 // like a core-module PluginSlot. Exported functions of the generated bindings are synchronous.
@@ -19,7 +19,7 @@ import { pathToFileURL } from 'node:url';
 import type { BoundedCache } from './bounded-cache.ts';
 import { PluginLoadError, FuelExhaustedError } from './errors.ts';
 import { instrumentModule, METERING_VERSION } from './metering.ts';
-import { IMPORT_MODULE, Export } from './abi.ts';
+import { IMPORT_MODULE, Export, ABI_VERSION, WIT_PACKAGE, WIT_VERSION } from './abi.ts';
 
 /** `\0asm` */
 const MAGIC = [0x00, 0x61, 0x73, 0x6d];
@@ -97,14 +97,37 @@ export interface ComponentCompileOptions {
 }
 
 /** The WIT interface names the bindings import the host under (with and without the version). */
-export const HOST_INTERFACE = 'proxy:step/host';
-export const HOST_INTERFACE_VERSIONED = 'proxy:step/host@0.1.0';
-export const STEP_INTERFACE = 'proxy:step/step@0.1.0';
+export const HOST_INTERFACE = `${WIT_PACKAGE}/host`;
+export const HOST_INTERFACE_VERSIONED = `${WIT_PACKAGE}/host@${WIT_VERSION}`;
+export const STEP_INTERFACE = `${WIT_PACKAGE}/step@${WIT_VERSION}`;
 
 const BINDINGS = 'step.js';
+/** Written last into a transpiled folder: what jco reported (core modules, imports, exports). */
 const DONE = '.complete';
+/** Part of the cache folder's name: bump when what a folder holds changes (v2: DONE lists imports and exports). */
+const CACHE_LAYOUT = 2;
 
+interface Transpiled { readonly cores: string[]; readonly imports: string[]; readonly exports: string[] }
 interface Loaded { readonly instantiate: SyncInstantiate; readonly modules: Map<string, WebAssembly.Module>; readonly dir: string }
+
+/**
+ * Why a component does not fit this host, or null: it must export the step interface of this
+ * ABI's WIT package version (the version it was built against names the ABI: 0.<ABI>.0) and
+ * import nothing but the host interface.
+ */
+export function componentAbiProblem(t: { imports: readonly string[]; exports: readonly string[] }): string | null {
+  if (!t.exports.includes(STEP_INTERFACE)) {
+    const other = t.exports.find((e) => e.startsWith(`${WIT_PACKAGE}/step@`));
+    if (other === undefined) return `does not export ${STEP_INTERFACE} (world plugin of sdk/wit/step.wit)`;
+    const v = other.slice(other.indexOf('@') + 1);
+    const m = /^0\.(\d+)\.0$/.exec(v);
+    return `was built for plugin ABI ${m === null ? `(WIT ${WIT_PACKAGE}@${v})` : m[1]}, this proxy provides ABI ${ABI_VERSION} ` +
+      `(WIT ${WIT_PACKAGE}@${WIT_VERSION}): rebuild it against this proxy's sdk/wit/step.wit`;
+  }
+  const foreign = t.imports.filter((i) => i !== HOST_INTERFACE && i !== HOST_INTERFACE_VERSIONED);
+  if (foreign.length > 0) return `imports ${foreign.join(', ')}: a step component may import only ${HOST_INTERFACE_VERSIONED}`;
+  return null;
+}
 
 export async function compileComponentFile(path: string, opts: ComponentCompileOptions): Promise<CompiledComponent> {
   let bytes: Uint8Array;
@@ -172,8 +195,11 @@ export async function compileComponentBytes(bytes: Uint8Array, opts: ComponentCo
 
 async function load(bytes: Uint8Array, hash: string, root: string, opts: ComponentCompileOptions): Promise<Loaded> {
   const name = opts.name;
-  const dir = join(root, hash);
+  const dir = join(root, `${hash}-v${CACHE_LAYOUT}`);
   if (!existsSync(join(dir, DONE))) await transpileInto(bytes, dir, name);
+  const t = JSON.parse(await readFile(join(dir, DONE), 'utf8')) as Transpiled;
+  const problem = componentAbiProblem(t);
+  if (problem !== null) throw new PluginLoadError(name, problem);
   let mod: { instantiate?: SyncInstantiate };
   try {
     mod = await import(pathToFileURL(join(dir, BINDINGS)).href) as { instantiate?: SyncInstantiate };
@@ -181,7 +207,7 @@ async function load(bytes: Uint8Array, hash: string, root: string, opts: Compone
     throw new PluginLoadError(name, `cannot import the transpiled bindings in ${dir}`, err);
   }
   if (typeof mod.instantiate !== 'function') throw new PluginLoadError(name, `transpiled bindings in ${dir} have no instantiate()`);
-  const list = JSON.parse(await readFile(join(dir, DONE), 'utf8')) as string[];
+  const list = t.cores;
   const modules = new Map<string, WebAssembly.Module>();
   const meteredDir = join(dir, `metered-v${METERING_VERSION}-${opts.fuel}-${opts.maxMemoryPages}`);
   await Promise.all(list.map(async (file) => {
@@ -216,9 +242,11 @@ async function meteredCore(dir: string, meteredDir: string, file: string, opts: 
 /** jco transpile into a temporary folder, then rename it into place (concurrent loaders are safe). */
 async function transpileInto(bytes: Uint8Array, dir: string, name: string): Promise<void> {
   let files: Record<string, Uint8Array>;
+  let imports: string[];
+  let exports: [string, string][];
   try {
     const { transpile } = await import('@bytecodealliance/jco');
-    ({ files } = await transpile(bytes, {
+    ({ files, imports, exports } = await transpile(bytes, {
       name: 'step',
       instantiation: 'sync',
       noTypescript: true,
@@ -239,7 +267,8 @@ async function transpileInto(bytes: Uint8Array, dir: string, name: string): Prom
     await writeFile(out, content);
   }
   await writeFile(join(tmp, 'package.json'), '{ "type": "module" }\n');
-  await writeFile(join(tmp, DONE), JSON.stringify(cores));
+  const done: Transpiled = { cores, imports, exports: exports.map(([e]) => e) };
+  await writeFile(join(tmp, DONE), JSON.stringify(done));
   try {
     await rename(tmp, dir);
   } catch (err) {

@@ -19,6 +19,8 @@ const METRIC_KINDS: Record<string, MetricKind> = { counter: MetricKind.Counter, 
 export class ComponentInstance {
   readonly component: CompiledComponent;
   readonly services: PluginServices;
+  /** The `proxy:step/host` functions this instance is given (jco's camelCase names). */
+  readonly hostImports: ComponentHostImports;
   private readonly step: ComponentStepExports;
   /** Refills the fuel of the instance's metered core modules (before each step call). */
   private readonly refuel: () => void;
@@ -33,7 +35,8 @@ export class ComponentInstance {
     this.services = services;
     this.ex = null;
     this.state = new StepHostState(services);
-    const inst = component.instantiate(this.imports());
+    this.hostImports = this.imports();
+    const inst = component.instantiate(this.hostImports);
     this.step = inst.step;
     this.refuel = inst.refuel;
   }
@@ -160,7 +163,7 @@ export class ComponentInstance {
       },
       incrementMetric: (id: number, delta: number): void => state.increment(id, delta),
       recordMetric: (id: number, value: number): void => state.record(id, value),
-      subopBegin: state.timesSubops ? (name: string): void => state.subopBegin(name) : noop,
+      subopBegin: state.timesSubops ? (name: string): void => state.subopBegin(name) : noop1,
       subopEnd: state.timesSubops ? (): void => state.subopEnd(this.ex === null ? 0 : this.ex.phase) : noop,
       kvGet: (key: string): Uint8Array | undefined => services.kv.get(key),
       kvSet: (key: string, value: Uint8Array, ttlMs: number): boolean => services.kv.set(key, value, ttlMs),
@@ -172,3 +175,4 @@ export class ComponentInstance {
 }
 
 function noop(): void {}
+function noop1(_a: string): void {}

@@ -39,6 +39,8 @@ type Fn = (...args: number[]) => number;
 export class PluginInstance {
   readonly plugin: CompiledPlugin;
   readonly services: PluginServices;
+  /** The host functions this instance imports (module `proxy`): exactly abi-spec.ts's HOST_FUNCTIONS. */
+  readonly hostImports: Record<string, (...args: never[]) => unknown>;
   private readonly instance: WebAssembly.Instance;
   private readonly memory: WebAssembly.Memory;
   private u8: Uint8Array;
@@ -81,7 +83,8 @@ export class PluginInstance {
     this.keyText = '';
     this.keyBytes = new Uint8Array(64);
     this.keyLen = -1;
-    this.instance = new WebAssembly.Instance(plugin.module, { [IMPORT_MODULE]: this.imports() });
+    this.hostImports = this.imports();
+    this.instance = new WebAssembly.Instance(plugin.module, { [IMPORT_MODULE]: this.hostImports });
     const e = this.instance.exports;
     const mem = e[Export.memory];
     if (!(mem instanceof WebAssembly.Memory)) throw new PluginTrap(`plugin ${services.step} exports no memory`);
@@ -315,7 +318,7 @@ export class PluginInstance {
         state.defineMetric(kind as MetricKind, this.str(namePtr, nameLen)),
       proxy_increment_metric: (id: number, delta: number): void => state.increment(id, delta),
       proxy_record_metric: (id: number, value: number): void => state.record(id, value),
-      proxy_subop_begin: state.timesSubops ? (namePtr: number, nameLen: number): void => state.subopBegin(this.str(namePtr, nameLen)) : noop,
+      proxy_subop_begin: state.timesSubops ? (namePtr: number, nameLen: number): void => state.subopBegin(this.str(namePtr, nameLen)) : noop2,
       proxy_subop_end: state.timesSubops ? (): void => state.subopEnd(this.ex === null ? 0 : this.ex.phase) : noop,
       proxy_kv_get: (keyPtr: number, keyLen: number, dst: number, max: number): number => {
         const v = services.kv.get(this.key(keyPtr, keyLen));
@@ -353,5 +356,7 @@ export class PluginInstance {
   }
 }
 
+// With recording off the sub-operation calls do nothing (same arity as the ABI's functions).
 function noop(): void {}
+function noop2(_a: number, _b: number): void {}
 

@@ -1,13 +1,7 @@
 import {
   proxy_get_body, proxy_set_body, proxy_body_find, proxy_reject, proxy_reply_local, proxy_set_route, proxy_set_user,
-  proxy_get_property, proxy_get_number, Property, CallFlag, strPtr, strLen,
+  proxy_get_property, proxy_get_number, Property, CallFlag, Action, Phase, strPtr, strLen,
 } from "./host";
-
-/** What a callback returns. Continue: go on with the next step. Stop: skip the later steps of
- *  this phase (the request still goes upstream unless the step rejected or replied locally). */
-export const enum Action { Continue = 0, Stop = 1 }
-
-export const enum Phase { Request = 0, Response = 1 }
 
 /** Per-callback view of the exchange. One object is reused for every callback (no allocation);
  *  everything is pulled from the host lazily and cached until the callback returns. */

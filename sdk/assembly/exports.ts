@@ -1,8 +1,11 @@
 // The ABI functions the host calls. A plugin re-exports them with one line:
 //   export * from "<path>/sdk/assembly/exports";
-import { Context, Phase } from "./context";
+import { Context } from "./context";
 import { currentStep } from "./step";
-import { proxy_set_phases } from "./host";
+import { proxy_set_phases, Phase } from "./host";
+
+// The ABI version this plugin is built for, exported as a constant global the host reads at load.
+export { proxy_abi_version } from "./abi";
 
 const ctx = new Context();
 // The buffer the host fills through proxy_alloc; kept reachable (GC) until the next call.

@@ -1,6 +1,4 @@
-import { proxy_log, proxy_log_fields, strPtr, strLen } from "./host";
-
-export const enum LogLevel { Trace = 0, Debug = 1, Info = 2, Warn = 3, Error = 4 }
+import { proxy_log, proxy_log_fields, LogLevel, strPtr, strLen } from "./host";
 
 /** Plugin logging; lines go to the proxy's logger tagged with the step and pipeline. */
 export namespace log {

@@ -1,6 +1,4 @@
-import { proxy_define_metric, proxy_increment_metric, proxy_record_metric, proxy_subop_begin, proxy_subop_end, strPtr, strLen } from "./host";
-
-export const enum MetricKind { Counter = 0, Gauge = 1, Histogram = 2 }
+import { proxy_define_metric, proxy_increment_metric, proxy_record_metric, proxy_subop_begin, proxy_subop_end, MetricKind, strPtr, strLen } from "./host";
 
 function define(kind: MetricKind, name: string): i32 {
   const id = proxy_define_metric(kind, strPtr(name), strLen(name));

@@ -1,7 +1,5 @@
-import { Context, Action } from "./context";
-
-/** The phases a step acts in (Step.phases). */
-export const enum Phases { Request = 1, Response = 2, Both = 3 }
+import { Context } from "./context";
+import { Action, Phases } from "./host";
 
 /** Base class of a plugin step: override what you need, everything else is a no-op. */
 export class Step {
