@@ -8,10 +8,11 @@ import { ProxyServer } from '../server/index.ts';
 import { initCompression } from '../wire/index.ts';
 import { PipelineManager } from '../pipeline/index.ts';
 import { fileURLToPath } from 'node:url';
+import { resolve } from 'node:path';
 import { watch, type FSWatcher } from 'node:fs';
 import type { Logger as HostLogger } from '../wasm/index.ts';
 import { startAdmin, startProfilingHttp } from '../http/index.ts';
-import { Profiler, type ProfilingSettings } from '../profiling/index.ts';
+import { Profiler, SnapshotStore, durationToMs, type ProfilingSettings } from '../profiling/index.ts';
 
 /** Built-in plugins are compiled here by `npm run build` (scripts/build-plugins.mjs). */
 export const BUILTIN_PLUGIN_DIR = fileURLToPath(new URL('../../build/plugins/', import.meta.url));
@@ -34,6 +35,8 @@ export interface RunningProxy {
   readonly profiler: Profiler | null;
   /** Base URL of the profiling endpoint, or null when `profiling` is not configured. */
   readonly profilingUrl: string | null;
+  /** Persisted snapshots when `profiling.snapshot_dir` is set, else null. */
+  readonly snapshots: SnapshotStore | null;
   readonly server: ProxyServer;
   readonly pool: UpstreamPool;
   readonly devdb: DevDbServer | null;
@@ -70,6 +73,12 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   await initCompression();
   const pipelineLog = log.child('proxy::pipeline');
   const profiler = config.profiling === undefined ? null : await Profiler.create(profilingSettings(config.profiling), log.child('proxy::profiling'));
+  // Restored before the pipeline binds its steps, so rows keep the order they had.
+  const snapshots = profiler === null || config.profiling?.snapshot_dir === undefined ? null : new SnapshotStore(profiler, {
+    dir: resolve(config.profiling.snapshot_dir), intervalMs: config.profiling.snapshot_interval_s * 1000,
+    retentionMs: durationToMs(config.profiling.snapshot_retention), log: log.child('proxy::profiling'),
+  });
+  await snapshots?.load();
   const pipelines = new PipelineManager({
     logger: hostLogger(pipelineLog), pluginDir: opts.pluginDir ?? BUILTIN_PLUGIN_DIR, recorder: profiler ?? undefined,
   });
@@ -114,7 +123,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     get config() { return current; },
     get adminUrl() { return admin?.url ?? null; },
     get profilingUrl() { return profilingHttp?.url ?? null; },
-    profiler,
+    profiler, snapshots,
     server, pool, devdb, host: bound.host, port: bound.port, uri, pipelines,
     async reload(next: ProxyConfig) {
       const restartOnly: string[] = (['listen', 'upstream', 'devdb', 'compression', 'zlib_level', 'log', 'clients'] as const)
@@ -122,6 +131,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       if (next.pipeline.id !== current.pipeline.id) restartOnly.push('pipeline.id');
       const endpoint = (c: ProxyConfig) => JSON.stringify(c.profiling === undefined ? null : [c.profiling.host, c.profiling.port, c.profiling.token]);
       if (endpoint(next) !== endpoint(current)) restartOnly.push('profiling (presence, host, port, token)');
+      const persisted = (c: ProxyConfig) => JSON.stringify([c.profiling?.snapshot_dir, c.profiling?.snapshot_interval_s, c.profiling?.snapshot_retention]);
+      if (persisted(next) !== persisted(current)) restartOnly.push('profiling.snapshot_dir, snapshot_interval_s, snapshot_retention');
       // Thresholds, filters and `enabled` apply now; graphs are rebuilt below, timed or untimed accordingly.
       const before = profiler?.settings;
       if (profiler !== null && next.profiling !== undefined) profiler.configure(profilingSettings(next.profiling));
@@ -139,13 +150,18 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       if (admin !== null) await admin.app.close();
       if (profilingHttp !== null) await profilingHttp.app.close();
       await server.close(current.shutdown.drain_timeout_ms);
+      if (snapshots !== null) await snapshots.close(); // after the drain: the last snapshot has every request
       if (devdb !== null) await devdb.close();
     },
   };
   if (profiler !== null && config.profiling !== undefined) {
     const p = config.profiling;
-    profilingHttp = await startProfilingHttp(running, profiler, { host: p.host, port: p.port, token: p.token ?? null });
+    profilingHttp = await startProfilingHttp(running, profiler, { host: p.host, port: p.port, token: p.token ?? null, snapshots });
     log.info(p.enabled ? 'profiling endpoint listening' : 'profiling endpoint listening; profiling is disabled (profiling.enabled: false)', { url: profilingHttp.url });
+    if (snapshots !== null) {
+      snapshots.start();
+      log.info('profiling snapshots persisted', { dir: snapshots.dir, interval_s: p.snapshot_interval_s, retention: p.snapshot_retention });
+    }
   }
   if (config.admin?.listen !== undefined && config.admin.token !== undefined) {
     admin = await startAdmin(running, config.admin.listen, { token: config.admin.token, configFile: opts.configFile ?? null });

@@ -5,6 +5,7 @@
 //   GET  /api/profile/steps/:step     one step's detail: both phases, distribution, sub-operations
 //   GET  /api/profile/histograms      encoded HDR histograms of every graph (for merging instances)
 //   GET  /api/profile/flamegraph      see flamegraph route (?duration, min_width, title, format=folded)
+//   GET  /api/profile/series          persisted per-interval figures of one graph (with profiling.snapshot_dir)
 //   GET  /metrics                     Prometheus text: proxy, profiling and plugin metrics
 // With profiling.enabled false, every /api/profile path answers 404 (PROXY_ERR_PROFILING_DISABLED);
 // /metrics still answers. Who may read it: the endpoint binds profiling.host (default 127.0.0.1);
@@ -13,7 +14,7 @@ import { timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import * as hdr from 'hdr-histogram-js';
 import type { RunningProxy } from '../app/serve.ts';
-import { foldFrames, foldedText, profilingMetricsText, type Profiler, type LatencyStats } from '../profiling/index.ts';
+import { foldFrames, foldedText, profilingMetricsText, type Profiler, type LatencyStats, type SnapshotStore } from '../profiling/index.ts';
 import { proxyMetricsRegistry, metricsText } from '../telemetry/index.ts';
 import { httpError, type HttpErrorCode } from './errors.ts';
 
@@ -21,6 +22,13 @@ export interface ProfilingHttpOptions {
   host: string;
   port: number;
   token: string | null;
+  /** The snapshot store (profiling.snapshot_dir), which /api/profile/series reads; absent: that route answers 404. */
+  snapshots?: SnapshotStore | null;
+}
+
+/** `2026-11-24T03:00:00Z` or milliseconds since the epoch → ms; NaN when neither. */
+function timeMs(text: string): number {
+  return /^\d+$/.test(text) ? Number(text) : Date.parse(text);
 }
 
 function send(reply: FastifyReply, code: HttpErrorCode, message?: string): FastifyReply {
@@ -142,6 +150,22 @@ export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opt
     const { renderFlameGraph } = await import('../profiling/flamegraph-svg.ts');
     reply.header('content-type', 'image/svg+xml');
     return renderFlameGraph(folded, { title: q.title ?? `Pipeline Proxy — ${g.id}/${g.variant}, last ${q.duration ?? '60s'}`, minWidthPct: minWidth });
+  });
+
+  // Trend charts: one point per snapshot interval in [from, to] (default: the retention up to now).
+  app.get('/api/profile/series', async (req, reply) => {
+    const q = req.query as Record<string, string | undefined>;
+    const g = graphOf(q, reply);
+    if (g === null) return reply;
+    const store = opts.snapshots ?? null;
+    if (store === null) return send(reply, 'PROXY_ERR_NOT_FOUND', 'no time series: persistence is off (profiling.snapshot_dir is not set)');
+    const now = Date.now();
+    const toMs = q.to === undefined ? now : timeMs(q.to);
+    const fromMs = q.from === undefined ? toMs - store.retentionMs : timeMs(q.from);
+    if (Number.isNaN(fromMs) || Number.isNaN(toMs)) return send(reply, 'PROXY_ERR_BAD_QUERY', 'from and to must be ISO 8601 times or milliseconds since the epoch');
+    const step = q.step === undefined || q.step === '' ? null : q.step.startsWith('wasm:') ? q.step : `wasm:${q.step}`;
+    const r = await store.series({ pipelineId: g.id, variant: g.variant, step, fromMs, toMs });
+    return { interval_s: store.intervalMs / 1000, truncated: r.truncated, points: r.points };
   });
 
   const own = proxyMetricsRegistry(running.server);

@@ -2,8 +2,12 @@
 // per-request frames and the Prometheus exposition.
 export {
   Profiler, StepStats, GraphStats, MAX_SUBOPS_PER_STEP, SLOW_LINES_PER_SECOND,
-  type ProfilingSettings, type ProfilingLog, type ProfileSnapshot, type StepRow, type CompletedRequest,
+  type ProfilingSettings, type ProfilingLog, type ProfileSnapshot, type StepRow, type CompletedRequest, type RestoreSummary,
 } from './profiler.ts';
+export { StateFormatError, type ProfilerState } from './profiler-state.ts';
+export { SnapshotStore, durationToMs, STATE_FILE, type SnapshotLog, type SnapshotStoreOptions } from './snapshot-store.ts';
+export { MAX_SERIES_POINTS, seriesFileName, type SeriesQuery, type SeriesPoint, type SeriesStepPoint } from './series-file.ts';
+export { type SeriesRecord } from './interval-stats.ts';
 export { LatencyStats, initHistograms, newHdr, HIGHEST_TRACKABLE_US } from './latency-stats.ts';
 export { FrameRing, type RequestFrame, type FrameStep, type FrameSubop } from './frames.ts';
 export { profilingMetricsText } from './prometheus.ts';

@@ -4,15 +4,20 @@
 // Per graph (pipeline id × variant): total, upstream and overhead (total − upstream) latency,
 // requests by status. Per (graph, step, phase): latency, invocations, non-fatal errors, slow
 // invocations, and the step's sub-operations. Statistics are kept per variant across reloads (a
-// reload does not reset them; POST /api/profile/reset does).
+// reload does not reset them; POST /api/profile/reset does). exportState()/importState() carry them
+// across a restart (the snapshot store, snapshot-store.ts).
 //
 // A request's timings are gathered in its RequestTimings and committed here when it ends, so the
 // sampling filters (operations, collections, minimum upstream latency) decide over the whole
 // request; a request that does not match is not recorded at all.
 import { performance } from 'node:perf_hooks';
-import type { GraphKey, RequestTimings, StepRecorder, StepTimer } from '../pipeline/index.ts';
+import { GraphKey, type RequestTimings, type StepRecorder, type StepTimer } from '../pipeline/index.ts';
 import { LatencyStats, initHistograms } from './latency-stats.ts';
 import { FrameRing, type RequestFrame } from './frames.ts';
+import {
+  EncodedCache, STATE_FORMAT, STATE_VERSION, decodeAll, encodeDist, mergeDist, parseState,
+  type DistState, type ProfilerState,
+} from './profiler-state.ts';
 
 export interface ProfilingSettings {
   enabled: boolean;
@@ -33,6 +38,15 @@ export interface ProfilingLog {
 export const MAX_SUBOPS_PER_STEP = 32;
 /** Slow-step log lines per step per second at most (the counter counts every one). */
 export const SLOW_LINES_PER_SECOND = 1;
+
+/** What importState() merged. */
+export interface RestoreSummary {
+  graphs: number;
+  steps: number;
+  requests: number;
+  /** When the state was written (ISO). */
+  written: string;
+}
 
 export interface StepRow {
   name: string;
@@ -186,6 +200,8 @@ export class Profiler implements StepRecorder {
   private collections: ReadonlySet<string> | null;
   /** When the statistics were last reset (ms since the epoch). */
   since = Date.now();
+  private readonly resetListeners: Array<() => void> = [];
+  private readonly encoded = new EncodedCache();
 
   private constructor(settings: ProfilingSettings, log: ProfilingLog) {
     this.settings = settings;
@@ -311,5 +327,87 @@ export class Profiler implements StepRecorder {
     for (const g of this.graphs.values()) g.reset();
     this.frames.clear();
     this.since = Date.now();
+    this.encoded.clear();
+    for (const fn of this.resetListeners) fn();
+  }
+
+  /** Calls `fn` after every reset() (the snapshot store rewrites its state then). Returns an unsubscribe. */
+  onReset(fn: () => void): () => void {
+    this.resetListeners.push(fn);
+    return () => {
+      const i = this.resetListeners.indexOf(fn);
+      if (i >= 0) this.resetListeners.splice(i, 1);
+    };
+  }
+
+  /**
+   * The cumulative statistics of every graph as plain JSON (profiler-state.ts), histograms encoded.
+   * Steps and sub-operations that never ran are left out. Per-request frames are not included.
+   */
+  exportState(): ProfilerState {
+    const enc = (s: LatencyStats) => encodeDist(s, this.encoded);
+    const graphs: ProfilerState['graphs'] = [];
+    for (const g of this.graphs.values()) {
+      graphs.push({
+        pipeline_id: g.pipelineId, pipeline: g.variant as 'baseline' | 'candidate', ok: g.ok, errors: g.errors,
+        total: enc(g.total), upstream: enc(g.upstream), overhead: enc(g.overhead), acquire: enc(g.acquire),
+        steps: g.steps.filter((s) => s.latency.count > 0 || s.subops.size > 0).map((s) => ({
+          name: s.step, phase: s.phase === 0 ? 'request' as const : 'response' as const, slow: s.slow,
+          latency: enc(s.latency),
+          subops: [...s.subops].filter(([, d]) => d.count > 0).map(([name, d]) => ({ name, dist: enc(d) })),
+        })),
+      });
+    }
+    return { format: STATE_FORMAT, version: STATE_VERSION, written: new Date().toISOString(), since: new Date(this.since).toISOString(), graphs };
+  }
+
+  /**
+   * Adds a state written by exportState() (parsed JSON, validated here) into this profiler: counters
+   * add, histograms merge, so importing into a fresh profiler reproduces the statistics exactly.
+   * Throws StateFormatError — having changed nothing — when the state is malformed.
+   */
+  importState(json: unknown): RestoreSummary {
+    const state = parseState(json);
+    const dists: DistState[] = [];
+    for (const g of state.graphs) {
+      dists.push(g.total, g.upstream, g.overhead, g.acquire);
+      for (const s of g.steps) {
+        dists.push(s.latency);
+        for (const o of s.subops) dists.push(o.dist);
+      }
+    }
+    const decoded = decodeAll(dists);
+    let i = 0;
+    let steps = 0;
+    let requests = 0;
+    try {
+      for (const gs of state.graphs) {
+        const g = this.graph(gs.pipeline_id, gs.pipeline);
+        g.ok += gs.ok;
+        g.errors += gs.errors;
+        requests += gs.total.count;
+        for (const d of [g.total, g.upstream, g.overhead, g.acquire]) mergeDist(d, dists[i], decoded[i++]);
+        const key = new GraphKey(gs.pipeline_id, gs.pipeline, 0);
+        for (const ss of gs.steps) {
+          const s = this.bind(key, ss.name, ss.phase === 'request' ? 0 : 1) as StepStats;
+          steps++;
+          s.slow += ss.slow;
+          mergeDist(s.latency, dists[i], decoded[i++]);
+          for (const o of ss.subops) {
+            let d = s.subops.get(o.name);
+            if (d === undefined) {
+              d = new LatencyStats(this.settings.histogramBuckets);
+              s.subops.set(o.name, d);
+            }
+            mergeDist(d, dists[i], decoded[i++]);
+          }
+        }
+      }
+    } finally {
+      for (const h of decoded) h.destroy();
+    }
+    const since = Date.parse(state.since);
+    if (Number.isFinite(since) && since < this.since) this.since = since;
+    return { graphs: state.graphs.length, steps, requests, written: state.written };
   }
 }

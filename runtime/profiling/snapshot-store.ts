@@ -1,0 +1,237 @@
+// Persisted profiling snapshots (profiling.snapshot_dir; docs/profiling.md, "Persistence").
+//
+// Every snapshot_interval_s the store
+//   (a) rewrites `state.json`, the profiler's cumulative statistics (profiler-state.ts), crash-safely:
+//       written to `state.json.tmp`, fsynced, renamed over `state.json`, the directory fsynced — a
+//       kill -9 or power loss leaves either the previous snapshot or the new one, never half of one;
+//   (b) appends one line with the figures of that interval (interval-stats.ts) to the hour's
+//       `series-<YYYYMMDDHH>.jsonl` (UTC), and deletes series files whose whole hour is older than
+//       snapshot_retention.
+// On start, `state.json` is merged into the fresh profiler; an unreadable one is logged, moved aside
+// to `state.json.corrupt` and ignored — never fatal. A reset of the profiler rewrites `state.json`
+// at once (empty); series files are kept (they hold per-interval figures, which a reset does not
+// make wrong). One proxy per directory.
+import { appendFile, mkdir, open, readFile, rename, rm, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { IntervalTracker } from './interval-stats.ts';
+import type { Profiler, RestoreSummary } from './profiler.ts';
+import { listSeriesFiles, readSeries, seriesFileName, type SeriesQuery } from './series-file.ts';
+
+const HOUR_MS = 3_600_000;
+export const STATE_FILE = 'state.json';
+
+export interface SnapshotLog {
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+}
+
+export interface SnapshotStoreOptions {
+  dir: string;
+  intervalMs: number;
+  retentionMs: number;
+  log: SnapshotLog;
+  /** The clock (ms since the epoch); tests move it. */
+  now?: () => number;
+}
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: HOUR_MS, d: 24 * HOUR_MS };
+
+/** `500ms`, `30s`, `15m`, `24h`, `7d` → milliseconds; NaN when malformed. */
+export function durationToMs(text: string): number {
+  const m = /^(\d+)(ms|s|m|h|d)$/.exec(text.trim());
+  return m === null ? NaN : Number(m[1]) * UNIT_MS[m[2]];
+}
+
+/** Whether a file exists and its last byte is not a newline (a line cut short by a crash). */
+async function endsMidLine(path: string): Promise<boolean> {
+  let fh;
+  try {
+    fh = await open(path, 'r');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw err;
+  }
+  try {
+    const { size } = await fh.stat();
+    if (size === 0) return false;
+    const b = Buffer.alloc(1);
+    await fh.read(b, 0, 1, size - 1);
+    return b[0] !== 0x0a;
+  } finally {
+    await fh.close();
+  }
+}
+
+export class SnapshotStore {
+  readonly dir: string;
+  readonly intervalMs: number;
+  readonly retentionMs: number;
+  private readonly profiler: Profiler;
+  private readonly log: SnapshotLog;
+  private readonly now: () => number;
+  private readonly tracker: IntervalTracker;
+  private readonly unsubscribe: () => void;
+  private timer: NodeJS.Timeout | null = null;
+  /** Writes run one after another: snapshots and the rewrite after a reset. */
+  private queue: Promise<void> = Promise.resolve();
+  private inFlight = 0;
+  private failing = false;
+  private closed = false;
+
+  constructor(profiler: Profiler, opts: SnapshotStoreOptions) {
+    this.profiler = profiler;
+    this.dir = opts.dir;
+    this.intervalMs = opts.intervalMs;
+    this.retentionMs = opts.retentionMs;
+    this.log = opts.log;
+    this.now = opts.now ?? Date.now;
+    this.tracker = new IntervalTracker(profiler, this.now());
+    this.unsubscribe = profiler.onReset(() => {
+      this.tracker.clear();
+      this.enqueue(() => this.writeState(JSON.stringify(this.profiler.exportState()))).catch((err) => this.failed('rewriting the profiling snapshot after a reset failed', err));
+    });
+  }
+
+  get statePath(): string {
+    return join(this.dir, STATE_FILE);
+  }
+
+  /**
+   * Merges `state.json` into the profiler, if there is one. Returns what was restored, or null (no
+   * file, or an unreadable one: logged as a warning, moved to `state.json.corrupt`, ignored).
+   */
+  async load(): Promise<RestoreSummary | null> {
+    const file = this.statePath;
+    await rm(`${file}.tmp`, { force: true }).catch(() => {});
+    let text: string;
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
+        this.log.warn('cannot read the profiling snapshot; statistics start empty', { file, error: (err as Error).message });
+      }
+      return null;
+    }
+    let summary: RestoreSummary;
+    try {
+      summary = this.profiler.importState(JSON.parse(text));
+    } catch (err) {
+      const aside = `${file}.corrupt`;
+      const moved = await rename(file, aside).then(() => aside, () => null);
+      this.log.warn('ignoring an unreadable profiling snapshot; statistics start empty', { file, error: (err as Error).message, moved_to: moved });
+      return null;
+    }
+    this.tracker.rebase();
+    this.log.info('restored profiling statistics from the last snapshot', {
+      file, written: summary.written, graphs: summary.graphs, steps: summary.steps, requests: summary.requests,
+    });
+    return summary;
+  }
+
+  /** Snapshots every interval from now on (the timer does not keep the process alive). */
+  start(): void {
+    if (this.timer !== null || this.closed) return;
+    this.timer = setInterval(() => this.tick(), this.intervalMs);
+    this.timer.unref();
+  }
+
+  /** Writes a snapshot now: `state.json` and one series record covering the time since the last one. */
+  snapshot(): Promise<void> {
+    return this.enqueue(() => this.write());
+  }
+
+  /** The stored points of one graph (series-file.ts). */
+  series(q: SeriesQuery): ReturnType<typeof readSeries> {
+    return readSeries(this.dir, q);
+  }
+
+  /** Stops the timer, writes a last snapshot (a graceful stop loses nothing) and frees the baselines. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.stopTimer();
+    this.unsubscribe();
+    await this.snapshot().catch((err) => this.failed('writing the last profiling snapshot failed', err));
+    this.tracker.destroy();
+  }
+
+  /** Stops the timer without writing anything (what a crash does; tests use it). */
+  stopTimer(): void {
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  private tick(): void {
+    // Nothing is recorded while profiling is disabled; a write still running (a slow disk) is not queued behind.
+    if (!this.profiler.enabled || this.inFlight > 0) return;
+    this.snapshot().then(() => {
+      if (this.failing) this.log.info('profiling snapshots are written again', { dir: this.dir });
+      this.failing = false;
+    }, (err) => this.failed('writing the profiling snapshot failed', err));
+  }
+
+  private failed(msg: string, err: unknown): void {
+    // One line per run of failures, not one per interval.
+    if (!this.failing) this.log.error(msg, { dir: this.dir, error: (err as Error).message });
+    this.failing = true;
+  }
+
+  private enqueue(op: () => Promise<void>): Promise<void> {
+    this.inFlight++;
+    const run = this.queue.then(op).finally(() => { this.inFlight--; });
+    this.queue = run.catch(() => {});
+    return run;
+  }
+
+  private async write(): Promise<void> {
+    // Two synchronous pieces of a few milliseconds each (subtracting histograms, encoding them),
+    // with requests served in between rather than one longer stall.
+    const nowMs = this.now();
+    const record = this.tracker.take(nowMs);
+    await new Promise((r) => setImmediate(r));
+    const state = JSON.stringify(this.profiler.exportState());
+    await this.writeState(state);
+    await this.appendSeries(`${JSON.stringify(record)}\n`, nowMs);
+    await this.sweep(nowMs);
+  }
+
+  private async writeState(body: string): Promise<void> {
+    await mkdir(this.dir, { recursive: true });
+    const tmp = `${this.statePath}.tmp`;
+    const fh = await open(tmp, 'w');
+    try {
+      await fh.writeFile(body);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await rename(tmp, this.statePath);
+    const d = await open(this.dir, 'r');
+    try {
+      await d.sync(); // the rename itself survives a power loss
+    } catch {
+      // some filesystems refuse fsync on a directory; the rename is still atomic
+    } finally {
+      await d.close();
+    }
+  }
+
+  private async appendSeries(line: string, nowMs: number): Promise<void> {
+    const path = join(this.dir, seriesFileName(nowMs));
+    // One byte read per interval: cheaper than knowing who else may have left half a line there.
+    if (await endsMidLine(path)) line = `\n${line}`;
+    await appendFile(path, line);
+  }
+
+  /** Deletes series files whose whole hour ended before now − retention. */
+  private async sweep(nowMs: number): Promise<void> {
+    const cutoff = nowMs - this.retentionMs;
+    for (const f of await listSeriesFiles(this.dir)) {
+      if (f.hourMs + HOUR_MS > cutoff) break;
+      await unlink(join(this.dir, f.name)).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'ENOENT') throw err;
+      });
+    }
+  }
+}
