@@ -2,8 +2,9 @@
 // Byte accounting (the cap, bytesUsed) is key (UTF-16 bytes) + value.
 //
 // A full store evicts the least recently used entries and admits the new one. Every operation is
-// O(1) whatever the number of entries, and stays about as fast with a million entries as with a
-// hundred (bench/cache-full.ts), because the store holds no JavaScript object per entry:
+// O(1) whatever the number of entries; with a million entries it costs ~1.4× what it does with a
+// hundred (the cache misses of a large table; a Map-based LRU: ~6×, bench/cache-full.ts --store),
+// because the store holds no JavaScript object per entry:
 //   - an open-addressing hash table (linear probing, backward-shift deletion) of (slot, hash);
 //   - slots in one typed array: the use-ordered doubly-linked list, hash, expiry, record position;
 //   - one byte arena holding each record: [slot][record length][key as UTF-16][value], appended
@@ -13,9 +14,9 @@
 //     amortised O(1) per byte written.
 // Why not a Map (a list of our own, or `lru-cache`, which also keys a Map): with a million
 // entries, V8's Map and the objects per entry (key string, value array, its ArrayBuffer) made
-// each operation several times slower than with a hundred — cache misses along the Map's chains,
-// and the garbage collector marking and promoting millions of objects. Figures in
-// bench/RESULTS.md, "Cache when full".
+// each operation 3–6× slower than with a hundred — cache misses along the Map's chains, and the
+// garbage collector marking and promoting millions of objects. Figures in bench/RESULTS.md,
+// "Cache when full".
 //
 // get() and set() mark an entry used. An expired entry is absent to readers but stays where it
 // is (its key's next write reuses it in place); it goes when it reaches the LRU end, or on
