@@ -86,9 +86,9 @@ export const CALL_FLAG = defineEnum('CallFlag', 'Flag bits passed to on_request 
   SameAppName: { value: 64, doc: 'likewise for appName' },
 }, { flags: true });
 
-/** Property kinds: `string` properties are read with proxy_get_property, `number` ones with
- *  proxy_get_number, `both` with either. Components read every property as a string. */
-export type PropertyKind = 'string' | 'number' | 'both';
+/** Property kinds: `string` properties are read with proxy_get_property, `both` with either it
+ *  (in decimal) or proxy_get_number. Components read every property as a string. */
+export type PropertyKind = 'string' | 'both';
 interface PropertyMember extends EnumMember { readonly wit: string; readonly kind: PropertyKind }
 
 export const PROPERTY = defineEnum('Property', 'Ids for proxy_get_property / proxy_get_number.', {
@@ -104,12 +104,12 @@ export const PROPERTY = defineEnum('Property', 'Ids for proxy_get_property / pro
   ConnectionId: { value: 9, wit: 'connection-id', kind: 'both', doc: 'the client connection\'s id' },
   Route: { value: 10, wit: 'route', kind: 'string', doc: 'the upstream chosen so far (`""`)' },
   WallClockMs: { value: 11, wit: 'wall-clock-ms', kind: 'both', doc: 'wall-clock time, ms since the Unix epoch (for token expiry; proxy_now is monotonic); readable in on_configure too' },
-  ElapsedNs: { value: 12, wit: 'elapsed-ns', kind: 'number', doc: 'ns since the proxy read the request off the socket' },
-  ReplyOk: { value: 13, wit: 'reply-ok', kind: 'number', doc: 'the current reply\'s `ok`: 1 when 1/true, 0 otherwise, -1 no reply yet' },
-  ReplyCode: { value: 14, wit: 'reply-code', kind: 'number', doc: 'the current reply\'s numeric `code`, 0 when none' },
+  ElapsedNs: { value: 12, wit: 'elapsed-ns', kind: 'both', doc: 'ns since the proxy read the request off the socket' },
+  ReplyOk: { value: 13, wit: 'reply-ok', kind: 'both', doc: 'the current reply\'s `ok`: 1 when 1/true, 0 otherwise, -1 no reply yet' },
+  ReplyCode: { value: 14, wit: 'reply-code', kind: 'both', doc: 'the current reply\'s numeric `code`, 0 when none' },
 } satisfies Record<string, PropertyMember>, {
   wit: 'property',
-  witDoc: 'Core ABI Property ids, in the same order. Numeric properties (elapsed-ns, reply-ok, reply-code, and the ids, phase and wall clock) are decimal strings here.',
+  witDoc: 'Core ABI Property ids, in the same order. Numeric properties (the ids, phase, wall clock, elapsed-ns, reply-ok, reply-code) are decimal strings here.',
 });
 
 export const PHASE_BIT = defineEnum('PhaseBit', 'Bits of proxy_set_phases: the phases whose callback does something (the host never calls the others).', {
@@ -205,7 +205,7 @@ export const HOST_FUNCTIONS: readonly HostFunction[] = [
     'writes the property (`Property`) as UTF-16 to `dst` if it fits in `max` bytes; returns its byte length, -1 for an unknown id',
     wit('get-property', [['name', 'property']], 'option<string>', 'Request property; none for an unknown id.')),
   fn('proxy_get_number', [['id', 'i32']], 'f64',
-    'a numeric property (`Property` of kind number or both) without a decimal round trip; NaN for other ids',
+    'a numeric property (`Property` marked string or number) without a decimal round trip; NaN for other ids',
     null),
   fn('proxy_define_metric', [['kind', 'i32'], ['namePtr', 'ptr'], ['nameLen', 'i32']], 'i32',
     'defines (or reuses) a `proxy_plugin_*` metric of this kind (`MetricKind`); returns its id, -1 when refused',

@@ -1,23 +1,23 @@
-// One live WebAssembly instance of a plugin and the host functions it imports.
+// One live WebAssembly instance of a core-module plugin, and the marshalling of the host functions
+// it imports: pointers and lengths into its linear memory, strings as UTF-16LE. What each function
+// does is StepHost's (step-host.ts), shared with components.
 // Hot-path rules (notes/wasm-host.md): copy into plugin memory with Uint8Array.set, never slice out
 // of it except to keep a result (replaced body, local reply); no clock reads here unless a sub-op
 // sink is installed; imports are closures created once per instance, not per call.
-import { IMPORT_MODULE, Export, Property, CallFlag, PhaseBit, LOG_LEVEL_NAMES, type MetricKind } from './abi.ts';
-import { PluginTrap, FuelExhaustedError, PluginConfigRefusedError, ConfigureNotes } from './errors.ts';
-import {
-  type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, findInBody, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags,
-} from './host-exchange.ts';
+import { IMPORT_MODULE, Export, type MetricKind } from './abi.ts';
+import { PluginTrap, FuelExhaustedError, PluginConfigRefusedError } from './errors.ts';
+import { type HostExchange, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags } from './host-exchange.ts';
 import type { KvStore } from './kv-store.ts';
 import type { PluginMetricRegistry } from './plugin-metrics.ts';
-import { StepHostState } from './step-host-state.ts';
+import { StepHost } from './step-host.ts';
 import type { Logger } from './logger.ts';
 import type { CompiledPlugin } from './compile.ts';
 
 /** Receives sub-operation timings (name, phase, duration ns). Null = recording off. */
 export type SubopSink = (name: string, phase: 0 | 1, durationNs: number) => void;
 
-/** Per-step services shared by successive instances of the same step. */
-/** What the host gives one step of one graph, bound when the graph is built. */
+/** What the host gives one step of one graph, bound when the graph is built (shared by the
+ *  successive instances of the step). */
 export interface PluginServices {
   readonly step: string; // "wasm:<name>"
   readonly pipelineId: string;
@@ -50,18 +50,7 @@ export class PluginInstance {
   private readonly onConfigureFn: Fn | null;
   private readonly onRequestFn: Fn | null;
   private readonly onResponseFn: Fn | null;
-  private ex: HostExchange | null;
-  private readonly state: StepHostState;
-  /** The op / db / collection / appName this instance last read (CallFlag.SameOp etc. compare with them). */
-  private lastOp: string;
-  private lastDb: string;
-  private lastColl: string;
-  private lastApp: string;
-  /** PhaseBit mask from proxy_set_phases during configure (default: both). */
-  phases: number;
-  private configuring: boolean;
-  /** Warnings and errors the plugin logged during on_configure: the reason of a refusal. */
-  private readonly configNotes: ConfigureNotes;
+  private readonly host: StepHost;
   /** The last kv key decoded, and its UTF-16 bytes: most calls repeat a key (a bucket, a version). */
   private keyText: string;
   private keyBytes: Uint8Array;
@@ -71,15 +60,7 @@ export class PluginInstance {
   constructor(plugin: CompiledPlugin, services: PluginServices) {
     this.plugin = plugin;
     this.services = services;
-    this.ex = null;
-    this.state = new StepHostState(services);
-    this.lastOp = '';
-    this.lastDb = '';
-    this.lastColl = '';
-    this.lastApp = '';
-    this.phases = PhaseBit.Both;
-    this.configuring = false;
-    this.configNotes = new ConfigureNotes();
+    this.host = new StepHost(services);
     this.keyText = '';
     this.keyBytes = new Uint8Array(64);
     this.keyLen = -1;
@@ -97,6 +78,11 @@ export class PluginInstance {
     this.onResponseFn = (e[Export.onResponse] as Fn | undefined) ?? null;
   }
 
+  /** PhaseBit mask the plugin set while configuring (default: both). */
+  get phases(): number {
+    return this.host.phases;
+  }
+
   /** Hands the config JSON to on_configure; throws PluginConfigRefusedError when refused. */
   configure(): void {
     const fn = this.onConfigureFn;
@@ -108,14 +94,15 @@ export class PluginInstance {
       ptr = this.alloc(cfg.length);
       this.view().set(cfg, ptr);
     }
-    this.configuring = true;
+    const host = this.host;
+    host.beginConfigure();
     let rc: number;
     try {
       rc = fn(ptr, cfg.length);
     } finally {
-      this.configuring = false;
+      host.endConfigure();
     }
-    if (rc !== 0) throw new PluginConfigRefusedError(this.services.step, this.configNotes.reason(`on_configure returned ${rc}`));
+    if (rc !== 0) throw new PluginConfigRefusedError(this.services.step, host.refusalReason(`on_configure returned ${rc}`));
   }
 
   /** Request-phase callback. Returns the plugin's Action; throws on a trap. */
@@ -134,18 +121,14 @@ export class PluginInstance {
 
   /** Calls a phase callback with `ex` current (the host functions act on it) for its duration. */
   private invoke(fn: Fn, ex: HostExchange, size: number, flags: number): number {
-    flags |= this.sameFlags(ex);
-    this.ex = ex;
+    const host = this.host;
+    flags |= host.sameFlags(ex);
+    host.ex = ex;
     try {
       return fn(size, flags);
     } finally {
-      this.ex = null;
+      host.ex = null;
     }
-  }
-
-  private sameFlags(ex: HostExchange): number {
-    return (ex.op === this.lastOp ? CallFlag.SameOp : 0) | (ex.db === this.lastDb ? CallFlag.SameDb : 0) |
-      (ex.collection === this.lastColl ? CallFlag.SameCollection : 0) | (ex.conn.appName === this.lastApp ? CallFlag.SameAppName : 0);
   }
 
   /** Current memory view (memory.grow detaches the old buffer). */
@@ -190,14 +173,14 @@ export class PluginInstance {
     return s;
   }
 
+  /** A copy of plugin memory: kept beyond the call (a replaced body, a local reply). */
   private bytes(ptr: number, len: number): Uint8Array {
-    return this.view().slice(ptr, ptr + len); // kept beyond the call: must be a copy
+    return this.view().slice(ptr, ptr + len);
   }
 
-  private current(): HostExchange {
-    const ex = this.ex;
-    if (ex === null) throw new PluginTrap(`plugin ${this.services.step} called a request function outside a request`);
-    return ex;
+  /** A view of plugin memory, valid during the call only. */
+  private viewOf(ptr: number, len: number): Uint8Array {
+    return this.view().subarray(ptr, ptr + len);
   }
 
   /** Writes `s` as UTF-16LE at ptr if it fits in max bytes; returns its byte length. */
@@ -213,134 +196,56 @@ export class PluginInstance {
     return n;
   }
 
-  private property(id: number): string | null {
-    // The clock needs no exchange, so plugins may read it in onConfigure too.
-    if (id === Property.WallClockMs) return String(Date.now());
-    const ex = this.current();
-    switch (id) {
-      case Property.Op: return (this.lastOp = ex.op);
-      case Property.Db: return (this.lastDb = ex.db);
-      case Property.Collection: return (this.lastColl = ex.collection);
-      case Property.AppName: return (this.lastApp = ex.conn.appName);
-      case Property.ClientAddress: return ex.conn.clientAddress;
-      case Property.User: return ex.conn.user;
-      case Property.PipelineId: return ex.pipelineId;
-      case Property.Phase: return ex.phase === 0 ? 'request' : 'response';
-      case Property.RequestId: return String(ex.requestId);
-      case Property.ConnectionId: return String(ex.conn.id);
-      case Property.Route: return ex.route ?? '';
-      default: return null;
-    }
+  /** Copies `v` to dst when it fits in max; returns its length, -1 for none. */
+  private writeBytes(v: Uint8Array | null | undefined, dst: number, max: number): number {
+    if (v == null) return -1;
+    if (v.length <= max) this.view().set(v, dst);
+    return v.length;
   }
 
-  /** proxy_get_number: numeric properties without a decimal round trip; NaN for an unknown id. */
-  private number(id: number): number {
-    if (id === Property.WallClockMs) return Date.now();
-    const ex = this.current();
-    switch (id) {
-      case Property.RequestId: return ex.requestId;
-      case Property.ConnectionId: return ex.conn.id;
-      case Property.Phase: return ex.phase;
-      case Property.ElapsedNs: return Math.round((performance.now() - ex.startedAt) * 1e6);
-      case Property.ReplyOk: return ex.phase === 1 ? ex.replyOk() : -1;
-      case Property.ReplyCode: return ex.phase === 1 ? ex.replyCode() : 0;
-      default: return NaN;
-    }
-  }
-
+  /** The core-ABI marshalling of each host function (names and signatures: abi-spec.ts). */
   private imports(): Record<string, (...args: never[]) => unknown> {
+    const host = this.host;
     const services = this.services;
-    const step = services.step;
-    const state = this.state;
     return {
-      proxy_get_body: (phase: number, dst: number, max: number): number => {
-        const ex = this.current();
-        const body = phase === 0 ? ex.requestDocument() : (ex.newReply ?? ex.replyBody ?? ex.localReply);
-        if (body === null) return -1;
-        if (body.length <= max) this.view().set(body, dst);
-        return body.length;
-      },
-      // Offset of the first occurrence of the bytes [ptr, ptr+len) in the body, -1 when absent:
-      // a plugin can rule a body out (a field name it would edit is not there) without copying it.
-      proxy_body_find: (phase: number, ptr: number, len: number): number => {
-        this.view();
-        return findInBody(this.current(), phase, this.buf.subarray(ptr, ptr + len));
-      },
+      proxy_get_body: (phase: number, dst: number, max: number): number => this.writeBytes(host.body(phase), dst, max),
+      // A plugin can rule a body out (a field name it would edit is not there) without copying it.
+      proxy_body_find: (phase: number, ptr: number, len: number): number => host.bodyFind(phase, this.viewOf(ptr, len)),
       proxy_set_body: (phase: number, ptr: number, len: number): number => {
-        const ex = this.current();
-        if (phase === 0) ex.newRequest = this.bytes(ptr, len);
-        else ex.newReply = this.bytes(ptr, len);
+        host.setBody(phase, this.bytes(ptr, len));
         return 0;
       },
-      proxy_reject: (code: number, namePtr: number, nameLen: number, msgPtr: number, msgLen: number): void => {
-        const ex = this.current();
-        ex.verdict = VERDICT_REJECT;
-        ex.rejectCode = code;
-        ex.rejectCodeName = this.str(namePtr, nameLen);
-        ex.rejectMessage = this.str(msgPtr, msgLen);
-      },
-      proxy_reply_local: (ptr: number, len: number): void => {
-        const ex = this.current();
-        if (ex.phase === 0) {
-          ex.verdict = VERDICT_LOCAL_REPLY;
-          ex.localReply = this.bytes(ptr, len);
-        } else {
-          ex.newReply = this.bytes(ptr, len);
-        }
-      },
-      proxy_set_route: (ptr: number, len: number): void => {
-        this.current().route = this.str(ptr, len);
-      },
-      // The identity an auth step established; later steps (and later requests on this
-      // connection) read it as the `user` property.
-      proxy_set_user: (ptr: number, len: number): void => {
-        this.current().conn.user = this.str(ptr, len);
-      },
-      proxy_log: (level: number, ptr: number, len: number): void => {
-        const name = LOG_LEVEL_NAMES[level] ?? 'info';
-        const ex = this.ex;
-        const msg = this.str(ptr, len);
-        if (this.configuring) this.configNotes.add(name, msg);
-        services.logger[name]({ step, pipeline: services.pipelineId, op: ex === null ? undefined : ex.op }, msg);
-      },
-      // Only while configuring: the phases the step acts in (the pipeline skips the others).
-      proxy_set_phases: (mask: number): void => {
-        if (this.configuring) this.phases = mask & PhaseBit.Both;
-      },
-      proxy_log_fields: (level: number, ptr: number, len: number): void => state.logRecord(level, this.view().subarray(ptr, ptr + len)),
-      proxy_get_number: (id: number): number => this.number(id),
+      proxy_reject: (code: number, namePtr: number, nameLen: number, msgPtr: number, msgLen: number): void =>
+        host.reject(code, this.str(namePtr, nameLen), this.str(msgPtr, msgLen)),
+      proxy_reply_local: (ptr: number, len: number): void => host.replyLocal(this.bytes(ptr, len)),
+      proxy_set_route: (ptr: number, len: number): void => host.setRoute(this.str(ptr, len)),
+      proxy_set_user: (ptr: number, len: number): void => host.setUser(this.str(ptr, len)),
+      proxy_log: (level: number, ptr: number, len: number): void => host.log(level, this.str(ptr, len)),
+      proxy_log_fields: (level: number, ptr: number, len: number): void => host.logRecord(level, this.viewOf(ptr, len)),
+      proxy_set_phases: (mask: number): void => host.setPhases(mask),
       proxy_get_property: (id: number, dst: number, max: number): number => {
-        const v = this.property(id);
-        if (v === null) return -1;
-        return this.writeStr(v, dst, max);
+        const v = host.property(id);
+        return v === null ? -1 : this.writeStr(v, dst, max);
       },
+      proxy_get_number: (id: number): number => host.number(id),
       proxy_define_metric: (kind: number, namePtr: number, nameLen: number): number =>
-        state.defineMetric(kind as MetricKind, this.str(namePtr, nameLen)),
-      proxy_increment_metric: (id: number, delta: number): void => state.increment(id, delta),
-      proxy_record_metric: (id: number, value: number): void => state.record(id, value),
-      proxy_subop_begin: state.timesSubops ? (namePtr: number, nameLen: number): void => state.subopBegin(this.str(namePtr, nameLen)) : noop2,
-      proxy_subop_end: state.timesSubops ? (): void => state.subopEnd(this.ex === null ? 0 : this.ex.phase) : noop,
-      proxy_kv_get: (keyPtr: number, keyLen: number, dst: number, max: number): number => {
-        const v = services.kv.get(this.key(keyPtr, keyLen));
-        if (v === undefined) return -1;
-        if (v.length <= max) this.view().set(v, dst);
-        return v.length;
-      },
-      proxy_kv_set: (keyPtr: number, keyLen: number, valPtr: number, valLen: number, ttlMs: number): number => {
-        const ok = services.kv.set(this.key(keyPtr, keyLen), this.view().subarray(valPtr, valPtr + valLen), ttlMs);
-        return ok ? 0 : -1;
-      },
-      proxy_kv_delete: (keyPtr: number, keyLen: number): number => {
-        return services.kv.delete(this.key(keyPtr, keyLen)) ? 0 : -1;
-      },
-      // f64 ns (exact to 2^53 ns ≈ 104 days of uptime, sub-µs resolution): a BigInt i64 result
-      // costs an allocation per call.
-      proxy_now: (): number => performance.now() * 1e6,
+        host.defineMetric(kind as MetricKind, this.str(namePtr, nameLen)),
+      proxy_increment_metric: (id: number, delta: number): void => host.increment(id, delta),
+      proxy_record_metric: (id: number, value: number): void => host.record(id, value),
+      proxy_subop_begin: host.timesSubops ? (namePtr: number, nameLen: number): void => host.subopBegin(this.str(namePtr, nameLen)) : noop2,
+      proxy_subop_end: host.timesSubops ? (): void => host.subopEnd() : noop,
+      proxy_kv_get: (keyPtr: number, keyLen: number, dst: number, max: number): number =>
+        this.writeBytes(host.kvGet(this.key(keyPtr, keyLen)), dst, max),
+      proxy_kv_set: (keyPtr: number, keyLen: number, valPtr: number, valLen: number, ttlMs: number): number =>
+        host.kvSet(this.key(keyPtr, keyLen), this.viewOf(valPtr, valLen), ttlMs) ? 0 : -1,
+      proxy_kv_delete: (keyPtr: number, keyLen: number): number => host.kvDelete(this.key(keyPtr, keyLen)) ? 0 : -1,
+      // An f64, not an i64: a BigInt result would cost an allocation per call.
+      proxy_now: (): number => host.nowNs(),
       proxy_abort: (msgPtr: number, filePtr: number, line: number, col: number): void => {
         throw new PluginTrap(`abort: ${this.asString(msgPtr)} at ${this.asString(filePtr)}:${line}:${col}`);
       },
       proxy_fuel_exhausted: (): void => {
-        throw new FuelExhaustedError(step, services.fuel);
+        throw new FuelExhaustedError(services.step, services.fuel);
       },
     };
   }
@@ -359,4 +264,3 @@ export class PluginInstance {
 // With recording off the sub-operation calls do nothing (same arity as the ABI's functions).
 function noop(): void {}
 function noop2(_a: number, _b: number): void {}
-

@@ -142,7 +142,7 @@ export declare function proxy_set_phases(mask: i32): void;
 // @ts-ignore: decorator
 @external("proxy", "proxy_get_property")
 export declare function proxy_get_property(id: i32, dst: usize, max: i32): i32;
-/** a numeric property (`Property` of kind number or both) without a decimal round trip; NaN for other ids */
+/** a numeric property (`Property` marked string or number) without a decimal round trip; NaN for other ids */
 // @ts-ignore: decorator
 @external("proxy", "proxy_get_number")
 export declare function proxy_get_number(id: i32): f64;

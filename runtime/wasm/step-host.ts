@@ -1,0 +1,264 @@
+// The host functions, implemented once for every kind of plugin instance. A core module
+// (plugin-instance.ts) and a component (component-instance.ts) differ only in how values cross
+// the boundary — pointers into linear memory and UTF-16 there, jco-lifted strings, byte arrays
+// and enum names here — so each is a thin adapter that decodes its arguments and calls StepHost,
+// which acts on the HostExchange of the call in progress and on the step's services (logger, kv,
+// metrics, sub-operation sink).
+//
+// Hot path: no allocation here beyond what a function returns to keep (a replaced body, a string
+// property); the exchange is a field set around each call, not a closure.
+import { Property, PhaseBit, CallFlag, LOG_LEVEL_NAMES, type MetricKind } from './abi.ts';
+import { PluginTrap, ConfigureNotes } from './errors.ts';
+import { type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, findInBody } from './host-exchange.ts';
+import type { BoundMetric } from './plugin-metrics.ts';
+import type { PluginServices } from './plugin-instance.ts';
+
+export class StepHost {
+  readonly services: PluginServices;
+  /** The exchange of the callback in progress; null between calls (and while configuring). */
+  ex: HostExchange | null;
+  /** PhaseBit mask from set_phases during configure (default: both). */
+  phases: number;
+  /** True during on_configure: set_phases is accepted, warnings and errors are kept as the refusal's reason. */
+  private configuring: boolean;
+  private readonly configNotes: ConfigureNotes;
+  /** The op / db / collection / appName this instance last read (CallFlag.SameOp etc. compare with them). */
+  private lastOp: string;
+  private lastDb: string;
+  private lastColl: string;
+  private lastApp: string;
+  /** Metrics by the id the plugin was given. */
+  private readonly metrics: BoundMetric[];
+  private readonly subopNames: string[];
+  private readonly subopStarts: bigint[];
+  /** `"step":…,"pipeline":…,"graph":…,` — the members the host puts before a plugin's log record. */
+  private readonly recordPrefix: string;
+  /** Whether sub-operations are recorded at all (with the recorder off, begin/end are no-ops). */
+  readonly timesSubops: boolean;
+
+  constructor(services: PluginServices) {
+    this.services = services;
+    this.ex = null;
+    this.phases = PhaseBit.Both;
+    this.configuring = false;
+    this.configNotes = new ConfigureNotes();
+    this.lastOp = '';
+    this.lastDb = '';
+    this.lastColl = '';
+    this.lastApp = '';
+    this.metrics = [];
+    this.subopNames = [];
+    this.subopStarts = [];
+    this.recordPrefix = `"step":${JSON.stringify(services.step)},"pipeline":${JSON.stringify(services.pipelineId)},"graph":${JSON.stringify(services.variant)},`;
+    this.timesSubops = services.subop !== null;
+  }
+
+  // ---- call lifecycle -----------------------------------------------------------------------
+
+  /** Runs `configure` with configuring on; a refusal (a false result) carries what the plugin logged. */
+  beginConfigure(): void {
+    this.configuring = true;
+  }
+
+  endConfigure(): void {
+    this.configuring = false;
+  }
+
+  /** The reason of a refusal: the warnings and errors logged while configuring, else `fallback`. */
+  refusalReason(fallback: string): string {
+    return this.configNotes.reason(fallback);
+  }
+
+  /** CallFlag.Same* bits: which of op / db / collection / appName equal what this instance last read. */
+  sameFlags(ex: HostExchange): number {
+    return (ex.op === this.lastOp ? CallFlag.SameOp : 0) | (ex.db === this.lastDb ? CallFlag.SameDb : 0) |
+      (ex.collection === this.lastColl ? CallFlag.SameCollection : 0) | (ex.conn.appName === this.lastApp ? CallFlag.SameAppName : 0);
+  }
+
+  current(): HostExchange {
+    const ex = this.ex;
+    if (ex === null) throw new PluginTrap(`plugin ${this.services.step} called a request function outside a request`);
+    return ex;
+  }
+
+  // ---- body and verdicts --------------------------------------------------------------------
+
+  /** The command (phase 0, sequences folded in) or the current reply (phase 1); null when none. */
+  body(phase: number): Uint8Array | null {
+    const ex = this.current();
+    return phase === 0 ? ex.requestDocument() : (ex.newReply ?? ex.replyBody ?? ex.localReply);
+  }
+
+  bodyFind(phase: number, needle: Uint8Array): number {
+    return findInBody(this.current(), phase, needle);
+  }
+
+  /** `bson` must be the host's own (a copy out of plugin memory): it outlives the call. */
+  setBody(phase: number, bson: Uint8Array): void {
+    const ex = this.current();
+    if (phase === 0) ex.newRequest = bson;
+    else ex.newReply = bson;
+  }
+
+  reject(code: number, codeName: string, message: string): void {
+    const ex = this.current();
+    ex.verdict = VERDICT_REJECT;
+    ex.rejectCode = code;
+    ex.rejectCodeName = codeName;
+    ex.rejectMessage = message;
+  }
+
+  /** Request phase: answer without the upstream; response phase: replace the reply. */
+  replyLocal(bson: Uint8Array): void {
+    const ex = this.current();
+    if (ex.phase === 0) {
+      ex.verdict = VERDICT_LOCAL_REPLY;
+      ex.localReply = bson;
+    } else {
+      ex.newReply = bson;
+    }
+  }
+
+  setRoute(uri: string): void {
+    this.current().route = uri;
+  }
+
+  /** The identity an auth step established; later steps (and later requests on this connection)
+   *  read it as the `user` property. */
+  setUser(name: string): void {
+    this.current().conn.user = name;
+  }
+
+  /** Only while configuring: the phases the step acts in (the pipeline skips the others). */
+  setPhases(mask: number): void {
+    if (this.configuring) this.phases = mask & PhaseBit.Both;
+  }
+
+  // ---- properties ---------------------------------------------------------------------------
+
+  /** A property as a string (numeric ones in decimal), null for an unknown id. */
+  property(id: number): string | null {
+    // The clock needs no exchange, so plugins may read it while configuring too.
+    if (id === Property.WallClockMs) return String(Date.now());
+    const ex = this.current();
+    switch (id) {
+      case Property.Op: return (this.lastOp = ex.op);
+      case Property.Db: return (this.lastDb = ex.db);
+      case Property.Collection: return (this.lastColl = ex.collection);
+      case Property.AppName: return (this.lastApp = ex.conn.appName);
+      case Property.ClientAddress: return ex.conn.clientAddress;
+      case Property.User: return ex.conn.user;
+      case Property.PipelineId: return ex.pipelineId;
+      case Property.Phase: return ex.phase === 0 ? 'request' : 'response';
+      case Property.Route: return ex.route ?? '';
+      case Property.RequestId: case Property.ConnectionId:
+      case Property.ElapsedNs: case Property.ReplyOk: case Property.ReplyCode:
+        return String(this.number(id));
+      default: return null;
+    }
+  }
+
+  /** A numeric property without a decimal round trip; NaN for an id that has no number. */
+  number(id: number): number {
+    if (id === Property.WallClockMs) return Date.now();
+    const ex = this.current();
+    switch (id) {
+      case Property.RequestId: return ex.requestId;
+      case Property.ConnectionId: return ex.conn.id;
+      case Property.Phase: return ex.phase;
+      case Property.ElapsedNs: return Math.round((performance.now() - ex.startedAt) * 1e6);
+      case Property.ReplyOk: return ex.phase === 1 ? ex.replyOk() : -1;
+      case Property.ReplyCode: return ex.phase === 1 ? ex.replyCode() : 0;
+      default: return NaN;
+    }
+  }
+
+  // ---- log ----------------------------------------------------------------------------------
+
+  /** A plain log line tagged with the step, pipeline and op. */
+  log(level: number, msg: string): void {
+    const name = LOG_LEVEL_NAMES[level] ?? 'info';
+    if (this.configuring) this.configNotes.add(name, msg);
+    const ex = this.ex;
+    const s = this.services;
+    s.logger[name]({ step: s.step, pipeline: s.pipelineId, op: ex === null ? undefined : ex.op }, msg);
+  }
+
+  /**
+   * A structured log record: `members` is UTF-8 JSON object members (`"k":v,...`) that the logger
+   * writes as fields of its own line without re-encoding them (valid during the call only). A
+   * record that is not plausibly members (must start with `"`, no raw newline, which would split
+   * the line) is logged as a plain message instead.
+   */
+  logRecord(level: number, members: Uint8Array): void {
+    const name = LOG_LEVEL_NAMES[level] ?? 'info';
+    const logger = this.services.logger;
+    if (logger.record !== undefined && members.length > 0 && members[0] === 0x22 && members.indexOf(0x0a) < 0) {
+      logger.record(name, this.recordPrefix, members);
+      return;
+    }
+    logger[name]({ step: this.services.step, pipeline: this.services.pipelineId }, utf8.decode(members));
+  }
+
+  // ---- metrics ------------------------------------------------------------------------------
+
+  /** Returns the metric's id, or -1 when refused (bad name, or the name exists with another kind). */
+  defineMetric(kind: MetricKind, name: string): number {
+    const s = this.services;
+    const m = s.metrics.define(kind, name, s.pipelineId, s.variant);
+    if (m === null) {
+      s.logger.warn({ step: s.step, metric: name }, 'plugin metric refused (name must be proxy_plugin_*, one kind per name)');
+      return -1;
+    }
+    this.metrics.push(m);
+    return this.metrics.length - 1;
+  }
+
+  increment(id: number, delta: number): void {
+    const m = this.metrics[id];
+    if (m !== undefined) m.inc(delta);
+  }
+
+  record(id: number, value: number): void {
+    const m = this.metrics[id];
+    if (m !== undefined) m.record(value);
+  }
+
+  // ---- sub-operations -----------------------------------------------------------------------
+
+  subopBegin(name: string): void {
+    this.subopNames.push(name);
+    this.subopStarts.push(process.hrtime.bigint());
+  }
+
+  subopEnd(): void {
+    const start = this.subopStarts.pop();
+    const name = this.subopNames.pop();
+    const sink = this.services.subop;
+    if (start === undefined || name === undefined || sink === null) return;
+    const ex = this.ex;
+    sink(name, ex === null ? 0 : ex.phase, Number(process.hrtime.bigint() - start));
+  }
+
+  // ---- kv and clock -------------------------------------------------------------------------
+
+  kvGet(key: string): Uint8Array | undefined {
+    return this.services.kv.get(key);
+  }
+
+  /** `value` may be a view of plugin memory: the store copies it. False past the store's cap. */
+  kvSet(key: string, value: Uint8Array, ttlMs: number): boolean {
+    return this.services.kv.set(key, value, ttlMs);
+  }
+
+  kvDelete(key: string): boolean {
+    return this.services.kv.delete(key);
+  }
+
+  /** Monotonic clock, ns (f64: exact to 2^53 ns ≈ 104 days of uptime, sub-µs resolution). */
+  nowNs(): number {
+    return performance.now() * 1e6;
+  }
+}
+
+const utf8 = new TextDecoder();
