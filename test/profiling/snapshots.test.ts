@@ -215,8 +215,9 @@ test('GET /api/profile/series: one point per interval with that interval\'s figu
   assert.deepEqual(Object.keys(s2).sort(), ['avg_latency_us', 'count', 'errors', 'max_latency_us', 'name', 'p50_latency_us', 'p95_latency_us', 'p99_latency_us', 'phase']);
   assert.equal(s2.count, 20);
   assert.equal(s2.errors, 0);
-  assert.ok(s2.p50_latency_us >= 300 && s2.p50_latency_us < 2000, `p50 ${s2.p50_latency_us}`);
-  assert.ok(s2.p99_latency_us < 3000, `interval 2 has no 3 ms invocations: p99 ${s2.p99_latency_us}`);
+  // The median separates the intervals (300 µs here, 3 ms in interval 3); a tail percentile would
+  // not: on a loaded machine a 300 µs busy-wait that is descheduled can take several ms.
+  assert.ok(s2.p50_latency_us >= 300 && s2.p50_latency_us < 3000, `interval 2 is the 300 µs one: p50 ${s2.p50_latency_us}`);
   assert.ok(s2.avg_latency_us >= 300 && s2.max_latency_us >= s2.p99_latency_us);
   assert.equal(p2.total.count, 20);
   assert.ok(p2.total.avg_total_latency_us >= p2.total.avg_upstream_latency_us && p2.total.avg_total_latency_us >= 300);
