@@ -1,10 +1,9 @@
 // The admin HTTP API (fastify): reload the configuration, inspect the running pipeline.
 // Enabled only when `admin.listen` is set, and always behind a bearer token (`admin.token`).
-import { timingSafeEqual } from 'node:crypto';
-import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 import { ConfigError, loadConfig, parseConfig } from '../config/index.ts';
 import type { RunningProxy } from '../app/serve.ts';
-import { httpError, type HttpErrorCode } from './errors.ts';
+import { sendError, tokenMatches } from './reply.ts';
 import { proxyMetricsRegistry, metricsText } from '../telemetry/index.ts';
 
 export interface AdminOptions {
@@ -13,17 +12,7 @@ export interface AdminOptions {
   configFile: string | null;
 }
 
-function send(reply: FastifyReply, code: HttpErrorCode, message?: string, details?: unknown): FastifyReply {
-  const e = httpError(code, message, details);
-  return reply.code(e.status).send(e.body);
-}
-
-function tokenMatches(header: string | undefined, token: string): boolean {
-  if (header === undefined || !header.startsWith('Bearer ')) return false;
-  const given = Buffer.from(header.slice(7));
-  const want = Buffer.from(token);
-  return given.length === want.length && timingSafeEqual(given, want);
-}
+const send = sendError;
 
 export function buildAdminApp(running: RunningProxy, opts: AdminOptions): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 });

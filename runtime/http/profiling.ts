@@ -10,13 +10,12 @@
 // With profiling.enabled false, every /api/profile path answers 404 (PROXY_ERR_PROFILING_DISABLED);
 // /metrics still answers. Who may read it: the endpoint binds profiling.host (default 127.0.0.1);
 // with profiling.token set every request needs `Authorization: Bearer <token>`.
-import { timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import * as hdr from 'hdr-histogram-js';
 import type { RunningProxy } from '../app/serve.ts';
 import { foldFrames, foldedText, profilingMetricsText, type Profiler, type LatencyStats, type SnapshotStore } from '../profiling/index.ts';
 import { proxyMetricsRegistry, metricsText } from '../telemetry/index.ts';
-import { httpError, type HttpErrorCode } from './errors.ts';
+import { sendError, tokenMatches } from './reply.ts';
 
 export interface ProfilingHttpOptions {
   host: string;
@@ -31,17 +30,7 @@ function timeMs(text: string): number {
   return /^\d+$/.test(text) ? Number(text) : Date.parse(text);
 }
 
-function send(reply: FastifyReply, code: HttpErrorCode, message?: string): FastifyReply {
-  const e = httpError(code, message);
-  return reply.code(e.status).send(e.body);
-}
-
-function tokenMatches(header: string | undefined, token: string): boolean {
-  if (header === undefined || !header.startsWith('Bearer ')) return false;
-  const given = Buffer.from(header.slice(7));
-  const want = Buffer.from(token);
-  return given.length === want.length && timingSafeEqual(given, want);
-}
+const send = sendError;
 
 /** `60s`, `500ms`, `2m`, `1h` → milliseconds; NaN when malformed. */
 export function parseDurationMs(text: string): number {
