@@ -15,8 +15,11 @@ test('rate_limit: burst passes, the next request is rejected (462), tokens refil
   assert.deepEqual([r.reject?.code, r.reject?.codeName], [462, 'RateLimitExceeded']);
   assert.match(r.reject!.message, /max 20 requests\/s \(burst 2\)/);
   await sleep(80); // 20/s → one token per 50 ms
-  assert.equal(h.request(find).verdict, Verdict.Continue);
-  assert.equal(h.request(find).verdict, Verdict.Reject);
+  assert.equal(h.request(find).verdict, Verdict.Continue, 'a token refilled');
+  // A late timer may have refilled a second token, never more than the burst (2): the bucket
+  // empties again within two more requests.
+  const next = [h.request(find).verdict, h.request(find).verdict];
+  assert.ok(next.includes(Verdict.Reject), `rejected again once the refilled tokens are spent: ${next}`);
   assert.match(await h.metrics(), /proxy_plugin_rate_limited_total\{pipeline_id="p\d+",pipeline="baseline"\} [1-9]/);
 });
 
