@@ -6,7 +6,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import {
-  ABI_VERSION, ABI_VERSION_EXPORT, IMPORT_MODULE, WIT_PACKAGE, WIT_VERSION, ENUMS, HOST_FUNCTIONS, CORE_EXPORTS, WIT_STEP_EXPORTS,
+  ABI_VERSION, ABI_VERSION_EXPORT, IMPORT_MODULE, WIT_PACKAGE, WIT_VERSION, ENUMS, HOST_FUNCTIONS, CORE_EXPORTS, WIT_STEP_EXPORTS, LIMITS,
   type CoreType, type EnumSpec, type WitFunction,
 } from './abi-spec.ts';
 
@@ -38,6 +38,7 @@ export function renderSdkAbi(): string {
     '/** Exported by every plugin (exports.ts re-exports it) as a constant global: the host reads it at load. */',
     `export const ${ABI_VERSION_EXPORT}: i32 = ABI_VERSION;`,
   ];
+  for (const l of LIMITS) out.push(`/** ${l.doc} */`, `export const ${l.name}: i32 = ${l.value};`);
   for (const e of ENUMS) {
     out.push('', `/** ${e.doc} */`, `export const enum ${e.sdkName} {`);
     for (const [name, m] of members(e)) {
@@ -170,6 +171,8 @@ export function renderDocsAbi(): string {
     const s = e.kind === 'function' ? docSig(e.params ?? [], e.result) : e.kind === 'global' ? `global ${e.result}` : e.kind;
     out.push(`| \`${e.name}\` | ${s} | ${cell(e.doc)}${e.required ? ' (required)' : ''} |`);
   }
+  out.push('', '**Limits** (the SDK declares them too):', '', '| limit | value | |', '|---|---|---|');
+  for (const l of LIMITS) out.push(`| \`${l.name}\` | ${l.value} | ${cell(l.doc)} |`);
   out.push('', `**Imports** (module \`${IMPORT_MODULE}\`):`, '', '| import | signature | |', '|---|---|---|');
   for (const f of HOST_FUNCTIONS) out.push(`| \`${f.name}\` | ${docSig(f.params, f.result)} | ${cell(f.doc)} |`);
   out.push('', '**Enums** (the SDK declares them in `sdk/assembly/abi.ts`; the values are part of the ABI):', '',

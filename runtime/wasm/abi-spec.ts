@@ -18,8 +18,10 @@
  * enum value, a callback's meaning). A plugin exports the version it was built for (the global
  * ABI_VERSION_EXPORT, from the SDK); the host refuses any other at load. Components carry it as
  * the WIT package version 0.<ABI_VERSION>.0.
+ *   1  first versioned ABI
+ *   2  labelled metrics: proxy_define_metric takes label names, proxy_metric_series resolves label values
  */
-export const ABI_VERSION = 1;
+export const ABI_VERSION = 2;
 
 /** Import namespace of every host function of a core module. */
 export const IMPORT_MODULE = 'proxy';
@@ -30,6 +32,23 @@ export const ABI_VERSION_EXPORT = 'proxy_abi_version';
 /** WIT package of the component world; its version carries ABI_VERSION. */
 export const WIT_PACKAGE = 'proxy:step';
 export const WIT_VERSION = `0.${ABI_VERSION}.0`;
+
+// ---- limits -------------------------------------------------------------------------------------
+
+export interface Limit { readonly name: string; readonly value: number; readonly doc: string }
+
+/** Bounds the host enforces; the SDK gets them as constants. */
+export const LIMITS: readonly Limit[] = [
+  { name: 'MAX_METRIC_LABELS', value: 4, doc: 'label names a metric may declare (the host adds pipeline_id and pipeline)' },
+  { name: 'MAX_LABEL_SETS', value: 1000, doc: 'label sets a metric holds per graph; past it, observations go to the set whose every label is `other`, counted in proxy_plugin_label_overflow_total{metric}' },
+  { name: 'MAX_LABEL_VALUE_CHARS', value: 128, doc: 'characters of a label value the host keeps (longer values are cut)' },
+];
+
+export function limit(name: string): number {
+  const l = LIMITS.find((x) => x.name === name);
+  if (l === undefined) throw new Error(`abi-spec.ts has no limit ${name}`);
+  return l.value;
+}
 
 // ---- enums -------------------------------------------------------------------------------------
 
@@ -207,13 +226,17 @@ export const HOST_FUNCTIONS: readonly HostFunction[] = [
   fn('proxy_get_number', [['id', 'i32']], 'f64',
     'a numeric property (`Property` marked string or number) without a decimal round trip; NaN for other ids',
     null),
-  fn('proxy_define_metric', [['kind', 'i32'], ['namePtr', 'ptr'], ['nameLen', 'i32']], 'i32',
-    'defines (or reuses) a `proxy_plugin_*` metric of this kind (`MetricKind`); returns its id, -1 when refused',
-    wit('define-metric', [['kind', 'metric-kind'], ['name', 'string']], 'option<u32>',
-      'Names must match proxy_plugin_[a-z0-9_]+; returns an id, or none when refused.')),
-  fn('proxy_increment_metric', [['id', 'i32'], ['delta', 'f64']], null, 'adds `delta` to a counter or gauge (a histogram observes it)',
+  fn('proxy_define_metric', [['kind', 'i32'], ['namePtr', 'ptr'], ['nameLen', 'i32'], ['labelsPtr', 'ptr'], ['labelsLen', 'i32']], 'i32',
+    'defines (or reuses) a `proxy_plugin_*` metric of this kind (`MetricKind`) with these label names (UTF-16, comma-separated, `""` for none; at most `MAX_METRIC_LABELS`); returns its id (which observes the series whose label values are all empty), -1 when refused: bad name or label names, or the name exists with another kind',
+    wit('define-metric', [['kind', 'metric-kind'], ['name', 'string'], ['labels', 'list<string>']], 'option<u32>',
+      'Names must match proxy_plugin_[a-z0-9_]+, label names [a-z_][a-z0-9_]* (at most 4; the host adds pipeline_id and pipeline). Returns an id, or none when refused.')),
+  fn('proxy_metric_series', [['id', 'i32'], ['valuesPtr', 'ptr'], ['valuesLen', 'i32']], 'i32',
+    'the id of one label set of metric `id`: the values (UTF-16, each preceded by one unit holding its length in units), one per declared label; -1 for another count. Past `MAX_LABEL_SETS` sets the `other` set (observations counted as overflow). Ids are stable for the instance: a plugin may keep them',
+    wit('metric-series', [['id', 'u32'], ['values', 'list<string>']], 'option<u32>',
+      'The id of one label set of a metric: one value per declared label. Past the cap (1000 sets per metric) the set whose every label is "other". None for another count of values.')),
+  fn('proxy_increment_metric', [['id', 'i32'], ['delta', 'f64']], null, 'adds `delta` to a counter or gauge series (a histogram observes it)',
     wit('increment-metric', [['id', 'u32'], ['delta', 'f64']], null)),
-  fn('proxy_record_metric', [['id', 'i32'], ['value', 'f64']], null, 'sets a gauge / observes a histogram value',
+  fn('proxy_record_metric', [['id', 'i32'], ['value', 'f64']], null, 'sets a gauge series / observes a histogram value',
     wit('record-metric', [['id', 'u32'], ['value', 'f64']], null)),
   fn('proxy_subop_begin', [['namePtr', 'ptr'], ['nameLen', 'i32']], null,
     'opens a named sub-operation (flame graph third level, trace sub-span); they nest',

@@ -1,7 +1,7 @@
 // The host's view of the ABI: names and enum values taken from abi-spec.ts (the one source), plus
 // the host-only constants. See abi-spec.ts for what is generated from it.
 import {
-  ACTION, CALL_FLAG, PROPERTY, PHASE_BIT, METRIC_KIND, LOG_LEVEL, enumValues, CORE_EXPORTS, ABI_VERSION_EXPORT,
+  ACTION, CALL_FLAG, PROPERTY, PHASE_BIT, METRIC_KIND, LOG_LEVEL, enumValues, CORE_EXPORTS, ABI_VERSION_EXPORT, limit,
 } from './abi-spec.ts';
 
 export { ABI_VERSION, IMPORT_MODULE, ABI_VERSION_EXPORT, WIT_PACKAGE, WIT_VERSION } from './abi-spec.ts';
@@ -48,6 +48,13 @@ export type LogLevel = (typeof LogLevel)[keyof typeof LogLevel];
 type LogLevelName = (typeof LOG_LEVEL.members)[keyof typeof LOG_LEVEL.members]['wit'];
 /** Logger method names by LogLevel value (the WIT case names are the logger's method names). */
 export const LOG_LEVEL_NAMES: readonly LogLevelName[] = Object.values(LOG_LEVEL.members).sort((a, b) => a.value - b.value).map((m) => m.wit);
+
+/** Label names a plugin metric may declare. */
+export const MAX_METRIC_LABELS = limit('MAX_METRIC_LABELS');
+/** Label sets a plugin metric holds per graph (past it: the `other` set, counted as overflow). */
+export const MAX_LABEL_SETS = limit('MAX_LABEL_SETS');
+/** Characters of a label value the host keeps. */
+export const MAX_LABEL_VALUE_CHARS = limit('MAX_LABEL_VALUE_CHARS');
 
 /** Plugin metric names must match this (SPEC §2.5 `proxy_plugin_<...>`). */
 export const PLUGIN_METRIC_NAME = /^proxy_plugin_[a-z0-9_]+$/;

@@ -8,6 +8,7 @@ import type { MetricKind } from './abi.ts';
 import { PluginConfigRefusedError } from './errors.ts';
 import { type HostExchange, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags } from './host-exchange.ts';
 import { StepHost } from './step-host.ts';
+import { encodeLabelKey } from './plugin-metrics.ts';
 import type { PluginServices } from './plugin-instance.ts';
 import type { CompiledComponent, ComponentHostImports, ComponentStepExports } from './component-compile.ts';
 
@@ -107,10 +108,14 @@ export class ComponentInstance {
         const id = PROPERTY_IDS.get(name);
         return id === undefined ? undefined : host.property(id) ?? undefined;
       },
-      defineMetric: (kind: string, name: string): number | undefined => {
+      defineMetric: (kind: string, name: string, labels: string[]): number | undefined => {
         const k = METRIC_KINDS.get(kind);
-        const id = k === undefined ? -1 : host.defineMetric(k as MetricKind, name);
+        const id = k === undefined ? -1 : host.defineMetric(k as MetricKind, name, labels);
         return id < 0 ? undefined : id;
+      },
+      metricSeries: (id: number, values: string[]): number | undefined => {
+        const sid = host.metricSeries(id, encodeLabelKey(values));
+        return sid < 0 ? undefined : sid;
       },
       incrementMetric: (id: number, delta: number): void => host.increment(id, delta),
       recordMetric: (id: number, value: number): void => host.record(id, value),

@@ -228,8 +228,12 @@ export class PluginInstance {
         return v === null ? -1 : this.writeStr(v, dst, max);
       },
       proxy_get_number: (id: number): number => host.number(id),
-      proxy_define_metric: (kind: number, namePtr: number, nameLen: number): number =>
-        host.defineMetric(kind as MetricKind, this.str(namePtr, nameLen)),
+      proxy_define_metric: (kind: number, namePtr: number, nameLen: number, labelsPtr: number, labelsLen: number): number => {
+        const labels = this.str(labelsPtr, labelsLen);
+        return host.defineMetric(kind as MetricKind, this.str(namePtr, nameLen), labels === '' ? [] : labels.split(','));
+      },
+      // The values' UTF-16 (with their length units) is the key as it is: no parsing per call.
+      proxy_metric_series: (id: number, valuesPtr: number, valuesLen: number): number => host.metricSeries(id, this.str(valuesPtr, valuesLen)),
       proxy_increment_metric: (id: number, delta: number): void => host.increment(id, delta),
       proxy_record_metric: (id: number, value: number): void => host.record(id, value),
       proxy_subop_begin: host.timesSubops ? (namePtr: number, nameLen: number): void => host.subopBegin(this.str(namePtr, nameLen)) : noop2,

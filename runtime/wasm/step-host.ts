@@ -10,7 +10,7 @@
 import { Property, PhaseBit, CallFlag, LOG_LEVEL_NAMES, type MetricKind } from './abi.ts';
 import { PluginTrap, ConfigureNotes } from './errors.ts';
 import { type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, findInBody } from './host-exchange.ts';
-import type { BoundMetric } from './plugin-metrics.ts';
+import { encodeLabelKey, type BoundMetric, type MetricBinding } from './plugin-metrics.ts';
 import type { PluginServices } from './plugin-instance.ts';
 
 export class StepHost {
@@ -27,8 +27,10 @@ export class StepHost {
   private lastDb: string;
   private lastColl: string;
   private lastApp: string;
-  /** Metrics by the id the plugin was given. */
+  /** Metric series by the id the plugin was given (a metric's own id, or one of its label sets'). */
   private readonly metrics: BoundMetric[];
+  /** For a metric's own id: its label sets; null for a label set's id. */
+  private readonly defined: (DefinedMetric | null)[];
   private readonly subopNames: string[];
   private readonly subopStarts: bigint[];
   /** `"step":…,"pipeline":…,"graph":…,` — the members the host puts before a plugin's log record. */
@@ -47,6 +49,7 @@ export class StepHost {
     this.lastColl = '';
     this.lastApp = '';
     this.metrics = [];
+    this.defined = [];
     this.subopNames = [];
     this.subopStarts = [];
     this.recordPrefix = `"step":${JSON.stringify(services.step)},"pipeline":${JSON.stringify(services.pipelineId)},"graph":${JSON.stringify(services.variant)},`;
@@ -202,16 +205,48 @@ export class StepHost {
 
   // ---- metrics ------------------------------------------------------------------------------
 
-  /** Returns the metric's id, or -1 when refused (bad name, or the name exists with another kind). */
-  defineMetric(kind: MetricKind, name: string): number {
+  /**
+   * Defines a metric with these label names for this step's graph; returns its id (which observes
+   * the series whose label values are all empty), or -1 when refused (logged with the reason).
+   */
+  defineMetric(kind: MetricKind, name: string, labelNames: readonly string[]): number {
     const s = this.services;
-    const m = s.metrics.define(kind, name, s.pipelineId, s.variant);
-    if (m === null) {
-      s.logger.warn({ step: s.step, metric: name }, 'plugin metric refused (name must be proxy_plugin_*, one kind per name)');
+    const binding = s.metrics.define(kind, name, labelNames, s.pipelineId, s.variant);
+    if (typeof binding === 'string') {
+      s.logger.warn({ step: s.step, metric: name }, `plugin metric refused: ${binding}`);
       return -1;
     }
-    this.metrics.push(m);
-    return this.metrics.length - 1;
+    const key = encodeLabelKey(labelNames.map(() => ''));
+    // A labelled metric's own id takes a label set only when it is used: most never are.
+    const own = labelNames.length === 0 ? binding.series(key)! : lazySeries(binding, key);
+    const d: DefinedMetric = { binding, byKey: new Map(), idOf: new Map() };
+    return this.addSeries(d, own, d);
+  }
+
+  /**
+   * The id of one label set of metric `id` (`key`: the values as the ABI encodes them), -1 when
+   * `id` is not a metric's own id or the count of values is not the declared one. One id per
+   * series and instance, so ids stay few (at most MAX_LABEL_SETS + 1 per metric).
+   */
+  metricSeries(id: number, key: string): number {
+    const d = this.defined[id];
+    if (d === undefined || d === null) return -1;
+    const known = d.byKey.get(key);
+    if (known !== undefined) return known;
+    const b = d.binding;
+    const series = b.series(key);
+    if (series === null) return -1;
+    const sid = d.idOf.get(series) ?? this.addSeries(d, series, null);
+    if (b.cacheable) d.byKey.set(key, sid);
+    return sid;
+  }
+
+  private addSeries(d: DefinedMetric, series: BoundMetric, own: DefinedMetric | null): number {
+    const id = this.metrics.length;
+    this.metrics.push(series);
+    this.defined.push(own);
+    d.idOf.set(series, id);
+    return id;
   }
 
   increment(id: number, delta: number): void {
@@ -262,3 +297,19 @@ export class StepHost {
 }
 
 const utf8 = new TextDecoder();
+
+/** A metric this instance defined: its label sets' ids by their key and by series. */
+interface DefinedMetric {
+  readonly binding: MetricBinding;
+  readonly byKey: Map<string, number>;
+  readonly idOf: Map<BoundMetric, number>;
+}
+
+/** The series of `key`, looked up at its first observation. */
+function lazySeries(binding: MetricBinding, key: string): BoundMetric {
+  let m: BoundMetric | null = null;
+  return {
+    inc(v) { (m ??= binding.series(key)!).inc(v); },
+    record(v) { (m ??= binding.series(key)!).record(v); },
+  };
+}

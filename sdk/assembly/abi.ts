@@ -3,9 +3,15 @@
 // version. Plugin code uses the SDK (index.ts) rather than these declarations.
 
 /** The plugin ABI version this SDK speaks; the host refuses a plugin built for another. */
-export const ABI_VERSION: i32 = 1;
+export const ABI_VERSION: i32 = 2;
 /** Exported by every plugin (exports.ts re-exports it) as a constant global: the host reads it at load. */
 export const proxy_abi_version: i32 = ABI_VERSION;
+/** label names a metric may declare (the host adds pipeline_id and pipeline) */
+export const MAX_METRIC_LABELS: i32 = 4;
+/** label sets a metric holds per graph; past it, observations go to the set whose every label is `other`, counted in proxy_plugin_label_overflow_total{metric} */
+export const MAX_LABEL_SETS: i32 = 1000;
+/** characters of a label value the host keeps (longer values are cut) */
+export const MAX_LABEL_VALUE_CHARS: i32 = 128;
 
 /** What a phase callback returns. */
 export const enum Action {
@@ -146,15 +152,19 @@ export declare function proxy_get_property(id: i32, dst: usize, max: i32): i32;
 // @ts-ignore: decorator
 @external("proxy", "proxy_get_number")
 export declare function proxy_get_number(id: i32): f64;
-/** defines (or reuses) a `proxy_plugin_*` metric of this kind (`MetricKind`); returns its id, -1 when refused */
+/** defines (or reuses) a `proxy_plugin_*` metric of this kind (`MetricKind`) with these label names (UTF-16, comma-separated, `""` for none; at most `MAX_METRIC_LABELS`); returns its id (which observes the series whose label values are all empty), -1 when refused: bad name or label names, or the name exists with another kind */
 // @ts-ignore: decorator
 @external("proxy", "proxy_define_metric")
-export declare function proxy_define_metric(kind: i32, namePtr: usize, nameLen: i32): i32;
-/** adds `delta` to a counter or gauge (a histogram observes it) */
+export declare function proxy_define_metric(kind: i32, namePtr: usize, nameLen: i32, labelsPtr: usize, labelsLen: i32): i32;
+/** the id of one label set of metric `id`: the values (UTF-16, each preceded by one unit holding its length in units), one per declared label; -1 for another count. Past `MAX_LABEL_SETS` sets the `other` set (observations counted as overflow). Ids are stable for the instance: a plugin may keep them */
+// @ts-ignore: decorator
+@external("proxy", "proxy_metric_series")
+export declare function proxy_metric_series(id: i32, valuesPtr: usize, valuesLen: i32): i32;
+/** adds `delta` to a counter or gauge series (a histogram observes it) */
 // @ts-ignore: decorator
 @external("proxy", "proxy_increment_metric")
 export declare function proxy_increment_metric(id: i32, delta: f64): void;
-/** sets a gauge / observes a histogram value */
+/** sets a gauge series / observes a histogram value */
 // @ts-ignore: decorator
 @external("proxy", "proxy_record_metric")
 export declare function proxy_record_metric(id: i32, value: f64): void;

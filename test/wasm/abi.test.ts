@@ -150,3 +150,9 @@ test('a component built against another WIT package version (ABI) is refused nam
     new RegExp(`built for plugin ABI 9, this proxy provides ABI ${ABI_VERSION} \\(WIT proxy:step@${WIT_VERSION.replace(/\./g, '\\.')}\\)`));
   assert.match(componentAbiProblem({ imports: ['proxy:step/host', 'wasi:io/streams@0.2.0'], exports: [STEP_INTERFACE] })!, /may import only proxy:step\/host@/);
 });
+
+test('the JavaScript component example imports the host interface of this ABI version', () => {
+  const src = readFileSync('examples/component-js/step.js', 'utf8');
+  const m = /from 'proxy:step\/host@([^']+)'/.exec(src);
+  assert.equal(m?.[1], WIT_VERSION, 'examples/component-js/step.js: update its import to this WIT package version');
+});

@@ -1,22 +1,34 @@
-// metrics through the proxy with the real driver: proxy_plugin_* request counters and duration
-// histograms move per operation.
+// metrics through the proxy with the real driver: the two labelled families
+// (proxy_plugin_requests_total, proxy_plugin_request_duration_us by op, db, collection, status)
+// move per operation, namespace and outcome.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startPipelineProxy, metricValue, type Doc } from './_proxy.ts';
 
 const PID = 'px_metrics';
-const v = (name: string) => metricValue(name, PID);
 
-test('metrics: request counters and histograms per operation', { timeout: 60_000 }, async () => {
+test('metrics: request counters and histograms by op, db, collection and status', { timeout: 60_000 }, async () => {
   const p = await startPipelineProxy({ id: PID, request: ['metrics'], response: ['metrics'], steps: { metrics: { config: {} } } });
   try {
     const client = await p.client();
     const coll = client.db('app').collection<Doc>('m');
-    const names = ['requests_total', 'request_errors_total', 'request_duration_us_count', 'op_find_requests_total', 'op_find_duration_us_count',
-      'op_insert_requests_total', 'op_insert_duration_us_count', 'op_update_requests_total', 'op_delete_requests_total',
-      'op_aggregate_requests_total', 'op_getmore_requests_total', 'op_distinct_requests_total', 'op_other_requests_total',
-      'op_findandmodify_requests_total'];
-    const snap = async () => Object.fromEntries(await Promise.all(names.map(async (n) => [n, await v(`proxy_plugin_${n}`)] as const)));
+    const series = {
+      insert: 'op="insert",db="app",collection="m",status="ok"',
+      find: 'op="find",db="app",collection="m",status="ok"',
+      getMore: 'op="getMore",db="app",collection="m",status="ok"',
+      update: 'op="update",db="app",collection="m",status="ok"',
+      delete: 'op="delete",db="app",collection="m",status="ok"',
+      aggregate: 'op="aggregate",db="app",collection="m",status="ok"',
+      distinct: 'op="distinct",db="app",collection="m",status="ok"',
+      findAndModify: 'op="findAndModify",db="app",collection="m",status="ok"',
+      unknown: 'op="other",db="app",collection="",status="error"',
+    };
+    const snap = async () => {
+      const out: Record<string, number> = { all: await metricValue('proxy_plugin_requests_total', PID), durations: await metricValue('proxy_plugin_request_duration_us_count', PID) };
+      for (const [k, labels] of Object.entries(series)) out[k] = await metricValue('proxy_plugin_requests_total', PID, labels);
+      out.findDurations = await metricValue('proxy_plugin_request_duration_us_count', PID, series.find);
+      return out;
+    };
     const s0 = await snap();
     await coll.insertMany(Array.from({ length: 5 }, (_, i) => ({ _id: i })) as never[]);
     await coll.find({}, { batchSize: 2 }).toArray(); // find + 2 getMore
@@ -27,25 +39,23 @@ test('metrics: request counters and histograms per operation', { timeout: 60_000
     await coll.findOneAndUpdate({ _id: 3 }, { $set: { y: 1 } });
     await assert.rejects(client.db('app').command({ noSuchCommand: 1 }));
     const s1 = await snap();
-    const d = (n: string) => s1[n] - s0[n];
-    assert.equal(d('op_insert_requests_total'), 1);
-    assert.equal(d('op_insert_duration_us_count'), 1);
-    assert.equal(d('op_find_requests_total'), 1);
-    assert.equal(d('op_find_duration_us_count'), 1);
-    assert.equal(d('op_getmore_requests_total'), 2);
-    assert.equal(d('op_update_requests_total'), 1);
-    assert.equal(d('op_delete_requests_total'), 1);
-    assert.equal(d('op_aggregate_requests_total'), 1);
-    assert.equal(d('op_distinct_requests_total'), 1);
-    assert.equal(d('op_findandmodify_requests_total'), 1);
-    assert.equal(d('op_other_requests_total'), 1);
-    assert.equal(d('requests_total'), 10); // 1 insert + 1 find + 2 getMore + update + delete + aggregate + distinct + findAndModify + unknown
-    assert.equal(d('request_duration_us_count'), 10);
-    assert.equal(d('request_errors_total'), 1);
-    // histogram buckets are cumulative and carry the pipeline label
+    const d = (n: string) => s1[n]! - s0[n]!;
+    assert.equal(d('insert'), 1);
+    assert.equal(d('find'), 1);
+    assert.equal(d('findDurations'), 1);
+    assert.equal(d('getMore'), 2);
+    assert.equal(d('update'), 1);
+    assert.equal(d('delete'), 1);
+    assert.equal(d('aggregate'), 1);
+    assert.equal(d('distinct'), 1);
+    assert.equal(d('findAndModify'), 1);
+    assert.equal(d('unknown'), 1);
+    assert.equal(d('all'), 10); // 1 insert + 1 find + 2 getMore + update + delete + aggregate + distinct + findAndModify + unknown
+    assert.equal(d('durations'), 10);
+    // histogram buckets are cumulative and carry the plugin's labels and the graph's
     const text = await p.proxy.pipelines.host.registry.metrics();
-    assert.match(text, new RegExp(`proxy_plugin_op_find_duration_us_bucket\\{[^}]*le="\\+Inf"[^}]*pipeline_id="${PID}"[^}]*\\}|proxy_plugin_op_find_duration_us_bucket\\{[^}]*pipeline_id="${PID}"[^}]*le="\\+Inf"[^}]*\\}`));
-    assert.ok(await v('proxy_plugin_request_duration_us_sum') > 0);
+    assert.match(text, new RegExp(`^proxy_plugin_request_duration_us_bucket\\{le="\\+Inf",${series.find},pipeline_id="${PID}",pipeline="baseline"\\} \\d+$`, 'm'));
+    assert.ok(await metricValue('proxy_plugin_request_duration_us_sum', PID) > 0);
   } finally {
     await p.close();
   }
