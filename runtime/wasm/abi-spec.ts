@@ -20,8 +20,9 @@
  * the WIT package version 0.<ABI_VERSION>.0.
  *   1  first versioned ABI
  *   2  labelled metrics: proxy_define_metric takes label names, proxy_metric_series resolves label values
+ *   3  per-request contexts: proxy_request_contexts, a context argument to the phase callbacks, proxy_on_request_done
  */
-export const ABI_VERSION = 2;
+export const ABI_VERSION = 3;
 
 /** Import namespace of every host function of a core module. */
 export const IMPORT_MODULE = 'proxy';
@@ -42,6 +43,7 @@ export const LIMITS: readonly Limit[] = [
   { name: 'MAX_METRIC_LABELS', value: 4, doc: 'label names a metric may declare (the host adds pipeline_id and pipeline)' },
   { name: 'MAX_LABEL_SETS', value: 1000, doc: 'label sets a metric holds per graph; past it, observations go to the set whose every label is `other`, counted in proxy_plugin_label_overflow_total{metric}' },
   { name: 'MAX_LABEL_VALUE_CHARS', value: 128, doc: 'characters of a label value the host keeps (longer values are cut)' },
+  { name: 'MAX_REQUEST_CONTEXTS', value: 65536, doc: 'request contexts open at once per instance; past it one is ended to make room, round robin (proxy_on_request_done)' },
 ];
 
 export function limit(name: string): number {
@@ -220,6 +222,9 @@ export const HOST_FUNCTIONS: readonly HostFunction[] = [
   fn('proxy_set_phases', [['mask', 'i32']], null,
     'only during `proxy_on_configure`: the phases the step acts in (`PhaseBit`); the pipeline skips the step in the others',
     null),
+  fn('proxy_request_contexts', [['max', 'i32']], 'i32',
+    'only during `proxy_on_configure`: the step wants a context per request (at most `max` open, capped at `MAX_REQUEST_CONTEXTS`); it must export `proxy_on_request_done`, and gets contexts only when it acts in both phases. Returns the granted maximum',
+    null),
   fn('proxy_get_property', [['id', 'i32'], ['dst', 'ptr'], ['max', 'i32']], 'i32',
     'writes the property (`Property`) as UTF-16 to `dst` if it fits in `max` bytes; returns its byte length, -1 for an unknown id',
     wit('get-property', [['name', 'property']], 'option<string>', 'Request property; none for an unknown id.')),
@@ -275,8 +280,9 @@ export const CORE_EXPORTS: readonly CoreExport[] = [
   { name: ABI_VERSION_EXPORT, kind: 'global', result: 'i32', doc: 'the ABI version the plugin was built for (the SDK exports it); any other than the host\'s is refused at load', required: true },
   { name: 'proxy_alloc', kind: 'function', params: [['size', 'i32']], result: 'ptr', doc: 'a buffer for the config', required: false },
   { name: 'proxy_on_configure', kind: 'function', params: [['ptr', 'ptr'], ['len', 'i32']], result: 'i32', doc: 'config JSON (UTF-8); non-zero refuses it', required: false },
-  { name: 'proxy_on_request', kind: 'function', params: [['bodySize', 'i32'], ['flags', 'i32']], result: 'i32', doc: '`Action`; `bodySize` -1 with `HasSequences`', required: false },
-  { name: 'proxy_on_response', kind: 'function', params: [['replySize', 'i32'], ['flags', 'i32']], result: 'i32', doc: '`Action`', required: false },
+  { name: 'proxy_on_request', kind: 'function', params: [['bodySize', 'i32'], ['flags', 'i32'], ['context', 'i32']], result: 'i32', doc: '`Action`; `bodySize` -1 with `HasSequences`; `context`: this request\'s context, a number below the granted maximum that no other open request has (-1 without contexts)', required: false },
+  { name: 'proxy_on_response', kind: 'function', params: [['replySize', 'i32'], ['flags', 'i32'], ['context', 'i32']], result: 'i32', doc: '`Action`; `context`: the one its request phase got (-1: none, e.g. an earlier step answered locally). The context ends when this returns', required: false },
+  { name: 'proxy_on_request_done', kind: 'function', params: [['context', 'i32']], result: null, doc: 'a request ended without the response callback (a later step rejected it, no reply was due, the upstream call failed, its connection went away: noticed at the connection\'s next request, or when all contexts are open and one is ended for room); host functions that need a request trap here', required: false },
   { name: '__proxy_fuel', kind: 'global', result: 'i32', doc: 'remaining fuel of the current call, added by the host\'s metering pass', required: false, hostAdded: true },
 ];
 

@@ -20,6 +20,7 @@ export const Export = {
   onConfigure: exportName('proxy_on_configure'),
   onRequest: exportName('proxy_on_request'),
   onResponse: exportName('proxy_on_response'),
+  onRequestDone: exportName('proxy_on_request_done'),
   /** Added by the metering pass (metering.ts): remaining fuel of the current call. */
   fuel: exportName('__proxy_fuel'),
 } as const;
@@ -55,6 +56,8 @@ export const MAX_METRIC_LABELS = limit('MAX_METRIC_LABELS');
 export const MAX_LABEL_SETS = limit('MAX_LABEL_SETS');
 /** Characters of a label value the host keeps. */
 export const MAX_LABEL_VALUE_CHARS = limit('MAX_LABEL_VALUE_CHARS');
+/** Request contexts open at once per instance. */
+export const MAX_REQUEST_CONTEXTS = limit('MAX_REQUEST_CONTEXTS');
 
 /** Plugin metric names must match this (SPEC §2.5 `proxy_plugin_<...>`). */
 export const PLUGIN_METRIC_NAME = /^proxy_plugin_[a-z0-9_]+$/;

@@ -30,7 +30,7 @@ const NAMES = {
   importModule: IMPORT_MODULE,
   exhausted: 'proxy_fuel_exhausted',
   fuel: Export.fuel,
-  callbacks: [Export.alloc, Export.onConfigure, Export.onRequest, Export.onResponse],
+  callbacks: [Export.alloc, Export.onConfigure, Export.onRequest, Export.onResponse, Export.onRequestDone],
 };
 
 // The binaryen work runs in one lazily started worker thread (metering-worker.mjs): see there.

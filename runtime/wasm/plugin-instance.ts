@@ -4,12 +4,13 @@
 // Hot-path rules (notes/wasm-host.md): copy into plugin memory with Uint8Array.set, never slice out
 // of it except to keep a result (replaced body, local reply); no clock reads here unless a sub-op
 // sink is installed; imports are closures created once per instance, not per call.
-import { IMPORT_MODULE, Export, type MetricKind } from './abi.ts';
+import { IMPORT_MODULE, Export, PhaseBit, type MetricKind } from './abi.ts';
 import { PluginTrap, FuelExhaustedError, PluginConfigRefusedError } from './errors.ts';
 import { type HostExchange, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags } from './host-exchange.ts';
 import type { KvStore } from './kv-store.ts';
 import type { PluginMetricRegistry } from './plugin-metrics.ts';
 import { StepHost } from './step-host.ts';
+import { RequestContexts } from './request-contexts.ts';
 import type { Logger } from './logger.ts';
 import type { CompiledPlugin } from './compile.ts';
 
@@ -50,6 +51,9 @@ export class PluginInstance {
   private readonly onConfigureFn: Fn | null;
   private readonly onRequestFn: Fn | null;
   private readonly onResponseFn: Fn | null;
+  private readonly onRequestDoneFn: Fn | null;
+  /** Per-request contexts, when the plugin asked for them and acts in both phases (else null). */
+  private contexts: RequestContexts | null;
   private readonly host: StepHost;
   /** The last kv key decoded, and its UTF-16 bytes: most calls repeat a key (a bucket, a version). */
   private keyText: string;
@@ -61,6 +65,7 @@ export class PluginInstance {
     this.plugin = plugin;
     this.services = services;
     this.host = new StepHost(services);
+    this.contexts = null;
     this.keyText = '';
     this.keyBytes = new Uint8Array(64);
     this.keyLen = -1;
@@ -76,6 +81,7 @@ export class PluginInstance {
     this.onConfigureFn = (e[Export.onConfigure] as Fn | undefined) ?? null;
     this.onRequestFn = (e[Export.onRequest] as Fn | undefined) ?? null;
     this.onResponseFn = (e[Export.onResponse] as Fn | undefined) ?? null;
+    this.onRequestDoneFn = (e[Export.onRequestDone] as Fn | undefined) ?? null;
   }
 
   /** PhaseBit mask the plugin set while configuring (default: both). */
@@ -103,29 +109,46 @@ export class PluginInstance {
       host.endConfigure();
     }
     if (rc !== 0) throw new PluginConfigRefusedError(this.services.step, host.refusalReason(`on_configure returned ${rc}`));
+    if (host.contextsWanted > 0 && host.phases === PhaseBit.Both && this.onRequestFn !== null && this.onResponseFn !== null) {
+      const done = this.onRequestDoneFn;
+      if (done === null) throw new PluginConfigRefusedError(this.services.step, `asks for request contexts but exports no ${Export.onRequestDone}`);
+      this.contexts = new RequestContexts(host.contextsWanted, (context) => { done(context); });
+    }
+  }
+
+  /** Open request contexts (0 without them). */
+  get openContexts(): number {
+    return this.contexts === null ? 0 : this.contexts.size;
   }
 
   /** Request-phase callback. Returns the plugin's Action; throws on a trap. */
   callRequest(ex: HostExchange): number {
     const fn = this.onRequestFn;
     if (fn === null) return 0;
-    return this.invoke(fn, ex, requestCallSize(ex), requestCallFlags(ex));
+    const c = this.contexts;
+    return this.invoke(fn, ex, requestCallSize(ex), requestCallFlags(ex), c === null ? -1 : c.open(ex));
   }
 
   /** Response-phase callback over newReply ?? replyBody ?? localReply. */
   callResponse(ex: HostExchange): number {
     const fn = this.onResponseFn;
     if (fn === null) return 0;
-    return this.invoke(fn, ex, responseCallSize(ex), responseCallFlags(ex));
+    const c = this.contexts;
+    if (c === null) return this.invoke(fn, ex, responseCallSize(ex), responseCallFlags(ex), -1);
+    // The context ends with the callback (after a trap the instance and its contexts are gone).
+    const context = c.take(ex);
+    const rc = this.invoke(fn, ex, responseCallSize(ex), responseCallFlags(ex), context);
+    if (context >= 0) c.release(context);
+    return rc;
   }
 
   /** Calls a phase callback with `ex` current (the host functions act on it) for its duration. */
-  private invoke(fn: Fn, ex: HostExchange, size: number, flags: number): number {
+  private invoke(fn: Fn, ex: HostExchange, size: number, flags: number, context: number): number {
     const host = this.host;
     flags |= host.sameFlags(ex);
     host.ex = ex;
     try {
-      return fn(size, flags);
+      return fn(size, flags, context);
     } finally {
       host.ex = null;
     }
@@ -223,6 +246,7 @@ export class PluginInstance {
       proxy_log: (level: number, ptr: number, len: number): void => host.log(level, this.str(ptr, len)),
       proxy_log_fields: (level: number, ptr: number, len: number): void => host.logRecord(level, this.viewOf(ptr, len)),
       proxy_set_phases: (mask: number): void => host.setPhases(mask),
+      proxy_request_contexts: (max: number): number => host.requestContexts(max),
       proxy_get_property: (id: number, dst: number, max: number): number => {
         const v = host.property(id);
         return v === null ? -1 : this.writeStr(v, dst, max);

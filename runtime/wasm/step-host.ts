@@ -7,7 +7,7 @@
 //
 // Hot path: no allocation here beyond what a function returns to keep (a replaced body, a string
 // property); the exchange is a field set around each call, not a closure.
-import { Property, PhaseBit, CallFlag, LOG_LEVEL_NAMES, type MetricKind } from './abi.ts';
+import { Property, PhaseBit, CallFlag, LOG_LEVEL_NAMES, MAX_REQUEST_CONTEXTS, type MetricKind } from './abi.ts';
 import { PluginTrap, ConfigureNotes } from './errors.ts';
 import { type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, findInBody } from './host-exchange.ts';
 import { encodeLabelKey, type BoundMetric, type MetricBinding } from './plugin-metrics.ts';
@@ -19,6 +19,8 @@ export class StepHost {
   ex: HostExchange | null;
   /** PhaseBit mask from set_phases during configure (default: both). */
   phases: number;
+  /** Request contexts the plugin asked for while configuring (0: none). */
+  contextsWanted: number;
   /** True during on_configure: set_phases is accepted, warnings and errors are kept as the refusal's reason. */
   private configuring: boolean;
   private readonly configNotes: ConfigureNotes;
@@ -42,6 +44,7 @@ export class StepHost {
     this.services = services;
     this.ex = null;
     this.phases = PhaseBit.Both;
+    this.contextsWanted = 0;
     this.configuring = false;
     this.configNotes = new ConfigureNotes();
     this.lastOp = '';
@@ -135,6 +138,14 @@ export class StepHost {
   /** Only while configuring: the phases the step acts in (the pipeline skips the others). */
   setPhases(mask: number): void {
     if (this.configuring) this.phases = mask & PhaseBit.Both;
+  }
+
+  /** Only while configuring: the step wants a context per request, at most `max` open at once
+   *  (capped at MAX_REQUEST_CONTEXTS). Returns the granted maximum, -1 outside configure. */
+  requestContexts(max: number): number {
+    if (!this.configuring) return -1;
+    this.contextsWanted = Math.max(0, Math.min(max | 0, MAX_REQUEST_CONTEXTS));
+    return this.contextsWanted;
   }
 
   // ---- properties ---------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 // version. Plugin code uses the SDK (index.ts) rather than these declarations.
 
 /** The plugin ABI version this SDK speaks; the host refuses a plugin built for another. */
-export const ABI_VERSION: i32 = 2;
+export const ABI_VERSION: i32 = 3;
 /** Exported by every plugin (exports.ts re-exports it) as a constant global: the host reads it at load. */
 export const proxy_abi_version: i32 = ABI_VERSION;
 /** label names a metric may declare (the host adds pipeline_id and pipeline) */
@@ -12,6 +12,8 @@ export const MAX_METRIC_LABELS: i32 = 4;
 export const MAX_LABEL_SETS: i32 = 1000;
 /** characters of a label value the host keeps (longer values are cut) */
 export const MAX_LABEL_VALUE_CHARS: i32 = 128;
+/** request contexts open at once per instance; past it one is ended to make room, round robin (proxy_on_request_done) */
+export const MAX_REQUEST_CONTEXTS: i32 = 65536;
 
 /** What a phase callback returns. */
 export const enum Action {
@@ -144,6 +146,10 @@ export declare function proxy_log_fields(level: i32, ptr: usize, len: i32): void
 // @ts-ignore: decorator
 @external("proxy", "proxy_set_phases")
 export declare function proxy_set_phases(mask: i32): void;
+/** only during `proxy_on_configure`: the step wants a context per request (at most `max` open, capped at `MAX_REQUEST_CONTEXTS`); it must export `proxy_on_request_done`, and gets contexts only when it acts in both phases. Returns the granted maximum */
+// @ts-ignore: decorator
+@external("proxy", "proxy_request_contexts")
+export declare function proxy_request_contexts(max: i32): i32;
 /** writes the property (`Property`) as UTF-16 to `dst` if it fits in `max` bytes; returns its byte length, -1 for an unknown id */
 // @ts-ignore: decorator
 @external("proxy", "proxy_get_property")

@@ -2,6 +2,7 @@ import {
   proxy_get_body, proxy_set_body, proxy_body_find, proxy_reject, proxy_reply_local, proxy_set_route, proxy_set_user,
   proxy_get_property, proxy_get_number, Property, CallFlag, Action, Phase, strPtr, strLen,
 } from "./host";
+import { RequestContext } from "./request";
 
 /** Per-callback view of the exchange. One object is reused for every callback (no allocation);
  *  everything is pulled from the host lazily and cached until the callback returns. */
@@ -10,6 +11,10 @@ export class Context {
   /** Byte size of the body the host offered (-1: not known yet; body() asks). */
   bodySize: i32 = 0;
   flags: i32 = 0;
+  /** This request's context (Step.newRequestContext), from its request callback to its response
+   *  callback; null for a step without contexts, or in onResponse when its request phase did not
+   *  run the step. */
+  request: RequestContext | null = null;
   private _body: Uint8Array | null = null;
   private _op: string | null = null;
   private _db: string | null = null;
@@ -61,6 +66,14 @@ export class Context {
     this.bodySize = bson.length;
   }
 
+  /** replaceBody for a document at [ptr, ptr+len) of plugin memory, e.g. a BsonWriter's
+   *  `dataPtr` and `length`: the host copies it, the plugin does not. */
+  replaceBodyAt(ptr: usize, len: i32): void {
+    proxy_set_body(this.phase, ptr, len);
+    this._body = null;
+    this.bodySize = len;
+  }
+
   /** Fail the request with a MongoDB error document ({ok:0, errmsg, code, codeName}). */
   reject(code: i32, codeName: string, message: string): Action {
     proxy_reject(code, strPtr(codeName), strLen(codeName), strPtr(message), strLen(message));
@@ -70,6 +83,12 @@ export class Context {
   /** Answer without the upstream (request phase) or replace the reply (response phase). */
   replyLocal(bson: Uint8Array): Action {
     proxy_reply_local(bson.dataStart, bson.length);
+    return Action.Stop;
+  }
+
+  /** replyLocal for a document at [ptr, ptr+len) of plugin memory (e.g. inside a reused buffer). */
+  replyLocalAt(ptr: usize, len: i32): Action {
+    proxy_reply_local(ptr, len);
     return Action.Stop;
   }
 

@@ -42,4 +42,18 @@ export namespace kv {
     return set(key, Uint8Array.wrap(String.UTF8.encode(value)), ttlMs);
   }
   export function remove(key: string): bool { return proxy_kv_delete(strPtr(key), strLen(key)) == 0; }
+
+  // For keys built in a reused buffer instead of a string per call: the key is the UTF-16LE bytes
+  // key[0, keyBytes) (what a string's characters are in memory).
+
+  /** getInto with such a key. */
+  export function getIntoUtf16(key: Uint8Array, keyBytes: i32, dst: Uint8Array): i32 {
+    return proxy_kv_get(key.dataStart, keyBytes, dst.dataStart, dst.length);
+  }
+  /** set with such a key and the value at [value, value+valueLen) of plugin memory. */
+  export function setUtf16(key: Uint8Array, keyBytes: i32, value: usize, valueLen: i32, ttlMs: i32 = 0): bool {
+    return proxy_kv_set(key.dataStart, keyBytes, value, valueLen, ttlMs) == 0;
+  }
+  /** remove with such a key. */
+  export function removeUtf16(key: Uint8Array, keyBytes: i32): bool { return proxy_kv_delete(key.dataStart, keyBytes) == 0; }
 }

@@ -1,4 +1,5 @@
 import { Context } from "./context";
+import { RequestContext } from "./request";
 import { Action, Phases } from "./host";
 
 /** Base class of a plugin step: override what you need, everything else is a no-op. */
@@ -12,6 +13,10 @@ export class Step {
    *  the pipeline then does not load. */
   onConfigure(config: string): bool { return true; }
   onRequest(ctx: Context): Action { return Action.Continue; }
+  /** A step that keeps state from a request to its response returns a new RequestContext
+   *  subclass here (called once at configure, then whenever no ended one is left to reuse):
+   *  `ctx.request` is then that request's object in both callbacks. Default: none. */
+  newRequestContext(): RequestContext | null { return null; }
   onResponse(ctx: Context): Action { return Action.Continue; }
 }
 

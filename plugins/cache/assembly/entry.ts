@@ -2,7 +2,7 @@
 // [reply without $clusterTime and operationTime], built in and fetched into one reused buffer.
 // The kv key is a 64-bit hash, so a hit counts only when the stored command is byte-for-byte the
 // one looked up.
-import { proxy_kv_get } from "../../../sdk/assembly/host";
+import { kv } from "../../../sdk/assembly/index";
 import { BsonValue, BsonType } from "../../../sdk/assembly/bson/index";
 import { KvKey } from "./key";
 
@@ -13,10 +13,10 @@ export class EntryBuffer {
 
   /** kv value of `key` into `buf` (grown when larger); its length, or -1 when absent. */
   fetch(key: KvKey): i32 {
-    let n = proxy_kv_get(key.buf.dataStart, key.len, this.buf.dataStart, this.buf.length);
+    let n = kv.getIntoUtf16(key.buf, key.len, this.buf);
     if (n > this.buf.length) {
       this.buf = new Uint8Array(n);
-      n = proxy_kv_get(key.buf.dataStart, key.len, this.buf.dataStart, n);
+      n = kv.getIntoUtf16(key.buf, key.len, this.buf);
     }
     return n;
   }

@@ -8,7 +8,6 @@
 // would let an evicted counter bring back the prefix it had before its last bump, and with it
 // entries stored before that write: stale hits. A fresh value costs at worst spurious misses.
 import { log, kv, nowNs, Counter } from "../../../sdk/assembly/index";
-import { proxy_kv_get } from "../../../sdk/assembly/host";
 import { Ledger } from "./ledger";
 import { KvKey } from "./key";
 
@@ -81,7 +80,7 @@ export class Generations {
    *  before are still exact: a lookup then costs one kv read instead of three. */
   prefixFor(db: string, coll: string): string {
     const buf = this.scratch;
-    const v = proxy_kv_get(changetype<usize>(VERSION_KEY), VERSION_KEY.length << 1, buf.dataStart, buf.length);
+    const v = kv.getInto(VERSION_KEY, buf);
     const n = v < 0 ? -1 : v;
     if (n != this.seenVersionLen || (n > 0 && (n > this.seenVersion.length || memory.compare(buf.dataStart, this.seenVersion.dataStart, n) != 0)) || this.seenEpoch != this.localEpoch) {
       if (n > this.seenVersion.length) this.seenVersion = new Uint8Array(n);

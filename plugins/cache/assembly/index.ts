@@ -11,8 +11,7 @@
 // The read path (lookup, store) allocates nothing per request but the body copy: the normalised
 // command, the kv key (UTF-16, built in place) and the stored entry live in reused buffers, the
 // command is walked with one re-pointed BsonValue, and reply status comes from the host's peek.
-import { Step, Context, Action, registerStep, log, subop, Counter, Gauge } from "../../../sdk/assembly/index";
-import { proxy_reply_local } from "../../../sdk/assembly/host";
+import { Step, Context, Action, RequestContext, registerStep, log, subop, Counter, Gauge } from "../../../sdk/assembly/index";
 import { BsonDoc } from "../../../sdk/assembly/bson/index";
 import { Conf } from "../../_shared/config";
 import { NameSet, classify, pipelineWrites } from "../../_shared/match";
@@ -27,24 +26,29 @@ const CACHEABLE: string[] = ["find", "count", "distinct", "aggregate"];
 /** The invalidation targets of a read (none), shared: a miss allocates nothing. */
 const NO_TARGETS: string[] = [];
 
-/** What the response phase must do for a request, per connection. */
-class Pending {
-  rid: i64 = 0;
+/** What the response phase must do for a request: its request context (the SDK recycles them). */
+class Pending extends RequestContext {
+  /** Set when the request phase left something to do. */
+  active: bool = false;
   /** Key prefix (generations at request time); null = an invalidation to repeat at the response. */
   prefix: string | null = null;
   hash: u64 = 0;
   /** The normalised command the key was hashed from: stored with the reply, compared on a hit. */
   norm: Uint8Array = new Uint8Array(256);
   normLen: i32 = 0;
-  inval: string[] = [];
+  inval: string[] = NO_TARGETS;
   commit: bool = false;
+
+  onDone(): void {
+    this.active = false;
+    this.prefix = null;
+    this.inval = NO_TARGETS;
+  }
 }
 
 class Cache extends Step {
   maxEntry: i32 = 256 << 10;
   ops: NameSet | null = null;
-  pending: Map<i64, Pending> = new Map<i64, Pending>();
-  spare: Pending[] = [];
   command: CommandKey = new CommandKey();
   key: KvKey = new KvKey();
   entry: EntryBuffer = new EntryBuffer();
@@ -83,6 +87,8 @@ class Cache extends Step {
     this.ledger.bytes = new Gauge("proxy_plugin_cache_bytes");
     return true;
   }
+
+  newRequestContext(): RequestContext | null { return new Pending(); }
 
   /** 0 neutral/other read, 1 cacheable read op, 2 write, 3 aggregate (decided per command). */
   opKind(op: string): i32 {
@@ -156,8 +162,7 @@ class Cache extends Step {
     const reply = this.entry.replyFor(len, command.norm.dataStart, n);
     if (reply != 0) {
       this.hits!.inc();
-      proxy_reply_local(reply, <i32>(this.entry.buf.dataStart + <usize>len - reply));
-      return Action.Stop;
+      return ctx.replyLocalAt(reply, <i32>(this.entry.buf.dataStart + <usize>len - reply));
     }
     this.misses!.inc();
     this.remember(ctx, prefix, hash, NO_TARGETS, false);
@@ -165,13 +170,10 @@ class Cache extends Step {
   }
 
   onResponse(ctx: Context): Action {
-    if (this.pending.size == 0) return Action.Continue;
-    const conn = ctx.connectionId;
-    if (!this.pending.has(conn)) return Action.Continue;
-    const p = this.pending.get(conn);
-    this.pending.delete(conn);
-    this.spare.push(p);
-    if (p.rid != ctx.requestId || ctx.isLocalReply) return Action.Continue;
+    const r = ctx.request;
+    if (r === null) return Action.Continue;
+    const p = <Pending>r;
+    if (!p.active || ctx.isLocalReply) return Action.Continue;
     if (p.commit) {
       if (ctx.replyOk == 1) this.gens.bump("epoch");
       return Action.Continue;
@@ -187,17 +189,18 @@ class Cache extends Step {
     return Action.Continue;
   }
 
+  /** What the response phase must do, in this request's context. */
   remember(ctx: Context, prefix: string | null, hash: u64, inval: string[], commit: bool): void {
-    const p = this.spare.length > 0 ? this.spare.pop() : new Pending();
-    p.rid = ctx.requestId; p.prefix = prefix; p.hash = hash; p.inval = inval; p.commit = commit;
+    const r = ctx.request;
+    if (r === null) return;
+    const p = <Pending>r;
+    p.active = true; p.prefix = prefix; p.hash = hash; p.inval = inval; p.commit = commit;
     if (prefix !== null) {
       const n = this.command.normLen;
       if (p.norm.length < n) p.norm = new Uint8Array(n);
       memory.copy(p.norm.dataStart, this.command.norm.dataStart, n);
       p.normLen = n;
     }
-    if (this.pending.size > 65536) this.pending.clear();
-    this.pending.set(ctx.connectionId, p);
   }
 }
 

@@ -9,8 +9,7 @@
 // ones: a doubled ring took about four times its size (a million entries overran 64 MiB).
 // After an instance rebuild, the entries stored before are left to their TTL and to the host
 // store's own LRU eviction.
-import { nowNs, Gauge, Counter } from "../../../sdk/assembly/index";
-import { proxy_kv_set, proxy_kv_delete } from "../../../sdk/assembly/host";
+import { nowNs, kv, Gauge, Counter } from "../../../sdk/assembly/index";
 import { KvKey } from "./key";
 
 const CHUNK_BITS = 12;
@@ -48,7 +47,7 @@ export class Ledger {
     if (this.used + size > this.maxBytes) return;
     for (;;) {
       key.build(prefix, hash); // (evictOne reuses the key buffer)
-      if (proxy_kv_set(key.buf.dataStart, key.len, entry, len, this.ttlMs) == 0) break;
+      if (kv.setUtf16(key.buf, key.len, entry, len, this.ttlMs)) break;
       if (!this.evictOne(key)) return; // host cap (kv_max_bytes) reached: skip
     }
     const at = this.head + this.count;
@@ -78,7 +77,7 @@ export class Ledger {
     const i = this.head;
     if (remove) {
       key.build(unchecked(c.prefix[i])!, unchecked(c.hash[i]));
-      proxy_kv_delete(key.buf.dataStart, key.len);
+      kv.removeUtf16(key.buf, key.len);
     }
     this.used -= unchecked(c.size[i]);
     unchecked(c.prefix[i] = null);

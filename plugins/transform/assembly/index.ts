@@ -3,7 +3,6 @@
 // findAndModify). Paths are dotted, with "*" for every element ("documents.*.ssn").
 import { Step, Phases, Context, Action, registerStep, log, subop } from "../../../sdk/assembly/index";
 import { BsonDoc, BsonType, BsonWriter, setValue, unset, rename, redact } from "../../../sdk/assembly/bson/index";
-import { proxy_set_body } from "../../../sdk/assembly/host";
 import { Conf } from "../../_shared/config";
 import { JValue } from "../../_shared/json";
 import { NameSet, inSet } from "../../_shared/match";
@@ -259,7 +258,7 @@ class Transform extends Step {
       } else w.appendRawElement(el);
     }
     w.endDoc();
-    if (changed) proxy_set_body(1, w.dataPtr, w.length);
+    if (changed) ctx.replaceBodyAt(w.dataPtr, w.length);
     return Action.Continue;
   }
 }
