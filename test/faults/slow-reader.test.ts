@@ -3,7 +3,8 @@
 // proxy's memory (backpressure: clients.max_pending_reply_bytes), must not slow other clients
 // down, and, once it reads, must get every reply, in order.
 //
-// The proxy (with its embedded devdb) runs in a child process so that its RSS is measured alone.
+// The proxy runs in a child process so that its RSS is measured alone, and the development upstream
+// (`proxy devdb`) in another: the 16 MB replies the upstream builds are not the proxy's memory.
 // PROXY_SLOW_READER_SECONDS (default 15) sets how long the client stays unread; the issue's figure
 // is 60 s: `PROXY_SLOW_READER_SECONDS=60 node test/run.mjs test/faults/slow-reader.test.ts`.
 import { test } from 'node:test';
@@ -40,12 +41,17 @@ test(`a client that never reads ${REQUESTS} pipelined 16 MB replies keeps the pr
   { timeout: (SECONDS + 150) * 1000 }, async () => {
     const tmp = mkdtempSync(join(tmpdir(), 'slow-reader-'));
     const port = await freePort();
+    const dbPort = await freePort();
     const configFile = join(tmp, 'proxy.json');
-    writeFileSync(configFile, JSON.stringify({ listen: `127.0.0.1:${port}`, log: { level: 'warn' } }));
+    writeFileSync(configFile, JSON.stringify({
+      listen: `127.0.0.1:${port}`, upstream: { uri: `mongodb://127.0.0.1:${dbPort}/` }, log: { level: 'warn' },
+    }));
+    let devdb: ChildProcess | null = null;
     let child: ChildProcess | null = null;
     let client: MongoClient | null = null;
     let slow: Socket | null = null;
     try {
+      devdb = await startChild('devdb', process.execPath, [join(ROOT, 'bin/proxy.mjs'), 'devdb', '--port', String(dbPort)], dbPort, ROOT);
       child = await startChild('proxy', process.execPath, [join(ROOT, 'bin/proxy.mjs'), 'serve', '--config', configFile], port, ROOT);
       const pid = child.pid!;
       const uri = `mongodb://127.0.0.1:${port}/`;
@@ -135,6 +141,7 @@ test(`a client that never reads ${REQUESTS} pipelined 16 MB replies keeps the pr
       slow?.destroy();
       await client?.close().catch(() => {});
       child?.kill('SIGKILL');
+      devdb?.kill('SIGKILL');
       rmSync(tmp, { recursive: true, force: true });
     }
   });
