@@ -1,0 +1,74 @@
+// The canary's notification events (SPEC §6): what the controller emits on each transition and
+// what the notification channels (notify/) deliver. The controller builds one CanaryEvent per
+// transition and hands it to a CanaryEventSink; delivery (channels, filters, retries, the outbox
+// that survives restarts) is the sink's business, never the controller's.
+
+export const CANARY_EVENT_TYPES = [
+  'canary.started',
+  'canary.promoted',
+  'canary.rolled_back',
+  'canary.completed',
+  'canary.threshold_warning',
+] as const;
+
+export type CanaryEventType = typeof CANARY_EVENT_TYPES[number];
+
+/** One side's figures over the evaluation window (SPEC §2.8 metrics.baseline / .candidate). */
+export interface SideMetrics {
+  requests: number;
+  error_rate_pct: number;
+  latency_p50_ms: number;
+  latency_p95_ms: number;
+  latency_p99_ms: number;
+}
+
+/** A rule's state when the event was raised: what mattered for a rollback or a warning. */
+export interface RuleReading {
+  /** `error_rate_delta_pct`, `latency_p95_delta_ms`, or `custom:<metric>`. */
+  rule: string;
+  value: number;
+  threshold: number;
+  /** How long the condition has held (duration string, e.g. `12s`), when it is a sustained rule. */
+  sustained_for?: string;
+}
+
+export interface CanaryEvent {
+  /** Unique, stable across retries and restarts: receivers deduplicate on it. */
+  id: string;
+  type: CanaryEventType;
+  /** ISO 8601 UTC. */
+  at: string;
+  canary_id: string;
+  pipeline_id: string;
+  stage: number;
+  traffic_pct: number;
+  baseline_version: string;
+  candidate_version: string;
+  description?: string;
+  /** canary.promoted: the stage left. */
+  previous_stage?: number;
+  /** canary.rolled_back: the reason given, and `manual` or `automatic`. */
+  reason?: string;
+  triggered_by?: string;
+  metrics?: { baseline: SideMetrics; candidate: SideMetrics };
+  rules?: RuleReading[];
+}
+
+/** Where the controller sends events. `emit` must not throw and must not block: it records the
+ *  event durably (or queues it) and returns; channels are given inline per canary or null for the
+ *  configured defaults. */
+export interface CanaryEventSink {
+  emit(event: CanaryEvent, channels: NotificationChannel[] | null): void;
+  close(): Promise<void>;
+}
+
+/** SPEC §6 channel object. */
+export interface NotificationChannel {
+  type: 'webhook' | 'email' | 'pager';
+  url?: string;
+  addresses?: string[];
+  integration_key?: string;
+  severity?: string;
+  /** Only these events; absent = all. */
+  events?: CanaryEventType[];
+}
