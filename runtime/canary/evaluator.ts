@@ -167,8 +167,7 @@ export function evaluate(input: EvaluationInput): Evaluation {
     const delta = v === undefined ? NaN : v.candidate - v.baseline;
     judgeRule(`custom:${m.metric}`, delta, m.threshold_delta, m.comparison, null);
   }
-  // The error-rate and latency labels of rules() keep the order above; custom rules omit the
-  // comparison only for the two built-in ones.
+  // `comparison` is shown for custom rules only (the two built-in rules are always greater_than).
   for (const r of rules) if (!r.rule.startsWith('custom:')) delete r.comparison;
 
   // Auto-promote conditions, over the whole stage.
