@@ -27,7 +27,8 @@ export class ProfilerCanaryMetrics implements CanaryMetricsSource {
     const m = this.registry.getSingleMetric(metric);
     if (m === undefined) return null;
     const data = await m.get();
-    const kind = data.type === 'counter' ? 'counter' : data.type === 'gauge' ? 'gauge' : data.type === 'histogram' ? 'histogram' : null;
+    const type = String(data.type);
+    const kind = type === 'counter' ? 'counter' : type === 'gauge' ? 'gauge' : type === 'histogram' ? 'histogram' : null;
     if (kind === null) return null;
     const out: CustomReading = { kind, value: 0, sum: 0, count: 0 };
     let found = false;
