@@ -75,12 +75,14 @@ export function formatDuration(ms: number): string {
 }
 
 /** Candidate minus baseline error rate, percentage points; NaN without requests on a side. */
+/** Candidate minus baseline error rate, percentage points; NaN without requests on a side. Rounded
+ *  to 1e-9 so that binary fractions do not decide a comparison (5.02 − 0.02 is 5.000000000000001). */
 export function errorRateDelta(b: SideWindow, c: SideWindow): number {
-  return c.errorRatePct() - b.errorRatePct();
+  return round(c.errorRatePct() - b.errorRatePct(), 9);
 }
 
 export function p95Delta(b: SideWindow, c: SideWindow): number {
-  return c.percentileMs(95) - b.percentileMs(95);
+  return round(c.percentileMs(95) - b.percentileMs(95), 9);
 }
 
 /** The stage's thresholds for promotion: the stage's own, floored by auto_promote_rules. */
