@@ -3,7 +3,7 @@
 // own, so every row of the state machine is testable with injected windows and times.
 import { canaryDurationMs } from '../config/index.ts';
 import type { RuleReading } from './events.ts';
-import { mannWhitneyWorse, twoProportionWorse } from './judge.ts';
+import { mannWhitneyWorse, errorRateWorse } from './judge.ts';
 import type { AutoPromoteRules, CanarySpec, Stage } from './spec.ts';
 import { buckets, round, type SideWindow } from './windows.ts';
 
@@ -161,7 +161,7 @@ export function evaluate(input: EvaluationInput): Evaluation {
   };
 
   judgeRule('error_rate_delta_pct', errorRateDelta(b, c), rr.error_rate_delta_pct, 'greater_than',
-    () => twoProportionWorse(c.errors, c.requests, b.errors, b.requests).p);
+    () => errorRateWorse(c.errors, c.requests, b.errors, b.requests).p);
   judgeRule('latency_p95_delta_ms', p95Delta(b, c), rr.latency_p95_delta_ms, 'greater_than',
     () => mannWhitneyWorse(buckets(c.latencyUs), buckets(b.latencyUs)).p);
   for (const m of rr.custom_metrics) {
@@ -187,7 +187,7 @@ export function evaluate(input: EvaluationInput): Evaluation {
   if (judge) {
     let pMin: number | null = null;
     if (stageEvidence) {
-      pMin = Math.min(twoProportionWorse(sc.errors, sc.requests, sb.errors, sb.requests).p, mannWhitneyWorse(buckets(sc.latencyUs), buckets(sb.latencyUs)).p);
+      pMin = Math.min(errorRateWorse(sc.errors, sc.requests, sb.errors, sb.requests).p, mannWhitneyWorse(buckets(sc.latencyUs), buckets(sb.latencyUs)).p);
     }
     conditions.push({ condition: 'judge', value: pMin === null ? null : round(pMin, 6), threshold: round(alpha, 6), met: pMin !== null && pMin >= alpha });
   }
