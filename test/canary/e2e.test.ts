@@ -189,6 +189,40 @@ test('the split: the candidate share matches traffic_pct within 4 standard devia
   await call('POST', `/${id}/rollback`, { reason: 'split measured' });
 });
 
+test('custom_metrics read a plugin metric per graph from the host registry (counter per request, candidate minus baseline)', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'canary-custom-'));
+  const p2 = await startProxy(parseConfig({
+    listen: '127.0.0.1:0', log: { level: 'error' }, pipeline: { request: [], response: ['metrics'] },
+    control_plane: { port: 0, tokens: [TOKEN] }, canary: { data_dir: dir },
+  }, null), { log: new Logger('test', 'error') });
+  const c2 = new MongoClient(p2.uri, { maxPoolSize: 4 });
+  try {
+    const call2 = api(p2.controlPlaneUrl!);
+    const created = await call2('POST', '', {
+      pipeline_id: 'default', candidate_config: { steps: [{ type: 'logging', config: {} }] },
+      stages: [{ traffic_pct: 50, min_duration: '1h', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
+      rollback_rules: { check_interval: '300ms', min_window_requests: 5, custom_metrics: [{ metric: 'proxy_plugin_requests_total', threshold_delta: 0.5, comparison: 'greater_than' }] },
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const id = created.body.canary_id;
+    const load = traffic(c2, 4);
+    const rule = await waitFor('a custom reading with evidence', async () => {
+      const st = (await call2('GET', `/${id}`)).body;
+      const r = st.rules.find((x: any) => x.rule === 'custom:proxy_plugin_requests_total');
+      return r !== undefined && r.state !== 'no_data' ? r : null;
+    }, 20_000);
+    await load.stop();
+    // The metrics step counts one request per request on both graphs: the per-request delta is 0.
+    assert.ok(Math.abs(rule.value) < 0.05, JSON.stringify(rule));
+    assert.equal(rule.met, false);
+    assert.equal(rule.comparison, 'greater_than');
+    assert.equal((await call2('GET', `/${id}`)).body.status, 'active');
+  } finally {
+    await c2.close();
+    await p2.close();
+  }
+});
+
 // ---- kill -9 and resume, in a child process -------------------------------------------------
 
 async function freePort(): Promise<number> {
