@@ -72,7 +72,9 @@ test('GET /api/profile: SPEC §2.1 fields, integer µs, one row per (step, phase
   const spin = rows[0] as Record<string, number>;
   // A busy-wait is at least its time and, on a loaded machine, rarely much more.
   assert.ok(spin.p50_latency_us >= 200 && spin.p50_latency_us < 1500, `p50 ${spin.p50_latency_us}`);
-  assert.ok(spin.p99_latency_us >= 5000 && spin.p99_latency_us < 12000, `p99 ${spin.p99_latency_us}`);
+  // p95 and p99 fall among the ten 5 ms requests (a descheduled busy-wait may take longer, never less).
+  assert.ok(spin.p95_latency_us >= 5000 && spin.p99_latency_us >= spin.p95_latency_us && spin.p99_latency_us <= spin.max_latency_us,
+    `p95 ${spin.p95_latency_us}, p99 ${spin.p99_latency_us}, max ${spin.max_latency_us}`);
   assert.ok(spin.max_latency_us >= 5000);
   assert.ok(spin.avg_latency_us >= (90 * 200 + 10 * 5000) / 100);
 });
