@@ -58,6 +58,8 @@ class LiveCanary {
   readonly custom = new CustomMetricWindows();
   readonly stage = { baseline: new SideWindow(), candidate: new SideWindow() };
   lastEval: Evaluation | null = null;
+  /** When the current evaluation window began. */
+  windowStart = 0;
   cancel: (() => void) | null = null;
   /** A transition with an await (completion) is under way. */
   busy = false;
@@ -328,10 +330,11 @@ export class CanaryController {
     if (visit !== undefined) visit.candidate_requests = r.stage_candidate_requests;
     const stage = r.spec.stages[r.current_stage - 1];
     const ev = evaluate({
-      spec: r.spec, stage, now, stageEnteredAt: r.stage_entered_at, stageCandidateRequests: r.stage_candidate_requests,
+      spec: r.spec, stage, now, windowStart: c.windowStart, stageEnteredAt: r.stage_entered_at, stageCandidateRequests: r.stage_candidate_requests,
       timers: r.timers, warned: r.warned, window, stageWindow: c.stage, custom, warningShare: this.warningShare,
     });
     c.lastEval = ev;
+    c.windowStart = now;
     const entries: HistoryEntry[] = [];
     for (const rule of Object.keys(ev.timers)) {
       if (r.timers[rule] === undefined) entries.push(this.entry(c, 'breach_started', `${rule} beyond its threshold`, { rule, reading: ev.rules.find((x) => x.rule === rule) }, ev.timers[rule]));
@@ -488,6 +491,7 @@ export class CanaryController {
     c.trackers.baseline.prime(this.metrics.totals(pid, 'baseline'));
     c.trackers.candidate.prime(this.metrics.totals(pid, 'candidate'));
     c.custom.clear();
+    c.windowStart = this.clock.now();
   }
 
   private schedule(c: LiveCanary): void {
