@@ -197,6 +197,61 @@
     }
   }
 
+  // ---- canary ------------------------------------------------------------------------------
+  // The control plane is another port (control_plane.port) with its own tokens; the page learns
+  // its URL from /dashboard/config.json and calls it directly (it answers CORS for that).
+  const canary = { url: null, widget: null, token: sessionStorage.getItem('proxy.controlToken') || '' };
+
+  async function loadCanaries() {
+    const off = $('canary-off');
+    let cfg;
+    try {
+      cfg = await (await fetch('/dashboard/config.json')).json();
+    } catch (err) {
+      off.textContent = 'The dashboard configuration did not load: ' + err.message;
+      off.hidden = false;
+      return;
+    }
+    canary.url = cfg.control_plane_url;
+    if (!canary.url) {
+      off.textContent = 'Canary deployments are disabled on this proxy: the control plane is not configured (control_plane in the configuration).';
+      off.hidden = false;
+      $('canary-form').hidden = true;
+      return;
+    }
+    off.hidden = true;
+    $('canary-form').hidden = false;
+    $('canary-token').value = canary.token;
+    const info = $('canary-info');
+    try {
+      const res = await fetch(canary.url + '/api/v1/canary?status=' + ($('canary-all').checked ? 'all' : 'active'), {
+        headers: canary.token ? { authorization: 'Bearer ' + canary.token } : {},
+      });
+      const body = await res.json();
+      if (!res.ok) { info.textContent = res.status === 401 ? 'Enter a control-plane token (control_plane.tokens).' : body.error.code + ': ' + body.error.message; return; }
+      const sel = $('canary-select');
+      const keep = sel.value;
+      sel.replaceChildren(...body.canaries.map((c) => new Option(c.canary_id + ' — ' + c.pipeline_id + ' (' + c.status + ', ' + c.traffic_pct + '%)', c.canary_id)));
+      if (keep && body.canaries.some((c) => c.canary_id === keep)) sel.value = keep;
+      info.textContent = body.total === 0 ? 'No canary ' + ($('canary-all').checked ? 'yet' : 'is running') + '.' : body.total + ' canar' + (body.total === 1 ? 'y' : 'ies');
+      if (body.total > 0 && canary.widget === null) showCanary();
+    } catch (err) {
+      info.textContent = 'The control plane did not answer: ' + err.message;
+    }
+  }
+
+  function showCanary(ev) {
+    if (ev) ev.preventDefault();
+    const id = $('canary-select').value;
+    if (!id) return loadCanaries();
+    if (canary.widget) canary.widget.close();
+    canary.widget = window.ProxyCanaryWidget.mount($('canary-widget'), {
+      baseUrl: canary.url, canaryId: id, token: canary.token, refreshInterval: 5000,
+      showActions: $('canary-actions').checked,
+      theme: matchMedia('(prefers-color-scheme: dark)').matches ? 'dark' : 'light',
+    });
+  }
+
   // ---- tabs --------------------------------------------------------------------------------
   const tabs = Array.from(document.querySelectorAll('[role=tab]'));
   function select(tab) {
@@ -208,6 +263,7 @@
     }
     if (tab.id === 'tab-trends') refreshTrends();
     if (tab.id === 'tab-flame' && !state.flameUrl) drawFlame();
+    if (tab.id === 'tab-canary') loadCanaries();
   }
   for (const t of tabs) {
     t.addEventListener('click', () => select(t));
@@ -227,6 +283,14 @@
   $('figure').addEventListener('change', refreshTrends);
   $('trends-refresh').addEventListener('click', refreshTrends);
   $('flame-form').addEventListener('submit', drawFlame);
+  $('canary-form').addEventListener('submit', (e) => {
+    canary.token = $('canary-token').value;
+    sessionStorage.setItem('proxy.controlToken', canary.token);
+    if (canary.widget) { canary.widget.close(); canary.widget = null; }
+    e.preventDefault();
+    loadCanaries().then(() => { if ($('canary-select').value) showCanary(); });
+  });
+  $('canary-all').addEventListener('change', loadCanaries);
   $('auth').addEventListener('submit', (e) => {
     e.preventDefault();
     state.token = $('token').value;

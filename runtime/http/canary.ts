@@ -71,6 +71,21 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
     }
   });
 
+  // CORS, so that the dashboard (served on the profiling port, another origin) and pages embedding
+  // the canary widget can call the API. Any origin: every request carries a bearer token, which a
+  // browser never attaches by itself (no cookies), so a foreign page gains nothing it was not given.
+  app.addHook('onRequest', async (req, reply) => {
+    if (req.headers.origin === undefined) return;
+    reply.header('access-control-allow-origin', '*');
+    reply.header('vary', 'origin');
+    if (req.method === 'OPTIONS') {
+      reply.header('access-control-allow-methods', 'GET, POST, PATCH, OPTIONS');
+      reply.header('access-control-allow-headers', 'authorization, content-type');
+      reply.header('access-control-max-age', '600');
+      return reply.code(204).send();
+    }
+  });
+
   app.addHook('onRequest', async (req, reply) => {
     if (!authorized(req.headers.authorization, tokens)) return sendError(reply, 'PROXY_ERR_UNAUTHORIZED');
   });

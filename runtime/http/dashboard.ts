@@ -20,6 +20,7 @@ function assets(): Map<string, Asset> {
     ['', join(OWN, 'index.html'), 'text/html; charset=utf-8'],
     ['dashboard.js', join(OWN, 'dashboard.js'), 'text/javascript; charset=utf-8'],
     ['dashboard.css', join(OWN, 'dashboard.css'), 'text/css; charset=utf-8'],
+    ['canary-widget.js', join(OWN, 'canary-widget.js'), 'text/javascript; charset=utf-8'],
     ['vendor/uPlot.iife.min.js', join(uplot, 'uPlot.iife.min.js'), 'text/javascript; charset=utf-8'],
     ['vendor/uPlot.min.css', join(uplot, 'uPlot.min.css'), 'text/css; charset=utf-8'],
   ];
@@ -31,8 +32,15 @@ export function isDashboardAsset(url: string): boolean {
   return url === '/' || url === '/dashboard' || url.startsWith('/dashboard/');
 }
 
-export function registerDashboard(app: FastifyInstance): void {
+export interface DashboardOptions {
+  /** Base URL of the canary control plane (the Canary tab calls it), or null when it is not configured. */
+  controlPlaneUrl: () => string | null;
+}
+
+export function registerDashboard(app: FastifyInstance, opts: DashboardOptions): void {
   const files = assets();
+  // What the page needs to know about this proxy beyond the profiling API.
+  app.get('/dashboard/config.json', async () => ({ control_plane_url: opts.controlPlaneUrl() }));
   app.get('/', async (_req, reply) => reply.redirect('/dashboard/'));
   app.get('/dashboard', async (_req, reply) => reply.redirect('/dashboard/'));
   app.get('/dashboard/*', async (req, reply) => {

@@ -167,7 +167,7 @@ export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opt
     return { interval_s: store.intervalMs / 1000, truncated: r.truncated, points: r.points };
   });
 
-  registerDashboard(app);
+  registerDashboard(app, { controlPlaneUrl: () => running.controlPlaneUrl });
 
   const own = proxyMetricsRegistry(running.server);
   app.get('/metrics', async (_req, reply) => {
