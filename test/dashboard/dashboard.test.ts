@@ -1,72 +1,17 @@
-// The dashboard in headless Chromium (Debian `chromium`, driven by playwright-core) against a
-// running proxy with real driver traffic: the table renders live data and sorts, a trend chart
-// draws from persisted snapshots, the flame graph zooms, a token-protected endpoint asks for the
-// token, a proxy with profiling off says so. Screenshots go to test-artifacts/dashboard/.
-import { test, before, after } from 'node:test';
+// The dashboard in headless Chromium against a running proxy with real driver traffic: the table
+// renders live data and sorts, a trend chart draws from persisted snapshots, the flame graph zooms,
+// a token-protected endpoint asks for the token, a proxy with profiling off says so. Screenshots go
+// to test-artifacts/dashboard/.
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { parseConfig } from '../../runtime/config/index.ts';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
-import { Logger } from '../../runtime/log/index.ts';
-import { fixture } from '../wasm/fixtures.ts';
-
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const ARTIFACTS = new URL('../../test-artifacts/dashboard/', import.meta.url).pathname;
-const quiet = new Logger('test', 'error', 'json', { write: () => {} });
-
-let browser: Browser;
-const running: RunningProxy[] = [];
-const clients: MongoClient[] = [];
-const dirs: string[] = [];
-
-before(async () => {
-  assert.ok(existsSync(CHROMIUM), `Chromium at ${CHROMIUM} (apt-get install chromium; .ci/run installs it)`);
-  mkdirSync(ARTIFACTS, { recursive: true });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
-});
-after(async () => {
-  await browser?.close();
-  for (const c of clients) await c.close(true).catch(() => {});
-  for (const p of running) await p.close().catch(() => {});
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
-
-async function start(profiling: Record<string, unknown>) {
-  const dir = mkdtempSync(join(tmpdir(), 'proxy-dashboard-'));
-  dirs.push(dir);
-  const raw = {
-    listen: '127.0.0.1:0', log: { level: 'error' },
-    pipeline: { request: ['spin', 'filter'], response: ['logging'] },
-    steps: { spin: { module: await fixture('spin'), config: {} }, filter: { config: { rules: [], default: 'allow' } }, logging: { config: { sample_rate: 0 } } },
-    profiling: { enabled: true, port: 0, slow_step_threshold_us: 1_000_000, snapshot_dir: dir, snapshot_interval_s: 3600, ...profiling },
-  };
-  const proxy = await startProxy(parseConfig(raw, null), { log: quiet });
-  running.push(proxy);
-  const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 5000 });
-  clients.push(client);
-  return { proxy, client };
-}
-
-async function open(url: string): Promise<Page> {
-  const page = await browser.newPage({ viewport: { width: 1366, height: 900 } });
-  const errors: string[] = [];
-  page.on('pageerror', (e) => errors.push(e.message));
-  page.on('console', (m) => { if (m.type() === 'error' && !/401|404/.test(m.text())) errors.push(m.text()); });
-  // Every request the page makes goes to the proxy that served it: nothing from the internet.
-  const foreign: string[] = [];
-  page.on('request', (r) => { const u = new URL(r.url()); if (u.protocol.startsWith('http') && u.host !== new URL(url).host) foreign.push(r.url()); });
-  await page.goto(url);
-  (page as unknown as { errors: string[]; foreign: string[] }).errors = errors;
-  (page as unknown as { errors: string[]; foreign: string[] }).foreign = foreign;
-  return page;
-}
+import { startProxy } from '../../runtime/app/serve.ts';
+import { ARTIFACTS, quiet, running, clients, dirs, start, open } from './helpers.ts';
 
 const column = (page: Page, i: number) => page.$$eval(`#steps tbody tr td:nth-child(${i})`, (tds) => tds.map((t) => t.textContent ?? ''));
 const num = (s: string) => Number(s.replace(/[^\d.]/g, ''));
@@ -193,78 +138,3 @@ test('profiling disabled: the dashboard says so instead of an empty table', { ti
   await page.close();
 });
 
-test('canary widget: baseline vs candidate fed over the WebSocket, stage and traffic, rules with thresholds; its buttons promote and roll back', { timeout: 120_000 }, async () => {
-  const TOKEN = 'dashboard-canary-token-0123456789';
-  const dir = mkdtempSync(join(tmpdir(), 'proxy-dashboard-canary-'));
-  dirs.push(dir);
-  const proxy = await startProxy(parseConfig({
-    listen: '127.0.0.1:0', log: { level: 'error' },
-    profiling: { enabled: true, port: 0 },
-    control_plane: { port: 0, tokens: [TOKEN] },
-    canary: { data_dir: dir },
-    rollback_rules: { check_interval: '1s', min_window_requests: 1 },
-  }, null), { log: quiet });
-  running.push(proxy);
-  const created = await fetch(`${proxy.controlPlaneUrl}/api/v1/canary`, {
-    method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      pipeline_id: 'default', candidate_config: { steps: [{ type: 'logging', config: {} }] }, auto_promote: false,
-      stages: [{ traffic_pct: 50, min_duration: '0', min_requests: 0 }, { traffic_pct: 75, min_duration: '0', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
-    }),
-  }).then((r) => r.json());
-  assert.match(created.canary_id, /./, JSON.stringify(created));
-  const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 5000 });
-  clients.push(client);
-  for (let i = 0; i < 40; i++) await client.db('dash').collection('c').findOne({});
-
-  const page = await open(`${proxy.profilingUrl}/dashboard/`);
-  await page.click('#tab-canary');
-  await page.waitForSelector('#canary-form:not([hidden])');
-  await page.fill('#canary-token', TOKEN);
-  await page.check('#canary-actions');
-  await page.click('#canary-form button[type=submit]');
-  const widget = page.locator('#canary-widget .pcw');
-  await widget.locator('[data-status=active]').waitFor();
-  assert.equal(await widget.locator('[data-field=stage]').textContent(), '1');
-  assert.equal(await widget.locator('[data-field=traffic]').textContent(), '50%');
-  const head = await widget.locator('table').first().locator('thead th').allTextContents();
-  assert.deepEqual(head, ['', 'Baseline', 'Candidate']);
-  // Both sides served requests (50 %): the counts arrive over the feed and grow with traffic.
-  const requests = async () => (await widget.locator('table').first().locator('tbody tr').first().locator('td').allTextContents()).map((t) => Number(t.replace(/,/g, '')));
-  await page.waitForFunction(() => {
-    const tds = document.querySelectorAll('#canary-widget .pcw table:first-of-type tbody tr:first-child td');
-    return tds.length === 2 && Number(tds[0].textContent!.replace(/,/g, '')) > 0 && Number(tds[1].textContent!.replace(/,/g, '')) > 0;
-  }, undefined, { timeout: 20_000 });
-  const [b1, c1] = await requests();
-  for (let i = 0; i < 40; i++) await client.db('dash').collection('c').findOne({});
-  await page.waitForFunction((before) => {
-    const tds = document.querySelectorAll('#canary-widget .pcw table:first-of-type tbody tr:first-child td');
-    return Number(tds[0].textContent!.replace(/,/g, '')) + Number(tds[1].textContent!.replace(/,/g, '')) > before;
-  }, b1 + c1, { timeout: 20_000 });
-  const rules = await widget.locator('[data-rule]').evaluateAll((trs) => trs.map((t) => t.getAttribute('data-rule')));
-  assert.ok(rules.includes('error_rate_delta_pct') && rules.includes('latency_p95_delta_ms'), `rules ${rules.join(', ')}`);
-  await page.screenshot({ path: join(ARTIFACTS, 'canary-widget.png'), fullPage: true });
-
-  await widget.locator('[data-action=promote]').click();
-  await page.waitForFunction(() => document.querySelector('#canary-widget [data-field=traffic]')?.textContent === '75%', undefined, { timeout: 15_000 });
-  assert.match(await widget.locator('[data-field=action-message]').textContent() ?? '', /stage 2/);
-  page.once('dialog', (d) => d.accept('from the dashboard test'));
-  await widget.locator('[data-action=rollback]').click();
-  await widget.locator('[data-status=rolled_back]').waitFor({ timeout: 15_000 });
-  const status = await fetch(`${proxy.controlPlaneUrl}/api/v1/canary/${created.canary_id}`, { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.json());
-  assert.equal(status.status, 'rolled_back');
-  const history = await fetch(`${proxy.controlPlaneUrl}/api/v1/canary/${created.canary_id}/history`, { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.json());
-  assert.ok(JSON.stringify(history).includes('from the dashboard test'), 'the reason typed in the dialog reached the control plane');
-  const extra = page as unknown as { errors: string[]; foreign: string[] };
-  assert.deepEqual(extra.errors, []);
-  await page.close();
-});
-
-test('canary tab without a control plane says canary deployments are disabled', { timeout: 60_000 }, async () => {
-  const { proxy } = await start({});
-  const page = await open(`${proxy.profilingUrl}/dashboard/`);
-  await page.click('#tab-canary');
-  await page.waitForSelector('#canary-off:not([hidden])');
-  assert.match(await page.textContent('#canary-off') ?? '', /Canary deployments are disabled/);
-  await page.close();
-});
