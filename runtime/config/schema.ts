@@ -230,7 +230,7 @@ const profiling = v.strictObject({
   flamegraph_frames: v.optional(int(100, 1_000_000, 'Per-request frames kept (a ring) for the flame graph; a window longer than what the ring holds shows the newest frames.'), 20000),
   storage: v.optional(v.pipe(v.picklist(['memory', 'mmap']), v.description('Where graph and step histograms live: "memory" (default; HDR histograms in process memory) or "mmap" (a fixed-layout file at `mmap_path`, mapped into the proxy, that other processes read while it runs: `proxy profile --mmap <path>`; see docs/profiling.md). Needs a restart to change.')), 'memory'),
   mmap_path: v.optional(v.pipe(v.string(), v.minLength(1), v.description('Path of the shared-memory histogram file (required with storage "mmap"; relative to the working directory). Created, or cleared, at start; one proxy per file. Needs a restart to change.'))),
-  mmap_size_mb: v.optional(int(1, 4096, 'Size of the histogram file in MiB (storage "mmap"): 178 rows of 5888 bytes per MiB; a pipeline of N step phases needs 2 × (4 + N) rows (baseline and candidate), checked at start. Needs a restart to change.'), 1),
+  mmap_size_mb: v.optional(int(1, 4096, 'Size of the histogram file in MiB (storage "mmap"): (size − 512 bytes) / 5888 rows, 178 in 1 MiB; a pipeline of N steps needs 2 × (4 + 2N) rows (baseline and candidate graphs, each step in both phases), checked at start and on reload. Needs a restart to change.'), 1),
 });
 
 const rootObject = v.strictObject({

@@ -62,9 +62,9 @@ export function rowCapacity(mb: number): number {
   return Math.floor((mb * 1024 * 1024 - HEADER_BYTES) / ROW_BYTES);
 }
 
-/** Rows one graph needs: total, upstream, overhead, acquire, and one per (step, phase). */
+/** Rows one graph needs: total, upstream, overhead, acquire, and one per (step, phase) — each step runs in both phases. */
 export function rowsPerGraph(steps: number): number {
-  return 4 + steps;
+  return 4 + 2 * steps;
 }
 
 /** Bucket of a whole number of microseconds (0 ≤ us ≤ MAX_US). */

@@ -46,7 +46,8 @@ export function loadShm(): ShmAddon {
 
 /**
  * Whether the configured pipeline fits a file of `sizeMb`: room for a baseline and a candidate
- * graph of this pipeline, and names that fit their fields. Null when it fits.
+ * graph of this pipeline (every step is timed in both phases), and names that fit their fields.
+ * Null when it fits.
  */
 export function mmapFitIssue(p: { id: string; request: readonly string[]; response: readonly string[] }, sizeMb: number): ConfigIssue | null {
   const enc = new TextEncoder();
@@ -55,13 +56,14 @@ export function mmapFitIssue(p: { id: string; request: readonly string[]; respon
     const i = p[phase].findIndex((s) => enc.encode(s.startsWith('wasm:') ? s : `wasm:${s}`).length >= NAME_BYTES);
     if (i >= 0) return { path: `pipeline.${phase}[${i}]`, message: `step names must be at most ${NAME_BYTES - 6} bytes with profiling.storage "mmap" (the file's name field)` };
   }
-  const need = 2 * rowsPerGraph(p.request.length + p.response.length);
+  const steps = new Set([...p.request, ...p.response].map((id) => (id.startsWith('wasm:') ? id : `wasm:${id}`))).size;
+  const need = 2 * rowsPerGraph(steps);
   const have = rowCapacity(sizeMb);
   if (need <= have) return null;
   const mb = Math.ceil((need * ROW_BYTES + HEADER_BYTES) / (1024 * 1024));
   return {
     path: 'profiling.mmap_size_mb',
-    message: `${sizeMb} MB holds ${have} histogram rows of ${ROW_BYTES} bytes; this pipeline needs ${need} (2 graphs × (4 + ${p.request.length + p.response.length} step phases)): set at least ${mb}`,
+    message: `${sizeMb} MB holds ${have} histogram rows of ${ROW_BYTES} bytes; this pipeline needs ${need} (2 graphs × (4 + 2 phases × ${steps} steps)): set at least ${mb}`,
   };
 }
 
