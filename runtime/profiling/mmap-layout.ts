@@ -3,7 +3,10 @@
 // docs/profiling.md ("Shared-memory histograms") documents it byte by byte; change both together
 // and bump LAYOUT_VERSION. All numbers are little-endian (the host's order; the file is not meant
 // to travel between machines). The model is Agrona's counters file: a header, then fixed-size rows
-// padded to 128 bytes, each guarded by its own sequence number.
+// padded to 128 bytes. One sequence number in the header guards every row: the proxy makes it odd
+// before it records a request (all its rows) and even after, so a reader that copies the rows
+// between two equal even values has a consistent picture — a request's step counts and its totals
+// together — at the price of two atomic stores per request instead of two per row.
 
 export const MAGIC = 'PPXHIST1';
 export const LAYOUT_VERSION = 1;
@@ -21,6 +24,7 @@ export const H_SUB_BUCKET_BITS = 32; // u32
 export const H_PID = 36; // u32
 export const H_STARTED_MS = 40; // f64, ms since the epoch
 export const H_SINCE_MS = 48; // f64, last reset (ms since the epoch)
+export const H_SEQ = 56; // i32 seqlock over every row: odd while the proxy writes
 export const H_DEFAULT_PIPELINE_ID = 64; // 64 bytes UTF-8, NUL-padded
 export const NAME_BYTES = 64;
 
@@ -34,7 +38,6 @@ export const BUCKETS = 704;
 export const MAX_US = 60_000_000;
 
 /** Row field byte offsets (from the row's start). */
-export const R_SEQ = 0; // i32 seqlock: odd while the writer changes the row's numbers
 export const R_KIND = 4; // u32, one of the KIND_* below
 export const R_PHASE = 8; // u32: 0 request, 1 response (steps); 0 otherwise
 export const R_PIPELINE_ID = 16; // 64 bytes UTF-8, NUL-padded

@@ -1,13 +1,13 @@
 // Reads a shared-memory histogram file (mmap-layout.ts) while its proxy writes it: maps it
-// read-only (native/shm) and copies each published row under its seqlock — the copy is kept when
-// the row's sequence number was even and unchanged across it, else taken again. fileSnapshot()
+// read-only (native/shm) and copies the published rows under the file's seqlock — the copy is
+// kept when the sequence number was even and unchanged across it, else taken again. fileSnapshot()
 // turns the rows of one graph into the SPEC §2.1 snapshot, computed as the proxy computes it for
 // /api/profile when storage is "mmap".
 import { loadShm } from './mmap-store.ts';
 import {
   BUCKETS, HEADER_BYTES, H_BUCKETS, H_DEFAULT_PIPELINE_ID, H_MAGIC, H_PID, H_ROWS_USED, H_ROW_BYTES, H_ROW_CAPACITY,
-  H_SINCE_MS, H_STARTED_MS, H_SUB_BUCKET_BITS, H_VERSION, KIND_NAMES, KIND_STEP, KIND_TOTAL, KIND_UPSTREAM, KIND_OVERHEAD,
-  LAYOUT_VERSION, MAGIC, NAME_BYTES, R_COUNT, R_KIND, R_PHASE, R_PIPELINE_ID, R_SEQ, R_STEP, R_VARIANT, ROW_BYTES,
+  H_SEQ, H_SINCE_MS, H_STARTED_MS, H_SUB_BUCKET_BITS, H_VERSION, KIND_NAMES, KIND_STEP, KIND_TOTAL, KIND_UPSTREAM, KIND_OVERHEAD,
+  LAYOUT_VERSION, MAGIC, NAME_BYTES, R_COUNT, R_KIND, R_PHASE, R_PIPELINE_ID, R_STEP, R_VARIANT, ROW_BYTES,
   SUB_BUCKET_BITS, VARIANT_BYTES, bucketPercentileUs,
 } from './mmap-layout.ts';
 import type { ProfileSnapshot, StepRow } from './profiler.ts';
@@ -35,7 +35,7 @@ export interface FileContents {
   rows: FileRow[];
 }
 
-/** Attempts at a consistent copy of one row before giving up (the writer holds a row for well under a microsecond). */
+/** Attempts at a consistent copy before giving up (the proxy holds the lock for a few microseconds per request). */
 const MAX_TRIES = 100_000;
 
 function readName(u8: Uint8Array, at: number, size: number): string {
@@ -60,27 +60,28 @@ export function readHistogramFile(path: string): FileContents {
     throw new Error(`${path}: unexpected row layout (row ${view.getUint32(H_ROW_BYTES, true)} bytes, ${view.getUint32(H_BUCKETS, true)} buckets)`);
   }
   const capacity = view.getUint32(H_ROW_CAPACITY, true);
-  const used = Math.min(Atomics.load(i32, H_ROWS_USED >> 2), capacity, Math.floor((buf.byteLength - HEADER_BYTES) / ROW_BYTES));
+  const fit = Math.min(capacity, Math.floor((buf.byteLength - HEADER_BYTES) / ROW_BYTES));
+  let used = 0;
+  let copy: Float64Array | null = null;
+  for (let t = 0; t < MAX_TRIES && copy === null; t++) {
+    const before = Atomics.load(i32, H_SEQ >> 2);
+    if ((before & 1) !== 0) continue;
+    used = Math.min(Atomics.load(i32, H_ROWS_USED >> 2), fit);
+    const c = f64.slice(HEADER_BYTES >> 3, (HEADER_BYTES + used * ROW_BYTES) >> 3);
+    if (Atomics.load(i32, H_SEQ >> 2) === before) copy = c;
+  }
+  if (copy === null) throw new Error(`${path}: the rows kept changing; no consistent copy after ${MAX_TRIES} tries`);
   const rows: FileRow[] = [];
   for (let r = 0; r < used; r++) {
     const at = HEADER_BYTES + r * ROW_BYTES;
-    const seqAt = (at + R_SEQ) >> 2;
-    const from = (at + R_COUNT) >> 3;
-    let copy: Float64Array | null = null;
-    for (let t = 0; t < MAX_TRIES && copy === null; t++) {
-      const before = Atomics.load(i32, seqAt);
-      if ((before & 1) !== 0) continue;
-      const c = f64.slice(from, from + 4 + BUCKETS);
-      if (Atomics.load(i32, seqAt) === before) copy = c;
-    }
-    if (copy === null) throw new Error(`${path}: row ${r} kept changing; no consistent copy after ${MAX_TRIES} tries`);
+    const from = (r * ROW_BYTES + R_COUNT) >> 3;
     rows.push({
       kind: KIND_NAMES[view.getUint32(at + R_KIND, true)] as FileRow['kind'],
       pipelineId: readName(u8, at + R_PIPELINE_ID, NAME_BYTES),
       variant: readName(u8, at + R_VARIANT, VARIANT_BYTES),
       step: readName(u8, at + R_STEP, NAME_BYTES),
       phase: view.getUint32(at + R_PHASE, true) === 0 ? 'request' : 'response',
-      count: copy[0], errors: copy[1], sumNs: copy[2], maxNs: copy[3], buckets: copy.subarray(4),
+      count: copy[from], errors: copy[from + 1], sumNs: copy[from + 2], maxNs: copy[from + 3], buckets: copy.subarray(from + 4, from + 4 + BUCKETS),
     });
   }
   return {

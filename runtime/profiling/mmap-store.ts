@@ -2,13 +2,13 @@
 // (native/shm, a small N-API addon: Node has no mmap), in the fixed layout of mmap-layout.ts, so
 // another process reads live counts from the file while the proxy runs (`proxy profile --mmap`).
 //
-// HistogramFile owns the mapping and hands out rows; MappedLatencyStats is a LatencyStats whose
-// count, errors, sum, max and log-linear bucket counts are words of its row. record() writes them
-// in place — no allocation, no WebAssembly call — between two increments of the row's sequence
-// number (a seqlock: odd while writing), so a reader that sees the same even number before and
-// after copying a row has a consistent row. Everything else the profiler serves from a
-// distribution (HDR encodings for /api/profile/histograms, --aggregate, snapshots, the series) is
-// derived from the buckets when asked, off the request path.
+// HistogramFile owns the mapping, hands out rows and keeps the file's sequence number (a seqlock:
+// the profiler calls begin() before it records a request, a reset or a restore, end() after).
+// MappedLatencyStats is a LatencyStats whose count, errors, sum, max and log-linear bucket counts
+// are words of its row; record() writes them in place — no allocation, no WebAssembly call.
+// Everything else the profiler serves from a distribution (HDR encodings for
+// /api/profile/histograms, --aggregate, snapshots, the series) is derived from the buckets when
+// asked, off the request path.
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,7 +18,7 @@ import { newHdr } from './latency-stats.ts';
 import {
   BUCKETS, HEADER_BYTES, H_BUCKETS, H_DEFAULT_PIPELINE_ID, H_HEADER_BYTES, H_MAGIC, H_PID, H_ROWS_USED, H_ROW_BYTES,
   H_ROW_CAPACITY, H_SINCE_MS, H_STARTED_MS, H_SUB_BUCKET_BITS, H_VERSION, LAYOUT_VERSION, MAGIC, MAX_US, NAME_BYTES,
-  R_BUCKETS, R_COUNT, R_KIND, R_PHASE, R_PIPELINE_ID, R_SEQ, R_STEP, R_VARIANT, ROW_BYTES, SUB_BUCKET_BITS, VARIANT_BYTES,
+  H_SEQ, R_BUCKETS, R_COUNT, R_KIND, R_PHASE, R_PIPELINE_ID, R_STEP, R_VARIANT, ROW_BYTES, SUB_BUCKET_BITS, VARIANT_BYTES,
   bucketHighUs, bucketIndex, bucketPercentileUs, rowCapacity, rowsPerGraph,
 } from './mmap-layout.ts';
 
@@ -76,6 +76,7 @@ export class HistogramFile {
   /** The mapping lives as long as this ArrayBuffer is reachable. */
   private readonly buffer: ArrayBuffer;
   private used = 0;
+  private seq = 0;
 
   private constructor(path: string, buffer: ArrayBuffer) {
     this.path = path;
@@ -135,6 +136,19 @@ export class HistogramFile {
     return row;
   }
 
+  /**
+   * Before writing rows: the sequence number becomes odd. Atomics.store is sequentially
+   * consistent, so it is visible before the row writes that follow (on any CPU).
+   */
+  begin(): void {
+    Atomics.store(this.i32, H_SEQ >> 2, ++this.seq);
+  }
+
+  /** After writing rows: the sequence number becomes even, after every row write before it. */
+  end(): void {
+    Atomics.store(this.i32, H_SEQ >> 2, ++this.seq);
+  }
+
   /** Records when the statistics were last reset (the header's since field). */
   markReset(ms: number): void {
     this.f64[H_SINCE_MS >> 3] = ms;
@@ -149,16 +163,15 @@ export class HistogramFile {
 
 /**
  * A distribution stored in a row of the histogram file; the same members as LatencyStats, so the
- * profiler, the endpoints and the snapshot store use either. The Prometheus bucket counts
- * (`counts`, against profiling.histogram_buckets) stay in process memory, as in LatencyStats.
+ * profiler, the endpoints and the snapshot store use either. Every write (record, the setters,
+ * reset, addEncoded) must happen between the file's begin() and end(). The Prometheus bucket
+ * counts (`counts`, against profiling.histogram_buckets) stay in process memory, as in LatencyStats.
  */
 export class MappedLatencyStats {
   readonly bounds: readonly number[];
   readonly counts: Float64Array;
   readonly row: number;
   private readonly f: Float64Array;
-  private readonly seq: Int32Array;
-  private readonly seqAt: number;
   /** f64 index of count; errors, sum and max follow. */
   private readonly at: number;
   /** f64 index of the first bucket. */
@@ -171,8 +184,6 @@ export class MappedLatencyStats {
     const base = HEADER_BYTES + row * ROW_BYTES;
     this.row = row;
     this.f = file.f64;
-    this.seq = file.i32;
-    this.seqAt = (base + R_SEQ) >> 2;
     this.at = (base + R_COUNT) >> 3;
     this.bucketAt = (base + R_BUCKETS) >> 3;
     this.bounds = bounds;
@@ -182,14 +193,12 @@ export class MappedLatencyStats {
   record(ns: number, error: boolean): void {
     const f = this.f;
     const a = this.at;
-    Atomics.add(this.seq, this.seqAt, 1);
     f[a]++;
     if (error) f[a + 1]++;
     f[a + 2] += ns;
     if (ns > f[a + 3]) f[a + 3] = ns;
     const us = ns / 1000;
     f[this.bucketAt + bucketIndex(us < MAX_US ? Math.round(us) : MAX_US)]++;
-    Atomics.add(this.seq, this.seqAt, 1);
     const b = this.bounds;
     let i = 0;
     while (i < b.length && us > b[i]) i++;
@@ -197,13 +206,13 @@ export class MappedLatencyStats {
   }
 
   get count(): number { return this.f[this.at]; }
-  set count(v: number) { this.write(0, v); }
+  set count(v: number) { this.f[this.at] = v; }
   get errors(): number { return this.f[this.at + 1]; }
-  set errors(v: number) { this.write(1, v); }
+  set errors(v: number) { this.f[this.at + 1] = v; }
   get sumNs(): number { return this.f[this.at + 2]; }
-  set sumNs(v: number) { this.write(2, v); }
+  set sumNs(v: number) { this.f[this.at + 2] = v; }
   get maxNs(): number { return this.f[this.at + 3]; }
-  set maxNs(v: number) { this.write(3, v); }
+  set maxNs(v: number) { this.f[this.at + 3] = v; }
 
   avgUs(): number { return this.count === 0 ? 0 : Math.round(this.sumNs / this.count / 1000); }
   maxUs(): number { return Math.round(this.maxNs / 1000); }
@@ -231,31 +240,21 @@ export class MappedLatencyStats {
   /** Adds the values of an HdrHistogram (compressed base64) into the buckets: a restored snapshot. */
   addEncoded(b64: string): void {
     const js = hdr.decodeFromCompressedBase64(b64, 32, false) as unknown as hdr.JsHistogram;
-    Atomics.add(this.seq, this.seqAt, 1);
     for (let i = 0; i < js.countsArrayLength; i++) {
       const n = js.getCountAtIndex(i);
       if (n === 0) continue;
       const us = Math.min(Math.round(js.valueFromIndex(i)), MAX_US);
       this.f[this.bucketAt + bucketIndex(us)] += n;
     }
-    Atomics.add(this.seq, this.seqAt, 1);
   }
 
   reset(): void {
-    Atomics.add(this.seq, this.seqAt, 1);
     this.f.fill(0, this.at, this.bucketAt + BUCKETS);
-    Atomics.add(this.seq, this.seqAt, 1);
     this.counts.fill(0);
   }
 
   destroy(): void {
     this.materialised?.destroy();
     this.materialised = null;
-  }
-
-  private write(field: number, v: number): void {
-    Atomics.add(this.seq, this.seqAt, 1);
-    this.f[this.at + field] = v;
-    Atomics.add(this.seq, this.seqAt, 1);
   }
 }

@@ -303,6 +303,8 @@ export class Profiler implements StepRecorder {
     if (this.operations !== null && !this.operations.has(r.op)) return false;
     if (this.collections !== null && !this.collections.has(r.collection)) return false;
     if (r.upstreamNs < this.settings.filters.minUpstreamLatencyUs * 1000) return false;
+    const file = this.file;
+    if (file !== null) file.begin();
     const g = this.graph(r.pipelineId, r.variant);
     if (r.ok) g.ok++;
     else g.errors++;
@@ -316,6 +318,7 @@ export class Profiler implements StepRecorder {
       const owner = t.timers[t.subOf[j]];
       if (owner !== undefined) owner.subop(t.subNames[j], t.subNs[j]);
     }
+    if (file !== null) file.end();
     this.frames.push(r);
     return true;
   }
@@ -361,7 +364,9 @@ export class Profiler implements StepRecorder {
   }
 
   reset(): void {
+    this.file?.begin();
     for (const g of this.graphs.values()) g.reset();
+    this.file?.end();
     this.frames.clear();
     this.since = Date.now();
     this.file?.markReset(this.since);
@@ -418,6 +423,7 @@ export class Profiler implements StepRecorder {
     let i = 0;
     let steps = 0;
     let requests = 0;
+    this.file?.begin();
     try {
       for (const gs of state.graphs) {
         const g = this.graph(gs.pipeline_id, gs.pipeline);
@@ -442,6 +448,7 @@ export class Profiler implements StepRecorder {
         }
       }
     } finally {
+      this.file?.end();
       for (const h of decoded) h.destroy();
     }
     const since = Date.parse(state.since);
