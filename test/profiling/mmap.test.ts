@@ -14,15 +14,18 @@ import { ConfigError, parseConfig } from '../../runtime/config/index.ts';
 import { GraphKey } from '../../runtime/pipeline/index.ts';
 import { Profiler, fileSnapshot, readHistogramFile, type StepStats } from '../../runtime/profiling/index.ts';
 import { BUCKETS, bucketHighUs, bucketIndex, rowCapacity } from '../../runtime/profiling/mmap-layout.ts';
-import { profilingSettings } from '../../runtime/app/serve.ts';
+import { profilingSettings, startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
+import { Logger } from '../../runtime/log/index.ts';
 import { fixture } from '../wasm/fixtures.ts';
 
 const bin = join(process.cwd(), 'bin/proxy.mjs');
 const dir = mkdtempSync(join(tmpdir(), 'proxy-mmap-'));
 const children: ChildProcess[] = [];
 const clients: MongoClient[] = [];
+const running: RunningProxy[] = [];
 after(async () => {
   for (const c of clients) await c.close(true).catch(() => {});
+  for (const p of running) await p.close().catch(() => {});
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   rmSync(dir, { recursive: true, force: true });
 });
@@ -194,4 +197,44 @@ test('a pipeline too large for mmap_size_mb is refused at start with the key pat
     assert.deepEqual(err.issues, [{ path: 'profiling.mmap_path', message: 'is required when profiling.storage is "mmap"' }]);
     return true;
   });
+});
+
+test('with mmap the rest works from the file\'s rows: /metrics, histograms, flame graph, snapshots and series; a reload that would not fit is refused', { timeout: 120_000 }, async () => {
+  const path = join(dir, 'inproc.hist');
+  const raw = {
+    listen: '127.0.0.1:0', log: { level: 'warn' },
+    pipeline: { request: ['spin', 'filter'], response: [] },
+    steps: { spin: { module: await fixture('spin'), config: {} }, filter: { config: { rules: [], default: 'allow' } } },
+    profiling: { enabled: true, port: 0, slow_step_threshold_us: 1_000_000, storage: 'mmap', mmap_path: path, snapshot_dir: join(dir, 'snapshots'), snapshot_interval_s: 3600 },
+  };
+  const proxy = await startProxy(parseConfig(raw, null), { log: new Logger('test', 'error', 'json', { write: () => {} }) });
+  running.push(proxy);
+  const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 10_000 });
+  clients.push(client);
+  for (let i = 0; i < 20; i++) await client.db('mm').collection('us_300').findOne({});
+  const base = proxy.profilingUrl!;
+  const metrics = await (await fetch(`${base}/metrics`)).text();
+  assert.match(metrics, /proxy_step_latency_us_count\{[^}]*step="wasm:spin"[^}]*\} 20/);
+  assert.match(metrics, /proxy_request_duration_seconds\{[^}]*quantile="0.99"\} 0\.\d+/);
+  const hist = await (await fetch(`${base}/api/profile/histograms`)).json();
+  const spinHist = hist.graphs[0].steps.find((s: { name: string }) => s.name === 'wasm:spin');
+  assert.equal(spinHist.invocations, 20);
+  assert.ok(spinHist.hdr.length > 0);
+  const folded = await (await fetch(`${base}/api/profile/flamegraph?format=folded&duration=5m`)).text();
+  assert.match(folded, /^request pipeline;wasm:spin [\d.]+$/m);
+  await proxy.snapshots!.snapshot();
+  const series = await (await fetch(`${base}/api/profile/series?step=spin`)).json();
+  assert.equal(series.points.at(-1).steps[0].count, 20);
+  assert.ok(series.points.at(-1).steps[0].p50_latency_us >= 300);
+
+  const names = Array.from({ length: 45 }, (_, i) => `s${i}`);
+  const bigger = parseConfig({ ...raw, pipeline: { request: names, response: [] }, steps: Object.fromEntries(names.map((n) => [n, { module: raw.steps.spin.module, config: {} }])) }, null);
+  await assert.rejects(proxy.reload(bigger), (err: unknown) => {
+    assert.ok(err instanceof ConfigError);
+    assert.equal(err.issues[0].path, 'profiling.mmap_size_mb');
+    return true;
+  });
+  assert.deepEqual(proxy.config.pipeline.request, ['spin', 'filter'], 'the old configuration stays');
+  for (let i = 0; i < 5; i++) await client.db('mm').collection('us_300').findOne({});
+  assert.equal(fileSnapshot(readHistogramFile(path), 'default', 'baseline').total_requests, 25);
 });
