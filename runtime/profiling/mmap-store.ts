@@ -63,7 +63,7 @@ export function mmapFitIssue(p: { id: string; request: readonly string[]; respon
   const mb = Math.ceil((need * ROW_BYTES + HEADER_BYTES) / (1024 * 1024));
   return {
     path: 'profiling.mmap_size_mb',
-    message: `${sizeMb} MB holds ${have} histogram rows of ${ROW_BYTES} bytes; this pipeline needs ${need} (2 graphs × (4 + 2 phases × ${steps} steps)): set at least ${mb}`,
+    message: `${sizeMb} MiB holds ${have} histogram rows of ${ROW_BYTES} bytes; this pipeline needs ${need} (2 graphs × (4 + 2 phases × ${steps} steps)): set at least ${mb}`,
   };
 }
 

@@ -190,7 +190,7 @@ test('a pipeline too large for mmap_size_mb is refused at start with the key pat
   const r = await cli(['serve', '--config', file]);
   assert.equal(r.status, 2, r.stderr);
   assert.match(r.stderr, /configuration refused/);
-  assert.match(r.stderr, /profiling\.mmap_size_mb: 1 MB holds 178 histogram rows of 5888 bytes; this pipeline needs 188 \(2 graphs × \(4 \+ 2 phases × 45 steps\)\): set at least 2/);
+  assert.match(r.stderr, /profiling\.mmap_size_mb: 1 MiB holds 178 histogram rows of 5888 bytes; this pipeline needs 188 \(2 graphs × \(4 \+ 2 phases × 45 steps\)\): set at least 2/);
 
   assert.throws(() => parseConfig({ profiling: { storage: 'mmap' } }, null), (err: unknown) => {
     assert.ok(err instanceof ConfigError);
