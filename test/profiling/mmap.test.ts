@@ -238,3 +238,20 @@ test('with mmap the rest works from the file\'s rows: /metrics, histograms, flam
   for (let i = 0; i < 5; i++) await client.db('mm').collection('us_300').findOne({});
   assert.equal(fileSnapshot(readHistogramFile(path), 'default', 'baseline').total_requests, 25);
 });
+
+test('a full file: further distributions are kept in memory, and the proxy says so once, naming the key to raise', async () => {
+  const warnings: Array<{ msg: string; fields?: Record<string, unknown> }> = [];
+  const path = join(dir, 'full.hist');
+  const settings = profilingSettings(parseConfig({ profiling: { enabled: true, storage: 'mmap', mmap_path: path } }, null).profiling!);
+  const p = await Profiler.create(settings, { warn: (msg, fields) => warnings.push({ msg, fields }) }, { path, sizeMb: 1, defaultPipelineId: 'default' });
+  const key = new GraphKey('default', 'baseline', 0);
+  // 4 graph rows + 174 step rows fill the 178; the next two have no row.
+  const steps = Array.from({ length: 176 }, (_, i) => p.bind(key, `wasm:s${i}`, 0) as StepStats);
+  assert.equal(p.file!.rowsUsed, 178);
+  assert.equal(warnings.length, 1);
+  assert.match(warnings[0].msg, /profiling histogram file is full: .* \(raise profiling\.mmap_size_mb\)/);
+  assert.deepEqual(warnings[0].fields, { file: path, rows: 178, pipeline_id: 'default', pipeline: 'baseline', step: 'wasm:s174' });
+  steps[175].record(1_000_000, false);
+  assert.equal(p.snapshot('default', 'baseline').steps[0].invocations, 1, 'served from memory');
+  assert.equal(fileSnapshot(readHistogramFile(path), 'default', 'baseline').steps.length, 0, 'not in the file');
+});
