@@ -141,6 +141,10 @@ test('a second process reads live counts from the histogram file while `proxy se
   const exited = new Promise((r) => proxy.child.once('exit', r));
   proxy.child.kill('SIGTERM');
   await exited;
+  // The file outlives the proxy and stays readable.
+  const afterStop = await cli(['profile', '--mmap', path, '--json']);
+  assert.equal(afterStop.status, 0, afterStop.stderr);
+  assert.equal(JSON.parse(afterStop.stdout).total_requests, 0);
 });
 
 test('--mmap: a file that is not a histogram file, or none, exits 1 saying so; --url does not apply', async () => {
