@@ -25,8 +25,8 @@ import { arg, CLK_TCK, cpuMicros, freePort, median, runRounds, startChild, stopC
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const CONNECTION_COUNTS = [1, 16] as const;
-type TargetName = 'empty' | 'idle16' | 'eight' | 'eight-hit' | 'eight-nosink' | 'eight-prof';
-const ALL_TARGETS: readonly TargetName[] = ['empty', 'idle16', 'eight', 'eight-hit', 'eight-nosink', 'eight-prof'];
+type TargetName = 'empty' | 'idle16' | 'eight' | 'eight-hit' | 'eight-nosink' | 'eight-prof' | 'eight-prof-mmap';
+const ALL_TARGETS: readonly TargetName[] = ['empty', 'idle16', 'eight', 'eight-hit', 'eight-nosink', 'eight-prof', 'eight-prof-mmap'];
 const IDLE_STEPS = 16;
 
 const durationText = arg('--duration', '3s');
@@ -89,6 +89,8 @@ async function main(): Promise<void> {
     // Profiling on (every step timed, histograms per request, frames ring, slow-step detection at
     // the default threshold); its endpoint on a free port.
     'eight-prof': { ...eightPipeline(devUri, 1), profiling: { enabled: true, port: await freePort() } },
+    // The same with the histograms in the shared-memory file (profiling.storage: mmap).
+    'eight-prof-mmap': { ...eightPipeline(devUri, 1), profiling: { enabled: true, port: await freePort(), storage: 'mmap', mmap_path: join(tmp, 'eight-prof-mmap.hist') } },
   };
   const where = new Map<TargetName, { uri: string; pid: number; logFile: string }>();
   for (const t of TARGETS) {
@@ -149,6 +151,7 @@ async function main(): Promise<void> {
     eight: 'eight built-ins (cache misses)', 'eight-hit': 'eight built-ins (cache hits)',
     'eight-nosink': 'eight built-ins (cache misses, log sink off)',
     'eight-prof': 'eight built-ins (cache misses), profiling on',
+    'eight-prof-mmap': 'eight built-ins (cache misses), profiling on, storage mmap',
   };
 
   const L: string[] = [];
@@ -190,6 +193,10 @@ async function main(): Promise<void> {
     if (off && on) {
       const ratio = on.tp / off.tp;
       L.push(`- Profiling costs ≤ 3% (eight built-ins, profiling on vs off, ${c} connection${c === 1 ? '' : 's'}): ${Math.round(on.tp)} / ${Math.round(off.tp)} req/s = ${ratio.toFixed(3)}×, proxy CPU ${on.cpu.toFixed(1)} vs ${off.cpu.toFixed(1)} µs/request — **${ratio >= 0.97 ? 'PASS' : 'FAIL'}**`);
+    }
+    const mm = row('eight-prof-mmap', c);
+    if (mm && on) {
+      L.push(`- storage mmap vs memory (eight built-ins, profiling on, ${c} connection${c === 1 ? '' : 's'}): ${Math.round(mm.tp)} / ${Math.round(on.tp)} req/s = ${(mm.tp / on.tp).toFixed(3)}×, proxy CPU ${mm.cpu.toFixed(1)} vs ${on.cpu.toFixed(1)} µs/request`);
     }
   }
   L.push('', '`bench/idle-step.ts` output (same run):', '', '```', micro, '```', '');

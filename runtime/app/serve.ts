@@ -1,6 +1,6 @@
 // Assembles a running proxy from a configuration: logger, development upstream (when no
 // upstream.uri), upstream pool, client listener. Used by `proxy serve` and by tests.
-import { loadConfig, parseConfig, canaryDurationMs, type ProxyConfig } from '../config/index.ts';
+import { ConfigError, loadConfig, parseConfig, canaryDurationMs, type ProxyConfig } from '../config/index.ts';
 import { Logger } from '../log/index.ts';
 import { DevDbServer } from '../devdb/index.ts';
 import { UpstreamPool, parseUpstreamUri } from '../upstream/index.ts';
@@ -15,7 +15,7 @@ import type { Logger as HostLogger } from '../wasm/index.ts';
 import { startAdmin, startProfilingHttp, startControlPlane } from '../http/index.ts';
 import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, defaultsFromConfig, type CanaryEventSink, type Clock } from '../canary/index.ts';
 import { ProfilerCanaryMetrics } from './canary-metrics.ts';
-import { Profiler, SnapshotStore, durationToMs, type ProfilingSettings } from '../profiling/index.ts';
+import { Profiler, SnapshotStore, durationToMs, mmapFitIssue, type MmapStorage, type ProfilingSettings } from '../profiling/index.ts';
 
 /** Built-in plugins are compiled here by `npm run build` (scripts/build-plugins.mjs). */
 export const BUILTIN_PLUGIN_DIR = fileURLToPath(new URL('../../build/plugins/', import.meta.url));
@@ -86,7 +86,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   // The canary decides on the profiler's per-graph figures: with a control plane and no `profiling`
   // block, a profiler with the default settings records them (no profiling endpoint is opened).
   const profilerConfig = config.profiling ?? (config.control_plane === undefined ? undefined : parseConfig({ profiling: { enabled: true, alert_on_slow_step: false } }, null).profiling);
-  const profiler = profilerConfig === undefined ? null : await Profiler.create(profilingSettings(profilerConfig), log.child('proxy::profiling'));
+  const profiler = profilerConfig === undefined ? null
+    : await Profiler.create(profilingSettings(profilerConfig), log.child('proxy::profiling'), mmapStorage(config, opts.configFile ?? null));
   // Restored before the pipeline binds its steps, so rows keep the order they had.
   const snapshots = profiler === null || config.profiling?.snapshot_dir === undefined ? null : new SnapshotStore(profiler, {
     dir: resolve(config.profiling.snapshot_dir), intervalMs: config.profiling.snapshot_interval_s * 1000,
@@ -172,6 +173,12 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       if (endpoint(next) !== endpoint(current)) restartOnly.push('profiling (presence, host, port, token)');
       const persisted = (c: ProxyConfig) => JSON.stringify([c.profiling?.snapshot_dir, c.profiling?.snapshot_interval_s, c.profiling?.snapshot_retention]);
       if (persisted(next) !== persisted(current)) restartOnly.push('profiling.snapshot_dir, snapshot_interval_s, snapshot_retention');
+      const storage = (c: ProxyConfig) => JSON.stringify([c.profiling?.storage, c.profiling?.mmap_path, c.profiling?.mmap_size_mb]);
+      if (storage(next) !== storage(current)) restartOnly.push('profiling.storage, mmap_path, mmap_size_mb');
+      if (profiler?.file != null) {
+        const issue = mmapFitIssue(next.pipeline, current.profiling!.mmap_size_mb);
+        if (issue !== null) throw new ConfigError(opts.configFile ?? null, [issue]);
+      }
       // Thresholds, filters and `enabled` apply now; graphs are rebuilt below, timed or untimed accordingly.
       const before = profiler?.settings;
       if (profiler !== null && next.profiling !== undefined) profiler.configure(profilingSettings(next.profiling));
@@ -255,6 +262,15 @@ export function watchReload(running: RunningProxy, file: string, log: Logger): (
     watcher?.close();
     if (timer !== null) clearTimeout(timer);
   };
+}
+
+/** Where the histogram file goes with `profiling.storage: "mmap"` (null otherwise); a ConfigError when the pipeline does not fit. */
+function mmapStorage(config: ProxyConfig, source: string | null): MmapStorage | null {
+  const p = config.profiling;
+  if (p === undefined || p.storage !== 'mmap' || p.mmap_path === undefined) return null;
+  const issue = mmapFitIssue(config.pipeline, p.mmap_size_mb);
+  if (issue !== null) throw new ConfigError(source, [issue]);
+  return { path: resolve(p.mmap_path), sizeMb: p.mmap_size_mb, defaultPipelineId: config.pipeline.id };
 }
 
 /** The profiler's settings from the `profiling` configuration block. */

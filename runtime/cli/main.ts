@@ -31,6 +31,11 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
     try {
       running = await startProxy(loaded.config, { log, configFile: loaded.source });
     } catch (err) {
+      // A problem only starting can find (profiling.mmap_size_mb too small for the pipeline) is still the config's.
+      if (err instanceof ConfigError) {
+        process.stderr.write(`proxy: configuration refused\n${err.message}\n`);
+        process.exit(2);
+      }
       process.stderr.write(`proxy: could not start: ${(err as Error).message}\n`);
       process.exit(1);
     }

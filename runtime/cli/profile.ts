@@ -2,7 +2,8 @@
 // Forms: the current snapshot (no mode flag), a one-shot window report (--duration), a live tail of
 // slow steps (--live), a flame graph (--flamegraph), one step's detail (--step), two reports
 // compared (--compare), an export of the snapshot (--export) and several instances merged
-// (--aggregate). Exit codes: 0 ok, 1 the endpoint failed or refused, 2 bad usage.
+// (--aggregate); and the snapshot read from a shared-memory histogram file instead of the endpoint
+// (--mmap, profiling.storage "mmap"). Exit codes: 0 ok, 1 the endpoint failed or refused, 2 bad usage.
 //
 // Windows are differences, not resets: a timed form reads GET /api/profile/histograms at the start
 // and at the end and subtracts the HDR histograms, so it measures exactly its window without
@@ -15,7 +16,7 @@ import { request } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import * as hdr from 'hdr-histogram-js';
 import { parseDuration } from '../bench/index.ts';
-import { foldedText } from '../profiling/index.ts';
+import { fileSnapshot, foldedText, readHistogramFile } from '../profiling/index.ts';
 
 const DEFAULT_URL = 'http://127.0.0.1:9091';
 const REQUEST_TIMEOUT_MS = 10_000;
@@ -375,15 +376,16 @@ function metricValue(text: string, name: string, labels: Record<string, string>)
 interface ProfileCliOptions {
   url?: unknown; token?: unknown; pipelineId?: unknown; pipeline?: unknown; json?: boolean; duration?: unknown; output?: unknown;
   reset?: boolean; live?: boolean; threshold?: unknown; flamegraph?: boolean; minWidth?: unknown; title?: unknown; step?: unknown;
-  compare?: unknown; export?: boolean; format?: unknown; aggregate?: boolean; instances?: unknown;
+  compare?: unknown; export?: boolean; format?: unknown; aggregate?: boolean; instances?: unknown; mmap?: unknown;
 }
 
-type Mode = 'snapshot' | 'report' | 'live' | 'flamegraph' | 'step' | 'compare' | 'export' | 'aggregate';
+type Mode = 'snapshot' | 'report' | 'live' | 'flamegraph' | 'step' | 'compare' | 'export' | 'aggregate' | 'mmap';
 
 /** Options each form accepts beyond the common ones (url, token, pipeline-id, pipeline, json). */
 const MODE_OPTIONS: Record<Mode, readonly string[]> = {
   snapshot: [], report: ['duration', 'output', 'reset'], live: ['threshold'], flamegraph: ['duration', 'output', 'minWidth', 'title', 'format'],
   step: ['duration', 'reset'], compare: ['output'], export: ['format', 'output'], aggregate: ['instances', 'duration', 'output', 'reset'],
+  mmap: [],
 };
 const FLAG_OF: Record<string, string> = { minWidth: '--min-width', pipelineId: '--pipeline-id' };
 
@@ -444,6 +446,7 @@ export function registerProfile(cli: CAC): void {
     .option('--format <fmt>', 'jsonl | csv for --export; svg | folded for --flamegraph')
     .option('--aggregate', 'merge the histograms of several instances (--instances)')
     .option('--instances <list>', 'host:port,host:port of the profiling endpoints to merge')
+    .option('--mmap <path>', 'the snapshot read from the histogram file of profiling.storage "mmap" (read-only; no endpoint needed)')
     .action(async (experiment: unknown, o: ProfileCliOptions) => {
       // `proxy profile … | head`: a reader that goes away ends the command quietly.
       process.stdout.on('error', (err: NodeJS.ErrnoException) => { if (err.code === 'EPIPE') process.exit(0); throw err; });
@@ -460,12 +463,13 @@ export function registerProfile(cli: CAC): void {
 async function profileCommand(experiment: string | undefined, o: ProfileCliOptions): Promise<void> {
   const flags: Array<[Mode, boolean]> = [
     ['live', o.live === true], ['flamegraph', o.flamegraph === true], ['step', o.step !== undefined],
-    ['compare', o.compare !== undefined], ['export', o.export === true], ['aggregate', o.aggregate === true],
+    ['compare', o.compare !== undefined], ['export', o.export === true], ['aggregate', o.aggregate === true], ['mmap', o.mmap !== undefined],
   ];
   const chosen = flags.filter((f) => f[1]).map((f) => f[0]);
-  if (chosen.length > 1) usage(`choose one of --live, --flamegraph, --step, --compare, --export, --aggregate (got ${chosen.map((m) => `--${m}`).join(', ')})`);
+  if (chosen.length > 1) usage(`choose one of --live, --flamegraph, --step, --compare, --export, --aggregate, --mmap (got ${chosen.map((m) => `--${m}`).join(', ')})`);
   const mode: Mode = chosen[0] ?? (o.duration !== undefined ? 'report' : 'snapshot');
-  const allowed = new Set(['url', 'token', 'pipelineId', 'pipeline', 'json', mode, ...MODE_OPTIONS[mode]]);
+  // The file form reads no endpoint: --url and --token would be silently ignored, so they are refused.
+  const allowed = new Set([...(mode === 'mmap' ? [] : ['url', 'token']), 'pipelineId', 'pipeline', 'json', mode, ...MODE_OPTIONS[mode]]);
   for (const [k, v] of Object.entries(o)) {
     if (k === '--' || k.includes('-') || v === undefined) continue;
     if (!allowed.has(k)) usage(`${FLAG_OF[k] ?? `--${k}`} does not apply to ${mode === 'snapshot' ? 'the snapshot' : mode === 'report' ? '--duration' : `--${mode}`}`);
@@ -485,6 +489,7 @@ async function profileCommand(experiment: string | undefined, o: ProfileCliOptio
     case 'compare': return compareCommand(ctx);
     case 'export': return exportCommand(ctx);
     case 'aggregate': return aggregateCommand(ctx, token === '' ? null : token);
+    case 'mmap': return mmapCommand(ctx);
   }
 }
 
@@ -494,7 +499,23 @@ const output = (c: Ctx) => raw('output', c.o.output);
 // ---- Forms ---------------------------------------------------------------------------------------
 
 async function snapshotCommand(c: Ctx): Promise<void> {
-  const s = await c.client.json<Snapshot>('GET', '/api/profile', graphQuery(c));
+  printSnapshot(c, await c.client.json<Snapshot>('GET', '/api/profile', graphQuery(c)));
+}
+
+/** The snapshot form's output from a histogram file: the same JSON and table. */
+async function mmapCommand(c: Ctx): Promise<void> {
+  const path = raw('mmap', c.o.mmap);
+  if (path === undefined || path === '' || path === 'true') return usage('--mmap needs the path of the histogram file (profiling.mmap_path)');
+  let f: ReturnType<typeof readHistogramFile>;
+  try {
+    f = readHistogramFile(path);
+  } catch (err) {
+    throw new ProfileError('PROXY_ERR_PROFILE_DATA', (err as Error).message);
+  }
+  printSnapshot(c, fileSnapshot(f, c.pipelineId ?? f.defaultPipelineId, c.variant));
+}
+
+function printSnapshot(c: Ctx, s: Snapshot): void {
   if (c.json) { process.stdout.write(`${JSON.stringify(s, null, 2)}\n`); return; }
   process.stdout.write([
     `requests: ${int(s.total_requests)} since the last reset; avg total ${int(s.avg_total_latency_us)} µs, upstream ${int(s.avg_upstream_latency_us)} µs, overhead ${int(s.avg_pipeline_overhead_us)} µs`,

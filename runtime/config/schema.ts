@@ -240,9 +240,9 @@ const profiling = v.strictObject({
     min_upstream_latency_us: v.optional(int(0, undefined, 'Only requests whose upstream round trip took at least this many microseconds are sampled.'), 0),
   }), v.description('Conditional profiling: when set, only requests matching every given criterion are sampled (recorded); the others are not recorded at all.')), {}),
   flamegraph_frames: v.optional(int(100, 1_000_000, 'Per-request frames kept (a ring) for the flame graph; a window longer than what the ring holds shows the newest frames.'), 20000),
-  storage: v.optional(v.pipe(v.picklist(['memory', 'mmap']), v.description('"memory" (default). "mmap" (shared-memory histogram file) is not implemented yet and is refused.')), 'memory'),
-  mmap_path: v.optional(v.pipe(v.string(), v.description('Path of the memory-mapped histogram file (storage: mmap; not implemented yet).'))),
-  mmap_size_mb: v.optional(int(1, 4096, 'Size of the memory-mapped file in MB (storage: mmap; not implemented yet).')),
+  storage: v.optional(v.pipe(v.picklist(['memory', 'mmap']), v.description('Where graph and step histograms live: "memory" (default; HDR histograms in process memory) or "mmap" (a fixed-layout file at `mmap_path`, mapped into the proxy, that other processes read while it runs: `proxy profile --mmap <path>`; see docs/profiling.md). Needs a restart to change.')), 'memory'),
+  mmap_path: v.optional(v.pipe(v.string(), v.minLength(1), v.description('Path of the shared-memory histogram file (required with storage "mmap"; relative to the working directory). Created, or cleared, at start; one proxy per file. Needs a restart to change.'))),
+  mmap_size_mb: v.optional(int(1, 4096, 'Size of the histogram file in MiB (storage "mmap"): (size − 512 bytes) / 5888 rows, 178 in 1 MiB; a pipeline of N steps needs 2 × (4 + 2N) rows (baseline and candidate graphs, each step in both phases), checked at start and on reload. Needs a restart to change.'), 1),
 });
 
 const rootObject = v.strictObject({
@@ -305,12 +305,12 @@ export const ProxyConfigSchema = v.pipe(
         ],
       });
     }
-    if (cfg.profiling?.storage === 'mmap') {
+    if (cfg.profiling?.storage === 'mmap' && cfg.profiling.mmap_path === undefined) {
       addIssue({
-        message: 'storage "mmap" is not implemented yet; use "memory"',
+        message: 'is required when profiling.storage is "mmap"',
         path: [
           pathItem(cfg as unknown as Record<string, unknown>, 'profiling'),
-          pathItem(cfg.profiling as unknown as Record<string, unknown>, 'storage'),
+          pathItem(cfg.profiling as unknown as Record<string, unknown>, 'mmap_path'),
         ],
       });
     }

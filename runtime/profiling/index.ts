@@ -2,7 +2,7 @@
 // per-request frames and the Prometheus exposition.
 export {
   Profiler, StepStats, GraphStats, MAX_SUBOPS_PER_STEP, SLOW_LINES_PER_SECOND,
-  type ProfilingSettings, type ProfilingLog, type ProfileSnapshot, type StepRow, type CompletedRequest, type RestoreSummary,
+  type ProfilingSettings, type ProfilingLog, type MmapStorage, type ProfileSnapshot, type StepRow, type CompletedRequest, type RestoreSummary,
 } from './profiler.ts';
 export { StateFormatError, type ProfilerState } from './profiler-state.ts';
 export { SnapshotStore, durationToMs, STATE_FILE, type SnapshotLog, type SnapshotStoreOptions } from './snapshot-store.ts';
@@ -12,3 +12,5 @@ export { LatencyStats, initHistograms, newHdr, HIGHEST_TRACKABLE_US } from './la
 export { FrameRing, type RequestFrame, type FrameStep, type FrameSubop } from './frames.ts';
 export { profilingMetricsText } from './prometheus.ts';
 export { foldFrames, foldedText, TOP_REQUEST, TOP_UPSTREAM, TOP_RESPONSE, TOP_PROXY, ACQUIRE } from './folded.ts';
+export { HistogramFile, MappedLatencyStats, mmapFitIssue, loadShm, SHM_ADDON_PATH } from './mmap-store.ts';
+export { readHistogramFile, fileSnapshot, type FileRow, type FileContents } from './mmap-reader.ts';

@@ -10,6 +10,7 @@ import { deflateSync } from 'node:zlib';
 import * as hdr from 'hdr-histogram-js';
 import * as v from 'valibot';
 import type { LatencyStats } from './latency-stats.ts';
+import { MappedLatencyStats } from './mmap-store.ts';
 
 export const STATE_FORMAT = 'proxy-profiling-state';
 export const STATE_VERSION = 1;
@@ -139,7 +140,8 @@ export function mergeDist(s: LatencyStats, d: DistState, h: hdr.Histogram): void
   s.errors += d.errors;
   s.sumNs += d.sum_ns;
   if (d.max_ns > s.maxNs) s.maxNs = d.max_ns;
-  s.hdr.add(h as typeof s.hdr);
+  if (s instanceof MappedLatencyStats) s.addEncoded(d.hdr);
+  else s.hdr.add(h as typeof s.hdr);
   const sameBounds = d.le.length === s.bounds.length && d.le.every((x, i) => x === s.bounds[i]) && d.buckets.length === s.counts.length;
   if (sameBounds) {
     for (let i = 0; i < d.buckets.length; i++) s.counts[i] += d.buckets[i];

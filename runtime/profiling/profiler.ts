@@ -14,6 +14,8 @@ import { performance } from 'node:perf_hooks';
 import { GraphKey, type RequestTimings, type StepRecorder, type StepTimer } from '../pipeline/index.ts';
 import { LatencyStats, initHistograms } from './latency-stats.ts';
 import { FrameRing, type RequestFrame } from './frames.ts';
+import { HistogramFile, MappedLatencyStats } from './mmap-store.ts';
+import { KIND_ACQUIRE, KIND_OVERHEAD, KIND_STEP, KIND_TOTAL, KIND_UPSTREAM } from './mmap-layout.ts';
 import {
   EncodedCache, STATE_FORMAT, STATE_VERSION, decodeAll, encodeDist, mergeDist, parseState,
   type DistState, type ProfilerState,
@@ -28,6 +30,14 @@ export interface ProfilingSettings {
   filters: { operations: readonly string[] | null; collections: readonly string[] | null; minUpstreamLatencyUs: number };
   /** Per-request frames kept for the flame graph (a ring; the oldest is overwritten). */
   frameCapacity: number;
+}
+
+/** profiling.storage: "mmap" — where the histogram file goes. */
+export interface MmapStorage {
+  path: string;
+  sizeMb: number;
+  /** The proxy's pipeline.id, written in the file's header for readers. */
+  defaultPipelineId: string;
 }
 
 export interface ProfilingLog {
@@ -103,7 +113,7 @@ export class StepStats implements StepTimer {
     this.graph = graph;
     this.step = step;
     this.phase = phase;
-    this.latency = new LatencyStats(profiler.settings.histogramBuckets);
+    this.latency = profiler.dist(KIND_STEP, graph.pipelineId, graph.variant, step, phase);
     this.thresholdNs = profiler.thresholdUs(step) * 1000;
   }
 
@@ -169,13 +179,13 @@ export class GraphStats {
   /** Its steps in bind order (request phase rows before response rows of the same step). */
   readonly steps: StepStats[] = [];
 
-  constructor(pipelineId: string, variant: string, buckets: readonly number[]) {
+  constructor(profiler: Profiler, pipelineId: string, variant: string) {
     this.pipelineId = pipelineId;
     this.variant = variant;
-    this.total = new LatencyStats(buckets);
-    this.upstream = new LatencyStats(buckets);
-    this.overhead = new LatencyStats(buckets);
-    this.acquire = new LatencyStats(buckets);
+    this.total = profiler.dist(KIND_TOTAL, pipelineId, variant, '', 0);
+    this.upstream = profiler.dist(KIND_UPSTREAM, pipelineId, variant, '', 0);
+    this.overhead = profiler.dist(KIND_OVERHEAD, pipelineId, variant, '', 0);
+    this.acquire = profiler.dist(KIND_ACQUIRE, pipelineId, variant, '', 0);
   }
 
   reset(): void {
@@ -204,19 +214,46 @@ export class Profiler implements StepRecorder {
   since = Date.now();
   private readonly resetListeners: Array<() => void> = [];
   private readonly encoded = new EncodedCache();
+  /** The histogram file (storage: "mmap"), or null: distributions in process memory. */
+  readonly file: HistogramFile | null;
+  private fileFullLogged = false;
 
-  private constructor(settings: ProfilingSettings, log: ProfilingLog) {
+  private constructor(settings: ProfilingSettings, log: ProfilingLog, file: HistogramFile | null) {
     this.settings = settings;
     this.log = log;
+    this.file = file;
     this.frames = new FrameRing(settings.frameCapacity);
     this.operations = settings.filters.operations === null ? null : new Set(settings.filters.operations);
     this.collections = settings.filters.collections === null ? null : new Set(settings.filters.collections);
   }
 
-  /** Builds a profiler (initialises hdr-histogram-js's WebAssembly once per process). */
-  static async create(settings: ProfilingSettings, log: ProfilingLog): Promise<Profiler> {
+  /**
+   * Builds a profiler (initialises hdr-histogram-js's WebAssembly once per process). With `mmap`,
+   * graph and step distributions live in that file (created or cleared here; a ConfigError when it
+   * cannot be mapped); sub-operations stay in process memory.
+   */
+  static async create(settings: ProfilingSettings, log: ProfilingLog, mmap: MmapStorage | null = null): Promise<Profiler> {
     await initHistograms();
-    return new Profiler(settings, log);
+    const file = mmap === null ? null : HistogramFile.create(mmap.path, mmap.sizeMb, mmap.defaultPipelineId);
+    return new Profiler(settings, log, file);
+  }
+
+  /**
+   * A new distribution: a row of the histogram file when there is one, else (or when the file is
+   * full, which is logged once with what to change) in process memory.
+   */
+  dist(kind: number, pipelineId: string, variant: string, step: string, phase: number): LatencyStats {
+    const buckets = this.settings.histogramBuckets;
+    if (this.file === null) return new LatencyStats(buckets);
+    const row = this.file.allocate(kind, pipelineId, variant, step, phase);
+    if (row >= 0) return new MappedLatencyStats(this.file, row, buckets);
+    if (!this.fileFullLogged) {
+      this.fileFullLogged = true;
+      this.log.warn('profiling histogram file is full: further graphs and steps are kept in process memory only, not in the file (raise profiling.mmap_size_mb)', {
+        file: this.file.path, rows: this.file.capacity, pipeline_id: pipelineId, pipeline: variant, step,
+      });
+    }
+    return new LatencyStats(buckets);
   }
 
   get enabled(): boolean {
@@ -240,7 +277,7 @@ export class Profiler implements StepRecorder {
     const key = `${pipelineId}\0${variant}`;
     let g = this.graphs.get(key);
     if (g === undefined) {
-      g = new GraphStats(pipelineId, variant, this.settings.histogramBuckets);
+      g = new GraphStats(this, pipelineId, variant);
       this.graphs.set(key, g);
     }
     return g;
@@ -268,6 +305,8 @@ export class Profiler implements StepRecorder {
     if (this.operations !== null && !this.operations.has(r.op)) return false;
     if (this.collections !== null && !this.collections.has(r.collection)) return false;
     if (r.upstreamNs < this.settings.filters.minUpstreamLatencyUs * 1000) return false;
+    const file = this.file;
+    if (file !== null) file.begin();
     // The graph of the previous request, when it is the same one (compared by string identity: a
     // pipeline's id and variant are the same string objects for every request of a graph), else a
     // map lookup.
@@ -288,6 +327,7 @@ export class Profiler implements StepRecorder {
       const owner = t.timers[t.subOf[j]];
       if (owner !== undefined) owner.subop(t.subNames[j], t.subNs[j]);
     }
+    if (file !== null) file.end();
     this.frames.push(r);
     return true;
   }
@@ -333,9 +373,12 @@ export class Profiler implements StepRecorder {
   }
 
   reset(): void {
+    this.file?.begin();
     for (const g of this.graphs.values()) g.reset();
+    this.file?.end();
     this.frames.clear();
     this.since = Date.now();
+    this.file?.markReset(this.since);
     this.encoded.clear();
     for (const fn of this.resetListeners) fn();
   }
@@ -389,6 +432,7 @@ export class Profiler implements StepRecorder {
     let i = 0;
     let steps = 0;
     let requests = 0;
+    this.file?.begin();
     try {
       for (const gs of state.graphs) {
         const g = this.graph(gs.pipeline_id, gs.pipeline);
@@ -413,6 +457,7 @@ export class Profiler implements StepRecorder {
         }
       }
     } finally {
+      this.file?.end();
       for (const h of decoded) h.destroy();
     }
     const since = Date.parse(state.since);

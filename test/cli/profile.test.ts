@@ -432,7 +432,7 @@ test('errors: unreachable, disabled, token rejected (exit 1); bad usage (exit 2)
   }
 
   for (const [args, message] of [
-    [['--live', '--export'], /choose one of --live, --flamegraph, --step, --compare, --export, --aggregate \(got --live, --export\)/],
+    [['--live', '--export'], /choose one of --live, --flamegraph, --step, --compare, --export, --aggregate, --mmap \(got --live, --export\)/],
     [['--pipeline', 'canary'], /--pipeline must be baseline or candidate, got "canary"/],
     [['--duration', '10'], /--duration "10" is not a duration/],
     [['--format', 'csv'], /--format does not apply to the snapshot/],

@@ -1,0 +1,9 @@
+{
+  "targets": [
+    {
+      "target_name": "shm",
+      "sources": ["shm.c"],
+      "cflags": ["-O2", "-Wall", "-Wextra"]
+    }
+  ]
+}
