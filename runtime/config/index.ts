@@ -6,11 +6,18 @@ export {
   BUILTIN_STEPS,
   STEP_ID_PATTERN,
   defaultConfig,
+  channelProblems,
+  notificationChannel,
+  NOTIFICATION_EVENTS,
+  PAGER_EVENTS,
+  PAGERDUTY_EVENTS_URL,
   schemaKeys,
   type ProxyConfig,
   type ProxyConfigInput,
   type StepConfig,
   type StepId,
   type SchemaKey,
+  type NotificationsConfig,
+  type NotificationChannelConfig,
 } from './schema.ts';
 export { renderConfigDocs, CONFIG_DOCS_PATH } from './docs.ts';
