@@ -355,6 +355,12 @@ export const ProxyConfigSchema = v.pipe(
     }
     const root = cfg as unknown as Record<string, unknown>;
     const notif = cfg.notifications as unknown as Record<string, unknown>;
+    if (cfg.notifications.initial_backoff_ms > cfg.notifications.max_backoff_ms) {
+      addIssue({
+        message: `must be <= notifications.max_backoff_ms (${cfg.notifications.max_backoff_ms}), received ${cfg.notifications.initial_backoff_ms}`,
+        path: [pathItem(root, 'notifications'), pathItem(notif, 'initial_backoff_ms')],
+      });
+    }
     cfg.notifications.channels.forEach((ch, i) => {
       for (const problem of channelProblems(ch, cfg.notifications)) {
         addIssue({
