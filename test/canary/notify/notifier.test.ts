@@ -6,7 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
-import { Notifier, registerNotificationMetrics, verifySignature, checkChannels } from '../../../runtime/canary/notify/index.ts';
+import { Notifier, registerNotificationMetrics, verifySignature, checkChannels, type StoredChannel } from '../../../runtime/canary/notify/index.ts';
 import { CANARY_EVENT_TYPES } from '../../../runtime/canary/events.ts';
 import { NOTIFICATION_EVENTS } from '../../../runtime/config/index.ts';
 import { event, httpReceiver, MemoryLog, settings, sleep, smtpReceiver, testLogger, until } from './helpers.ts';
@@ -269,7 +269,8 @@ test('emit never throws and never blocks: an invalid inline channel is refused a
   const t0 = process.hrtime.bigint();
   n.emit(event('canary.started'), [{ type: 'webhook', url: rx.url }]); // no secret anywhere
   n.emit(event('canary.started'), [{ type: 'pager', integration_key: 'K', url: rx.url, events: ['canary.started'] }]);
-  n.emit(event('canary.rolled_back'), [{ type: 'webhook', url: rx.url, secret: SECRET }]);
+  const withSecret: StoredChannel[] = [{ type: 'webhook', url: rx.url, secret: SECRET }];
+  n.emit(event('canary.rolled_back'), withSecret);
   const emitMs = Number(process.hrtime.bigint() - t0) / 1e6;
   assert.ok(emitMs < 200, `three emits took ${emitMs} ms (no network in emit)`);
   assert.equal(rx.received.length, 0, 'nothing is sent inside emit');
