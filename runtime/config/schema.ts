@@ -2,6 +2,7 @@
 // its generated reference (docs/configuration.md, rendered by docs.ts). Change a key here and
 // the loader, the error messages and the docs all follow.
 import * as v from 'valibot';
+import { autoPromoteRulesSchema, canarySchema, controlPlaneSchema, notificationsSchema, rollbackRulesSchema } from './canary-schema.ts';
 
 /** Step kinds the proxy ships; every other pipeline step must name a WASM module or package. */
 export const BUILTIN_STEPS = [
@@ -312,6 +313,11 @@ const rootObject = v.strictObject({
   admin: v.optional(v.pipe(admin, v.description('Administrative behaviour of the running proxy.'))),
   notifications: v.optional(v.pipe(notifications, v.description('Canary notifications (SPEC §6): default channels, the outbox, retries and the SMTP server. See docs/notifications.md.')), {}),
   profiling: v.optional(v.pipe(profiling, v.description('Per-step profiling: HDR histograms per graph, step and phase; the profiling HTTP endpoint; slow-step detection. Absent: no profiling endpoint (connections to its port are refused).'))),
+  control_plane: v.optional(v.pipe(controlPlaneSchema, v.description('Canary control-plane API (docs/canary.md). Absent: no control plane (its port is refused) and no canary can start.'))),
+  canary: v.optional(v.pipe(canarySchema, v.description('Canary defaults and storage (SPEC §2.8); a canary started through the API may override stages, auto_promote and judge.')), {}),
+  rollback_rules: v.optional(v.pipe(rollbackRulesSchema, v.description('Default rollback rules of canaries; a start request\'s rollback_rules are merged over them key by key.')), {}),
+  auto_promote_rules: v.optional(v.pipe(autoPromoteRulesSchema, v.description('Default auto-promote rules of canaries (merged key by key with a start request\'s).')), {}),
+  notifications: v.optional(v.pipe(notificationsSchema, v.description('Canary notification defaults (SPEC §6).')), {}),
 });
 
 type PathItem = { type: 'object'; origin: 'value'; input: Record<string, unknown>; key: string; value: unknown };
