@@ -6,19 +6,12 @@ export {
   BUILTIN_STEPS,
   STEP_ID_PATTERN,
   defaultConfig,
-  channelProblems,
-  notificationChannel,
-  NOTIFICATION_EVENTS,
-  PAGER_EVENTS,
-  PAGERDUTY_EVENTS_URL,
   schemaKeys,
   type ProxyConfig,
   type ProxyConfigInput,
   type StepConfig,
   type StepId,
   type SchemaKey,
-  type NotificationsConfig,
-  type NotificationChannelConfig,
 } from './schema.ts';
 export { renderConfigDocs, CONFIG_DOCS_PATH } from './docs.ts';
 export {
@@ -26,3 +19,7 @@ export {
   stageSchema, stagesSchema, rollbackRulesSchema, autoPromoteRulesSchema, judgeSchema, channelSchema,
   canarySchema, controlPlaneSchema, notificationsSchema, customMetricSchema,
 } from './canary-schema.ts';
+export {
+  channelProblems, notificationChannel, NOTIFICATION_EVENTS, PAGER_EVENTS, PAGERDUTY_EVENTS_URL, PAGER_SEVERITIES,
+  type NotificationsConfig, type NotificationChannelConfig,
+} from './notifications-schema.ts';

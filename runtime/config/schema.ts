@@ -2,6 +2,8 @@
 // its generated reference (docs/configuration.md, rendered by docs.ts). Change a key here and
 // the loader, the error messages and the docs all follow.
 import * as v from 'valibot';
+import { EXPECTS, expects, int, type Expects } from './expects.ts';
+import { channelProblems } from './notifications-schema.ts';
 import { autoPromoteRulesSchema, canarySchema, controlPlaneSchema, notificationsSchema, rollbackRulesSchema } from './canary-schema.ts';
 
 /** Step kinds the proxy ships; every other pipeline step must name a WASM module or package. */
@@ -20,26 +22,6 @@ export const STEP_ID_PATTERN = /^(wasm:)?[a-z][a-z0-9_-]*$/;
 export const STEP_NAME_PATTERN = /^[a-z][a-z0-9_-]*$/;
 const MONGODB_URI_PATTERN = /^mongodb(\+srv)?:\/\/\S+$/;
 const HOST_PORT_PATTERN = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$/;
-
-/**
- * A short, human phrase for what a key accepts. Used both for the "type" column of the docs and
- * for the "expected ..." part of validation errors, so the two can never disagree.
- */
-const EXPECTS = Symbol('expects');
-type Expects = { [EXPECTS]?: string };
-
-function expects<T extends object>(schema: T, phrase: string): T {
-  (schema as Expects)[EXPECTS] = phrase;
-  return schema;
-}
-
-const int = (min: number, max: number | undefined, desc: string) => {
-  const base =
-    max === undefined
-      ? v.pipe(v.number(), v.integer(), v.minValue(min), v.description(desc))
-      : v.pipe(v.number(), v.integer(), v.minValue(min), v.maxValue(max), v.description(desc));
-  return expects(base, max === undefined ? `integer >= ${min}` : `integer ${min}..${max}`);
-};
 
 const listen = expects(
   v.pipe(
@@ -234,53 +216,6 @@ const profiling = v.strictObject({
   mmap_size_mb: v.optional(int(1, 4096, 'Size of the memory-mapped file in MB (storage: mmap; not implemented yet).')),
 });
 
-// ---- notifications (SPEC §6): channels for canary events; delivered by runtime/canary/notify ----
-
-/** SPEC §6 event names. runtime/canary/events.ts owns the list (CANARY_EVENT_TYPES); config sits
- *  below canary in the layers, so it keeps this copy and test/canary/notify/config.test.ts checks
- *  the two are equal. */
-export const NOTIFICATION_EVENTS = [
-  'canary.started',
-  'canary.promoted',
-  'canary.rolled_back',
-  'canary.completed',
-  'canary.threshold_warning',
-] as const;
-/** What a pager channel may receive: a rollback or a warning opens (triggers) the canary's incident,
- *  completion resolves it; starts and promotions never page anyone. */
-export const PAGER_EVENTS = ['canary.rolled_back', 'canary.threshold_warning', 'canary.completed'] as const;
-export const PAGER_SEVERITIES = ['critical', 'error', 'warning', 'info'] as const;
-export const PAGERDUTY_EVENTS_URL = 'https://events.pagerduty.com/v2/enqueue';
-
-export const notificationChannel = v.strictObject({
-  type: v.pipe(v.picklist(['webhook', 'email', 'pager']), v.description('Channel kind.')),
-  url: v.optional(expects(v.pipe(v.string(), v.url(), v.regex(/^https?:/), v.description(`webhook: the URL the JSON event is POSTed to (required). pager: the PagerDuty Events API v2 URL; default ${PAGERDUTY_EVENTS_URL}.`)), 'http(s) URL')),
-  secret: v.optional(expects(v.pipe(v.string(), v.minLength(16), v.description('webhook: HMAC-SHA256 signing secret of this channel (X-Proxy-Signature); default notifications.webhook_secret. Never sent.')), 'string of at least 16 characters')),
-  addresses: v.optional(expects(v.pipe(v.array(expects(v.pipe(v.string(), v.email()), 'e-mail address')), v.minLength(1), v.description('email: recipients (required, at least one).')), 'non-empty array of e-mail addresses')),
-  integration_key: v.optional(v.pipe(v.string(), v.minLength(1), v.description('pager: the PagerDuty integration (routing) key (required); sent as routing_key.'))),
-  severity: v.optional(v.pipe(v.picklist(PAGER_SEVERITIES), v.description('pager: severity of the incident a rollback triggers; default "critical" (a threshold warning is always "warning").'))),
-  events: v.optional(expects(v.pipe(v.array(v.picklist(NOTIFICATION_EVENTS)), v.minLength(1), v.description('Only these events are sent to the channel; absent: all (for pager: canary.rolled_back, canary.threshold_warning, canary.completed).')), `non-empty array of ${NOTIFICATION_EVENTS.map((e) => JSON.stringify(e)).join(' | ')}`)),
-});
-
-const notifications = v.strictObject({
-  channels: v.optional(v.pipe(v.array(notificationChannel), v.description('Default channels of every canary; a canary started with its own channels uses those instead.')), []),
-  instance_name: v.optional(v.pipe(v.string(), v.minLength(1), v.description('Name of this proxy instance in every message; default the host name.'))),
-  outbox_path: v.optional(v.pipe(v.string(), v.minLength(1), v.description('SQLite file of the outbox: every message is written there before it is sent and marked when delivered, so a restart resumes what was not delivered (relative to the working directory; created if missing). One proxy per file. ":memory:" keeps it in memory (lost on restart).')), 'proxy-outbox.sqlite'),
-  webhook_secret: v.optional(expects(v.pipe(v.string(), v.minLength(16), v.description('Default HMAC-SHA256 secret of webhook channels (X-Proxy-Signature over "<X-Proxy-Timestamp>.<body>"). A webhook channel without a secret here or its own is refused.')), 'string of at least 16 characters')),
-  timeout_ms: v.optional(int(100, undefined, 'Milliseconds allowed for one delivery attempt (HTTP request or SMTP session).'), 10000),
-  max_attempts: v.optional(int(1, 100, 'Attempts per message before it is given up (logged and counted as failed).'), 8),
-  initial_backoff_ms: v.optional(int(1, undefined, 'Delay before the second attempt; each later one doubles it, up to max_backoff_ms, with random jitter (50..100% of the delay).'), 1000),
-  max_backoff_ms: v.optional(int(1, undefined, 'Largest delay between two attempts.'), 60000),
-  smtp: v.optional(v.pipe(v.strictObject({
-    host: v.pipe(v.string(), v.minLength(1), v.description('SMTP server host.')),
-    port: v.optional(int(1, 65535, 'SMTP server port.'), 587),
-    secure: v.optional(v.pipe(v.boolean(), v.description('TLS from the first byte (port 465); false: STARTTLS when the server offers it.')), false),
-    from: v.pipe(v.string(), v.minLength(3), v.description('Sender address, e.g. "Pipeline Proxy <proxy@example.com>".')),
-    user: v.optional(v.pipe(v.string(), v.minLength(1), v.description('SMTP AUTH user; absent: no authentication.'))),
-    password: v.optional(v.pipe(v.string(), v.description('SMTP AUTH password (with user).'))),
-  }), v.description('SMTP server of email channels (through nodemailer). Required when an email channel is configured.'))),
-});
-
 const rootObject = v.strictObject({
   listen: v.optional(listen, '127.0.0.1:27018'),
   upstream: v.optional(v.pipe(upstream, v.description('Connection pool to the upstream database.')), {}),
@@ -311,13 +246,12 @@ const rootObject = v.strictObject({
     {},
   ),
   admin: v.optional(v.pipe(admin, v.description('Administrative behaviour of the running proxy.'))),
-  notifications: v.optional(v.pipe(notifications, v.description('Canary notifications (SPEC §6): default channels, the outbox, retries and the SMTP server. See docs/notifications.md.')), {}),
   profiling: v.optional(v.pipe(profiling, v.description('Per-step profiling: HDR histograms per graph, step and phase; the profiling HTTP endpoint; slow-step detection. Absent: no profiling endpoint (connections to its port are refused).'))),
   control_plane: v.optional(v.pipe(controlPlaneSchema, v.description('Canary control-plane API (docs/canary.md). Absent: no control plane (its port is refused) and no canary can start.'))),
   canary: v.optional(v.pipe(canarySchema, v.description('Canary defaults and storage (SPEC §2.8); a canary started through the API may override stages, auto_promote and judge.')), {}),
   rollback_rules: v.optional(v.pipe(rollbackRulesSchema, v.description('Default rollback rules of canaries; a start request\'s rollback_rules are merged over them key by key.')), {}),
   auto_promote_rules: v.optional(v.pipe(autoPromoteRulesSchema, v.description('Default auto-promote rules of canaries (merged key by key with a start request\'s).')), {}),
-  notifications: v.optional(v.pipe(notificationsSchema, v.description('Canary notification defaults (SPEC §6).')), {}),
+  notifications: v.optional(v.pipe(notificationsSchema, v.description('Canary notifications (SPEC §6): default channels, the outbox, retries and the SMTP server. See docs/notifications.md.')), {}),
 });
 
 type PathItem = { type: 'object'; origin: 'value'; input: Record<string, unknown>; key: string; value: unknown };
@@ -402,34 +336,6 @@ export const ProxyConfigSchema = v.pipe(
     }
   }),
 );
-
-export type NotificationsConfig = v.InferOutput<typeof notifications>;
-export type NotificationChannelConfig = v.InferOutput<typeof notificationChannel>;
-
-/** What a channel lacks or may not have, given the notifications settings it is used with (a
- *  channel given inline at canary start is checked the same way). `key` null: the channel itself. */
-export function channelProblems(ch: NotificationChannelConfig, settings: Pick<NotificationsConfig, 'webhook_secret' | 'smtp'>): { key: string | null; message: string }[] {
-  const out: { key: string | null; message: string }[] = [];
-  const foreign = (keys: string[]) => {
-    for (const k of keys) if ((ch as Record<string, unknown>)[k] !== undefined) out.push({ key: k, message: `is not a key of a ${ch.type} channel` });
-  };
-  if (ch.type === 'webhook') {
-    if (ch.url === undefined) out.push({ key: 'url', message: 'is required for a webhook channel' });
-    if (ch.secret === undefined && settings.webhook_secret === undefined) out.push({ key: 'secret', message: 'is required for a webhook channel when notifications.webhook_secret is not set (webhooks are always signed)' });
-    foreign(['addresses', 'integration_key', 'severity']);
-  } else if (ch.type === 'email') {
-    if (ch.addresses === undefined) out.push({ key: 'addresses', message: 'is required for an email channel' });
-    if (settings.smtp === undefined) out.push({ key: null, message: 'an email channel needs notifications.smtp (host, from)' });
-    foreign(['url', 'secret', 'integration_key', 'severity']);
-  } else {
-    if (ch.integration_key === undefined) out.push({ key: 'integration_key', message: 'is required for a pager channel' });
-    ch.events?.forEach((e) => {
-      if (!(PAGER_EVENTS as readonly string[]).includes(e)) out.push({ key: 'events', message: `"${e}" is not sent to a pager channel (allowed: ${PAGER_EVENTS.join(', ')})` });
-    });
-    foreign(['secret', 'addresses']);
-  }
-  return out;
-}
 
 export type ProxyConfig = v.InferOutput<typeof ProxyConfigSchema>;
 /** What a config file may contain (every key optional). */

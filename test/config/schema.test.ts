@@ -22,7 +22,7 @@ test('an empty object takes every default', () => {
     log: { level: 'info', format: 'json' },
     pipeline: { id: 'default', request: [], response: [] },
     steps: {},
-    notifications: { channels: [], outbox_path: 'proxy-outbox.sqlite', timeout_ms: 10000, max_attempts: 8, initial_backoff_ms: 1000, max_backoff_ms: 60000 },
+    notifications: { channels: [], timeout_ms: 10000, max_attempts: 8, initial_backoff_ms: 1000, max_backoff_ms: 60000 },
   });
 });
 

@@ -5,7 +5,8 @@
 // Notifier opens the same outbox file. Nothing here throws into the controller.
 import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
-import { channelProblems, PAGER_EVENTS, type NotificationChannelConfig, type NotificationsConfig } from '../../config/index.ts';
+import { join } from 'node:path';
+import { channelProblems, PAGER_EVENTS, type NotificationChannelConfig, type NotificationsConfig, type ProxyConfig } from '../../config/index.ts';
 import type { Logger } from '../../log/index.ts';
 import type { CanaryEvent, CanaryEventSink, NotificationChannel } from '../events.ts';
 import { EmailSender } from './email.ts';
@@ -24,6 +25,8 @@ export interface ChannelStats { delivered: number; failed: number; retries: numb
 
 export interface NotifierOptions {
   settings: NotificationsConfig;
+  /** The outbox file when settings.outbox_path is absent (outboxPath(config) gives the configured default). */
+  defaultOutboxPath?: string;
   log: Logger;
   /** Wall clock (epoch ms); injectable for tests. */
   now?: () => number;
@@ -35,6 +38,11 @@ export interface NotifierOptions {
 const MAX_IN_FLIGHT = 8;
 /** Delivered and given-up rows are kept this long (for diagnostics and to drop re-emitted events). */
 const KEEP_DONE_MS = 7 * 24 * 3600 * 1000;
+
+/** The outbox file of a configuration: notifications.outbox_path, else <canary.data_dir>/outbox.sqlite. */
+export function outboxPath(config: Pick<ProxyConfig, 'notifications' | 'canary'>): string {
+  return config.notifications.outbox_path ?? join(config.canary.data_dir, 'outbox.sqlite');
+}
 
 /** Stable identity of a channel: what decides where a message goes (not its filter or severity). */
 export function channelKey(ch: StoredChannel): string {
@@ -70,10 +78,11 @@ export class Notifier implements CanaryEventSink {
     this.instance = opts.settings.instance_name ?? hostname();
     this.email = opts.settings.smtp === undefined ? null : new EmailSender(opts.settings.smtp, opts.settings.timeout_ms);
     this.stats = { webhook: newStats(), email: newStats(), pager: newStats() };
-    this.outbox = new Outbox(opts.settings.outbox_path);
+    const path = opts.settings.outbox_path ?? opts.defaultOutboxPath ?? ':memory:';
+    this.outbox = new Outbox(path);
     this.outbox.prune(this.now() - KEEP_DONE_MS);
     const pending = this.outbox.counts().pending;
-    if (pending > 0) this.log.info('notification outbox: resuming undelivered messages', { pending, outbox: opts.settings.outbox_path });
+    if (pending > 0) this.log.info('notification outbox: resuming undelivered messages', { pending, outbox: path });
     this.schedule(0);
   }
 

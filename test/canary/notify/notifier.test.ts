@@ -6,7 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
-import { Notifier, registerNotificationMetrics, verifySignature, checkChannels, type StoredChannel } from '../../../runtime/canary/notify/index.ts';
+import { Notifier, registerNotificationMetrics, verifySignature, checkChannels, outboxPath, type StoredChannel } from '../../../runtime/canary/notify/index.ts';
 import { CANARY_EVENT_TYPES } from '../../../runtime/canary/events.ts';
 import { NOTIFICATION_EVENTS } from '../../../runtime/config/index.ts';
 import { event, httpReceiver, MemoryLog, settings, sleep, smtpReceiver, testLogger, until } from './helpers.ts';
@@ -351,4 +351,6 @@ test('config: a bad notifications section is refused with the key path and the r
   assert.deepEqual(refused({ notifications: { smtp: { host: 'mail' } } }), ['notifications.smtp.from: is required']);
   assert.deepEqual(refused({ notifications: { initial_backoff_ms: 5000, max_backoff_ms: 1000 } }), ['notifications.initial_backoff_ms: must be <= notifications.max_backoff_ms (1000), received 5000']);
   assert.deepEqual(refused({ notifications: { max_attempts: 0 } }), ['notifications.max_attempts: expected integer 1..100, received 0']);
+  assert.equal(outboxPath(parseConfig({}, null)), join('data/canary', 'outbox.sqlite'), 'default: beside the canary store');
+  assert.equal(outboxPath(parseConfig({ notifications: { outbox_path: '/var/lib/proxy/outbox.db' } }, null)), '/var/lib/proxy/outbox.db');
 });
