@@ -117,6 +117,7 @@ export class Notifier implements CanaryEventSink {
         }
         if (this.outbox.enqueue(event, channelKey(ch), ch, at)) queued++;
       }
+      this.log.info('canary event', { event_id: event.id, type: event.type, canary_id: event.canary_id, pipeline_id: event.pipeline_id, stage: event.stage, traffic_pct: event.traffic_pct, messages: queued });
       if (queued > 0) this.schedule(0);
     } catch (err) {
       this.log.error('notification not recorded', { event_id: event.id, type: event.type, error: (err as Error).message });
