@@ -20,7 +20,7 @@ export function summary(e: CanaryEvent, instance: string): string {
     case 'canary.started': return `Canary started: ${where}, stage ${e.stage} at ${e.traffic_pct}% (candidate ${e.candidate_version})`;
     case 'canary.promoted': return `Canary promoted: ${where}, stage ${e.previous_stage ?? e.stage - 1} → ${e.stage} at ${e.traffic_pct}%`;
     case 'canary.completed': return `Canary completed: ${where}, candidate ${e.candidate_version} is the baseline`;
-    case 'canary.rolled_back': return `Canary rolled back (${e.triggered_by ?? 'unknown'}): ${where}${e.reason ? `: ${e.reason}` : ''}${rulesText(e.rules)}`;
+    case 'canary.rolled_back': return `Canary rolled back (${e.triggered_by ?? 'unknown'}): ${where}${e.reason ? `: ${e.reason}` : rulesText(e.rules)}`;
     case 'canary.threshold_warning': return `Canary threshold warning: ${where}${rulesText(e.rules)}`;
   }
 }
