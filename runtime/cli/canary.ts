@@ -93,7 +93,9 @@ function table(headers: string[], rows: string[][]): string {
   return [line(headers), ...rows.map(line)].join('\n') + '\n';
 }
 
-const num = (n: number | null | undefined, digits = 2) => (n === null || n === undefined || Number.isNaN(n) ? '-' : Number.isInteger(n) ? String(n) : n.toFixed(digits));
+const num = (n: number | null | undefined, digits = 2) => (n === null || n === undefined || Number.isNaN(n) ? '-' : Number.isInteger(n) ? String(n) : n.toFixed(digits).replace(/\.?0+$/, ''));
+/** A condition's value or threshold: numbers rounded, null (no evidence yet) said so. */
+const shown = (x: unknown) => (x === null || x === undefined ? 'no data' : typeof x === 'number' ? num(x, 3) : String(x));
 const out = (text: string) => { process.stdout.write(text); };
 const printJson = (x: unknown) => out(`${JSON.stringify(x, null, 2)}\n`);
 
@@ -212,8 +214,7 @@ function renderStatus(s: Status, verbose: boolean): string {
     if (p?.conditions !== undefined) {
       lines.push('', `Auto-promote conditions (stage window)${p.manual_gate ? '; this stage has a manual gate' : ''}${p.eligible ? ': all met' : ''}:`);
       lines.push(table(['CONDITION', 'CURRENT', 'NEEDS', ''], p.conditions.map((cd) => [
-        cd.condition, typeof cd.value === 'number' ? num(cd.value, 3) : String(cd.value),
-        `${cd.condition.startsWith('max_') ? '<= ' : '>= '}${typeof cd.threshold === 'number' ? num(cd.threshold, 3) : String(cd.threshold)}`,
+        cd.condition, shown(cd.value), `${cd.condition.startsWith('max_') ? '<= ' : '>= '}${shown(cd.threshold)}`,
         cd.met ? 'met' : 'unmet',
       ])).trimEnd());
     }
@@ -315,7 +316,7 @@ function historyDetail(e: HistoryEntry): string {
   const parts: string[] = [];
   if (e.message) parts.push(e.message);
   const d = e.details ?? {};
-  if (typeof d.triggered_by === 'string') parts.push(`by ${d.triggered_by}`);
+  if (typeof d.triggered_by === 'string' && !(e.message ?? '').includes(d.triggered_by)) parts.push(`by ${d.triggered_by}`);
   if (typeof d.reason === 'string' && !(e.message ?? '').includes(d.reason)) parts.push(`reason: ${d.reason}`);
   if (Array.isArray(d.rules)) {
     for (const r of d.rules as Rule[]) parts.push(`${r.rule} ${num(r.value, 3)} (threshold ${num(r.threshold, 3)})`);
