@@ -3,7 +3,7 @@
 // own, so every row of the state machine is testable with injected windows and times.
 import { canaryDurationMs } from '../config/index.ts';
 import type { RuleReading } from './events.ts';
-import { mannWhitneyWorse, twoProportionWorse } from './judge.ts';
+import { mannWhitneyWorse, errorRateWorse } from './judge.ts';
 import type { AutoPromoteRules, CanarySpec, Stage } from './spec.ts';
 import { buckets, round, type SideWindow } from './windows.ts';
 
@@ -75,12 +75,14 @@ export function formatDuration(ms: number): string {
 }
 
 /** Candidate minus baseline error rate, percentage points; NaN without requests on a side. */
+/** Candidate minus baseline error rate, percentage points; NaN without requests on a side. Rounded
+ *  to 1e-9 so that binary fractions do not decide a comparison (5.02 − 0.02 is 5.000000000000001). */
 export function errorRateDelta(b: SideWindow, c: SideWindow): number {
-  return c.errorRatePct() - b.errorRatePct();
+  return round(c.errorRatePct() - b.errorRatePct(), 9);
 }
 
 export function p95Delta(b: SideWindow, c: SideWindow): number {
-  return c.percentileMs(95) - b.percentileMs(95);
+  return round(c.percentileMs(95) - b.percentileMs(95), 9);
 }
 
 /** The stage's thresholds for promotion: the stage's own, floored by auto_promote_rules. */
@@ -159,7 +161,7 @@ export function evaluate(input: EvaluationInput): Evaluation {
   };
 
   judgeRule('error_rate_delta_pct', errorRateDelta(b, c), rr.error_rate_delta_pct, 'greater_than',
-    () => twoProportionWorse(c.errors, c.requests, b.errors, b.requests).p);
+    () => errorRateWorse(c.errors, c.requests, b.errors, b.requests).p);
   judgeRule('latency_p95_delta_ms', p95Delta(b, c), rr.latency_p95_delta_ms, 'greater_than',
     () => mannWhitneyWorse(buckets(c.latencyUs), buckets(b.latencyUs)).p);
   for (const m of rr.custom_metrics) {
@@ -185,7 +187,7 @@ export function evaluate(input: EvaluationInput): Evaluation {
   if (judge) {
     let pMin: number | null = null;
     if (stageEvidence) {
-      pMin = Math.min(twoProportionWorse(sc.errors, sc.requests, sb.errors, sb.requests).p, mannWhitneyWorse(buckets(sc.latencyUs), buckets(sb.latencyUs)).p);
+      pMin = Math.min(errorRateWorse(sc.errors, sc.requests, sb.errors, sb.requests).p, mannWhitneyWorse(buckets(sc.latencyUs), buckets(sb.latencyUs)).p);
     }
     conditions.push({ condition: 'judge', value: pMin === null ? null : round(pMin, 6), threshold: round(alpha, 6), met: pMin !== null && pMin >= alpha });
   }

@@ -6,7 +6,7 @@ export { PipelineCanaryGraphs, candidatePipelineConfig, type CanaryGraphs, type 
 export { CanaryStore, type CanaryRecord, type CanaryStatus, type HistoryEntry, type Sample } from './store.ts';
 export { parseStartRequest, defaultsFromConfig, type CanarySpec, type CanaryDefaults, type Stage, type CandidateConfig } from './spec.ts';
 export { evaluate, formatDuration, type Evaluation, type RuleStatus, type ConditionStatus } from './evaluator.ts';
-export { mannWhitneyWorse, twoProportionWorse, normalUpperTail } from './judge.ts';
+export { mannWhitneyWorse, twoProportionWorse, errorRateWorse, fisherWorse, logGamma, normalUpperTail, FISHER_MAX_ERRORS } from './judge.ts';
 export { SideWindow, WindowTracker, emptyHistogram, jsCopy, buckets, type CanaryMetricsSource, type GraphTotals, type CustomReading } from './windows.ts';
 export * from './events.ts';
 export { LogEventSink, RecordingEventSink } from './sinks.ts';
