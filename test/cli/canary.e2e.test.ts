@@ -121,7 +121,7 @@ test('list (table, --output json) and status (table, --verbose with each auto-pr
   assert.equal(v.code, 0, v.stderr);
   assert.match(v.stdout, /Auto-promote conditions \(stage window\)/);
   for (const cond of ['min_duration', 'min_requests', 'max_error_rate_delta_pct', 'max_latency_p95_delta_ms']) {
-    assert.match(v.stdout, new RegExp(`^${cond} +\\S+ +(>=|<=) \\S+ +(met|unmet)$`, 'm'), `${cond} listed with value, threshold, met/unmet`);
+    assert.match(v.stdout, new RegExp(`^${cond} +(\\S+|no data) +(>=|<=) \\S+ +(met|unmet)$`, 'm'), `${cond} listed with value, threshold, met/unmet`);
   }
   assert.match(v.stdout, /^min_duration +\S+ +>= 10m +unmet$/m, 'stage 1 needs 10m');
   assert.match(v.stdout, /^min_requests +0 +>= 1000 +unmet$/m);
