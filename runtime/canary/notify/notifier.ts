@@ -38,6 +38,7 @@ export interface NotifierOptions {
 const MAX_IN_FLIGHT = 8;
 /** Delivered and given-up rows are kept this long (for diagnostics and to drop re-emitted events). */
 const KEEP_DONE_MS = 7 * 24 * 3600 * 1000;
+const PRUNE_EVERY_MS = 3600 * 1000;
 
 /** The outbox file of a configuration: notifications.outbox_path, else <canary.data_dir>/outbox.sqlite. */
 export function outboxPath(config: Pick<ProxyConfig, 'notifications' | 'canary'>): string {
@@ -69,6 +70,7 @@ export class Notifier implements CanaryEventSink {
   private timer: NodeJS.Timeout | null = null;
   private timerAt = Infinity;
   private closed = false;
+  private prunedAt: number;
 
   constructor(opts: NotifierOptions) {
     this.settings = opts.settings;
@@ -80,7 +82,8 @@ export class Notifier implements CanaryEventSink {
     this.stats = { webhook: newStats(), email: newStats(), pager: newStats() };
     const path = opts.settings.outbox_path ?? opts.defaultOutboxPath ?? ':memory:';
     this.outbox = new Outbox(path);
-    this.outbox.prune(this.now() - KEEP_DONE_MS);
+    this.prunedAt = this.now();
+    this.outbox.prune(this.prunedAt - KEEP_DONE_MS);
     const pending = this.outbox.counts().pending;
     if (pending > 0) this.log.info('notification outbox: resuming undelivered messages', { pending, outbox: path });
     this.schedule(0);
@@ -166,6 +169,10 @@ export class Notifier implements CanaryEventSink {
     if (this.closed) return;
     let heads: OutboxRow[];
     try {
+      if (this.now() - this.prunedAt > PRUNE_EVERY_MS) {
+        this.prunedAt = this.now();
+        this.outbox.prune(this.prunedAt - KEEP_DONE_MS);
+      }
       heads = this.outbox.heads();
     } catch (err) {
       this.log.error('notification outbox unreadable', { error: (err as Error).message });

@@ -354,3 +354,38 @@ test('config: a bad notifications section is refused with the key path and the r
   assert.equal(outboxPath(parseConfig({}, null)), join('data/canary', 'outbox.sqlite'), 'default: beside the canary store');
   assert.equal(outboxPath(parseConfig({ notifications: { outbox_path: '/var/lib/proxy/outbox.db' } }, null)), '/var/lib/proxy/outbox.db');
 });
+
+test('email: an SMTP 5xx refusal is given up after one attempt; a 4xx is retried', async () => {
+  const { SMTPServer } = await import('smtp-server');
+  let rcpt = 0;
+  const server = new SMTPServer({
+    disabledCommands: ['STARTTLS', 'AUTH'], authOptional: true, logger: false,
+    onRcptTo(address, _s, cb) {
+      rcpt++;
+      if (address.address.startsWith('gone')) return cb(Object.assign(new Error('mailbox unavailable'), { responseCode: 550 }));
+      if (rcpt === 2) return cb(Object.assign(new Error('try later'), { responseCode: 451 }));
+      cb();
+    },
+    onData(stream, _s, cb) { stream.resume(); stream.on('end', () => cb()); },
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const port = (server.server.address() as { port: number }).port;
+  const log = new MemoryLog();
+  const smtp = { host: '127.0.0.1', port, from: 'proxy@example.com' };
+  const n = new Notifier({ settings: settings({ smtp, channels: [{ type: 'email', addresses: ['gone@example.com'] }] }), log: testLogger(log) });
+  const m = new Notifier({ settings: settings({ smtp, channels: [{ type: 'email', addresses: ['ops@example.com'] }] }), log: testLogger(new MemoryLog()) });
+  try {
+    n.emit(event('canary.rolled_back'), null);
+    await until(() => n.counts().failed === 1, 'give-up on 550');
+    assert.equal(n.rows()[0].attempts, 1);
+    assert.match(String(log.find('notification given up')[0].error), /550|mailbox unavailable/);
+    m.emit(event('canary.rolled_back'), null); // rcpt 2 is refused with 451, the retry is accepted
+    await until(() => m.counts().delivered === 1, 'delivery after 451');
+    assert.equal(m.rows()[0].attempts, 2);
+    assert.deepEqual(m.stats.email, { delivered: 1, failed: 0, retries: 1, refused: 0 });
+  } finally {
+    await n.close();
+    await m.close();
+    await new Promise<void>((r) => server.close(() => r()));
+  }
+});
