@@ -92,8 +92,11 @@ export class Notifier implements CanaryEventSink {
   /** New settings on a config reload: default channels, secrets, SMTP, retry bounds. The outbox
    *  file is kept (it changes with a restart only). */
   configure(settings: NotificationsConfig): void {
-    this.email?.close();
-    this.email = settings.smtp === undefined ? null : new EmailSender(settings.smtp, settings.timeout_ms);
+    // The SMTP transport is replaced only when its settings change (an attempt in flight keeps the old one).
+    if (JSON.stringify([settings.smtp, settings.timeout_ms]) !== JSON.stringify([this.settings.smtp, this.settings.timeout_ms])) {
+      this.email?.close();
+      this.email = settings.smtp === undefined ? null : new EmailSender(settings.smtp, settings.timeout_ms);
+    }
     this.settings = settings;
     this.instance = settings.instance_name ?? hostname();
     this.schedule(0);

@@ -389,3 +389,24 @@ test('email: an SMTP 5xx refusal is given up after one attempt; a 4xx is retried
     await new Promise<void>((r) => server.close(() => r()));
   }
 });
+
+test('configure (a config reload): new default channels apply to later events; messages already queued keep their channel', async () => {
+  const a = await httpReceiver();
+  const b = await httpReceiver();
+  a.statuses.push(500);
+  const n = new Notifier({ settings: settings({ webhook_secret: SECRET, initial_backoff_ms: 100, channels: [{ type: 'webhook', url: a.url }] }), log: testLogger(new MemoryLog()) });
+  try {
+    const e1 = event('canary.started');
+    n.emit(e1, null);
+    await until(() => a.received.length === 1, 'the first (failed) attempt');
+    n.configure(settings({ webhook_secret: SECRET, channels: [{ type: 'webhook', url: b.url }] }));
+    const e2 = event('canary.promoted');
+    n.emit(e2, null);
+    await until(() => n.counts().delivered === 2, 'both');
+    assert.deepEqual(a.received.map((r) => r.headers['x-proxy-event-id']), [e1.id, e1.id]);
+    assert.deepEqual(b.received.map((r) => r.headers['x-proxy-event-id']), [e2.id]);
+  } finally {
+    await n.close();
+    await Promise.all([a.close(), b.close()]);
+  }
+});
