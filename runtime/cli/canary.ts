@@ -326,11 +326,11 @@ function historyDetail(e: HistoryEntry): string {
 
 async function metrics(c: Ctx): Promise<void> {
   const id = needTarget(c, 'a <canary_id>', 'metrics');
-  const format = raw('format', c.o.format) ?? 'csv';
+  const format = raw('format', c.o.format) ?? (c.json ? 'json' : 'csv');
   if (format !== 'csv' && format !== 'json') usage(`--format is csv or json, got "${format}"`);
   const file = raw('output', c.o.output);
   const text = await c.client.text('GET', `/api/v1/canary/${encodeURIComponent(id)}/metrics`, undefined, { format });
-  if (file === undefined) return out(text.endsWith('\n') ? text : `${text}\n`);
+  if (file === undefined) return format === 'json' ? printJson(JSON.parse(text)) : out(text.endsWith('\n') ? text : `${text}\n`);
   try {
     writeFileSync(file, text);
   } catch (err) {
