@@ -179,8 +179,8 @@ test('start with --auto-promote and 7 stages; promote is refused while auto-prom
   assert.match(all.stdout, /nothing to roll back/);
 });
 
-test('rollback --all rolls back every active canary; status --watch stops by itself on a finished canary', async () => {
-  const r = await cli(['start', '--pipeline', 'default', '--candidate-config', 'examples/canary/candidate.json', '--json']);
+test('rollback --all rolls back every active canary (here one replacing a plugin: candidate-redact.yaml); status --watch stops by itself on a finished canary', async () => {
+  const r = await cli(['start', '--pipeline', 'default', '--candidate-config', 'examples/canary/candidate-redact.yaml', '--json']);
   assert.equal(r.code, 0, r.stderr);
   const id = JSON.parse(r.stdout).canary_id;
   const all = await cli(['rollback', '--all', '--reason', 'e2e: all']);
