@@ -388,10 +388,10 @@ export class CanaryController {
     c.lastEval = ev;
     const entries: HistoryEntry[] = [];
     for (const rule of Object.keys(ev.timers)) {
-      if (r.timers[rule] === undefined) entries.push(this.entry(c, 'breach_started', `${rule} beyond its threshold`, { rule, reading: ev.rules.find((x) => x.rule === rule) }));
+      if (r.timers[rule] === undefined) entries.push(this.entry(c, 'breach_started', `${rule} beyond its threshold`, { rule, reading: ev.rules.find((x) => x.rule === rule) }, ev.timers[rule]));
     }
     for (const rule of Object.keys(r.timers)) {
-      if (ev.timers[rule] === undefined && ev.result !== 'inconclusive') entries.push(this.entry(c, 'breach_cleared', `${rule} back within its threshold`, { rule }));
+      if (ev.timers[rule] === undefined && ev.result !== 'inconclusive') entries.push(this.entry(c, 'breach_cleared', `${rule} back within its threshold`, { rule }, now));
     }
     r.timers = ev.timers;
     r.warned = ev.warned;
@@ -402,7 +402,7 @@ export class CanaryController {
     };
     this.store.addSample(r.id, sample);
     if (ev.warnings.length > 0) {
-      entries.push(this.entry(c, 'threshold_warning', ev.warnings.map((w) => `${w.rule} ${w.value} (threshold ${w.threshold})`).join('; '), { rules: ev.warnings }));
+      entries.push(this.entry(c, 'threshold_warning', ev.warnings.map((w) => `${w.rule} ${w.value} (threshold ${w.threshold})`).join('; '), { rules: ev.warnings }, now));
     }
     this.store.save(r, entries);
     for (const e of entries) this.notify(r.id, e);
@@ -593,8 +593,8 @@ export class CanaryController {
     return out;
   }
 
-  private entry(c: LiveCanary, event: string, message: string, details?: Record<string, unknown>): HistoryEntry {
-    const e: HistoryEntry = { at: this.clock.now(), event, stage: c.record.current_stage, traffic_pct: c.record.traffic_pct, message };
+  private entry(c: LiveCanary, event: string, message: string, details?: Record<string, unknown>, at = this.clock.now()): HistoryEntry {
+    const e: HistoryEntry = { at, event, stage: c.record.current_stage, traffic_pct: c.record.traffic_pct, message };
     if (details !== undefined) e.details = details;
     return e;
   }

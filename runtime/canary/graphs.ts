@@ -3,7 +3,7 @@
 // it beside the baseline with SPEC §3's per-request split, changes the split, unloads it, and at
 // completion makes it the baseline while keeping the old baseline for the grace period.
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import {
@@ -126,13 +126,11 @@ export class PipelineCanaryGraphs implements CanaryGraphs {
       if (s.plugin_id === undefined || s.plugin_id.endsWith('.wasm')) continue;
       const [pkg, want] = splitPackage(s.plugin_id);
       if (want === null) continue;
-      let have: string;
-      try {
-        const req = createRequire(join(process.cwd(), 'package.json'));
-        have = (JSON.parse(readFileSync(req.resolve(`${pkg}/package.json`), 'utf8')) as { version: string }).version;
-      } catch {
-        throw new Error(`step ${s.type}: package ${pkg} not found`);
-      }
+      // The manifest is looked up along node_modules paths (a package's `exports` may hide it from require.resolve).
+      const req = createRequire(join(process.cwd(), 'package.json'));
+      const manifest = (req.resolve.paths(pkg) ?? []).map((d) => join(d, pkg, 'package.json')).find((f) => existsSync(f));
+      if (manifest === undefined) throw new Error(`step ${s.type}: package ${pkg} not found`);
+      const have = (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version;
       if (have !== want) throw new Error(`step ${s.type}: package ${pkg} is version ${have}, not ${want}`);
     }
     const config = candidatePipelineConfig(base, candidate);

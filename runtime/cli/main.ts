@@ -36,7 +36,9 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
     }
     if (loaded.source !== null) watchReload(running, loaded.source, log);
     process.stdout.write(`\nPipeline Proxy ${'0.3.0'} is ready. Connect with:\n\n  mongosh "${running.uri}"\n\n`
-      + (running.profilingUrl !== null ? `Profiling: ${running.profilingUrl}/api/profile   Metrics: ${running.profilingUrl}/metrics\n\n` : ''));
+      + (running.profilingUrl !== null
+        ? `Dashboard: ${running.profilingUrl}/dashboard/\nProfiling: ${running.profilingUrl}/api/profile   Metrics: ${running.profilingUrl}/metrics\n\n`
+        : ''));
     let stopping = false;
     const stop = (signal: string) => {
       if (stopping) return;

@@ -66,7 +66,7 @@ export const autoPromoteRulesSchema = v.strictObject({
 });
 
 export const judgeSchema = v.strictObject({
-  enabled: v.optional(v.pipe(v.boolean(), v.description('Statistical judge: a breach or a promotion also needs a significance test (two-proportion z-test on errors, Mann-Whitney U on latency).')), false),
+  enabled: v.optional(v.pipe(v.boolean(), v.description('Statistical judge: a breach or a promotion also needs a one-sided significance test (errors: Fisher exact test, z-test past 5000 errors; latency: Mann-Whitney U on the windows\' histograms).')), false),
   confidence: v.optional(v.pipe(v.number(), v.minValue(0.5), v.maxValue(0.9999), v.description('Confidence of the judge\'s one-sided tests (0.5..0.9999).')), 0.98),
 });
 
@@ -86,6 +86,6 @@ export const canarySchema = v.strictObject({
 export const controlPlaneSchema = v.strictObject({
   host: v.optional(v.pipe(v.string(), v.minLength(1), v.description('Address the canary control plane binds.')), '127.0.0.1'),
   port: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(65535), v.description('Port of the canary control-plane API (/api/v1/canary); 0 picks a free one.')), 9092),
-  tokens: v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(16))), v.description('Bearer tokens accepted (each at least 16 characters).')), []),
+  tokens: v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(16))), v.description('Bearer tokens accepted (each at least 16 characters). With none here and the environment variable unset, every request is refused (401).')), []),
   token_env: v.optional(v.pipe(v.string(), v.minLength(1), v.description('Environment variable whose value is also accepted as a bearer token.')), 'PROXY_CONTROL_PLANE_TOKEN'),
 });
