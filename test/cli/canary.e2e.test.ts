@@ -1,80 +1,27 @@
 // `proxy canary` end to end: a real proxy (`proxy serve` as a child process, with the control plane,
-// the canary controller, its SQLite store and the notifier) and every command of SPEC §4.3 run as
+// the canary controller, its SQLite store and the notifier) and the commands of SPEC §4.3 run as
 // the real CLI (`node bin/proxy.mjs canary …`) with the example files of examples/canary/. The
-// canary's notifications go to a real webhook receiver and their signatures are checked.
+// canary's notifications go to a real webhook receiver and their signatures are checked. Errors and
+// `status --watch` timing: canary-errors.e2e.test.ts.
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { verifySignature } from '../../runtime/canary/notify/index.ts';
-import { httpReceiver, until, type HttpReceiver } from '../canary/notify/helpers.ts';
+import { until } from '../canary/notify/helpers.ts';
+import { SECRET, startStack, type Run, type Stack } from './canary-stack.ts';
 
-const bin = join(process.cwd(), 'bin/proxy.mjs');
-const dir = mkdtempSync(join(tmpdir(), 'proxy-canary-cli-'));
-const TOKEN = 'e2e-control-token-0123456789';
-const SECRET = 'e2e-webhook-secret-0123456789';
-
-let proxy: ChildProcess;
-let proxyOut = '';
-let controlUrl = '';
-let hook: HttpReceiver;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-interface Run { code: number; stdout: string; stderr: string }
-
-function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [bin, 'canary', ...args], {
-      env: { ...process.env, PROXY_CONTROL_URL: controlUrl, PROXY_CONTROL_TOKEN: TOKEN, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => { stdout += d; });
-    child.stderr.on('data', (d: Buffer) => { stderr += d; });
-    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-  });
-}
+let stack: Stack;
+let dir = '';
+const cli = (args: string[], env: Record<string, string> = {}): Promise<Run> => stack.cli(args, env);
 
 before(async () => {
-  hook = await httpReceiver();
-  const port = await freePort();
-  controlUrl = `http://127.0.0.1:${port}`;
-  const config = join(dir, 'proxy.json');
-  writeFileSync(config, JSON.stringify({
-    listen: '127.0.0.1:0',
-    log: { level: 'info', format: 'json' },
-    pipeline: { id: 'default', request: [], response: [] },
-    control_plane: { port, tokens: [TOKEN] },
-    canary: { data_dir: join(dir, 'canary') },
-    notifications: {
-      instance_name: 'e2e-proxy', webhook_secret: SECRET, initial_backoff_ms: 50, max_backoff_ms: 200,
-      channels: [{ type: 'webhook', url: hook.url }],
-    },
-  }));
-  proxy = spawn(process.execPath, [bin, 'serve', '--config', config], { stdio: ['ignore', 'pipe', 'pipe'] });
-  proxy.stdout!.on('data', (d: Buffer) => { proxyOut += d; });
-  proxy.stderr!.on('data', (d: Buffer) => { proxyOut += d; });
-  await until(() => proxyOut.includes('is ready') || proxy.exitCode !== null, 'the proxy', 60_000);
-  assert.ok(proxyOut.includes('is ready'), proxyOut);
+  stack = await startStack();
+  dir = stack.dir;
 });
 
 after(async () => {
-  proxy.kill('SIGTERM');
-  await new Promise((r) => proxy.once('exit', r));
-  await hook.close();
+  await stack.close();
 });
 
 let firstId = '';
@@ -192,28 +139,6 @@ test('rollback --all rolls back every active canary (here one replacing a plugin
   assert.equal(w.stdout.match(/Ctrl-C to stop/g)?.length, 1, 'one frame: the canary is finished');
 });
 
-test('status --watch redraws every 5 s while the canary runs', async () => {
-  const r = await cli(['start', '--pipeline', 'default', '--candidate-config', 'examples/canary/candidate.json', '--json']);
-  assert.equal(r.code, 0, r.stderr);
-  const child = spawn(process.execPath, [bin, 'canary', 'status', 'default', '--watch'], {
-    env: { ...process.env, PROXY_CONTROL_URL: controlUrl, PROXY_CONTROL_TOKEN: TOKEN }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  const stamps: number[] = [];
-  child.stdout.on('data', (d: Buffer) => { stdout += d; for (const _ of String(d).matchAll(/Ctrl-C to stop/g)) stamps.push(Date.now()); });
-  try {
-    await until(() => stamps.length >= 2, 'two frames', 15_000);
-    const gap = stamps[1] - stamps[0];
-    assert.ok(gap >= 4500 && gap < 8000, `frames ${gap} ms apart`);
-    assert.match(stdout, /ACTIVE/);
-  } finally {
-    child.kill('SIGINT');
-    await new Promise((res) => child.once('exit', res));
-  }
-  const rb = await cli(['rollback', 'default', '--reason', 'cleanup']);
-  assert.equal(rb.code, 0, rb.stderr);
-});
-
 test('history and metrics --format csv --output <file> of a canary id', async () => {
   const h = await cli(['history', secondId]);
   assert.equal(h.code, 0, h.stderr);
@@ -233,45 +158,18 @@ test('history and metrics --format csv --output <file> of a canary id', async ()
   assert.equal(JSON.parse(mj.stdout).canary_id, secondId);
 });
 
-test('errors: wrong token exit 4, unknown canary exit 3, unreachable exit 5, usage exit 2 — each with the code and message', async () => {
-  const bad = await cli(['list'], { PROXY_CONTROL_TOKEN: 'wrong-token-0123456789' });
-  assert.equal(bad.code, 4);
-  assert.match(bad.stderr, /^proxy canary list: 401 PROXY_ERR_UNAUTHORIZED: /);
-  const flagToken = await cli(['list', '--token', TOKEN], { PROXY_CONTROL_TOKEN: 'wrong-token-0123456789' });
-  assert.equal(flagToken.code, 0, '--token wins over the environment');
-  const unknown = await cli(['history', 'c-does-not-exist']);
-  assert.equal(unknown.code, 3);
-  assert.match(unknown.stderr, /^proxy canary history: 404 PROXY_ERR_CANARY_NOT_FOUND: /);
-  const noPipe = await cli(['status', 'no-such-pipeline']);
-  assert.equal(noPipe.code, 3);
-  assert.match(noPipe.stderr, /no canary on pipeline "no-such-pipeline"/);
-  const down = await cli(['list', '--url', 'http://127.0.0.1:9']);
-  assert.equal(down.code, 5);
-  assert.match(down.stderr, /PROXY_ERR_CANARY_CLI_UNREACHABLE: the control plane at http:\/\/127\.0\.0\.1:9 is not reachable/);
-  const missing = await cli(['start', '--pipeline', 'default', '--candidate-config', join(dir, 'nope.json')]);
-  assert.equal(missing.code, 2);
-  assert.match(missing.stderr, /--candidate-config .*nope\.json: no such file/);
-  const badTraffic = await cli(['start', '--pipeline', 'default', '--candidate-config', 'examples/canary/candidate.json', '--traffic', '150']);
-  assert.equal(badTraffic.code, 2);
-  const badStages = join(dir, 'bad-stages.json');
-  writeFileSync(badStages, JSON.stringify([{ traffic_pct: 50, min_duration: '1m', min_requests: 0 }, { traffic_pct: 10, min_duration: '0', min_requests: 0 }]));
-  const refused = await cli(['start', '--pipeline', 'default', '--candidate-config', 'examples/canary/candidate.json', '--stages', badStages]);
-  assert.equal(refused.code, 1);
-  assert.match(refused.stderr, /^proxy canary start: 400 PROXY_ERR_CANARY_INVALID_STAGES: /);
-});
-
 test('notifications of those transitions reached the webhook, signed, one per transition', async () => {
-  await until(() => hook.received.some((r) => JSON.parse(r.body).canary.canary_id === secondId && JSON.parse(r.body).type === 'canary.rolled_back'), 'the rollback notification');
-  for (const r of hook.received) {
+  await until(() => stack.hook.received.some((r) => JSON.parse(r.body).canary.canary_id === secondId && JSON.parse(r.body).type === 'canary.rolled_back'), 'the rollback notification');
+  for (const r of stack.hook.received) {
     assert.ok(verifySignature(SECRET, String(r.headers['x-proxy-timestamp']), r.body, String(r.headers['x-proxy-signature'])));
   }
-  const of = (id: string) => hook.received.map((r) => JSON.parse(r.body)).filter((b) => b.canary.canary_id === id).map((b) => b.type);
+  const of = (id: string) => stack.hook.received.map((r) => JSON.parse(r.body)).filter((b) => b.canary.canary_id === id).map((b) => b.type);
   assert.deepEqual(of(firstId), ['canary.started', 'canary.promoted', 'canary.completed']);
   assert.deepEqual(of(secondId), ['canary.started', 'canary.rolled_back']);
-  const rolled = hook.received.map((r) => JSON.parse(r.body)).find((b) => b.canary.canary_id === secondId && b.type === 'canary.rolled_back');
+  const rolled = stack.hook.received.map((r) => JSON.parse(r.body)).find((b) => b.canary.canary_id === secondId && b.type === 'canary.rolled_back');
   assert.equal(rolled.instance, 'e2e-proxy');
   assert.equal(rolled.reason, 'e2e: manual check failed');
   assert.equal(rolled.triggered_by, 'manual');
-  const ids = hook.received.map((r) => r.headers['x-proxy-event-id']);
+  const ids = stack.hook.received.map((r) => r.headers['x-proxy-event-id']);
   assert.equal(new Set(ids).size, ids.length, 'no duplicate');
 });
