@@ -13,7 +13,9 @@ import { evaluate, formatDuration, volumeConditions, type CustomValues, type Eva
 import type { CanaryGraphs, PreparedCandidate, RetainedBaseline } from './graphs.ts';
 import { parseStartRequest, type CanaryDefaults, type CanarySpec } from './spec.ts';
 import type { CanaryRecord, CanaryStatus, CanaryStore, HistoryEntry, Sample } from './store.ts';
-import { SideWindow, WindowTracker, round, type CanaryMetricsSource, type CustomReading } from './windows.ts';
+import { SideWindow, WindowTracker, type CanaryMetricsSource } from './windows.ts';
+import { CustomMetricWindows } from './custom-metrics.ts';
+import { historyView, iso, listRow, reportView, statusView } from './views.ts';
 
 export interface Clock { now(): number }
 export const systemClock: Clock = { now: () => Date.now() };
@@ -53,9 +55,11 @@ class LiveCanary {
   record: CanaryRecord;
   prepared: PreparedCandidate | null = null;
   readonly trackers = { baseline: new WindowTracker(), candidate: new WindowTracker() };
-  readonly customPrev = new Map<string, { baseline: CustomReading | null; candidate: CustomReading | null }>();
+  readonly custom = new CustomMetricWindows();
   readonly stage = { baseline: new SideWindow(), candidate: new SideWindow() };
   lastEval: Evaluation | null = null;
+  /** When the current evaluation window began. */
+  windowStart = 0;
   cancel: (() => void) | null = null;
   /** A transition with an await (completion) is under way. */
   busy = false;
@@ -121,77 +125,21 @@ export class CanaryController {
     const rows = [...this.canaries.values()].map((c) => c.record)
       .filter((r) => status === 'all' || r.status === status)
       .sort((a, b) => b.created_at - a.created_at || a.id.localeCompare(b.id))
-      .map((r) => ({
-        canary_id: r.id, pipeline_id: r.pipeline_id, status: r.status, current_stage: r.current_stage, traffic_pct: r.traffic_pct,
-        started_at: iso(r.created_at), description: r.spec.description, baseline_version: r.baseline_version, candidate_version: r.candidate_version,
-      }));
+      .map(listRow);
     return { canaries: rows, total: rows.length };
   }
 
   /** GET /api/v1/canary/{id}. */
   status(id: string): Record<string, unknown> {
-    const c = this.live(id);
-    const r = c.record;
-    const now = this.clock.now();
-    const end = r.outcome?.at ?? now;
-    const ev = c.lastEval;
-    const timerFor = (rule: string) => formatDuration(r.timers[rule] === undefined ? 0 : now - r.timers[rule]);
-    const stage = r.spec.stages[r.current_stage - 1];
-    const conditions = ev?.conditions ?? volumeConditions({ spec: r.spec, stage, now, stageEnteredAt: r.stage_entered_at, stageCandidateRequests: r.stage_candidate_requests });
-    const inconclusive = ev?.result === 'inconclusive';
-    return {
-      canary_id: r.id, pipeline_id: r.pipeline_id, status: r.status, current_stage: r.current_stage, traffic_pct: r.traffic_pct,
-      started_at: iso(r.created_at), stage_entered_at: iso(r.stage_entered_at), elapsed: formatDuration(end - r.created_at),
-      version: r.version, description: r.spec.description, auto_promote: r.spec.auto_promote,
-      baseline_version: r.baseline_version, candidate_version: r.candidate_version, stages: r.spec.stages,
-      metrics: { window: 'stage', baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() },
-      rollback_status: {
-        error_rate_sustained_for: timerFor('error_rate_delta_pct'), latency_sustained_for: timerFor('latency_p95_delta_ms'),
-        healthy: Object.keys(r.timers).length === 0 && r.status !== 'rolled_back',
-        evidence: ev === null ? 'pending' : inconclusive ? 'inconclusive' : 'sufficient',
-        last_evaluated_at: ev === null ? null : iso(ev.at),
-      },
-      rules: ev?.rules ?? [],
-      promotion: {
-        eligible: ev?.promotable ?? false, manual_gate: stage.manual_gate === true, conditions,
-      },
-      evaluation: {
-        result: ev === null ? 'pending' : ev.result, window_requests: ev?.window_requests ?? { baseline: 0, candidate: 0 },
-        min_window_requests: r.spec.rollback_rules.min_window_requests,
-      },
-    };
+    return statusView(this.live(id), this.clock.now());
   }
 
   history(id: string): Record<string, unknown> {
-    const r = this.live(id).record;
-    return {
-      canary_id: r.id, pipeline_id: r.pipeline_id, description: r.spec.description, baseline_version: r.baseline_version,
-      candidate_version: r.candidate_version, status: r.status,
-      history: this.store.history(id).map((e) => ({ ...e, at: iso(e.at) })),
-    };
+    return historyView(this.live(id).record, this.store.history(id));
   }
 
   report(id: string): Record<string, unknown> {
-    const c = this.live(id);
-    const r = c.record;
-    const o = r.outcome;
-    const final = o?.final ?? { baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() };
-    const outcome = r.status === 'completed' || r.status === 'rolled_back' ? r.status : null;
-    return {
-      canary_id: r.id, pipeline_id: r.pipeline_id, description: r.spec.description,
-      baseline_version: r.baseline_version, candidate_version: r.candidate_version, outcome,
-      started_at: iso(r.created_at), ended_at: o === null ? null : iso(o.at), duration: formatDuration((o?.at ?? this.clock.now()) - r.created_at),
-      reason: o?.reason ?? null, triggered_by: o?.triggered_by ?? null, triggering_rules: o?.rules ?? [],
-      timeline: r.stages_visited.map((v) => ({
-        stage: v.stage, traffic_pct: v.traffic_pct, entered_at: iso(v.entered_at), left_at: v.left_at === null ? null : iso(v.left_at),
-        duration: formatDuration((v.left_at ?? o?.at ?? this.clock.now()) - v.entered_at), candidate_requests: v.candidate_requests,
-      })),
-      final_comparison: {
-        baseline: final.baseline, candidate: final.candidate,
-        deltas: { error_rate_pct: round(final.candidate.error_rate_pct - final.baseline.error_rate_pct), latency_p95_ms: round(final.candidate.latency_p95_ms - final.baseline.latency_p95_ms) },
-      },
-      candidate_config: r.spec.candidate_config,
-    };
+    return reportView(this.live(id), this.clock.now());
   }
 
   samples(id: string): { check_interval: string; samples: Sample[] } {
@@ -360,7 +308,7 @@ export class CanaryController {
     if (!ACTIVE.has(c.record.status) || c.evaluating || c.busy) return null;
     c.evaluating = true;
     try {
-      const custom = await this.readCustom(c);
+      const custom = await c.custom.read(this.metrics, c.record.pipeline_id, c.record.spec.rollback_rules.custom_metrics);
       if (!ACTIVE.has(c.record.status) || c.busy) return null;
       return await this.evaluateNow(c, custom);
     } finally {
@@ -382,10 +330,11 @@ export class CanaryController {
     if (visit !== undefined) visit.candidate_requests = r.stage_candidate_requests;
     const stage = r.spec.stages[r.current_stage - 1];
     const ev = evaluate({
-      spec: r.spec, stage, now, stageEnteredAt: r.stage_entered_at, stageCandidateRequests: r.stage_candidate_requests,
+      spec: r.spec, stage, now, windowStart: c.windowStart, stageEnteredAt: r.stage_entered_at, stageCandidateRequests: r.stage_candidate_requests,
       timers: r.timers, warned: r.warned, window, stageWindow: c.stage, custom, warningShare: this.warningShare,
     });
     c.lastEval = ev;
+    c.windowStart = now;
     const entries: HistoryEntry[] = [];
     for (const rule of Object.keys(ev.timers)) {
       if (r.timers[rule] === undefined) entries.push(this.entry(c, 'breach_started', `${rule} beyond its threshold`, { rule, reading: ev.rules.find((x) => x.rule === rule) }, ev.timers[rule]));
@@ -541,7 +490,8 @@ export class CanaryController {
     const pid = c.record.pipeline_id;
     c.trackers.baseline.prime(this.metrics.totals(pid, 'baseline'));
     c.trackers.candidate.prime(this.metrics.totals(pid, 'candidate'));
-    c.customPrev.clear();
+    c.custom.clear();
+    c.windowStart = this.clock.now();
   }
 
   private schedule(c: LiveCanary): void {
@@ -556,41 +506,6 @@ export class CanaryController {
   private unschedule(c: LiveCanary): void {
     if (c.cancel !== null) c.cancel();
     c.cancel = null;
-  }
-
-  /** Per custom rule, the window's value per graph (docs/canary.md: counters per request, gauges now, histograms' window mean). */
-  private async readCustom(c: LiveCanary): Promise<CustomValues> {
-    const out: CustomValues = new Map();
-    const r = c.record;
-    const rules = r.spec.rollback_rules.custom_metrics;
-    if (rules.length === 0) return out;
-    const pid = r.pipeline_id;
-    const reqs = {
-      baseline: this.metrics.totals(pid, 'baseline')?.requests ?? 0,
-      candidate: this.metrics.totals(pid, 'candidate')?.requests ?? 0,
-    };
-    for (const rule of rules) {
-      const [b, cand] = await Promise.all([this.metrics.custom(rule.metric, pid, 'baseline'), this.metrics.custom(rule.metric, pid, 'candidate')]);
-      const prev = c.customPrev.get(rule.metric);
-      const cur = { baseline: b, candidate: cand, reqBaseline: reqs.baseline, reqCandidate: reqs.candidate };
-      const value = (now: CustomReading | null, before: CustomReading | null, reqNow: number, reqBefore: number): number => {
-        if (now === null) return NaN;
-        if (now.kind === 'gauge') return now.value;
-        if (now.kind === 'counter') {
-          const n = reqNow - reqBefore;
-          return n > 0 ? (now.value - (before?.value ?? 0)) / n : NaN;
-        }
-        const count = now.count - (before?.count ?? 0);
-        return count > 0 ? (now.sum - (before?.sum ?? 0)) / count : NaN;
-      };
-      const p = prev as (typeof cur) | undefined;
-      out.set(rule.metric, {
-        baseline: value(b, p?.baseline ?? null, reqs.baseline, p?.reqBaseline ?? 0),
-        candidate: value(cand, p?.candidate ?? null, reqs.candidate, p?.reqCandidate ?? 0),
-      });
-      c.customPrev.set(rule.metric, cur);
-    }
-    return out;
   }
 
   private entry(c: LiveCanary, event: string, message: string, details?: Record<string, unknown>, at = this.clock.now()): HistoryEntry {
@@ -645,9 +560,5 @@ export class CanaryController {
       } catch { /* a listener's failure is its own */ }
     }
   }
-}
-
-function iso(ms: number): string {
-  return new Date(ms).toISOString();
 }
 

@@ -53,6 +53,8 @@ export interface EvaluationInput {
   spec: CanarySpec;
   stage: Stage;
   now: number;
+  /** When this window began (the previous evaluation, or when the windows were primed). */
+  windowStart: number;
   stageEnteredAt: number;
   stageCandidateRequests: number;
   timers: Record<string, number>;
@@ -134,7 +136,9 @@ export function evaluate(input: EvaluationInput): Evaluation {
     }
     let state: RuleStateName;
     if (met) {
-      const start = since ?? now;
+      // The window as a whole showed the breach: a new timer starts where the window began, so a
+      // breach held over windows covering sustained_duration rolls back at the window that completes it.
+      const start = since ?? Math.min(input.windowStart, now);
       timers[rule] = start;
       state = 'breaching';
       const reading: RuleReading = { rule, value: round(value), threshold, sustained_for: formatDuration(now - start) };

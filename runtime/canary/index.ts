@@ -10,3 +10,5 @@ export { mannWhitneyWorse, twoProportionWorse, errorRateWorse, fisherWorse, logG
 export { SideWindow, WindowTracker, emptyHistogram, jsCopy, buckets, type CanaryMetricsSource, type GraphTotals, type CustomReading } from './windows.ts';
 export * from './events.ts';
 export { LogEventSink, RecordingEventSink } from './sinks.ts';
+export { statusView, historyView, reportView, listRow, type CanaryView } from './views.ts';
+export { CustomMetricWindows } from './custom-metrics.ts';

@@ -136,15 +136,15 @@ test('windows with too few requests are no evidence: they never promote and neit
   assert.equal(st.rollback_status.evidence, 'inconclusive');
   assert.deepEqual(st.evaluation.window_requests, { baseline: 5, candidate: 5 });
   assert.ok(st.rules.every((r: any) => r.state === 'no_data' && r.value === null));
-  // A breach starts the timer ...
+  // A breach starts the timer (at the start of the window that showed it) ...
   ev = await tick(h, id, [100, 0], [100, 50]);
   const since = h.controller.record(id).timers.error_rate_delta_pct;
-  assert.equal(since, h.clock.now());
+  assert.equal(since, h.clock.now() - 5000);
   // ... an inconclusive window (all-error candidate, 3 requests) neither resets nor restarts it ...
   ev = await tick(h, id, [100, 0], [3, 0]);
   assert.equal(ev!.result, 'inconclusive');
   assert.equal(h.controller.record(id).timers.error_rate_delta_pct, since);
-  // ... and a breaching window 10 s after the start rolls back.
+  // ... and the next breaching window, 15 s after the breach began, rolls back.
   ev = await tick(h, id, [100, 0], [100, 50]);
   assert.equal(h.controller.record(id).status, 'rolled_back');
 });
@@ -152,20 +152,20 @@ test('windows with too few requests are no evidence: they never promote and neit
 test('sustained timer: starts on a breach, continues, resets when the delta falls back, rolls back after sustained_duration', async () => {
   const h = harness();
   const { canary_id: id } = await h.controller.start(body()) as { canary_id: string };
-  await tick(h, id, [100, 0], [100, 20]); // breach seen at t1
+  // The timer starts where the window that showed the breach began (the previous evaluation).
+  await tick(h, id, [100, 0], [100, 20]); // breach over the window (t1 − 5 s, t1]
   const t1 = h.clock.now();
-  assert.equal(h.controller.record(id).timers.error_rate_delta_pct, t1);
+  assert.equal(h.controller.record(id).timers.error_rate_delta_pct, t1 - 5000);
   await tick(h, id, [100, 0], [100, 0]); // back within: reset
   assert.equal(h.controller.record(id).timers.error_rate_delta_pct, undefined);
   await tick(h, id, [100, 0], [100, 20]); // a new breach: the timer starts again
   const t3 = h.clock.now();
-  assert.equal(h.controller.record(id).timers.error_rate_delta_pct, t3);
-  await tick(h, id, [100, 0], [100, 20]); // 5 s: still active
-  assert.equal(h.controller.record(id).status, 'active');
+  assert.equal(h.controller.record(id).timers.error_rate_delta_pct, t3 - 5000);
+  assert.equal(h.controller.record(id).status, 'active'); // 5 s of breach: still active
   const st = h.controller.status(id) as any;
   assert.equal(st.rollback_status.error_rate_sustained_for, '5s');
   assert.equal(st.rollback_status.healthy, false);
-  await tick(h, id, [100, 0], [100, 20]); // 10 s = sustained_duration: rolled back
+  await tick(h, id, [100, 0], [100, 20]); // two windows, 10 s = sustained_duration: rolled back
   const r = h.controller.record(id);
   assert.equal(r.status, 'rolled_back');
   assert.equal(r.outcome!.triggered_by, 'automatic');
@@ -400,10 +400,10 @@ test('restart: an active canary resumes at its stage, candidate rebuilt before t
   assert.equal(r.timers.error_rate_delta_pct, since);
   assert.ok(h2.manager.candidate('default') !== null);
   assert.equal((h2.controller.history(id) as any).history.at(-1).event, 'resumed');
-  // The next breaching window comes 12 s after the breach began (> 10 s): rolled back at once.
+  // The next breaching window comes 17 s after the breach began (> 10 s): rolled back at once.
   await tick(h2, id, [100, 0], [100, 30]);
   assert.equal(h2.controller.record(id).status, 'rolled_back');
-  assert.equal(h2.controller.record(id).outcome!.rules[0].sustained_for, '12s');
+  assert.equal(h2.controller.record(id).outcome!.rules[0].sustained_for, '17s');
 });
 
 test('history, report and metrics samples are persisted and ordered', async () => {

@@ -90,7 +90,7 @@ function rollbackShare(judge: boolean, candidateRate: number, seed: number, tria
     const b = window(r, 950, 0.01);
     const c = window(r, 50, candidateRate);
     const ev = evaluate({
-      spec, stage: spec.stages[0], now: 0, stageEnteredAt: 0, stageCandidateRequests: 50, timers: {}, warned: [],
+      spec, stage: spec.stages[0], now: 0, windowStart: 0, stageEnteredAt: 0, stageCandidateRequests: 50, timers: {}, warned: [],
       window: { baseline: b, candidate: c }, stageWindow: { baseline: b, candidate: c }, custom: new Map(), warningShare: 0.8,
     });
     if (ev.rollback.length > 0) rolledBack++;
