@@ -15,6 +15,7 @@ import type { Logger as HostLogger } from '../wasm/index.ts';
 import { startAdmin, startProfilingHttp, startControlPlane } from '../http/index.ts';
 import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, defaultsFromConfig, type CanaryEventSink, type Clock } from '../canary/index.ts';
 import { ProfilerCanaryMetrics } from './canary-metrics.ts';
+import { Notifier, outboxPath, registerNotificationMetrics } from '../canary/notify/index.ts';
 import { Profiler, SnapshotStore, durationToMs, mmapFitIssue, type MmapStorage, type ProfilingSettings } from '../profiling/index.ts';
 
 /** Built-in plugins are compiled here by `npm run build` (scripts/build-plugins.mjs). */
@@ -103,13 +104,20 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   let canary: CanaryController | null = null;
   let canaryGraphs: PipelineCanaryGraphs | null = null;
   let canaryStore: CanaryStore | null = null;
+  let notifier: Notifier | null = null;
   if (config.control_plane !== undefined && profiler !== null) {
     const canaryLog = log.child('proxy::canary');
+    if (opts.canarySink === undefined) {
+      // The outbox is opened (and undelivered messages resumed) before the controller resumes.
+      notifier = new Notifier({ settings: config.notifications, defaultOutboxPath: resolve(outboxPath(config)), log: log.child('proxy::canary::notify') });
+      // Read at scrape time by every /metrics (metricsText reads the host registry), like plugin metrics.
+      registerNotificationMetrics(pipelines.host.registry, notifier);
+    }
     canaryStore = new CanaryStore(resolve(config.canary.data_dir), config.canary.max_samples);
     canaryGraphs = new PipelineCanaryGraphs(pipelines, [{ pipeline: config.pipeline, steps: config.steps }]);
     canary = new CanaryController({
       store: canaryStore, graphs: canaryGraphs, metrics: new ProfilerCanaryMetrics(profiler, pipelines.host.registry),
-      sink: opts.canarySink ?? new LogEventSink((m, f) => canaryLog.info(m, f)), defaults: () => defaultsFromConfig(current),
+      sink: opts.canarySink ?? notifier ?? new LogEventSink((m, f) => canaryLog.info(m, f)), defaults: () => defaultsFromConfig(current),
       clock: opts.canaryClock, warningShare: config.canary.warning_share, gracePeriodMs: canaryDurationMs(config.canary.baseline_grace_period),
       log: canaryLog,
     });
@@ -189,6 +197,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
         throw err;
       }
       canaryGraphs?.setBaselineConfig({ pipeline: { ...next.pipeline, id: current.pipeline.id }, steps: next.steps });
+      notifier?.configure(next.notifications);
+      if (notifier !== null && next.notifications.outbox_path !== current.notifications.outbox_path) restartOnly.push('notifications.outbox_path');
       if (nextTls !== null) server.setTls(nextTls);
       if (restartOnly.length > 0) log.warn('configuration reloaded; these keys take effect only after a restart', { keys: restartOnly });
       else log.info('configuration reloaded', { request: next.pipeline.request, response: next.pipeline.response });
@@ -199,6 +209,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       if (profilingHttp !== null) await profilingHttp.app.close();
       if (controlPlane !== null) await controlPlane.app.close();
       if (canary !== null) await canary.close();
+      if (notifier !== null) await notifier.close(); // after the controller: its last events are in the outbox
       await server.close(current.shutdown.drain_timeout_ms);
       if (snapshots !== null) await snapshots.close(); // after the drain: the last snapshot has every request
       if (devdb !== null) await devdb.close();

@@ -6,6 +6,7 @@ import { startProxy, watchReload } from '../app/serve.ts';
 import { DevDbServer } from '../devdb/index.ts';
 import { Logger } from '../log/index.ts';
 import { registerBench } from './bench.ts';
+import { registerCanary } from './canary.ts';
 import { registerPlugin } from './plugin.ts';
 import { registerProfile } from './profile.ts';
 
@@ -95,6 +96,7 @@ cli.command('devdb', 'Run the embedded development upstream alone (in-memory; no
 registerBench(cli);
 registerPlugin(cli);
 registerProfile(cli);
+registerCanary(cli);
 
 cli.help();
 cli.version('0.3.0');

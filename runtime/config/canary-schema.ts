@@ -70,14 +70,8 @@ export const judgeSchema = v.strictObject({
   confidence: v.optional(v.pipe(v.number(), v.minValue(0.5), v.maxValue(0.9999), v.description('Confidence of the judge\'s one-sided tests (0.5..0.9999).')), 0.98),
 });
 
-export const channelSchema = v.strictObject({
-  type: v.picklist(['webhook', 'email', 'pager']),
-  url: v.optional(v.string()),
-  addresses: v.optional(v.array(v.string())),
-  integration_key: v.optional(v.string()),
-  severity: v.optional(v.string()),
-  events: v.optional(v.array(v.picklist(['canary.started', 'canary.promoted', 'canary.rolled_back', 'canary.completed', 'canary.threshold_warning']))),
-});
+// Notifications (channelSchema, notificationsSchema) live in notifications-schema.ts.
+export { notificationChannel as channelSchema, notificationsSchema } from './notifications-schema.ts';
 
 export const canarySchema = v.strictObject({
   stages: v.optional(v.pipe(stagesSchema, v.description('Default stages of a canary started without `stages`.')), DEFAULT_STAGES),
@@ -94,8 +88,4 @@ export const controlPlaneSchema = v.strictObject({
   port: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(65535), v.description('Port of the canary control-plane API (/api/v1/canary); 0 picks a free one.')), 9092),
   tokens: v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(16))), v.description('Bearer tokens accepted (each at least 16 characters). With none here and the environment variable unset, every request is refused (401).')), []),
   token_env: v.optional(v.pipe(v.string(), v.minLength(1), v.description('Environment variable whose value is also accepted as a bearer token.')), 'PROXY_CONTROL_PLANE_TOKEN'),
-});
-
-export const notificationsSchema = v.strictObject({
-  channels: v.optional(v.pipe(v.array(channelSchema), v.description('Default notification channels of canaries (SPEC §6); a canary may give its own at start.')), []),
 });

@@ -19,3 +19,7 @@ export {
   stageSchema, stagesSchema, rollbackRulesSchema, autoPromoteRulesSchema, judgeSchema, channelSchema,
   canarySchema, controlPlaneSchema, notificationsSchema, customMetricSchema,
 } from './canary-schema.ts';
+export {
+  channelProblems, notificationChannel, NOTIFICATION_EVENTS, PAGER_EVENTS, PAGERDUTY_EVENTS_URL, PAGER_SEVERITIES,
+  type NotificationsConfig, type NotificationChannelConfig,
+} from './notifications-schema.ts';

@@ -134,6 +134,8 @@ function toIssue(issue: Issue): ConfigIssue {
 
   if (issue.type === 'raw_check') return { path, message: issue.message };
   if (last?.origin === 'key') {
+    // A required key that is absent (valibot reports it on the key, with nothing as the input).
+    if (issue.input === undefined && issue.received === 'undefined') return { path, message: 'is required' };
     if (issue.expected === 'never') return { path, message: `unknown key "${String(keys[keys.length - 1])}"` };
     const keySchema = recordKeySchemaAt(keys.slice(0, -1));
     const expected = keySchema ? describeExpected(keySchema) : (issue.expected ?? 'a valid key');

@@ -2,6 +2,8 @@
 // its generated reference (docs/configuration.md, rendered by docs.ts). Change a key here and
 // the loader, the error messages and the docs all follow.
 import * as v from 'valibot';
+import { EXPECTS, expects, int, type Expects } from './expects.ts';
+import { channelProblems } from './notifications-schema.ts';
 import { autoPromoteRulesSchema, canarySchema, controlPlaneSchema, notificationsSchema, rollbackRulesSchema } from './canary-schema.ts';
 
 /** Step kinds the proxy ships; every other pipeline step must name a WASM module or package. */
@@ -20,26 +22,6 @@ export const STEP_ID_PATTERN = /^(wasm:)?[a-z][a-z0-9_-]*$/;
 export const STEP_NAME_PATTERN = /^[a-z][a-z0-9_-]*$/;
 const MONGODB_URI_PATTERN = /^mongodb(\+srv)?:\/\/\S+$/;
 const HOST_PORT_PATTERN = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$/;
-
-/**
- * A short, human phrase for what a key accepts. Used both for the "type" column of the docs and
- * for the "expected ..." part of validation errors, so the two can never disagree.
- */
-const EXPECTS = Symbol('expects');
-type Expects = { [EXPECTS]?: string };
-
-function expects<T extends object>(schema: T, phrase: string): T {
-  (schema as Expects)[EXPECTS] = phrase;
-  return schema;
-}
-
-const int = (min: number, max: number | undefined, desc: string) => {
-  const base =
-    max === undefined
-      ? v.pipe(v.number(), v.integer(), v.minValue(min), v.description(desc))
-      : v.pipe(v.number(), v.integer(), v.minValue(min), v.maxValue(max), v.description(desc));
-  return expects(base, max === undefined ? `integer >= ${min}` : `integer ${min}..${max}`);
-};
 
 const listen = expects(
   v.pipe(
@@ -281,7 +263,7 @@ const rootObject = v.strictObject({
   canary: v.optional(v.pipe(canarySchema, v.description('Canary defaults and storage (SPEC §2.8); a canary started through the API may override stages, auto_promote and judge.')), {}),
   rollback_rules: v.optional(v.pipe(rollbackRulesSchema, v.description('Default rollback rules of canaries; a start request\'s rollback_rules are merged over them key by key.')), {}),
   auto_promote_rules: v.optional(v.pipe(autoPromoteRulesSchema, v.description('Default auto-promote rules of canaries (merged key by key with a start request\'s).')), {}),
-  notifications: v.optional(v.pipe(notificationsSchema, v.description('Canary notification defaults (SPEC §6).')), {}),
+  notifications: v.optional(v.pipe(notificationsSchema, v.description('Canary notifications (SPEC §6): default channels, the outbox, retries and the SMTP server. See docs/notifications.md.')), {}),
 });
 
 type PathItem = { type: 'object'; origin: 'value'; input: Record<string, unknown>; key: string; value: unknown };
@@ -332,6 +314,27 @@ export const ProxyConfigSchema = v.pipe(
         ],
       });
     }
+    const root = cfg as unknown as Record<string, unknown>;
+    const notif = cfg.notifications as unknown as Record<string, unknown>;
+    if (cfg.notifications.initial_backoff_ms > cfg.notifications.max_backoff_ms) {
+      addIssue({
+        message: `must be <= notifications.max_backoff_ms (${cfg.notifications.max_backoff_ms}), received ${cfg.notifications.initial_backoff_ms}`,
+        path: [pathItem(root, 'notifications'), pathItem(notif, 'initial_backoff_ms')],
+      });
+    }
+    cfg.notifications.channels.forEach((ch, i) => {
+      for (const problem of channelProblems(ch, cfg.notifications)) {
+        addIssue({
+          message: problem.message,
+          path: [
+            pathItem(root, 'notifications'),
+            pathItem(notif, 'channels'),
+            { type: 'array', origin: 'value', input: cfg.notifications.channels, key: i, value: ch },
+            ...(problem.key === null ? [] : [pathItem(ch as unknown as Record<string, unknown>, problem.key)]),
+          ],
+        });
+      }
+    });
     for (const phase of ['request', 'response'] as const) {
       const list = cfg.pipeline[phase];
       list.forEach((id, i) => {
@@ -465,6 +468,10 @@ export function schemaKeys(): SchemaKey[] {
       out.push({ path, type: describeExpected(inner), default: fallback, optional, description: descriptionOf(inner) });
       const b = base(inner);
       if (b.type === 'strict_object' && b.entries) walk(b.entries, `${path}.`);
+      if (b.type === 'array') {
+        const item = base(unwrap(b.item as AnySchema).inner);
+        if (item.type === 'strict_object' && item.entries) walk(item.entries, `${path}[].`);
+      }
       if (b.type === 'record') {
         const value = base(unwrap(b.value as AnySchema).inner);
         if (value.type === 'strict_object' && value.entries) walk(value.entries, `${path}.<name>.`);

@@ -29,7 +29,7 @@ test('an empty object takes every default', () => {
     },
     rollback_rules: { error_rate_delta_pct: 5, latency_p95_delta_ms: 100, sustained_duration: '20s', check_interval: '5s', custom_metrics: [], min_window_requests: 20 },
     auto_promote_rules: { min_duration: '0', min_requests: 0, max_error_rate_delta_pct: 1, max_latency_p95_delta_ms: 20 },
-    notifications: { channels: [] },
+    notifications: { channels: [], timeout_ms: 10000, max_attempts: 8, initial_backoff_ms: 1000, max_backoff_ms: 60000 },
   });
 });
 

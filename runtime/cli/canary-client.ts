@@ -1,0 +1,116 @@
+// The HTTP client of `proxy canary`: the control-plane API of docs/canary.md (SPEC §4.2), with a
+// bearer token, and the errors the command reports (its exit codes are documented in docs/cli.md).
+import { request } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+
+const REQUEST_TIMEOUT_MS = 15_000;
+
+/** Exit codes of `proxy canary` (docs/cli.md). */
+export const EXIT = {
+  ok: 0,
+  /** The control plane refused the request (4xx other than 401/404) or failed (5xx). */
+  refused: 1,
+  /** Bad usage: an unknown or missing option, an unreadable or invalid file. */
+  usage: 2,
+  /** No such canary, or no canary on the pipeline. */
+  notFound: 3,
+  /** Missing or wrong token (401). */
+  unauthorized: 4,
+  /** The control plane did not answer (refused connection, timeout). */
+  unreachable: 5,
+} as const;
+
+export class CanaryCliError extends Error {
+  /** The API's error code (PROXY_ERR_…), or the CLI's own for usage and connection errors. */
+  readonly code: string;
+  readonly exitCode: number;
+  readonly status: number | null;
+  constructor(code: string, message: string, exitCode: number, status: number | null = null) {
+    super(message);
+    this.name = 'CanaryCliError';
+    this.code = code;
+    this.exitCode = exitCode;
+    this.status = status;
+  }
+}
+
+export const usage = (message: string): never => { throw new CanaryCliError('PROXY_ERR_CANARY_CLI_USAGE', message, EXIT.usage); };
+
+interface Answer { status: number; type: string; body: string }
+
+function send(u: URL, method: string, headers: Record<string, string>, body: string | undefined): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = (u.protocol === 'https:' ? httpsRequest : request)(u, { method, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (d: Buffer) => chunks.push(d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type'] ?? ''), body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy(Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' })));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+export class CanaryClient {
+  readonly url: string;
+  private readonly token: string | null;
+
+  constructor(url: string, token: string | null) {
+    this.url = url;
+    this.token = token;
+  }
+
+  /** The body of a 2xx answer as text; any other answer becomes a CanaryCliError with the API's code and message. */
+  async text(method: string, path: string, body?: unknown, query: Record<string, string> = {}): Promise<string> {
+    const u = new URL(this.url + path);
+    for (const [k, v] of Object.entries(query)) u.searchParams.set(k, v);
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (this.token !== null) headers.authorization = `Bearer ${this.token}`;
+    let payload: string | undefined;
+    if (body !== undefined) {
+      payload = JSON.stringify(body);
+      headers['content-type'] = 'application/json';
+      headers['content-length'] = String(Buffer.byteLength(payload));
+    }
+    let res: Answer;
+    try {
+      res = await send(u, method, headers, payload);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      const why = code === 'ETIMEDOUT' ? `did not answer within ${REQUEST_TIMEOUT_MS / 1000} s` : `is not reachable${code ? ` (${code})` : ''}`;
+      throw new CanaryCliError('PROXY_ERR_CANARY_CLI_UNREACHABLE', `the control plane at ${this.url} ${why}; is control_plane configured? (--url or PROXY_CONTROL_URL)`, EXIT.unreachable);
+    }
+    if (res.status >= 200 && res.status < 300) return res.body;
+    let error: { code?: string; message?: string; details?: unknown } = {};
+    try { error = (JSON.parse(res.body) as { error?: typeof error }).error ?? {}; } catch { /* not the control plane's error body */ }
+    const code = error.code ?? `HTTP_${res.status}`;
+    let message = error.message ?? (res.body.slice(0, 200) || `HTTP ${res.status}`);
+    if (res.status === 401) {
+      if (this.token === null) message += ' (no token given: --token or PROXY_CONTROL_TOKEN)';
+      throw new CanaryCliError(code, message, EXIT.unauthorized, 401);
+    }
+    const details = detailText(error.details);
+    if (details !== '') message += `\n${details}`;
+    throw new CanaryCliError(code, message, res.status === 404 ? EXIT.notFound : EXIT.refused, res.status);
+  }
+
+  async json<T>(method: string, path: string, body?: unknown, query: Record<string, string> = {}): Promise<T> {
+    const text = await this.text(method, path, body, query);
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      throw new CanaryCliError('PROXY_ERR_CANARY_CLI_DATA', `${method} ${path} at ${this.url} did not answer JSON`, EXIT.refused);
+    }
+  }
+}
+
+/** The unmet conditions of a refused promote, or other details, one per line. */
+function detailText(details: unknown): string {
+  if (details === undefined || details === null) return '';
+  const d = details as { conditions?: Array<{ condition: string; value: unknown; threshold: unknown; met: boolean }> };
+  if (Array.isArray(d.conditions)) {
+    return d.conditions.map((c) => `  ${c.met ? 'met  ' : 'unmet'} ${c.condition}: ${String(c.value)} (needs ${String(c.threshold)})`).join('\n');
+  }
+  return `  ${JSON.stringify(details)}`;
+}

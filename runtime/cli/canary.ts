@@ -1,0 +1,400 @@
+// `proxy canary` (SPEC §4.3): a client of the canary control plane (docs/canary.md). Commands take a
+// pipeline id where SPEC says so (status, promote, rollback) and find that pipeline's canary through
+// GET /api/v1/canary; history and metrics take a canary id. Tables for people, --json (or
+// `list --output json`) for machines. Errors print the API's code and message; exit codes in EXIT.
+import type { CAC } from 'cac';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { CanaryCliError, CanaryClient, EXIT, usage } from './canary-client.ts';
+
+const DEFAULT_URL = 'http://127.0.0.1:9092';
+const WATCH_INTERVAL_MS = 5000;
+const ACTIONS = ['start', 'status', 'promote', 'rollback', 'list', 'history', 'metrics'] as const;
+type Action = typeof ACTIONS[number];
+
+interface Options {
+  url?: unknown; token?: unknown; json?: boolean;
+  pipeline?: unknown; candidateConfig?: unknown; traffic?: unknown; autoPromote?: boolean; stages?: unknown;
+  rollbackRules?: unknown; description?: unknown; verbose?: boolean; watch?: boolean; force?: boolean;
+  reason?: unknown; all?: boolean; output?: unknown; format?: unknown;
+}
+
+/** Options each action accepts (besides --url, --token, --json). */
+const ACTION_OPTIONS: Record<Action, string[]> = {
+  start: ['pipeline', 'candidateConfig', 'traffic', 'autoPromote', 'stages', 'rollbackRules', 'description'],
+  status: ['verbose', 'watch'],
+  promote: ['force'],
+  rollback: ['reason', 'all'],
+  list: ['output', 'all'],
+  history: [],
+  metrics: ['format', 'output'],
+};
+const FLAG: Record<string, string> = {
+  candidateConfig: '--candidate-config', autoPromote: '--auto-promote', rollbackRules: '--rollback-rules',
+};
+
+// ---- What the control plane answers (docs/canary.md) -----------------------------------------
+
+interface Side { requests: number; error_rate_pct: number; latency_p50_ms?: number; latency_p95_ms: number; latency_p99_ms?: number; errors?: number }
+interface ListItem { canary_id: string; pipeline_id: string; status: string; current_stage: number; traffic_pct: number; started_at: string; description?: string }
+interface Rule { rule: string; value: number | null; threshold: number; met: boolean; state?: string; sustained_for?: string; comparison?: string }
+interface Condition { condition: string; value: unknown; threshold: unknown; met: boolean }
+interface Status {
+  canary_id: string; pipeline_id: string; status: string; current_stage: number; traffic_pct: number; started_at: string;
+  stage_entered_at: string; elapsed: string; description?: string; auto_promote?: boolean; baseline_version?: string; candidate_version?: string;
+  stages?: Array<{ traffic_pct: number; min_duration: string; min_requests: number; manual_gate?: boolean }>;
+  metrics?: { window?: string; baseline: Side; candidate: Side };
+  rollback_status?: { error_rate_sustained_for?: string; latency_sustained_for?: string; healthy?: boolean; evidence?: string };
+  rules?: Rule[];
+  promotion?: { eligible?: boolean; manual_gate?: boolean; conditions?: Condition[] };
+  evaluation?: { result?: string; window_requests?: { baseline: number; candidate: number }; min_window_requests?: number };
+}
+interface HistoryEntry { at: string; event: string; stage?: number; traffic_pct?: number; message?: string; details?: Record<string, unknown> }
+interface History { canary_id: string; pipeline_id: string; description?: string; status?: string; baseline_version?: string; candidate_version?: string; history: HistoryEntry[] }
+
+// ---- Helpers -----------------------------------------------------------------------------------
+
+/** The option as typed: cac turns "007" into 7, which a token or an id must not become. */
+function raw(name: string, parsed: unknown): string | undefined {
+  if (parsed === undefined) return undefined;
+  const argv = process.argv;
+  for (let i = argv.length - 1; i >= 0; i--) {
+    if (argv[i] === `--${name}` && i + 1 < argv.length) return argv[i + 1];
+    if (argv[i].startsWith(`--${name}=`)) return argv[i].slice(name.length + 3);
+  }
+  if (parsed === true || parsed === false) return usage(`--${name} needs a value`);
+  return String(parsed);
+}
+
+function baseUrl(text: string): string {
+  const t = /^[a-z][a-z0-9+.-]*:\/\//i.test(text) ? text : `http://${text}`;
+  let u: URL;
+  try { u = new URL(t); } catch { return usage(`--url "${text}" is not a URL (use http://host:port)`); }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') usage(`--url "${text}" must be http:// or https://`);
+  return `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, '')}`;
+}
+
+/** A JSON or YAML file (by extension; JSON is also YAML). */
+function readData(file: string, flag: string): unknown {
+  let text: string;
+  try { text = readFileSync(file, 'utf8'); } catch (err) { return usage(`${flag} ${file}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}`); }
+  try {
+    return /\.json$/i.test(file) ? JSON.parse(text) : parseYaml(text);
+  } catch (err) {
+    return usage(`${flag} ${file}: not valid ${/\.json$/i.test(file) ? 'JSON' : 'YAML'}: ${(err as Error).message.split('\n')[0]}`);
+  }
+}
+
+const isObject = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+
+function table(headers: string[], rows: string[][]): string {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : (c ?? '').padEnd(widths[i]))).join('  ').trimEnd();
+  return [line(headers), ...rows.map(line)].join('\n') + '\n';
+}
+
+const num = (n: number | null | undefined, digits = 2) => (n === null || n === undefined || Number.isNaN(n) ? '-' : Number.isInteger(n) ? String(n) : n.toFixed(digits).replace(/\.?0+$/, ''));
+/** A condition's value or threshold: numbers rounded, null (no evidence yet) said so. */
+const shown = (x: unknown) => (x === null || x === undefined ? 'no data' : typeof x === 'number' ? num(x, 3) : String(x));
+const out = (text: string) => { process.stdout.write(text); };
+const printJson = (x: unknown) => out(`${JSON.stringify(x, null, 2)}\n`);
+
+interface Ctx { client: CanaryClient; json: boolean; o: Options; target: string | undefined }
+
+// ---- Finding a pipeline's canary ----------------------------------------------------------------
+
+async function listAll(c: Ctx): Promise<ListItem[]> {
+  const r = await c.client.json<{ canaries: ListItem[]; total: number }>('GET', '/api/v1/canary', undefined, { status: 'all' });
+  return r.canaries;
+}
+
+const running = (s: string) => s === 'active' || s === 'paused';
+
+/** The pipeline's running canary; with `orLatest`, else its most recent one. */
+async function canaryOf(c: Ctx, pipelineId: string, orLatest: boolean): Promise<ListItem> {
+  const all = (await listAll(c)).filter((x) => x.pipeline_id === pipelineId);
+  const found = all.find((x) => running(x.status)) ?? (orLatest ? all[0] : undefined);
+  if (found === undefined) {
+    const finished = all.length > 0 ? ` (its last canary ${all[0].canary_id} is ${all[0].status})` : '';
+    throw new CanaryCliError('PROXY_ERR_CANARY_NOT_FOUND', `no ${orLatest ? '' : 'active or paused '}canary on pipeline "${pipelineId}"${finished}`, EXIT.notFound, null);
+  }
+  return found;
+}
+
+function needTarget(c: Ctx, what: string, action: Action): string {
+  if (c.target === undefined || c.target === '') return usage(`proxy canary ${action} needs ${what}`);
+  return c.target;
+}
+
+// ---- Commands ------------------------------------------------------------------------------------
+
+async function start(c: Ctx): Promise<void> {
+  const o = c.o;
+  if (c.target !== undefined) usage(`proxy canary start takes no argument (got "${c.target}"); use --pipeline <pipeline_id>`);
+  const pipeline = raw('pipeline', o.pipeline);
+  if (pipeline === undefined) usage('proxy canary start needs --pipeline <pipeline_id>');
+  const candidateFile = raw('candidate-config', o.candidateConfig);
+  if (candidateFile === undefined) usage('proxy canary start needs --candidate-config <file>');
+  const body: Record<string, unknown> = { pipeline_id: pipeline };
+  const candidate = readData(candidateFile!, '--candidate-config');
+  if (!isObject(candidate)) usage(`--candidate-config ${candidateFile}: expected an object with "steps" (the candidate_config of docs/canary.md)`);
+  const cand = candidate as Record<string, unknown>;
+  // The file is the candidate_config itself, or an object with candidate_config (and notifications).
+  body.candidate_config = isObject(cand.candidate_config) ? cand.candidate_config : cand;
+  if (isObject(cand.candidate_config) && cand.notifications !== undefined) body.notifications = cand.notifications;
+  const traffic = raw('traffic', o.traffic);
+  if (traffic !== undefined) {
+    if (!/^\d+$/.test(traffic) || Number(traffic) > 100) usage(`--traffic must be an integer percentage 0..100, got "${traffic}"`);
+    body.initial_traffic_pct = Number(traffic);
+  }
+  if (o.autoPromote === true) body.auto_promote = true;
+  const stagesFile = raw('stages', o.stages);
+  if (stagesFile !== undefined) {
+    const s = readData(stagesFile, '--stages');
+    const stages = isObject(s) ? s.stages : s;
+    if (!Array.isArray(stages)) usage(`--stages ${stagesFile}: expected an array of stages, or an object with "stages"`);
+    body.stages = stages;
+  }
+  const rulesFile = raw('rollback-rules', o.rollbackRules);
+  if (rulesFile !== undefined) {
+    const r = readData(rulesFile, '--rollback-rules');
+    if (!isObject(r)) usage(`--rollback-rules ${rulesFile}: expected an object of rollback rules`);
+    const rules = r as Record<string, unknown>;
+    // Either the rollback_rules object itself, or { rollback_rules, auto_promote_rules }.
+    if (isObject(rules.rollback_rules) || isObject(rules.auto_promote_rules)) {
+      if (rules.rollback_rules !== undefined) body.rollback_rules = rules.rollback_rules;
+      if (rules.auto_promote_rules !== undefined) body.auto_promote_rules = rules.auto_promote_rules;
+    } else {
+      body.rollback_rules = rules;
+    }
+  }
+  const description = raw('description', o.description);
+  if (description !== undefined) body.description = description;
+  const r = await c.client.json<Record<string, unknown>>('POST', '/api/v1/canary', body);
+  if (c.json) return printJson(r);
+  out(`canary ${String(r.canary_id)} started on pipeline ${String(r.pipeline_id)}: stage ${String(r.current_stage)}, ${String(r.traffic_pct)}% to the candidate\n`
+    + `  baseline  ${String(r.baseline_version)}\n  candidate ${String(r.candidate_version)}\n`
+    + `  metrics   ${String(r.metrics_url)}\n`
+    + `follow it with: proxy canary status ${String(r.pipeline_id)} --watch\n`);
+}
+
+function renderStatus(s: Status, verbose: boolean): string {
+  const stages = s.stages?.length;
+  const lines: string[] = [
+    `canary ${s.canary_id}  pipeline ${s.pipeline_id}  ${s.status.toUpperCase()}`,
+    `  stage      ${s.current_stage}${stages ? ` of ${stages}` : ''}, ${s.traffic_pct}% to the candidate${s.auto_promote === undefined ? '' : s.auto_promote ? ' (auto-promote)' : ' (manual promotion)'}`,
+    `  started    ${s.started_at} (${s.elapsed} ago); stage entered ${s.stage_entered_at}`,
+  ];
+  if (s.baseline_version !== undefined) lines.push(`  versions   baseline ${s.baseline_version}, candidate ${s.candidate_version ?? '-'}`);
+  if (s.description) lines.push(`  about      ${s.description}`);
+  const ev = s.evaluation;
+  if (ev?.result !== undefined) {
+    const counts = ev.window_requests ? ` (last window: baseline ${ev.window_requests.baseline}, candidate ${ev.window_requests.candidate} requests${ev.result === 'inconclusive' && ev.min_window_requests !== undefined ? `; ${ev.min_window_requests} needed on each side` : ''})` : '';
+    lines.push(`  evaluation ${ev.result}${counts}`);
+  }
+  const rs = s.rollback_status;
+  if (rs !== undefined) {
+    lines.push(`  health     ${rs.healthy === false ? 'UNHEALTHY' : 'healthy'}; error rate breached for ${rs.error_rate_sustained_for ?? '0s'}, latency for ${rs.latency_sustained_for ?? '0s'}`);
+  }
+  if (s.metrics !== undefined) {
+    lines.push('', table(['', 'REQUESTS', 'ERROR %', 'P50 MS', 'P95 MS', 'P99 MS'], (['baseline', 'candidate'] as const).map((side) => {
+      const m = s.metrics![side];
+      return [side, String(m.requests), num(m.error_rate_pct, 3), num(m.latency_p50_ms), num(m.latency_p95_ms), num(m.latency_p99_ms)];
+    })).trimEnd());
+  }
+  if (verbose) {
+    if (s.rules !== undefined && s.rules.length > 0) {
+      lines.push('', 'Rollback rules (last window; "breached" = its rollback condition holds):');
+      lines.push(table(['RULE', 'VALUE', 'THRESHOLD', 'STATE', 'SUSTAINED'], s.rules.map((r) => [
+        r.rule, r.value === null ? 'no data' : num(r.value, 3), `${r.comparison === 'less_than' ? '< ' : '> '}${num(r.threshold, 3)}`,
+        r.met ? 'breached' : (r.state ?? 'ok'), r.sustained_for ?? '-',
+      ])).trimEnd());
+    }
+    const p = s.promotion;
+    if (p?.conditions !== undefined) {
+      lines.push('', `Auto-promote conditions (stage window)${p.manual_gate ? '; this stage has a manual gate' : ''}${p.eligible ? ': all met' : ''}:`);
+      lines.push(table(['CONDITION', 'CURRENT', 'NEEDS', ''], p.conditions.map((cd) => [
+        cd.condition, shown(cd.value), `${cd.condition.startsWith('max_') ? '<= ' : '>= '}${shown(cd.threshold)}`,
+        cd.met ? 'met' : 'unmet',
+      ])).trimEnd());
+    }
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+async function status(c: Ctx): Promise<void> {
+  const pipelineId = needTarget(c, 'a <pipeline_id>', 'status');
+  const verbose = c.o.verbose === true;
+  const once = async (): Promise<Status> => {
+    const item = await canaryOf(c, pipelineId, true);
+    return c.client.json<Status>('GET', `/api/v1/canary/${encodeURIComponent(item.canary_id)}`);
+  };
+  if (c.o.watch !== true) {
+    const s = await once();
+    return c.json ? printJson(s) : out(renderStatus(s, verbose));
+  }
+  // --watch: redraw every 5 s until Ctrl-C; stop by itself once the canary is finished.
+  const tty = process.stdout.isTTY === true && !c.json;
+  for (;;) {
+    const s = await once();
+    if (c.json) out(`${JSON.stringify(s)}\n`);
+    else out(`${tty ? '\x1b[2J\x1b[H' : ''}${new Date().toISOString()}  (every ${WATCH_INTERVAL_MS / 1000} s, Ctrl-C to stop)\n${renderStatus(s, verbose)}${tty ? '' : '\n'}`);
+    if (!running(s.status)) return;
+    await new Promise((r) => setTimeout(r, WATCH_INTERVAL_MS));
+  }
+}
+
+async function promote(c: Ctx): Promise<void> {
+  const pipelineId = needTarget(c, 'a <pipeline_id>', 'promote');
+  const item = await canaryOf(c, pipelineId, false);
+  const body = c.o.force === true ? { force: true } : {};
+  const r = await c.client.json<Record<string, unknown>>('POST', `/api/v1/canary/${encodeURIComponent(item.canary_id)}/promote`, body);
+  if (c.json) return printJson(r);
+  out(`canary ${String(r.canary_id)} on ${pipelineId}: stage ${String(r.previous_stage)} → ${String(r.current_stage)}, ${String(r.traffic_pct)}% to the candidate${r.status === 'completed' ? ' — completed: the candidate is the baseline' : ''}\n${r.message ? `  ${String(r.message)}\n` : ''}`);
+}
+
+async function rollback(c: Ctx): Promise<void> {
+  const reason = raw('reason', c.o.reason);
+  if (reason === undefined || reason.trim() === '') usage('proxy canary rollback needs --reason <text> (it is kept in the history and the report)');
+  let items: ListItem[];
+  if (c.o.all === true) {
+    if (c.target !== undefined) usage('give either a <pipeline_id> or --all, not both');
+    items = (await listAll(c)).filter((x) => running(x.status));
+  } else {
+    items = [await canaryOf(c, needTarget(c, 'a <pipeline_id> (or --all)', 'rollback'), false)];
+  }
+  const results: unknown[] = [];
+  let failed: CanaryCliError | null = null;
+  for (const item of items) {
+    try {
+      const r = await c.client.json<Record<string, unknown> & { final_metrics?: { baseline: Side; candidate: Side } }>(
+        'POST', `/api/v1/canary/${encodeURIComponent(item.canary_id)}/rollback`, { reason });
+      results.push(r);
+      if (!c.json) {
+        const f = r.final_metrics;
+        out(`canary ${item.canary_id} on ${item.pipeline_id}: rolled back at ${String(r.rolled_back_at)} (${String(r.triggered_by)}): ${String(r.reason)}\n`
+          + (f ? `  final: baseline ${f.baseline.requests} requests, ${num(f.baseline.error_rate_pct, 3)}% errors, p95 ${num(f.baseline.latency_p95_ms)} ms; candidate ${f.candidate.requests} requests, ${num(f.candidate.error_rate_pct, 3)}% errors, p95 ${num(f.candidate.latency_p95_ms)} ms\n` : ''));
+      }
+    } catch (err) {
+      if (!(err instanceof CanaryCliError) || c.o.all !== true) throw err;
+      // --all goes on with the others and fails at the end.
+      failed = err;
+      results.push({ canary_id: item.canary_id, error: { code: err.code, message: err.message } });
+      process.stderr.write(`proxy canary rollback: ${item.canary_id} on ${item.pipeline_id}: ${err.code}: ${err.message}\n`);
+    }
+  }
+  if (c.json) printJson(c.o.all === true ? { rolled_back: results } : results[0]);
+  else if (items.length === 0) out('no active or paused canary: nothing to roll back\n');
+  if (failed !== null) process.exitCode = failed.exitCode;
+}
+
+async function list(c: Ctx): Promise<void> {
+  if (c.target !== undefined) usage(`proxy canary list takes no argument (got "${c.target}")`);
+  const format = raw('output', c.o.output);
+  if (format !== undefined && format !== 'json' && format !== 'table') usage(`--output for list is json or table, got "${format}"`);
+  const all = await listAll(c);
+  const shown = c.o.all === true ? all : all.filter((x) => running(x.status));
+  if (c.json || format === 'json') return printJson({ canaries: shown, total: shown.length });
+  if (shown.length === 0) return out(c.o.all === true ? 'no canaries\n' : 'no active or paused canaries (--all includes completed and rolled-back ones)\n');
+  out(table(['CANARY ID', 'PIPELINE', 'STATUS', 'STAGE', 'TRAFFIC', 'STARTED', 'DESCRIPTION'],
+    shown.map((x) => [x.canary_id, x.pipeline_id, x.status, String(x.current_stage), `${x.traffic_pct}%`, x.started_at, x.description ?? ''])));
+}
+
+async function history(c: Ctx): Promise<void> {
+  const id = needTarget(c, 'a <canary_id>', 'history');
+  const h = await c.client.json<History>('GET', `/api/v1/canary/${encodeURIComponent(id)}/history`);
+  if (c.json) return printJson(h);
+  const head = `canary ${h.canary_id}  pipeline ${h.pipeline_id}${h.status ? `  ${h.status.toUpperCase()}` : ''}\n`
+    + (h.description ? `  about      ${h.description}\n` : '')
+    + (h.baseline_version ? `  versions   baseline ${h.baseline_version}, candidate ${h.candidate_version ?? '-'}\n` : '');
+  out(`${head}\n${table(['AT', 'EVENT', 'STAGE', 'TRAFFIC', 'DETAIL'], h.history.map((e) => [
+    e.at, e.event, e.stage === undefined ? '' : String(e.stage), e.traffic_pct === undefined ? '' : `${e.traffic_pct}%`, historyDetail(e),
+  ]))}`);
+}
+
+function historyDetail(e: HistoryEntry): string {
+  const parts: string[] = [];
+  if (e.message) parts.push(e.message);
+  const d = e.details ?? {};
+  if (typeof d.triggered_by === 'string' && !(e.message ?? '').includes(d.triggered_by)) parts.push(`by ${d.triggered_by}`);
+  if (typeof d.reason === 'string' && !(e.message ?? '').includes(d.reason)) parts.push(`reason: ${d.reason}`);
+  if (Array.isArray(d.rules)) {
+    for (const r of d.rules as Rule[]) parts.push(`${r.rule} ${num(r.value, 3)} (threshold ${num(r.threshold, 3)})`);
+  }
+  return parts.join('; ');
+}
+
+async function metrics(c: Ctx): Promise<void> {
+  const id = needTarget(c, 'a <canary_id>', 'metrics');
+  const format = raw('format', c.o.format) ?? (c.json ? 'json' : 'csv');
+  if (format !== 'csv' && format !== 'json') usage(`--format is csv or json, got "${format}"`);
+  const file = raw('output', c.o.output);
+  const text = await c.client.text('GET', `/api/v1/canary/${encodeURIComponent(id)}/metrics`, undefined, { format });
+  if (file === undefined) return format === 'json' ? printJson(JSON.parse(text)) : out(text.endsWith('\n') ? text : `${text}\n`);
+  try {
+    writeFileSync(file, text);
+  } catch (err) {
+    usage(`--output ${file}: ${(err as Error).message}`);
+  }
+  const rows = format === 'csv' ? Math.max(0, text.trimEnd().split('\n').length - 1) : ((JSON.parse(text) as { samples?: unknown[] }).samples?.length ?? 0);
+  process.stderr.write(`wrote ${file} (${format}, ${rows} ${format === 'csv' ? 'rows' : 'samples'})\n`);
+}
+
+const COMMANDS: Record<Action, (c: Ctx) => Promise<void>> = { start, status, promote, rollback, list, history, metrics };
+
+export async function canaryCommand(action: string, target: string | undefined, o: Options): Promise<void> {
+  if (!(ACTIONS as readonly string[]).includes(action)) usage(`unknown action "${action}" (one of ${ACTIONS.join(', ')})`);
+  const a = action as Action;
+  const allowed = new Set(['url', 'token', 'json', ...ACTION_OPTIONS[a]]);
+  for (const [k, v] of Object.entries(o)) {
+    if (k === '--' || k.includes('-') || v === undefined) continue;
+    if (!allowed.has(k)) usage(`${FLAG[k] ?? `--${k}`} does not apply to proxy canary ${a}`);
+  }
+  const url = baseUrl(raw('url', o.url) ?? process.env.PROXY_CONTROL_URL ?? DEFAULT_URL);
+  const token = raw('token', o.token) ?? process.env.PROXY_CONTROL_TOKEN ?? process.env.PROXY_CONTROL_PLANE_TOKEN ?? '';
+  const ctx: Ctx = { client: new CanaryClient(url, token === '' ? null : token), json: o.json === true, o, target };
+  await COMMANDS[a](ctx);
+}
+
+export function registerCanary(cli: CAC): void {
+  cli.command('canary <action> [target]', 'Canary deployments through the control plane: start, status <pipeline_id>, promote <pipeline_id>, rollback <pipeline_id>|--all, list, history <canary_id>, metrics <canary_id>')
+    .option('--url <url>', `control-plane URL (default $PROXY_CONTROL_URL, else ${DEFAULT_URL})`)
+    .option('--token <token>', 'bearer token (default $PROXY_CONTROL_TOKEN, else $PROXY_CONTROL_PLANE_TOKEN)')
+    .option('--json', 'machine-readable output (the API\'s JSON) on stdout')
+    .option('--pipeline <pipeline_id>', 'start: the pipeline to canary')
+    .option('--candidate-config <file>', 'start: the candidate_config (JSON or YAML)')
+    .option('--traffic <pct>', 'start: traffic of the first stage, 0..100 (default: the first stage\'s)')
+    .option('--auto-promote', 'start: promote automatically when the auto-promote conditions hold')
+    .option('--stages <file>', 'start: stages (JSON or YAML array, or { stages: [...] })')
+    .option('--rollback-rules <file>', 'start: rollback_rules (JSON or YAML; may hold rollback_rules and auto_promote_rules)')
+    .option('--description <text>', 'start: shown in status, history and the rollback report')
+    .option('--verbose', 'status: every rollback rule and auto-promote condition with its current value, met or unmet')
+    .option('--watch', 'status: refresh every 5 s until Ctrl-C or the canary finishes')
+    .option('--force', 'promote: skip the stage\'s min_duration and min_requests checks')
+    .option('--reason <text>', 'rollback: why (required; kept in the history and the report)')
+    .option('--all', 'rollback: every active or paused canary; list: include completed and rolled-back canaries')
+    .option('--output <file|json>', 'list: json; metrics: the file to write (default stdout)')
+    .option('--format <fmt>', 'metrics: csv (default) or json')
+    .action(async (action: string, target: unknown, o: Options) => {
+      process.stdout.on('error', (err: NodeJS.ErrnoException) => { if (err.code === 'EPIPE') process.exit(0); throw err; });
+      try {
+        await canaryCommand(String(action), target === undefined ? undefined : rawPositional(target), o);
+      } catch (err) {
+        if (!(err instanceof CanaryCliError)) throw err;
+        const prefix = err.exitCode === EXIT.usage ? '' : `${err.status !== null ? `${err.status} ` : ''}${err.code}: `;
+        process.stderr.write(`proxy canary ${String(action)}: ${prefix}${err.message}\n`);
+        process.exit(err.exitCode);
+      }
+    });
+}
+
+/** A positional argument as typed (cac turns "0042" into 42). */
+function rawPositional(parsed: unknown): string {
+  const s = String(parsed);
+  const i = process.argv.indexOf('canary');
+  if (i >= 0) {
+    const typed = process.argv.slice(i + 2).find((a) => !a.startsWith('-') && Number(a) === Number(parsed) && String(parsed) !== a);
+    if (typed !== undefined && typeof parsed === 'number') return typed;
+  }
+  return s;
+}
