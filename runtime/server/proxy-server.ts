@@ -8,6 +8,7 @@ import { ClientConnection } from './client-connection.ts';
 import { DEFAULT_CLIENT_LIMITS, type ClientLimits, type ServerContext, type ServerStats } from './context.ts';
 import { LogThrottle } from './log-throttle.ts';
 import type { Profiler } from '../profiling/index.ts';
+import type { Tracing } from '../telemetry/index.ts';
 
 export interface ProxyServerOptions {
   host: string;
@@ -26,6 +27,8 @@ export interface ProxyServerOptions {
   clientLimits?: ClientLimits;
   /** The profiler (when profiling is configured). */
   profiler?: Profiler | null;
+  /** Trace export (when telemetry.otlp_endpoint is set). */
+  tracing?: Tracing | null;
 }
 
 export class ProxyServer implements ServerContext {
@@ -44,6 +47,7 @@ export class ProxyServer implements ServerContext {
   readonly pipelineId: string;
   readonly router: UpstreamRouter;
   readonly profiler: Profiler | null;
+  readonly tracing: Tracing | null;
   private readonly server: Server;
   private readonly clients = new Set<ClientConnection>();
   private readonly host: string;
@@ -63,6 +67,7 @@ export class ProxyServer implements ServerContext {
     this.router = new UpstreamRouter(opts.pool, opts.poolOptions, this.log.child('proxy::upstream'));
     this.clientLimits = opts.clientLimits ?? DEFAULT_CLIENT_LIMITS;
     this.profiler = opts.profiler ?? null;
+    this.tracing = opts.tracing ?? null;
     this.server = createServer({ noDelay: true }, (socket) => {
       const conn = new ClientConnection(this.nextConnectionId++, socket, this);
       this.clients.add(conn);
