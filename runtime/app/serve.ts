@@ -1,7 +1,7 @@
 // Assembles a running proxy from a configuration: logger, development upstream (when no
 // upstream.uri), upstream pool, client listener. Used by `proxy serve` and by tests.
 import { loadConfig, type ProxyConfig } from '../config/index.ts';
-import { Logger } from '../log/index.ts';
+import { Logger, LogRing } from '../log/index.ts';
 import { DevDbServer } from '../devdb/index.ts';
 import { UpstreamPool, parseUpstreamUri } from '../upstream/index.ts';
 import { ProxyServer } from '../server/index.ts';
@@ -36,6 +36,8 @@ export interface RunningProxy {
   readonly profiler: Profiler | null;
   /** Base URL of the profiling endpoint, or null when `profiling` is not configured. */
   readonly profilingUrl: string | null;
+  /** The recent log lines (`proxy logs`, GET /api/v1/logs on the admin port); null when the logger keeps none. */
+  readonly logRing: LogRing | null;
   /** Trace export when `telemetry.otlp_endpoint` is set, else null. */
   readonly tracing: Tracing | null;
   /** Persisted snapshots when `profiling.snapshot_dir` is set, else null. */
@@ -72,7 +74,7 @@ export function splitListen(listen: string): { host: string; port: number } {
 }
 
 export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): Promise<RunningProxy> {
-  const log = opts.log ?? new Logger('proxy', config.log.level, config.log.format);
+  const log = opts.log ?? new Logger('proxy', config.log.level, config.log.format, undefined, new LogRing(config.log.ring_lines));
   await initCompression();
   const pipelineLog = log.child('proxy::pipeline');
   const profiler = config.profiling === undefined ? null : await Profiler.create(profilingSettings(config.profiling), log.child('proxy::profiling'));
@@ -129,7 +131,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     get config() { return current; },
     get adminUrl() { return admin?.url ?? null; },
     get profilingUrl() { return profilingHttp?.url ?? null; },
-    profiler, snapshots, tracing,
+    profiler, snapshots, tracing, logRing: log.ring,
     server, pool, devdb, host: bound.host, port: bound.port, uri, pipelines,
     async reload(next: ProxyConfig) {
       const restartOnly: string[] = (['listen', 'upstream', 'devdb', 'compression', 'zlib_level', 'log', 'clients', 'telemetry'] as const)

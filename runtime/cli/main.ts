@@ -3,7 +3,8 @@ import { cac } from 'cac';
 import { ConfigError, loadConfig } from '../config/index.ts';
 import { startProxy, watchReload } from '../app/serve.ts';
 import { DevDbServer } from '../devdb/index.ts';
-import { Logger } from '../log/index.ts';
+import { Logger, LogRing } from '../log/index.ts';
+import { registerLogs } from './logs.ts';
 import { registerBench } from './bench.ts';
 import { registerPlugin } from './plugin.ts';
 import { registerProfile } from './profile.ts';
@@ -23,7 +24,7 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
       }
       throw err;
     }
-    const log = new Logger('proxy', loaded.config.log.level, loaded.config.log.format);
+    const log = new Logger('proxy', loaded.config.log.level, loaded.config.log.format, undefined, new LogRing(loaded.config.log.ring_lines));
     if (loaded.source !== null) log.info('configuration loaded', { file: loaded.source });
     else log.info('no configuration file found: using defaults');
     let running;
@@ -74,6 +75,7 @@ cli.command('devdb', 'Run the embedded development upstream alone (in-memory; no
 registerBench(cli);
 registerPlugin(cli);
 registerProfile(cli);
+registerLogs(cli);
 
 cli.help();
 cli.version('0.3.0');
