@@ -147,10 +147,15 @@ export class Tracing {
     // The database attributes every span carries: the SPEC's names (the contract) and the stable
     // OpenTelemetry ones beside them (semantic conventions 1.33+).
     const db: Attributes = {
-      'db.system': 'mongodb', 'db.operation': r.op, 'db.upstream.collection': r.collection,
-      'db.system.name': 'mongodb', 'db.operation.name': r.op, 'db.collection.name': r.collection, 'db.namespace': r.db,
+      'db.system': 'mongodb', 'db.operation': r.op,
+      'db.system.name': 'mongodb', 'db.operation.name': r.op, 'db.namespace': r.db,
       'proxy.pipeline.id': r.pipelineId, 'proxy.pipeline': r.variant,
     };
+    // A command without a collection (ping, endSessions, …) has no collection attributes.
+    if (r.collection !== '') {
+      db['db.upstream.collection'] = r.collection;
+      db['db.collection.name'] = r.collection;
+    }
     if (host !== '') {
       db['net.peer.name'] = host;
       db['net.peer.port'] = port;
