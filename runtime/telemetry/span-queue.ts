@@ -123,10 +123,20 @@ export class BoundedSpanQueue implements SpanProcessor {
     }
   }
 
-  async shutdown(): Promise<void> {
-    await this.forceFlush();
+  /**
+   * Exports what is queued, waiting at most `deadlineMs` (a down collector must not hold a
+   * shutdown: its exporter retries); spans still queued then are dropped and counted.
+   */
+  async shutdown(deadlineMs = 5000): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => { timer = setTimeout(resolve, deadlineMs); });
+    await Promise.race([this.forceFlush(), deadline]);
+    clearTimeout(timer);
     this.closed = true;
     if (this.timer !== null) clearTimeout(this.timer);
-    await this.exporter.shutdown();
+    this.droppedQueueFull += this.queue.length;
+    this.queue = [];
+    // The exporter's own shutdown waits for its requests in flight: not past the deadline either.
+    await Promise.race([this.exporter.shutdown(), new Promise<void>((resolve) => setTimeout(resolve, 100).unref())]);
   }
 }

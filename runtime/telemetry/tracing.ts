@@ -137,35 +137,12 @@ export class Tracing {
   /** Builds and ends the spans of a sampled request (SPEC §2.4) from its recorded times. */
   record(r: TracedRequest): void {
     const tracer = this.tracer;
-    let host = '';
-    let port = 0;
-    if (r.upstream !== '') {
-      const i = r.upstream.lastIndexOf(':');
-      host = r.upstream.slice(0, i);
-      port = Number(r.upstream.slice(i + 1));
-    }
-    // The database attributes every span carries: the SPEC's names (the contract) and the stable
-    // OpenTelemetry ones beside them (semantic conventions 1.33+).
-    const db: Attributes = {
-      'db.system': 'mongodb', 'db.operation': r.op,
-      'db.system.name': 'mongodb', 'db.operation.name': r.op, 'db.namespace': r.db,
-      'proxy.pipeline.id': r.pipelineId, 'proxy.pipeline': r.variant,
-    };
-    // A command without a collection (ping, endSessions, …) has no collection attributes.
-    if (r.collection !== '') {
-      db['db.upstream.collection'] = r.collection;
-      db['db.collection.name'] = r.collection;
-    }
-    if (host !== '') {
-      db['net.peer.name'] = host;
-      db['net.peer.port'] = port;
-      db['server.address'] = host;
-      db['server.port'] = port;
-    }
+    const a = new SpanAttrs(r);
     const parentCtx = r.parent === null ? ROOT_CONTEXT : trace.setSpanContext(ROOT_CONTEXT, {
       traceId: r.parent.traceId, spanId: r.parent.spanId, traceFlags: r.parent.flags, isRemote: true,
     });
-    const rootAttrs: Attributes = { ...db, 'proxy.request.duration_us': Math.round((r.endAt - r.readAt) * 1000) };
+    const rootAttrs = a.db();
+    rootAttrs['proxy.request.duration_us'] = Math.round((r.endAt - r.readAt) * 1000);
     if (!r.ok) addError(rootAttrs, r);
     const root = tracer.startSpan('proxy.request', { kind: SpanKind.SERVER, startTime: this.time(r.readAt), attributes: rootAttrs }, parentCtx);
     if (!r.ok) root.setStatus({ code: SpanStatusCode.ERROR, message: r.errorName || String(r.errorCode) });
@@ -189,12 +166,10 @@ export class Tracing {
       const ns = t.ns[i];
       const end = at + ns / 1e6;
       const name = timer.step.startsWith('wasm:') ? timer.step.slice(5) : timer.step;
-      const attrs: Attributes = {
-        ...db,
-        'proxy.step.name': timer.step, 'proxy.step.phase': phase === 0 ? 'request' : 'response',
-        'proxy.step.duration_us': Math.round(ns / 1000), 'proxy.step.error': t.errors[i], 'proxy.step.order': order,
-      };
-      const span = tracer.startSpan(`proxy.step.${name}`, { kind: SpanKind.INTERNAL, startTime: this.time(at), attributes: attrs }, ctx);
+      const span = tracer.startSpan(`proxy.step.${name}`, {
+        kind: SpanKind.INTERNAL, startTime: this.time(at),
+        attributes: a.step(timer.step, phase === 0 ? 'request' : 'response', Math.round(ns / 1000), t.errors[i], order),
+      }, ctx);
       if (t.errors[i]) span.setStatus({ code: SpanStatusCode.ERROR });
       // Sub-operations: their durations are measured; laid out in order from the step's start.
       let subAt = at;
@@ -212,12 +187,12 @@ export class Tracing {
 
     if (r.upstreamStartedAt > 0) {
       const upEnd = r.upstreamRepliedAt > 0 ? r.upstreamRepliedAt : r.endAt;
-      const up = tracer.startSpan('proxy.upstream', { kind: SpanKind.INTERNAL, startTime: this.time(r.upstreamStartedAt), attributes: db }, ctx);
+      const up = tracer.startSpan('proxy.upstream', { kind: SpanKind.INTERNAL, startTime: this.time(r.upstreamStartedAt), attributes: a.db() }, ctx);
       const upCtx = trace.setSpan(ROOT_CONTEXT, up);
       const acquired = r.upstreamAcquiredAt > 0 ? r.upstreamAcquiredAt : upEnd;
-      this.child(upCtx, 'connection.acquire', r.upstreamStartedAt, acquired, db);
+      this.child(upCtx, 'connection.acquire', r.upstreamStartedAt, acquired, a.db());
       if (r.upstreamWrittenAt > 0) {
-        const opAttrs: Attributes = { ...db };
+        const opAttrs = a.db();
         if (!r.ok) addError(opAttrs, r);
         // The operation span is named as the database conventions name a client span: "{operation} {collection}".
         const op = tracer.startSpan(r.collection === '' ? r.op : `${r.op} ${r.collection}`,
@@ -241,9 +216,64 @@ export class Tracing {
     return this.queue.forceFlush();
   }
 
-  /** Exports what is queued and stops; spans recorded later are dropped (and counted). */
+  /**
+   * Exports what is queued — waiting at most export_timeout_ms — and stops; spans recorded later,
+   * or still queued at the deadline, are dropped (and counted).
+   */
   async close(): Promise<void> {
-    await this.provider.shutdown();
+    await this.queue.shutdown(this.settings.exportTimeoutMs);
+  }
+}
+
+/**
+ * The attributes of one request's spans, each set a fresh object literal of one shape (no spreads:
+ * they cost more than the span). The SPEC's names (the contract) and the stable OpenTelemetry
+ * database names beside them (semantic conventions 1.33+). An undefined value (no collection, no
+ * upstream) is left out by the SDK.
+ */
+class SpanAttrs {
+  private readonly op: string;
+  private readonly dbName: string;
+  private readonly coll: string | undefined;
+  private readonly host: string | undefined;
+  private readonly port: number | undefined;
+  private readonly pipelineId: string;
+  private readonly variant: string;
+
+  constructor(r: TracedRequest) {
+    this.op = r.op;
+    this.dbName = r.db;
+    this.coll = r.collection === '' ? undefined : r.collection;
+    this.pipelineId = r.pipelineId;
+    this.variant = r.variant;
+    if (r.upstream !== '') {
+      const i = r.upstream.lastIndexOf(':');
+      this.host = r.upstream.slice(0, i);
+      this.port = Number(r.upstream.slice(i + 1));
+    }
+  }
+
+  /** The database attributes every span of the request carries. */
+  db(): Attributes {
+    return {
+      'db.system': 'mongodb', 'db.operation': this.op, 'db.upstream.collection': this.coll,
+      'net.peer.name': this.host, 'net.peer.port': this.port,
+      'db.system.name': 'mongodb', 'db.operation.name': this.op, 'db.collection.name': this.coll, 'db.namespace': this.dbName,
+      'server.address': this.host, 'server.port': this.port,
+      'proxy.pipeline.id': this.pipelineId, 'proxy.pipeline': this.variant,
+    };
+  }
+
+  step(name: string, phase: string, durationUs: number, error: boolean, order: number): Attributes {
+    return {
+      'proxy.step.name': name, 'proxy.step.phase': phase, 'proxy.step.duration_us': durationUs,
+      'proxy.step.error': error, 'proxy.step.order': order,
+      'db.system': 'mongodb', 'db.operation': this.op, 'db.upstream.collection': this.coll,
+      'net.peer.name': this.host, 'net.peer.port': this.port,
+      'db.system.name': 'mongodb', 'db.operation.name': this.op, 'db.collection.name': this.coll, 'db.namespace': this.dbName,
+      'server.address': this.host, 'server.port': this.port,
+      'proxy.pipeline.id': this.pipelineId, 'proxy.pipeline': this.variant,
+    };
   }
 }
 
