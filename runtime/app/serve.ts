@@ -5,6 +5,7 @@ import { Logger, LogRing } from '../log/index.ts';
 import { DevDbServer } from '../devdb/index.ts';
 import { UpstreamPool, parseUpstreamUri } from '../upstream/index.ts';
 import { ProxyServer } from '../server/index.ts';
+import { listenerTlsOptions } from '../server/listener-tls.ts';
 import { initCompression } from '../wire/index.ts';
 import { PipelineManager } from '../pipeline/index.ts';
 import { fileURLToPath } from 'node:url';
@@ -114,7 +115,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   const pool = new UpstreamPool(address, poolOptions, log.child('proxy::upstream'));
   await pool.start();
   const { host, port } = splitListen(config.listen);
+  const listenerTls = config.tls === undefined ? null : listenerTlsOptions(config.tls, opts.configFile ?? null);
   const server = new ProxyServer({
+    tls: listenerTls,
     host, port, pool, compression: config.compression, zlibLevel: config.zlib_level,
     requestTimeoutMs: config.upstream.request_timeout_ms, log: log.child('proxy::server'),
     pipelines, pipelineId: config.pipeline.id, poolOptions,
@@ -122,7 +125,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     profiler, tracing,
   });
   const bound = await server.listen();
-  const uri = `mongodb://${bound.host}:${bound.port}/`;
+  const uri = `mongodb://${bound.host}:${bound.port}/${listenerTls === null ? '' : '?tls=true'}`;
   log.info('proxy listening', { listen: `${bound.host}:${bound.port}`, upstream: pool.describe(), connect: uri });
   let current = config;
   let admin: Awaited<ReturnType<typeof startAdmin>> | null = null;
@@ -137,6 +140,10 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       const restartOnly: string[] = (['listen', 'upstream', 'devdb', 'compression', 'zlib_level', 'log', 'clients', 'telemetry'] as const)
         .filter((k) => JSON.stringify(next[k]) !== JSON.stringify(current[k]));
       if (next.pipeline.id !== current.pipeline.id) restartOnly.push('pipeline.id');
+      // Renewed certificates apply to new connections now (open ones keep theirs); turning TLS on
+      // or off changes the listener itself: restart.
+      const nextTls = next.tls === undefined || !server.tls ? null : listenerTlsOptions(next.tls, opts.configFile ?? null);
+      if ((next.tls === undefined) !== (current.tls === undefined)) restartOnly.push('tls (presence)');
       const endpoint = (c: ProxyConfig) => JSON.stringify(c.profiling === undefined ? null : [c.profiling.host, c.profiling.port, c.profiling.token]);
       if (endpoint(next) !== endpoint(current)) restartOnly.push('profiling (presence, host, port, token)');
       const persisted = (c: ProxyConfig) => JSON.stringify([c.profiling?.snapshot_dir, c.profiling?.snapshot_interval_s, c.profiling?.snapshot_retention]);
@@ -150,6 +157,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
         if (profiler !== null && before !== undefined) profiler.configure(before);
         throw err;
       }
+      if (nextTls !== null) server.setTls(nextTls);
       if (restartOnly.length > 0) log.warn('configuration reloaded; these keys take effect only after a restart', { keys: restartOnly });
       else log.info('configuration reloaded', { request: next.pipeline.request, response: next.pipeline.response });
       current = next;

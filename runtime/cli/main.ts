@@ -1,4 +1,5 @@
 // The `proxy` command line (cac). Every command of SPEC.md §4.3 lands here as it is built.
+import { readFileSync } from 'node:fs';
 import { cac } from 'cac';
 import { ConfigError, loadConfig } from '../config/index.ts';
 import { startProxy, watchReload } from '../app/serve.ts';
@@ -36,7 +37,9 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
     }
     if (loaded.source !== null) watchReload(running, loaded.source, log);
     process.stdout.write(`\nPipeline Proxy ${'0.3.0'} is ready. Connect with:\n\n  mongosh "${running.uri}"\n\n`
-      + (running.profilingUrl !== null ? `Profiling: ${running.profilingUrl}/api/profile   Metrics: ${running.profilingUrl}/metrics\n\n` : ''));
+      + (running.profilingUrl !== null
+        ? `Dashboard: ${running.profilingUrl}/dashboard/\nProfiling: ${running.profilingUrl}/api/profile   Metrics: ${running.profilingUrl}/metrics\n\n`
+        : ''));
     let stopping = false;
     const stop = (signal: string) => {
       if (stopping) return;
@@ -52,7 +55,9 @@ cli.command('devdb', 'Run the embedded development upstream alone (in-memory; no
   .option('--port <port>', 'port to listen on', { default: 27017 })
   .option('--host <host>', 'address to bind', { default: '127.0.0.1' })
   .option('--user <name:password>', 'require SCRAM-SHA-256 authentication with this user (repeatable)')
-  .action(async (opts: { port: number; host: string; user?: string | string[] }) => {
+  .option('--tls-cert <file>', 'listen with TLS: PEM certificate (with --tls-key)')
+  .option('--tls-key <file>', 'PEM private key of --tls-cert')
+  .action(async (opts: { port: number; host: string; user?: string | string[]; tlsCert?: string; tlsKey?: string }) => {
     const log = new Logger('proxy::devdb', 'info', 'pretty');
     const users: Record<string, string> = {};
     for (const u of opts.user === undefined ? [] : Array.isArray(opts.user) ? opts.user : [opts.user]) {
@@ -63,7 +68,18 @@ cli.command('devdb', 'Run the embedded development upstream alone (in-memory; no
       }
       users[String(u).slice(0, i)] = String(u).slice(i + 1);
     }
-    const server = new DevDbServer(undefined, { users });
+    if ((opts.tlsCert === undefined) !== (opts.tlsKey === undefined)) {
+      process.stderr.write('proxy devdb: --tls-cert and --tls-key go together\n');
+      process.exit(2);
+    }
+    let tls: { cert: Buffer; key: Buffer } | undefined;
+    try {
+      tls = opts.tlsCert === undefined ? undefined : { cert: readFileSync(opts.tlsCert), key: readFileSync(opts.tlsKey!) };
+    } catch (err) {
+      process.stderr.write(`proxy devdb: ${(err as Error).message}\n`);
+      process.exit(2);
+    }
+    const server = new DevDbServer(undefined, { users, tls });
     const a = await server.listen(Number(opts.port), opts.host);
     log.info('development upstream listening (in-memory, no durability, not a database)', { uri: a.uri });
     process.stdout.write(`${a.uri}\n`);

@@ -102,6 +102,17 @@ const clients = v.strictObject({
   ),
 });
 
+const tls = v.strictObject({
+  cert_file: v.pipe(v.string(), v.minLength(1), v.description('PEM certificate (chain) the proxy presents to clients. Re-read on reload: renewed certificates apply to new connections, open ones stay.')),
+  key_file: v.pipe(v.string(), v.minLength(1), v.description('PEM private key of cert_file.')),
+  key_passphrase: v.optional(v.pipe(v.string(), v.description('Passphrase of an encrypted key_file.'))),
+  ca_file: v.optional(v.pipe(v.string(), v.minLength(1), v.description('PEM authorities whose client certificates are accepted (needed with client_certificates "optional" or "required").'))),
+  client_certificates: v.optional(
+    v.pipe(v.picklist(['none', 'optional', 'required']), v.description('"none": clients are not asked for a certificate; "optional": asked, and one that does not verify against ca_file is refused; "required": a client without a valid certificate is refused.')),
+    'none',
+  ),
+});
+
 const shutdown = v.strictObject({
   drain_timeout_ms: v.optional(
     int(0, undefined, 'On SIGTERM/SIGINT: milliseconds allowed for requests in flight to be answered before the remaining connections are closed. Requests read but not started are answered with ShutdownInProgress (code 91).'),
@@ -255,6 +266,7 @@ const rootObject = v.strictObject({
   upstream: v.optional(v.pipe(upstream, v.description('Connection pool to the upstream database.')), {}),
   devdb: v.optional(v.pipe(devdb, v.description('In-process development upstream.')), {}),
   clients: v.optional(v.pipe(clients, v.description('Per-client bounds (backpressure): what one client may make the proxy hold for it.')), {}),
+  tls: v.optional(v.pipe(tls, v.description('TLS on the client-facing listener (clients then connect with tls=true). Absent: plain TCP.'))),
   shutdown: v.optional(v.pipe(shutdown, v.description('Graceful shutdown.')), {}),
   compression: v.optional(
     v.pipe(
@@ -311,6 +323,15 @@ export const ProxyConfigSchema = v.pipe(
         path: [
           pathItem(cfg as unknown as Record<string, unknown>, 'profiling'),
           pathItem(cfg.profiling as unknown as Record<string, unknown>, 'storage'),
+        ],
+      });
+    }
+    if (cfg.tls !== undefined && cfg.tls.client_certificates !== 'none' && cfg.tls.ca_file === undefined) {
+      addIssue({
+        message: `client_certificates "${cfg.tls.client_certificates}" needs tls.ca_file (the authorities client certificates must verify against)`,
+        path: [
+          pathItem(cfg as unknown as Record<string, unknown>, 'tls'),
+          pathItem(cfg.tls as unknown as Record<string, unknown>, 'client_certificates'),
         ],
       });
     }

@@ -2,6 +2,7 @@
 // TCP, compression included, answering from the in-memory DevEngine. This is a development
 // upstream for demos, tests and benchmarks — not a database: no durability, no isolation, one node.
 import { createServer, type Server, type Socket } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
 import { deserialize, serialize, type Document } from 'bson';
 import {
   Framer, type FrameSink, WireError, parseOpMsg, parseOpQuery, encodeOpMsg, encodeOpReply, decompressFrame,
@@ -132,6 +133,8 @@ function readDocs(payload: Buffer): Document[] {
 export interface DevDbOptions {
   /** SCRAM-SHA-256 users (name → password). Empty: no authentication, as a default mongod. */
   users?: Record<string, string>;
+  /** Listen with TLS (PEM certificate and key; `ca` + `requestCert` to ask clients for certificates). */
+  tls?: { cert: Buffer; key: Buffer; ca?: Buffer; requestCert?: boolean };
 }
 
 export class DevDbServer {
@@ -143,11 +146,16 @@ export class DevDbServer {
   constructor(engine = new DevEngine(), opts: DevDbOptions = {}) {
     this.engine = engine;
     this.auth = new DevAuth(opts.users ?? {});
-    this.server = createServer((socket) => {
+    const accept = (socket: Socket) => {
       this.sockets.add(socket);
       socket.on('close', () => this.sockets.delete(socket));
       new DevConnection(socket, this.engine, nextId++, this.auth);
-    });
+    };
+    const t = opts.tls;
+    this.server = t === undefined ? createServer(accept)
+      : createTlsServer({ cert: t.cert, key: t.key, ca: t.ca, requestCert: t.requestCert ?? false, rejectUnauthorized: t.requestCert ?? false }, accept);
+    // A failed TLS handshake is the client's problem, not the server's.
+    this.server.on('tlsClientError', () => {});
   }
 
   async listen(port = 0, host = '127.0.0.1'): Promise<{ host: string; port: number; uri: string }> {

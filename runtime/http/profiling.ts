@@ -6,7 +6,9 @@
 //   GET  /api/profile/histograms      encoded HDR histograms of every graph (for merging instances)
 //   GET  /api/profile/flamegraph      see flamegraph route (?duration, min_width, title, format=folded)
 //   GET  /api/profile/series          persisted per-interval figures of one graph (with profiling.snapshot_dir)
+//   GET  /api/profile/graphs          the graphs recorded so far and the default pipeline id
 //   GET  /metrics                     Prometheus text: proxy, profiling and plugin metrics
+//   GET  /dashboard/                  the dashboard page and its assets (dashboard.ts; / redirects there)
 // With profiling.enabled false, every /api/profile path answers 404 (PROXY_ERR_PROFILING_DISABLED);
 // /metrics still answers. Who may read it: the endpoint binds profiling.host (default 127.0.0.1);
 // with profiling.token set every request needs `Authorization: Bearer <token>`.
@@ -16,6 +18,7 @@ import type { RunningProxy } from '../app/serve.ts';
 import { foldFrames, foldedText, profilingMetricsText, type Profiler, type LatencyStats, type SnapshotStore } from '../profiling/index.ts';
 import { proxyMetricsRegistry, metricsText } from '../telemetry/index.ts';
 import { sendError, tokenMatches } from './reply.ts';
+import { registerDashboard, isDashboardAsset } from './dashboard.ts';
 
 export interface ProfilingHttpOptions {
   host: string;
@@ -56,6 +59,7 @@ export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opt
   const token = opts.token;
   if (token !== null) {
     app.addHook('onRequest', async (req, reply) => {
+      if (req.method === 'GET' && isDashboardAsset(req.url)) return;
       if (!tokenMatches(req.headers.authorization, token)) return send(reply, 'PROXY_ERR_UNAUTHORIZED');
     });
   }
@@ -84,6 +88,12 @@ export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opt
     const g = graphOf(req.query as Record<string, string | undefined>, reply);
     if (g === null) return reply;
     return profiler.snapshot(g.id, g.variant);
+  });
+
+  app.get('/api/profile/graphs', async () => {
+    const graphs = [];
+    for (const g of profiler.allGraphs()) graphs.push({ pipeline_id: g.pipelineId, pipeline: g.variant, requests: g.ok + g.errors });
+    return { default_pipeline_id: running.config.pipeline.id, graphs };
   });
 
   app.post('/api/profile/reset', async () => {
@@ -156,6 +166,8 @@ export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opt
     const r = await store.series({ pipelineId: g.id, variant: g.variant, step, fromMs, toMs });
     return { interval_s: store.intervalMs / 1000, truncated: r.truncated, points: r.points };
   });
+
+  registerDashboard(app);
 
   const own = proxyMetricsRegistry(running.server);
   app.get('/metrics', async (_req, reply) => {

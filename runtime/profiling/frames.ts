@@ -1,8 +1,19 @@
-// Per-request frames for the flame graph (and later traces): what each sampled request spent in
-// each step and sub-operation, the upstream and the wait for a connection. A bounded ring: frame
-// objects are created once per slot and overwritten in place, so recording one allocates nothing
-// once the ring is full.
+// Per-request frames for the flame graph: what each sampled request spent in each step and
+// sub-operation, the upstream and the wait for a connection. A bounded ring kept as columns —
+// typed arrays for the numbers, plain arrays for the (shared, never copied) strings and step
+// timers — so recording a request writes a few contiguous slots and allocates nothing. (One object
+// per frame and per step, overwritten in place, cost 2.9 µs per request at 20,000 frames: every
+// push touched a dozen cold objects spread over the heap.)
+//
+// The string and timer columns grow as the ring first fills (always at their end, so they stay
+// packed arrays); the typed arrays are allocated whole but their pages are only touched as used.
+//
+// Steps and sub-operations go to rings of their own, sized for STEPS_PER_FRAME and
+// SUBOPS_PER_FRAME on average; a frame records where its entries start in absolute counts, and a
+// frame whose entries were overwritten by later ones (a run of requests with unusually many steps)
+// is reported without them rather than with another request's.
 import type { CompletedRequest } from './profiler.ts';
+import type { StepTimer } from '../pipeline/recorder.ts';
 
 export interface FrameSubop { name: string; ns: number }
 
@@ -12,7 +23,7 @@ export interface FrameStep {
   phase: 0 | 1;
   ns: number;
   subops: FrameSubop[];
-  /** Entries of `subops` in use (the ring reuses the array and its objects). */
+  /** Entries of `subops` in use. */
   subCount: number;
 }
 
@@ -31,18 +42,65 @@ export interface RequestFrame {
   steps: FrameStep[];
 }
 
-function emptyFrame(): RequestFrame {
-  return { at: 0, pipelineId: '', variant: '', op: '', collection: '', totalNs: 0, acquireNs: 0, upstreamNs: 0, ok: true, steps: [] };
-}
+/** Average step invocations per frame the step ring is sized for. */
+const STEPS_PER_FRAME = 16;
+/** Average sub-operations per frame the sub-operation ring is sized for. */
+const SUBOPS_PER_FRAME = 8;
 
 export class FrameRing {
   readonly capacity: number;
-  private readonly slots: RequestFrame[] = [];
   private next = 0;
   private filled = 0;
+  // Frame columns.
+  private readonly at: Float64Array;
+  private readonly totalNs: Float64Array;
+  private readonly acquireNs: Float64Array;
+  private readonly upstreamNs: Float64Array;
+  private readonly ok: Uint8Array;
+  private readonly pipelineId: string[];
+  private readonly variant: string[];
+  private readonly op: string[];
+  private readonly collection: string[];
+  /** Absolute index of the frame's first step / sub-operation, and how many. */
+  private readonly stepStart: Float64Array;
+  private readonly stepCount: Uint16Array;
+  private readonly subStart: Float64Array;
+  private readonly subCount: Uint16Array;
+  // Step ring.
+  private readonly stepCap: number;
+  private stepsWritten = 0;
+  private readonly stepTimer: (StepTimer | null)[];
+  private readonly stepNs: Float64Array;
+  // Sub-operation ring: the step (index within its frame) each belongs to.
+  private readonly subCap: number;
+  private subsWritten = 0;
+  private readonly subStep: Uint16Array;
+  private readonly subName: string[];
+  private readonly subNs: Float64Array;
 
   constructor(capacity: number) {
-    this.capacity = Math.max(1, capacity);
+    const n = Math.max(1, capacity);
+    this.capacity = n;
+    this.at = new Float64Array(n);
+    this.totalNs = new Float64Array(n);
+    this.acquireNs = new Float64Array(n);
+    this.upstreamNs = new Float64Array(n);
+    this.ok = new Uint8Array(n);
+    this.pipelineId = [];
+    this.variant = [];
+    this.op = [];
+    this.collection = [];
+    this.stepStart = new Float64Array(n);
+    this.stepCount = new Uint16Array(n);
+    this.subStart = new Float64Array(n);
+    this.subCount = new Uint16Array(n);
+    this.stepCap = n * STEPS_PER_FRAME;
+    this.stepTimer = [];
+    this.stepNs = new Float64Array(this.stepCap);
+    this.subCap = n * SUBOPS_PER_FRAME;
+    this.subStep = new Uint16Array(this.subCap);
+    this.subName = [];
+    this.subNs = new Float64Array(this.subCap);
   }
 
   get size(): number {
@@ -50,61 +108,53 @@ export class FrameRing {
   }
 
   push(r: CompletedRequest): void {
-    let f = this.slots[this.next];
-    if (f === undefined) {
-      f = emptyFrame();
-      this.slots[this.next] = f;
-    }
-    this.next = (this.next + 1) % this.capacity;
+    const k = this.next;
+    this.next = k + 1 === this.capacity ? 0 : k + 1;
     if (this.filled < this.capacity) this.filled++;
-    f.at = Date.now();
-    f.pipelineId = r.pipelineId;
-    f.variant = r.variant;
-    f.op = r.op;
-    f.collection = r.collection;
-    f.totalNs = r.totalNs;
-    f.acquireNs = r.acquireNs;
-    f.upstreamNs = r.upstreamNs;
-    f.ok = r.ok;
+    this.at[k] = Date.now();
+    this.pipelineId[k] = r.pipelineId;
+    this.variant[k] = r.variant;
+    this.op[k] = r.op;
+    this.collection[k] = r.collection;
+    this.totalNs[k] = r.totalNs;
+    this.acquireNs[k] = r.acquireNs;
+    this.upstreamNs[k] = r.upstreamNs;
+    this.ok[k] = r.ok ? 1 : 0;
     const t = r.timings;
-    const steps = f.steps;
-    steps.length = t.count;
-    for (let i = 0; i < t.count; i++) {
-      let s = steps[i];
-      if (s === undefined) {
-        s = { name: '', phase: 0, ns: 0, subops: [], subCount: 0 };
-        steps[i] = s;
-      }
-      s.name = t.timers[i].step;
-      s.phase = t.timers[i].phase;
-      s.ns = t.ns[i];
-      s.subCount = 0;
+    const steps = Math.min(t.count, 0xffff, this.stepCap);
+    let w = this.stepsWritten;
+    this.stepStart[k] = w;
+    this.stepCount[k] = steps;
+    for (let i = 0; i < steps; i++, w++) {
+      const s = w % this.stepCap;
+      this.stepTimer[s] = t.timers[i];
+      this.stepNs[s] = t.ns[i];
     }
-    for (let j = 0; j < t.subCount; j++) {
-      const s = steps[t.subOf[j]];
-      if (s === undefined) continue;
-      const k = s.subCount++;
-      let o = s.subops[k];
-      if (o === undefined) {
-        o = { name: '', ns: 0 };
-        s.subops[k] = o;
-      }
-      o.name = t.subNames[j];
-      o.ns = t.subNs[j];
+    this.stepsWritten = w;
+    const subs = Math.min(t.subCount, 0xffff, this.subCap);
+    let v = this.subsWritten;
+    this.subStart[k] = v;
+    this.subCount[k] = subs;
+    for (let j = 0; j < subs; j++, v++) {
+      const s = v % this.subCap;
+      this.subStep[s] = t.subOf[j];
+      this.subName[s] = t.subNames[j];
+      this.subNs[s] = t.subNs[j];
     }
+    this.subsWritten = v;
   }
 
-  /** Frames that ended at or after `fromMs` (optionally of one graph), oldest first. Copies. */
+  /** Frames that ended at or after `fromMs` (optionally of one graph), oldest first, as objects. */
   since(fromMs: number, pipelineId: string | null, variant: string | null): RequestFrame[] {
     const out: RequestFrame[] = [];
     const n = this.filled;
-    const start = n < this.capacity ? 0 : this.next;
-    for (let k = 0; k < n; k++) {
-      const f = this.slots[(start + k) % this.capacity];
-      if (f.at < fromMs) continue;
-      if (pipelineId !== null && f.pipelineId !== pipelineId) continue;
-      if (variant !== null && f.variant !== variant) continue;
-      out.push({ ...f, steps: f.steps.map((s) => ({ ...s, subops: s.subops.slice(0, s.subCount).map((o) => ({ ...o })) })) });
+    const first = n < this.capacity ? 0 : this.next;
+    for (let i = 0; i < n; i++) {
+      const k = (first + i) % this.capacity;
+      if (this.at[k] < fromMs) continue;
+      if (pipelineId !== null && this.pipelineId[k] !== pipelineId) continue;
+      if (variant !== null && this.variant[k] !== variant) continue;
+      out.push(this.frame(k));
     }
     return out;
   }
@@ -112,5 +162,33 @@ export class FrameRing {
   clear(): void {
     this.next = 0;
     this.filled = 0;
+  }
+
+  private frame(k: number): RequestFrame {
+    const steps: FrameStep[] = [];
+    const start = this.stepStart[k];
+    // Entries overwritten since (the step ring holds the last stepCap of them): left out.
+    if (start >= this.stepsWritten - this.stepCap) {
+      for (let i = 0; i < this.stepCount[k]; i++) {
+        const s = (start + i) % this.stepCap;
+        const timer = this.stepTimer[s]!;
+        steps.push({ name: timer.step, phase: timer.phase, ns: this.stepNs[s], subops: [], subCount: 0 });
+      }
+      const subStart = this.subStart[k];
+      if (subStart >= this.subsWritten - this.subCap) {
+        for (let j = 0; j < this.subCount[k]; j++) {
+          const s = (subStart + j) % this.subCap;
+          const step = steps[this.subStep[s]];
+          if (step === undefined) continue;
+          step.subops.push({ name: this.subName[s], ns: this.subNs[s] });
+          step.subCount++;
+        }
+      }
+    }
+    return {
+      at: this.at[k], pipelineId: this.pipelineId[k], variant: this.variant[k], op: this.op[k],
+      collection: this.collection[k], totalNs: this.totalNs[k], acquireNs: this.acquireNs[k],
+      upstreamNs: this.upstreamNs[k], ok: this.ok[k] === 1, steps,
+    };
   }
 }

@@ -195,6 +195,8 @@ export class Profiler implements StepRecorder {
   current: RequestTimings | null = null;
   readonly frames: FrameRing;
   private readonly graphs = new Map<string, GraphStats>();
+  /** The graph commit() recorded last. */
+  private lastGraph: GraphStats | null = null;
   private readonly stepStats = new Map<string, StepStats>();
   private operations: ReadonlySet<string> | null;
   private collections: ReadonlySet<string> | null;
@@ -266,7 +268,14 @@ export class Profiler implements StepRecorder {
     if (this.operations !== null && !this.operations.has(r.op)) return false;
     if (this.collections !== null && !this.collections.has(r.collection)) return false;
     if (r.upstreamNs < this.settings.filters.minUpstreamLatencyUs * 1000) return false;
-    const g = this.graph(r.pipelineId, r.variant);
+    // The graph of the previous request, when it is the same one (compared by string identity: a
+    // pipeline's id and variant are the same string objects for every request of a graph), else a
+    // map lookup.
+    let g = this.lastGraph;
+    if (g === null || g.pipelineId !== r.pipelineId || g.variant !== r.variant) {
+      g = this.graph(r.pipelineId, r.variant);
+      this.lastGraph = g;
+    }
     if (r.ok) g.ok++;
     else g.errors++;
     g.total.record(r.totalNs, !r.ok);

@@ -20,7 +20,7 @@ import {
 import { UpstreamCall, newRequestId, type UpstreamCallOwner, type UpstreamPool } from '../upstream/index.ts';
 import { ErrorCodes, ProxyError, errorDocument } from '../errors/index.ts';
 import { Exchange, RequestTimings, Verdict, type ConnectionInfo, type GraphSlot, type Pipeline } from '../pipeline/index.ts';
-import type { Profiler } from '../profiling/index.ts';
+import type { Profiler, CompletedRequest } from '../profiling/index.ts';
 import { removeElement, type TraceParent, type Tracing } from '../telemetry/index.ts';
 import { HELLO_COMMANDS, emptyMetadata, helloReply, negotiateCompression, readClientMetadata, type ClientMetadata } from './handshake.ts';
 import { ReplyKind, ReplyWriter, type ReplyWriterOwner } from './reply-writer.ts';
@@ -84,6 +84,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   // not a pipeline request, e.g. a handshake), its timings, and whether its reply was ok.
   private readonly profiler: Profiler | null;
   private timings: RequestTimings | null = null;
+  private completed: CompletedRequest | null = null;
   private profiledGraph: Pipeline | null = null;
   private replyOk = true;
   /** The client asked for per-request profiles (appName `?proxy_profile=true`). */
@@ -491,14 +492,20 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     if (this.traced) this.commitTrace(graph);
     if (!this.profiling) return;
     const upstream = call.repliedAt > 0 && call.startedAt >= this.readAt;
-    this.profiler!.commit({
-      pipelineId: graph.id, variant: graph.key.variant, op: this.peek.op, collection: this.peek.collection,
-      totalNs: (performance.now() - this.readAt) * 1e6,
-      acquireNs: upstream ? (call.acquiredAt - call.startedAt) * 1e6 : 0,
-      upstreamNs: upstream ? (call.repliedAt - call.writtenAt) * 1e6 : 0,
-      ok: this.replyOk,
-      timings: this.timings!,
+    // One record per connection, refilled per request (the profiler copies what it keeps).
+    const r = (this.completed ??= {
+      pipelineId: '', variant: '', op: '', collection: '', totalNs: 0, acquireNs: 0, upstreamNs: 0, ok: true, timings: this.timings!,
     });
+    r.pipelineId = graph.id;
+    r.variant = graph.key.variant;
+    r.op = this.peek.op;
+    r.collection = this.peek.collection;
+    r.totalNs = (performance.now() - this.readAt) * 1e6;
+    r.acquireNs = upstream ? (call.acquiredAt - call.startedAt) * 1e6 : 0;
+    r.upstreamNs = upstream ? (call.repliedAt - call.writtenAt) * 1e6 : 0;
+    r.ok = this.replyOk;
+    r.timings = this.timings!;
+    this.profiler!.commit(r);
   }
 
   /** A sampled request ended: its spans are built from what was recorded (runtime/telemetry). */

@@ -25,6 +25,8 @@ export interface ServerStats {
   shutdownRefused: number;
   /** Requests re-sent on a fresh upstream connection because the one they got was dead before they were written. */
   retriedUnsent: number;
+  /** Client TLS handshakes that failed (or presented a certificate that did not verify). */
+  tlsHandshakeFailures: number;
 }
 
 /** Per-client bounds (config `clients`). */

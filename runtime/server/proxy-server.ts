@@ -1,5 +1,7 @@
 // The client-facing listener: accepts connections, owns the upstream pool, and drains gracefully.
-import { createServer, type Server } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
+import { createServer as createTlsServer, type Server as TlsServer, type TlsOptions, type TLSSocket } from 'node:tls';
+import { refusesPeer } from './listener-tls.ts';
 import type { Logger } from '../log/index.ts';
 import { UpstreamPool, UpstreamRouter, type PoolOptions, type UpstreamInfo } from '../upstream/index.ts';
 import { PipelineManager } from '../pipeline/index.ts';
@@ -29,6 +31,8 @@ export interface ProxyServerOptions {
   profiler?: Profiler | null;
   /** Trace export (when telemetry.otlp_endpoint is set). */
   tracing?: Tracing | null;
+  /** TLS on the listener (listenerTlsOptions); absent: plain TCP. */
+  tls?: TlsOptions | null;
 }
 
 export class ProxyServer implements ServerContext {
@@ -39,7 +43,7 @@ export class ProxyServer implements ServerContext {
   readonly requestTimeoutMs: number;
   readonly stats: ServerStats = {
     connectionsOpened: 0, connectionsActive: 0, requests: 0, errorReplies: 0, decodeErrors: 0, upstreamErrors: 0,
-    rejected: 0, localReplies: 0, backpressurePauses: 0, shutdownRefused: 0, retriedUnsent: 0,
+    rejected: 0, localReplies: 0, backpressurePauses: 0, shutdownRefused: 0, retriedUnsent: 0, tlsHandshakeFailures: 0,
   };
   readonly clientLimits: ClientLimits;
   readonly inputLogThrottle = new LogThrottle(5);
@@ -68,12 +72,43 @@ export class ProxyServer implements ServerContext {
     this.clientLimits = opts.clientLimits ?? DEFAULT_CLIENT_LIMITS;
     this.profiler = opts.profiler ?? null;
     this.tracing = opts.tracing ?? null;
-    this.server = createServer({ noDelay: true }, (socket) => {
+    const accept = (socket: Socket) => {
       const conn = new ClientConnection(this.nextConnectionId++, socket, this);
       this.clients.add(conn);
       this.stats.connectionsOpened++;
       this.stats.connectionsActive++;
-    });
+    };
+    const tls = opts.tls ?? null;
+    if (tls === null) {
+      this.server = createServer({ noDelay: true }, accept);
+    } else {
+      const optional = tls.requestCert === true && tls.rejectUnauthorized === false;
+      const server = createTlsServer({ ...tls, noDelay: true }, (socket: TLSSocket) => {
+        if (optional && refusesPeer(socket)) {
+          this.stats.tlsHandshakeFailures++;
+          socket.destroy();
+          return;
+        }
+        accept(socket);
+      });
+      // Failed handshakes are counted and logged without a stack, at most a few per second.
+      server.on('tlsClientError', (err: Error, socket: TLSSocket) => {
+        this.stats.tlsHandshakeFailures++;
+        const suppressed = this.inputLogThrottle.take();
+        if (suppressed >= 0) this.log.warn('TLS handshake with a client failed', { client: socket.remoteAddress ?? '', error: err.message, suppressed });
+      });
+      this.server = server;
+    }
+  }
+
+  /** Reload: new connections use these certificates; open ones keep theirs. */
+  setTls(tls: TlsOptions): void {
+    (this.server as TlsServer).setSecureContext(tls);
+  }
+
+  /** Whether the listener speaks TLS. */
+  get tls(): boolean {
+    return 'setSecureContext' in this.server;
   }
 
   upstreamInfo(): UpstreamInfo | null {

@@ -46,6 +46,7 @@ export function proxyMetricsRegistry(server: ProxyServer): Registry {
   total('proxy_client_backpressure_pauses_total', 'Times a client left more than clients.max_pending_reply_bytes unread and its reading was paused', () => server.stats.backpressurePauses);
   total('proxy_shutdown_refused_total', 'Requests answered with ShutdownInProgress during a drain', () => server.stats.shutdownRefused);
   total('proxy_upstream_unsent_retries_total', 'Requests re-sent on another upstream connection because theirs was dead before they were written', () => server.stats.retriedUnsent);
+  total('proxy_client_tls_handshake_failures_total', 'Client TLS handshakes that failed, or presented a certificate that did not verify (tls.client_certificates)', () => server.stats.tlsHandshakeFailures);
   total('proxy_pipeline_local_replies_total', 'Requests answered by a pipeline step without the upstream', () => server.stats.localReplies);
   gauge('proxy_upstream_pool_connections', 'Upstream connections of the main pool (in use + idle)', () => server.pool.size);
   gauge('proxy_upstream_pool_idle', 'Idle upstream connections of the main pool', () => server.pool.idleCount);

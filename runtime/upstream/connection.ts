@@ -1,7 +1,9 @@
 // One TCP connection to the upstream. It carries one exchange at a time (the pool leases it out),
 // frames replies with the shared Framer, and reports through a handler object rather than
 // per-request closures.
-import { connect, type Socket } from 'node:net';
+import { connect, isIP, type Socket } from 'node:net';
+import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
+import type { UpstreamTls } from './uri.ts';
 import { Binary, deserialize, serialize, type Document } from 'bson';
 import { ScramClient, type Credentials } from './scram.ts';
 import {
@@ -30,6 +32,21 @@ export function newRequestId(): number {
   nextRequestId = (nextRequestId + 1) & 0x7fffffff;
   if (nextRequestId === 0) nextRequestId = 1;
   return nextRequestId;
+}
+
+/** tls.connect options for one upstream host (only the keys that are set: an explicit undefined
+ *  would replace Node's defaults, checkServerIdentity among them). */
+function tlsOptions(host: string, port: number, tls: UpstreamTls): ConnectionOptions {
+  const o: ConnectionOptions = { host, port, rejectUnauthorized: !tls.allowInvalidCertificates };
+  if (isIP(host) === 0) o.servername = host; // SNI carries names only
+  if (tls.ca !== null) o.ca = tls.ca;
+  if (tls.certificateKey !== null) {
+    o.cert = tls.certificateKey;
+    o.key = tls.certificateKey;
+    if (tls.passphrase !== undefined) o.passphrase = tls.passphrase;
+  }
+  if (tls.allowInvalidHostnames) o.checkServerIdentity = () => undefined;
+  return o;
 }
 
 export class UpstreamConnection implements FrameSink {
@@ -61,9 +78,9 @@ export class UpstreamConnection implements FrameSink {
 
   /** Opens a connection and runs the hello handshake; rejects after `timeoutMs`. */
   static open(id: number, host: string, port: number, timeoutMs: number, onClosed: (conn: UpstreamConnection) => void,
-    credentials: Credentials | null = null): Promise<UpstreamConnection> {
+    credentials: Credentials | null = null, tls: UpstreamTls | null = null): Promise<UpstreamConnection> {
     return new Promise((resolve, reject) => {
-      const socket = connect({ host, port });
+      const socket = tls === null ? connect({ host, port }) : tlsConnect(tlsOptions(host, port, tls));
       let settled = false;
       const timer = setTimeout(() => {
         if (settled) return;
@@ -75,10 +92,10 @@ export class UpstreamConnection implements FrameSink {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        reject(new Error(`connect to ${host}:${port} failed: ${err.message}`, { cause: err }));
+        reject(new Error(`connect to ${host}:${port} failed: ${tls === null ? '' : 'TLS: '}${err.message}`, { cause: err }));
       };
       socket.once('error', early);
-      socket.once('connect', () => {
+      socket.once(tls === null ? 'connect' : 'secureConnect', () => {
         socket.off('error', early);
         const conn = new UpstreamConnection(id, host, port, socket, onClosed);
         // A connection that never reached the pool must not report its close to the pool

@@ -133,7 +133,7 @@ export class UpstreamPool {
     this.connecting++;
     const h = this.address.hosts[this.hostIndex];
     return UpstreamConnection.open(this.nextId++, h.host, h.port, this.opts.connectTimeoutMs, (c) => this.onConnectionClosed(c),
-      this.address.credentials)
+      this.address.credentials, this.address.tls)
       .then((conn) => {
         this.connecting--;
         this.stats.opened++;

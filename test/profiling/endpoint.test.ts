@@ -59,7 +59,9 @@ test('GET /api/profile: SPEC §2.1 fields, integer µs, one row per (step, phase
   assert.equal(body.total_requests, 100);
   for (const k of ['avg_total_latency_us', 'avg_upstream_latency_us', 'avg_pipeline_overhead_us']) assert.ok(Number.isInteger(body[k]), k);
   assert.ok(body.avg_total_latency_us >= body.avg_upstream_latency_us);
-  assert.equal(body.avg_pipeline_overhead_us, body.avg_total_latency_us - body.avg_upstream_latency_us, 'overhead = total − upstream (±1 rounding)');
+  // Each average is rounded on its own, so the difference may be off by one.
+  assert.ok(Math.abs(body.avg_pipeline_overhead_us - (body.avg_total_latency_us - body.avg_upstream_latency_us)) <= 1,
+    `overhead ${body.avg_pipeline_overhead_us} = total ${body.avg_total_latency_us} − upstream ${body.avg_upstream_latency_us} (±1 rounding)`);
   const rows = body.steps as Array<Record<string, unknown>>;
   assert.deepEqual(rows.map((r) => `${r.name}/${r.phase}`), ['wasm:spin/request', 'wasm:filter/request', 'wasm:logging/response']);
   for (const r of rows) {
@@ -70,7 +72,9 @@ test('GET /api/profile: SPEC §2.1 fields, integer µs, one row per (step, phase
   const spin = rows[0] as Record<string, number>;
   // A busy-wait is at least its time and, on a loaded machine, rarely much more.
   assert.ok(spin.p50_latency_us >= 200 && spin.p50_latency_us < 1500, `p50 ${spin.p50_latency_us}`);
-  assert.ok(spin.p99_latency_us >= 5000 && spin.p99_latency_us < 12000, `p99 ${spin.p99_latency_us}`);
+  // p95 and p99 fall among the ten 5 ms requests (a descheduled busy-wait may take longer, never less).
+  assert.ok(spin.p95_latency_us >= 5000 && spin.p99_latency_us >= spin.p95_latency_us && spin.p99_latency_us <= spin.max_latency_us,
+    `p95 ${spin.p95_latency_us}, p99 ${spin.p99_latency_us}, max ${spin.max_latency_us}`);
   assert.ok(spin.max_latency_us >= 5000);
   assert.ok(spin.avg_latency_us >= (90 * 200 + 10 * 5000) / 100);
 });

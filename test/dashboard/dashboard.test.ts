@@ -1,0 +1,194 @@
+// The dashboard in headless Chromium (Debian `chromium`, driven by playwright-core) against a
+// running proxy with real driver traffic: the table renders live data and sorts, a trend chart
+// draws from persisted snapshots, the flame graph zooms, a token-protected endpoint asks for the
+// token, a proxy with profiling off says so. Screenshots go to test-artifacts/dashboard/.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MongoClient } from 'mongodb';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { parseConfig } from '../../runtime/config/index.ts';
+import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
+import { Logger } from '../../runtime/log/index.ts';
+import { fixture } from '../wasm/fixtures.ts';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const ARTIFACTS = new URL('../../test-artifacts/dashboard/', import.meta.url).pathname;
+const quiet = new Logger('test', 'error', 'json', { write: () => {} });
+
+let browser: Browser;
+const running: RunningProxy[] = [];
+const clients: MongoClient[] = [];
+const dirs: string[] = [];
+
+before(async () => {
+  assert.ok(existsSync(CHROMIUM), `Chromium at ${CHROMIUM} (apt-get install chromium; .ci/run installs it)`);
+  mkdirSync(ARTIFACTS, { recursive: true });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+});
+after(async () => {
+  await browser?.close();
+  for (const c of clients) await c.close(true).catch(() => {});
+  for (const p of running) await p.close().catch(() => {});
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+async function start(profiling: Record<string, unknown>) {
+  const dir = mkdtempSync(join(tmpdir(), 'proxy-dashboard-'));
+  dirs.push(dir);
+  const raw = {
+    listen: '127.0.0.1:0', log: { level: 'error' },
+    pipeline: { request: ['spin', 'filter'], response: ['logging'] },
+    steps: { spin: { module: await fixture('spin'), config: {} }, filter: { config: { rules: [], default: 'allow' } }, logging: { config: { sample_rate: 0 } } },
+    profiling: { enabled: true, port: 0, slow_step_threshold_us: 1_000_000, snapshot_dir: dir, snapshot_interval_s: 3600, ...profiling },
+  };
+  const proxy = await startProxy(parseConfig(raw, null), { log: quiet });
+  running.push(proxy);
+  const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 5000 });
+  clients.push(client);
+  return { proxy, client };
+}
+
+async function open(url: string): Promise<Page> {
+  const page = await browser.newPage({ viewport: { width: 1366, height: 900 } });
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  page.on('console', (m) => { if (m.type() === 'error' && !/401|404/.test(m.text())) errors.push(m.text()); });
+  // Every request the page makes goes to the proxy that served it: nothing from the internet.
+  const foreign: string[] = [];
+  page.on('request', (r) => { const u = new URL(r.url()); if (u.protocol.startsWith('http') && u.host !== new URL(url).host) foreign.push(r.url()); });
+  await page.goto(url);
+  (page as unknown as { errors: string[]; foreign: string[] }).errors = errors;
+  (page as unknown as { errors: string[]; foreign: string[] }).foreign = foreign;
+  return page;
+}
+
+const column = (page: Page, i: number) => page.$$eval(`#steps tbody tr td:nth-child(${i})`, (tds) => tds.map((t) => t.textContent ?? ''));
+const num = (s: string) => Number(s.replace(/[^\d.]/g, ''));
+
+test('profiling table: live rows from the running proxy, every column sortable, P99 descending in one click, refreshed every 5 s', { timeout: 90_000 }, async () => {
+  const { proxy, client } = await start({});
+  const db = client.db('dash');
+  for (let i = 0; i < 30; i++) await db.collection('us_200').findOne({});
+  for (let i = 0; i < 5; i++) await db.collection('us_3000').findOne({});
+  const page = await open(`${proxy.profilingUrl}/`);
+  assert.match(page.url(), /\/dashboard\/$/, '/ leads to the dashboard');
+  await page.waitForSelector('#steps tbody tr');
+  const headers = await page.$$eval('#steps thead th', (ths) => ths.map((t) => t.textContent?.trim()));
+  assert.deepEqual(headers, ['Step Name', 'Phase', 'Avg (µs)', 'P50', 'P95', 'P99', 'Max', 'Error Rate']);
+  const names = await column(page, 1);
+  assert.deepEqual([...names].sort(), ['wasm:filter', 'wasm:logging', 'wasm:spin']);
+  // Default order: P99 descending, so the busy-waiting step comes first.
+  assert.equal(names[0], 'wasm:spin');
+  const p99 = (await column(page, 6)).map(num);
+  assert.ok(p99[0] >= 3000, `spin p99 ${p99[0]}`);
+  assert.deepEqual(p99, [...p99].sort((a, b) => b - a));
+  assert.match(await page.textContent('#summary') ?? '', /35 requests/);
+
+  await page.click('#steps th[data-key=name] button');
+  assert.deepEqual(await column(page, 1), ['wasm:filter', 'wasm:logging', 'wasm:spin'], 'name ascending');
+  assert.equal(await page.getAttribute('#steps th[data-key=name]', 'aria-sort'), 'ascending');
+  await page.click('#steps th[data-key=name] button');
+  assert.deepEqual(await column(page, 1), ['wasm:spin', 'wasm:logging', 'wasm:filter'], 'name descending');
+  await page.click('#steps th[data-key=avg_latency_us] button');
+  const avg = (await column(page, 3)).map(num);
+  assert.deepEqual(avg, [...avg].sort((a, b) => b - a), 'Avg descending on first click');
+  // Keyboard: the headers are buttons.
+  await page.focus('#steps th[data-key=phase] button');
+  await page.keyboard.press('Enter');
+  assert.deepEqual(await column(page, 2), ['request', 'request', 'response']);
+  await page.click('#sort-p99');
+  assert.equal(await page.getAttribute('#steps th[data-key=p99_latency_us]', 'aria-sort'), 'descending');
+  assert.equal((await column(page, 1))[0], 'wasm:spin');
+
+  // Live: new traffic shows up at the next refresh.
+  for (let i = 0; i < 15; i++) await db.collection('us_10').findOne({});
+  await page.waitForFunction(() => /50 requests/.test(document.getElementById('summary')?.textContent ?? ''), undefined, { timeout: 12_000 });
+  await page.screenshot({ path: join(ARTIFACTS, 'profiling-table.png'), fullPage: true });
+  const extra = page as unknown as { errors: string[]; foreign: string[] };
+  assert.deepEqual(extra.errors, []);
+  assert.deepEqual(extra.foreign, []);
+  await page.close();
+});
+
+test('trend chart: drawn from the persisted snapshots, with a range picker', { timeout: 90_000 }, async () => {
+  const { proxy, client } = await start({});
+  const db = client.db('dash');
+  await proxy.snapshots!.snapshot();
+  for (let i = 0; i < 10; i++) await db.collection('us_300').findOne({});
+  await proxy.snapshots!.snapshot();
+  for (let i = 0; i < 10; i++) await db.collection('us_2000').findOne({});
+  await proxy.snapshots!.snapshot();
+  const page = await open(`${proxy.profilingUrl}/dashboard/`);
+  await page.waitForSelector('#steps tbody tr');
+  await page.click('#tab-trends');
+  await page.waitForSelector('#chart canvas');
+  const legend = await page.$$eval('#chart .u-legend .u-series .u-label', (els) => els.map((e) => e.textContent));
+  assert.ok(legend.includes('wasm:spin (request)'), `legend ${legend.join(', ')}`);
+  assert.match(await page.textContent('#trends-info') ?? '', /^3 snapshots, one every 3600 s/);
+  // The canvas has something drawn on it.
+  const drawn = await page.$eval('#chart canvas', (c) => {
+    const cv = c as HTMLCanvasElement;
+    const d = cv.getContext('2d')!.getImageData(0, 0, cv.width, cv.height).data;
+    let n = 0;
+    for (let i = 3; i < d.length; i += 4) if (d[i] !== 0) n++;
+    return n;
+  });
+  assert.ok(drawn > 1000, `${drawn} painted pixels`);
+  await page.selectOption('#range', '900000');
+  await page.selectOption('#figure', 'p99_latency_us');
+  await page.waitForSelector('#chart[data-figure=p99_latency_us] canvas');
+  assert.equal(await page.getAttribute('#chart', 'data-points'), '3');
+  await page.screenshot({ path: join(ARTIFACTS, 'trends.png'), fullPage: true });
+  await page.close();
+});
+
+test('flame graph view: the interactive SVG embedded, click zooms and Reset Zoom appears, download link', { timeout: 90_000 }, async () => {
+  const { proxy, client } = await start({});
+  const db = client.db('dash');
+  for (let i = 0; i < 20; i++) await db.collection('us_500').findOne({});
+  const page = await open(`${proxy.profilingUrl}/dashboard/`);
+  await page.waitForSelector('#steps tbody tr');
+  await page.click('#tab-flame');
+  await page.fill('#flame-title', 'dashboard test');
+  await page.click('#flame-form button[type=submit]');
+  const frame = page.frameLocator('#flame');
+  await frame.locator('[id$=title]').filter({ hasText: 'dashboard test' }).waitFor();
+  const unzoom = frame.locator('[id$=unzoom]');
+  assert.match(await unzoom.getAttribute('class') ?? '', /hidden/);
+  await frame.locator('g[id$=frames] g:has(title:text-matches("wasm:spin"))').first().click();
+  assert.doesNotMatch(await unzoom.getAttribute('class') ?? '', /hidden/, 'zoomed: Reset Zoom shown');
+  assert.equal(await page.isVisible('#flame-download'), true);
+  assert.match(await page.getAttribute('#flame-download', 'href') ?? '', /^blob:/);
+  await page.screenshot({ path: join(ARTIFACTS, 'flamegraph.png'), fullPage: true });
+  await page.close();
+});
+
+test('a token-protected endpoint: the page loads, asks for the token, then shows data', { timeout: 60_000 }, async () => {
+  const { proxy, client } = await start({ token: 'sesame-dashboard' });
+  await client.db('dash').collection('us_10').findOne({});
+  const page = await open(`${proxy.profilingUrl}/dashboard/`);
+  await page.waitForSelector('#auth:not([hidden])');
+  assert.match(await page.textContent('#notice') ?? '', /needs a token/);
+  await page.fill('#token', 'sesame-dashboard');
+  await page.click('#auth button');
+  await page.waitForSelector('#steps tbody tr');
+  assert.equal(await page.isVisible('#notice'), false);
+  await page.close();
+});
+
+test('profiling disabled: the dashboard says so instead of an empty table', { timeout: 60_000 }, async () => {
+  const proxy = await startProxy(parseConfig({ listen: '127.0.0.1:0', log: { level: 'error' }, profiling: { enabled: false, port: 0 } }, null), { log: quiet });
+  running.push(proxy);
+  if (proxy.profilingUrl === null) return assert.fail('the profiling port serves the dashboard even with profiling off');
+  const page = await open(`${proxy.profilingUrl}/dashboard/`);
+  await page.waitForSelector('#notice:not([hidden])');
+  assert.match(await page.textContent('#notice') ?? '', /Profiling is disabled/);
+  await page.screenshot({ path: join(ARTIFACTS, 'disabled.png') });
+  await page.close();
+});
