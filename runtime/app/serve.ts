@@ -1,6 +1,6 @@
 // Assembles a running proxy from a configuration: logger, development upstream (when no
 // upstream.uri), upstream pool, client listener. Used by `proxy serve` and by tests.
-import { loadConfig, type ProxyConfig } from '../config/index.ts';
+import { loadConfig, parseConfig, canaryDurationMs, type ProxyConfig } from '../config/index.ts';
 import { Logger, LogRing } from '../log/index.ts';
 import { DevDbServer } from '../devdb/index.ts';
 import { UpstreamPool, parseUpstreamUri } from '../upstream/index.ts';
@@ -12,7 +12,9 @@ import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
 import { watch, type FSWatcher } from 'node:fs';
 import type { Logger as HostLogger } from '../wasm/index.ts';
-import { startAdmin, startProfilingHttp } from '../http/index.ts';
+import { startAdmin, startProfilingHttp, startControlPlane } from '../http/index.ts';
+import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, defaultsFromConfig, type CanaryEventSink, type Clock } from '../canary/index.ts';
+import { ProfilerCanaryMetrics } from './canary-metrics.ts';
 import { Profiler, SnapshotStore, durationToMs, type ProfilingSettings } from '../profiling/index.ts';
 import { Tracing, TracingRecorder, tracesUrl, type TracingSettings } from '../telemetry/index.ts';
 
@@ -53,6 +55,10 @@ export interface RunningProxy {
   readonly pipelines: PipelineManager;
   /** Base URL of the admin HTTP API, or null when admin.listen is not set. */
   readonly adminUrl: string | null;
+  /** The canary controller when `control_plane` is configured, else null. */
+  readonly canary: CanaryController | null;
+  /** Base URL of the canary control plane, or null when `control_plane` is not configured. */
+  readonly controlPlaneUrl: string | null;
   /**
    * Applies a new configuration's pipeline and steps: compiled and configured off the hot path,
    * then swapped atomically; in-flight requests finish on the old graph. Throws (and keeps the old
@@ -67,6 +73,10 @@ export interface StartOptions {
   pluginDir?: string;
   /** The file the configuration came from (the admin reload re-reads it). */
   configFile?: string | null;
+  /** Where canary events go (the notification channels); default: logged. */
+  canarySink?: CanaryEventSink;
+  /** The canary controller's clock (tests). */
+  canaryClock?: Clock;
 }
 
 export function splitListen(listen: string): { host: string; port: number } {
@@ -78,7 +88,10 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   const log = opts.log ?? new Logger('proxy', config.log.level, config.log.format, undefined, new LogRing(config.log.ring_lines));
   await initCompression();
   const pipelineLog = log.child('proxy::pipeline');
-  const profiler = config.profiling === undefined ? null : await Profiler.create(profilingSettings(config.profiling), log.child('proxy::profiling'));
+  // The canary decides on the profiler's per-graph figures: with a control plane and no `profiling`
+  // block, a profiler with the default settings records them (no profiling endpoint is opened).
+  const profilerConfig = config.profiling ?? (config.control_plane === undefined ? undefined : parseConfig({ profiling: { enabled: true, alert_on_slow_step: false } }, null).profiling);
+  const profiler = profilerConfig === undefined ? null : await Profiler.create(profilingSettings(profilerConfig), log.child('proxy::profiling'));
   // Restored before the pipeline binds its steps, so rows keep the order they had.
   const snapshots = profiler === null || config.profiling?.snapshot_dir === undefined ? null : new SnapshotStore(profiler, {
     dir: resolve(config.profiling.snapshot_dir), intervalMs: config.profiling.snapshot_interval_s * 1000,
@@ -93,6 +106,23 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   });
   // Load the pipeline before opening any port: a refused plugin config stops startup.
   await pipelines.load({ pipeline: config.pipeline, steps: config.steps });
+  let current = config;
+  let canary: CanaryController | null = null;
+  let canaryGraphs: PipelineCanaryGraphs | null = null;
+  let canaryStore: CanaryStore | null = null;
+  if (config.control_plane !== undefined && profiler !== null) {
+    const canaryLog = log.child('proxy::canary');
+    canaryStore = new CanaryStore(resolve(config.canary.data_dir), config.canary.max_samples);
+    canaryGraphs = new PipelineCanaryGraphs(pipelines, [{ pipeline: config.pipeline, steps: config.steps }]);
+    canary = new CanaryController({
+      store: canaryStore, graphs: canaryGraphs, metrics: new ProfilerCanaryMetrics(profiler, pipelines.host.registry),
+      sink: opts.canarySink ?? new LogEventSink((m, f) => canaryLog.info(m, f)), defaults: () => defaultsFromConfig(current),
+      clock: opts.canaryClock, warningShare: config.canary.warning_share, gracePeriodMs: canaryDurationMs(config.canary.baseline_grace_period),
+      log: canaryLog,
+    });
+    // Active canaries resume before clients connect: each candidate is rebuilt, then split again.
+    await canary.resume();
+  }
   let devdb: DevDbServer | null = null;
   let upstreamUri = config.upstream.uri;
   if (upstreamUri === undefined) {
@@ -127,13 +157,15 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   const bound = await server.listen();
   const uri = `mongodb://${bound.host}:${bound.port}/${listenerTls === null ? '' : '?tls=true'}`;
   log.info('proxy listening', { listen: `${bound.host}:${bound.port}`, upstream: pool.describe(), connect: uri });
-  let current = config;
   let admin: Awaited<ReturnType<typeof startAdmin>> | null = null;
   let profilingHttp: Awaited<ReturnType<typeof startProfilingHttp>> | null = null;
+  let controlPlane: Awaited<ReturnType<typeof startControlPlane>> | null = null;
   const running: RunningProxy = {
     get config() { return current; },
     get adminUrl() { return admin?.url ?? null; },
     get profilingUrl() { return profilingHttp?.url ?? null; },
+    get controlPlaneUrl() { return controlPlane?.url ?? null; },
+    canary,
     profiler, snapshots, tracing, logRing: log.ring,
     server, pool, devdb, host: bound.host, port: bound.port, uri, pipelines,
     async reload(next: ProxyConfig) {
@@ -157,6 +189,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
         if (profiler !== null && before !== undefined) profiler.configure(before);
         throw err;
       }
+      canaryGraphs?.setBaselineConfig({ pipeline: { ...next.pipeline, id: current.pipeline.id }, steps: next.steps });
       if (nextTls !== null) server.setTls(nextTls);
       if (restartOnly.length > 0) log.warn('configuration reloaded; these keys take effect only after a restart', { keys: restartOnly });
       else log.info('configuration reloaded', { request: next.pipeline.request, response: next.pipeline.response });
@@ -165,10 +198,13 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     async close() {
       if (admin !== null) await admin.app.close();
       if (profilingHttp !== null) await profilingHttp.app.close();
+      if (controlPlane !== null) await controlPlane.app.close();
+      if (canary !== null) await canary.close();
       await server.close(current.shutdown.drain_timeout_ms);
       if (snapshots !== null) await snapshots.close(); // after the drain: the last snapshot has every request
       if (tracing !== null) await tracing.close(); // after the drain: the last requests' spans are exported
       if (devdb !== null) await devdb.close();
+      canaryStore?.close();
     },
   };
   if (tracing !== null) {
@@ -183,6 +219,12 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       snapshots.start();
       log.info('profiling snapshots persisted', { dir: snapshots.dir, interval_s: p.snapshot_interval_s, retention: p.snapshot_retention });
     }
+  }
+  if (canary !== null && config.control_plane !== undefined) {
+    const cp = config.control_plane;
+    const envToken = process.env[cp.token_env];
+    controlPlane = await startControlPlane(canary, cp.host, cp.port, { tokens: [...cp.tokens, ...(envToken === undefined ? [] : [envToken])] });
+    log.info('canary control plane listening', { url: controlPlane.url, store: canaryStore!.path });
   }
   if (config.admin?.listen !== undefined && config.admin.token !== undefined) {
     admin = await startAdmin(running, config.admin.listen, { token: config.admin.token, configFile: opts.configFile ?? null });

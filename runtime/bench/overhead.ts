@@ -36,7 +36,10 @@ export function overheadBetween(before: ProfileTotals, after: ProfileTotals, url
   if (n <= 0) return `n/a (the profiler at ${url} sampled no request of this run: another proxy, or filters)`;
   const total = (after.totalUs - before.totalUs) / n;
   const upstream = (after.upstreamUs - before.upstreamUs) / n;
-  return { avgOverheadUs: Math.round(total - upstream), avgTotalUs: Math.round(total), avgUpstreamUs: Math.round(upstream), requests: n, url };
+  // The note prints "overhead (total − upstream)": the difference of the rounded figures, so it adds up.
+  const avgTotalUs = Math.round(total);
+  const avgUpstreamUs = Math.round(upstream);
+  return { avgOverheadUs: Math.max(0, avgTotalUs - avgUpstreamUs), avgTotalUs, avgUpstreamUs, requests: n, url };
 }
 
 export function overheadNote(o: OverheadReading): string {

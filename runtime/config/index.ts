@@ -14,3 +14,8 @@ export {
   type SchemaKey,
 } from './schema.ts';
 export { renderConfigDocs, CONFIG_DOCS_PATH } from './docs.ts';
+export {
+  canaryDurationMs, CANARY_DURATION_PATTERN, DEFAULT_STAGES,
+  stageSchema, stagesSchema, rollbackRulesSchema, autoPromoteRulesSchema, judgeSchema, channelSchema,
+  canarySchema, controlPlaneSchema, notificationsSchema, customMetricSchema,
+} from './canary-schema.ts';

@@ -2,6 +2,7 @@
 // its generated reference (docs/configuration.md, rendered by docs.ts). Change a key here and
 // the loader, the error messages and the docs all follow.
 import * as v from 'valibot';
+import { autoPromoteRulesSchema, canarySchema, controlPlaneSchema, notificationsSchema, rollbackRulesSchema } from './canary-schema.ts';
 
 /** Step kinds the proxy ships; every other pipeline step must name a WASM module or package. */
 export const BUILTIN_STEPS = [
@@ -294,6 +295,11 @@ const rootObject = v.strictObject({
   admin: v.optional(v.pipe(admin, v.description('Administrative behaviour of the running proxy.'))),
   profiling: v.optional(v.pipe(profiling, v.description('Per-step profiling: HDR histograms per graph, step and phase; the profiling HTTP endpoint; slow-step detection. Absent: no profiling endpoint (connections to its port are refused).'))),
   telemetry: v.optional(v.pipe(telemetry, v.description('OpenTelemetry trace export (OTLP/HTTP) of sampled requests, SPEC §2.3 and §2.4; see docs/tracing.md. Needs a restart to change.'))),
+  control_plane: v.optional(v.pipe(controlPlaneSchema, v.description('Canary control-plane API (docs/canary.md). Absent: no control plane (its port is refused) and no canary can start. Present without `profiling`: a profiler with default settings records the per-graph figures the canary decides on (no profiling endpoint is opened).'))),
+  canary: v.optional(v.pipe(canarySchema, v.description('Canary defaults and storage (SPEC §2.8); a canary started through the API may override stages, auto_promote and judge.')), {}),
+  rollback_rules: v.optional(v.pipe(rollbackRulesSchema, v.description('Default rollback rules of canaries; a start request\'s rollback_rules are merged over them key by key.')), {}),
+  auto_promote_rules: v.optional(v.pipe(autoPromoteRulesSchema, v.description('Default auto-promote rules of canaries (merged key by key with a start request\'s).')), {}),
+  notifications: v.optional(v.pipe(notificationsSchema, v.description('Canary notification defaults (SPEC §6).')), {}),
 });
 
 type PathItem = { type: 'object'; origin: 'value'; input: Record<string, unknown>; key: string; value: unknown };

@@ -9,6 +9,16 @@ export const HttpErrors = {
   PROXY_ERR_PROFILING_DISABLED: { status: 404, message: 'profiling is disabled (profiling.enabled: false)' },
   PROXY_ERR_BAD_QUERY: { status: 400, message: 'query parameters are not valid' },
   PROXY_ERR_NO_CONFIG_FILE: { status: 409, message: 'the proxy was started without a configuration file; send the configuration in the body' },
+  PROXY_ERR_CANARY_INVALID_STAGES: { status: 400, message: 'stages are not valid' },
+  PROXY_ERR_CANARY_INVALID_RULES: { status: 400, message: 'rollback or auto-promote rules are not valid' },
+  PROXY_ERR_CANARY_INVALID_TRAFFIC: { status: 400, message: 'traffic_pct must be an integer 0..100' },
+  PROXY_ERR_CANARY_UNKNOWN_PIPELINE: { status: 400, message: 'no such pipeline' },
+  PROXY_ERR_CANARY_CANDIDATE_REFUSED: { status: 400, message: 'the candidate graph failed to load' },
+  PROXY_ERR_CANARY_NOT_FOUND: { status: 404, message: 'no such canary' },
+  PROXY_ERR_CANARY_EXISTS: { status: 409, message: 'a canary is already running on this pipeline' },
+  PROXY_ERR_CANARY_INVALID_STATE: { status: 409, message: 'not valid in the canary\'s state' },
+  PROXY_ERR_CANARY_CONFLICT: { status: 409, message: 'another transition of this canary won' },
+  PROXY_ERR_CANARY_NO_METRICS: { status: 409, message: 'profiling is disabled: no per-graph metrics to decide on' },
 } as const;
 
 export type HttpErrorCode = keyof typeof HttpErrors;

@@ -130,6 +130,13 @@ export class PipelineManager {
     this.dropUnusedState();
   }
 
+  /** Publishes an already built baseline graph (a canary's completion, or putting an old baseline back). */
+  setBaseline(pipeline: Pipeline): void {
+    if (pipeline.key.variant !== 'baseline') throw new Error(`graph ${pipeline.key} is not a baseline`);
+    this.slot(pipeline.id).baseline = pipeline;
+    this.dropUnusedState();
+  }
+
   /** Host state no published graph uses any more (a reloaded step's old kv store) is let go. */
   private dropUnusedState(): void {
     const inUse = new Set<KvStore>();
@@ -213,7 +220,8 @@ export class PipelineManager {
     return runner;
   }
 
-  private modulePath(step: string, name: string, settings: StepSettings | undefined): string {
+  /** The module file a step loads from (for content hashes of graphs). */
+  modulePath(step: string, name: string, settings: StepSettings | undefined): string {
     if (settings?.module !== undefined) return resolve(settings.module);
     if (settings?.package !== undefined) return resolvePackageModule(step, settings.package);
     return join(this.pluginDir, `${name}.wasm`);

@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as v from 'valibot';
 import { ProxyConfigSchema, defaultConfig, schemaKeys } from '../../runtime/config/schema.ts';
+import { DEFAULT_STAGES } from '../../runtime/config/canary-schema.ts';
 
 test('an empty object takes every default', () => {
   assert.deepEqual(defaultConfig(), {
@@ -22,6 +23,13 @@ test('an empty object takes every default', () => {
     log: { level: 'info', format: 'json', ring_lines: 1000 },
     pipeline: { id: 'default', request: [], response: [] },
     steps: {},
+    canary: {
+      stages: DEFAULT_STAGES, auto_promote: false, data_dir: 'data/canary', baseline_grace_period: '15m', warning_share: 0.8,
+      max_samples: 10000, judge: { enabled: false, confidence: 0.98 },
+    },
+    rollback_rules: { error_rate_delta_pct: 5, latency_p95_delta_ms: 100, sustained_duration: '20s', check_interval: '5s', custom_metrics: [], min_window_requests: 20 },
+    auto_promote_rules: { min_duration: '0', min_requests: 0, max_error_rate_delta_pct: 1, max_latency_p95_delta_ms: 20 },
+    notifications: { channels: [] },
   });
 });
 

@@ -1,0 +1,564 @@
+// The canary controller: SPEC §3's state machine for every canary of this proxy. It owns the
+// records (persisted in the store before any answer), the graphs' split (through CanaryGraphs), the
+// evaluation timer per canary, and emits exactly one CanaryEvent per transition to the sink.
+//
+// Transitions are compare-and-set on the record's `version`. Everything after the one await of a
+// transition (building a graph) re-checks the version, so a concurrent promote and rollback end with
+// exactly one winner; a rollback never waits and always wins a race it takes part in.
+import { randomBytes } from 'node:crypto';
+import { canaryDurationMs } from '../config/index.ts';
+import type { CanaryEvent, CanaryEventSink, CanaryEventType, RuleReading, SideMetrics } from './events.ts';
+import { CanaryError } from './errors.ts';
+import { evaluate, formatDuration, volumeConditions, type CustomValues, type Evaluation } from './evaluator.ts';
+import type { CanaryGraphs, PreparedCandidate, RetainedBaseline } from './graphs.ts';
+import { parseStartRequest, type CanaryDefaults, type CanarySpec } from './spec.ts';
+import type { CanaryRecord, CanaryStatus, CanaryStore, HistoryEntry, Sample } from './store.ts';
+import { SideWindow, WindowTracker, type CanaryMetricsSource } from './windows.ts';
+import { CustomMetricWindows } from './custom-metrics.ts';
+import { historyView, iso, listRow, reportView, statusView } from './views.ts';
+
+export interface Clock { now(): number }
+export const systemClock: Clock = { now: () => Date.now() };
+
+/** Runs `fn` every `ms`; returns a cancel function. */
+export type Scheduler = (ms: number, fn: () => void) => () => void;
+export const intervalScheduler: Scheduler = (ms, fn) => {
+  const t = setInterval(fn, ms);
+  t.unref();
+  return () => clearInterval(t);
+};
+
+export interface ControllerLog {
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+}
+
+const silentLog: ControllerLog = { info() {}, warn() {}, error() {} };
+
+export interface ControllerOptions {
+  store: CanaryStore;
+  graphs: CanaryGraphs;
+  metrics: CanaryMetricsSource;
+  sink: CanaryEventSink;
+  defaults: () => CanaryDefaults;
+  clock?: Clock;
+  /** null: no automatic evaluation (tests call evaluate()). */
+  scheduler?: Scheduler | null;
+  warningShare?: number;
+  gracePeriodMs?: number;
+  log?: ControllerLog;
+}
+
+/** A canary this process runs: its record and what lives only in memory. */
+class LiveCanary {
+  record: CanaryRecord;
+  prepared: PreparedCandidate | null = null;
+  readonly trackers = { baseline: new WindowTracker(), candidate: new WindowTracker() };
+  readonly custom = new CustomMetricWindows();
+  readonly stage = { baseline: new SideWindow(), candidate: new SideWindow() };
+  lastEval: Evaluation | null = null;
+  /** When the current evaluation window began. */
+  windowStart = 0;
+  cancel: (() => void) | null = null;
+  /** A transition with an await (completion) is under way. */
+  busy = false;
+  evaluating = false;
+  retained: RetainedBaseline | null = null;
+  graceTimer: NodeJS.Timeout | null = null;
+  constructor(record: CanaryRecord) {
+    this.record = record;
+  }
+}
+
+export type Listener = (entry: HistoryEntry) => void;
+
+const ACTIVE: ReadonlySet<CanaryStatus> = new Set(['active', 'paused']);
+
+export class CanaryController {
+  private readonly store: CanaryStore;
+  private readonly graphs: CanaryGraphs;
+  private readonly metrics: CanaryMetricsSource;
+  private readonly sink: CanaryEventSink;
+  private readonly defaults: () => CanaryDefaults;
+  private readonly clock: Clock;
+  private readonly scheduler: Scheduler | null;
+  private readonly warningShare: number;
+  readonly gracePeriodMs: number;
+  private readonly log: ControllerLog;
+  private readonly canaries = new Map<string, LiveCanary>();
+  /** Pipelines with a canary starting (its candidate is being built). */
+  private readonly starting = new Set<string>();
+  private readonly listeners = new Map<string, Set<Listener>>();
+
+  constructor(o: ControllerOptions) {
+    this.store = o.store;
+    this.graphs = o.graphs;
+    this.metrics = o.metrics;
+    this.sink = o.sink;
+    this.defaults = o.defaults;
+    this.clock = o.clock ?? systemClock;
+    this.scheduler = o.scheduler === undefined ? intervalScheduler : o.scheduler;
+    this.warningShare = o.warningShare ?? 0.8;
+    this.gracePeriodMs = o.gracePeriodMs ?? 15 * 60_000;
+    this.log = o.log ?? silentLog;
+    for (const r of this.store.all()) this.canaries.set(r.id, new LiveCanary(r));
+  }
+
+  // ---- queries --------------------------------------------------------------------------------
+
+  private live(id: string): LiveCanary {
+    const c = this.canaries.get(id);
+    if (c === undefined) throw new CanaryError('PROXY_ERR_CANARY_NOT_FOUND', `no canary "${id}"`);
+    return c;
+  }
+
+  record(id: string): CanaryRecord {
+    return this.live(id).record;
+  }
+
+  ids(): string[] {
+    return [...this.canaries.keys()];
+  }
+
+  list(status: CanaryStatus | 'all' = 'all'): { canaries: object[]; total: number } {
+    const rows = [...this.canaries.values()].map((c) => c.record)
+      .filter((r) => status === 'all' || r.status === status)
+      .sort((a, b) => b.created_at - a.created_at || a.id.localeCompare(b.id))
+      .map(listRow);
+    return { canaries: rows, total: rows.length };
+  }
+
+  /** GET /api/v1/canary/{id}. */
+  status(id: string): Record<string, unknown> {
+    return statusView(this.live(id), this.clock.now());
+  }
+
+  history(id: string): Record<string, unknown> {
+    return historyView(this.live(id).record, this.store.history(id));
+  }
+
+  report(id: string): Record<string, unknown> {
+    return reportView(this.live(id), this.clock.now());
+  }
+
+  samples(id: string): { check_interval: string; samples: Sample[] } {
+    const r = this.live(id).record;
+    return { check_interval: r.spec.rollback_rules.check_interval, samples: this.store.samples(id) };
+  }
+
+  subscribe(id: string, fn: Listener): () => void {
+    this.live(id);
+    let set = this.listeners.get(id);
+    if (set === undefined) this.listeners.set(id, set = new Set());
+    set.add(fn);
+    return () => { set!.delete(fn); };
+  }
+
+  // ---- transitions ----------------------------------------------------------------------------
+
+  /** POST /api/v1/canary: validated, the candidate loaded and split, persisted, `canary.started`. */
+  async start(body: unknown): Promise<Record<string, unknown>> {
+    const spec = parseStartRequest(body, this.defaults());
+    const pid = spec.pipeline_id;
+    if (!this.graphs.hasPipeline(pid)) throw new CanaryError('PROXY_ERR_CANARY_UNKNOWN_PIPELINE', `no pipeline "${pid}" on this proxy`);
+    this.checkFree(pid);
+    if (!this.metrics.recording) throw new CanaryError('PROXY_ERR_CANARY_NO_METRICS', 'profiling.enabled is false: the canary would have no per-graph metrics');
+    this.starting.add(pid);
+    let prepared: PreparedCandidate;
+    try {
+      try {
+        prepared = await this.graphs.prepare(pid, spec.candidate_config);
+      } catch (err) {
+        throw new CanaryError('PROXY_ERR_CANARY_CANDIDATE_REFUSED', `candidate refused: ${(err as Error).message}`, undefined, err);
+      }
+    } finally {
+      this.starting.delete(pid);
+    }
+    this.checkFree(pid);
+    const now = this.clock.now();
+    const first = spec.stages[0];
+    const record: CanaryRecord = {
+      id: `c-${randomBytes(6).toString('hex')}`, pipeline_id: pid, status: 'active', version: 1, spec,
+      current_stage: 1, traffic_pct: first.traffic_pct, created_at: now, stage_entered_at: now, stage_candidate_requests: 0,
+      timers: {}, warned: [], baseline_version: this.graphs.baselineVersion(pid), candidate_version: prepared.version,
+      stages_visited: [{ stage: 1, traffic_pct: first.traffic_pct, entered_at: now, left_at: null, candidate_requests: 0 }], outcome: null,
+    };
+    const c = new LiveCanary(record);
+    c.prepared = prepared;
+    this.primeWindows(c);
+    this.graphs.activate(prepared, record.traffic_pct);
+    this.canaries.set(record.id, c);
+    this.commit(c, 'started', `canary started at stage 1 of ${spec.stages.length} (${record.traffic_pct}%)`, 'canary.started');
+    this.schedule(c);
+    this.log.info('canary started', { canary_id: record.id, pipeline_id: pid, traffic_pct: record.traffic_pct, candidate_version: record.candidate_version });
+    if (this.completesOnEntry(c)) await this.complete(c, 'automatic');
+    return {
+      canary_id: record.id, pipeline_id: pid, status: c.record.status, current_stage: record.current_stage, traffic_pct: record.traffic_pct,
+      created_at: iso(now), baseline_version: record.baseline_version, candidate_version: record.candidate_version,
+      metrics_url: `/api/v1/canary/${record.id}/metrics`,
+    };
+  }
+
+  private checkFree(pid: string): void {
+    for (const c of this.canaries.values()) {
+      if (c.record.pipeline_id === pid && ACTIVE.has(c.record.status)) {
+        throw new CanaryError('PROXY_ERR_CANARY_EXISTS', `canary ${c.record.id} is already ${c.record.status} on pipeline "${pid}"`, { canary_id: c.record.id });
+      }
+    }
+    if (this.starting.has(pid)) throw new CanaryError('PROXY_ERR_CANARY_EXISTS', `a canary is starting on pipeline "${pid}"`);
+  }
+
+  private checkVersion(c: LiveCanary, expected: number | undefined): void {
+    if (expected !== undefined && expected !== c.record.version) {
+      throw new CanaryError('PROXY_ERR_CANARY_CONFLICT', `canary ${c.record.id} is at version ${c.record.version}, not ${expected}`);
+    }
+  }
+
+  private checkActive(c: LiveCanary, what: string): void {
+    if (!ACTIVE.has(c.record.status)) throw new CanaryError('PROXY_ERR_CANARY_INVALID_STATE', `cannot ${what} canary ${c.record.id}: it is ${c.record.status}`);
+  }
+
+  /** POST …/promote. */
+  async promote(id: string, opts: { force?: boolean; expectedVersion?: number } = {}): Promise<Record<string, unknown>> {
+    const c = this.live(id);
+    this.checkVersion(c, opts.expectedVersion);
+    this.checkActive(c, 'promote');
+    if (c.busy) throw new CanaryError('PROXY_ERR_CANARY_CONFLICT', `canary ${id} is completing`);
+    const r = c.record;
+    if (r.status === 'active' && r.spec.auto_promote) {
+      throw new CanaryError('PROXY_ERR_CANARY_INVALID_STATE', `canary ${id} promotes automatically; promote is valid only while it is paused at a manual gate`);
+    }
+    if (r.status === 'active' && opts.force !== true) {
+      const stage = r.spec.stages[r.current_stage - 1];
+      const conds = volumeConditions({ spec: r.spec, stage, now: this.clock.now(), stageEnteredAt: r.stage_entered_at, stageCandidateRequests: r.stage_candidate_requests });
+      const unmet = conds.filter((x) => !x.met);
+      if (unmet.length > 0) {
+        throw new CanaryError('PROXY_ERR_CANARY_INVALID_STATE', `stage ${r.current_stage} conditions unmet: ${unmet.map((x) => `${x.condition} ${x.value} < ${x.threshold}`).join(', ')} (force skips them)`, { conditions: conds });
+      }
+    }
+    const previous = r.current_stage;
+    await this.advance(c, 'manual');
+    const now = this.clock.now();
+    return {
+      canary_id: id, previous_stage: previous, current_stage: c.record.current_stage, traffic_pct: c.record.traffic_pct,
+      promoted_at: iso(now), status: c.record.status,
+      message: c.record.status === 'completed' ? `canary completed: the candidate is the baseline of "${r.pipeline_id}"`
+        : `promoted to stage ${c.record.current_stage} of ${r.spec.stages.length} (${c.record.traffic_pct}%)`,
+    };
+  }
+
+  /** POST …/rollback (and the rollback engine). Never awaits: it always wins a race. */
+  rollback(id: string, opts: { reason?: string; expectedVersion?: number; triggeredBy?: 'manual' | 'automatic'; rules?: RuleReading[] } = {}): Record<string, unknown> {
+    const c = this.live(id);
+    this.checkVersion(c, opts.expectedVersion);
+    this.checkActive(c, 'roll back');
+    const r = c.record;
+    // 1. Traffic to the baseline at once; requests already on the candidate hold their graph and finish.
+    this.graphs.remove(r.pipeline_id);
+    c.prepared = null; // 2. the candidate is no longer referenced here
+    this.unschedule(c);
+    const now = this.clock.now();
+    const triggeredBy = opts.triggeredBy ?? 'manual';
+    const reason = opts.reason ?? (triggeredBy === 'manual' ? 'manual rollback' : 'rollback rule breached');
+    r.outcome = { at: now, reason, triggered_by: triggeredBy, rules: opts.rules ?? [], final: { baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() } };
+    r.status = 'rolled_back';
+    this.leaveStage(c, now);
+    this.commit(c, 'rolled_back', `rolled back (${triggeredBy}): ${reason}`, 'canary.rolled_back', { triggered_by: triggeredBy, reason, rules: r.outcome.rules });
+    this.log.warn('canary rolled back', { canary_id: id, pipeline_id: r.pipeline_id, triggered_by: triggeredBy, reason });
+    const pick = (m: SideMetrics) => ({ requests: m.requests, error_rate_pct: m.error_rate_pct, latency_p95_ms: m.latency_p95_ms });
+    return {
+      canary_id: id, status: r.status, rolled_back_at: iso(now), reason, triggered_by: triggeredBy,
+      final_metrics: { baseline: pick(r.outcome.final.baseline), candidate: pick(r.outcome.final.candidate) },
+    };
+  }
+
+  /** PATCH …: only the traffic changes. */
+  patch(id: string, trafficPct: unknown, expectedVersion?: number): Record<string, unknown> {
+    const c = this.live(id);
+    if (typeof trafficPct !== 'number' || !Number.isInteger(trafficPct) || trafficPct < 0 || trafficPct > 100) {
+      throw new CanaryError('PROXY_ERR_CANARY_INVALID_TRAFFIC', `traffic_pct: expected an integer 0..100, received ${JSON.stringify(trafficPct)}`);
+    }
+    this.checkVersion(c, expectedVersion);
+    this.checkActive(c, 'change the traffic of');
+    if (c.busy) throw new CanaryError('PROXY_ERR_CANARY_CONFLICT', `canary ${id} is completing`);
+    const from = c.record.traffic_pct;
+    c.record.traffic_pct = trafficPct;
+    this.graphs.setTraffic(c.record.pipeline_id, trafficPct);
+    this.commit(c, 'traffic_changed', `traffic ${from}% → ${trafficPct}% (stage ${c.record.current_stage} unchanged)`, null, { previous_traffic_pct: from });
+    return { canary_id: id, traffic_pct: trafficPct, updated_at: iso(this.clock.now()), message: `traffic set to ${trafficPct}% at stage ${c.record.current_stage}` };
+  }
+
+  /** POST …/restore-baseline: the old baseline back, within the grace period. */
+  restoreBaseline(id: string): Record<string, unknown> {
+    const c = this.live(id);
+    if (c.record.status !== 'completed' || c.retained === null) {
+      throw new CanaryError('PROXY_ERR_CANARY_INVALID_STATE', `canary ${id} retains no old baseline (${c.record.status !== 'completed' ? `it is ${c.record.status}` : 'grace period over or restarted since'})`);
+    }
+    const old = c.retained;
+    this.graphs.restore(c.record.pipeline_id, old);
+    this.release(c);
+    this.commit(c, 'baseline_restored', `old baseline ${old.version} restored`, null);
+    return { canary_id: id, restored_at: iso(this.clock.now()), baseline_version: old.version, message: `baseline ${old.version} of "${c.record.pipeline_id}" restored` };
+  }
+
+  /** One evaluation now (the timer calls this every check_interval). */
+  async evaluate(id: string): Promise<Evaluation | null> {
+    const c = this.live(id);
+    if (!ACTIVE.has(c.record.status) || c.evaluating || c.busy) return null;
+    c.evaluating = true;
+    try {
+      const custom = await c.custom.read(this.metrics, c.record.pipeline_id, c.record.spec.rollback_rules.custom_metrics);
+      if (!ACTIVE.has(c.record.status) || c.busy) return null;
+      return await this.evaluateNow(c, custom);
+    } finally {
+      c.evaluating = false;
+    }
+  }
+
+  private async evaluateNow(c: LiveCanary, custom: CustomValues): Promise<Evaluation> {
+    const r = c.record;
+    const now = this.clock.now();
+    const window = {
+      baseline: c.trackers.baseline.take(this.metrics.totals(r.pipeline_id, 'baseline')),
+      candidate: c.trackers.candidate.take(this.metrics.totals(r.pipeline_id, 'candidate')),
+    };
+    c.stage.baseline.add(window.baseline);
+    c.stage.candidate.add(window.candidate);
+    r.stage_candidate_requests += window.candidate.requests;
+    const visit = r.stages_visited[r.stages_visited.length - 1];
+    if (visit !== undefined) visit.candidate_requests = r.stage_candidate_requests;
+    const stage = r.spec.stages[r.current_stage - 1];
+    const ev = evaluate({
+      spec: r.spec, stage, now, windowStart: c.windowStart, stageEnteredAt: r.stage_entered_at, stageCandidateRequests: r.stage_candidate_requests,
+      timers: r.timers, warned: r.warned, window, stageWindow: c.stage, custom, warningShare: this.warningShare,
+    });
+    c.lastEval = ev;
+    c.windowStart = now;
+    const entries: HistoryEntry[] = [];
+    for (const rule of Object.keys(ev.timers)) {
+      if (r.timers[rule] === undefined) entries.push(this.entry(c, 'breach_started', `${rule} beyond its threshold`, { rule, reading: ev.rules.find((x) => x.rule === rule) }, ev.timers[rule]));
+    }
+    for (const rule of Object.keys(r.timers)) {
+      if (ev.timers[rule] === undefined && ev.result !== 'inconclusive') entries.push(this.entry(c, 'breach_cleared', `${rule} back within its threshold`, { rule }, now));
+    }
+    r.timers = ev.timers;
+    r.warned = ev.warned;
+    const sample: Sample = {
+      at: now, stage: r.current_stage, traffic_pct: r.traffic_pct,
+      baseline: { ...window.baseline.metrics(), errors: window.baseline.errors },
+      candidate: { ...window.candidate.metrics(), errors: window.candidate.errors },
+    };
+    this.store.addSample(r.id, sample);
+    if (ev.warnings.length > 0) {
+      entries.push(this.entry(c, 'threshold_warning', ev.warnings.map((w) => `${w.rule} ${w.value} (threshold ${w.threshold})`).join('; '), { rules: ev.warnings }, now));
+    }
+    this.store.save(r, entries);
+    for (const e of entries) this.notify(r.id, e);
+    if (ev.warnings.length > 0) this.emit(c, 'canary.threshold_warning', { rules: ev.warnings, metrics: { baseline: window.baseline.metrics(), candidate: window.candidate.metrics() } }, `warning:${now}`);
+    if (ev.rollback.length > 0) {
+      const reason = ev.rollback.map((x) => `${x.rule} ${x.value} > ${x.threshold} for ${x.sustained_for}`).join('; ');
+      this.rollback(r.id, { reason, triggeredBy: 'automatic', rules: ev.rollback });
+      return ev;
+    }
+    if (r.status === 'active' && r.spec.auto_promote && ev.promotable) {
+      if (stage.manual_gate === true) {
+        r.status = 'paused';
+        this.commit(c, 'paused', `stage ${r.current_stage} conditions met; waiting at the manual gate`, null);
+      } else {
+        try {
+          await this.advance(c, 'automatic');
+        } catch (err) {
+          this.log.error('canary promotion failed', { canary_id: r.id, error: (err as Error).message });
+        }
+      }
+    }
+    return ev;
+  }
+
+  /** Stage n → n+1, or completion past (or on reaching) the last stage. */
+  private async advance(c: LiveCanary, by: 'manual' | 'automatic'): Promise<void> {
+    const r = c.record;
+    if (r.current_stage >= r.spec.stages.length) {
+      await this.complete(c, by);
+      return;
+    }
+    const now = this.clock.now();
+    const previous = r.current_stage;
+    this.leaveStage(c, now);
+    r.current_stage = previous + 1;
+    const st = r.spec.stages[r.current_stage - 1];
+    r.traffic_pct = st.traffic_pct;
+    r.status = 'active';
+    r.stage_entered_at = now;
+    r.stage_candidate_requests = 0;
+    r.stages_visited.push({ stage: r.current_stage, traffic_pct: st.traffic_pct, entered_at: now, left_at: null, candidate_requests: 0 });
+    c.stage.baseline.reset();
+    c.stage.candidate.reset();
+    this.graphs.setTraffic(r.pipeline_id, st.traffic_pct);
+    this.commit(c, 'promoted', `promoted (${by}) to stage ${r.current_stage} of ${r.spec.stages.length} (${st.traffic_pct}%)`, 'canary.promoted',
+      { previous_stage: previous, triggered_by: by });
+    if (this.completesOnEntry(c)) await this.complete(c, by);
+  }
+
+  private completesOnEntry(c: LiveCanary): boolean {
+    const r = c.record;
+    const st = r.spec.stages[r.current_stage - 1];
+    return r.current_stage === r.spec.stages.length && canaryDurationMs(st.min_duration) === 0 && st.min_requests === 0;
+  }
+
+  /** The candidate becomes the baseline; the old one is kept for the grace period. */
+  private async complete(c: LiveCanary, by: 'manual' | 'automatic'): Promise<void> {
+    const r = c.record;
+    const version = r.version;
+    const prepared = c.prepared;
+    if (prepared === null) throw new CanaryError('PROXY_ERR_CANARY_INVALID_STATE', `canary ${r.id} has no candidate loaded`);
+    c.busy = true;
+    let graph;
+    try {
+      graph = await this.graphs.buildBaseline(prepared);
+    } finally {
+      c.busy = false;
+    }
+    if (r.version !== version || !ACTIVE.has(r.status)) {
+      // A rollback (or another transition) won while the graph was built: it stays unpublished.
+      throw new CanaryError('PROXY_ERR_CANARY_CONFLICT', `canary ${r.id} changed while completing (now ${r.status}); the completion was abandoned`);
+    }
+    c.retained = this.graphs.swapBaseline(prepared, graph);
+    c.prepared = null;
+    this.unschedule(c);
+    const now = this.clock.now();
+    r.status = 'completed';
+    r.outcome = { at: now, reason: 'completed', triggered_by: by, rules: [], final: { baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() } };
+    this.leaveStage(c, now);
+    this.commit(c, 'completed', `completed: candidate ${r.candidate_version} is the baseline; old baseline ${r.baseline_version} kept for ${formatDuration(this.gracePeriodMs)}`, 'canary.completed', { triggered_by: by });
+    c.graceTimer = setTimeout(() => {
+      if (c.retained === null) return;
+      this.release(c);
+      this.commit(c, 'baseline_released', 'grace period over: the old baseline was released', null);
+    }, this.gracePeriodMs);
+    c.graceTimer.unref();
+  }
+
+  private release(c: LiveCanary): void {
+    c.retained = null;
+    if (c.graceTimer !== null) clearTimeout(c.graceTimer);
+    c.graceTimer = null;
+  }
+
+  private leaveStage(c: LiveCanary, now: number): void {
+    const v = c.record.stages_visited[c.record.stages_visited.length - 1];
+    if (v !== undefined && v.left_at === null) {
+      v.left_at = now;
+      v.candidate_requests = c.record.stage_candidate_requests;
+    }
+  }
+
+  /** Resumes every active or paused canary of the store: candidate rebuilt before traffic is split. */
+  async resume(): Promise<void> {
+    for (const c of this.canaries.values()) {
+      const r = c.record;
+      if (!ACTIVE.has(r.status) || c.prepared !== null) continue;
+      try {
+        c.prepared = await this.graphs.prepare(r.pipeline_id, r.spec.candidate_config);
+      } catch (err) {
+        this.log.error('canary candidate failed to load on resume; rolling back', { canary_id: r.id, error: (err as Error).message });
+        this.rollback(r.id, { reason: `candidate failed to load on resume: ${(err as Error).message}`, triggeredBy: 'automatic' });
+        continue;
+      }
+      this.primeWindows(c);
+      this.graphs.activate(c.prepared, r.traffic_pct);
+      const entry = this.entry(c, 'resumed', `resumed after a restart at stage ${r.current_stage} (${r.traffic_pct}%), timers from persisted times`, { timers: r.timers });
+      this.store.save(r, [entry]);
+      this.notify(r.id, entry);
+      this.schedule(c);
+      this.log.info('canary resumed', { canary_id: r.id, pipeline_id: r.pipeline_id, stage: r.current_stage, traffic_pct: r.traffic_pct });
+    }
+  }
+
+  async close(): Promise<void> {
+    for (const c of this.canaries.values()) {
+      this.unschedule(c);
+      if (c.graceTimer !== null) clearTimeout(c.graceTimer);
+    }
+    this.listeners.clear();
+  }
+
+  // ---- helpers --------------------------------------------------------------------------------
+
+  private primeWindows(c: LiveCanary): void {
+    const pid = c.record.pipeline_id;
+    c.trackers.baseline.prime(this.metrics.totals(pid, 'baseline'));
+    c.trackers.candidate.prime(this.metrics.totals(pid, 'candidate'));
+    c.custom.clear();
+    c.windowStart = this.clock.now();
+  }
+
+  private schedule(c: LiveCanary): void {
+    if (this.scheduler === null || c.cancel !== null) return;
+    const ms = canaryDurationMs(c.record.spec.rollback_rules.check_interval);
+    const id = c.record.id;
+    c.cancel = this.scheduler(ms, () => {
+      this.evaluate(id).catch((err) => this.log.error('canary evaluation failed', { canary_id: id, error: (err as Error).message }));
+    });
+  }
+
+  private unschedule(c: LiveCanary): void {
+    if (c.cancel !== null) c.cancel();
+    c.cancel = null;
+  }
+
+  private entry(c: LiveCanary, event: string, message: string, details?: Record<string, unknown>, at = this.clock.now()): HistoryEntry {
+    const e: HistoryEntry = { at, event, stage: c.record.current_stage, traffic_pct: c.record.traffic_pct, message };
+    if (details !== undefined) e.details = details;
+    return e;
+  }
+
+  /** A transition: version bumped, record and history entry written together, then the event. */
+  private commit(c: LiveCanary, event: string, message: string, type: CanaryEventType | null, details?: Record<string, unknown>): void {
+    const r = c.record;
+    r.version++;
+    const e = this.entry(c, event, message, details);
+    this.store.save(r, [e]);
+    this.notify(r.id, e);
+    if (type !== null) {
+      const extra: Partial<CanaryEvent> = {};
+      if (type === 'canary.promoted') extra.previous_stage = details?.previous_stage as number;
+      if (type === 'canary.rolled_back' || type === 'canary.completed') {
+        extra.triggered_by = r.outcome?.triggered_by ?? undefined;
+        extra.metrics = r.outcome?.final;
+      }
+      if (type === 'canary.rolled_back') {
+        extra.reason = r.outcome?.reason;
+        extra.rules = r.outcome?.rules;
+      }
+      this.emit(c, type, extra, String(r.version));
+    }
+  }
+
+  private emit(c: LiveCanary, type: CanaryEventType, extra: Partial<CanaryEvent>, discriminator: string): void {
+    const r = c.record;
+    const ev: CanaryEvent = {
+      id: `${r.id}:${discriminator}:${type}`, type, at: iso(this.clock.now()), canary_id: r.id, pipeline_id: r.pipeline_id,
+      stage: r.current_stage, traffic_pct: r.traffic_pct, baseline_version: r.baseline_version, candidate_version: r.candidate_version,
+      ...extra,
+    };
+    if (r.spec.description !== null) ev.description = r.spec.description;
+    try {
+      this.sink.emit(ev, r.spec.channels);
+    } catch (err) {
+      this.log.error('canary event sink failed', { canary_id: r.id, type, error: (err as Error).message });
+    }
+  }
+
+  private notify(id: string, e: HistoryEntry): void {
+    const set = this.listeners.get(id);
+    if (set === undefined) return;
+    for (const fn of set) {
+      try {
+        fn(e);
+      } catch { /* a listener's failure is its own */ }
+    }
+  }
+}
+

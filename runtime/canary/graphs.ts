@@ -1,0 +1,175 @@
+// The canary's hold on the pipeline graphs: builds a candidate graph from the baseline's
+// configuration and `candidate_config` (loaded and configured before anything is split), publishes
+// it beside the baseline with SPEC §3's per-request split, changes the split, unloads it, and at
+// completion makes it the baseline while keeping the old baseline for the grace period.
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import {
+  PercentSelector, stepName, DEFAULT_MAX_MEMORY_PAGES,
+  type Pipeline, type PipelineConfig, type PipelineManager, type StepSettings,
+} from '../pipeline/index.ts';
+import type { CandidateConfig } from './spec.ts';
+
+export interface PreparedCandidate {
+  readonly pipelineId: string;
+  readonly config: PipelineConfig;
+  readonly graph: Pipeline;
+  readonly version: string;
+}
+
+export interface RetainedBaseline {
+  readonly config: PipelineConfig;
+  readonly graph: Pipeline;
+  readonly version: string;
+}
+
+/** What the controller needs of the graphs (PipelineCanaryGraphs below is the one implementation). */
+export interface CanaryGraphs {
+  hasPipeline(pipelineId: string): boolean;
+  baselineVersion(pipelineId: string): string;
+  /** Builds (compiles, instantiates, configures) the candidate without publishing it; throws the reason. */
+  prepare(pipelineId: string, candidate: CandidateConfig): Promise<PreparedCandidate>;
+  /** Publishes the candidate: from now on `trafficPct` % of requests go to it. */
+  activate(prepared: PreparedCandidate, trafficPct: number): void;
+  setTraffic(pipelineId: string, trafficPct: number): void;
+  /** 100 % to the baseline at once and the candidate unloaded; requests already on it finish there. */
+  remove(pipelineId: string): void;
+  /** Builds the candidate's configuration as a baseline graph, not yet published. */
+  buildBaseline(prepared: PreparedCandidate): Promise<Pipeline>;
+  /** Publishes `graph` (from buildBaseline) as the baseline, unloads the candidate; returns the old baseline. */
+  swapBaseline(prepared: PreparedCandidate, graph: Pipeline): RetainedBaseline;
+  /** Swaps `old` back in as the baseline. */
+  restore(pipelineId: string, old: RetainedBaseline): void;
+}
+
+/** `name@1.2.3` / `@scope/name@1.2.3` → [name, version]. */
+function splitPackage(id: string): [string, string | null] {
+  const at = id.lastIndexOf('@');
+  return at > 0 ? [id.slice(0, at), id.slice(at + 1)] : [id, null];
+}
+
+/** The candidate graph's configuration: the baseline's, with `candidate.steps` laid over it. */
+export function candidatePipelineConfig(base: PipelineConfig, candidate: CandidateConfig): PipelineConfig {
+  const steps: Record<string, StepSettings> = {};
+  for (const [k, s] of Object.entries(base.steps ?? {})) steps[stepName(k)] = { ...s };
+  let request = [...base.pipeline.request];
+  let response = [...base.pipeline.response];
+  const listed = (name: string) => request.some((s) => stepName(s) === name) || response.some((s) => stepName(s) === name);
+  for (const c of candidate.steps) {
+    const name = stepName(c.type);
+    const prev = steps[name];
+    const next: StepSettings = { ...(prev ?? { config: {}, max_memory_pages: DEFAULT_MAX_MEMORY_PAGES }), config: c.config ?? prev?.config ?? {} };
+    if (c.on_error !== undefined) next.on_error = c.on_error;
+    if (c.plugin_id !== undefined) {
+      delete next.module;
+      delete next.package;
+      if (c.plugin_id.endsWith('.wasm')) next.module = c.plugin_id;
+      else next.package = splitPackage(c.plugin_id)[0];
+    }
+    steps[name] = next;
+    if (!listed(name)) (c.phase === 'response' ? response : request).push(name);
+  }
+  if (candidate.pipeline?.request !== undefined) request = [...candidate.pipeline.request];
+  if (candidate.pipeline?.response !== undefined) response = [...candidate.pipeline.response];
+  return { pipeline: { id: base.pipeline.id, request, response }, steps };
+}
+
+export class PipelineCanaryGraphs implements CanaryGraphs {
+  private readonly manager: PipelineManager;
+  /** The configuration of each pipeline's current baseline (a completion replaces it). */
+  private readonly baselines = new Map<string, PipelineConfig>();
+  private readonly selectors = new Map<string, PercentSelector>();
+  private readonly random: () => number;
+
+  constructor(manager: PipelineManager, baselines: PipelineConfig[], random: () => number = Math.random) {
+    this.manager = manager;
+    for (const b of baselines) this.baselines.set(b.pipeline.id, b);
+    this.random = random;
+  }
+
+  /** A reload replaced the baseline of a pipeline. */
+  setBaselineConfig(config: PipelineConfig): void {
+    this.baselines.set(config.pipeline.id, config);
+  }
+
+  hasPipeline(pipelineId: string): boolean {
+    return this.baselines.has(pipelineId);
+  }
+
+  baselineVersion(pipelineId: string): string {
+    return this.version(this.baselines.get(pipelineId)!);
+  }
+
+  /** `sha256:` + 12 hex digits over step order, step settings and module bytes. */
+  version(config: PipelineConfig): string {
+    const h = createHash('sha256');
+    h.update(JSON.stringify([config.pipeline.request.map(stepName), config.pipeline.response.map(stepName)]));
+    const names = [...new Set([...config.pipeline.request, ...config.pipeline.response].map(stepName))].sort();
+    for (const name of names) {
+      const s = config.steps?.[name];
+      h.update(`\0${name}\0${JSON.stringify(s === undefined ? null : { ...s, module: undefined, package: undefined })}\0`);
+      try {
+        h.update(readFileSync(this.manager.modulePath(`wasm:${name}`, name, s)));
+      } catch {
+        h.update('missing');
+      }
+    }
+    return `sha256:${h.digest('hex').slice(0, 12)}`;
+  }
+
+  async prepare(pipelineId: string, candidate: CandidateConfig): Promise<PreparedCandidate> {
+    const base = this.baselines.get(pipelineId);
+    if (base === undefined) throw new Error(`no pipeline "${pipelineId}"`);
+    for (const s of candidate.steps) {
+      if (s.plugin_id === undefined || s.plugin_id.endsWith('.wasm')) continue;
+      const [pkg, want] = splitPackage(s.plugin_id);
+      if (want === null) continue;
+      // The manifest is looked up along node_modules paths (a package's `exports` may hide it from require.resolve).
+      const req = createRequire(join(process.cwd(), 'package.json'));
+      const manifest = (req.resolve.paths(pkg) ?? []).map((d) => join(d, pkg, 'package.json')).find((f) => existsSync(f));
+      if (manifest === undefined) throw new Error(`step ${s.type}: package ${pkg} not found`);
+      const have = (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version;
+      if (have !== want) throw new Error(`step ${s.type}: package ${pkg} is version ${have}, not ${want}`);
+    }
+    const config = candidatePipelineConfig(base, candidate);
+    const graph = await this.manager.build(config, 'candidate');
+    return { pipelineId, config, graph, version: this.version(config) };
+  }
+
+  activate(prepared: PreparedCandidate, trafficPct: number): void {
+    const sel = new PercentSelector(trafficPct, this.random);
+    this.selectors.set(prepared.pipelineId, sel);
+    this.manager.setCandidate(prepared.pipelineId, prepared.graph, sel);
+  }
+
+  setTraffic(pipelineId: string, trafficPct: number): void {
+    const sel = this.selectors.get(pipelineId);
+    if (sel !== undefined) sel.trafficPct = trafficPct;
+  }
+
+  remove(pipelineId: string): void {
+    this.selectors.delete(pipelineId);
+    this.manager.setCandidate(pipelineId, null);
+  }
+
+  buildBaseline(prepared: PreparedCandidate): Promise<Pipeline> {
+    return this.manager.build(prepared.config, 'baseline');
+  }
+
+  swapBaseline(prepared: PreparedCandidate, graph: Pipeline): RetainedBaseline {
+    const id = prepared.pipelineId;
+    const oldConfig = this.baselines.get(id)!;
+    const old: RetainedBaseline = { config: oldConfig, graph: this.manager.get(id), version: this.version(oldConfig) };
+    this.manager.setBaseline(graph);
+    this.baselines.set(id, prepared.config);
+    this.remove(id);
+    return old;
+  }
+
+  restore(pipelineId: string, old: RetainedBaseline): void {
+    this.manager.setBaseline(old.graph);
+    this.baselines.set(pipelineId, old.config);
+  }
+}

@@ -1,0 +1,14 @@
+// Public surface of the canary subsystem: the controller (state machine, evaluation, persistence),
+// its graphs and metrics interfaces, the event contract with the notification channels.
+export { CanaryController, systemClock, intervalScheduler, type Clock, type Scheduler, type ControllerOptions, type ControllerLog, type Listener } from './controller.ts';
+export { CanaryError, CANARY_ERROR_CODES, type CanaryErrorCode } from './errors.ts';
+export { PipelineCanaryGraphs, candidatePipelineConfig, type CanaryGraphs, type PreparedCandidate, type RetainedBaseline } from './graphs.ts';
+export { CanaryStore, type CanaryRecord, type CanaryStatus, type HistoryEntry, type Sample } from './store.ts';
+export { parseStartRequest, defaultsFromConfig, type CanarySpec, type CanaryDefaults, type Stage, type CandidateConfig } from './spec.ts';
+export { evaluate, formatDuration, type Evaluation, type RuleStatus, type ConditionStatus } from './evaluator.ts';
+export { mannWhitneyWorse, twoProportionWorse, errorRateWorse, fisherWorse, logGamma, normalUpperTail, FISHER_MAX_ERRORS } from './judge.ts';
+export { SideWindow, WindowTracker, emptyHistogram, jsCopy, buckets, type CanaryMetricsSource, type GraphTotals, type CustomReading } from './windows.ts';
+export * from './events.ts';
+export { LogEventSink, RecordingEventSink } from './sinks.ts';
+export { statusView, historyView, reportView, listRow, type CanaryView } from './views.ts';
+export { CustomMetricWindows } from './custom-metrics.ts';

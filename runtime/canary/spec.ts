@@ -1,0 +1,138 @@
+// What a canary is asked to do: the validated start request, with the configuration's defaults
+// filled in (SPEC §2.8: the file's keys are defaults for canaries started through the API, which may
+// override them). Validation uses the configuration's own schemas, so a key means the same in both.
+import * as v from 'valibot';
+import {
+  autoPromoteRulesSchema, canaryDurationMs, channelSchema, judgeSchema, rollbackRulesSchema, stagesSchema,
+  type ProxyConfig,
+} from '../config/index.ts';
+import type { NotificationChannel } from './events.ts';
+import { CanaryError } from './errors.ts';
+
+export type Stage = v.InferOutput<typeof stagesSchema>[number];
+export type RollbackRules = v.InferOutput<typeof rollbackRulesSchema>;
+export type AutoPromoteRules = v.InferOutput<typeof autoPromoteRulesSchema>;
+export type JudgeSettings = v.InferOutput<typeof judgeSchema>;
+
+export interface CandidateStep {
+  type: string;
+  config?: Record<string, unknown>;
+  plugin_id?: string;
+  phase?: 'request' | 'response';
+  on_error?: 'open' | 'closed';
+}
+
+export interface CandidateConfig {
+  steps: CandidateStep[];
+  pipeline?: { request?: string[]; response?: string[] };
+}
+
+/** Everything a running canary needs to know about what it was asked; persisted as JSON. */
+export interface CanarySpec {
+  pipeline_id: string;
+  candidate_config: CandidateConfig;
+  stages: Stage[];
+  auto_promote: boolean;
+  rollback_rules: RollbackRules;
+  auto_promote_rules: AutoPromoteRules;
+  judge: JudgeSettings;
+  /** Inline channels, or null for the configured defaults. */
+  channels: NotificationChannel[] | null;
+  description: string | null;
+}
+
+export interface CanaryDefaults {
+  stages: Stage[];
+  auto_promote: boolean;
+  rollback_rules: RollbackRules;
+  auto_promote_rules: AutoPromoteRules;
+  judge: JudgeSettings;
+}
+
+export function defaultsFromConfig(c: ProxyConfig): CanaryDefaults {
+  return {
+    stages: c.canary.stages, auto_promote: c.canary.auto_promote, rollback_rules: c.rollback_rules,
+    auto_promote_rules: c.auto_promote_rules, judge: c.canary.judge,
+  };
+}
+
+const STEP_TYPE = /^(wasm:)?[a-z][a-z0-9_-]*$/;
+
+const candidateStepSchema = v.strictObject({
+  type: v.pipe(v.string(), v.regex(STEP_TYPE, 'expected a step name like "rate_limit" or "wasm:redact"')),
+  config: v.optional(v.record(v.string(), v.unknown())),
+  plugin_id: v.optional(v.pipe(v.string(), v.minLength(1))),
+  phase: v.optional(v.picklist(['request', 'response'])),
+  on_error: v.optional(v.picklist(['open', 'closed'])),
+});
+
+const candidateConfigSchema = v.strictObject({
+  steps: v.array(candidateStepSchema),
+  pipeline: v.optional(v.strictObject({
+    request: v.optional(v.array(v.pipe(v.string(), v.regex(STEP_TYPE)))),
+    response: v.optional(v.array(v.pipe(v.string(), v.regex(STEP_TYPE)))),
+  })),
+});
+
+function issueText(issues: readonly v.BaseIssue<unknown>[], prefix: string): string {
+  const i = issues[0];
+  const path = (i.path ?? []).map((p) => String(p.key)).join('.');
+  return `${prefix}${path === '' ? '' : (prefix === '' ? '' : '.') + path}: ${i.message}`;
+}
+
+function parsePart<S extends v.GenericSchema>(schema: S, value: unknown, field: string, code: ConstructorParameters<typeof CanaryError>[0]): v.InferOutput<S> {
+  const r = v.safeParse(schema, value);
+  if (!r.success) throw new CanaryError(code, issueText(r.issues, field));
+  return r.output;
+}
+
+function isObject(x: unknown): x is Record<string, unknown> {
+  return typeof x === 'object' && x !== null && !Array.isArray(x);
+}
+
+/** Every stage's durations parse (the regex has checked the form; this guards the sums). */
+function checkDurations(stages: Stage[]): void {
+  stages.forEach((s, i) => {
+    if (!Number.isFinite(canaryDurationMs(s.min_duration))) throw new CanaryError('PROXY_ERR_CANARY_INVALID_STAGES', `stages.${i}.min_duration: bad duration "${s.min_duration}"`);
+  });
+}
+
+/** Validates a POST /api/v1/canary body and fills in the defaults. Throws CanaryError (400 codes). */
+export function parseStartRequest(body: unknown, defaults: CanaryDefaults): CanarySpec {
+  if (!isObject(body)) throw new CanaryError('PROXY_ERR_BAD_BODY', 'expected a JSON object');
+  const known = new Set(['pipeline_id', 'candidate_config', 'initial_traffic_pct', 'rollback_rules', 'stages', 'auto_promote', 'auto_promote_rules', 'judge', 'notifications', 'description']);
+  for (const k of Object.keys(body)) if (!known.has(k)) throw new CanaryError('PROXY_ERR_BAD_BODY', `unknown field "${k}"`);
+  if (typeof body.pipeline_id !== 'string' || body.pipeline_id === '') throw new CanaryError('PROXY_ERR_BAD_BODY', 'pipeline_id: expected a non-empty string');
+  if (body.candidate_config === undefined) throw new CanaryError('PROXY_ERR_BAD_BODY', 'candidate_config: required');
+  const candidate = parsePart(candidateConfigSchema, body.candidate_config, 'candidate_config', 'PROXY_ERR_BAD_BODY');
+  let stages = body.stages === undefined ? defaults.stages.map((s) => ({ ...s })) : parsePart(stagesSchema, body.stages, 'stages', 'PROXY_ERR_CANARY_INVALID_STAGES');
+  checkDurations(stages);
+  if (body.initial_traffic_pct !== undefined) {
+    const t = body.initial_traffic_pct;
+    if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > 100) throw new CanaryError('PROXY_ERR_CANARY_INVALID_TRAFFIC', `initial_traffic_pct: expected an integer 0..100, received ${JSON.stringify(t)}`);
+    if (stages.length > 1 && t > stages[1].traffic_pct) throw new CanaryError('PROXY_ERR_CANARY_INVALID_STAGES', `initial_traffic_pct ${t} is above stage 2's traffic_pct ${stages[1].traffic_pct}`);
+    stages = [{ ...stages[0], traffic_pct: t }, ...stages.slice(1)];
+  }
+  if (body.auto_promote !== undefined && typeof body.auto_promote !== 'boolean') throw new CanaryError('PROXY_ERR_BAD_BODY', 'auto_promote: expected a boolean');
+  const merge = (name: string, given: unknown, base: object): Record<string, unknown> => {
+    if (given === undefined) return { ...base };
+    if (!isObject(given)) throw new CanaryError(name === 'judge' ? 'PROXY_ERR_BAD_BODY' : 'PROXY_ERR_CANARY_INVALID_RULES', `${name}: expected an object`);
+    return { ...base, ...given };
+  };
+  const rollback = parsePart(rollbackRulesSchema, merge('rollback_rules', body.rollback_rules, defaults.rollback_rules), 'rollback_rules', 'PROXY_ERR_CANARY_INVALID_RULES');
+  if (canaryDurationMs(rollback.check_interval) <= 0) throw new CanaryError('PROXY_ERR_CANARY_INVALID_RULES', 'rollback_rules.check_interval: must be longer than 0');
+  const promote = parsePart(autoPromoteRulesSchema, merge('auto_promote_rules', body.auto_promote_rules, defaults.auto_promote_rules), 'auto_promote_rules', 'PROXY_ERR_CANARY_INVALID_RULES');
+  const judge = parsePart(judgeSchema, merge('judge', body.judge, defaults.judge), 'judge', 'PROXY_ERR_BAD_BODY');
+  let channels: NotificationChannel[] | null = null;
+  if (body.notifications !== undefined) {
+    if (!isObject(body.notifications)) throw new CanaryError('PROXY_ERR_BAD_BODY', 'notifications: expected an object { channels: [...] }');
+    channels = parsePart(v.array(channelSchema), body.notifications.channels ?? [], 'notifications.channels', 'PROXY_ERR_BAD_BODY') as NotificationChannel[];
+  }
+  if (body.description !== undefined && typeof body.description !== 'string') throw new CanaryError('PROXY_ERR_BAD_BODY', 'description: expected a string');
+  return {
+    pipeline_id: body.pipeline_id, candidate_config: candidate as CandidateConfig, stages,
+    auto_promote: (body.auto_promote as boolean | undefined) ?? defaults.auto_promote,
+    rollback_rules: rollback, auto_promote_rules: promote, judge, channels,
+    description: (body.description as string | undefined) ?? null,
+  };
+}

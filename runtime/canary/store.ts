@@ -1,0 +1,132 @@
+// The canary's durable state in SQLite (better-sqlite3; synchronous, so a transition is on disk
+// before the API answers): each canary as one JSON record (spec, stage, stage entry time, the
+// sustained timers' start times, the paused flag, outcome), its history, its evaluation samples and
+// its report. WAL journal: a kill -9 loses nothing that was committed.
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { CanarySpec } from './spec.ts';
+import type { RuleReading, SideMetrics } from './events.ts';
+
+export type CanaryStatus = 'active' | 'paused' | 'completed' | 'rolled_back';
+
+export interface StageVisit {
+  stage: number;
+  traffic_pct: number;
+  entered_at: number;
+  left_at: number | null;
+  candidate_requests: number;
+}
+
+export interface CanaryOutcome {
+  at: number;
+  reason: string;
+  triggered_by: 'manual' | 'automatic' | null;
+  rules: RuleReading[];
+  final: { baseline: SideMetrics; candidate: SideMetrics };
+}
+
+/** Everything persisted about one canary; times are ms since the epoch (wall clock). */
+export interface CanaryRecord {
+  id: string;
+  pipeline_id: string;
+  status: CanaryStatus;
+  version: number;
+  spec: CanarySpec;
+  current_stage: number;
+  traffic_pct: number;
+  created_at: number;
+  stage_entered_at: number;
+  /** Candidate requests counted by evaluations since the stage was entered. */
+  stage_candidate_requests: number;
+  /** Sustained timers: rule → when its breach was first seen (absent: no breach running). */
+  timers: Record<string, number>;
+  /** Rules whose threshold warning was emitted in the current episode. */
+  warned: string[];
+  baseline_version: string;
+  candidate_version: string;
+  stages_visited: StageVisit[];
+  outcome: CanaryOutcome | null;
+}
+
+export interface HistoryEntry {
+  at: number;
+  event: string;
+  stage: number;
+  traffic_pct: number;
+  message: string;
+  details?: Record<string, unknown>;
+}
+
+export interface Sample {
+  at: number;
+  stage: number;
+  traffic_pct: number;
+  baseline: SideMetrics & { errors: number };
+  candidate: SideMetrics & { errors: number };
+}
+
+export class CanaryStore {
+  readonly path: string;
+  private readonly db: Database.Database;
+  private readonly maxSamples: number;
+  private readonly stmts: {
+    upsert: Database.Statement; all: Database.Statement; addHistory: Database.Statement; history: Database.Statement;
+    addSample: Database.Statement; samples: Database.Statement; trimSamples: Database.Statement;
+  };
+
+  constructor(dir: string, maxSamples = 10000) {
+    const d = resolve(dir);
+    mkdirSync(d, { recursive: true });
+    this.path = join(d, 'canary.db');
+    this.maxSamples = maxSamples;
+    this.db = new Database(this.path);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = FULL');
+    this.db.exec(`
+      CREATE TABLE IF NOT EXISTS canaries (id TEXT PRIMARY KEY, pipeline_id TEXT NOT NULL, status TEXT NOT NULL, created_at INTEGER NOT NULL, record TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS history (seq INTEGER PRIMARY KEY AUTOINCREMENT, canary_id TEXT NOT NULL, at INTEGER NOT NULL, entry TEXT NOT NULL);
+      CREATE INDEX IF NOT EXISTS history_canary ON history (canary_id, seq);
+      CREATE TABLE IF NOT EXISTS samples (seq INTEGER PRIMARY KEY AUTOINCREMENT, canary_id TEXT NOT NULL, at INTEGER NOT NULL, sample TEXT NOT NULL);
+      CREATE INDEX IF NOT EXISTS samples_canary ON samples (canary_id, seq);
+    `);
+    this.stmts = {
+      upsert: this.db.prepare('INSERT INTO canaries (id, pipeline_id, status, created_at, record) VALUES (@id, @pipeline_id, @status, @created_at, @record) ON CONFLICT(id) DO UPDATE SET status = excluded.status, record = excluded.record'),
+      all: this.db.prepare('SELECT record FROM canaries ORDER BY created_at DESC, id'),
+      addHistory: this.db.prepare('INSERT INTO history (canary_id, at, entry) VALUES (?, ?, ?)'),
+      history: this.db.prepare('SELECT entry FROM history WHERE canary_id = ? ORDER BY seq'),
+      addSample: this.db.prepare('INSERT INTO samples (canary_id, at, sample) VALUES (?, ?, ?)'),
+      samples: this.db.prepare('SELECT sample FROM samples WHERE canary_id = ? ORDER BY seq'),
+      trimSamples: this.db.prepare('DELETE FROM samples WHERE canary_id = ? AND seq <= (SELECT seq FROM samples WHERE canary_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)'),
+    };
+  }
+
+  /** Writes the record and, in the same transaction, its new history entries. */
+  save(r: CanaryRecord, entries: HistoryEntry[] = []): void {
+    this.db.transaction(() => {
+      this.stmts.upsert.run({ id: r.id, pipeline_id: r.pipeline_id, status: r.status, created_at: r.created_at, record: JSON.stringify(r) });
+      for (const e of entries) this.stmts.addHistory.run(r.id, e.at, JSON.stringify(e));
+    })();
+  }
+
+  all(): CanaryRecord[] {
+    return (this.stmts.all.all() as Array<{ record: string }>).map((x) => JSON.parse(x.record) as CanaryRecord);
+  }
+
+  history(id: string): HistoryEntry[] {
+    return (this.stmts.history.all(id) as Array<{ entry: string }>).map((x) => JSON.parse(x.entry) as HistoryEntry);
+  }
+
+  addSample(id: string, s: Sample): void {
+    this.stmts.addSample.run(id, s.at, JSON.stringify(s));
+    this.stmts.trimSamples.run(id, id, this.maxSamples);
+  }
+
+  samples(id: string): Sample[] {
+    return (this.stmts.samples.all(id) as Array<{ sample: string }>).map((x) => JSON.parse(x.sample) as Sample);
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}

@@ -1,0 +1,101 @@
+// Configuration of canary deployments (SPEC §2.8, §4.2, §6): the control plane, the defaults for
+// canaries started through the API (`canary`, `rollback_rules`, `auto_promote_rules`,
+// `notifications`). The API validates its request bodies with these same schemas
+// (runtime/canary/spec.ts), so a key means the same thing in a file and in a request.
+import * as v from 'valibot';
+
+/** `0`, `250ms`, `30s`, `10m`, `1h`, or a sum such as `1h30m`. */
+export const CANARY_DURATION_PATTERN = /^(0|(\d+(ms|s|m|h))+)$/;
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** Milliseconds of a duration matching CANARY_DURATION_PATTERN; NaN when it does not match. */
+export function canaryDurationMs(s: string): number {
+  if (!CANARY_DURATION_PATTERN.test(s)) return NaN;
+  if (s === '0') return 0;
+  let ms = 0;
+  for (const m of s.matchAll(/(\d+)(ms|s|m|h)/g)) ms += Number(m[1]) * UNIT_MS[m[2]];
+  return ms;
+}
+
+const duration = (desc: string) => v.pipe(v.string(), v.regex(CANARY_DURATION_PATTERN, 'expected a duration like "30s", "10m", "1h30m", "250ms" or "0"'), v.description(desc));
+const pct = (desc: string) => v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(100), v.description(desc));
+const nonNeg = (desc: string) => v.pipe(v.number(), v.minValue(0), v.description(desc));
+const count = (desc: string) => v.pipe(v.number(), v.integer(), v.minValue(0), v.description(desc));
+
+export const stageSchema = v.strictObject({
+  traffic_pct: pct('Percentage of requests sent to the candidate in this stage (0..100).'),
+  min_duration: duration('Minimum time at the stage before it may be promoted.'),
+  min_requests: count('Minimum candidate requests since entering the stage before it may be promoted.'),
+  manual_gate: v.optional(v.pipe(v.boolean(), v.description('With auto_promote, the canary pauses here (status `paused`) until promoted by hand.'))),
+});
+
+export const stagesSchema = v.pipe(
+  v.array(stageSchema),
+  v.minLength(1, 'at least one stage is needed'),
+  v.check((a) => a.every((s, i) => i === 0 || s.traffic_pct >= a[i - 1].traffic_pct), 'traffic_pct must not decrease from one stage to the next'),
+);
+
+export const DEFAULT_STAGES = [
+  { traffic_pct: 5, min_duration: '5m', min_requests: 100 },
+  { traffic_pct: 25, min_duration: '5m', min_requests: 500 },
+  { traffic_pct: 50, min_duration: '10m', min_requests: 1000 },
+  { traffic_pct: 100, min_duration: '0', min_requests: 0 },
+];
+
+export const customMetricSchema = v.strictObject({
+  metric: v.pipe(v.string(), v.regex(/^proxy_plugin_[a-zA-Z0-9_]+$/, 'expected a plugin metric name (proxy_plugin_…)'), v.description('Plugin metric (proxy_plugin_…) compared between the graphs.')),
+  threshold_delta: v.pipe(v.number(), v.description('Candidate minus baseline beyond which the rule is breached.')),
+  comparison: v.optional(v.pipe(v.picklist(['greater_than', 'less_than']), v.description('`greater_than`: breached when the delta exceeds threshold_delta; `less_than`: when it is below it.')), 'greater_than'),
+});
+
+export const rollbackRulesSchema = v.strictObject({
+  error_rate_delta_pct: v.optional(nonNeg('Roll back when the candidate error rate exceeds the baseline\'s by more than this many percentage points (additive: baseline 0.02 and 5.0 trigger above 5.02).'), 5),
+  latency_p95_delta_ms: v.optional(nonNeg('Roll back when the candidate P95 latency exceeds the baseline\'s by more than this many milliseconds.'), 100),
+  sustained_duration: v.optional(duration('How long a breach must persist, evaluation after evaluation, before the rollback.'), '20s'),
+  check_interval: v.optional(duration('How often the canary is evaluated (the evaluation window).'), '5s'),
+  custom_metrics: v.optional(v.pipe(v.array(customMetricSchema), v.description('Extra rules over plugin metrics (see docs/canary.md).')), []),
+  min_window_requests: v.optional(count('Fewer requests than this on either side in a window is no evidence: the window neither starts nor resets a timer and never promotes.'), 20),
+});
+
+export const autoPromoteRulesSchema = v.strictObject({
+  min_duration: v.optional(duration('Floor on every stage\'s min_duration for automatic promotion.'), '0'),
+  min_requests: v.optional(count('Floor on every stage\'s min_requests for automatic promotion.'), 0),
+  max_error_rate_delta_pct: v.optional(nonNeg('Promote only when the candidate error rate exceeds the baseline\'s by at most this many points (stage window).'), 1),
+  max_latency_p95_delta_ms: v.optional(nonNeg('Promote only when the candidate P95 exceeds the baseline\'s by at most this many ms (stage window).'), 20),
+});
+
+export const judgeSchema = v.strictObject({
+  enabled: v.optional(v.pipe(v.boolean(), v.description('Statistical judge: a breach or a promotion also needs a one-sided significance test (errors: Fisher exact test, z-test past 5000 errors; latency: Mann-Whitney U on the windows\' histograms).')), false),
+  confidence: v.optional(v.pipe(v.number(), v.minValue(0.5), v.maxValue(0.9999), v.description('Confidence of the judge\'s one-sided tests (0.5..0.9999).')), 0.98),
+});
+
+export const channelSchema = v.strictObject({
+  type: v.picklist(['webhook', 'email', 'pager']),
+  url: v.optional(v.string()),
+  addresses: v.optional(v.array(v.string())),
+  integration_key: v.optional(v.string()),
+  severity: v.optional(v.string()),
+  events: v.optional(v.array(v.picklist(['canary.started', 'canary.promoted', 'canary.rolled_back', 'canary.completed', 'canary.threshold_warning']))),
+});
+
+export const canarySchema = v.strictObject({
+  stages: v.optional(v.pipe(stagesSchema, v.description('Default stages of a canary started without `stages`.')), DEFAULT_STAGES),
+  auto_promote: v.optional(v.pipe(v.boolean(), v.description('Default: promote automatically when the four auto-promote conditions hold.')), false),
+  data_dir: v.optional(v.pipe(v.string(), v.minLength(1), v.description('Directory of the canary store (canary.db, SQLite; created if missing; relative to the working directory).')), 'data/canary'),
+  baseline_grace_period: v.optional(duration('How long the old baseline graph is kept after a canary completes (restorable with POST /api/v1/canary/{id}/restore-baseline).'), '15m'),
+  warning_share: v.optional(v.pipe(v.number(), v.minValue(0.01), v.maxValue(1), v.description('canary.threshold_warning is emitted when a delta passes this share of its rollback threshold.')), 0.8),
+  max_samples: v.optional(v.pipe(v.number(), v.integer(), v.minValue(10), v.description('Evaluation samples kept per canary (GET …/metrics); older ones are dropped.')), 10000),
+  judge: v.optional(v.pipe(judgeSchema, v.description('Optional statistical judge (docs/canary.md).')), {}),
+});
+
+export const controlPlaneSchema = v.strictObject({
+  host: v.optional(v.pipe(v.string(), v.minLength(1), v.description('Address the canary control plane binds.')), '127.0.0.1'),
+  port: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(65535), v.description('Port of the canary control-plane API (/api/v1/canary); 0 picks a free one.')), 9092),
+  tokens: v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(16))), v.description('Bearer tokens accepted (each at least 16 characters). With none here and the environment variable unset, every request is refused (401).')), []),
+  token_env: v.optional(v.pipe(v.string(), v.minLength(1), v.description('Environment variable whose value is also accepted as a bearer token.')), 'PROXY_CONTROL_PLANE_TOKEN'),
+});
+
+export const notificationsSchema = v.strictObject({
+  channels: v.optional(v.pipe(v.array(channelSchema), v.description('Default notification channels of canaries (SPEC §6); a canary may give its own at start.')), []),
+});
