@@ -8,6 +8,8 @@
 //             is answered from the cache (informational: a hit skips the upstream).
 //   eight-nosink — `eight` with the proxy's log.level at warn: the logging step still builds its
 //             line and hands it to the host, which drops it (separates the plugin from the sink).
+//   eight-trace — `eight` with tracing on at telemetry.sample_rate 0.01, exporting OTLP/protobuf to
+//             a collector stand-in in this process (an HTTP server answering 200 to each export).
 // Load: `runBench` find by _id (pre-encoded OP_MSG), 1 and 16 connections, rounds interleaved
 // (target order rotates), medians reported. CPU µs/request = proxy utime+stime / requests.
 // Also runs bench/idle-step.ts (in-process micro-benchmark) and includes its output.
@@ -17,6 +19,7 @@
 // The section "## Pipeline bench — <label>" of the output file is replaced (or appended); the rest
 // of the file (the wire-bench table and other labels) is kept.
 import { spawnSync } from 'node:child_process';
+import { createServer } from 'node:http';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,8 +28,8 @@ import { arg, CLK_TCK, cpuMicros, freePort, median, runRounds, startChild, stopC
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const CONNECTION_COUNTS = [1, 16] as const;
-type TargetName = 'empty' | 'idle16' | 'eight' | 'eight-hit' | 'eight-nosink' | 'eight-prof' | 'eight-prof-mmap';
-const ALL_TARGETS: readonly TargetName[] = ['empty', 'idle16', 'eight', 'eight-hit', 'eight-nosink', 'eight-prof', 'eight-prof-mmap'];
+type TargetName = 'empty' | 'idle16' | 'eight' | 'eight-hit' | 'eight-nosink' | 'eight-prof' | 'eight-prof-mmap' | 'eight-trace';
+const ALL_TARGETS: readonly TargetName[] = ['empty', 'idle16', 'eight', 'eight-hit', 'eight-nosink', 'eight-prof', 'eight-prof-mmap', 'eight-trace'];
 const IDLE_STEPS = 16;
 
 const durationText = arg('--duration', '3s');
@@ -76,6 +79,19 @@ async function main(): Promise<void> {
   const devUri = `mongodb://127.0.0.1:${devPort}`;
   await startChild('devdb', process.execPath, [proxyBin, 'devdb', '--port', String(devPort)], devPort, ROOT);
 
+  // The OTLP collector stand-in for eight-trace: reads each export and answers 200 (counts spans' bytes only).
+  let exportRequests = 0;
+  const collector = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      exportRequests++;
+      res.writeHead(200, { 'content-type': 'application/x-protobuf' });
+      res.end();
+    });
+  });
+  await new Promise<void>((r) => collector.listen(0, '127.0.0.1', r));
+  const collectorUrl = `http://127.0.0.1:${(collector.address() as { port: number }).port}`;
+
   const idleNames = Array.from({ length: IDLE_STEPS }, (_, i) => `idle${i}`);
   const configs: Record<TargetName, object> = {
     empty: {},
@@ -91,6 +107,7 @@ async function main(): Promise<void> {
     'eight-prof': { ...eightPipeline(devUri, 1), profiling: { enabled: true, port: await freePort() } },
     // The same with the histograms in the shared-memory file (profiling.storage: mmap).
     'eight-prof-mmap': { ...eightPipeline(devUri, 1), profiling: { enabled: true, port: await freePort(), storage: 'mmap', mmap_path: join(tmp, 'eight-prof-mmap.hist') } },
+    'eight-trace': { ...eightPipeline(devUri, 1), telemetry: { otlp_endpoint: collectorUrl, sample_rate: 0.01 } },
   };
   const where = new Map<TargetName, { uri: string; pid: number; logFile: string }>();
   for (const t of TARGETS) {
@@ -115,6 +132,7 @@ async function main(): Promise<void> {
 
   const samples = await runRounds(TARGETS, CONNECTION_COUNTS, rounds, durationMs, 1000, measure);
   stopChildren();
+  collector.close();
   await new Promise((r) => setTimeout(r, 300));
 
   // Cache hit ratio from the logging step's lines (local_reply = answered by the cache).
@@ -152,6 +170,7 @@ async function main(): Promise<void> {
     'eight-nosink': 'eight built-ins (cache misses, log sink off)',
     'eight-prof': 'eight built-ins (cache misses), profiling on',
     'eight-prof-mmap': 'eight built-ins (cache misses), profiling on, storage mmap',
+    'eight-trace': 'eight built-ins (cache misses), tracing at sample_rate 0.01',
   };
 
   const L: string[] = [];
@@ -197,6 +216,13 @@ async function main(): Promise<void> {
     const mm = row('eight-prof-mmap', c);
     if (mm && on) {
       L.push(`- storage mmap vs memory (eight built-ins, profiling on, ${c} connection${c === 1 ? '' : 's'}): ${Math.round(mm.tp)} / ${Math.round(on.tp)} req/s = ${(mm.tp / on.tp).toFixed(3)}×, proxy CPU ${mm.cpu.toFixed(1)} vs ${on.cpu.toFixed(1)} µs/request`);
+    }
+  }
+  for (const c of CONNECTION_COUNTS) {
+    const off = row('eight', c), on = row('eight-trace', c);
+    if (off && on) {
+      const ratio = on.tp / off.tp;
+      L.push(`- Tracing at sample_rate 0.01 ≥ 0.98× tracing off (eight built-ins, ${c} connection${c === 1 ? '' : 's'}): ${Math.round(on.tp)} / ${Math.round(off.tp)} req/s = ${ratio.toFixed(3)}×, proxy CPU ${on.cpu.toFixed(1)} vs ${off.cpu.toFixed(1)} µs/request — **${ratio >= 0.98 ? 'PASS' : 'FAIL'}** (${exportRequests} export requests reached the collector stand-in)`);
     }
   }
   L.push('', '`bench/idle-step.ts` output (same run):', '', '```', micro, '```', '');

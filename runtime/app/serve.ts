@@ -1,7 +1,7 @@
 // Assembles a running proxy from a configuration: logger, development upstream (when no
 // upstream.uri), upstream pool, client listener. Used by `proxy serve` and by tests.
 import { ConfigError, loadConfig, parseConfig, canaryDurationMs, type ProxyConfig } from '../config/index.ts';
-import { Logger } from '../log/index.ts';
+import { Logger, LogRing } from '../log/index.ts';
 import { DevDbServer } from '../devdb/index.ts';
 import { UpstreamPool, parseUpstreamUri } from '../upstream/index.ts';
 import { ProxyServer } from '../server/index.ts';
@@ -17,6 +17,7 @@ import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, defa
 import { ProfilerCanaryMetrics } from './canary-metrics.ts';
 import { Notifier, outboxPath, registerNotificationMetrics } from '../canary/notify/index.ts';
 import { Profiler, SnapshotStore, durationToMs, mmapFitIssue, type MmapStorage, type ProfilingSettings } from '../profiling/index.ts';
+import { Tracing, TracingRecorder, tracesUrl, type TracingSettings } from '../telemetry/index.ts';
 
 /** Built-in plugins are compiled here by `npm run build` (scripts/build-plugins.mjs). */
 export const BUILTIN_PLUGIN_DIR = fileURLToPath(new URL('../../build/plugins/', import.meta.url));
@@ -39,6 +40,10 @@ export interface RunningProxy {
   readonly profiler: Profiler | null;
   /** Base URL of the profiling endpoint, or null when `profiling` is not configured. */
   readonly profilingUrl: string | null;
+  /** The recent log lines (`proxy logs`, GET /api/v1/logs on the admin port); null when the logger keeps none. */
+  readonly logRing: LogRing | null;
+  /** Trace export when `telemetry.otlp_endpoint` is set, else null. */
+  readonly tracing: Tracing | null;
   /** Persisted snapshots when `profiling.snapshot_dir` is set, else null. */
   readonly snapshots: SnapshotStore | null;
   readonly server: ProxyServer;
@@ -81,7 +86,7 @@ export function splitListen(listen: string): { host: string; port: number } {
 }
 
 export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): Promise<RunningProxy> {
-  const log = opts.log ?? new Logger('proxy', config.log.level, config.log.format);
+  const log = opts.log ?? new Logger('proxy', config.log.level, config.log.format, undefined, new LogRing(config.log.ring_lines));
   await initCompression();
   const pipelineLog = log.child('proxy::pipeline');
   // The canary decides on the profiler's per-graph figures: with a control plane and no `profiling`
@@ -95,8 +100,11 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     retentionMs: durationToMs(config.profiling.snapshot_retention), log: log.child('proxy::profiling'),
   });
   await snapshots?.load();
+  const tracing = config.telemetry?.otlp_endpoint === undefined ? null : new Tracing(tracingSettings(config.telemetry), log.child('proxy::telemetry'));
+  // With tracing, graphs are timed for sampled requests only (TracingRecorder), or for all while profiling is on.
+  const recorder = tracing !== null ? new TracingRecorder(profiler) : profiler ?? undefined;
   const pipelines = new PipelineManager({
-    logger: hostLogger(pipelineLog), pluginDir: opts.pluginDir ?? BUILTIN_PLUGIN_DIR, recorder: profiler ?? undefined,
+    logger: hostLogger(pipelineLog), pluginDir: opts.pluginDir ?? BUILTIN_PLUGIN_DIR, recorder,
   });
   // Load the pipeline before opening any port: a refused plugin config stops startup.
   await pipelines.load({ pipeline: config.pipeline, steps: config.steps });
@@ -153,7 +161,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     requestTimeoutMs: config.upstream.request_timeout_ms, log: log.child('proxy::server'),
     pipelines, pipelineId: config.pipeline.id, poolOptions,
     clientLimits: { maxPendingReplyBytes: config.clients.max_pending_reply_bytes, maxQueuedRequests: config.clients.max_queued_requests },
-    profiler,
+    profiler, tracing,
   });
   const bound = await server.listen();
   const uri = `mongodb://${bound.host}:${bound.port}/${listenerTls === null ? '' : '?tls=true'}`;
@@ -167,10 +175,10 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     get profilingUrl() { return profilingHttp?.url ?? null; },
     get controlPlaneUrl() { return controlPlane?.url ?? null; },
     canary,
-    profiler, snapshots,
+    profiler, snapshots, tracing, logRing: log.ring,
     server, pool, devdb, host: bound.host, port: bound.port, uri, pipelines,
     async reload(next: ProxyConfig) {
-      const restartOnly: string[] = (['listen', 'upstream', 'devdb', 'compression', 'zlib_level', 'log', 'clients'] as const)
+      const restartOnly: string[] = (['listen', 'upstream', 'devdb', 'compression', 'zlib_level', 'log', 'clients', 'telemetry'] as const)
         .filter((k) => JSON.stringify(next[k]) !== JSON.stringify(current[k]));
       if (next.pipeline.id !== current.pipeline.id) restartOnly.push('pipeline.id');
       // Renewed certificates apply to new connections now (open ones keep theirs); turning TLS on
@@ -212,10 +220,15 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       if (notifier !== null) await notifier.close(); // after the controller: its last events are in the outbox
       await server.close(current.shutdown.drain_timeout_ms);
       if (snapshots !== null) await snapshots.close(); // after the drain: the last snapshot has every request
+      if (tracing !== null) await tracing.close(); // after the drain: the last requests' spans are exported
       if (devdb !== null) await devdb.close();
       canaryStore?.close();
     },
   };
+  if (tracing !== null) {
+    const t = tracing.settings;
+    log.info('trace export on', { url: t.url, protocol: t.protocol, sample_rate: t.sampleRate, service_name: t.serviceName });
+  }
   if (profiler !== null && config.profiling !== undefined) {
     const p = config.profiling;
     profilingHttp = await startProfilingHttp(running, profiler, { host: p.host, port: p.port, token: p.token ?? null, snapshots });
@@ -298,5 +311,20 @@ export function profilingSettings(p: NonNullable<ProxyConfig['profiling']>): Pro
       minUpstreamLatencyUs: p.filters.min_upstream_latency_us,
     },
     frameCapacity: p.flamegraph_frames,
+  };
+}
+
+/** Tracing settings from the `telemetry` block (otlp_endpoint set). */
+export function tracingSettings(t: NonNullable<ProxyConfig['telemetry']>): TracingSettings {
+  return {
+    url: tracesUrl(t.otlp_endpoint!),
+    protocol: t.protocol,
+    serviceName: t.service_name,
+    sampleRate: t.sample_rate,
+    resourceAttributes: t.resource_attributes,
+    maxQueueSpans: t.max_queue_spans,
+    maxBatchSpans: t.max_batch_spans,
+    exportIntervalMs: t.export_interval_ms,
+    exportTimeoutMs: t.export_timeout_ms,
   };
 }

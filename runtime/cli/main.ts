@@ -4,7 +4,8 @@ import { cac } from 'cac';
 import { ConfigError, loadConfig } from '../config/index.ts';
 import { startProxy, watchReload } from '../app/serve.ts';
 import { DevDbServer } from '../devdb/index.ts';
-import { Logger } from '../log/index.ts';
+import { Logger, LogRing } from '../log/index.ts';
+import { registerLogs } from './logs.ts';
 import { registerBench } from './bench.ts';
 import { registerCanary } from './canary.ts';
 import { registerPlugin } from './plugin.ts';
@@ -25,7 +26,7 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
       }
       throw err;
     }
-    const log = new Logger('proxy', loaded.config.log.level, loaded.config.log.format);
+    const log = new Logger('proxy', loaded.config.log.level, loaded.config.log.format, undefined, new LogRing(loaded.config.log.ring_lines));
     if (loaded.source !== null) log.info('configuration loaded', { file: loaded.source });
     else log.info('no configuration file found: using defaults');
     let running;
@@ -97,6 +98,7 @@ registerBench(cli);
 registerPlugin(cli);
 registerProfile(cli);
 registerCanary(cli);
+registerLogs(cli);
 
 cli.help();
 cli.version('0.3.0');

@@ -121,10 +121,11 @@ const log = v.strictObject({
   format: v.optional(
     v.pipe(
       v.picklist(['json', 'pretty']),
-      v.description('Log line format: one JSON object per line, or human-readable text.'),
+      v.description('Log line format: one JSON object per line (pino), or human-readable text for a terminal.'),
     ),
     'json',
   ),
+  ring_lines: v.optional(int(0, 100_000, 'Recent log lines kept in memory for `proxy logs` (GET /api/v1/logs on the admin port); 0 keeps none. Needs a restart to change.'), 1000),
 });
 
 const pipeline = v.strictObject({
@@ -227,6 +228,22 @@ const profiling = v.strictObject({
   mmap_size_mb: v.optional(int(1, 4096, 'Size of the histogram file in MiB (storage "mmap"): (size − 512 bytes) / 5888 rows, 178 in 1 MiB; a pipeline of N steps needs 2 × (4 + 2N) rows (baseline and candidate graphs, each step in both phases), checked at start and on reload. Needs a restart to change.'), 1),
 });
 
+const OTLP_URL_PATTERN = /^https?:\/\/[^\s/]+(\/\S*)?$/;
+const RESOURCE_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
+
+const telemetry = v.strictObject({
+  otlp_endpoint: v.optional(expects(v.pipe(v.string(), v.regex(OTLP_URL_PATTERN), v.description('OTLP/HTTP collector address. A URL without a path gets /v1/traces appended (http://127.0.0.1:4318 → http://127.0.0.1:4318/v1/traces); a URL with a path is used as is. Absent: tracing is off and costs nothing.')), 'URL "http(s)://host:port[/path]"')),
+  protocol: v.optional(v.pipe(v.picklist(['http/protobuf', 'http/json']), v.description('OTLP encoding: protobuf (application/x-protobuf) or JSON (application/json).')), 'http/protobuf'),
+  service_name: v.optional(v.pipe(v.string(), v.minLength(1), v.description('service.name resource attribute put on every exported span.')), 'proxy'),
+  sample_rate: v.optional(expects(v.pipe(v.number(), v.minValue(0), v.maxValue(1), v.description('Fraction of requests traced when the client sent no trace context (parent-based ratio sampling: a client traceparent\'s sampled flag decides for its requests). Recommended: 1.0 development, 0.1 staging, 0.01 production, 0.001 above 100 000 requests per second.')), 'number 0..1'), 0.01),
+  propagation: v.optional(v.pipe(v.picklist(['tracecontext']), v.description('Trace context propagation: W3C traceparent, read from a command\'s $traceparent field (or its comment) and stripped before forwarding.')), 'tracecontext'),
+  resource_attributes: v.optional(expects(v.pipe(v.record(v.pipe(v.string(), v.regex(RESOURCE_KEY_PATTERN)), v.string()), v.description('Resource attributes attached to exported traces, e.g. deployment.environment, service.version, service.namespace.')), 'object of attribute name → string'), {}),
+  max_queue_spans: v.optional(int(64, 1_000_000, 'Spans waiting for export at most; spans beyond are dropped and counted (proxy_trace_spans_dropped_total), so a down or slow collector never holds requests.'), 2048),
+  max_batch_spans: v.optional(int(1, 100_000, 'Spans per export request at most.'), 512),
+  export_interval_ms: v.optional(int(10, 3_600_000, 'Milliseconds between exports of a partly filled batch (a full batch goes at once).'), 1000),
+  export_timeout_ms: v.optional(int(100, 600_000, 'An export request not answered within this many milliseconds fails; its spans are dropped and counted.'), 10000),
+});
+
 const rootObject = v.strictObject({
   listen: v.optional(listen, '127.0.0.1:27018'),
   upstream: v.optional(v.pipe(upstream, v.description('Connection pool to the upstream database.')), {}),
@@ -259,6 +276,7 @@ const rootObject = v.strictObject({
   ),
   admin: v.optional(v.pipe(admin, v.description('Administrative behaviour of the running proxy.'))),
   profiling: v.optional(v.pipe(profiling, v.description('Per-step profiling: HDR histograms per graph, step and phase; the profiling HTTP endpoint; slow-step detection. Absent: no profiling endpoint (connections to its port are refused).'))),
+  telemetry: v.optional(v.pipe(telemetry, v.description('OpenTelemetry trace export (OTLP/HTTP) of sampled requests, SPEC §2.3 and §2.4; see docs/tracing.md. Needs a restart to change.'))),
   control_plane: v.optional(v.pipe(controlPlaneSchema, v.description('Canary control-plane API (docs/canary.md). Absent: no control plane (its port is refused) and no canary can start. Present without `profiling`: a profiler with default settings records the per-graph figures the canary decides on (no profiling endpoint is opened).'))),
   canary: v.optional(v.pipe(canarySchema, v.description('Canary defaults and storage (SPEC §2.8); a canary started through the API may override stages, auto_promote and judge.')), {}),
   rollback_rules: v.optional(v.pipe(rollbackRulesSchema, v.description('Default rollback rules of canaries; a start request\'s rollback_rules are merged over them key by key.')), {}),

@@ -14,6 +14,18 @@ export interface AdminOptions {
 
 const send = sendError;
 
+const LOG_LEVELS = { trace: 10, debug: 20, info: 30, warn: 40, error: 50 } as const;
+
+/** Whether a JSON log line is at `min` or above and contains `filter` (case-insensitive; '' matches all). */
+function logMatcher(min: number, filter: string): (line: string) => boolean {
+  const needle = filter.toLowerCase();
+  return (line) => {
+    const m = /"level":"(\w+)"/.exec(line);
+    const lv = m === null ? 30 : LOG_LEVELS[m[1] as keyof typeof LOG_LEVELS] ?? 30;
+    return lv >= min && (needle === '' || line.toLowerCase().includes(needle));
+  };
+}
+
 export function buildAdminApp(running: RunningProxy, opts: AdminOptions): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 });
 
@@ -33,6 +45,35 @@ export function buildAdminApp(running: RunningProxy, opts: AdminOptions): Fastif
   app.get('/metrics', async (_req, reply) => {
     reply.header('content-type', metrics.contentType);
     return metricsText(metrics, running.pipelines.host.registry);
+  });
+
+  // Recent log lines (NDJSON, oldest first), then with follow=true every new line as it is written.
+  // level: the lowest level shown; filter: text a line must contain (case-insensitive); tail: how many recent lines.
+  app.get('/api/v1/logs', async (req, reply) => {
+    const ring = running.logRing;
+    if (ring === null || ring.capacity === 0) return send(reply, 'PROXY_ERR_NOT_FOUND', 'no recent logs are kept (log.ring_lines is 0)');
+    const q = req.query as Record<string, string | undefined>;
+    const tail = q.tail === undefined ? 100 : Number(q.tail);
+    if (!Number.isInteger(tail) || tail < 0) return send(reply, 'PROXY_ERR_BAD_QUERY', 'tail must be an integer >= 0');
+    const level = q.level ?? 'trace';
+    if (!(level in LOG_LEVELS)) return send(reply, 'PROXY_ERR_BAD_QUERY', `level must be one of ${Object.keys(LOG_LEVELS).join(', ')}`);
+    const match = logMatcher(LOG_LEVELS[level as keyof typeof LOG_LEVELS], q.filter ?? '');
+    const lines = tail === 0 ? [] : ring.recent(ring.capacity).filter(match).slice(-tail);
+    const text = lines.map((l) => l + '\n').join('');
+    if (q.follow !== 'true' && q.follow !== '1') {
+      reply.header('content-type', 'application/x-ndjson');
+      return text;
+    }
+    reply.hijack();
+    const res = reply.raw;
+    res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-store' });
+    res.write(text);
+    const stop = ring.follow((line) => {
+      const l = line.endsWith('\n') ? line.slice(0, -1) : line;
+      if (match(l)) res.write(l + '\n');
+    });
+    req.raw.on('close', stop);
+    res.on('close', stop);
   });
 
   app.get('/api/v1/pipeline', async () => {

@@ -1,8 +1,11 @@
-// A small structured logger. Disabled levels are no-op functions assigned once at configuration
+// Structured logs (pino). Disabled levels are no-op functions assigned once at configuration
 // time (pino's habit), so a disabled `debug` costs one call to an empty function and nothing else.
 // Lines go to stderr, batched (BufferedFdSink): `json` (one object per line) or `pretty`
-// (timestamp, level, logger, message, fields).
+// (timestamp, level, logger, message, fields), and to the recent-lines ring `proxy logs` reads.
 import { writeSync } from 'node:fs';
+import { pino, type Logger as PinoLogger } from 'pino';
+import type { LogRing } from './ring.ts';
+export { LogRing, type LogFollower } from './ring.ts';
 
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error';
 export type LogFields = Record<string, unknown>;
@@ -110,6 +113,45 @@ export function stderrLogSink(): BufferedFdSink {
   return stderrSink;
 }
 
+/** What `pino` writes to: its JSON lines go to the ring (when there is one) and to the sink, as they are or pretty. */
+class PinoDestination {
+  private readonly sink: LogSink;
+  private readonly ring: LogRing | null;
+  private readonly pretty: boolean;
+  constructor(sink: LogSink, ring: LogRing | null, pretty: boolean) {
+    this.sink = sink;
+    this.ring = ring;
+    this.pretty = pretty;
+  }
+  write(line: string): void {
+    if (this.ring !== null) this.ring.push(line);
+    this.sink.write(this.pretty ? prettyLine(line) : line);
+  }
+}
+
+/** `time LEVEL logger msg k=v ...` from one pino JSON line (the pretty format is for a terminal, like pino-pretty). */
+export function prettyLine(json: string): string {
+  let o: Record<string, unknown>;
+  try {
+    o = JSON.parse(json) as Record<string, unknown>;
+  } catch {
+    return json;
+  }
+  let line = `${String(o.time)} ${String(o.level).toUpperCase().padEnd(5)} ${String(o.logger ?? '')} ${String(o.msg ?? '')}`;
+  for (const k in o) {
+    if (k === 'time' || k === 'level' || k === 'logger' || k === 'msg') continue;
+    const v = o[k];
+    line += ` ${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`;
+  }
+  return line + '\n';
+}
+
+/**
+ * The proxy's logger: pino underneath (one JSON object per line: `level`, `time` ISO 8601 UTC,
+ * `logger` (the name, e.g. proxy::profiling), the fields, `msg`). The same (message, fields)
+ * surface as before; children share the root's pino instance (pino's bindings: the logger name is
+ * serialised once per child, not per line).
+ */
 export class Logger {
   readonly name: string;
   trace: LogFn = noop;
@@ -117,31 +159,47 @@ export class Logger {
   info: LogFn = noop;
   warn: LogFn = noop;
   error: LogFn = noop;
+  /** The recent-lines ring this logger family feeds (null: none). */
+  readonly ring: LogRing | null;
   private readonly level: LogLevel;
   private readonly min: number;
   private readonly format: 'json' | 'pretty';
   private readonly sink: LogSink;
+  private readonly root: PinoLogger;
 
-  constructor(name: string, level: LogLevel = 'info', format: 'json' | 'pretty' = 'json', sink: LogSink = stderrLogSink()) {
+  constructor(name: string, level: LogLevel = 'info', format: 'json' | 'pretty' = 'json', sink: LogSink = stderrLogSink(), ring: LogRing | null = null, root?: PinoLogger) {
     this.name = name;
     this.level = level;
     this.format = format;
     this.sink = sink;
+    this.ring = ring;
     const min = LEVELS[level];
     this.min = min;
-    for (const l of Object.keys(LEVELS) as LogLevel[]) {
-      if (LEVELS[l] >= min) this[l] = (msg, fields) => this.emit(l, msg, fields);
-    }
+    this.root = root ?? pino({
+      level,
+      base: null,
+      messageKey: 'msg',
+      timestamp: isoTimestamp,
+      formatters: { level: levelLabel },
+    }, new PinoDestination(sink, ring, format === 'pretty'));
+    const p = this.root.child({ logger: name });
+    // Disabled levels stay `noop`, assigned now: the hot path never checks a level.
+    if (LEVELS.trace >= min) this.trace = (msg, fields) => (fields === undefined ? p.trace(msg) : p.trace(fields, msg));
+    if (LEVELS.debug >= min) this.debug = (msg, fields) => (fields === undefined ? p.debug(msg) : p.debug(fields, msg));
+    if (LEVELS.info >= min) this.info = (msg, fields) => (fields === undefined ? p.info(msg) : p.info(fields, msg));
+    if (LEVELS.warn >= min) this.warn = (msg, fields) => (fields === undefined ? p.warn(msg) : p.warn(fields, msg));
+    if (LEVELS.error >= min) this.error = (msg, fields) => (fields === undefined ? p.error(msg) : p.error(fields, msg));
   }
 
   child(name: string): Logger {
-    return new Logger(name, this.level, this.format, this.sink);
+    return new Logger(name, this.level, this.format, this.sink, this.ring, this.root);
   }
 
   /**
    * A line whose fields arrive pre-encoded: `members` is UTF-8 JSON object members (`"k":v,...`),
    * trusted to be well formed (the plugin host checks it carries no line break). `prefix` is
-   * more members written by the caller (ending with a comma). Costs no JSON encoding here.
+   * more members written by the caller (ending with a comma). Costs no JSON encoding here: the
+   * sink gets the bytes after a cached head, and the ring (when there is one) a copy of the line.
    */
   record(level: LogLevel, prefix: string, members: Uint8Array): void {
     if (LEVELS[level] < this.min) return;
@@ -151,9 +209,17 @@ export class Logger {
       this.headTime = time;
       this.headLevel = level;
       this.headPrefix = prefix;
-      this.head = Buffer.from(this.format === 'json'
-        ? `{"time":"${time}","level":"${level}","logger":${JSON.stringify(this.name)},${prefix}`
-        : `${time} ${level.toUpperCase().padEnd(5)} ${this.name} {${prefix}`);
+      this.jsonHead = Buffer.from(`{"level":"${level}","time":"${time}","logger":${JSON.stringify(this.name)},${prefix}`);
+      this.head = this.format === 'json' ? this.jsonHead : Buffer.from(`${time} ${level.toUpperCase().padEnd(5)} ${this.name} {${prefix}`);
+    }
+    if (this.ring !== null) {
+      const h = this.jsonHead;
+      const line = Buffer.allocUnsafe(h.length + members.length + 2);
+      line.set(h, 0);
+      line.set(members, h.length);
+      line[line.length - 2] = 0x7d; // }
+      line[line.length - 1] = 0x0a;
+      this.ring.push(line);
     }
     if (sink.writeRecord !== undefined) sink.writeRecord(this.head, members);
     else sink.write(this.head.toString() + utf8Decoder.decode(members) + '}\n');
@@ -161,22 +227,18 @@ export class Logger {
 
   // The head of the last record line (it changes once per millisecond at most).
   private head = Buffer.alloc(0);
+  private jsonHead = Buffer.alloc(0);
   private headTime = '';
   private headLevel = '';
   private headPrefix = '';
+}
 
-  private emit(level: LogLevel, msg: string, fields?: LogFields): void {
-    const time = isoNow();
-    if (this.format === 'json') {
-      this.sink.write(JSON.stringify({ time, level, logger: this.name, msg, ...fields }) + '\n');
-      return;
-    }
-    let line = `${time} ${level.toUpperCase().padEnd(5)} ${this.name} ${msg}`;
-    if (fields !== undefined) {
-      for (const k in fields) line += ` ${k}=${typeof fields[k] === 'string' ? fields[k] : JSON.stringify(fields[k])}`;
-    }
-    this.sink.write(line + '\n');
-  }
+function isoTimestamp(): string {
+  return `,"time":"${isoNow()}"`;
+}
+
+function levelLabel(label: string): { level: string } {
+  return { level: label };
 }
 
 export const silentLogger = new Logger('silent', 'error', 'json', { write() {} });

@@ -79,9 +79,14 @@ function timedLoop(all: readonly StepRunner[], phase: 0 | 1, recorder: StepRecor
   const n = steps.length;
   const timers = steps.map((s) => s.timers![phase]);
   const clock = process.hrtime.bigint;
+  const untimed = recorder.timingsOnly === true ? untimedLoop(all, phase, onReject) : null;
   return (ex) => {
-    ex.phase = phase;
     const t = ex.timings;
+    if (t === null && untimed !== null) {
+      untimed(ex);
+      return;
+    }
+    ex.phase = phase;
     recorder.current = t;
     // One clock read per step boundary: a step's end is the next one's start, so what the loop
     // itself does between two steps (a few array stores) counts in the next step's time.

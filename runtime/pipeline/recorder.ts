@@ -17,6 +17,12 @@ export interface StepTimer {
 export interface StepRecorder {
   /** Read when a graph is built: a graph built while it is false runs the untimed loop (no clock reads). */
   readonly enabled: boolean;
+  /**
+   * Read when a graph is built. True: only a request given RequestTimings (ex.timings) is timed;
+   * the others run untimed, with no clock read (tracing's recorder, where most requests are not
+   * sampled). Absent or false: every request is timed.
+   */
+  readonly timingsOnly?: boolean;
   /** The request whose steps are running now (set by the timed loop, read by sub-operation sinks). */
   current: RequestTimings | null;
   bind(key: GraphKey, step: string, phase: 0 | 1): StepTimer;

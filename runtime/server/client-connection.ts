@@ -15,12 +15,13 @@ import type { Document } from 'bson';
 import {
   CommandPeek, ReplyPeek, Framer, WireError, type FrameSink, type DocSequence, decompressFrame, parseOpMsg,
   validateDocument, validateDocuments, encodeOpMsg, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
-  MSG_MORE_TO_COME, MSG_EXHAUST_ALLOWED, UNCOMPRESSIBLE_COMMANDS, HEADER_SIZE,
+  MSG_MORE_TO_COME, MSG_EXHAUST_ALLOWED, MSG_CHECKSUM_PRESENT, UNCOMPRESSIBLE_COMMANDS, HEADER_SIZE,
 } from '../wire/index.ts';
 import { UpstreamCall, newRequestId, type UpstreamCallOwner, type UpstreamPool } from '../upstream/index.ts';
 import { ErrorCodes, ProxyError, errorDocument } from '../errors/index.ts';
 import { Exchange, RequestTimings, Verdict, type ConnectionInfo, type GraphSlot, type Pipeline } from '../pipeline/index.ts';
 import type { Profiler, CompletedRequest } from '../profiling/index.ts';
+import { removeElement, type TraceParent, type Tracing } from '../telemetry/index.ts';
 import { HELLO_COMMANDS, emptyMetadata, helloReply, negotiateCompression, readClientMetadata, type ClientMetadata } from './handshake.ts';
 import { ReplyKind, ReplyWriter, type ReplyWriterOwner } from './reply-writer.ts';
 import { decodeCommand, legacyToMsgBody, readLegacyCommand } from './legacy-query.ts';
@@ -88,6 +89,19 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   private replyOk = true;
   /** The client asked for per-request profiles (appName `?proxy_profile=true`). */
   private wantsProfile = false;
+  /** Whether the request in flight is committed to the profiler (profiling was enabled at its start). */
+  private profiling = false;
+
+  // Tracing of the request in flight (see runtime/telemetry): whether it is sampled, the client's
+  // trace context, when its phases started, the upstream that served it, and its error.
+  private readonly tracing: Tracing | null;
+  private traced = false;
+  private traceParent: TraceParent | null = null;
+  private requestPhaseAt = -1;
+  private responsePhaseAt = -1;
+  private upstreamPool: UpstreamPool | null = null;
+  private errorCode = 0;
+  private errorName = '';
 
   constructor(id: number, socket: Socket, ctx: ServerContext) {
     this.id = id;
@@ -100,6 +114,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.graphs = ctx.pipelines.slot(ctx.pipelineId);
     this.maxQueued = ctx.clientLimits.maxQueuedRequests;
     this.profiler = ctx.profiler;
+    this.tracing = ctx.tracing;
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.framer.push(chunk));
     socket.on('error', () => this.close());
@@ -308,14 +323,37 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
    * The empty pipeline takes the direct path: no Exchange, no body access, no extra work.
    */
   private dispatch(frame: Buffer, body: Buffer, sequences: DocSequence[] | null, flags: number): void {
+    const peek = this.peek;
+    const tracing = this.tracing;
+    let traced = false;
+    if (tracing !== null) {
+      this.traceParent = peek.traceparentAt >= 0 || peek.commentAt >= 0 ? tracing.parent(body, peek.traceparentAt, peek.commentAt, this.id) : null;
+      traced = tracing.sample(this.traceParent);
+    }
+    if (peek.traceparentAt >= 0) {
+      // The trace context wrapper is the proxy's: no step and no upstream sees it (a server
+      // refuses unknown `$` fields). The rare path: a new body and frame, and the peek re-read.
+      body = removeElement(body, peek.traceparentAt);
+      peek.read(body);
+      frame = encodeOpMsg(0, 0, flags & ~MSG_CHECKSUM_PRESENT, body, sequences);
+    }
     // Baseline, or — while a canary runs — the graph its selector picks for this request. The
     // response phase runs on the same graph (this.pipeline), whatever loads meanwhile.
     const pipeline = this.graphs.pick();
-    const peek = this.peek;
-    if (this.profiler !== null && this.profiler.enabled) {
+    const profiling = this.profiler !== null && this.profiler.enabled;
+    this.profiling = profiling;
+    this.traced = traced;
+    if (profiling || traced) {
       this.profiledGraph = pipeline;
       this.replyOk = true;
       (this.timings ??= new RequestTimings()).reset();
+      if (traced) {
+        this.requestPhaseAt = -1;
+        this.responsePhaseAt = -1;
+        this.upstreamPool = null;
+        this.errorCode = 0;
+        this.errorName = '';
+      }
     }
     if (pipeline.requestSteps.length === 0 && pipeline.responseSteps.length === 0) {
       this.exchange = null;
@@ -328,6 +366,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     if (this.profiledGraph !== null) ex.timings = this.timings;
     this.exchange = ex;
     this.pipeline = pipeline;
+    if (traced) this.requestPhaseAt = performance.now();
     pipeline.runRequest(ex);
     if (ex.verdict === Verdict.Reject) {
       this.replyRejected(ex);
@@ -353,6 +392,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     // The verdict stays LocalReply for a local answer: response steps see it (CallFlag.LocalReply),
     // e.g. logging marks cache hits.
     ex.replyBody = reply;
+    if (this.traced) this.responsePhaseAt = performance.now();
     this.pipeline!.runResponse(ex);
     if ((ex.verdict as Verdict) === Verdict.Reject) {
       this.replyRejected(ex);
@@ -363,6 +403,8 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
 
   private replyRejected(ex: Exchange): void {
     this.replyOk = false;
+    this.errorCode = ex.rejectCode;
+    this.errorName = ex.rejectCodeName;
     this.ctx.stats.errorReplies++;
     this.ctx.stats.rejected++;
     this.sendBody(errorDocument(ex.rejectCode, ex.rejectMessage, [], ex.rejectCodeName || undefined));
@@ -385,6 +427,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     // (which only *allowed* exhaust) sends the next getMore itself.
     const out = retargetOpMsg(frame, newRequestId(), 0, MSG_EXHAUST_ALLOWED);
     this.busy = true;
+    this.upstreamPool = pool;
     this.call.start(pool, out, this.writer.expectReply, this.peek.op, this.peek.hasTxnNumber);
   }
 
@@ -403,12 +446,17 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       return;
     }
     this.ctx.router.afterReply(frame, pool, this.peek);
-    if (this.profiledGraph !== null) this.replyOk = this.replyPeek.read(frame.subarray(HEADER_SIZE + 5)).ok;
+    if (this.profiledGraph !== null) {
+      const rp = this.replyPeek.read(frame.subarray(HEADER_SIZE + 5));
+      this.replyOk = rp.ok;
+      if (!rp.ok) this.errorCode = rp.code;
+    }
     const ex = this.exchange;
     if (ex !== null) {
       this.exchange = null;
       if (this.pipeline!.responseSteps.length > 0) {
         ex.replyBody = parseOpMsg(frame).body;
+        if (this.traced) this.responsePhaseAt = performance.now();
         this.pipeline!.runResponse(ex);
         if ((ex.verdict as Verdict) === Verdict.Reject) {
           this.replyRejected(ex);
@@ -424,7 +472,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
         // (header retargeted in place), not a re-encoded copy.
       }
     }
-    if (this.wantsProfile && this.profiledGraph !== null) this.sendBody(parseOpMsg(frame).body);
+    if (this.wantsProfile && this.profiling && this.profiledGraph !== null) this.sendBody(parseOpMsg(frame).body);
     else this.writer.upstreamFrame(frame);
     this.finish();
   }
@@ -436,11 +484,13 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     if (!this.closed) this.drain();
   }
 
-  /** Hands the request that just ended to the profiler (which applies its sampling filters). */
+  /** Hands the request that just ended to the profiler (which applies its sampling filters) and to tracing. */
   private commitProfile(): void {
     const graph = this.profiledGraph!;
     this.profiledGraph = null;
     const call = this.call;
+    if (this.traced) this.commitTrace(graph);
+    if (!this.profiling) return;
     const upstream = call.repliedAt > 0 && call.startedAt >= this.readAt;
     // One record per connection, refilled per request (the profiler copies what it keeps).
     const r = (this.completed ??= {
@@ -458,11 +508,31 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.profiler!.commit(r);
   }
 
+  /** A sampled request ended: its spans are built from what was recorded (runtime/telemetry). */
+  private commitTrace(graph: Pipeline): void {
+    this.traced = false;
+    const call = this.call;
+    const upstream = this.upstreamPool !== null && call.startedAt >= this.readAt;
+    this.tracing!.record({
+      parent: this.traceParent, pipelineId: graph.id, variant: graph.key.variant,
+      op: this.peek.op, db: this.peek.db, collection: this.peek.collection,
+      readAt: this.readAt, endAt: performance.now(),
+      requestPhaseAt: this.requestPhaseAt, responsePhaseAt: this.responsePhaseAt,
+      upstreamStartedAt: upstream ? call.startedAt : 0,
+      upstreamAcquiredAt: upstream && call.acquiredAt >= call.startedAt ? call.acquiredAt : 0,
+      upstreamWrittenAt: upstream && call.writtenAt >= call.startedAt ? call.writtenAt : 0,
+      upstreamRepliedAt: upstream && call.repliedAt >= call.startedAt ? call.repliedAt : 0,
+      upstream: upstream ? this.upstreamPool!.describe() : '',
+      ok: this.replyOk, errorCode: this.errorCode, errorName: this.errorName,
+      timings: this.timings!,
+    });
+  }
+
   // ---- replies ----------------------------------------------------------------------------
 
   private sendBody(body: Uint8Array): void {
     if (this.closed) return;
-    if (this.wantsProfile && this.profiledGraph !== null) body = this.withProfile(body);
+    if (this.wantsProfile && this.profiling && this.profiledGraph !== null) body = this.withProfile(body);
     this.writer.body(body);
   }
 
@@ -477,6 +547,8 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   /** Answers the request in flight with an error document. */
   private replyError(err: ProxyError): void {
     this.replyOk = false;
+    this.errorCode = err.code;
+    this.errorName = err.codeName ?? '';
     this.ctx.stats.errorReplies++;
     if (this.closed) return;
     this.writer.error(errorDocument(err.code, err.message, err.labels, err.codeName));

@@ -6,6 +6,7 @@ import type { ClientConnection } from './client-connection.ts';
 import type { PipelineManager } from '../pipeline/index.ts';
 import type { LogThrottle } from './log-throttle.ts';
 import type { Profiler } from '../profiling/index.ts';
+import type { Tracing } from '../telemetry/index.ts';
 
 export interface ServerStats {
   connectionsOpened: number;
@@ -52,6 +53,8 @@ export interface ServerContext {
   readonly pipelineId: string;
   /** The profiler when profiling is configured (it may be disabled: check `enabled` per request). */
   readonly profiler: Profiler | null;
+  /** Trace export when telemetry is configured (a sampling decision per request), else null. */
+  readonly tracing: Tracing | null;
   /** Which pool serves a request (route step, cursor and transaction pins). */
   readonly router: UpstreamRouter;
   upstreamInfo(): UpstreamInfo | null;

@@ -10,6 +10,7 @@ import { ClientConnection } from './client-connection.ts';
 import { DEFAULT_CLIENT_LIMITS, type ClientLimits, type ServerContext, type ServerStats } from './context.ts';
 import { LogThrottle } from './log-throttle.ts';
 import type { Profiler } from '../profiling/index.ts';
+import type { Tracing } from '../telemetry/index.ts';
 
 export interface ProxyServerOptions {
   host: string;
@@ -28,6 +29,8 @@ export interface ProxyServerOptions {
   clientLimits?: ClientLimits;
   /** The profiler (when profiling is configured). */
   profiler?: Profiler | null;
+  /** Trace export (when telemetry.otlp_endpoint is set). */
+  tracing?: Tracing | null;
   /** TLS on the listener (listenerTlsOptions); absent: plain TCP. */
   tls?: TlsOptions | null;
 }
@@ -48,6 +51,7 @@ export class ProxyServer implements ServerContext {
   readonly pipelineId: string;
   readonly router: UpstreamRouter;
   readonly profiler: Profiler | null;
+  readonly tracing: Tracing | null;
   private readonly server: Server;
   private readonly clients = new Set<ClientConnection>();
   private readonly host: string;
@@ -67,6 +71,7 @@ export class ProxyServer implements ServerContext {
     this.router = new UpstreamRouter(opts.pool, opts.poolOptions, this.log.child('proxy::upstream'));
     this.clientLimits = opts.clientLimits ?? DEFAULT_CLIENT_LIMITS;
     this.profiler = opts.profiler ?? null;
+    this.tracing = opts.tracing ?? null;
     const accept = (socket: Socket) => {
       const conn = new ClientConnection(this.nextConnectionId++, socket, this);
       this.clients.add(conn);

@@ -1,1 +1,5 @@
 export { proxyMetricsRegistry, metricsText } from './proxy-metrics.ts';
+export { Tracing, tracesUrl, type TracingSettings, type TracedRequest, type TracingLog } from './tracing.ts';
+export { TracingRecorder } from './trace-recorder.ts';
+export { parseTraceparent, removeElement, TraceContextReader, type TraceParent } from './traceparent.ts';
+export { BoundedSpanQueue } from './span-queue.ts';

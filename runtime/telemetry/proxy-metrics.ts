@@ -53,5 +53,23 @@ export function proxyMetricsRegistry(server: ProxyServer): Registry {
   gauge('proxy_upstream_pinned_cursors', 'Cursors pinned to the routed upstream that opened them', () => server.router.pinnedCursors);
   gauge('proxy_upstream_pinned_transactions', 'Transactions pinned to the routed upstream that started them', () => server.router.pinnedTransactions);
   gauge('proxy_upstream_pool_waiting', 'Requests waiting for an upstream connection', () => server.pool.waitingCount);
+  const tracing = server.tracing;
+  if (tracing !== null) {
+    total('proxy_trace_requests_sampled_total', 'Requests traced (sampled at their start: telemetry.sample_rate, or the client traceparent\'s sampled flag)', () => tracing.sampled);
+    total('proxy_trace_spans_exported_total', 'Spans the OTLP collector accepted', () => tracing.queue.exported);
+    new Counter({
+      name: 'proxy_trace_spans_dropped_total',
+      help: 'Spans not delivered to the OTLP collector: reason queue_full (telemetry.max_queue_spans reached) or export_failed (collector down, refused or timed out)',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc({ reason: 'queue_full' }, tracing.queue.droppedQueueFull);
+        this.inc({ reason: 'export_failed' }, tracing.queue.droppedExportFailed);
+      },
+    });
+    gauge('proxy_trace_spans_queued', 'Spans waiting for export now', () => tracing.queue.queued);
+    total('proxy_trace_invalid_traceparent_total', 'Client traceparent values ignored as invalid (wrong length, bad version, all-zero ids)', () => tracing.invalidTraceparents);
+  }
   return registry;
 }

@@ -13,6 +13,7 @@ const K_START_TXN = utf8('startTransaction');
 const K_AUTOCOMMIT = utf8('autocommit');
 const K_COLLECTION = utf8('collection');
 const K_TRACEPARENT = utf8('$traceparent');
+const K_COMMENT = utf8('comment');
 
 /** Commands whose first value is not a collection name even when it is a string. */
 const NO_COLLECTION: ReadonlySet<string> = new Set([
@@ -37,6 +38,8 @@ export class CommandPeek {
   cursorId = 0n;
   /** Offset of a `$traceparent` element, -1 when absent (stripped by telemetry before forwarding). */
   traceparentAt = -1;
+  /** Offset of a `comment` element, -1 when absent (it may carry a traceparent; see runtime/telemetry). */
+  commentAt = -1;
 
   private readonly cur = new ElementCursor();
 
@@ -53,6 +56,7 @@ export class CommandPeek {
     this.inTransaction = false;
     this.cursorId = 0n;
     this.traceparentAt = -1;
+    this.commentAt = -1;
     let first = true;
     while (cur.next()) {
       if (first) {
@@ -84,7 +88,8 @@ export class CommandPeek {
           if (cur.nameIs(K_AUTOCOMMIT) && cur.type === BSON_BOOLEAN) this.inTransaction = body[cur.valueStart] === 0;
           break;
         case 0x63: // 'c'
-          if (this.op === 'getMore' && cur.nameIs(K_COLLECTION) && cur.type === BSON_STRING) this.collection = cur.string();
+          if (cur.nameIs(K_COMMENT)) this.commentAt = cur.at;
+          else if (this.op === 'getMore' && cur.nameIs(K_COLLECTION) && cur.type === BSON_STRING) this.collection = cur.string();
           break;
       }
     }

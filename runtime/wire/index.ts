@@ -8,5 +8,5 @@ export { OpQuery, parseOpQuery, encodeOpReply, parseOpReply } from './op-query.t
 export { initCompression, compressFrame, decompressFrame, compressorName } from './compression.ts';
 export { crc32c } from './crc32c.ts';
 export { CommandPeek, ReplyPeek } from './command-peek.ts';
-export { ElementCursor, findField, firstKey, checkDocument, utf8, BSON_DOCUMENT, BSON_ARRAY, BSON_INT64 } from './bson-peek.ts';
+export { ElementCursor, findField, firstKey, checkDocument, utf8, BSON_DOCUMENT, BSON_ARRAY, BSON_INT64, BSON_STRING } from './bson-peek.ts';
 export { validateDocument, validateDocuments, checkUtf8, MAX_BSON_DEPTH } from './bson-validate.ts';

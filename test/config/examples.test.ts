@@ -9,7 +9,7 @@ import { loadConfig } from '../../runtime/config/index.ts';
 import { PipelineManager } from '../../runtime/pipeline/index.ts';
 import { BUILTIN_PLUGIN_DIR } from '../../runtime/app/serve.ts';
 
-const files = ['examples/proxy.yaml', 'examples/builtins.yaml', 'examples/redact/proxy.yaml'];
+const files = ['examples/proxy.yaml', 'examples/builtins.yaml', 'examples/redact/proxy.yaml', 'examples/tracing/proxy.yaml'];
 
 test('example configurations are valid and their pipelines load', async () => {
   execFileSync(process.execPath, ['scripts/build-plugins.mjs'], { stdio: 'inherit' });

@@ -20,7 +20,7 @@ test('an empty object takes every default', () => {
     shutdown: { drain_timeout_ms: 10000 },
     compression: ['snappy', 'zlib', 'zstd'],
     zlib_level: -1,
-    log: { level: 'info', format: 'json' },
+    log: { level: 'info', format: 'json', ring_lines: 1000 },
     pipeline: { id: 'default', request: [], response: [] },
     steps: {},
     canary: {

@@ -1,0 +1,105 @@
+// What tracing costs a request, in one process (no sockets, no noise from other processes): the
+// same request through 8 request-phase `continue` steps (a plugin whose onRequest does nothing —
+// the steps are as cheap as steps get, so the relative cost shown is the worst case), with
+//   off   — no tracing: the untimed loop;
+//   0     — tracing on, sample_rate 0: the per-request decision, then the untimed loop;
+//   0.01  — tracing on, sample_rate 0.01: 1% of requests timed and turned into spans (built and
+//           queued for an exporter that accepts at once), 99% as above;
+//   1     — every request traced (for scale).
+// Rounds interleaved, the minimum of each case kept (the machine is shared).
+// Run: node --import tsx bench/trace-decision.ts [--rounds 7]
+import { performance } from 'node:perf_hooks';
+import { PipelineManager, RequestTimings, type PipelineConfig, type Pipeline } from '../runtime/pipeline/index.ts';
+import { Tracing, TracingRecorder } from '../runtime/telemetry/index.ts';
+import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-node';
+import { makeExchange } from '../sdk/testing/index.ts';
+import { existsSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { arg } from './lib.ts';
+
+const ITER = 20_000;
+const ROUNDS = Number(arg('--rounds', '7'));
+const STEPS = 8;
+const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {} };
+const ROOT = new URL('..', import.meta.url).pathname;
+const path = `${ROOT}build/test-plugins/continue.wasm`;
+if (!existsSync(path)) spawnSync(process.execPath, [`${ROOT}scripts/build-plugins.mjs`, '--fixtures'], { cwd: ROOT, stdio: 'inherit' });
+
+let exportedSpans = 0;
+const acceptingExporter: SpanExporter = {
+  export(spans: ReadableSpan[], done) {
+    exportedSpans += spans.length;
+    done({ code: 0 });
+  },
+  async shutdown() {},
+};
+
+async function graph(recorder: TracingRecorder | undefined): Promise<Pipeline> {
+  const m = new PipelineManager({ recorder, logger: quiet });
+  const names = Array.from({ length: STEPS }, (_, i) => `idle${i}`);
+  const cfg: PipelineConfig = { pipeline: { id: 'bench', request: names, response: [] }, steps: {} };
+  for (const n of names) cfg.steps[n] = { module: path, config: {}, max_memory_pages: 16 };
+  await m.load(cfg);
+  return m.get('bench');
+}
+
+function tracing(rate: number): Tracing {
+  return new Tracing({
+    url: 'http://127.0.0.1:4318/v1/traces', protocol: 'http/protobuf', serviceName: 'bench', sampleRate: rate,
+    resourceAttributes: {}, maxQueueSpans: 1 << 20, maxBatchSpans: 512, exportIntervalMs: 1000, exportTimeoutMs: 1000,
+  }, quiet, acceptingExporter);
+}
+
+const command = { find: 'users', filter: { a: 1 }, $db: 'app' };
+const plain = await graph(undefined);
+const traced = await graph(new TracingRecorder(null));
+const cases: Array<{ name: string; t: Tracing | null; p: Pipeline }> = [
+  { name: 'off', t: null, p: plain },
+  { name: 'sample_rate 0', t: tracing(0), p: traced },
+  { name: 'sample_rate 0.01', t: tracing(0.01), p: traced },
+  { name: 'sample_rate 1', t: tracing(1), p: traced },
+];
+const timings = new RequestTimings();
+
+/** ns per request: the connection's part of the work (decision, phase start, spans for sampled ones). */
+function run(c: (typeof cases)[number]): number {
+  const t = c.t;
+  const p = c.p;
+  const t0 = performance.now();
+  for (let i = 0; i < ITER; i++) {
+    const ex = makeExchange(command, 'bench');
+    const readAt = performance.now();
+    if (t !== null && t.sample(null)) {
+      timings.reset();
+      ex.timings = timings;
+      const requestPhaseAt = performance.now();
+      p.runRequest(ex);
+      t.record({
+        parent: null, pipelineId: 'bench', variant: 'baseline', op: 'find', db: 'app', collection: 'users',
+        readAt, endAt: performance.now(), requestPhaseAt, responsePhaseAt: -1,
+        upstreamStartedAt: 0, upstreamAcquiredAt: 0, upstreamWrittenAt: 0, upstreamRepliedAt: 0, upstream: '',
+        ok: true, errorCode: 0, errorName: '', timings,
+      });
+    } else {
+      p.runRequest(ex);
+    }
+  }
+  return ((performance.now() - t0) * 1e6) / ITER;
+}
+
+const best = new Map<string, number>();
+for (let r = 0; r < ROUNDS; r++) {
+  for (const c of cases) {
+    const ns = run(c);
+    best.set(c.name, Math.min(best.get(c.name) ?? Infinity, ns));
+    await c.t?.flush();
+    process.stderr.write(`round ${r + 1} ${c.name}: ${ns.toFixed(0)} ns\n`);
+  }
+}
+const off = best.get('off')!;
+console.log(`${STEPS} continue steps, ${ITER} requests per round, min of ${ROUNDS} interleaved rounds:`);
+for (const c of cases) {
+  const ns = best.get(c.name)!;
+  console.log(`  tracing ${c.name.padEnd(16)} ${ns.toFixed(0).padStart(6)} ns/request  (${(off / ns).toFixed(3)}× the throughput of off, +${(ns - off).toFixed(0)} ns)`);
+}
+console.log(`  spans exported: ${exportedSpans}`);

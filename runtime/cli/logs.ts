@@ -1,0 +1,105 @@
+// `proxy logs`: the running proxy's recent log lines (the ring behind GET /api/v1/logs on the admin
+// port), then every new line as it is written (Ctrl-C stops). --filter keeps lines containing a
+// text (case-insensitive), --level the lines at a level or above, --tail how many recent lines to
+// show first. Readable for people (time LEVEL logger message fields), --json prints the JSON lines.
+import type { CAC } from 'cac';
+import { loadConfig } from '../config/index.ts';
+import { prettyLine } from '../log/index.ts';
+
+interface LogsOptions {
+  url?: unknown;
+  token?: unknown;
+  config?: unknown;
+  filter?: unknown;
+  level?: unknown;
+  tail?: unknown;
+  json?: boolean;
+  follow?: boolean;
+}
+
+const LEVELS = ['trace', 'debug', 'info', 'warn', 'error'];
+
+export class LogsError extends Error {}
+
+async function endpoint(opts: LogsOptions): Promise<{ url: string; token: string | null }> {
+  let url = typeof opts.url === 'string' ? opts.url : process.env.PROXY_ADMIN_URL;
+  let token = typeof opts.token === 'string' ? opts.token : process.env.PROXY_ADMIN_TOKEN ?? null;
+  if (typeof opts.config === 'string') {
+    const { config } = await loadConfig({ file: opts.config });
+    if (config.admin?.listen === undefined) throw new LogsError(`${opts.config} has no admin.listen: the proxy serves its logs on the admin port`);
+    url ??= `http://${config.admin.listen}`;
+    token ??= config.admin.token ?? null;
+  }
+  if (url === undefined) throw new LogsError('which proxy? give --url http://<admin.listen> (or $PROXY_ADMIN_URL), or --config <the proxy\'s config file>');
+  return { url: url.replace(/\/$/, ''), token };
+}
+
+/** Prints the lines through `out` until the proxy closes the stream or `signal` aborts (then it returns). */
+export async function runLogs(opts: LogsOptions, out: (s: string) => void = (s) => process.stdout.write(s), signal?: AbortSignal): Promise<void> {
+  const level = opts.level === undefined ? 'trace' : String(opts.level);
+  if (!LEVELS.includes(level)) throw new LogsError(`--level must be one of ${LEVELS.join(', ')}`);
+  const tail = opts.tail === undefined ? 20 : Number(opts.tail);
+  if (!Number.isInteger(tail) || tail < 0) throw new LogsError('--tail must be an integer >= 0');
+  const { url, token } = await endpoint(opts);
+  const q = new URLSearchParams({ tail: String(tail), level, follow: opts.follow === false ? 'false' : 'true' });
+  if (opts.filter !== undefined) q.set('filter', String(opts.filter));
+  const headers: Record<string, string> = {};
+  if (token !== null) headers.authorization = `Bearer ${token}`;
+  let res: Response;
+  try {
+    res = await fetch(`${url}/api/v1/logs?${q}`, { headers, signal });
+  } catch (err) {
+    if (signal?.aborted === true) return;
+    throw new LogsError(`cannot reach ${url}: ${(err as Error & { cause?: Error }).cause?.message ?? (err as Error).message}`);
+  }
+  if (res.status === 401) throw new LogsError(`token rejected by ${url} (--token, $PROXY_ADMIN_TOKEN or the config's admin.token)`);
+  if (!res.ok) {
+    const body = await res.text();
+    let message = body;
+    try {
+      message = (JSON.parse(body) as { error: { message: string } }).error.message;
+    } catch { /* not an error document */ }
+    throw new LogsError(`${url}/api/v1/logs answered ${res.status}: ${message}`);
+  }
+  const print = (line: string) => out(opts.json === true ? `${line}\n` : prettyLine(line));
+  const decoder = new TextDecoder();
+  let pending = '';
+  try {
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      pending += decoder.decode(chunk, { stream: true });
+      let nl: number;
+      while ((nl = pending.indexOf('\n')) >= 0) {
+        const line = pending.slice(0, nl);
+        pending = pending.slice(nl + 1);
+        if (line !== '') print(line);
+      }
+    }
+  } catch (err) {
+    if (signal?.aborted === true) return;
+    throw err;
+  }
+  if (pending !== '') print(pending);
+}
+
+export function registerLogs(cli: CAC): void {
+  cli.command('logs', 'Show the running proxy\'s recent log lines, then follow new ones (admin API)')
+    .option('--url <url>', 'admin API of the proxy, http://<admin.listen> (default $PROXY_ADMIN_URL)')
+    .option('--token <token>', 'admin bearer token (default $PROXY_ADMIN_TOKEN)')
+    .option('--config <file>', 'read admin.listen and admin.token from the proxy\'s configuration file')
+    .option('--filter <text>', 'only lines containing this text (case-insensitive)')
+    .option('--level <level>', 'only lines at this level or above: trace, debug, info, warn, error')
+    .option('--tail <n>', 'recent lines shown first (default 20)')
+    .option('--json', 'print the JSON lines as they are (for machines)')
+    .option('--no-follow', 'print the recent lines and exit')
+    .action(async (opts: LogsOptions) => {
+      try {
+        await runLogs(opts);
+      } catch (err) {
+        if (err instanceof LogsError) {
+          process.stderr.write(`proxy logs: ${err.message}\n`);
+          process.exit(2);
+        }
+        throw err;
+      }
+    });
+}

@@ -1,0 +1,360 @@
+// Trace export end to end: the real `mongodb` driver → a real proxy → a TCP relay that records
+// every command the upstream receives → the embedded devdb; the proxy exports to a real OTLP/HTTP
+// receiver in this process (test/helpers/otlp-receiver.ts decodes the protobuf), and the tests
+// check the SPEC §2.4 tree, its attributes and parenting, traceparent continuation and stripping,
+// sampling, the JSON encoding, and a down or slow collector (requests unaffected, drops counted).
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { MongoClient } from 'mongodb';
+import { deserialize, type Document } from 'bson';
+import { parseConfig } from '../../runtime/config/index.ts';
+import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
+import { DevDbServer } from '../../runtime/devdb/index.ts';
+import { Framer, parseOpMsg, decompressFrame, OP_MSG, OP_COMPRESSED } from '../../runtime/wire/index.ts';
+import { Logger } from '../../runtime/log/index.ts';
+import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.ts';
+
+const cleanups: Array<() => Promise<unknown>> = [];
+after(async () => {
+  for (const fn of cleanups.reverse()) await fn().catch(() => {});
+});
+
+/** A TCP relay in front of devdb that records the command documents going upstream. */
+async function startRecordingUpstream(): Promise<{ uri: string; port: number; commands: Document[] }> {
+  const devdb = new DevDbServer();
+  const d = await devdb.listen(0);
+  const commands: Document[] = [];
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    const up = connect(d.port, '127.0.0.1');
+    sockets.add(client);
+    sockets.add(up);
+    const framer = new Framer({
+      onFrame(frame: Buffer) {
+        let f = frame;
+        if (f.readInt32LE(12) === OP_COMPRESSED) f = decompressFrame(f).frame;
+        if (f.readInt32LE(12) === OP_MSG) commands.push(deserialize(parseOpMsg(f).body));
+        up.write(frame);
+      },
+      onFrameError() { client.destroy(); },
+    });
+    client.on('data', (c: Buffer) => framer.push(c));
+    up.on('data', (c: Buffer) => client.write(c));
+    client.on('close', () => up.destroy());
+    up.on('close', () => client.destroy());
+    client.on('error', () => {});
+    up.on('error', () => {});
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  cleanups.push(async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise((r) => server.close(r));
+    await devdb.close();
+  });
+  return { uri: `mongodb://127.0.0.1:${port}`, port, commands };
+}
+
+interface Traced {
+  proxy: RunningProxy;
+  client: MongoClient;
+  upstream: { port: number; commands: Document[] };
+  logLines: Array<Record<string, unknown>>;
+}
+
+async function start(telemetry: Record<string, unknown>, extra: Record<string, unknown> = {}): Promise<Traced> {
+  const upstream = await startRecordingUpstream();
+  const logLines: Array<Record<string, unknown>> = [];
+  const log = new Logger('test', 'debug', 'json', {
+    write: (l: string) => { for (const s of l.split('\n')) if (s.trim() !== '') logLines.push(JSON.parse(s)); },
+  });
+  const raw = {
+    listen: '127.0.0.1:0',
+    upstream: { uri: upstream.uri },
+    pipeline: { request: ['filter', 'cache'], response: ['cache'] },
+    steps: {
+      filter: { config: { rules: [
+        { name: 'evil-mail', action: 'deny', field: { path: 'filter.email', regex: '@evil\\.com$' } },
+        { name: 'no-secrets', action: 'deny', collections: ['secrets'] },
+      ], default: 'allow' } },
+      cache: { config: { ttl_ms: 60000 } },
+    },
+    profiling: { port: 0 },
+    telemetry: { service_name: 'proxy-test', sample_rate: 1, resource_attributes: { 'deployment.environment': 'test' }, export_interval_ms: 20, ...telemetry },
+    ...extra,
+  };
+  const proxy = await startProxy(parseConfig(raw, null), { log });
+  const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 5000, monitorCommands: false });
+  await client.connect();
+  cleanups.push(() => proxy.close());
+  cleanups.push(() => client.close(true));
+  return { proxy, client, upstream, logLines };
+}
+
+async function metrics(p: RunningProxy): Promise<string> {
+  const res = await fetch(`${p.profilingUrl}/metrics`);
+  return res.text();
+}
+
+function metricValue(text: string, series: string): number {
+  const line = text.split('\n').find((l) => l.startsWith(series + ' '));
+  assert.ok(line !== undefined, `${series} is in /metrics`);
+  return Number(line.slice(series.length + 1));
+}
+
+/** The spans of the trace whose root is the `proxy.request` with db.operation.name === op. */
+function traceOf(spans: ReceivedSpan[], op: string, collection: string): { root: ReceivedSpan; all: ReceivedSpan[] } {
+  const roots = spans.filter((s) => s.name === 'proxy.request' && s.attributes['db.operation.name'] === op && s.attributes['db.collection.name'] === collection);
+  assert.equal(roots.length, 1, `one proxy.request for ${op} ${collection}, got ${roots.length}`);
+  const root = roots[0];
+  return { root, all: spans.filter((s) => s.traceId === root.traceId) };
+}
+
+const children = (all: ReceivedSpan[], parent: ReceivedSpan) =>
+  all.filter((s) => s.parentSpanId === parent.spanId).sort((a, b) => (a.startNs < b.startNs ? -1 : a.startNs > b.startNs ? 1 : 0));
+
+function assertWithin(child: ReceivedSpan, parent: ReceivedSpan): void {
+  // 2 µs of slack: span times are rebuilt from performance.now() and step durations to the nanosecond.
+  assert.ok(child.startNs + 2000n >= parent.startNs, `${child.name} starts within ${parent.name}`);
+  assert.ok(child.endNs <= parent.endNs + 2000n, `${child.name} ends within ${parent.name}`);
+  assert.ok(child.endNs >= child.startNs, `${child.name} ends after it starts`);
+}
+
+test('a find through the real driver exports the SPEC §2.4 tree: root, request steps, proxy.upstream (connection.acquire + operation), response steps, sub-operations, every attribute', async () => {
+  const receiver = await startOtlpReceiver();
+  cleanups.push(() => receiver.close());
+  const t = await start({ otlp_endpoint: receiver.url });
+  const coll = t.client.db('app').collection('users');
+  await coll.insertOne({ email: 'ann@example.com' });
+  const found = await coll.find({ email: 'ann@example.com' }).toArray();
+  assert.equal(found.length, 1);
+  await t.proxy.tracing!.flush();
+  const spans = await receiver.waitForSpans(1);
+  assert.ok(receiver.requests.every((r) => r.contentType === 'application/x-protobuf'), 'protobuf by default');
+  const { root, all } = traceOf(spans, 'find', 'users');
+
+  assert.equal(root.parentSpanId, '', 'the root has no parent (the client sent no trace context)');
+  assert.equal(root.kind, 2, 'proxy.request is a SERVER span');
+  assert.match(root.traceId, /^[0-9a-f]{32}$/);
+  assert.equal(root.resource['service.name'], 'proxy-test');
+  assert.equal(root.resource['deployment.environment'], 'test');
+  assert.equal(root.attributes['proxy.pipeline.id'], 'default');
+  assert.equal(root.attributes['proxy.pipeline'], 'baseline');
+  assert.equal(root.status, 0);
+
+  const top = children(all, root).map((s) => `${s.name}/${s.attributes['proxy.step.phase'] ?? '-'}`);
+  assert.deepEqual(top, ['proxy.step.filter/request', 'proxy.step.cache/request', 'proxy.upstream/-', 'proxy.step.cache/response']);
+  for (const s of children(all, root)) assertWithin(s, root);
+
+  const [filter, cacheReq, upstream, cacheResp] = children(all, root);
+  const db = {
+    'db.system': 'mongodb', 'db.operation': 'find', 'db.upstream.collection': 'users',
+    'net.peer.name': '127.0.0.1', 'net.peer.port': t.upstream.port,
+    'db.system.name': 'mongodb', 'db.operation.name': 'find', 'db.collection.name': 'users', 'db.namespace': 'app',
+    'server.address': '127.0.0.1', 'server.port': t.upstream.port,
+  };
+  for (const [span, name, phase, order] of [[filter, 'wasm:filter', 'request', 1], [cacheReq, 'wasm:cache', 'request', 2], [cacheResp, 'wasm:cache', 'response', 1]] as const) {
+    for (const [k, v] of Object.entries(db)) assert.equal(span.attributes[k], v, `${span.name} (${phase}) ${k}`);
+    assert.equal(span.attributes['proxy.step.name'], name);
+    assert.equal(span.attributes['proxy.step.phase'], phase);
+    assert.equal(span.attributes['proxy.step.order'], order);
+    assert.equal(span.attributes['proxy.step.error'], false);
+    assert.equal(typeof span.attributes['proxy.step.duration_us'], 'number');
+    const durUs = Number(span.endNs - span.startNs) / 1000;
+    assert.ok(Math.abs(durUs - (span.attributes['proxy.step.duration_us'] as number)) <= 1, `${span.name} duration matches proxy.step.duration_us`);
+  }
+  // Sub-operations under their steps.
+  assert.deepEqual(children(all, filter).map((s) => s.name), ['regex.eval']);
+  assert.deepEqual(children(all, cacheReq).map((s) => s.name), ['cache.lookup']);
+  assert.deepEqual(children(all, cacheResp).map((s) => s.name), ['cache.store']);
+  for (const [p, c] of [[filter, children(all, filter)[0]], [cacheReq, children(all, cacheReq)[0]]] as const) assertWithin(c, p);
+
+  // proxy.upstream: connection.acquire, then the operation span named "{operation} {collection}".
+  const up = children(all, upstream);
+  assert.deepEqual(up.map((s) => s.name), ['connection.acquire', 'find users']);
+  assert.equal(up[1].kind, 3, 'the upstream operation is a CLIENT span');
+  for (const [k, v] of Object.entries(db)) assert.equal(up[1].attributes[k], v, `operation span ${k}`);
+  for (const s of up) assertWithin(s, upstream);
+  assert.ok(filter.endNs <= upstream.startNs + 2000n && upstream.endNs <= cacheResp.startNs + 2000n, 'request steps, then upstream, then response steps');
+});
+
+test('a request a step rejects: root and step marked as errors with db.response.status_code and error.type, no proxy.upstream', async () => {
+  const receiver = await startOtlpReceiver();
+  cleanups.push(() => receiver.close());
+  const t = await start({ otlp_endpoint: receiver.url });
+  await assert.rejects(t.client.db('app').collection('secrets').findOne({}), /denied by filter rule "no-secrets"/);
+  await t.proxy.tracing!.flush();
+  const { root, all } = traceOf(await receiver.waitForSpans(1), 'find', 'secrets');
+  assert.equal(root.status, 2, 'root status ERROR');
+  assert.equal(root.attributes['db.response.status_code'], '13');
+  assert.equal(root.attributes['error.type'], 'Unauthorized');
+  const names = children(all, root).map((s) => s.name);
+  assert.deepEqual(names, ['proxy.step.filter'], 'the filter ran; the cache and the upstream did not');
+  assert.equal(all.some((s) => s.name === 'proxy.upstream'), false);
+});
+
+test('an inbound $traceparent is continued (root is a child of the client span) and stripped: the upstream never sees it', async () => {
+  const receiver = await startOtlpReceiver();
+  cleanups.push(() => receiver.close());
+  const t = await start({ otlp_endpoint: receiver.url, sample_rate: 0 });
+  const traceId = 'a1b2c3d4e5f60718293a4b5c6d7e8f90';
+  const spanId = '0123456789abcdef';
+  const db = t.client.db('app');
+  await db.collection('users').insertOne({ email: 'bob@example.com' });
+  const reply = await db.command({ find: 'users', filter: { email: 'bob@example.com' }, $traceparent: `00-${traceId}-${spanId}-01` });
+  assert.equal(reply.ok, 1);
+  assert.equal((reply.cursor as Document).firstBatch.length, 1);
+  await t.proxy.tracing!.flush();
+  const { root, all } = traceOf(await receiver.waitForSpans(1), 'find', 'users');
+  assert.equal(root.traceId, traceId, 'the proxy continues the client trace');
+  assert.equal(root.parentSpanId, spanId, 'the root span is a child of the client span');
+  assert.ok(all.length >= 6, 'the whole tree is in the client trace');
+  // sample_rate 0, yet sampled: the client's sampled flag decides (parent-based).
+  assert.equal(receiver.spans.filter((s) => s.name === 'proxy.request').length, 1, 'the insert (no traceparent) was not sampled');
+  const finds = t.upstream.commands.filter((c) => c.find === 'users');
+  assert.equal(finds.length, 1);
+  assert.equal('$traceparent' in finds[0], false, 'the upstream never sees $traceparent');
+  assert.deepEqual(finds[0].filter, { email: 'bob@example.com' }, 'the rest of the command is forwarded unchanged');
+  assert.ok(t.upstream.commands.every((c) => !('$traceparent' in c)));
+});
+
+test('a traceparent in comment (the driver\'s find option) is continued; the comment is forwarded unchanged', async () => {
+  const receiver = await startOtlpReceiver();
+  cleanups.push(() => receiver.close());
+  const t = await start({ otlp_endpoint: receiver.url, sample_rate: 0 });
+  const tp = '00-11112222333344445555666677778888-99990000aaaabbbb-01';
+  await t.client.db('app').collection('orders').find({}, { comment: tp }).toArray();
+  await t.client.db('app').collection('carts').find({}, { comment: { traceparent: '00-aaaabbbbccccddddeeeeffff00001111-2222333344445555-01', app: 'shop' } }).toArray();
+  await t.proxy.tracing!.flush();
+  const spans = await receiver.waitForSpans(1);
+  const a = traceOf(spans, 'find', 'orders').root;
+  assert.equal(a.traceId, '11112222333344445555666677778888');
+  assert.equal(a.parentSpanId, '99990000aaaabbbb');
+  const b = traceOf(spans, 'find', 'carts').root;
+  assert.equal(b.traceId, 'aaaabbbbccccddddeeeeffff00001111');
+  assert.equal(b.parentSpanId, '2222333344445555');
+  assert.equal(t.upstream.commands.find((c) => c.find === 'orders')?.comment, tp);
+});
+
+test('a client traceparent with the sampled flag off is not traced even at sample_rate 1; invalid values are ignored with a debug line, stripped, and the request succeeds', async () => {
+  const receiver = await startOtlpReceiver();
+  cleanups.push(() => receiver.close());
+  const t = await start({ otlp_endpoint: receiver.url, sample_rate: 1 });
+  const db = t.client.db('app');
+  await db.command({ find: 'unsampled', filter: {}, $traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00' });
+  const invalid = [
+    '00-00000000000000000000000000000000-b7ad6b7169203331-01', // all-zero trace id
+    '00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01', // all-zero parent id
+    '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-0', // wrong length
+    'ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', // bad version
+  ];
+  for (const tp of invalid) {
+    const r = await db.command({ find: 'invalid', filter: {}, $traceparent: tp });
+    assert.equal(r.ok, 1);
+  }
+  await t.proxy.tracing!.flush();
+  const spans = await receiver.waitForSpans(4 * 5);
+  assert.equal(spans.filter((s) => s.attributes['db.collection.name'] === 'unsampled').length, 0, 'sampled flag 00: no spans');
+  const roots = spans.filter((s) => s.name === 'proxy.request' && s.attributes['db.collection.name'] === 'invalid');
+  assert.equal(roots.length, 4, 'invalid contexts are ignored: the requests are traced as new traces (sample_rate 1)');
+  for (const r of roots) {
+    assert.equal(r.parentSpanId, '');
+    assert.notEqual(r.traceId, '0af7651916cd43dd8448eb211c80319c');
+  }
+  const debug = t.logLines.filter((l) => l.msg === 'invalid traceparent ignored');
+  assert.equal(debug.length, 4);
+  assert.ok(debug.every((l) => l.level === 'debug' && l.logger === 'proxy::telemetry'));
+  assert.match(String(debug[0].reason), /all zeros/);
+  assert.match(String(debug[3].reason), /version/);
+  assert.equal(t.upstream.commands.filter((c) => '$traceparent' in c).length, 0);
+  assert.equal(metricValue(await metrics(t.proxy), 'proxy_trace_invalid_traceparent_total'), 4);
+});
+
+test('sample_rate 0 exports nothing; sample_rate 1 traces every request; 0.3 samples about 30% (statistically)', async () => {
+  const receiver = await startOtlpReceiver();
+  cleanups.push(() => receiver.close());
+  for (const [rate, n] of [[0, 200], [1, 50], [0.3, 1000]] as const) {
+    const t = await start({ otlp_endpoint: receiver.url, sample_rate: rate, service_name: `rate-${rate}` });
+    const db = t.client.db('app');
+    for (let i = 0; i < n; i++) await db.command({ ping: 1 }).then(() => db.collection('c').findOne({ i }));
+    await t.proxy.tracing!.flush();
+    const sampled = metricValue(await metrics(t.proxy), 'proxy_trace_requests_sampled_total');
+    const roots = receiver.spans.filter((s) => s.name === 'proxy.request' && s.resource['service.name'] === `rate-${rate}`).length;
+    assert.equal(roots, sampled, `rate ${rate}: one exported trace per sampled request`);
+    // Each iteration is 2 pipeline requests (ping, find).
+    if (rate === 0) assert.equal(sampled, 0);
+    else if (rate === 1) assert.equal(sampled, 2 * n);
+    else {
+      // Binomial(2000, 0.3): mean 600, sd 20.5; ±5 sd.
+      assert.ok(sampled > 600 - 103 && sampled < 600 + 103, `rate 0.3 sampled ${sampled} of 2000`);
+    }
+  }
+});
+
+test('the JSON encoding (protocol http/json) exports the same tree', async () => {
+  const receiver = await startOtlpReceiver();
+  cleanups.push(() => receiver.close());
+  const t = await start({ otlp_endpoint: `${receiver.url}/v1/traces`, protocol: 'http/json' });
+  await t.client.db('app').collection('json').findOne({});
+  await t.proxy.tracing!.flush();
+  const { root, all } = traceOf(await receiver.waitForSpans(1), 'find', 'json');
+  assert.ok(receiver.requests.every((r) => r.contentType.startsWith('application/json')));
+  assert.deepEqual(children(all, root).map((s) => s.name), ['proxy.step.filter', 'proxy.step.cache', 'proxy.upstream', 'proxy.step.cache']);
+});
+
+async function timedFinds(client: MongoClient, n: number): Promise<number[]> {
+  const coll = client.db('app').collection('load');
+  const times: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    await coll.findOne({ i });
+    times.push(performance.now() - t0);
+  }
+  return times;
+}
+
+const median = (a: number[]) => [...a].sort((x, y) => x - y)[a.length >> 1];
+
+test('a collector that is down: every request succeeds as fast as without tracing, and the lost spans are counted in /metrics', async () => {
+  // A port nothing listens on.
+  const probe = createServer();
+  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+  const deadPort = (probe.address() as { port: number }).port;
+  await new Promise((r) => probe.close(r));
+  const down = await start({ otlp_endpoint: `http://127.0.0.1:${deadPort}`, export_timeout_ms: 500 });
+  const off = await start({}, {});
+  await timedFinds(down.client, 50);
+  await timedFinds(off.client, 50);
+  const withDown = median(await timedFinds(down.client, 300));
+  const without = median(await timedFinds(off.client, 300));
+  await down.proxy.tracing!.flush();
+  const text = await metrics(down.proxy);
+  const failed = metricValue(text, 'proxy_trace_spans_dropped_total{reason="export_failed"}');
+  assert.ok(failed > 0, `spans lost to the down collector are counted (${failed})`);
+  assert.equal(metricValue(text, 'proxy_trace_spans_exported_total'), 0);
+  // The medians of two proxies in one process: a down collector adds no wait to requests.
+  assert.ok(withDown < without * 2 + 0.5, `median with a down collector ${withDown.toFixed(3)} ms vs tracing off ${without.toFixed(3)} ms`);
+  assert.equal(off.proxy.tracing, null, 'no otlp_endpoint: tracing is off');
+  assert.ok(down.logLines.some((l) => l.msg === 'trace export failed; spans dropped' && l.level === 'warn'));
+});
+
+test('a slow collector: the bounded queue fills, later spans are dropped and counted (queue_full), requests do not wait', async () => {
+  const receiver = await startOtlpReceiver({ delayMs: 3000 });
+  cleanups.push(() => receiver.close());
+  const t = await start({ otlp_endpoint: receiver.url, max_queue_spans: 64, max_batch_spans: 32 });
+  const times = await timedFinds(t.client, 200);
+  assert.ok(median(times) < 50, `median request ${median(times).toFixed(3)} ms while the collector takes 3 s per export`);
+  const text = await metrics(t.proxy);
+  const full = metricValue(text, 'proxy_trace_spans_dropped_total{reason="queue_full"}');
+  assert.ok(full > 1000, `spans dropped at the full queue are counted (${full})`);
+  assert.ok(metricValue(text, 'proxy_trace_spans_queued') <= 64, 'the queue stays bounded');
+});
+
+test('bad telemetry config is refused with the key path and the reason', () => {
+  assert.throws(() => parseConfig({ telemetry: { sample_rate: 1.5 } }, null), /telemetry\.sample_rate.*(1|number 0\.\.1)/s);
+  assert.throws(() => parseConfig({ telemetry: { otlp_endpoint: 'collector:4318' } }, null), /telemetry\.otlp_endpoint/);
+  assert.throws(() => parseConfig({ telemetry: { propagation: 'b3' } }, null), /telemetry\.propagation/);
+  assert.throws(() => parseConfig({ telemetry: { resource_attributes: { 'service.version': 3 } } }, null), /telemetry\.resource_attributes\.service\.version|resource_attributes/);
+});
