@@ -71,7 +71,8 @@ test('GET /api/profile: SPEC §2.1 fields, integer µs, one row per (step, phase
   }
   const spin = rows[0] as Record<string, number>;
   // A busy-wait is at least its time and, on a loaded machine, rarely much more.
-  assert.ok(spin.p50_latency_us >= 200 && spin.p50_latency_us < 1500, `p50 ${spin.p50_latency_us}`);
+  // p50 falls among the ninety 200 µs requests: below the 5 ms ones even when descheduled.
+  assert.ok(spin.p50_latency_us >= 200 && spin.p50_latency_us < 5000, `p50 ${spin.p50_latency_us}`);
   // p95 and p99 fall among the ten 5 ms requests (a descheduled busy-wait may take longer, never less).
   assert.ok(spin.p95_latency_us >= 5000 && spin.p99_latency_us >= spin.p95_latency_us && spin.p99_latency_us <= spin.max_latency_us,
     `p95 ${spin.p95_latency_us}, p99 ${spin.p99_latency_us}, max ${spin.max_latency_us}`);
