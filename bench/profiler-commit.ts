@@ -17,7 +17,7 @@ const RESPONSE_STEPS = ['transform', 'cache', 'logging', 'metrics'];
 const profiler = await Profiler.create({
   enabled: true, slowStepThresholdUs: 1_000_000, alertOnSlowStep: false, perStepThresholds: {},
   histogramBuckets: [10, 50, 100, 500, 1000], filters: { operations: null, collections: null, minUpstreamLatencyUs: 0 },
-  frameCapacity: 20_000,
+  frameCapacity: Number(arg('--frames', '20000')),
 }, { warn() {} });
 const key = new GraphKey('bench', 'baseline', 1);
 const timers = [

@@ -37,6 +37,9 @@ export interface PluginServices {
 
 type Fn = (...args: number[]) => number;
 
+/** Distinct sub-operation names a plugin instance keeps decoded. */
+const SUBOP_NAMES_CACHED = 8;
+
 export class PluginInstance {
   readonly plugin: CompiledPlugin;
   readonly services: PluginServices;
@@ -55,6 +58,8 @@ export class PluginInstance {
   /** Per-request contexts, when the plugin asked for them and acts in both phases (else null). */
   private contexts: RequestContexts | null;
   private readonly host: StepHost;
+  /** Sub-operation names decoded so far (at most SUBOP_NAMES_CACHED), with the bytes they came from. */
+  private readonly subopNames: { ptr: number; bytes: Uint8Array; name: string }[] = [];
   /** The last kv key decoded, and its UTF-16 bytes: most calls repeat a key (a bucket, a version). */
   private keyText: string;
   private keyBytes: Uint8Array;
@@ -178,6 +183,24 @@ export class PluginInstance {
     return s;
   }
 
+  /** A sub-operation's name: the string decoded before when the bytes at that address are the
+   *  same (plugins name sub-operations with constants: one string object per name, no decoding,
+   *  and its hash already computed for the profiler's map). */
+  private subopName(ptr: number, len: number): string {
+    const u8 = this.view();
+    const cache = this.subopNames;
+    outer: for (let k = 0; k < cache.length; k++) {
+      const c = cache[k]!;
+      if (c.ptr !== ptr || c.bytes.length !== len) continue;
+      const b = c.bytes;
+      for (let i = 0; i < len; i++) if (b[i] !== u8[ptr + i]) continue outer;
+      return c.name;
+    }
+    const name = this.str(ptr, len);
+    if (cache.length < SUBOP_NAMES_CACHED) cache.push({ ptr, bytes: u8.slice(ptr, ptr + len), name });
+    return name;
+  }
+
   /** A kv key: the previous key's string when the bytes are the same. */
   private key(ptr: number, len: number): string {
     const u8 = this.view();
@@ -260,7 +283,7 @@ export class PluginInstance {
       proxy_metric_series: (id: number, valuesPtr: number, valuesLen: number): number => host.metricSeries(id, this.str(valuesPtr, valuesLen)),
       proxy_increment_metric: (id: number, delta: number): void => host.increment(id, delta),
       proxy_record_metric: (id: number, value: number): void => host.record(id, value),
-      proxy_subop_begin: host.timesSubops ? (namePtr: number, nameLen: number): void => host.subopBegin(this.str(namePtr, nameLen)) : noop2,
+      proxy_subop_begin: host.timesSubops ? (namePtr: number, nameLen: number): void => host.subopBegin(this.subopName(namePtr, nameLen)) : noop2,
       proxy_subop_end: host.timesSubops ? (): void => host.subopEnd() : noop,
       proxy_kv_get: (keyPtr: number, keyLen: number, dst: number, max: number): number =>
         this.writeBytes(host.kvGet(this.key(keyPtr, keyLen)), dst, max),

@@ -7,11 +7,15 @@
 //
 // Hot path: no allocation here beyond what a function returns to keep (a replaced body, a string
 // property); the exchange is a field set around each call, not a closure.
+import { performance } from 'node:perf_hooks';
 import { Property, PhaseBit, CallFlag, LOG_LEVEL_NAMES, MAX_REQUEST_CONTEXTS, type MetricKind } from './abi.ts';
 import { PluginTrap, ConfigureNotes } from './errors.ts';
 import { type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, findInBody } from './host-exchange.ts';
 import { encodeLabelKey, type BoundMetric, type MetricBinding } from './plugin-metrics.ts';
 import type { PluginServices } from './plugin-instance.ts';
+
+/** Sub-operations nested deeper than this are not timed (their begin/end still pair up). */
+const MAX_SUBOP_DEPTH = 16;
 
 export class StepHost {
   readonly services: PluginServices;
@@ -33,8 +37,10 @@ export class StepHost {
   private readonly metrics: BoundMetric[];
   /** For a metric's own id: its label sets; null for a label set's id. */
   private readonly defined: (DefinedMetric | null)[];
+  /** Open sub-operations, a stack of depth `subopDepth` (begin/end nest; deeper than the arrays: not timed). */
   private readonly subopNames: string[];
-  private readonly subopStarts: bigint[];
+  private readonly subopStarts: Float64Array;
+  private subopDepth: number;
   /** `"step":…,"pipeline":…,"graph":…,` — the members the host puts before a plugin's log record. */
   private readonly recordPrefix: string;
   /** Whether sub-operations are recorded at all (with the recorder off, begin/end are no-ops). */
@@ -54,7 +60,8 @@ export class StepHost {
     this.metrics = [];
     this.defined = [];
     this.subopNames = [];
-    this.subopStarts = [];
+    this.subopStarts = new Float64Array(MAX_SUBOP_DEPTH);
+    this.subopDepth = 0;
     this.recordPrefix = `"step":${JSON.stringify(services.step)},"pipeline":${JSON.stringify(services.pipelineId)},"graph":${JSON.stringify(services.variant)},`;
     this.timesSubops = services.subop !== null;
   }
@@ -273,17 +280,19 @@ export class StepHost {
   // ---- sub-operations -----------------------------------------------------------------------
 
   subopBegin(name: string): void {
-    this.subopNames.push(name);
-    this.subopStarts.push(process.hrtime.bigint());
+    const d = this.subopDepth++;
+    if (d >= MAX_SUBOP_DEPTH) return;
+    this.subopNames[d] = name;
+    this.subopStarts[d] = performance.now();
   }
 
   subopEnd(): void {
-    const start = this.subopStarts.pop();
-    const name = this.subopNames.pop();
+    if (this.subopDepth === 0) return;
+    const d = --this.subopDepth;
     const sink = this.services.subop;
-    if (start === undefined || name === undefined || sink === null) return;
+    if (d >= MAX_SUBOP_DEPTH || sink === null) return;
     const ex = this.ex;
-    sink(name, ex === null ? 0 : ex.phase, Number(process.hrtime.bigint() - start));
+    sink(this.subopNames[d]!, ex === null ? 0 : ex.phase, (performance.now() - this.subopStarts[d]!) * 1e6);
   }
 
   // ---- kv and clock -------------------------------------------------------------------------

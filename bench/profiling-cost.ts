@@ -1,0 +1,77 @@
+// What profiling costs per request, in process: the eight built-ins of bench/pipeline-bench.ts run
+// a `find` and its reply through two graphs — one built with profiling off (the untimed loop), one
+// with the real Profiler on (timed loop, sub-operations, RequestTimings, commit into the
+// histograms and the frame ring, as a client connection does per request). Rounds interleaved,
+// minimum of each kept: the machine is shared. No sockets, so the difference is profiling's alone.
+//
+// Usage: node --import tsx bench/profiling-cost.ts [--rounds 8] [--requests 20000]
+import { serialize, Long } from 'bson';
+import { openSync } from 'node:fs';
+import { PipelineManager, Exchange, type Pipeline } from '../runtime/pipeline/index.ts';
+import { RequestTimings } from '../runtime/pipeline/request-timings.ts';
+import { BUILTIN_PLUGIN_DIR, profilingSettings } from '../runtime/app/serve.ts';
+import { Profiler, type CompletedRequest } from '../runtime/profiling/index.ts';
+import { parseConfig } from '../runtime/config/index.ts';
+import { Logger, BufferedFdSink } from '../runtime/log/index.ts';
+import { arg } from './lib.ts';
+
+const rounds = Number(arg('--rounds', '8'));
+const requests = Number(arg('--requests', '20000'));
+const log = new Logger('pipeline', 'info', 'json', new BufferedFdSink(openSync('/dev/null', 'w')));
+const hostLog = {
+  trace: (o: object, m: string) => log.trace(m, o as Record<string, unknown>),
+  debug: (o: object, m: string) => log.debug(m, o as Record<string, unknown>),
+  info: (o: object, m: string) => log.info(m, o as Record<string, unknown>),
+  warn: (o: object, m: string) => log.warn(m, o as Record<string, unknown>),
+  error: (o: object, m: string) => log.error(m, o as Record<string, unknown>),
+  record: (l: 'trace' | 'debug' | 'info' | 'warn' | 'error', p: string, m: Uint8Array) => log.record(l, p, m),
+};
+const page = { max_memory_pages: 256 };
+const config = {
+  pipeline: { id: 'bench', request: ['metrics', 'logging', 'auth', 'rate_limit', 'filter', 'cache', 'route'], response: ['transform', 'cache', 'logging', 'metrics'] },
+  steps: {
+    logging: { config: { sample_rate: 1, level: 'info' }, ...page }, metrics: { config: {}, ...page },
+    auth: { config: { provider: 'static', apps: ['proxy bench'] }, ...page },
+    rate_limit: { config: { max_rps: 10_000_000 }, ...page },
+    filter: { config: { rules: [{ name: 'all', action: 'allow' }], default: 'deny' }, ...page },
+    cache: { config: { ttl_ms: 1, max_bytes: 786_432 }, ...page },
+    route: { config: { rules: [{ dbs: ['bench'], upstream: 'mongodb://127.0.0.1:27017' }] }, ...page },
+    transform: { config: { response: [{ op: 'rename', path: 'no_such_field', to: 'renamed' }] }, ...page },
+  },
+};
+const profiler = await Profiler.create(profilingSettings(parseConfig({ profiling: { enabled: true } }, null).profiling!), { warn() {} });
+const off = await new PipelineManager({ pluginDir: BUILTIN_PLUGIN_DIR, logger: hostLog }).load(config);
+const on = await new PipelineManager({ pluginDir: BUILTIN_PLUGIN_DIR, logger: hostLog, recorder: profiler }).load(config);
+
+const conn = { id: 1, appName: 'proxy bench', clientAddress: '127.0.0.1:50000', user: '' };
+const reply = Buffer.from(serialize({ cursor: { firstBatch: [{ _id: 5, name: 'item-5', qty: 5, tags: ['a', 'b'] }], id: Long.ZERO, ns: 'bench.items' }, ok: 1 }));
+const bodies = Array.from({ length: 1000 }, (_, i) => Buffer.from(serialize({ find: 'items', filter: { _id: i }, limit: 1, $db: 'bench' })));
+const timings = new RequestTimings();
+const completed: CompletedRequest = { pipelineId: 'bench', variant: 'baseline', op: 'find', collection: 'items', totalNs: 0, acquireNs: 0, upstreamNs: 0, ok: true, timings };
+
+function run(p: Pipeline, timed: boolean): number {
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < requests; i++) {
+    const ex = new Exchange(conn, 'bench', 'find', 'bench', 'items', bodies[i % 1000]!, null);
+    ex.requestId = i;
+    if (timed) { timings.reset(); ex.timings = timings; }
+    p.runRequest(ex);
+    if (ex.verdict === 0) {
+      ex.replyBody = reply;
+      p.runResponse(ex);
+    }
+    if (timed) {
+      completed.totalNs = 150_000; completed.upstreamNs = 100_000;
+      profiler.commit(completed);
+    }
+  }
+  return Number(process.hrtime.bigint() - t0) / requests;
+}
+
+let bestOff = Infinity, bestOn = Infinity;
+for (let r = 0; r < rounds; r++) {
+  bestOff = Math.min(bestOff, run(off, false));
+  bestOn = Math.min(bestOn, run(on, true));
+}
+console.log(`eight built-ins, profiling off: ${bestOff.toFixed(0)} ns/request; on: ${bestOn.toFixed(0)} ns/request; `
+  + `profiling costs ${(bestOn - bestOff).toFixed(0)} ns/request (min of ${rounds} interleaved rounds of ${requests})`);
