@@ -1,9 +1,11 @@
 // What a canary is asked to do: the validated start request, with the configuration's defaults
 // filled in (SPEC §2.8: the file's keys are defaults for canaries started through the API, which may
 // override them). Validation uses the configuration's own schemas, so a key means the same in both.
+import { checkChannels } from './notify/channels.ts';
+import type { NotificationsConfig } from '../config/index.ts';
 import * as v from 'valibot';
 import {
-  autoPromoteRulesSchema, canaryDurationMs, channelSchema, judgeSchema, rollbackRulesSchema, stagesSchema,
+  autoPromoteRulesSchema, canaryDurationMs, judgeSchema, rollbackRulesSchema, stagesSchema,
   type ProxyConfig,
 } from '../config/index.ts';
 import type { NotificationChannel } from './events.ts';
@@ -47,12 +49,15 @@ export interface CanaryDefaults {
   rollback_rules: RollbackRules;
   auto_promote_rules: AutoPromoteRules;
   judge: JudgeSettings;
+  /** What inline channels are checked against (a webhook needs a secret, email needs smtp). */
+  notifications: Pick<NotificationsConfig, 'webhook_secret' | 'smtp'>;
 }
 
 export function defaultsFromConfig(c: ProxyConfig): CanaryDefaults {
   return {
     stages: c.canary.stages, auto_promote: c.canary.auto_promote, rollback_rules: c.rollback_rules,
     auto_promote_rules: c.auto_promote_rules, judge: c.canary.judge,
+    notifications: { webhook_secret: c.notifications.webhook_secret, smtp: c.notifications.smtp },
   };
 }
 
@@ -126,7 +131,14 @@ export function parseStartRequest(body: unknown, defaults: CanaryDefaults): Cana
   let channels: NotificationChannel[] | null = null;
   if (body.notifications !== undefined) {
     if (!isObject(body.notifications)) throw new CanaryError('PROXY_ERR_BAD_BODY', 'notifications: expected an object { channels: [...] }');
-    channels = parsePart(v.array(channelSchema), body.notifications.channels ?? [], 'notifications.channels', 'PROXY_ERR_BAD_BODY') as NotificationChannel[];
+    // The config file's rules too (a webhook needs a secret, email needs notifications.smtp, a
+    // pager takes only the events it can page): refused here with the key path, not at delivery.
+    const checked = checkChannels(body.notifications.channels ?? [], defaults.notifications);
+    if (checked.channels === null) {
+      const first = checked.issues[0]!;
+      throw new CanaryError('PROXY_ERR_BAD_BODY', `${first.path}: ${first.message}`, { issues: checked.issues });
+    }
+    channels = checked.channels;
   }
   if (body.description !== undefined && typeof body.description !== 'string') throw new CanaryError('PROXY_ERR_BAD_BODY', 'description: expected a string');
   return {

@@ -91,6 +91,13 @@ test('400s on start: malformed JSON, not an object, invalid stages, rules, traff
   expectError(await call('POST', '', { ...ok, auto_promote_rules: { min_requests: 'many' } }), 400, 'PROXY_ERR_CANARY_INVALID_RULES');
   expectError(await call('POST', '', { ...ok, initial_traffic_pct: 101 }), 400, 'PROXY_ERR_CANARY_INVALID_TRAFFIC');
   expectError(await call('POST', '', { ...ok, pipeline_id: 'elsewhere' }), 400, 'PROXY_ERR_CANARY_UNKNOWN_PIPELINE');
+  // Inline channels meet the config file's rules: a webhook needs a secret, email needs notifications.smtp.
+  const noSecret = await call('POST', '', { ...ok, notifications: { channels: [{ type: 'webhook', url: 'http://127.0.0.1:1/hook' }] } });
+  expectError(noSecret, 400, 'PROXY_ERR_BAD_BODY');
+  assert.match(noSecret.body.error.message, /^notifications\.channels\[0\]/);
+  const noSmtp = await call('POST', '', { ...ok, notifications: { channels: [{ type: 'email', addresses: ['ops@example.com'] }] } });
+  expectError(noSmtp, 400, 'PROXY_ERR_BAD_BODY');
+  assert.match(noSmtp.body.error.message, /smtp/);
   const refused = await call('POST', '', { ...ok, candidate_config: { steps: [{ type: 'filter', config: { rules: [{ action: 'perhaps' }] } }] } });
   expectError(refused, 400, 'PROXY_ERR_CANARY_CANDIDATE_REFUSED');
   assert.match(refused.body.error.message, /filter/);
