@@ -30,18 +30,17 @@
 // Usage: node --import tsx bench/cache-full.ts [--requests 50000] [--rounds 5] [--sizes 100,1m,...]
 //        [--store] [--wire | --wire-only] [--duration 3s] [--wire-rounds 3]
 import { serialize, Long } from 'bson';
-import { mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as hdr from 'hdr-histogram-js';
 import { PipelineManager, Exchange, callbackRecorder, type Pipeline, type StepSettings } from '../runtime/pipeline/index.ts';
 import { KvStore as KvStoreClass, type KvStore } from '../runtime/wasm/index.ts';
 import { BUILTIN_PLUGIN_DIR } from '../runtime/app/serve.ts';
-import { Logger, BufferedFdSink } from '../runtime/log/index.ts';
 import { runBench, parseDuration } from '../runtime/bench/index.ts';
 import { BenchConnection, RunTally } from '../runtime/bench/bench-connection.ts';
 import { encodeOpMsg } from '../runtime/wire/index.ts';
-import { arg, cpuMicros, freePort, median, startChild, stopChildren } from './lib.ts';
+import { arg, cpuMicros, devNullHostLogger, freePort, median, startChild, stopChildren } from './lib.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const REQUESTS = Number(arg('--requests', '50000'));
@@ -65,17 +64,7 @@ let stepNs = 0;
 /** The cache step being measured (`wasm:<name>`): only its time is summed. */
 let measured = '';
 const recorder = callbackRecorder(true, (_p, step, _ph, ns) => { if (step === measured) stepNs += ns; });
-// The proxy's own logger and batching sink, writing to /dev/null (as in step-costs.ts): the
-// logging step's lines cost what they cost in `proxy serve`, minus the disk.
-const log = new Logger('pipeline', 'info', 'json', new BufferedFdSink(openSync('/dev/null', 'w')));
-const devNull = {
-  trace: (o: object, m: string) => log.trace(m, o as Record<string, unknown>),
-  debug: (o: object, m: string) => log.debug(m, o as Record<string, unknown>),
-  info: (o: object, m: string) => log.info(m, o as Record<string, unknown>),
-  warn: (o: object, m: string) => log.warn(m, o as Record<string, unknown>),
-  error: (o: object, m: string) => log.error(m, o as Record<string, unknown>),
-  record: (l: 'trace' | 'debug' | 'info' | 'warn' | 'error', p: string, m: Uint8Array) => log.record(l, p, m),
-};
+const devNull = devNullHostLogger();
 
 /** One measured run: ns per request of cache step time (recorder, wall clock inside the step
  *  calls) and of process CPU time for the whole loop (user + system, all threads: GC included). */

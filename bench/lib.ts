@@ -3,6 +3,8 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
+import { Logger, BufferedFdSink } from '../runtime/log/index.ts';
+import type { Logger as HostLogger } from '../runtime/wasm/index.ts';
 
 export function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(name);
@@ -104,4 +106,18 @@ export async function runRounds<T extends string, R extends { throughput: number
     }
   }
   return samples;
+}
+
+/** The host logger of the in-process benches: the proxy's own logger and batching sink, writing to
+ *  /dev/null, so a logging step's lines cost what they cost in `proxy serve`, minus the disk. */
+export function devNullHostLogger(): HostLogger {
+  const log = new Logger('pipeline', 'info', 'json', new BufferedFdSink(openSync('/dev/null', 'w')));
+  return {
+    trace: (o: object, m: string) => log.trace(m, o as Record<string, unknown>),
+    debug: (o: object, m: string) => log.debug(m, o as Record<string, unknown>),
+    info: (o: object, m: string) => log.info(m, o as Record<string, unknown>),
+    warn: (o: object, m: string) => log.warn(m, o as Record<string, unknown>),
+    error: (o: object, m: string) => log.error(m, o as Record<string, unknown>),
+    record: (l: 'trace' | 'debug' | 'info' | 'warn' | 'error', p: string, m: Uint8Array) => log.record(l, p, m),
+  };
 }

@@ -6,26 +6,16 @@
 //
 // Usage: node --import tsx bench/profiling-cost.ts [--rounds 8] [--requests 20000]
 import { serialize, Long } from 'bson';
-import { openSync } from 'node:fs';
 import { PipelineManager, Exchange, type Pipeline } from '../runtime/pipeline/index.ts';
 import { RequestTimings } from '../runtime/pipeline/request-timings.ts';
 import { BUILTIN_PLUGIN_DIR, profilingSettings } from '../runtime/app/serve.ts';
 import { Profiler, type CompletedRequest } from '../runtime/profiling/index.ts';
 import { parseConfig } from '../runtime/config/index.ts';
-import { Logger, BufferedFdSink } from '../runtime/log/index.ts';
-import { arg } from './lib.ts';
+import { arg, devNullHostLogger } from './lib.ts';
 
 const rounds = Number(arg('--rounds', '8'));
 const requests = Number(arg('--requests', '20000'));
-const log = new Logger('pipeline', 'info', 'json', new BufferedFdSink(openSync('/dev/null', 'w')));
-const hostLog = {
-  trace: (o: object, m: string) => log.trace(m, o as Record<string, unknown>),
-  debug: (o: object, m: string) => log.debug(m, o as Record<string, unknown>),
-  info: (o: object, m: string) => log.info(m, o as Record<string, unknown>),
-  warn: (o: object, m: string) => log.warn(m, o as Record<string, unknown>),
-  error: (o: object, m: string) => log.error(m, o as Record<string, unknown>),
-  record: (l: 'trace' | 'debug' | 'info' | 'warn' | 'error', p: string, m: Uint8Array) => log.record(l, p, m),
-};
+const hostLog = devNullHostLogger();
 const page = { max_memory_pages: 256 };
 const config = {
   pipeline: { id: 'bench', request: ['metrics', 'logging', 'auth', 'rate_limit', 'filter', 'cache', 'route'], response: ['transform', 'cache', 'logging', 'metrics'] },

@@ -6,8 +6,7 @@
 import { serialize, Long } from 'bson';
 import { PipelineManager, Exchange, callbackRecorder } from '../runtime/pipeline/index.ts';
 import { BUILTIN_PLUGIN_DIR } from '../runtime/app/serve.ts';
-import { Logger, BufferedFdSink } from '../runtime/log/index.ts';
-import { openSync } from 'node:fs';
+import { devNullHostLogger } from './lib.ts';
 
 const N = Number(process.argv[2] ?? 20000);
 const steps = new Map<string, number>();
@@ -15,17 +14,7 @@ const subops = new Map<string, number>();
 const recorder = callbackRecorder(true,
   (_p, step, phase, ns) => { const k = `${step} ${phase ? 'response' : 'request'}`; steps.set(k, (steps.get(k) ?? 0) + ns); },
   (_p, step, _ph, name, ns) => { const k = `${step} ${name}`; subops.set(k, (subops.get(k) ?? 0) + ns); });
-// The proxy's own logger and batching sink, writing to /dev/null: the logging step's lines cost
-// what they cost in `proxy serve`, minus the disk.
-const log = new Logger('pipeline', 'info', 'json', new BufferedFdSink(openSync('/dev/null', 'w')));
-const quiet = {
-  trace: (o: object, m: string) => log.trace(m, o as Record<string, unknown>),
-  debug: (o: object, m: string) => log.debug(m, o as Record<string, unknown>),
-  info: (o: object, m: string) => log.info(m, o as Record<string, unknown>),
-  warn: (o: object, m: string) => log.warn(m, o as Record<string, unknown>),
-  error: (o: object, m: string) => log.error(m, o as Record<string, unknown>),
-  record: (l: 'trace' | 'debug' | 'info' | 'warn' | 'error', p: string, m: Uint8Array) => log.record(l, p, m),
-};
+const quiet = devNullHostLogger();
 const page = { max_memory_pages: 256 };
 const manager = new PipelineManager({ recorder, pluginDir: BUILTIN_PLUGIN_DIR, logger: quiet });
 const pipeline = await manager.load({
