@@ -5,6 +5,7 @@ import { closeSync, openSync, readFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { Logger, BufferedFdSink } from '../runtime/log/index.ts';
 import type { Logger as HostLogger } from '../runtime/wasm/index.ts';
+import type { PipelineConfig } from '../runtime/pipeline/index.ts';
 
 export function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(name);
@@ -119,5 +120,24 @@ export function devNullHostLogger(): HostLogger {
     warn: (o: object, m: string) => log.warn(m, o as Record<string, unknown>),
     error: (o: object, m: string) => log.error(m, o as Record<string, unknown>),
     record: (l: 'trace' | 'debug' | 'info' | 'warn' | 'error', p: string, m: Uint8Array) => log.record(l, p, m),
+  };
+}
+
+/** The eight built-ins of bench/pipeline-bench.ts for the in-process benches: every step on its
+ *  full path, none rejecting, cache entries expiring at once (each find a miss + store), the route
+ *  rule pointing at an upstream nobody calls. */
+export function eightBuiltinsInProcess(): PipelineConfig {
+  const page = { max_memory_pages: 256 };
+  return {
+    pipeline: { id: 'bench', request: ['metrics', 'logging', 'auth', 'rate_limit', 'filter', 'cache', 'route'], response: ['transform', 'cache', 'logging', 'metrics'] },
+    steps: {
+      logging: { config: { sample_rate: 1, level: 'info' }, ...page }, metrics: { config: {}, ...page },
+      auth: { config: { provider: 'static', apps: ['proxy bench'] }, ...page },
+      rate_limit: { config: { max_rps: 10_000_000 }, ...page },
+      filter: { config: { rules: [{ name: 'all', action: 'allow' }], default: 'deny' }, ...page },
+      cache: { config: { ttl_ms: 1, max_bytes: 786_432 }, ...page },
+      route: { config: { rules: [{ dbs: ['bench'], upstream: 'mongodb://127.0.0.1:27017' }] }, ...page },
+      transform: { config: { response: [{ op: 'rename', path: 'no_such_field', to: 'renamed' }] }, ...page },
+    },
   };
 }

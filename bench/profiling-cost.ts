@@ -11,24 +11,12 @@ import { RequestTimings } from '../runtime/pipeline/request-timings.ts';
 import { BUILTIN_PLUGIN_DIR, profilingSettings } from '../runtime/app/serve.ts';
 import { Profiler, type CompletedRequest } from '../runtime/profiling/index.ts';
 import { parseConfig } from '../runtime/config/index.ts';
-import { arg, devNullHostLogger } from './lib.ts';
+import { arg, devNullHostLogger, eightBuiltinsInProcess } from './lib.ts';
 
 const rounds = Number(arg('--rounds', '8'));
 const requests = Number(arg('--requests', '20000'));
 const hostLog = devNullHostLogger();
-const page = { max_memory_pages: 256 };
-const config = {
-  pipeline: { id: 'bench', request: ['metrics', 'logging', 'auth', 'rate_limit', 'filter', 'cache', 'route'], response: ['transform', 'cache', 'logging', 'metrics'] },
-  steps: {
-    logging: { config: { sample_rate: 1, level: 'info' }, ...page }, metrics: { config: {}, ...page },
-    auth: { config: { provider: 'static', apps: ['proxy bench'] }, ...page },
-    rate_limit: { config: { max_rps: 10_000_000 }, ...page },
-    filter: { config: { rules: [{ name: 'all', action: 'allow' }], default: 'deny' }, ...page },
-    cache: { config: { ttl_ms: 1, max_bytes: 786_432 }, ...page },
-    route: { config: { rules: [{ dbs: ['bench'], upstream: 'mongodb://127.0.0.1:27017' }] }, ...page },
-    transform: { config: { response: [{ op: 'rename', path: 'no_such_field', to: 'renamed' }] }, ...page },
-  },
-};
+const config = eightBuiltinsInProcess();
 const profiler = await Profiler.create(profilingSettings(parseConfig({ profiling: { enabled: true } }, null).profiling!), { warn() {} });
 const off = await new PipelineManager({ pluginDir: BUILTIN_PLUGIN_DIR, logger: hostLog }).load(config);
 const on = await new PipelineManager({ pluginDir: BUILTIN_PLUGIN_DIR, logger: hostLog, recorder: profiler }).load(config);

@@ -6,7 +6,7 @@
 import { serialize, Long } from 'bson';
 import { PipelineManager, Exchange, callbackRecorder } from '../runtime/pipeline/index.ts';
 import { BUILTIN_PLUGIN_DIR } from '../runtime/app/serve.ts';
-import { devNullHostLogger } from './lib.ts';
+import { devNullHostLogger, eightBuiltinsInProcess } from './lib.ts';
 
 const N = Number(process.argv[2] ?? 20000);
 const steps = new Map<string, number>();
@@ -15,20 +15,8 @@ const recorder = callbackRecorder(true,
   (_p, step, phase, ns) => { const k = `${step} ${phase ? 'response' : 'request'}`; steps.set(k, (steps.get(k) ?? 0) + ns); },
   (_p, step, _ph, name, ns) => { const k = `${step} ${name}`; subops.set(k, (subops.get(k) ?? 0) + ns); });
 const quiet = devNullHostLogger();
-const page = { max_memory_pages: 256 };
 const manager = new PipelineManager({ recorder, pluginDir: BUILTIN_PLUGIN_DIR, logger: quiet });
-const pipeline = await manager.load({
-  pipeline: { id: 'bench', request: ['metrics', 'logging', 'auth', 'rate_limit', 'filter', 'cache', 'route'], response: ['transform', 'cache', 'logging', 'metrics'] },
-  steps: {
-    logging: { config: { sample_rate: 1, level: 'info' }, ...page }, metrics: { config: {}, ...page },
-    auth: { config: { provider: 'static', apps: ['proxy bench'] }, ...page },
-    rate_limit: { config: { max_rps: 10_000_000 }, ...page },
-    filter: { config: { rules: [{ name: 'all', action: 'allow' }], default: 'deny' }, ...page },
-    cache: { config: { ttl_ms: 1, max_bytes: 786_432 }, ...page },
-    route: { config: { rules: [{ dbs: ['bench'], upstream: 'mongodb://127.0.0.1:27017' }] }, ...page },
-    transform: { config: { response: [{ op: 'rename', path: 'no_such_field', to: 'renamed' }] }, ...page },
-  },
-});
+const pipeline = await manager.load(eightBuiltinsInProcess());
 const conn = { id: 1, appName: 'proxy bench', clientAddress: '127.0.0.1:50000', user: '' };
 const reply = Buffer.from(serialize({ cursor: { firstBatch: [{ _id: 5, name: 'item-5', qty: 5, tags: ['a', 'b'] }], id: Long.ZERO, ns: 'bench.items' }, ok: 1 }));
 const t0 = performance.now();

@@ -6,6 +6,7 @@ import type { CAC } from 'cac';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { CanaryCliError, CanaryClient, EXIT, usage } from './canary-client.ts';
+import { typedOption, httpBaseUrl } from './argv.ts';
 
 const DEFAULT_URL = 'http://127.0.0.1:9092';
 const WATCH_INTERVAL_MS = 5000;
@@ -57,21 +58,15 @@ interface History { canary_id: string; pipeline_id: string; description?: string
 /** The option as typed: cac turns "007" into 7, which a token or an id must not become. */
 function raw(name: string, parsed: unknown): string | undefined {
   if (parsed === undefined) return undefined;
-  const argv = process.argv;
-  for (let i = argv.length - 1; i >= 0; i--) {
-    if (argv[i] === `--${name}` && i + 1 < argv.length) return argv[i + 1];
-    if (argv[i].startsWith(`--${name}=`)) return argv[i].slice(name.length + 3);
-  }
+  const typed = typedOption(name);
+  if (typed !== undefined) return typed;
   if (parsed === true || parsed === false) return usage(`--${name} needs a value`);
   return String(parsed);
 }
 
 function baseUrl(text: string): string {
-  const t = /^[a-z][a-z0-9+.-]*:\/\//i.test(text) ? text : `http://${text}`;
-  let u: URL;
-  try { u = new URL(t); } catch { return usage(`--url "${text}" is not a URL (use http://host:port)`); }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') usage(`--url "${text}" must be http:// or https://`);
-  return `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, '')}`;
+  const r = httpBaseUrl(text, '--url');
+  return 'url' in r ? r.url : usage(r.problem);
 }
 
 /** A JSON or YAML file (by extension; JSON is also YAML). */

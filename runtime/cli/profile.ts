@@ -15,6 +15,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import * as hdr from 'hdr-histogram-js';
+import { typedOption, httpBaseUrl } from './argv.ts';
 import { parseDuration } from '../bench/index.ts';
 import { fileSnapshot, foldedText, readHistogramFile } from '../profiling/index.ts';
 
@@ -392,20 +393,12 @@ const FLAG_OF: Record<string, string> = { minWidth: '--min-width', pipelineId: '
 /** cac (mri) turns number-looking values into numbers ("007" → 7; a long digit token loses digits): take them as typed. */
 function raw(name: string, parsed: unknown): string | undefined {
   if (parsed === undefined) return undefined;
-  const argv = process.argv;
-  for (let i = argv.length - 1; i >= 0; i--) {
-    if (argv[i] === `--${name}` && i + 1 < argv.length) return argv[i + 1];
-    if (argv[i].startsWith(`--${name}=`)) return argv[i].slice(name.length + 3);
-  }
-  return String(parsed);
+  return typedOption(name) ?? String(parsed);
 }
 
 function baseUrl(text: string, what: string): string {
-  const t = /^[a-z][a-z0-9+.-]*:\/\//i.test(text) ? text : `http://${text}`;
-  let u: URL;
-  try { u = new URL(t); } catch { return usage(`${what} "${text}" is not a URL (use http://host:port)`); }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') usage(`${what} "${text}" must be http:// or https://`);
-  return `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, '')}`;
+  const r = httpBaseUrl(text, what);
+  return 'url' in r ? r.url : usage(r.problem);
 }
 
 function durationMs(text: string | undefined): number {

@@ -1,0 +1,24 @@
+// What the CLI commands share about reading their options.
+
+/**
+ * The value of `--<name>` exactly as typed, or undefined when it is not on the command line.
+ * cac (mri) turns number-looking values into numbers ("007" → 7; a long digit token loses
+ * digits), which a token or an id must not become.
+ */
+export function typedOption(name: string): string | undefined {
+  const argv = process.argv;
+  for (let i = argv.length - 1; i >= 0; i--) {
+    if (argv[i] === `--${name}` && i + 1 < argv.length) return argv[i + 1];
+    if (argv[i].startsWith(`--${name}=`)) return argv[i].slice(name.length + 3);
+  }
+  return undefined;
+}
+
+/** `host:port` or an http(s) URL → `http(s)://host:port[/path]` without a trailing slash; or why not. */
+export function httpBaseUrl(text: string, what: string): { url: string } | { problem: string } {
+  const t = /^[a-z][a-z0-9+.-]*:\/\//i.test(text) ? text : `http://${text}`;
+  let u: URL;
+  try { u = new URL(t); } catch { return { problem: `${what} "${text}" is not a URL (use http://host:port)` }; }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') return { problem: `${what} "${text}" must be http:// or https://` };
+  return { url: `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, '')}` };
+}
