@@ -7,6 +7,9 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
 import { deserialize, type Document } from 'bson';
 import { parseConfig } from '../../runtime/config/index.ts';
@@ -178,6 +181,44 @@ test('a find through the real driver exports the SPEC §2.4 tree: root, request 
   for (const [k, v] of Object.entries(db)) assert.equal(up[1].attributes[k], v, `operation span ${k}`);
   for (const s of up) assertWithin(s, upstream);
   assert.ok(filter.endNs <= upstream.startNs + 2000n && upstream.endNs <= cacheResp.startNs + 2000n, 'request steps, then upstream, then response steps');
+});
+
+test('a canary: requests the candidate graph serves carry proxy.pipeline "candidate" on every span, the others "baseline"', async () => {
+  const receiver = await startOtlpReceiver();
+  cleanups.push(() => receiver.close());
+  const token = 'tracing-canary-token';
+  const dataDir = mkdtempSync(join(tmpdir(), 'tracing-canary-'));
+  cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+  const t = await start({ otlp_endpoint: receiver.url }, { control_plane: { port: 0, tokens: [token] }, canary: { data_dir: dataDir }, profiling: { port: 0, enabled: true } });
+  const res = await fetch(`${t.proxy.controlPlaneUrl}/api/v1/canary`, {
+    method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      pipeline_id: 'default', auto_promote: false, candidate_config: { steps: [{ type: 'logging', phase: 'response', config: {} }] },
+      stages: [{ traffic_pct: 50, min_duration: '1h', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
+      rollback_rules: { check_interval: '1h' },
+    }),
+  });
+  assert.equal(res.status, 201, await res.clone().text());
+  const coll = t.client.db('app').collection('canaried');
+  const n = 40;
+  for (let i = 0; i < n; i++) await coll.findOne({ i });
+  await t.proxy.tracing!.flush();
+  const spans = await receiver.waitForSpans(n);
+  const roots = spans.filter((s) => s.name === 'proxy.request' && s.attributes['db.collection.name'] === 'canaried');
+  assert.equal(roots.length, n, 'one trace per request');
+  const byVariant = new Map<string, number>();
+  for (const root of roots) {
+    const variant = root.attributes['proxy.pipeline'] as string;
+    byVariant.set(variant, (byVariant.get(variant) ?? 0) + 1);
+    const all = spans.filter((s) => s.traceId === root.traceId && s.attributes['proxy.pipeline'] !== undefined);
+    assert.ok(all.every((s) => s.attributes['proxy.pipeline'] === variant && s.attributes['proxy.pipeline.id'] === 'default'),
+      'every span of a trace names the graph that served it');
+    // The candidate graph is the baseline's steps plus a response-phase logging step: its traces show it.
+    const steps = all.filter((s) => s.name.startsWith('proxy.step.')).map((s) => s.name);
+    assert.equal(steps.includes('proxy.step.logging'), variant === 'candidate', `${variant} trace steps: ${steps.join(', ')}`);
+  }
+  // 50% split over 40 requests: both graphs served some (a 1 in 5·10^11 chance of failing by luck).
+  assert.ok((byVariant.get('candidate') ?? 0) > 0 && (byVariant.get('baseline') ?? 0) > 0, `split: ${JSON.stringify([...byVariant])}`);
 });
 
 test('a request a step rejects: root and step marked as errors with db.response.status_code and error.type, no proxy.upstream', async () => {
@@ -356,5 +397,7 @@ test('bad telemetry config is refused with the key path and the reason', () => {
   assert.throws(() => parseConfig({ telemetry: { sample_rate: 1.5 } }, null), /telemetry\.sample_rate.*(1|number 0\.\.1)/s);
   assert.throws(() => parseConfig({ telemetry: { otlp_endpoint: 'collector:4318' } }, null), /telemetry\.otlp_endpoint/);
   assert.throws(() => parseConfig({ telemetry: { propagation: 'b3' } }, null), /telemetry\.propagation/);
-  assert.throws(() => parseConfig({ telemetry: { resource_attributes: { 'service.version': 3 } } }, null), /telemetry\.resource_attributes\.service\.version|resource_attributes/);
+  assert.throws(() => parseConfig({ telemetry: { resource_attributes: { 'service.version': 3 } } }, null), /telemetry\.resource_attributes\.service\.version: expected string, received 3/);
+  assert.throws(() => parseConfig({ telemetry: { resource_attributes: { 'bad key!': 'x' } } }, null),
+    /telemetry\.resource_attributes\.bad key!: invalid key: expected an attribute name: letters, digits.*received "bad key!"/);
 });
