@@ -15,7 +15,7 @@ import { MongoClient, MongoServerError } from 'mongodb';
 import { DevDbServer } from '../../runtime/devdb/index.ts';
 import { ConfigError, parseConfig } from '../../runtime/config/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
-import { parseUpstreamUri, resolveUpstreamUri, type UpstreamAddress } from '../../runtime/upstream/index.ts';
+import { parseUpstreamUri, resolveUpstreamUri, type UpstreamAddress, type UpstreamConnection } from '../../runtime/upstream/index.ts';
 import { SrvHostSource, targetInDomain } from '../../runtime/upstream/srv.ts';
 import { Logger } from '../../runtime/log/index.ts';
 import { TestDnsServer } from '../helpers/dns-server.ts';
@@ -147,10 +147,16 @@ test('a changed SRV record is picked up after srv_rescan_interval_ms: new connec
   const source = proxy.pool.address.hosts as SrvHostSource;
   const col = client(proxy.uri).db('app').collection<{ _id: string }>('moves');
   await col.insertOne({ _id: 'before' });
+  // A connection leased out (as during a request) when the list changes.
+  const leased = await new Promise<UpstreamConnection>((resolve, reject) => proxy.pool.acquire({ onConnection: resolve, onPoolError: reject }));
+  assert.equal(leased.host, 'db1.srv.test');
 
   dns.zone.srv.set('_mongodb._tcp.moving.srv.test', [{ target: 'db2.srv.test', port: b.port }]);
   await until('the proxy uses the new target', () => proxy.pool.describe() === `db2.srv.test:${b.port}`);
   assert.equal(source.version, 2);
+  assert.ok(leased.alive && leased.retired, 'a busy connection to the dropped host is not cut, only marked');
+  proxy.pool.release(leased);
+  assert.equal(leased.alive, false, 'and it is closed when released instead of pooled');
   await col.insertOne({ _id: 'after' });
   assert.deepEqual(await direct(a.port).db('app').collection('moves').find().toArray(), [{ _id: 'before' }]);
   assert.deepEqual(await direct(b.port).db('app').collection('moves').find().toArray(), [{ _id: 'after' }],
