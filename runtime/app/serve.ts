@@ -151,6 +151,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     log.info('no upstream.uri configured: started the embedded development upstream (in-memory, not a database)', { upstream: d.uri });
   }
   const address = configured ?? parseUpstreamUri(upstreamUri);
+  if (config.upstream.dns_servers !== undefined && config.upstream.uri?.startsWith('mongodb+srv://') !== true) {
+    log.warn('upstream.dns_servers is used for mongodb+srv:// upstreams only; ignored', { dns_servers: config.upstream.dns_servers });
+  }
   if (config.upstream.uri?.startsWith('mongodb+srv://') === true) {
     log.info('upstream hosts from DNS SRV records, re-resolved periodically', {
       uri: config.upstream.uri, hosts: address.hosts.current().map((h) => `${h.host}:${h.port}`),
