@@ -3,7 +3,7 @@
 import { ConfigError, loadConfig, parseConfig, canaryDurationMs, type ProxyConfig } from '../config/index.ts';
 import { Logger, LogRing } from '../log/index.ts';
 import { DevDbServer } from '../devdb/index.ts';
-import { UpstreamPool, parseUpstreamUri } from '../upstream/index.ts';
+import { UpstreamPool, parseUpstreamUri, resolveUpstreamUri, type UpstreamAddress } from '../upstream/index.ts';
 import { ProxyServer } from '../server/index.ts';
 import { listenerTlsOptions } from '../server/listener-tls.ts';
 import { initCompression } from '../wire/index.ts';
@@ -88,6 +88,11 @@ export function splitListen(listen: string): { host: string; port: number } {
 export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): Promise<RunningProxy> {
   const log = opts.log ?? new Logger('proxy', config.log.level, config.log.format, undefined, new LogRing(config.log.ring_lines));
   await initCompression();
+  // First, before anything opens: a mongodb+srv:// name that does not resolve stops startup.
+  const upstreamLog = log.child('proxy::upstream');
+  const configured: UpstreamAddress | null = config.upstream.uri === undefined ? null : await resolveUpstreamUri(config.upstream.uri, {
+    dnsServers: config.upstream.dns_servers, rescanIntervalMs: config.upstream.srv_rescan_interval_ms, log: upstreamLog,
+  });
   const pipelineLog = log.child('proxy::pipeline');
   // The canary decides on the profiler's per-graph figures: with a control plane and no `profiling`
   // block, a profiler with the default settings records them (no profiling endpoint is opened).
@@ -107,7 +112,12 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     logger: hostLogger(pipelineLog), pluginDir: opts.pluginDir ?? BUILTIN_PLUGIN_DIR, recorder,
   });
   // Load the pipeline before opening any port: a refused plugin config stops startup.
-  await pipelines.load({ pipeline: config.pipeline, steps: config.steps });
+  try {
+    await pipelines.load({ pipeline: config.pipeline, steps: config.steps });
+  } catch (err) {
+    configured?.hosts.close();
+    throw err;
+  }
   let current = config;
   let canary: CanaryController | null = null;
   let canaryGraphs: PipelineCanaryGraphs | null = null;
@@ -140,7 +150,16 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     upstreamUri = d.uri;
     log.info('no upstream.uri configured: started the embedded development upstream (in-memory, not a database)', { upstream: d.uri });
   }
-  const address = parseUpstreamUri(upstreamUri);
+  const address = configured ?? parseUpstreamUri(upstreamUri);
+  if (config.upstream.dns_servers !== undefined && config.upstream.uri?.startsWith('mongodb+srv://') !== true) {
+    log.warn('upstream.dns_servers is used for mongodb+srv:// upstreams only; ignored', { dns_servers: config.upstream.dns_servers });
+  }
+  if (config.upstream.uri?.startsWith('mongodb+srv://') === true) {
+    log.info('upstream hosts from DNS SRV records, re-resolved periodically', {
+      uri: config.upstream.uri, hosts: address.hosts.current().map((h) => `${h.host}:${h.port}`),
+      rescan_interval_ms: config.upstream.srv_rescan_interval_ms, tls: address.tls !== null,
+    });
+  }
   if (address.credentials !== null) {
     log.info('upstream connections authenticate', { user: address.credentials.username, mechanism: address.credentials.mechanism, authSource: address.credentials.source });
   }
@@ -151,7 +170,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     connectTimeoutMs: config.upstream.connect_timeout_ms,
     waitQueueTimeoutMs: config.upstream.wait_queue_timeout_ms,
   };
-  const pool = new UpstreamPool(address, poolOptions, log.child('proxy::upstream'));
+  const pool = new UpstreamPool(address, poolOptions, upstreamLog);
   await pool.start();
   const { host, port } = splitListen(config.listen);
   const listenerTls = config.tls === undefined ? null : listenerTlsOptions(config.tls, opts.configFile ?? null);
@@ -219,6 +238,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       if (canary !== null) await canary.close();
       if (notifier !== null) await notifier.close(); // after the controller: its last events are in the outbox
       await server.close(current.shutdown.drain_timeout_ms);
+      address.hosts.close();
       if (snapshots !== null) await snapshots.close(); // after the drain: the last snapshot has every request
       if (tracing !== null) await tracing.close(); // after the drain: the last requests' spans are exported
       if (devdb !== null) await devdb.close();

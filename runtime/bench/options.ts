@@ -47,7 +47,7 @@ export function parseTarget(uri: unknown): { host: string; port: number } {
   const s = String(uri ?? '');
   try {
     const a = parseUpstreamUri(s);
-    return a.hosts[0];
+    return a.hosts.current()[0];
   } catch (err) {
     return badOption(`--target: ${(err as Error).message.replace(/^upstream\.uri/, 'target')}`);
   }

@@ -21,6 +21,7 @@ export const BUILTIN_STEPS = [
 export const STEP_ID_PATTERN = /^(wasm:)?[a-z][a-z0-9_-]*$/;
 export const STEP_NAME_PATTERN = /^[a-z][a-z0-9_-]*$/;
 const MONGODB_URI_PATTERN = /^mongodb(\+srv)?:\/\/\S+$/;
+const DNS_SERVER_PATTERN = /^(\d{1,3}(\.\d{1,3}){3}(:\d{1,5})?|[0-9a-fA-F:]*:[0-9a-fA-F:.]*|\[[0-9a-fA-F:.]+\](:\d{1,5})?)$/;
 const HOST_PORT_PATTERN = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$/;
 
 const listen = expects(
@@ -45,10 +46,10 @@ const upstream = v.strictObject({
         v.string(),
         v.regex(MONGODB_URI_PATTERN),
         v.description(
-          'Upstream connection URI, mongodb://[user:password@]host[:port][,host…][/authdb][?authSource=…&authMechanism=SCRAM-SHA-256|SCRAM-SHA-1]. With a user, every pooled connection authenticates (SCRAM); clients connect to the proxy without credentials. mongodb+srv:// is not supported. When absent, the embedded development upstream starts in-process.',
+          'Upstream connection URI, mongodb://[user:password@]host[:port][,host…][/authdb][?authSource=…&authMechanism=SCRAM-SHA-256|SCRAM-SHA-1], or mongodb+srv://[user:password@]name[/authdb][?options] (one DNS name, no port): the hosts come from the SRV records of _mongodb._tcp.<name> (srvServiceName=… changes "mongodb", srvMaxHosts=N keeps N of them at random), which must lie in the parent domain of <name>; the one TXT record of <name> may set authSource, replicaSet and loadBalanced (the URI\'s own options win); TLS is on unless the URI says tls=false; the SRV records are re-resolved every srv_rescan_interval_ms. With a user, every pooled connection authenticates (SCRAM); clients connect to the proxy without credentials. When absent, the embedded development upstream starts in-process.',
         ),
       ),
-      'string mongodb:// URI',
+      'string mongodb:// or mongodb+srv:// URI',
     ),
   ),
   pool_size: v.optional(int(1, undefined, 'Maximum number of pooled connections to the upstream.'), 100),
@@ -71,6 +72,19 @@ const upstream = v.strictObject({
   request_timeout_ms: v.optional(
     int(0, undefined, 'Milliseconds allowed for one upstream round trip; 0 means no limit.'),
     0,
+  ),
+  dns_servers: v.optional(
+    expects(
+      v.pipe(
+        v.array(v.pipe(v.string(), v.regex(DNS_SERVER_PATTERN))),
+        v.description('DNS servers asked for a mongodb+srv:// upstream.uri: its SRV and TXT records and the addresses (A, then AAAA) of the SRV targets, as "ip" or "ip:port" ("[ipv6]:port"). Absent: the system\'s resolver (its configured name servers for SRV and TXT, the usual host lookup for the targets).'),
+      ),
+      'array of "ip" or "ip:port" strings',
+    ),
+  ),
+  srv_rescan_interval_ms: v.optional(
+    int(100, undefined, 'Milliseconds between re-resolutions of a mongodb+srv:// upstream\'s SRV records (counted from the end of the previous one; after a failed one, the next comes after at most 10000). Node\'s resolver does not report SRV record TTLs, so they cannot shorten it.'),
+    60000,
   ),
 });
 

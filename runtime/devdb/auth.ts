@@ -16,8 +16,11 @@ export const OPEN_COMMANDS: ReadonlySet<string> = new Set([
 
 export class DevAuth {
   private readonly users = new Map<string, UserKeys>();
+  /** The database the users are defined in: a login against another one fails, as in mongod. */
+  readonly db: string;
 
-  constructor(users: Record<string, string>) {
+  constructor(users: Record<string, string>, db = 'admin') {
+    this.db = db;
     for (const [name, password] of Object.entries(users)) {
       const salt = randomBytes(16);
       this.users.set(name, { salt, ...scramServerKeys(password, salt, ITERATIONS) });
@@ -30,7 +33,7 @@ export class DevAuth {
 
   /** A per-connection conversation. */
   session(): DevAuthSession {
-    return new DevAuthSession(this.users);
+    return new DevAuthSession(this.users, this.db);
   }
 }
 
@@ -47,11 +50,13 @@ const FAILED = { ok: 0, errmsg: 'Authentication failed.', code: 18, codeName: 'A
 
 export class DevAuthSession {
   private readonly users: Map<string, UserKeys>;
+  private readonly db: string;
   user: string | null = null;
   private pending: { user: string; keys: UserKeys; clientFirstBare: string; serverFirst: string; nonce: string } | null = null;
 
-  constructor(users: Map<string, UserKeys>) {
+  constructor(users: Map<string, UserKeys>, db: string) {
     this.users = users;
+    this.db = db;
   }
 
   saslStart(cmd: Document): Document {
@@ -63,7 +68,8 @@ export class DevAuthSession {
     const clientFirstBare = text.slice(3);
     const f = fields(clientFirstBare);
     const user = (f.get('n') ?? '').replace(/=2C/g, ',').replace(/=3D/g, '=');
-    const keys = this.users.get(user);
+    // A user exists in one database only (the authSource must name it).
+    const keys = cmd.$db === this.db ? this.users.get(user) : undefined;
     const cnonce = f.get('r');
     if (keys === undefined || cnonce === undefined) return FAILED;
     const nonce = cnonce + randomBytes(18).toString('base64');

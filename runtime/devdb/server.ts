@@ -133,6 +133,8 @@ function readDocs(payload: Buffer): Document[] {
 export interface DevDbOptions {
   /** SCRAM-SHA-256 users (name → password). Empty: no authentication, as a default mongod. */
   users?: Record<string, string>;
+  /** The database `users` are defined in (the authSource clients must use); default "admin". */
+  authDb?: string;
   /** Listen with TLS (PEM certificate and key; `ca` + `requestCert` to ask clients for certificates). */
   tls?: { cert: Buffer; key: Buffer; ca?: Buffer; requestCert?: boolean };
 }
@@ -145,7 +147,7 @@ export class DevDbServer {
 
   constructor(engine = new DevEngine(), opts: DevDbOptions = {}) {
     this.engine = engine;
-    this.auth = new DevAuth(opts.users ?? {});
+    this.auth = new DevAuth(opts.users ?? {}, opts.authDb);
     const accept = (socket: Socket) => {
       this.sockets.add(socket);
       socket.on('close', () => this.sockets.delete(socket));

@@ -1,7 +1,7 @@
 // One TCP connection to the upstream. It carries one exchange at a time (the pool leases it out),
 // frames replies with the shared Framer, and reports through a handler object rather than
 // per-request closures.
-import { connect, isIP, type Socket } from 'node:net';
+import { connect, isIP, type LookupFunction, type NetConnectOpts, type Socket } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import type { UpstreamTls } from './uri.ts';
 import { Binary, deserialize, serialize, type Document } from 'bson';
@@ -36,8 +36,9 @@ export function newRequestId(): number {
 
 /** tls.connect options for one upstream host (only the keys that are set: an explicit undefined
  *  would replace Node's defaults, checkServerIdentity among them). */
-function tlsOptions(host: string, port: number, tls: UpstreamTls): ConnectionOptions {
+function tlsOptions(host: string, port: number, tls: UpstreamTls, lookup: LookupFunction | null): ConnectionOptions {
   const o: ConnectionOptions = { host, port, rejectUnauthorized: !tls.allowInvalidCertificates };
+  if (lookup !== null) o.lookup = lookup;
   if (isIP(host) === 0) o.servername = host; // SNI carries names only
   if (tls.ca !== null) o.ca = tls.ca;
   if (tls.certificateKey !== null) {
@@ -60,6 +61,8 @@ export class UpstreamConnection implements FrameSink {
   /** When the connection was last returned to the pool (monotonic ms). */
   idleSince = 0;
   alive = true;
+  /** Its host left the upstream's host list: closed when next released instead of pooled. */
+  retired = false;
   info: UpstreamInfo | null = null;
   private onClosed: ((conn: UpstreamConnection) => void) | null;
 
@@ -78,9 +81,11 @@ export class UpstreamConnection implements FrameSink {
 
   /** Opens a connection and runs the hello handshake; rejects after `timeoutMs`. */
   static open(id: number, host: string, port: number, timeoutMs: number, onClosed: (conn: UpstreamConnection) => void,
-    credentials: Credentials | null = null, tls: UpstreamTls | null = null): Promise<UpstreamConnection> {
+    credentials: Credentials | null = null, tls: UpstreamTls | null = null, lookup: LookupFunction | null = null): Promise<UpstreamConnection> {
     return new Promise((resolve, reject) => {
-      const socket = tls === null ? connect({ host, port }) : tlsConnect(tlsOptions(host, port, tls));
+      const plain: NetConnectOpts = { host, port };
+      if (lookup !== null) plain.lookup = lookup;
+      const socket = tls === null ? connect(plain) : tlsConnect(tlsOptions(host, port, tls, lookup));
       let settled = false;
       const timer = setTimeout(() => {
         if (settled) return;

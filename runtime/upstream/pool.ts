@@ -2,10 +2,14 @@
 // connections kept warm, idle expiry, a bounded number of connections being opened at once, and a
 // FIFO wait queue with a timeout). Waiters are objects with two methods, not closures, so a
 // request costs no allocation here when a connection is idle.
+// The host comes from the address's HostSource, read when a connection is opened: the first
+// reachable host of the current list. When the list changes (a mongodb+srv:// rescan), idle
+// connections to hosts that left it are closed and busy ones are closed when released.
 import { performance } from 'node:perf_hooks';
 import { ErrorCodes, ProxyError } from '../errors/index.ts';
 import { UpstreamConnection, type UpstreamInfo } from './connection.ts';
 import type { UpstreamAddress } from './uri.ts';
+import { hostKey, type HostAddress } from './host-source.ts';
 
 export interface PoolWaiter {
   onConnection(conn: UpstreamConnection): void;
@@ -40,6 +44,11 @@ export class UpstreamPool {
   private connecting = 0;
   private nextId = 1;
   private hostIndex = 0;
+  /** Every open connection (idle or leased), to retire the ones whose host left the list. */
+  private readonly live = new Set<UpstreamConnection>();
+  private readonly unsubscribe: () => void;
+  /** hostKey of the host new connections go to (to find it again in a changed list). */
+  private lastHost: string;
   private sweeper: NodeJS.Timeout | null = null;
   private reaper: NodeJS.Timeout | null = null;
   private closed = false;
@@ -55,6 +64,8 @@ export class UpstreamPool {
     const every = Math.max(250, Math.min(5000, Math.floor(opts.maxIdleTimeMs / 2) || 5000));
     this.reaper = setInterval(() => this.maintain(), every);
     this.reaper.unref();
+    this.lastHost = this.describe();
+    this.unsubscribe = address.hosts.onChange((hosts) => this.hostsChanged(hosts));
   }
 
   get size(): number { return this.total; }
@@ -77,8 +88,13 @@ export class UpstreamPool {
   }
 
   describe(): string {
-    const h = this.address.hosts[this.hostIndex];
-    return `${h.host}:${h.port}`;
+    return hostKey(this.host());
+  }
+
+  /** The host new connections go to. */
+  private host(): HostAddress {
+    const hosts = this.address.hosts.current();
+    return hosts[this.hostIndex % hosts.length];
   }
 
   acquire(waiter: PoolWaiter): void {
@@ -104,7 +120,7 @@ export class UpstreamPool {
   /** Returns a healthy, idle connection to the pool (or hands it to the next waiter). */
   release(conn: UpstreamConnection): void {
     if (!conn.alive) return;
-    if (this.closed) {
+    if (this.closed || conn.retired) {
       conn.destroy();
       return;
     }
@@ -131,12 +147,15 @@ export class UpstreamPool {
   private open(): Promise<UpstreamConnection> {
     this.total++;
     this.connecting++;
-    const h = this.address.hosts[this.hostIndex];
+    const h = this.host();
     return UpstreamConnection.open(this.nextId++, h.host, h.port, this.opts.connectTimeoutMs, (c) => this.onConnectionClosed(c),
-      this.address.credentials, this.address.tls)
+      this.address.credentials, this.address.tls, this.address.lookup)
       .then((conn) => {
         this.connecting--;
         this.stats.opened++;
+        this.live.add(conn);
+        // The list changed while this connection was being opened.
+        if (!this.address.hosts.current().some((x) => hostKey(x) === hostKey(h))) conn.retired = true;
         if (this.info === null || conn.info !== null) this.info = conn.info;
         if (!this.healthy) {
           this.healthy = true;
@@ -156,7 +175,9 @@ export class UpstreamPool {
       this.healthy = false;
       this.log.warn('upstream connection failed', { upstream: this.describe(), error: err.message });
     }
-    if (this.address.hosts.length > 1) this.hostIndex = (this.hostIndex + 1) % this.address.hosts.length;
+    const n = this.address.hosts.current().length;
+    if (n > 1) this.hostIndex = (this.hostIndex + 1) % n;
+    this.lastHost = this.describe();
     // Nobody can be served soon: fail the waiters now (a retryable error within connect_timeout_ms)
     // rather than letting them sit until the wait-queue timeout.
     if (this.total === 0 || this.total === this.connecting) {
@@ -172,6 +193,7 @@ export class UpstreamPool {
   private onConnectionClosed(conn: UpstreamConnection): void {
     this.total--;
     this.stats.closed++;
+    this.live.delete(conn);
     const i = this.idle.indexOf(conn);
     if (i >= 0) this.idle.splice(i, 1);
     if (!this.closed && this.waiting.length > 0) this.grow();
@@ -210,8 +232,25 @@ export class UpstreamPool {
     }
   }
 
+  /** A new host list: keep the current host when it stayed, else start over at the first; retire connections to hosts that left. */
+  private hostsChanged(hosts: readonly HostAddress[]): void {
+    const keys = new Set(hosts.map(hostKey));
+    const was = this.lastHost;
+    const at = hosts.findIndex((h) => hostKey(h) === was);
+    this.hostIndex = at < 0 ? 0 : at;
+    for (const c of this.live) {
+      if (keys.has(hostKey(c))) continue;
+      c.retired = true;
+      if (this.idle.includes(c)) c.destroy();
+    }
+    this.lastHost = this.describe();
+    if (this.lastHost !== was) this.log.info('new upstream connections go to another host (the host list changed)', { from: was, to: this.lastHost });
+    if (!this.closed && this.waiting.length > 0) this.grow();
+  }
+
   close(): void {
     this.closed = true;
+    this.unsubscribe();
     if (this.reaper !== null) clearInterval(this.reaper);
     if (this.sweeper !== null) clearInterval(this.sweeper);
     for (const c of this.idle.splice(0)) c.destroy();

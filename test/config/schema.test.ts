@@ -14,6 +14,7 @@ test('an empty object takes every default', () => {
       connect_timeout_ms: 5000,
       wait_queue_timeout_ms: 10000,
       request_timeout_ms: 0,
+      srv_rescan_interval_ms: 60000,
     },
     devdb: { port: 0 },
     clients: { max_pending_reply_bytes: 16777216, max_queued_requests: 64 },

@@ -14,7 +14,8 @@ class Rule {
 /**
  * "" when `uri` is a mongodb:// URI the host can open (host[:port][,host[:port]...][/db][?opts]),
  * else why not. The host refuses what is refused here (runtime/upstream/uri.ts), so a route that
- * passes configure does not fail per request: mongodb+srv:// (no DNS SRV lookup in the proxy), and
+ * passes configure does not fail per request: mongodb+srv:// (the host resolves SRV records for
+ * upstream.uri at startup only, never on the request path), and
  * with credentials an authMechanism other than SCRAM-SHA-256 / SCRAM-SHA-1.
  */
 function checkUri(uri: string): string {
