@@ -75,6 +75,10 @@ const upstream = v.strictObject({
 });
 
 const clients = v.strictObject({
+  max_connections: v.optional(
+    int(0, 1_000_000, 'Client connections served at once; 0 means no limit. A connection past the limit is accepted, its first request (the driver\'s handshake) is answered with error 9001 SocketException "connection limit reached", and it is closed; counted in proxy_client_connections_refused_total.'),
+    0,
+  ),
   max_pending_reply_bytes: v.optional(
     int(65536, undefined, 'Bytes of replies a client may leave unread before the proxy stops reading (and forwarding) its requests; reading resumes when its socket drains. One reply is always written whole, so a client holds at most this plus one reply (≤ 48,000,000 bytes).'),
     16 * 1024 * 1024,
