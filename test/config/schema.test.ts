@@ -16,7 +16,7 @@ test('an empty object takes every default', () => {
       request_timeout_ms: 0,
     },
     devdb: { port: 0 },
-    clients: { max_pending_reply_bytes: 16777216, max_queued_requests: 64 },
+    clients: { max_connections: 0, max_pending_reply_bytes: 16777216, max_queued_requests: 64 },
     shutdown: { drain_timeout_ms: 10000 },
     compression: ['snappy', 'zlib', 'zstd'],
     zlib_level: -1,
