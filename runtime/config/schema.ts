@@ -195,13 +195,13 @@ const admin = v.strictObject({
   listen: v.optional(v.pipe(
     v.string(),
     v.regex(HOST_PORT_PATTERN),
-    v.description('Address of the admin HTTP API ("host:port"): GET /metrics (Prometheus text), GET /api/v1/pipeline, POST /api/v1/reload. Absent: no admin API.'),
+    v.description('Address of the admin HTTP API ("host:port"): GET /metrics (Prometheus text), GET /api/v1/pipeline, POST /api/v1/reload, and the health probes GET /healthz (liveness) and GET /readyz (readiness). Absent: no admin API.'),
   )),
   token: v.optional(expects(
     v.pipe(
       v.string(),
       v.minLength(16),
-      v.description('Bearer token the admin API requires (Authorization: Bearer <token>); at least 16 characters. Required when admin.listen is set; ${ENV} is not expanded.'),
+      v.description('Bearer token the admin API requires (Authorization: Bearer <token>) on every route except the health probes /healthz and /readyz; at least 16 characters. Required when admin.listen is set; ${ENV} is not expanded.'),
     ),
     'string of at least 16 characters',
   )),
