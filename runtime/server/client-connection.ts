@@ -142,10 +142,6 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     }
   }
 
-  /** Whether the client said loadBalanced: true in its hello. */
-  get loadBalanced(): boolean {
-    return this.lb !== null || this.call.keepConnection;
-  }
 
   get idle(): boolean {
     return !this.busy;

@@ -87,6 +87,38 @@ test('max_connections: past the limit a driver gets "connection limit reached"; 
   assert.equal((await next.db('admin').command({ ping: 1 })).ok, 1);
 });
 
+test('in flight per client: one request at the upstream at a time; requests sent ahead are queued and answered in order', async () => {
+  const d = await devdbAddress;
+  const tap = new TcpTap(d.port);
+  const tapUri = await tap.listen();
+  cleanups.push(() => tap.close());
+  const p = await proxy({ upstream: { uri: tapUri, pool_size: 8 } });
+  const r = await RawClient.connect(p.port);
+  cleanups.push(async () => r.destroy());
+  await r.hello();
+  const before = tap.count('toServer', OP_MSG);
+  tap.hold(); // the upstream's replies are held back
+  const ids: number[] = [];
+  const frames: Buffer[] = [];
+  for (let i = 0; i < 5; i++) {
+    const id = requestId();
+    ids.push(id);
+    frames.push(opMsg({ find: 'inflight', filter: { n: i }, $db: 'lim' }, { reqId: id }));
+  }
+  r.write(Buffer.concat(frames)); // pipelined, as no driver does
+  await until('the first request upstream', () => tap.count('toServer', OP_MSG) === before + 1);
+  await new Promise((res) => setTimeout(res, 300));
+  assert.equal(tap.count('toServer', OP_MSG), before + 1, 'the others wait at the proxy, although the pool has free connections');
+  tap.release();
+  for (const id of ids) {
+    const f = await r.next();
+    assert.ok(f !== null);
+    assert.equal(f.responseTo, id, 'answered in order');
+    assert.equal(decodeReply(f).body!.ok, 1);
+  }
+  assert.equal(tap.count('toServer', OP_MSG), before + 5);
+});
+
 test('request size: a command over maxBsonObjectSize is answered with BSONObjectTooLarge and the connection stays usable', async () => {
   const p = await proxy();
   const r = await RawClient.connect(p.port);
