@@ -66,6 +66,8 @@ export interface RunningProxy {
    * graph) when the schema or a plugin refuses it. Keys that need a restart are reported, not applied.
    */
   reload(next: ProxyConfig): Promise<void>;
+  /** Whether close() (SIGTERM, SIGINT) has begun: readiness (/readyz) reports not ready from then on. */
+  readonly draining: boolean;
   close(): Promise<void>;
 }
 
@@ -179,7 +181,10 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     host, port, pool, compression: config.compression, zlibLevel: config.zlib_level,
     requestTimeoutMs: config.upstream.request_timeout_ms, log: log.child('proxy::server'),
     pipelines, pipelineId: config.pipeline.id, poolOptions,
-    clientLimits: { maxPendingReplyBytes: config.clients.max_pending_reply_bytes, maxQueuedRequests: config.clients.max_queued_requests },
+    clientLimits: {
+      maxPendingReplyBytes: config.clients.max_pending_reply_bytes, maxQueuedRequests: config.clients.max_queued_requests,
+      maxConnections: config.clients.max_connections,
+    },
     profiler, tracing,
   });
   const bound = await server.listen();
@@ -188,6 +193,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   let admin: Awaited<ReturnType<typeof startAdmin>> | null = null;
   let profilingHttp: Awaited<ReturnType<typeof startProfilingHttp>> | null = null;
   let controlPlane: Awaited<ReturnType<typeof startControlPlane>> | null = null;
+  let closing = false;
   const running: RunningProxy = {
     get config() { return current; },
     get adminUrl() { return admin?.url ?? null; },
@@ -231,14 +237,17 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       else log.info('configuration reloaded', { request: next.pipeline.request, response: next.pipeline.response });
       current = next;
     },
+    get draining() { return closing; },
     async close() {
-      if (admin !== null) await admin.app.close();
+      closing = true;
+      // The admin port closes after the drain: /readyz answers 503 (draining) meanwhile.
       if (profilingHttp !== null) await profilingHttp.app.close();
       if (controlPlane !== null) await controlPlane.app.close();
       if (canary !== null) await canary.close();
       if (notifier !== null) await notifier.close(); // after the controller: its last events are in the outbox
       await server.close(current.shutdown.drain_timeout_ms);
       address.hosts.close();
+      if (admin !== null) await admin.app.close();
       if (snapshots !== null) await snapshots.close(); // after the drain: the last snapshot has every request
       if (tracing !== null) await tracing.close(); // after the drain: the last requests' spans are exported
       if (devdb !== null) await devdb.close();

@@ -89,6 +89,10 @@ const upstream = v.strictObject({
 });
 
 const clients = v.strictObject({
+  max_connections: v.optional(
+    int(0, 1_000_000, 'Client connections served at once; 0 means no limit. A connection past the limit is accepted, its first request (the driver\'s handshake) is answered with error 9001 SocketException "connection limit reached", and it is closed; counted in proxy_client_connections_refused_total.'),
+    0,
+  ),
   max_pending_reply_bytes: v.optional(
     int(65536, undefined, 'Bytes of replies a client may leave unread before the proxy stops reading (and forwarding) its requests; reading resumes when its socket drains. One reply is always written whole, so a client holds at most this plus one reply (≤ 48,000,000 bytes).'),
     16 * 1024 * 1024,
@@ -205,13 +209,13 @@ const admin = v.strictObject({
   listen: v.optional(v.pipe(
     v.string(),
     v.regex(HOST_PORT_PATTERN),
-    v.description('Address of the admin HTTP API ("host:port"): GET /metrics (Prometheus text), GET /api/v1/pipeline, POST /api/v1/reload. Absent: no admin API.'),
+    v.description('Address of the admin HTTP API ("host:port"): GET /metrics (Prometheus text), GET /api/v1/pipeline, POST /api/v1/reload, and the health probes GET /healthz (liveness) and GET /readyz (readiness). Absent: no admin API.'),
   )),
   token: v.optional(expects(
     v.pipe(
       v.string(),
       v.minLength(16),
-      v.description('Bearer token the admin API requires (Authorization: Bearer <token>); at least 16 characters. Required when admin.listen is set; ${ENV} is not expanded.'),
+      v.description('Bearer token the admin API requires (Authorization: Bearer <token>) on every route except the health probes /healthz and /readyz; at least 16 characters. Required when admin.listen is set; ${ENV} is not expanded.'),
     ),
     'string of at least 16 characters',
   )),

@@ -1,5 +1,7 @@
 // The admin HTTP API (fastify): reload the configuration, inspect the running pipeline.
-// Enabled only when `admin.listen` is set, and always behind a bearer token (`admin.token`).
+// Enabled only when `admin.listen` is set, and behind a bearer token (`admin.token`) — except the
+// health probes /healthz and /readyz, which orchestrators (Kubernetes httpGet probes) call without
+// credentials and which reveal nothing but up/ready and why not.
 import Fastify, { type FastifyInstance } from 'fastify';
 import { ConfigError, loadConfig, parseConfig } from '../config/index.ts';
 import type { RunningProxy } from '../app/serve.ts';
@@ -13,6 +15,9 @@ export interface AdminOptions {
 }
 
 const send = sendError;
+
+/** Routes answered without the admin token (health probes). */
+const PROBES: ReadonlySet<string> = new Set(['/healthz', '/readyz']);
 
 const LOG_LEVELS = { trace: 10, debug: 20, info: 30, warn: 40, error: 50 } as const;
 
@@ -30,6 +35,9 @@ export function buildAdminApp(running: RunningProxy, opts: AdminOptions): Fastif
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 });
 
   app.addHook('onRequest', async (req, reply) => {
+    // routeOptions.url is the matched route's pattern, not the raw path: no path trick reaches
+    // another route through this exemption.
+    if (PROBES.has(req.routeOptions.url ?? '') && req.method === 'GET') return;
     if (!tokenMatches(req.headers.authorization, opts.token)) return send(reply, 'PROXY_ERR_UNAUTHORIZED');
   });
 
@@ -39,6 +47,27 @@ export function buildAdminApp(running: RunningProxy, opts: AdminOptions): Fastif
   });
 
   app.setNotFoundHandler((req, reply) => send(reply, 'PROXY_ERR_NOT_FOUND', `no route ${req.method} ${req.url}`));
+
+  // Liveness: the event loop answered. Nothing else is checked, so a restart is never triggered by
+  // an upstream outage.
+  app.get('/healthz', async () => ({ status: 'ok' }));
+
+  // Readiness: not draining, and the upstream reachable (an open pooled connection, or a new one
+  // opened now within upstream.connect_timeout_ms). 503 with the reason otherwise.
+  app.get('/readyz', async (_req, reply) => {
+    reply.header('cache-control', 'no-store');
+    const pool = running.server.pool;
+    if (running.draining || running.server.draining) {
+      return reply.code(503).send({ ready: false, reason: 'draining', message: 'the proxy is shutting down (SIGTERM): new clients should go elsewhere' });
+    }
+    if (!(await pool.probe())) {
+      return reply.code(503).send({
+        ready: false, reason: 'upstream_unreachable', upstream: pool.describe(),
+        message: `no connection to the upstream: ${pool.lastError || 'connect failed'}`,
+      });
+    }
+    return { ready: true, upstream: pool.describe() };
+  });
 
   const metrics = proxyMetricsRegistry(running.server);
   // Prometheus text exposition: the proxy's counters, pool state, and plugin metrics (proxy_plugin_*).

@@ -17,7 +17,7 @@ import {
   validateDocument, validateDocuments, encodeOpMsg, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
   MSG_MORE_TO_COME, MSG_EXHAUST_ALLOWED, MSG_CHECKSUM_PRESENT, UNCOMPRESSIBLE_COMMANDS, HEADER_SIZE,
 } from '../wire/index.ts';
-import { UpstreamCall, newRequestId, type UpstreamCallOwner, type UpstreamPool } from '../upstream/index.ts';
+import { UpstreamCall, UpstreamCleanup, newRequestId, type UpstreamCallOwner, type UpstreamConnection, type UpstreamPool } from '../upstream/index.ts';
 import { ErrorCodes, ProxyError, errorDocument } from '../errors/index.ts';
 import { Exchange, RequestTimings, Verdict, type ConnectionInfo, type GraphSlot, type Pipeline } from '../pipeline/index.ts';
 import type { Profiler, CompletedRequest } from '../profiling/index.ts';
@@ -27,15 +27,27 @@ import { ReplyKind, ReplyWriter, type ReplyWriterOwner } from './reply-writer.ts
 import { decodeCommand, legacyToMsgBody, readLegacyCommand } from './legacy-query.ts';
 import { appendProfile, profileDocument } from './request-profile.ts';
 import type { ServerContext } from './context.ts';
+import { LoadBalancedState } from './load-balanced.ts';
 
 const AUTH_COMMANDS: ReadonlySet<string> = new Set(['saslStart', 'saslContinue', 'authenticate', 'getnonce', 'logout']);
 /** While draining, how long a just-answered connection waits for a follow-up request before it ends. */
 const QUIET_MS = 200;
+/** A connection refused by clients.max_connections that sends nothing is closed after this long. */
+const REFUSED_IDLE_MS = 5000;
+/**
+ * mongod refuses a document above maxBsonObjectSize, but a command may exceed it by this much
+ * (BSONObjectMaxInternalSize: 16 MB + 16 KB) to carry its own fields around a maximal document.
+ */
+const COMMAND_OVERHEAD = 16 * 1024;
+/** mongod's code for a document over the size limit. */
+const BSON_OBJECT_TOO_LARGE = 10334;
 
 export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWriterOwner, ConnectionInfo {
   readonly id: number;
   readonly socket: Socket;
   readonly clientAddress: string;
+  /** Accepted past clients.max_connections: its first request is answered with an error, then it closes. */
+  readonly refused: boolean;
   /** Client application name from the first hello (without its `?params`); ConnectionInfo for plugins. */
   appName = '';
   /** Identity established by an auth step ('' when anonymous). */
@@ -45,6 +57,10 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   /** Compressor ids and names this client negotiated. */
   private compressors: number[] = [];
   private negotiatedNames: ('snappy' | 'zlib' | 'zstd')[] = [];
+  /** Set when the client's first hello said loadBalanced: true (see load-balanced.ts). */
+  private lb: LoadBalancedState | null = null;
+  /** The command document of the request in flight (load-balanced clients only). */
+  private lbBody: Buffer | null = null;
 
   private readonly ctx: ServerContext;
   private readonly framer: Framer;
@@ -103,8 +119,9 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   private errorCode = 0;
   private errorName = '';
 
-  constructor(id: number, socket: Socket, ctx: ServerContext) {
+  constructor(id: number, socket: Socket, ctx: ServerContext, refused = false) {
     this.id = id;
+    this.refused = refused;
     this.socket = socket;
     this.ctx = ctx;
     this.clientAddress = `${socket.remoteAddress ?? ''}:${socket.remotePort ?? 0}`;
@@ -119,7 +136,12 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     socket.on('data', (chunk: Buffer) => this.framer.push(chunk));
     socket.on('error', () => this.close());
     socket.on('close', () => this.close());
+    if (refused) {
+      socket.setTimeout(REFUSED_IDLE_MS);
+      socket.on('timeout', () => this.close());
+    }
   }
+
 
   get idle(): boolean {
     return !this.busy;
@@ -231,7 +253,8 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
           throw new WireError('PROXY_ERR_BAD_COMPRESSION', `compressor id ${compressor} was not negotiated on this connection`, true);
         }
       }
-      if (this.draining) this.refuseShuttingDown(f, op);
+      if (this.refused) this.refuseOverLimit(f, op);
+      else if (this.draining) this.refuseShuttingDown(f, op);
       else if (op === OP_MSG) this.handleMsg(f, compressor);
       else if (op === OP_QUERY) this.handleQuery(f);
       else {
@@ -260,6 +283,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     const msg = parseOpMsg(frame);
     const w = this.writer;
     w.expectReply = (msg.flags & MSG_MORE_TO_COME) === 0;
+    this.checkSize(frame.length, msg.body.length);
     // Everything forwarded is checked whole first (mongod's wire object check): a request the
     // proxy cannot vouch for never reaches a shared upstream connection.
     validateDocument(msg.body, 0, msg.body.length);
@@ -285,6 +309,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   private handleQuery(frame: Buffer): void {
     this.writer.target(ReplyKind.LegacyQuery, this.writer.requestId, -1, true);
     const c = readLegacyCommand(frame);
+    this.checkSize(frame.length, 0);
     if (HELLO_COMMANDS.has(c.op)) {
       this.answerHello(c.op, c.cmd);
       return;
@@ -310,12 +335,17 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     }
     if (!this.helloSeen) {
       this.helloSeen = true;
+      if (request.loadBalanced === true) {
+        this.lb = new LoadBalancedState();
+        this.call.keepConnection = true;
+      }
       const neg = negotiateCompression(request.compression, this.ctx.compression);
       this.compressors = neg.ids;
       this.negotiatedNames = neg.names;
     }
     this.writer.compressor = -1; // hello is never compressed
-    this.sendBody(helloReply(op, request, this.ctx.upstreamInfo(), this.id, this.negotiatedNames));
+    this.sendBody(helloReply(op, request, this.ctx.upstreamInfo(), this.id, this.negotiatedNames,
+      this.lb !== null ? this.ctx.serviceId : null));
   }
 
   /**
@@ -337,6 +367,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       peek.read(body);
       frame = encodeOpMsg(0, 0, flags & ~MSG_CHECKSUM_PRESENT, body, sequences);
     }
+    if (this.lb !== null) this.lbBody = body;
     // Baseline, or — while a canary runs — the graph its selector picks for this request. The
     // response phase runs on the same graph (this.pipeline), whatever loads meanwhile.
     const pipeline = this.graphs.pick();
@@ -410,6 +441,41 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.sendBody(errorDocument(ex.rejectCode, ex.rejectMessage, [], ex.rejectCodeName || undefined));
   }
 
+  /**
+   * Request size limits as the handshake advertises them (taken from the upstream): a message over
+   * maxMessageSizeBytes, or a command document over maxBsonObjectSize plus the command overhead
+   * mongod allows, is answered with an error, never forwarded. The connection stays in sync (the
+   * frame was read whole). Frames over 48,000,000 bytes never get here: the framer refuses their
+   * header and the connection closes (onFrameError).
+   */
+  private checkSize(frameBytes: number, bodyBytes: number): void {
+    const info = this.ctx.upstreamInfo();
+    const maxMessage = info?.maxMessageSizeBytes ?? 48_000_000;
+    const maxBson = info?.maxBsonObjectSize ?? 16_777_216;
+    if (frameBytes > maxMessage) {
+      this.ctx.stats.oversizeRequests++;
+      throw new ProxyError(ErrorCodes.BadValue, `message of ${frameBytes} bytes is larger than maxMessageSizeBytes (${maxMessage})`);
+    }
+    if (bodyBytes > maxBson + COMMAND_OVERHEAD) {
+      this.ctx.stats.oversizeRequests++;
+      throw new ProxyError(BSON_OBJECT_TOO_LARGE,
+        `command document of ${bodyBytes} bytes is larger than maxBsonObjectSize (${maxBson}) plus ${COMMAND_OVERHEAD} bytes of command overhead`);
+    }
+  }
+
+  /**
+   * The one request of a connection accepted past clients.max_connections (normally the driver's
+   * handshake): answered with SocketException "connection limit reached", then the connection ends.
+   */
+  private refuseOverLimit(frame: Buffer, op: number): void {
+    const w = this.writer;
+    if (op === OP_QUERY) w.target(ReplyKind.LegacyQuery, w.requestId, -1, true);
+    else if (op === OP_MSG) w.expectReply = frame.length < HEADER_SIZE + 4 || (frame.readUInt32LE(HEADER_SIZE) & MSG_MORE_TO_COME) === 0;
+    this.replyError(new ProxyError(ErrorCodes.SocketException,
+      `connection limit reached: the proxy serves at most ${this.ctx.clientLimits.maxConnections} client connections (clients.max_connections); retry later or on another proxy`));
+    this.closeGracefully();
+  }
+
   /** A request read while draining: ShutdownInProgress, as mongod answers during its own shutdown. */
   private refuseShuttingDown(frame: Buffer, op: number): void {
     this.ctx.stats.shutdownRefused++;
@@ -432,15 +498,22 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   }
 
   onCallSent(): void {
+    if (this.lb !== null && !this.lb.open) this.call.unpin();
     this.finish();
   }
 
   onCallError(err: ProxyError): void {
+    if (this.lb !== null && !this.lb.open) this.call.unpin();
     this.replyError(err);
     this.finish();
   }
 
   onCallReply(frame: Buffer, pool: UpstreamPool): void {
+    const lb = this.lb;
+    if (lb !== null) {
+      lb.afterReply(this.peek, this.lbBody!, frame.subarray(HEADER_SIZE + 5));
+      if (!lb.open) this.call.unpin();
+    }
     if (this.closed) {
       this.finish();
       return;
@@ -482,6 +555,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.exchange = null;
     if (this.profiledGraph !== null) this.commitProfile();
     if (!this.closed) this.drain();
+    else this.endLoadBalanced();
   }
 
   /** Hands the request that just ended to the profiler (which applies its sampling filters) and to tracing. */
@@ -611,6 +685,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       clearTimeout(this.quietTimer);
       this.quietTimer = null;
     }
+    this.endLoadBalanced();
     this.call.close();
     this.framer.fail();
     this.queue.length = 0;
@@ -618,8 +693,32 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.socket.end();
   }
 
+  /**
+   * A load-balanced client's connection closed: its open transaction is aborted and its cursors
+   * are killed upstream, on its pinned connection when it is still alive. A request in flight is
+   * answered first (finish() calls this again once it has).
+   */
+  private endLoadBalanced(): void {
+    const lb = this.lb;
+    if (lb === null || this.call.active) return;
+    this.lb = null;
+    this.lbBody = null;
+    const pinned = this.call.takePinned();
+    if (!lb.open) {
+      if (pinned !== null) pinned.pool.release(pinned.conn);
+      return;
+    }
+    const { frames, cursors, transaction } = lb.cleanupFrames();
+    if (transaction) this.ctx.stats.lbTransactionsAborted++;
+    this.ctx.stats.lbCursorsKilled += cursors;
+    const pool = pinned?.pool ?? this.ctx.pool;
+    const conn: UpstreamConnection | null = pinned?.conn ?? null;
+    new UpstreamCleanup(pool, frames, this.ctx.log, `${transaction ? 'abortTransaction, ' : ''}${cursors} cursor(s) of client ${this.clientAddress}`).start(conn);
+  }
+
   close(): void {
     this.closed = true;
+    this.endLoadBalanced();
     this.call.close();
     this.framer.fail();
     this.queue.length = 0;

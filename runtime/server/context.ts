@@ -1,4 +1,5 @@
 // What a client connection needs from the server that owns it.
+import type { ObjectId } from 'bson';
 import type { Logger } from '../log/index.ts';
 import type { UpstreamInfo, UpstreamPool, UpstreamRouter } from '../upstream/index.ts';
 import type { CompressorName } from '../wire/index.ts';
@@ -27,15 +28,25 @@ export interface ServerStats {
   retriedUnsent: number;
   /** Client TLS handshakes that failed (or presented a certificate that did not verify). */
   tlsHandshakeFailures: number;
+  /** Connections refused because clients.max_connections were open. */
+  connectionsRefused: number;
+  /** Requests answered with BSONObjectTooLarge or a message-size error. */
+  oversizeRequests: number;
+  /** Load-balanced clients that closed with a transaction open: abortTransaction sent upstream. */
+  lbTransactionsAborted: number;
+  /** Load-balanced clients that closed with cursors open: cursors killed upstream. */
+  lbCursorsKilled: number;
 }
 
 /** Per-client bounds (config `clients`). */
 export interface ClientLimits {
   maxPendingReplyBytes: number;
   maxQueuedRequests: number;
+  /** Client connections served at once (0: no limit). */
+  maxConnections: number;
 }
 
-export const DEFAULT_CLIENT_LIMITS: ClientLimits = { maxPendingReplyBytes: 16 * 1024 * 1024, maxQueuedRequests: 64 };
+export const DEFAULT_CLIENT_LIMITS: ClientLimits = { maxPendingReplyBytes: 16 * 1024 * 1024, maxQueuedRequests: 64, maxConnections: 0 };
 
 export interface ServerContext {
   readonly log: Logger;
@@ -57,6 +68,8 @@ export interface ServerContext {
   readonly tracing: Tracing | null;
   /** Which pool serves a request (route step, cursor and transaction pins). */
   readonly router: UpstreamRouter;
+  /** The ObjectId answered as `serviceId` to load-balanced clients: one per proxy process. */
+  readonly serviceId: ObjectId;
   upstreamInfo(): UpstreamInfo | null;
   onClientClosed(conn: ClientConnection): void;
 }

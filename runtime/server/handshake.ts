@@ -1,7 +1,7 @@
 // The proxy answers hello / isMaster / ismaster itself, as a mongos (`msg: "isdbgrid"`), so
 // drivers treat it as a router and never learn (or bypass to) the upstream topology.
 // Spec: github.com/mongodb/specifications source/mongodb-handshake/handshake.md.
-import { serialize, type Document } from 'bson';
+import { serialize, type Document, type ObjectId } from 'bson';
 import { COMPRESSOR_IDS, type CompressorName } from '../wire/index.ts';
 import type { UpstreamInfo } from '../upstream/index.ts';
 
@@ -64,6 +64,7 @@ export function negotiateCompression(clientList: unknown, offered: readonly Comp
 
 export function helloReply(
   command: string, request: Document, info: UpstreamInfo | null, connectionId: number, compression: readonly CompressorName[],
+  serviceId: ObjectId | null = null,
 ): Uint8Array {
   const upstreamMax = info?.maxWireVersion ?? DEFAULT_WIRE_VERSION;
   const reply: Document = {};
@@ -81,6 +82,9 @@ export function helloReply(
   reply.maxWireVersion = Math.max(upstreamMax, MIN_DRIVER_WIRE_VERSION);
   reply.readOnly = false;
   if (compression.length > 0) reply.compression = compression.slice();
+  // Load-balanced clients (hello with loadBalanced: true) require a serviceId, as a mongos behind a
+  // load balancer sends: one per proxy process, since every connection reaches the same upstream.
+  if (serviceId !== null) reply.serviceId = serviceId;
   reply.ok = 1;
   return serialize(reply);
 }

@@ -1,6 +1,7 @@
 // The client-facing listener: accepts connections, owns the upstream pool, and drains gracefully.
 import { createServer, type Server, type Socket } from 'node:net';
 import { createServer as createTlsServer, type Server as TlsServer, type TlsOptions, type TLSSocket } from 'node:tls';
+import { ObjectId } from 'bson';
 import { refusesPeer } from './listener-tls.ts';
 import type { Logger } from '../log/index.ts';
 import { UpstreamPool, UpstreamRouter, type PoolOptions, type UpstreamInfo } from '../upstream/index.ts';
@@ -25,8 +26,8 @@ export interface ProxyServerOptions {
   pipelineId?: string;
   /** Options for pools of routed upstreams (route step); defaults to the main pool's. */
   poolOptions?: PoolOptions;
-  /** Per-client bounds (backpressure); defaults as the config's `clients` block. */
-  clientLimits?: ClientLimits;
+  /** Per-client bounds (backpressure, connection limit); defaults as the config's `clients` block. */
+  clientLimits?: Partial<ClientLimits>;
   /** The profiler (when profiling is configured). */
   profiler?: Profiler | null;
   /** Trace export (when telemetry.otlp_endpoint is set). */
@@ -44,7 +45,10 @@ export class ProxyServer implements ServerContext {
   readonly stats: ServerStats = {
     connectionsOpened: 0, connectionsActive: 0, requests: 0, errorReplies: 0, decodeErrors: 0, upstreamErrors: 0,
     rejected: 0, localReplies: 0, backpressurePauses: 0, shutdownRefused: 0, retriedUnsent: 0, tlsHandshakeFailures: 0,
+    connectionsRefused: 0, oversizeRequests: 0, lbTransactionsAborted: 0, lbCursorsKilled: 0,
   };
+  /** Answered as `serviceId` to load-balanced clients (hello with loadBalanced: true): stable for this process. */
+  readonly serviceId = new ObjectId();
   readonly clientLimits: ClientLimits;
   readonly inputLogThrottle = new LogThrottle(5);
   readonly pipelines: PipelineManager;
@@ -57,6 +61,9 @@ export class ProxyServer implements ServerContext {
   private readonly host: string;
   private readonly port: number;
   private nextConnectionId = 1;
+  /** Connections served (not refused) now: what clients.max_connections bounds. */
+  private admitted = 0;
+  private drainingSince = 0;
 
   constructor(opts: ProxyServerOptions) {
     this.log = opts.log;
@@ -69,12 +76,21 @@ export class ProxyServer implements ServerContext {
     this.pipelines = opts.pipelines ?? new PipelineManager();
     this.pipelineId = opts.pipelineId ?? 'default';
     this.router = new UpstreamRouter(opts.pool, opts.poolOptions, this.log.child('proxy::upstream'));
-    this.clientLimits = opts.clientLimits ?? DEFAULT_CLIENT_LIMITS;
+    this.clientLimits = { ...DEFAULT_CLIENT_LIMITS, ...opts.clientLimits };
     this.profiler = opts.profiler ?? null;
     this.tracing = opts.tracing ?? null;
+    const maxConnections = this.clientLimits.maxConnections;
     const accept = (socket: Socket) => {
-      const conn = new ClientConnection(this.nextConnectionId++, socket, this);
+      // Past clients.max_connections the connection is still accepted, so that the client reads
+      // why (its first request is answered with an error document) instead of a bare reset.
+      const refused = maxConnections > 0 && this.admitted >= maxConnections;
+      const conn = new ClientConnection(this.nextConnectionId++, socket, this, refused);
       this.clients.add(conn);
+      if (refused) {
+        this.stats.connectionsRefused++;
+        return;
+      }
+      this.admitted++;
       this.stats.connectionsOpened++;
       this.stats.connectionsActive++;
     };
@@ -116,7 +132,15 @@ export class ProxyServer implements ServerContext {
   }
 
   onClientClosed(conn: ClientConnection): void {
-    if (this.clients.delete(conn)) this.stats.connectionsActive--;
+    if (this.clients.delete(conn) && !conn.refused) {
+      this.admitted--;
+      this.stats.connectionsActive--;
+    }
+  }
+
+  /** Whether close() has begun (readiness reports not ready from then on). */
+  get draining(): boolean {
+    return this.drainingSince > 0;
   }
 
   listen(): Promise<{ host: string; port: number }> {
@@ -135,6 +159,7 @@ export class ProxyServer implements ServerContext {
    * then the pools. Idle connections close at once.
    */
   async close(drainMs = 10_000): Promise<void> {
+    this.drainingSince = Date.now();
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     for (const c of this.clients) c.shutdown();
     const deadline = Date.now() + drainMs;

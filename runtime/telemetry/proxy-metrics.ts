@@ -47,6 +47,10 @@ export function proxyMetricsRegistry(server: ProxyServer): Registry {
   total('proxy_shutdown_refused_total', 'Requests answered with ShutdownInProgress during a drain', () => server.stats.shutdownRefused);
   total('proxy_upstream_unsent_retries_total', 'Requests re-sent on another upstream connection because theirs was dead before they were written', () => server.stats.retriedUnsent);
   total('proxy_client_tls_handshake_failures_total', 'Client TLS handshakes that failed, or presented a certificate that did not verify (tls.client_certificates)', () => server.stats.tlsHandshakeFailures);
+  total('proxy_client_connections_refused_total', 'Client connections refused because clients.max_connections were open (answered with "connection limit reached")', () => server.stats.connectionsRefused);
+  total('proxy_oversize_requests_total', 'Requests answered with an error because they exceeded maxMessageSizeBytes or maxBsonObjectSize', () => server.stats.oversizeRequests);
+  total('proxy_lb_transactions_aborted_total', 'Transactions aborted upstream because their load-balanced client closed its connection with them open', () => server.stats.lbTransactionsAborted);
+  total('proxy_lb_cursors_killed_total', 'Cursors killed upstream because their load-balanced client closed its connection with them open', () => server.stats.lbCursorsKilled);
   total('proxy_pipeline_local_replies_total', 'Requests answered by a pipeline step without the upstream', () => server.stats.localReplies);
   gauge('proxy_upstream_pool_connections', 'Upstream connections of the main pool (in use + idle)', () => server.pool.size);
   gauge('proxy_upstream_pool_idle', 'Idle upstream connections of the main pool', () => server.pool.idleCount);

@@ -54,6 +54,11 @@ export class UpstreamPool {
   private closed = false;
   private healthy = true;
   info: UpstreamInfo | null = null;
+  /** When a connection to the upstream last completed its handshake (performance.now() ms; 0: never). */
+  lastConnectedAt = 0;
+  /** Why the last connection attempt failed ('' after a success). */
+  lastError = '';
+  private probing: Promise<boolean> | null = null;
   /** Counters for metrics and tests. */
   readonly stats = { opened: 0, failedConnects: 0, closed: 0, waitTimeouts: 0 };
 
@@ -156,6 +161,8 @@ export class UpstreamPool {
         this.live.add(conn);
         // The list changed while this connection was being opened.
         if (!this.address.hosts.current().some((x) => hostKey(x) === hostKey(h))) conn.retired = true;
+        this.lastConnectedAt = performance.now();
+        this.lastError = '';
         if (this.info === null || conn.info !== null) this.info = conn.info;
         if (!this.healthy) {
           this.healthy = true;
@@ -171,6 +178,7 @@ export class UpstreamPool {
   }
 
   private connectFailed(err: Error): void {
+    this.lastError = err.message;
     if (this.healthy) {
       this.healthy = false;
       this.log.warn('upstream connection failed', { upstream: this.describe(), error: err.message });
@@ -213,6 +221,27 @@ export class UpstreamPool {
       clearInterval(this.sweeper);
       this.sweeper = null;
     }
+  }
+
+  /**
+   * Whether the upstream is reachable now (readiness): yes while the pool holds an open connection
+   * and its last connection attempt did not fail; otherwise a new connection is opened (TCP, TLS,
+   * hello, authentication — within connect_timeout_ms) and kept in the pool. Concurrent callers share
+   * one attempt. Never throws.
+   */
+  probe(): Promise<boolean> {
+    if (this.closed) return Promise.resolve(false);
+    if (this.healthy && this.total - this.connecting > 0) return Promise.resolve(true);
+    if (this.probing === null) {
+      this.probing = this.open().then((conn) => {
+        this.release(conn);
+        return true;
+      }, (err: Error) => {
+        this.connectFailed(err);
+        return false;
+      }).finally(() => { this.probing = null; });
+    }
+    return this.probing;
   }
 
   /** Closes connections idle past max_idle_time_ms and keeps min_idle warm. */

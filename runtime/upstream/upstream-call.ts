@@ -69,6 +69,15 @@ export class UpstreamCall implements PoolWaiter, ReplyHandler {
   private heldPool: UpstreamPool | null = null;
   private holdTimer: NodeJS.Timeout | null = null;
 
+  /**
+   * Load-balanced clients (runtime/server/load-balanced.ts): after each call the connection stays
+   * pinned to this client instead of returning to the pool, until the owner calls unpin() (nothing
+   * open any more) or takePinned() (the client closed).
+   */
+  keepConnection = false;
+  private pinned: UpstreamConnection | null = null;
+  private pinnedPool: UpstreamPool | null = null;
+
   constructor(owner: UpstreamCallOwner, stats: UpstreamCallStats, requestTimeoutMs: number) {
     this.owner = owner;
     this.stats = stats;
@@ -92,6 +101,17 @@ export class UpstreamCall implements PoolWaiter, ReplyHandler {
     this.acquiredAt = 0;
     this.writtenAt = 0;
     this.repliedAt = 0;
+    const pinned = this.pinned;
+    if (pinned !== null) {
+      if (pinned.alive && this.pinnedPool === pool) {
+        this.onConnection(pinned);
+        return;
+      }
+      // Lost (the upstream closed it), or a route step chose another upstream: what was open on
+      // it is the upstream's to answer for (CursorNotFound, NoSuchTransaction).
+      this.pinned = null;
+      this.pinnedPool!.release(pinned);
+    }
     const held = this.held;
     if (held !== null) {
       this.held = null;
@@ -120,7 +140,10 @@ export class UpstreamCall implements PoolWaiter, ReplyHandler {
     }
     conn.send(frame, this, false);
     this.writtenAt = this.acquiredAt;
-    this.hold(conn);
+    if (this.keepConnection && !this.closed) {
+      this.pinned = conn;
+      this.pinnedPool = this.pool;
+    } else this.hold(conn);
     this.end();
     this.owner.onCallSent();
   }
@@ -135,12 +158,18 @@ export class UpstreamCall implements PoolWaiter, ReplyHandler {
     if (this.frame === null) return; // abandoned (its connection is being destroyed)
     this.repliedAt = performance.now();
     const pool = this.pool!;
-    if (!conn.busy) pool.release(conn);
+    if (!conn.busy) {
+      if (this.keepConnection && !this.closed) {
+        this.pinned = conn;
+        this.pinnedPool = pool;
+      } else pool.release(conn);
+    }
     this.end();
     this.owner.onCallReply(frame, pool);
   }
 
-  onUpstreamError(err: Error, _conn: UpstreamConnection, sent: boolean): void {
+  onUpstreamError(err: Error, conn: UpstreamConnection, sent: boolean): void {
+    if (conn === this.pinned) this.pinned = null;
     if (this.frame === null) return; // abandoned
     if (!sent && !this.retried && !this.closed && this.frame !== null) {
       // The connection died before a byte of this request was written: the request is as new,
@@ -182,9 +211,25 @@ export class UpstreamCall implements PoolWaiter, ReplyHandler {
     conn?.destroy();
   }
 
-  /** The client is gone: a held connection goes back to its pool; a call in flight still completes (and its connection is released). */
+  /** Returns a pinned connection to its pool (the client has nothing open on it any more). */
+  unpin(): void {
+    const conn = this.pinned;
+    if (conn === null) return;
+    this.pinned = null;
+    this.pinnedPool!.release(conn);
+  }
+
+  /** Hands over the pinned connection, if any and alive, with its pool (the owner ends what is open on it). */
+  takePinned(): { conn: UpstreamConnection; pool: UpstreamPool } | null {
+    const conn = this.pinned;
+    this.pinned = null;
+    return conn !== null && conn.alive ? { conn, pool: this.pinnedPool! } : null;
+  }
+
+  /** The client is gone: a held or pinned connection goes back to its pool; a call in flight still completes (and its connection is released). */
   close(): void {
     this.closed = true;
+    this.unpin();
     if (this.holdTimer !== null) {
       clearTimeout(this.holdTimer);
       this.releaseHeld();

@@ -17,7 +17,7 @@ test('an empty object takes every default', () => {
       srv_rescan_interval_ms: 60000,
     },
     devdb: { port: 0 },
-    clients: { max_pending_reply_bytes: 16777216, max_queued_requests: 64 },
+    clients: { max_connections: 0, max_pending_reply_bytes: 16777216, max_queued_requests: 64 },
     shutdown: { drain_timeout_ms: 10000 },
     compression: ['snappy', 'zlib', 'zstd'],
     zlib_level: -1,
