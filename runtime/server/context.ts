@@ -7,6 +7,7 @@ import type { PipelineManager } from '../pipeline/index.ts';
 import type { LogThrottle } from './log-throttle.ts';
 import type { Profiler } from '../profiling/index.ts';
 import type { Tracing } from '../telemetry/index.ts';
+import type { ClientAuth } from './client-auth.ts';
 
 export interface ServerStats {
   connectionsOpened: number;
@@ -27,6 +28,10 @@ export interface ServerStats {
   retriedUnsent: number;
   /** Client TLS handshakes that failed (or presented a certificate that did not verify). */
   tlsHandshakeFailures: number;
+  /** Client SCRAM conversations that ended logged in (config `auth`). */
+  authSucceeded: number;
+  /** Client authentication attempts refused (unknown user, wrong password, malformed, wrong mechanism). */
+  authFailed: number;
 }
 
 /** Per-client bounds (config `clients`). */
@@ -57,6 +62,8 @@ export interface ServerContext {
   readonly tracing: Tracing | null;
   /** Which pool serves a request (route step, cursor and transaction pins). */
   readonly router: UpstreamRouter;
+  /** Client authentication (config `auth`), read per request (a reload replaces it); null: off. */
+  readonly clientAuth: ClientAuth | null;
   upstreamInfo(): UpstreamInfo | null;
   onClientClosed(conn: ClientConnection): void;
 }

@@ -62,8 +62,10 @@ export function negotiateCompression(clientList: unknown, offered: readonly Comp
   return { names, ids };
 }
 
+/** `auth`: the authentication fields of the reply (saslSupportedMechs, speculativeAuthenticate), or null. */
 export function helloReply(
   command: string, request: Document, info: UpstreamInfo | null, connectionId: number, compression: readonly CompressorName[],
+  auth: Document | null = null,
 ): Uint8Array {
   const upstreamMax = info?.maxWireVersion ?? DEFAULT_WIRE_VERSION;
   const reply: Document = {};
@@ -81,6 +83,7 @@ export function helloReply(
   reply.maxWireVersion = Math.max(upstreamMax, MIN_DRIVER_WIRE_VERSION);
   reply.readOnly = false;
   if (compression.length > 0) reply.compression = compression.slice();
+  if (auth !== null) Object.assign(reply, auth);
   reply.ok = 1;
   return serialize(reply);
 }

@@ -47,6 +47,17 @@ export function proxyMetricsRegistry(server: ProxyServer): Registry {
   total('proxy_shutdown_refused_total', 'Requests answered with ShutdownInProgress during a drain', () => server.stats.shutdownRefused);
   total('proxy_upstream_unsent_retries_total', 'Requests re-sent on another upstream connection because theirs was dead before they were written', () => server.stats.retriedUnsent);
   total('proxy_client_tls_handshake_failures_total', 'Client TLS handshakes that failed, or presented a certificate that did not verify (tls.client_certificates)', () => server.stats.tlsHandshakeFailures);
+  new Counter({
+    name: 'proxy_client_auth_total',
+    help: 'Client authentication attempts (config auth), by result: success (logged in) or failure (unknown user, wrong password, malformed, unsupported mechanism)',
+    labelNames: ['result'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc({ result: 'success' }, server.stats.authSucceeded);
+      this.inc({ result: 'failure' }, server.stats.authFailed);
+    },
+  });
   total('proxy_pipeline_local_replies_total', 'Requests answered by a pipeline step without the upstream', () => server.stats.localReplies);
   gauge('proxy_upstream_pool_connections', 'Upstream connections of the main pool (in use + idle)', () => server.pool.size);
   gauge('proxy_upstream_pool_idle', 'Idle upstream connections of the main pool', () => server.pool.idleCount);
