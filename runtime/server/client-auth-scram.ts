@@ -94,11 +94,12 @@ export class ScramServerConversation {
   private readonly first: ClientFirst;
   private readonly nonce: string;
 
-  constructor(first: ClientFirst, credential: ScramCredential, known: boolean) {
+  /** `serverNonce`: the server's part of the nonce (random; fixed only by test vectors). */
+  constructor(first: ClientFirst, credential: ScramCredential, known: boolean, serverNonce = randomBytes(24).toString('base64')) {
     this.first = first;
     this.credential = credential;
     this.known = known;
-    this.nonce = first.nonce + randomBytes(24).toString('base64');
+    this.nonce = first.nonce + serverNonce;
     this.serverFirst = `r=${this.nonce},s=${credential.salt.toString('base64')},i=${credential.iterations}`;
   }
 
