@@ -52,7 +52,7 @@ export class ClientAuthSession {
       case 'saslStart':
         return this.start(cmd, db, auth, false);
       case 'saslContinue':
-        return this.continue(cmd);
+        return this.continue(cmd, auth);
       case 'logout':
         this.conversation = null;
         this.credential = null;
@@ -86,7 +86,7 @@ export class ClientAuthSession {
     return saslReply(false, conv.serverFirst);
   }
 
-  private continue(cmd: Document): Document {
+  private continue(cmd: Document, auth: ClientAuth): Document {
     const conv = this.conversation;
     if (conv === null) {
       this.owner.onLoginFailed('', 'saslContinue without a conversation');
@@ -104,8 +104,7 @@ export class ClientAuthSession {
         this.owner.onLoginFailed(conv.user, 'non-empty final SCRAM message');
         throw failed();
       }
-      this.loggedIn(conv);
-      return saslReply(true, '');
+      return this.finish(conv, auth, '');
     }
     let serverFinal: string;
     try {
@@ -120,12 +119,17 @@ export class ClientAuthSession {
     }
     if (!this.skipEmpty) return saslReply(false, serverFinal);
     this.conversation = null;
-    this.loggedIn(conv);
-    return saslReply(true, serverFinal);
+    return this.finish(conv, auth, serverFinal);
   }
 
-  private loggedIn(conv: ScramServerConversation): void {
+  /** Logs the connection in, unless a reload removed or changed the user during the conversation. */
+  private finish(conv: ScramServerConversation, auth: ClientAuth, serverFinal: string): Document {
+    if (!auth.stillValid(conv.credential)) {
+      this.owner.onLoginFailed(conv.user, 'the user was removed or changed by a reload during the conversation');
+      throw failed();
+    }
     this.credential = conv.credential;
     this.owner.onLogin(conv.credential);
+    return saslReply(true, serverFinal);
   }
 }

@@ -355,6 +355,22 @@ test('wire: the empty final message completes the login; legacy OP_QUERY handsha
   }
 });
 
+test('wire: a reload that removes the user during a conversation fails its login', async () => {
+  const { proxy } = await start({ users: USERS });
+  const raw = await RawClient.connect(proxy.port);
+  try {
+    const client = new ScramClient({ username: 'bob', password: BOB, source: 'admin', mechanism: 'SCRAM-SHA-256' });
+    const first = (await raw.roundTrip(sasl({ saslStart: 1, mechanism: 'SCRAM-SHA-256', payload: new Binary(client.first()), options: { skipEmptyExchange: true } }))).body!;
+    await proxy.reload(parseConfig({ ...structuredClone(proxy.config), auth: { users: [USERS[0]] } }, null));
+    const cf = client.next(Buffer.from((first.payload as Binary).buffer));
+    const r = (await raw.roundTrip(sasl({ saslContinue: 1, conversationId: 1, payload: new Binary(cf) }))).body!;
+    assert.equal(r.code, 18);
+    assert.equal((await raw.roundTrip(sasl({ find: 'x', filter: {} }))).body!.code, 13);
+  } finally {
+    raw.destroy();
+  }
+});
+
 test('wire: bad input gets an error document and the connection keeps serving', async () => {
   const { proxy } = await start({ users: USERS });
   const raw = await RawClient.connect(proxy.port);
