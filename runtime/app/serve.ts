@@ -4,7 +4,7 @@ import { ConfigError, loadConfig, parseConfig, canaryDurationMs, type ProxyConfi
 import { Logger, LogRing } from '../log/index.ts';
 import { DevDbServer } from '../devdb/index.ts';
 import { UpstreamPool, parseUpstreamUri, resolveUpstreamUri, type UpstreamAddress } from '../upstream/index.ts';
-import { ProxyServer } from '../server/index.ts';
+import { ProxyServer, type ClientAuthSettings } from '../server/index.ts';
 import { listenerTlsOptions } from '../server/listener-tls.ts';
 import { initCompression } from '../wire/index.ts';
 import { PipelineManager } from '../pipeline/index.ts';
@@ -185,8 +185,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       maxPendingReplyBytes: config.clients.max_pending_reply_bytes, maxQueuedRequests: config.clients.max_queued_requests,
       maxConnections: config.clients.max_connections,
     },
-    profiler, tracing,
+    profiler, tracing, clientAuth: clientAuthSettings(config.auth),
   });
+  if (config.auth !== undefined) log.info('clients authenticate', { mode: config.auth.mode, users: config.auth.users.length });
   const bound = await server.listen();
   const uri = `mongodb://${bound.host}:${bound.port}/${listenerTls === null ? '' : '?tls=true'}`;
   log.info('proxy listening', { listen: `${bound.host}:${bound.port}`, upstream: pool.describe(), connect: uri });
@@ -233,6 +234,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       notifier?.configure(next.notifications);
       if (notifier !== null && next.notifications.outbox_path !== current.notifications.outbox_path) restartOnly.push('notifications.outbox_path');
       if (nextTls !== null) server.setTls(nextTls);
+      if (JSON.stringify(next.auth) !== JSON.stringify(current.auth)) server.setClientAuth(clientAuthSettings(next.auth));
       if (restartOnly.length > 0) log.warn('configuration reloaded; these keys take effect only after a restart', { keys: restartOnly });
       else log.info('configuration reloaded', { request: next.pipeline.request, response: next.pipeline.response });
       current = next;
@@ -340,6 +342,18 @@ export function profilingSettings(p: NonNullable<ProxyConfig['profiling']>): Pro
       minUpstreamLatencyUs: p.filters.min_upstream_latency_us,
     },
     frameCapacity: p.flamegraph_frames,
+  };
+}
+
+/** Client authentication from the `auth` block (base64 decoded); null when it is absent. */
+export function clientAuthSettings(a: ProxyConfig['auth']): ClientAuthSettings | null {
+  if (a === undefined) return null;
+  return {
+    required: a.mode === 'required',
+    users: a.users.map((u) => ({
+      name: u.name, db: u.db, iterations: u.iterations,
+      salt: Buffer.from(u.salt, 'base64'), storedKey: Buffer.from(u.stored_key, 'base64'), serverKey: Buffer.from(u.server_key, 'base64'),
+    })),
   };
 }
 

@@ -10,6 +10,7 @@ import { registerBench } from './bench.ts';
 import { registerCanary } from './canary.ts';
 import { registerPlugin } from './plugin.ts';
 import { registerProfile } from './profile.ts';
+import { registerUser } from './user.ts';
 
 const cli = cac('proxy');
 
@@ -99,6 +100,7 @@ registerPlugin(cli);
 registerProfile(cli);
 registerCanary(cli);
 registerLogs(cli);
+registerUser(cli);
 
 cli.help();
 cli.version('0.3.0');

@@ -73,6 +73,7 @@ export function renderConfigDocs(): string {
     `- Every step in \`pipeline.request\` and \`pipeline.response\` that is not a built-in (${BUILTIN_STEPS.map((s) => `\`${s}\``).join(', ')}) — including every \`wasm:<name>\` step — needs a \`steps.<name>\` entry with \`module\` or \`package\`.`,
     '- Each `notifications.channels[]` entry needs the keys of its `type` and no keys of another type: `webhook` a `url` and a `secret` (or `notifications.webhook_secret`); `email` `addresses` and `notifications.smtp`; `pager` an `integration_key`, and `events` only among `canary.rolled_back`, `canary.threshold_warning`, `canary.completed`.',
     '- `notifications.initial_backoff_ms` must not exceed `notifications.max_backoff_ms`.',
+    '- `auth.users[]` entries must differ in `name` or `db`.',
     '',
   ];
 

@@ -46,7 +46,7 @@ const upstream = v.strictObject({
         v.string(),
         v.regex(MONGODB_URI_PATTERN),
         v.description(
-          'Upstream connection URI, mongodb://[user:password@]host[:port][,host…][/authdb][?authSource=…&authMechanism=SCRAM-SHA-256|SCRAM-SHA-1], or mongodb+srv://[user:password@]name[/authdb][?options] (one DNS name, no port): the hosts come from the SRV records of _mongodb._tcp.<name> (srvServiceName=… changes "mongodb", srvMaxHosts=N keeps N of them at random), which must lie in the parent domain of <name>; the one TXT record of <name> may set authSource, replicaSet and loadBalanced (the URI\'s own options win); TLS is on unless the URI says tls=false; the SRV records are re-resolved every srv_rescan_interval_ms. With a user, every pooled connection authenticates (SCRAM); clients connect to the proxy without credentials. When absent, the embedded development upstream starts in-process.',
+          'Upstream connection URI, mongodb://[user:password@]host[:port][,host…][/authdb][?authSource=…&authMechanism=SCRAM-SHA-256|SCRAM-SHA-1], or mongodb+srv://[user:password@]name[/authdb][?options] (one DNS name, no port): the hosts come from the SRV records of _mongodb._tcp.<name> (srvServiceName=… changes "mongodb", srvMaxHosts=N keeps N of them at random), which must lie in the parent domain of <name>; the one TXT record of <name> may set authSource, replicaSet and loadBalanced (the URI\'s own options win); TLS is on unless the URI says tls=false; the SRV records are re-resolved every srv_rescan_interval_ms. With a user, every pooled connection authenticates (SCRAM); clients never send these credentials (they log in to the proxy only when `auth` is set). When absent, the embedded development upstream starts in-process.',
         ),
       ),
       'string mongodb:// or mongodb+srv:// URI',
@@ -111,6 +111,38 @@ const tls = v.strictObject({
   client_certificates: v.optional(
     v.pipe(v.picklist(['none', 'optional', 'required']), v.description('"none": clients are not asked for a certificate; "optional": asked, and one that does not verify against ca_file is refused; "required": a client without a valid certificate is refused.')),
     'none',
+  ),
+});
+
+const BASE64_PATTERN = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+/** Standard base64 of exactly `bytes` bytes (`bytes` 0: of at least 16 bytes). */
+const base64Bytes = (bytes: number, description: string) => expects(
+  v.pipe(
+    v.string(),
+    v.regex(BASE64_PATTERN),
+    v.check((s) => bytes === 0 ? Buffer.from(s, 'base64').length >= 16 : Buffer.from(s, 'base64').length === bytes),
+    v.description(description),
+  ),
+  bytes === 0 ? 'base64 string of at least 16 bytes' : `base64 string of ${bytes} bytes`,
+);
+
+const authUser = v.strictObject({
+  name: v.pipe(v.string(), v.minLength(1), v.description('User name, as clients give it (the `user` request property once logged in).')),
+  db: v.optional(v.pipe(v.string(), v.minLength(1), v.description('Authentication database: the client\'s authSource (drivers default to the URI\'s database, else "admin").')), 'admin'),
+  iterations: int(4096, undefined, 'PBKDF2 iteration count the credential was made with (SCRAM i=; mongod\'s iterationCount).'),
+  salt: base64Bytes(0, 'Salt of the credential, base64 (mongod\'s salt).'),
+  stored_key: base64Bytes(32, 'SCRAM-SHA-256 StoredKey, base64 (mongod\'s storedKey).'),
+  server_key: base64Bytes(32, 'SCRAM-SHA-256 ServerKey, base64 (mongod\'s serverKey).'),
+});
+
+const auth = v.strictObject({
+  mode: v.optional(
+    v.pipe(v.picklist(['required', 'optional']), v.description('"required": a connection must log in before any command other than hello, saslStart, saslContinue, logout, ping and buildInfo (others get code 13 Unauthorized); "optional": clients without credentials are served anonymously (`user` ""), clients with credentials must give correct ones.')),
+    'required',
+  ),
+  users: expects(
+    v.pipe(v.array(authUser), v.minLength(1), v.description('Users clients log in as with SCRAM-SHA-256, stored as SCRAM credentials (never passwords): make an entry with `proxy user add <name>`, or copy the SCRAM-SHA-256 credential of a mongod user. A reload applies changes; a connection logged in as a removed or changed user must log in again.')),
+    'non-empty array of users',
   ),
 });
 
@@ -268,6 +300,7 @@ const rootObject = v.strictObject({
   devdb: v.optional(v.pipe(devdb, v.description('In-process development upstream.')), {}),
   clients: v.optional(v.pipe(clients, v.description('Per-client bounds (backpressure): what one client may make the proxy hold for it.')), {}),
   tls: v.optional(v.pipe(tls, v.description('TLS on the client-facing listener (clients then connect with tls=true). Absent: plain TCP.'))),
+  auth: v.optional(v.pipe(auth, v.description('Client authentication: clients log in to the proxy with SCRAM-SHA-256 as users listed here; the proxy logs in to the upstream with upstream.uri\'s own credentials and never forwards a client\'s. Absent: clients connect without credentials (a client that sends some gets AuthenticationFailed). See docs/operations.md.'))),
   shutdown: v.optional(v.pipe(shutdown, v.description('Graceful shutdown.')), {}),
   compression: v.optional(
     v.pipe(
@@ -339,6 +372,21 @@ export const ProxyConfigSchema = v.pipe(
           pathItem(cfg as unknown as Record<string, unknown>, 'tls'),
           pathItem(cfg.tls as unknown as Record<string, unknown>, 'client_certificates'),
         ],
+      });
+    }
+    if (cfg.auth !== undefined) {
+      const seen = new Set<string>();
+      const users = cfg.auth.users;
+      users.forEach((u, i) => {
+        const k = `${u.db}\u0000${u.name}`;
+        if (seen.has(k)) {
+          addIssue({
+            message: `duplicate user "${u.name}" in db "${u.db}"`,
+            path: [pathItem(cfg as unknown as Record<string, unknown>, 'auth'), pathItem(cfg.auth as unknown as Record<string, unknown>, 'users'),
+              { type: 'array', origin: 'value', input: users, key: i, value: u }, pathItem(u as unknown as Record<string, unknown>, 'name')],
+          });
+        }
+        seen.add(k);
       });
     }
     if (cfg.admin?.listen !== undefined && cfg.admin.token === undefined) {

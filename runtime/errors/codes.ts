@@ -21,6 +21,7 @@ export const ErrorCodes = {
   UnsupportedFormat: 115,
   SocketException: 9001,
   RateLimitExceeded: 462,
+  MechanismUnavailable: 334,
 } as const;
 
 export type ErrorCodeName = keyof typeof ErrorCodes;

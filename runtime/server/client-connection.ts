@@ -11,7 +11,7 @@
 // request allocates no closures.
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import type { Document } from 'bson';
+import { serialize, type Document } from 'bson';
 import {
   CommandPeek, ReplyPeek, Framer, WireError, type FrameSink, type DocSequence, decompressFrame, parseOpMsg,
   validateDocument, validateDocuments, encodeOpMsg, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
@@ -28,8 +28,9 @@ import { decodeCommand, legacyToMsgBody, readLegacyCommand } from './legacy-quer
 import { appendProfile, profileDocument } from './request-profile.ts';
 import type { ServerContext } from './context.ts';
 import { LoadBalancedState } from './load-balanced.ts';
-
-const AUTH_COMMANDS: ReadonlySet<string> = new Set(['saslStart', 'saslContinue', 'authenticate', 'getnonce', 'logout']);
+import { AUTH_COMMANDS, OPEN_COMMANDS, type ClientAuth } from './client-auth.ts';
+import { ClientAuthSession, type LoginOwner } from './client-auth-session.ts';
+import type { ScramCredential } from './client-auth-scram.ts';
 /** While draining, how long a just-answered connection waits for a follow-up request before it ends. */
 const QUIET_MS = 200;
 /** A connection refused by clients.max_connections that sends nothing is closed after this long. */
@@ -42,7 +43,7 @@ const COMMAND_OVERHEAD = 16 * 1024;
 /** mongod's code for a document over the size limit. */
 const BSON_OBJECT_TOO_LARGE = 10334;
 
-export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWriterOwner, ConnectionInfo {
+export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWriterOwner, ConnectionInfo, LoginOwner {
   readonly id: number;
   readonly socket: Socket;
   readonly clientAddress: string;
@@ -50,8 +51,10 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   readonly refused: boolean;
   /** Client application name from the first hello (without its `?params`); ConnectionInfo for plugins. */
   appName = '';
-  /** Identity established by an auth step ('' when anonymous). */
+  /** Identity: the user this connection logged in as (config `auth`), or one an auth step set; '' when anonymous. */
   user = '';
+  /** Client authentication state, made at the first authentication command or hello field (auth on). */
+  private login: ClientAuthSession | null = null;
   metadata: ClientMetadata = emptyMetadata();
   private helloSeen = false;
   /** Compressor ids and names this client negotiated. */
@@ -300,9 +303,11 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       return;
     }
     if (AUTH_COMMANDS.has(op)) {
-      throw new ProxyError(ErrorCodes.AuthenticationFailed,
-        `the proxy does not pass client authentication through to the upstream (${op}); connect without credentials and use the auth step for client identity`);
+      this.answerAuth(op, decodeCommand(msg.body), this.peek.db);
+      return;
     }
+    const auth = this.ctx.clientAuth;
+    if (auth !== null && auth.required && !this.loggedIn && !OPEN_COMMANDS.has(op)) throw requiresAuthentication(op);
     this.dispatch(frame, msg.body, msg.sequences, msg.flags);
   }
 
@@ -315,8 +320,11 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       return;
     }
     if (AUTH_COMMANDS.has(c.op)) {
-      throw new ProxyError(ErrorCodes.AuthenticationFailed, `the proxy does not pass client authentication through to the upstream (${c.op})`);
+      this.answerAuth(c.op, c.cmd, c.db);
+      return;
     }
+    const auth = this.ctx.clientAuth;
+    if (auth !== null && auth.required && !this.loggedIn && !OPEN_COMMANDS.has(c.op)) throw requiresAuthentication(c.op);
     const body = legacyToMsgBody(c);
     this.peek.read(body);
     this.dispatch(encodeOpMsg(0, 0, 0, body), body, null, 0);
@@ -344,8 +352,54 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       this.negotiatedNames = neg.names;
     }
     this.writer.compressor = -1; // hello is never compressed
+    const auth = this.ctx.clientAuth;
+    const authFields = auth === null ? null : (this.login ??= new ClientAuthSession(this)).helloFields(request, auth);
     this.sendBody(helloReply(op, request, this.ctx.upstreamInfo(), this.id, this.negotiatedNames,
-      this.lb !== null ? this.ctx.serviceId : null));
+      this.lb !== null ? this.ctx.serviceId : null, authFields));
+  }
+
+  // ---- client authentication (config `auth`; client-auth*.ts) -----------------------------------
+
+  private get loggedIn(): boolean {
+    return this.login !== null && this.login.credential !== null;
+  }
+
+  /** saslStart, saslContinue, logout, authenticate, getnonce: answered here, never forwarded upstream. */
+  private answerAuth(op: string, cmd: Document, db: string): void {
+    const auth = this.ctx.clientAuth;
+    if (auth === null) {
+      throw new ProxyError(ErrorCodes.AuthenticationFailed,
+        `client authentication is not enabled on this proxy (no \`auth\` in its configuration), so ${op} cannot succeed; connect without credentials (the proxy authenticates to the upstream with its own)`);
+    }
+    this.writer.compressor = -1; // authentication is never compressed
+    const reply = (this.login ??= new ClientAuthSession(this)).command(op, cmd, db, auth);
+    if (op === 'logout') this.user = '';
+    this.sendBody(serialize(reply));
+  }
+
+  onLogin(c: ScramCredential): void {
+    this.user = c.name;
+    this.ctx.stats.authSucceeded++;
+    this.ctx.log.debug('client logged in', { conn: this.id, client: this.clientAddress, user: c.name, db: c.db });
+  }
+
+  onLoginFailed(user: string, reason: string): void {
+    this.ctx.stats.authFailed++;
+    const suppressed = this.ctx.inputLogThrottle.take();
+    if (suppressed < 0) return;
+    const fields: Record<string, unknown> = { conn: this.id, client: this.clientAddress, user, reason };
+    if (suppressed > 0) fields.suppressed = suppressed;
+    this.ctx.log.warn('client authentication failed', fields);
+  }
+
+  /** Reload: drops this connection's login unless `next` still has its user with the same keys. True when dropped. */
+  revalidateLogin(next: ClientAuth | null): boolean {
+    const login = this.login;
+    if (login === null || login.credential === null) return false;
+    if (next !== null && next.stillValid(login.credential)) return false;
+    login.credential = null;
+    this.user = '';
+    return true;
   }
 
   /**
@@ -731,4 +785,9 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       this.ctx.onClientClosed(this);
     }
   }
+}
+
+/** As mongod answers an unauthenticated connection: code 13 Unauthorized. */
+function requiresAuthentication(op: string): ProxyError {
+  return new ProxyError(ErrorCodes.Unauthorized, `Command ${op} requires authentication`);
 }

@@ -8,6 +8,7 @@ import type { PipelineManager } from '../pipeline/index.ts';
 import type { LogThrottle } from './log-throttle.ts';
 import type { Profiler } from '../profiling/index.ts';
 import type { Tracing } from '../telemetry/index.ts';
+import type { ClientAuth } from './client-auth.ts';
 
 export interface ServerStats {
   connectionsOpened: number;
@@ -36,6 +37,10 @@ export interface ServerStats {
   lbTransactionsAborted: number;
   /** Load-balanced clients that closed with cursors open: cursors killed upstream. */
   lbCursorsKilled: number;
+  /** Client SCRAM conversations that ended logged in (config `auth`). */
+  authSucceeded: number;
+  /** Client authentication attempts refused (unknown user, wrong password, malformed, wrong mechanism). */
+  authFailed: number;
 }
 
 /** Per-client bounds (config `clients`). */
@@ -70,6 +75,8 @@ export interface ServerContext {
   readonly router: UpstreamRouter;
   /** The ObjectId answered as `serviceId` to load-balanced clients: one per proxy process. */
   readonly serviceId: ObjectId;
+  /** Client authentication (config `auth`), read per request (a reload replaces it); null: off. */
+  readonly clientAuth: ClientAuth | null;
   upstreamInfo(): UpstreamInfo | null;
   onClientClosed(conn: ClientConnection): void;
 }

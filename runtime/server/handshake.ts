@@ -62,9 +62,11 @@ export function negotiateCompression(clientList: unknown, offered: readonly Comp
   return { names, ids };
 }
 
+/** `auth`: the authentication fields of the reply (saslSupportedMechs, speculativeAuthenticate), or null. */
 export function helloReply(
   command: string, request: Document, info: UpstreamInfo | null, connectionId: number, compression: readonly CompressorName[],
   serviceId: ObjectId | null = null,
+  auth: Document | null = null,
 ): Uint8Array {
   const upstreamMax = info?.maxWireVersion ?? DEFAULT_WIRE_VERSION;
   const reply: Document = {};
@@ -85,6 +87,7 @@ export function helloReply(
   // Load-balanced clients (hello with loadBalanced: true) require a serviceId, as a mongos behind a
   // load balancer sends: one per proxy process, since every connection reaches the same upstream.
   if (serviceId !== null) reply.serviceId = serviceId;
+  if (auth !== null) Object.assign(reply, auth);
   reply.ok = 1;
   return serialize(reply);
 }

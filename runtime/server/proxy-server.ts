@@ -10,6 +10,7 @@ import type { CompressorName } from '../wire/index.ts';
 import { ClientConnection } from './client-connection.ts';
 import { DEFAULT_CLIENT_LIMITS, type ClientLimits, type ServerContext, type ServerStats } from './context.ts';
 import { LogThrottle } from './log-throttle.ts';
+import { ClientAuth, newDecoyKey, type ClientAuthSettings } from './client-auth.ts';
 import type { Profiler } from '../profiling/index.ts';
 import type { Tracing } from '../telemetry/index.ts';
 
@@ -34,6 +35,8 @@ export interface ProxyServerOptions {
   tracing?: Tracing | null;
   /** TLS on the listener (listenerTlsOptions); absent: plain TCP. */
   tls?: TlsOptions | null;
+  /** Client authentication (config `auth`); absent: clients connect without credentials. */
+  clientAuth?: ClientAuthSettings | null;
 }
 
 export class ProxyServer implements ServerContext {
@@ -46,6 +49,7 @@ export class ProxyServer implements ServerContext {
     connectionsOpened: 0, connectionsActive: 0, requests: 0, errorReplies: 0, decodeErrors: 0, upstreamErrors: 0,
     rejected: 0, localReplies: 0, backpressurePauses: 0, shutdownRefused: 0, retriedUnsent: 0, tlsHandshakeFailures: 0,
     connectionsRefused: 0, oversizeRequests: 0, lbTransactionsAborted: 0, lbCursorsKilled: 0,
+    authSucceeded: 0, authFailed: 0,
   };
   /** Answered as `serviceId` to load-balanced clients (hello with loadBalanced: true): stable for this process. */
   readonly serviceId = new ObjectId();
@@ -56,6 +60,9 @@ export class ProxyServer implements ServerContext {
   readonly router: UpstreamRouter;
   readonly profiler: Profiler | null;
   readonly tracing: Tracing | null;
+  clientAuth: ClientAuth | null = null;
+  /** Salts the decoy credentials of unknown users; kept across reloads so their salt stays stable. */
+  private readonly decoyKey = newDecoyKey();
   private readonly server: Server;
   private readonly clients = new Set<ClientConnection>();
   private readonly host: string;
@@ -80,6 +87,7 @@ export class ProxyServer implements ServerContext {
     this.profiler = opts.profiler ?? null;
     this.tracing = opts.tracing ?? null;
     const maxConnections = this.clientLimits.maxConnections;
+    if (opts.clientAuth != null) this.clientAuth = new ClientAuth(opts.clientAuth, this.decoyKey);
     const accept = (socket: Socket) => {
       // Past clients.max_connections the connection is still accepted, so that the client reads
       // why (its first request is answered with an error document) instead of a bare reset.
@@ -125,6 +133,18 @@ export class ProxyServer implements ServerContext {
   /** Whether the listener speaks TLS. */
   get tls(): boolean {
     return 'setSecureContext' in this.server;
+  }
+
+  /**
+   * Reload: new users and mode apply to the next request. A connection logged in as a user that
+   * was removed, or whose credential changed, loses its login (its next command needs a new one).
+   */
+  setClientAuth(settings: ClientAuthSettings | null): void {
+    const next = settings === null ? null : new ClientAuth(settings, this.decoyKey);
+    this.clientAuth = next;
+    let revoked = 0;
+    for (const c of this.clients) if (c.revalidateLogin(next)) revoked++;
+    if (revoked > 0) this.log.info('client logins revoked by the new auth.users', { connections: revoked });
   }
 
   upstreamInfo(): UpstreamInfo | null {

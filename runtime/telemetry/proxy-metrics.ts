@@ -51,6 +51,17 @@ export function proxyMetricsRegistry(server: ProxyServer): Registry {
   total('proxy_oversize_requests_total', 'Requests answered with an error because they exceeded maxMessageSizeBytes or maxBsonObjectSize', () => server.stats.oversizeRequests);
   total('proxy_lb_transactions_aborted_total', 'Transactions aborted upstream because their load-balanced client closed its connection with them open', () => server.stats.lbTransactionsAborted);
   total('proxy_lb_cursors_killed_total', 'Cursors killed upstream because their load-balanced client closed its connection with them open', () => server.stats.lbCursorsKilled);
+  new Counter({
+    name: 'proxy_client_auth_total',
+    help: 'Client authentication attempts (config auth), by result: success (logged in) or failure (unknown user, wrong password, malformed, unsupported mechanism)',
+    labelNames: ['result'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc({ result: 'success' }, server.stats.authSucceeded);
+      this.inc({ result: 'failure' }, server.stats.authFailed);
+    },
+  });
   total('proxy_pipeline_local_replies_total', 'Requests answered by a pipeline step without the upstream', () => server.stats.localReplies);
   gauge('proxy_upstream_pool_connections', 'Upstream connections of the main pool (in use + idle)', () => server.pool.size);
   gauge('proxy_upstream_pool_idle', 'Idle upstream connections of the main pool', () => server.pool.idleCount);

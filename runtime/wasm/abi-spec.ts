@@ -118,7 +118,7 @@ export const PROPERTY = defineEnum('Property', 'Ids for proxy_get_property / pro
   Collection: { value: 2, wit: 'collection', kind: 'string', doc: 'collection (`getMore`: its `collection` field; `""` when none)' },
   AppName: { value: 3, wit: 'app-name', kind: 'string', doc: 'the client\'s appName' },
   ClientAddress: { value: 4, wit: 'client-address', kind: 'string', doc: 'the client\'s address' },
-  User: { value: 5, wit: 'user', kind: 'string', doc: 'the user an auth step established on the connection' },
+  User: { value: 5, wit: 'user', kind: 'string', doc: 'the connection\'s user: the one it logged in to the proxy as (config `auth`), or one an auth step set since; `""` when anonymous' },
   PipelineId: { value: 6, wit: 'pipeline-id', kind: 'string', doc: 'pipeline id' },
   Phase: { value: 7, wit: 'phase', kind: 'both', doc: '`request` / `response` (number: 0 / 1)' },
   RequestId: { value: 8, wit: 'request-id', kind: 'both', doc: 'the client\'s request id' },

@@ -61,7 +61,7 @@ export const enum Property {
   AppName = 3,
   /** the client's address */
   ClientAddress = 4,
-  /** the user an auth step established on the connection */
+  /** the connection's user: the one it logged in to the proxy as (config `auth`), or one an auth step set since; `""` when anonymous */
   User = 5,
   /** pipeline id */
   PipelineId = 6,

@@ -1,7 +1,8 @@
 // logging: one structured line per request, written at the response phase as fields of the
 // proxy's own log line (the host adds time, level, logger, step and pipeline):
 //   {"op":"find","db":"app","collection":"users","duration_us":412,"status":"ok",
-//    "request_id":7,"connection_id":3,"app":"shop"}  (+ "code" when status is error)
+//    "request_id":7,"connection_id":3,"app":"shop"}  (+ "code" when status is error, "user" when
+//    the connection has one: logged in to the proxy, or set by an auth step)
 // The duration is the host's elapsed time since it read the request, so the step needs only the
 // response phase (listing it in the request phase too is harmless: that callback does nothing).
 // The line is encoded as UTF-8 JSON in a reused buffer (LogRecord): no string is built.
@@ -49,6 +50,8 @@ class Logging extends Step {
       if (code != 0) r.int("code", code);
     }
     r.int("request_id", ctx.requestId).int("connection_id", ctx.connectionId).str("app", ctx.appName);
+    const user = ctx.user;
+    if (user.length > 0) r.str("user", user);
     if (ctx.isLocalReply) r.bool("local_reply", true);
     r.emit(this.level);
     return Action.Continue;

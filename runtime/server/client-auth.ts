@@ -1,0 +1,114 @@
+// Client authentication (config `auth`): the proxy's users, stored as SCRAM-SHA-256 credentials,
+// and the MongoDB command shapes around a conversation (client-auth-scram.ts):
+//   saslStart    { saslStart: 1, mechanism: "SCRAM-SHA-256", payload, options: { skipEmptyExchange } }
+//                → { conversationId: 1, done: false, payload: server-first, ok: 1 }
+//   saslContinue { saslContinue: 1, conversationId: 1, payload: client-final }
+//                → { conversationId: 1, done: true|false, payload: server-final, ok: 1 }
+//   (without skipEmptyExchange one more saslContinue with an empty payload → done: true)
+//   hello        { …, saslSupportedMechs: "<db>.<user>", speculativeAuthenticate: { saslStart: 1, …, db } }
+//                → { …, saslSupportedMechs: ["SCRAM-SHA-256"], speculativeAuthenticate: { conversationId, done, payload } }
+// Spec: github.com/mongodb/specifications source/auth/auth.md. One ClientAuth per configuration;
+// a reload builds a new one, and connections read the current one from their ServerContext.
+import { createHmac, randomBytes } from 'node:crypto';
+import { Binary, type Document } from 'bson';
+import { ErrorCodes, ProxyError } from '../errors/index.ts';
+import { ScramRefusal, ScramServerConversation, parseClientFirst, type ScramCredential } from './client-auth-scram.ts';
+
+export const SCRAM_SHA_256 = 'SCRAM-SHA-256';
+/** Iterations of the decoy credential answered for unknown users (mongod's default for SCRAM-SHA-256). */
+const DECOY_ITERATIONS = 15000;
+
+/** What config `auth` becomes (app/serve.ts decodes the base64). */
+export interface ClientAuthSettings {
+  /** true: every command but the handshake, authentication, ping and buildInfo needs a logged-in connection. */
+  readonly required: boolean;
+  readonly users: readonly ScramCredential[];
+}
+
+/** Commands an unauthenticated connection may run when authentication is required (as mongod). */
+export const OPEN_COMMANDS: ReadonlySet<string> = new Set([
+  'hello', 'isMaster', 'ismaster', 'saslStart', 'saslContinue', 'logout', 'ping', 'buildInfo', 'buildinfo',
+]);
+
+/** Commands the proxy answers itself when client authentication is on (never forwarded). */
+export const AUTH_COMMANDS: ReadonlySet<string> = new Set(['saslStart', 'saslContinue', 'authenticate', 'getnonce', 'logout']);
+
+/** The one reply a client gets for an unknown user or a wrong password (as mongod: no difference). */
+const FAILED = 'Authentication failed.';
+
+export class ClientAuth {
+  readonly required: boolean;
+  private readonly users = new Map<string, ScramCredential>();
+  /** Key of the decoy salts: the same unknown name gets the same salt for as long as the server runs. */
+  private readonly decoyKey: Buffer;
+
+  constructor(settings: ClientAuthSettings, decoyKey: Buffer) {
+    this.required = settings.required;
+    this.decoyKey = decoyKey;
+    for (const u of settings.users) this.users.set(key(u.db, u.name), u);
+  }
+
+  get size(): number {
+    return this.users.size;
+  }
+
+  lookup(db: string, name: string): ScramCredential | null {
+    return this.users.get(key(db, name)) ?? null;
+  }
+
+  /** Whether a connection logged in as `c` still may be (the user exists with the same keys). */
+  stillValid(c: ScramCredential): boolean {
+    const now = this.lookup(c.db, c.name);
+    return now !== null && now.storedKey.equals(c.storedKey) && now.serverKey.equals(c.serverKey);
+  }
+
+  /**
+   * Starts a conversation for a saslStart (or hello's speculativeAuthenticate) on database `db`.
+   * Throws ProxyError (MechanismUnavailable, AuthenticationFailed) for what cannot start.
+   */
+  start(cmd: Document, db: string): ScramServerConversation {
+    if (cmd.mechanism !== SCRAM_SHA_256) {
+      throw new ProxyError(ErrorCodes.MechanismUnavailable,
+        `Received authentication for mechanism ${String(cmd.mechanism)} which is not enabled: the proxy accepts ${SCRAM_SHA_256} only`);
+    }
+    const first = parseClientFirst(payloadBytes(cmd.payload));
+    const c = this.lookup(db, first.user);
+    return new ScramServerConversation(first, c ?? this.decoy(db, first.user), c !== null);
+  }
+
+  /** An unknown user's stand-in: a stable salt, keys nobody knows. */
+  private decoy(db: string, name: string): ScramCredential {
+    const salt = createHmac('sha256', this.decoyKey).update(key(db, name)).digest().subarray(0, 28);
+    return { name, db, salt, iterations: DECOY_ITERATIONS, storedKey: randomBytes(32), serverKey: randomBytes(32) };
+  }
+}
+
+function key(db: string, name: string): string {
+  return `${db}\u0000${name}`;
+}
+
+/** A SASL payload as bytes: BSON binary (drivers) or a string (some shells). */
+export function payloadBytes(p: unknown): Buffer {
+  if (p instanceof Binary) return Buffer.from(p.buffer.buffer, p.buffer.byteOffset, p.position);
+  if (p instanceof Uint8Array) return Buffer.from(p.buffer, p.byteOffset, p.byteLength);
+  if (typeof p === 'string') return Buffer.from(p, 'utf8');
+  throw new ProxyError(ErrorCodes.BadValue, 'SASL payload must be binary data');
+}
+
+/** The client-facing error for a refused conversation: details only for protocol errors. */
+export function refusalError(err: ScramRefusal): ProxyError {
+  return new ProxyError(ErrorCodes.AuthenticationFailed, err.protocol ? `${FAILED} ${err.message}` : FAILED);
+}
+
+export function failed(): ProxyError {
+  return new ProxyError(ErrorCodes.AuthenticationFailed, FAILED);
+}
+
+export function saslReply(done: boolean, payload: string): Document {
+  return { conversationId: 1, done, payload: new Binary(Buffer.from(payload, 'utf8')), ok: 1 };
+}
+
+/** A new decoy key (one per server). */
+export function newDecoyKey(): Buffer {
+  return randomBytes(32);
+}
