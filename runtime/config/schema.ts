@@ -45,7 +45,7 @@ const upstream = v.strictObject({
         v.string(),
         v.regex(MONGODB_URI_PATTERN),
         v.description(
-          'Upstream connection URI, mongodb://[user:password@]host[:port][,host…][/authdb][?authSource=…&authMechanism=SCRAM-SHA-256|SCRAM-SHA-1]. With a user, every pooled connection authenticates (SCRAM); clients connect to the proxy without credentials. mongodb+srv:// is not supported. When absent, the embedded development upstream starts in-process.',
+          'Upstream connection URI, mongodb://[user:password@]host[:port][,host…][/authdb][?authSource=…&authMechanism=SCRAM-SHA-256|SCRAM-SHA-1&replicaSet=…]. One host without replicaSet: that server. Several hosts, or replicaSet=name: a replica set (members discovered, writes to the primary, reads by the client\'s $readPreference) or a list of mongos routers (requests spread over the healthy ones); see docs/operations.md. With a user, every pooled connection authenticates (SCRAM); clients connect to the proxy without credentials. mongodb+srv:// is not supported. When absent, the embedded development upstream starts in-process.',
         ),
       ),
       'string mongodb:// URI',
@@ -71,6 +71,18 @@ const upstream = v.strictObject({
   request_timeout_ms: v.optional(
     int(0, undefined, 'Milliseconds allowed for one upstream round trip; 0 means no limit.'),
     0,
+  ),
+  heartbeat_ms: v.optional(
+    int(500, undefined, 'Multi-host upstreams (replica set, mongos list): milliseconds between two hello checks of each server (every 500 ms while a replica set has no known primary; at once after a network or "not primary" error).'),
+    10000,
+  ),
+  local_threshold_ms: v.optional(
+    int(0, undefined, 'Multi-host upstreams: requests are spread over the eligible servers whose hello round trip is within this many milliseconds of the fastest one.'),
+    15,
+  ),
+  server_selection_timeout_ms: v.optional(
+    int(1, undefined, 'Multi-host upstreams: milliseconds a request waits for a server it can go to (a primary, a secondary its read preference accepts, a healthy mongos) before it fails with a retryable FailedToSatisfyReadPreference error.'),
+    10000,
   ),
 });
 

@@ -3,7 +3,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { createServer as createTlsServer, type Server as TlsServer, type TlsOptions, type TLSSocket } from 'node:tls';
 import { refusesPeer } from './listener-tls.ts';
 import type { Logger } from '../log/index.ts';
-import { UpstreamPool, UpstreamRouter, type PoolOptions, type UpstreamInfo } from '../upstream/index.ts';
+import { UpstreamPool, UpstreamRouter, type PoolOptions, type Topology, type UpstreamInfo } from '../upstream/index.ts';
 import { PipelineManager } from '../pipeline/index.ts';
 import type { CompressorName } from '../wire/index.ts';
 import { ClientConnection } from './client-connection.ts';
@@ -33,6 +33,8 @@ export interface ProxyServerOptions {
   tracing?: Tracing | null;
   /** TLS on the listener (listenerTlsOptions); absent: plain TCP. */
   tls?: TlsOptions | null;
+  /** A multi-host upstream (replica set, mongos list): selects the server; `pool` is its first seed's. */
+  topology?: Topology | null;
 }
 
 export class ProxyServer implements ServerContext {
@@ -68,7 +70,7 @@ export class ProxyServer implements ServerContext {
     this.port = opts.port;
     this.pipelines = opts.pipelines ?? new PipelineManager();
     this.pipelineId = opts.pipelineId ?? 'default';
-    this.router = new UpstreamRouter(opts.pool, opts.poolOptions, this.log.child('proxy::upstream'));
+    this.router = new UpstreamRouter(opts.pool, opts.poolOptions, this.log.child('proxy::upstream'), opts.topology ?? null);
     this.clientLimits = opts.clientLimits ?? DEFAULT_CLIENT_LIMITS;
     this.profiler = opts.profiler ?? null;
     this.tracing = opts.tracing ?? null;
@@ -112,7 +114,7 @@ export class ProxyServer implements ServerContext {
   }
 
   upstreamInfo(): UpstreamInfo | null {
-    return this.pool.info;
+    return this.router.upstreamInfo();
   }
 
   onClientClosed(conn: ClientConnection): void {

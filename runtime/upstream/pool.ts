@@ -12,6 +12,20 @@ export interface PoolWaiter {
   onPoolError(err: ProxyError): void;
 }
 
+/**
+ * Where a request gets its connection: a pool, or (multi-host upstreams) a wait for a server that
+ * can serve it (topology.ts). The connection handed over names its pool (`conn.pool`).
+ */
+export interface ConnectionSource {
+  acquire(waiter: PoolWaiter): void;
+  describe(): string;
+}
+
+/** Told when a pool's server looks unhealthy (a topology re-checks it at once). */
+export interface PoolHealthListener {
+  onPoolNetworkError(pool: UpstreamPool): void;
+}
+
 export interface PoolOptions {
   poolSize: number;
   minIdle: number;
@@ -29,7 +43,7 @@ const MAX_CONNECTING = 2;
 
 interface Waiting { waiter: PoolWaiter; deadline: number }
 
-export class UpstreamPool {
+export class UpstreamPool implements ConnectionSource {
   readonly address: UpstreamAddress;
   private readonly opts: PoolOptions;
   private readonly log: PoolLogger;
@@ -45,6 +59,8 @@ export class UpstreamPool {
   private closed = false;
   private healthy = true;
   info: UpstreamInfo | null = null;
+  /** Set by a topology that owns this pool. */
+  healthListener: PoolHealthListener | null = null;
   /** Counters for metrics and tests. */
   readonly stats = { opened: 0, failedConnects: 0, closed: 0, waitTimeouts: 0 };
 
@@ -135,6 +151,7 @@ export class UpstreamPool {
     return UpstreamConnection.open(this.nextId++, h.host, h.port, this.opts.connectTimeoutMs, (c) => this.onConnectionClosed(c),
       this.address.credentials, this.address.tls)
       .then((conn) => {
+        conn.pool = this;
         this.connecting--;
         this.stats.opened++;
         if (this.info === null || conn.info !== null) this.info = conn.info;
@@ -151,7 +168,13 @@ export class UpstreamPool {
       });
   }
 
+  /** A request on one of this pool's connections failed with a network error. */
+  noteNetworkError(): void {
+    this.healthListener?.onPoolNetworkError(this);
+  }
+
   private connectFailed(err: Error): void {
+    this.healthListener?.onPoolNetworkError(this);
     if (this.healthy) {
       this.healthy = false;
       this.log.warn('upstream connection failed', { upstream: this.describe(), error: err.message });

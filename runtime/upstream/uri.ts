@@ -1,5 +1,7 @@
-// Parsing of `upstream.uri` (mongodb://host:port[/db][?options]). A single host is proxied; a list
-// uses the first reachable host in order (the proxy fronts one server or one mongos per URI).
+// Parsing of `upstream.uri` (mongodb://host:port[/db][?options]). A single host without
+// `replicaSet` is proxied as it is (one pool, today's behaviour); a list of hosts, or `replicaSet=`,
+// is a topology the proxy monitors itself (topology.ts): a replica set (writes to the primary, reads
+// by the client's read preference) or a list of mongos routers (requests spread over the healthy ones).
 // TLS options are spelled as drivers spell them (URI option names are case-insensitive): tls (or
 // ssl), tlsCAFile, tlsCertificateKeyFile, tlsCertificateKeyFilePassword,
 // tlsAllowInvalidCertificates, tlsAllowInvalidHostnames, tlsInsecure (both of the last two).
@@ -15,6 +17,8 @@ export interface UpstreamAddress {
   readonly credentials: Credentials | null;
   /** Set with tls=true (or ssl=true): every upstream connection is TLS. */
   readonly tls: UpstreamTls | null;
+  /** The `replicaSet` option: the set's name every member must report (null: not given). */
+  readonly replicaSet: string | null;
 }
 
 export interface UpstreamTls {
@@ -107,5 +111,7 @@ export function parseUpstreamUri(uri: string): UpstreamAddress {
     }
     credentials = { username, password, source: params.get('authsource') ?? (pathDb || 'admin'), mechanism };
   }
-  return { uri, hosts, username, credentials, tls: parseTls(params) };
+  const replicaSet = params.get('replicaset') ?? null;
+  if (replicaSet === '') throw bad('replicaSet is empty');
+  return { uri, hosts, username, credentials, tls: parseTls(params), replicaSet };
 }
