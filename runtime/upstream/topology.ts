@@ -281,9 +281,22 @@ export class Topology implements MonitorListener, PoolHealthListener {
     this.changed();
   }
 
-  /** A pooled connection failed (a request's network error, or a failed connect). */
+  /**
+   * A pooled connection failed (a request's network error, or a failed connect): as SDAM says, the
+   * server is Unknown until its monitor hears from it again, so no more requests are sent its way.
+   */
   onPoolNetworkError(pool: UpstreamPool): void {
-    for (const s of this.servers.values()) if (s.hasPool && s.pool === pool) s.monitor.requestCheck();
+    for (const s of this.servers.values()) {
+      if (!s.hasPool || s.pool !== pool) continue;
+      if (s.type !== 'Unknown') {
+        const was = s.type;
+        s.markUnknown('network error on a pooled connection');
+        this.log.warn('upstream server unreachable from the pool; checking it again', { server: s.address, was });
+        if (was === 'RSPrimary') for (const o of this.servers.values()) if (o.member && o !== s) o.monitor.requestCheck();
+        this.changed();
+      }
+      s.monitor.requestCheck();
+    }
   }
 
   /** A reply from `pool` carried `code`: "not primary" and shutdown codes make its server re-checked now. */
