@@ -2,6 +2,8 @@
 // `replicaSet` is proxied as it is (one pool, today's behaviour); a list of hosts, or `replicaSet=`,
 // is a topology the proxy monitors itself (topology.ts): a replica set (writes to the primary, reads
 // by the client's read preference) or a list of mongos routers (requests spread over the healthy ones).
+// A route step's URI is one pool (pool.ts): with several hosts it uses the first one that accepts a
+// connection, moving to the next when an attempt fails.
 // TLS options are spelled as drivers spell them (URI option names are case-insensitive): tls (or
 // ssl), tlsCAFile, tlsCertificateKeyFile, tlsCertificateKeyFilePassword,
 // tlsAllowInvalidCertificates, tlsAllowInvalidHostnames, tlsInsecure (both of the last two).

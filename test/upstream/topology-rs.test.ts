@@ -6,6 +6,8 @@
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { MongoClient, ReadPreference, type CommandFailedEvent } from 'mongodb';
 import { DevReplicaSet } from '../../runtime/devdb/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
@@ -75,6 +77,26 @@ test('writes and primary reads go to the primary; readPreference=secondary reads
   assert.equal(rs.members[0].count('find'), 5, 'no secondary read reached the primary');
   assert.equal(sum('find', [1, 2]), 20);
   assert.ok(rs.members[1].count('find') > 0 && rs.members[2].count('find') > 0, 'spread over both secondaries');
+});
+
+test('PyMongo: writes reach the primary, readPreference=secondary reads a secondary', async () => {
+  const p = await proxyFor(rs.uri([2]));
+  const t = p.server.router.topology!;
+  await until('three members', () => t.usableServers.length === 3 && t.primary !== null);
+  rs.resetCounts();
+  const script = [
+    'import sys, pymongo',
+    'c = pymongo.MongoClient(sys.argv[1], serverSelectionTimeoutMS=10000)',
+    'c.app.py.insert_one({"_id": "py"})',
+    'sec = c.get_database("app", read_preference=pymongo.ReadPreference.SECONDARY).py',
+    'print(sum(1 for _ in range(5) if sec.find_one({"_id": "py"}) is not None))',
+  ].join('\n');
+  // Asynchronously: the proxy runs in this process and must keep answering.
+  const out = (await promisify(execFile)('/usr/bin/python3', ['-c', script, p.uri], { timeout: 60_000 })).stdout.trim();
+  assert.equal(out, '5');
+  assert.equal(rs.members[0].count('insert'), 1);
+  assert.equal(sum('find', [1, 2]), 5);
+  assert.equal(rs.members[0].count('find'), 0);
 });
 
 test('read preference tags and maxStalenessSeconds pick the matching, fresh secondary', async () => {
