@@ -118,7 +118,12 @@ export class UpstreamRouter implements TxnPinner {
     if (peek.inTransaction && peek.lsidAt >= 0 && this.txns.size > 0) {
       const key = lsidKey(body, peek.lsidAt);
       const pin = this.txns.get(key);
-      if (pin !== undefined) {
+      // In a replica set a transaction lives on the primary: once its server is no longer the
+      // primary the pin is dropped, and the statement goes to the new primary (mongod answers
+      // NoSuchTransaction, labelled TransientTransactionError: the driver runs the transaction again).
+      if (pin !== undefined && topology !== null && !topology.mayKeepTxn(pin.pool)) {
+        this.txns.delete(key);
+      } else if (pin !== undefined) {
         if (pin.txnNumber === peek.txnNumber && pin.expiresAt > performance.now()) {
           if (peek.op === 'commitTransaction' || peek.op === 'abortTransaction') this.txns.delete(key);
           return pin.pool;

@@ -217,6 +217,16 @@ export class Topology implements MonitorListener, PoolHealthListener {
     return s.pool;
   }
 
+  /**
+   * Whether a transaction pinned to `pool` may stay there: in a replica set, only while it is the
+   * primary's (a route step's pool is not the topology's and always may).
+   */
+  mayKeepTxn(pool: UpstreamPool): boolean {
+    if (this.kind !== 'ReplicaSet' || pool.healthListener !== this) return true;
+    const p = this.primaryServer;
+    return p !== null && p.hasPool && p.pool === pool;
+  }
+
   /** A server for `rp` now, or null. */
   trySelect(rp: ReadPreference): TopologyServer | null {
     if (this.kind === 'ReplicaSet') return this.selector.select(rp, this.usable, this.primaryServer);

@@ -164,6 +164,37 @@ test('a cursor opened on a secondary is continued there (getMore, killCursors) a
   assert.equal(sum('killCursors', [1, 2]), 1);
 });
 
+test('a transaction in a replica set runs on the primary; after a step-down mid-transaction the driver runs it again on the new primary', async () => {
+  const p = await proxyFor(rs.uri([0]));
+  const t = p.server.router.topology!;
+  await until('primary 0', () => t.primary?.address === rs.members[0].address && t.usableServers.length === 3);
+  rs.resetCounts();
+  const c = client(p);
+  const col = c.db('app').collection<{ _id: string }>('txn');
+  let attempts = 0;
+  const session = c.startSession();
+  try {
+    await session.withTransaction(async () => {
+      attempts++;
+      await col.insertOne({ _id: `t${attempts}-a` }, { session });
+      if (attempts === 1) {
+        assert.equal(p.server.router.pinnedTransactions, 1);
+        rs.stepDown(1);
+      }
+      await col.insertOne({ _id: `t${attempts}-b` }, { session });
+    });
+  } finally {
+    await session.endSession();
+  }
+  assert.equal(attempts, 2, 'the first attempt failed on the old primary, the second succeeded');
+  assert.equal(rs.members[0].count('insert'), 2, 'first attempt: both statements went to the pinned primary');
+  assert.equal(rs.members[1].count('insert'), 2, 'second attempt: on the new primary');
+  assert.equal(rs.members[1].count('commitTransaction'), 1);
+  assert.equal(rs.members[0].count('commitTransaction') + rs.members[2].count('commitTransaction'), 0);
+  assert.equal(p.server.router.pinnedTransactions, 0);
+  rs.stepDown(0);
+});
+
 test('failover under load: the primary steps down; no hang, retryable errors only, the driver retries, traffic resumes on the new primary', async () => {
   const p = await proxyFor(rs.uri([0, 1, 2]));
   const t = p.server.router.topology!;
