@@ -137,11 +137,13 @@ export class DevReplicaSet {
     for (let i = 0; i < size; i++) this.members.push(new DevReplicaMember(this, i));
   }
 
-  static async start(size = 3, setName = 'rs0', engine = new DevEngine()): Promise<DevReplicaSet> {
+  /** `basePort` 0: free ports; else members listen on basePort, basePort + 1, … */
+  static async start(size = 3, setName = 'rs0', engine = new DevEngine(), basePort = 0): Promise<DevReplicaSet> {
+    if (!(size >= 1 && size <= 50)) throw new Error(`a replica set has 1 to 50 members, not ${size}`);
     const rs = new DevReplicaSet(size, setName, engine);
     for (const m of rs.members) {
       m.server = new DevDbServer(engine, { member: m });
-      m.port = (await m.server.listen(0)).port;
+      m.port = (await m.server.listen(basePort === 0 ? 0 : basePort + m.index)).port;
     }
     return rs;
   }
