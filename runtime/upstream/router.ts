@@ -93,6 +93,8 @@ export class UpstreamRouter implements TxnPinner {
       if (killedOn !== undefined) this.cursors.delete(id);
     }
     const topology = this.topology;
+    // A route naming upstream.uri itself means the default: with a topology, its server selection.
+    if (route !== null && topology !== null && route === this.main.address.uri) route = null;
     if (route !== null) {
       const pool = this.poolFor(route);
       if ((pool !== this.main || topology !== null) && peek.startTransaction && peek.lsidAt >= 0) this.pinTxn(lsidKey(body, peek.lsidAt), peek.txnNumber, pool);
