@@ -19,12 +19,13 @@ import type { Document } from 'bson';
 import { ErrorCodes, ProxyError } from '../errors/index.ts';
 import type { CommandPeek } from '../wire/index.ts';
 import { infoFromHello, type UpstreamInfo } from './connection.ts';
+export { TopologyServer, type ServerType } from './topology-server.ts';
 import { UpstreamPool, type ConnectionSource, type PoolHealthListener, type PoolLogger, type PoolOptions, type PoolWaiter } from './pool.ts';
-import { PRIMARY, ReadPreferenceReader, ReplicaSetSelector, describeReadPreference, type ReadPreference, type SelectableServer } from './read-preference.ts';
+import { PRIMARY, ReadPreferenceReader, ReplicaSetSelector, describeReadPreference, type ReadPreference } from './read-preference.ts';
 import { MIN_HEARTBEAT_MS, ServerMonitor, type MonitorListener } from './server-monitor.ts';
+import { TopologyServer, compareElection, memberList, serverType, splitAddress } from './topology-server.ts';
 import type { UpstreamAddress } from './uri.ts';
 
-export type ServerType = 'Unknown' | 'Standalone' | 'Mongos' | 'RSPrimary' | 'RSSecondary' | 'RSArbiter' | 'RSOther' | 'RSGhost';
 export type TopologyKind = 'Unknown' | 'ReplicaSet' | 'Sharded';
 
 export interface TopologyOptions {
@@ -38,61 +39,6 @@ const STATE_CHANGE_CODES: ReadonlySet<number> = new Set([10107, 13435, 11602, 13
 
 export function isStateChangeError(code: number): boolean {
   return STATE_CHANGE_CODES.has(code);
-}
-
-/** One member of the topology: what its monitor last learnt, and its pool. */
-export class TopologyServer implements SelectableServer {
-  readonly address: string;
-  readonly host: string;
-  readonly port: number;
-  type: ServerType = 'Unknown';
-  setName: string | null = null;
-  setVersion: number | null = null;
-  electionId: string | null = null;
-  /** The primary this server names (its hello's `primary`). */
-  primary: string | null = null;
-  tags: Record<string, string> = {};
-  rttMs = 0;
-  lastWriteDate = 0;
-  lastUpdateTime = 0;
-  error: string | null = null;
-  /** Still a member (false once the primary's list leaves it out). */
-  member = true;
-  info: UpstreamInfo | null = null;
-  readonly monitor: ServerMonitor;
-  private poolInstance: UpstreamPool | null = null;
-  private readonly makePool: (s: TopologyServer) => UpstreamPool;
-
-  constructor(host: string, port: number, monitor: (s: TopologyServer) => ServerMonitor, makePool: (s: TopologyServer) => UpstreamPool) {
-    this.host = host;
-    this.port = port;
-    this.address = `${host}:${port}`.toLowerCase();
-    this.makePool = makePool;
-    this.monitor = monitor(this);
-  }
-
-  get isPrimary(): boolean { return this.type === 'RSPrimary'; }
-  get isSecondary(): boolean { return this.type === 'RSSecondary'; }
-  get isMongos(): boolean { return this.type === 'Mongos'; }
-
-  /** The server's pool (opened on first use). */
-  get pool(): UpstreamPool {
-    return this.poolInstance ??= this.makePool(this);
-  }
-
-  get hasPool(): boolean { return this.poolInstance !== null; }
-
-  markUnknown(error: string): void {
-    this.type = 'Unknown';
-    this.error = error;
-    this.setVersion = null;
-    this.electionId = null;
-    this.primary = null;
-  }
-
-  closePool(): void {
-    this.poolInstance?.close();
-  }
 }
 
 /** Pins a transaction to the server its first statement went to (the router). */
@@ -136,6 +82,8 @@ export class Topology implements MonitorListener, PoolHealthListener {
   private readonly log: PoolLogger;
   private readonly servers = new Map<string, TopologyServer>();
   private readonly byMonitor = new Map<ServerMonitor, TopologyServer>();
+  /** Each server's last hello reply (its member lists). */
+  private readonly lastHello = new Map<TopologyServer, Document>();
   /** Members that can serve requests (data-bearing, in the topology), rebuilt on each change. */
   private usable: TopologyServer[] = [];
   private primaryServer: TopologyServer | null = null;
@@ -410,8 +358,6 @@ export class Topology implements MonitorListener, PoolHealthListener {
     return listed;
   }
 
-  private readonly lastHello = new Map<TopologyServer, Document>();
-
   private drop(s: TopologyServer, why: string): void {
     if (!s.member) return;
     this.log.warn('upstream server left out of the topology', { server: s.address, reason: why });
@@ -503,39 +449,4 @@ export class Topology implements MonitorListener, PoolHealthListener {
       s.closePool();
     }
   }
-}
-
-function serverType(r: Document): ServerType {
-  if (r.msg === 'isdbgrid') return 'Mongos';
-  if (r.isreplicaset === true) return 'RSGhost';
-  if (typeof r.setName === 'string') {
-    if (r.isWritablePrimary === true || r.ismaster === true) return 'RSPrimary';
-    if (r.secondary === true) return 'RSSecondary';
-    if (r.arbiterOnly === true) return 'RSArbiter';
-    return 'RSOther';
-  }
-  return 'Standalone';
-}
-
-function memberList(hello: Document | null): string[] {
-  if (hello === null) return [];
-  const out: string[] = [];
-  for (const key of ['hosts', 'passives', 'arbiters']) {
-    const list = hello[key];
-    if (Array.isArray(list)) for (const a of list) if (typeof a === 'string') out.push(a.toLowerCase());
-  }
-  return out;
-}
-
-function splitAddress(a: string): { host: string; port: number } | null {
-  const m = /^(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(a);
-  if (m === null) return null;
-  const port = m[2] === undefined ? 27017 : Number(m[2]);
-  return port > 0 && port < 65536 ? { host: m[1].replace(/^\[|\]$/g, ''), port } : null;
-}
-
-/** Orders (electionId, setVersion) pairs: ObjectId hex strings compare as their bytes do. */
-function compareElection(e1: string, v1: number, e2: string, v2: number): number {
-  if (e1 !== e2) return e1 < e2 ? -1 : 1;
-  return v1 - v2;
 }
