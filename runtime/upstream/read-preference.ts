@@ -3,8 +3,8 @@
 // specification describes it:
 // https://github.com/mongodb/specifications/blob/master/source/server-selection/server-selection.md
 // The common case — a document with `mode` only — is matched byte by byte and mapped to a shared
-// constant, so a request costs no allocation here; tags or maxStalenessSeconds (rare) decode just
-// the `$readPreference` sub-document.
+// constant, so a request costs no allocation here; one with tags or maxStalenessSeconds decodes
+// just the `$readPreference` sub-document, once per distinct document (a small bounded cache).
 import { deserialize, type Document } from 'bson';
 import { ErrorCodes, ProxyError } from '../errors/index.ts';
 import { BSON_DOCUMENT, BSON_STRING, ElementCursor, utf8 } from '../wire/index.ts';
@@ -33,10 +33,15 @@ const SMALLEST_MAX_STALENESS_S = 90;
 /** The spec's idleWritePeriodMS: how often an idle primary writes a no-op (so lastWriteDate moves). */
 const IDLE_WRITE_PERIOD_MS = 10_000;
 
+/** Distinct read-preference documents with tags or staleness kept parsed. */
+const MAX_PARSED = 256;
+
 /** One instance per topology; reused for every request (not re-entrant). */
 export class ReadPreferenceReader {
   private readonly cur = new ElementCursor();
   private readonly heartbeatMs: number;
+  /** Read preferences with more than a mode, by their bytes (at most MAX_PARSED, then started afresh). */
+  private readonly parsed = new Map<string, ReadPreference | ProxyError>();
 
   constructor(heartbeatMs: number) {
     this.heartbeatMs = heartbeatMs;
@@ -60,7 +65,15 @@ export class ReadPreferenceReader {
       else others = true;
     }
     if (!others && plain >= 0) return PLAIN[plain];
-    return this.parse(deserialize(body.subarray(start, end)));
+    // Tags or staleness: parsed once per distinct document (clients repeat the same few).
+    const key = body.toString('latin1', start, end);
+    let rp = this.parsed.get(key);
+    if (rp === undefined) {
+      rp = this.parse(deserialize(body.subarray(start, end)));
+      if (this.parsed.size >= MAX_PARSED) this.parsed.clear();
+      this.parsed.set(key, rp);
+    }
+    return rp;
   }
 
   /** The slow path: a read preference with more than a mode. */

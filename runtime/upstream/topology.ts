@@ -206,6 +206,7 @@ export class Topology implements MonitorListener, PoolHealthListener {
   onHello(monitor: ServerMonitor, reply: Document, rttMs: number): void {
     const s = this.byMonitor.get(monitor);
     if (s === undefined || this.closed) return;
+    this.lastHello.set(s, reply);
     const before = s.type;
     s.rttMs = s.type === 'Unknown' || s.rttMs === 0 ? rttMs : 0.2 * rttMs + 0.8 * s.rttMs;
     s.error = null;
@@ -370,7 +371,7 @@ export class Topology implements MonitorListener, PoolHealthListener {
   private addServer(host: string, port: number): TopologyServer {
     const s = new TopologyServer(host, port,
       (srv) => new ServerMonitor(host, port, this.address.tls, this.poolOptions.connectTimeoutMs, {
-        onHello: (m, reply, rtt) => { this.lastHello.set(srv, reply); this.onHello(m, reply, rtt); },
+        onHello: (m, reply, rtt) => this.onHello(m, reply, rtt),
         onCheckFailed: (m, err) => this.onCheckFailed(m, err),
         heartbeatMs: () => this.heartbeatMs(),
       }),
