@@ -3,7 +3,7 @@
 import { ConfigError, loadConfig, parseConfig, canaryDurationMs, type ProxyConfig } from '../config/index.ts';
 import { Logger, LogRing } from '../log/index.ts';
 import { DevDbServer } from '../devdb/index.ts';
-import { UpstreamPool, parseUpstreamUri, resolveUpstreamUri, type UpstreamAddress } from '../upstream/index.ts';
+import { Topology, UpstreamPool, parseUpstreamUri, resolveUpstreamUri, type UpstreamAddress } from '../upstream/index.ts';
 import { ProxyServer, type ClientAuthSettings } from '../server/index.ts';
 import { listenerTlsOptions } from '../server/listener-tls.ts';
 import { initCompression } from '../wire/index.ts';
@@ -172,8 +172,22 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     connectTimeoutMs: config.upstream.connect_timeout_ms,
     waitQueueTimeoutMs: config.upstream.wait_queue_timeout_ms,
   };
-  const pool = new UpstreamPool(address, poolOptions, upstreamLog);
-  await pool.start();
+  // Several hosts or replicaSet=: the proxy monitors the topology and selects a server per request
+  // (a pool each); one host: that server's pool.
+  let topology: Topology | null = null;
+  let pool: UpstreamPool;
+  if (address.hosts.current().length > 1 || address.replicaSet !== null) {
+    topology = new Topology(address, poolOptions, {
+      heartbeatMs: config.upstream.heartbeat_ms,
+      localThresholdMs: config.upstream.local_threshold_ms,
+      serverSelectionTimeoutMs: config.upstream.server_selection_timeout_ms,
+    }, upstreamLog);
+    await topology.start(config.upstream.connect_timeout_ms);
+    pool = topology.seedPool;
+  } else {
+    pool = new UpstreamPool(address, poolOptions, upstreamLog);
+    await pool.start();
+  }
   const { host, port } = splitListen(config.listen);
   const listenerTls = config.tls === undefined ? null : listenerTlsOptions(config.tls, opts.configFile ?? null);
   const server = new ProxyServer({
@@ -185,12 +199,12 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       maxPendingReplyBytes: config.clients.max_pending_reply_bytes, maxQueuedRequests: config.clients.max_queued_requests,
       maxConnections: config.clients.max_connections,
     },
-    profiler, tracing, clientAuth: clientAuthSettings(config.auth),
+    profiler, tracing, topology, clientAuth: clientAuthSettings(config.auth),
   });
   if (config.auth !== undefined) log.info('clients authenticate', { mode: config.auth.mode, users: config.auth.users.length });
   const bound = await server.listen();
   const uri = `mongodb://${bound.host}:${bound.port}/${listenerTls === null ? '' : '?tls=true'}`;
-  log.info('proxy listening', { listen: `${bound.host}:${bound.port}`, upstream: pool.describe(), connect: uri });
+  log.info('proxy listening', { listen: `${bound.host}:${bound.port}`, upstream: topology?.describe() ?? pool.describe(), connect: uri });
   let admin: Awaited<ReturnType<typeof startAdmin>> | null = null;
   let profilingHttp: Awaited<ReturnType<typeof startProfilingHttp>> | null = null;
   let controlPlane: Awaited<ReturnType<typeof startControlPlane>> | null = null;

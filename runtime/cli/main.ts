@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { cac } from 'cac';
 import { ConfigError, loadConfig } from '../config/index.ts';
 import { startProxy, watchReload } from '../app/serve.ts';
-import { DevDbServer } from '../devdb/index.ts';
+import { DevDbServer, DevReplicaSet } from '../devdb/index.ts';
 import { Logger, LogRing } from '../log/index.ts';
 import { registerLogs } from './logs.ts';
 import { registerBench } from './bench.ts';
@@ -64,8 +64,28 @@ cli.command('devdb', 'Run the embedded development upstream alone (in-memory; no
   .option('--user <name:password>', 'require SCRAM-SHA-256 authentication with this user (repeatable)')
   .option('--tls-cert <file>', 'listen with TLS: PEM certificate (with --tls-key)')
   .option('--tls-key <file>', 'PEM private key of --tls-cert')
-  .action(async (opts: { port: number; host: string; user?: string | string[]; tlsCert?: string; tlsKey?: string }) => {
+  .option('--replica-set <members>', 'run as a replica set "rs0" of this many members on 127.0.0.1, ports --port, --port + 1, … (one shared in-memory store; not replication)')
+  .action(async (opts: { port: number; host: string; user?: string | string[]; tlsCert?: string; tlsKey?: string; replicaSet?: number }) => {
     const log = new Logger('proxy::devdb', 'info', 'pretty');
+    if (opts.replicaSet !== undefined) {
+      if (opts.user !== undefined || opts.tlsCert !== undefined) {
+        process.stderr.write('proxy devdb: --replica-set runs without --user and --tls-cert\n');
+        process.exit(2);
+      }
+      let rs: DevReplicaSet;
+      try {
+        rs = await DevReplicaSet.start(Number(opts.replicaSet), 'rs0', undefined, Number(opts.port));
+      } catch (err) {
+        process.stderr.write(`proxy devdb: ${(err as Error).message}\n`);
+        process.exit(2);
+      }
+      log.info('development replica set listening (in-memory, one shared store, not replication)', { uri: rs.uri(), primary: rs.primary!.address });
+      process.stdout.write(`${rs.uri()}\n`);
+      const stopRs = () => { rs.close().then(() => process.exit(0)); };
+      process.on('SIGINT', stopRs);
+      process.on('SIGTERM', stopRs);
+      return;
+    }
     const users: Record<string, string> = {};
     for (const u of opts.user === undefined ? [] : Array.isArray(opts.user) ? opts.user : [opts.user]) {
       const i = String(u).indexOf(':');

@@ -46,7 +46,7 @@ const upstream = v.strictObject({
         v.string(),
         v.regex(MONGODB_URI_PATTERN),
         v.description(
-          'Upstream connection URI, mongodb://[user:password@]host[:port][,host…][/authdb][?authSource=…&authMechanism=SCRAM-SHA-256|SCRAM-SHA-1], or mongodb+srv://[user:password@]name[/authdb][?options] (one DNS name, no port): the hosts come from the SRV records of _mongodb._tcp.<name> (srvServiceName=… changes "mongodb", srvMaxHosts=N keeps N of them at random), which must lie in the parent domain of <name>; the one TXT record of <name> may set authSource, replicaSet and loadBalanced (the URI\'s own options win); TLS is on unless the URI says tls=false; the SRV records are re-resolved every srv_rescan_interval_ms. With a user, every pooled connection authenticates (SCRAM); clients never send these credentials (they log in to the proxy only when `auth` is set). When absent, the embedded development upstream starts in-process.',
+          'Upstream connection URI, mongodb://[user:password@]host[:port][,host…][/authdb][?authSource=…&authMechanism=SCRAM-SHA-256|SCRAM-SHA-1&replicaSet=…], or mongodb+srv://[user:password@]name[/authdb][?options] (one DNS name, no port): the hosts come from the SRV records of _mongodb._tcp.<name> (srvServiceName=… changes "mongodb", srvMaxHosts=N keeps N of them at random), which must lie in the parent domain of <name>; the one TXT record of <name> may set authSource, replicaSet and loadBalanced (the URI\'s own options win); TLS is on unless the URI says tls=false; the SRV records are re-resolved every srv_rescan_interval_ms. Several hosts, or replicaSet=name: a replica set (members discovered, writes to the primary, reads by the client\'s $readPreference) or a list of mongos routers (requests spread over the healthy ones); see docs/operations.md. With a user, every pooled connection authenticates (SCRAM); clients never send these credentials (they log in to the proxy only when `auth` is set). When absent, the embedded development upstream starts in-process.',
         ),
       ),
       'string mongodb:// or mongodb+srv:// URI',
@@ -85,6 +85,18 @@ const upstream = v.strictObject({
   srv_rescan_interval_ms: v.optional(
     int(100, undefined, 'Milliseconds between re-resolutions of a mongodb+srv:// upstream\'s SRV records (counted from the end of the previous one; after a failed one, the next comes after at most 10000). Node\'s resolver does not report SRV record TTLs, so they cannot shorten it.'),
     60000,
+  ),
+  heartbeat_ms: v.optional(
+    int(500, undefined, 'Multi-host upstreams (replica set, mongos list): milliseconds between two hello checks of each server (every 500 ms while a replica set has no known primary; at once after a network or "not primary" error).'),
+    10000,
+  ),
+  local_threshold_ms: v.optional(
+    int(0, undefined, 'Multi-host upstreams: requests are spread over the eligible servers whose hello round trip is within this many milliseconds of the fastest one.'),
+    15,
+  ),
+  server_selection_timeout_ms: v.optional(
+    int(1, undefined, 'Multi-host upstreams: milliseconds a request waits for a server it can go to (a primary, a secondary its read preference accepts, a healthy mongos) before it fails with a retryable FailedToSatisfyReadPreference error.'),
+    10000,
   ),
 });
 

@@ -23,11 +23,13 @@ class DevConnection implements FrameSink {
   private compressors: number[] = [];
   /** null when the server runs without users (no authentication). */
   private readonly auth: DevAuthSession | null;
+  private readonly member: DevMember | null;
 
-  constructor(socket: Socket, engine: DevEngine, connId: number, auth: DevAuth) {
+  constructor(socket: Socket, engine: DevEngine, connId: number, auth: DevAuth, member: DevMember | null) {
     this.socket = socket;
     this.engine = engine;
     this.connId = connId;
+    this.member = member;
     this.auth = auth.enabled ? auth.session() : null;
     const framer = new Framer(this);
     socket.setNoDelay(true);
@@ -104,7 +106,13 @@ class DevConnection implements FrameSink {
         return { ok: 0, errmsg: `command ${name} requires authentication`, code: 13, codeName: 'Unauthorized' };
       }
     }
+    const member = this.member;
+    if (member !== null) {
+      const refused = member.before(name, cmd);
+      if (refused !== null) return refused;
+    }
     const reply = this.engine.run(cmd, sequences, this.connId);
+    if (member !== null) member.after(name, cmd, reply);
     if ((name === 'hello' || name === 'isMaster' || name === 'ismaster') && reply.ok === 1 && Array.isArray(cmd.compression)) {
       const names = (cmd.compression as unknown[]).filter((c): c is CompressorName => typeof c === 'string' && (OFFERED as string[]).includes(c));
       this.compressors = names.map((n) => COMPRESSOR_IDS[n]);
@@ -130,7 +138,19 @@ function readDocs(payload: Buffer): Document[] {
   return out;
 }
 
+/**
+ * A role the server plays besides the engine's standalone one (a replica-set member, a mongos; see
+ * replica-set.ts): it sees every command first (and may answer it instead of the engine) and every
+ * reply after (hello replies get its topology fields there).
+ */
+export interface DevMember {
+  before(name: string, cmd: Document): Document | null;
+  after(name: string, cmd: Document, reply: Document): void;
+}
+
 export interface DevDbOptions {
+  /** A replica-set member's or a mongos's behaviour (replica-set.ts). */
+  member?: DevMember;
   /** SCRAM-SHA-256 users (name → password). Empty: no authentication, as a default mongod. */
   users?: Record<string, string>;
   /** The database `users` are defined in (the authSource clients must use); default "admin". */
@@ -144,14 +164,16 @@ export class DevDbServer {
   private readonly server: Server;
   private readonly sockets = new Set<Socket>();
   private readonly auth: DevAuth;
+  private readonly member: DevMember | null;
 
   constructor(engine = new DevEngine(), opts: DevDbOptions = {}) {
     this.engine = engine;
     this.auth = new DevAuth(opts.users ?? {}, opts.authDb);
+    this.member = opts.member ?? null;
     const accept = (socket: Socket) => {
       this.sockets.add(socket);
       socket.on('close', () => this.sockets.delete(socket));
-      new DevConnection(socket, this.engine, nextId++, this.auth);
+      new DevConnection(socket, this.engine, nextId++, this.auth, this.member);
     };
     const t = opts.tls;
     this.server = t === undefined ? createServer(accept)

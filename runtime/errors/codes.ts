@@ -10,6 +10,7 @@ export const ErrorCodes = {
   AuthenticationFailed: 18,
   IllegalOperation: 20,
   NetworkTimeout: 89,
+  FailedToSatisfyReadPreference: 133,
   ShutdownInProgress: 91,
   InterruptedAtShutdown: 11600,
   CommandNotFound: 59,

@@ -17,7 +17,7 @@ import {
   validateDocument, validateDocuments, encodeOpMsg, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
   MSG_MORE_TO_COME, MSG_EXHAUST_ALLOWED, MSG_CHECKSUM_PRESENT, UNCOMPRESSIBLE_COMMANDS, HEADER_SIZE,
 } from '../wire/index.ts';
-import { UpstreamCall, UpstreamCleanup, newRequestId, type UpstreamCallOwner, type UpstreamConnection, type UpstreamPool } from '../upstream/index.ts';
+import { UpstreamCall, UpstreamCleanup, newRequestId, type ConnectionSource, type UpstreamCallOwner, type UpstreamConnection, type UpstreamPool } from '../upstream/index.ts';
 import { ErrorCodes, ProxyError, errorDocument } from '../errors/index.ts';
 import { Exchange, RequestTimings, Verdict, type ConnectionInfo, type GraphSlot, type Pipeline } from '../pipeline/index.ts';
 import type { Profiler, CompletedRequest } from '../profiling/index.ts';
@@ -118,7 +118,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   private traceParent: TraceParent | null = null;
   private requestPhaseAt = -1;
   private responsePhaseAt = -1;
-  private upstreamPool: UpstreamPool | null = null;
+  private upstreamPool: ConnectionSource | null = null;
   private errorCode = 0;
   private errorName = '';
 
@@ -542,7 +542,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
 
   // ---- upstream ---------------------------------------------------------------------------
 
-  private forward(frame: Buffer, pool: UpstreamPool): void {
+  private forward(frame: Buffer, pool: ConnectionSource): void {
     // exhaustAllowed is cleared: the upstream then answers each getMore once, and the client
     // (which only *allowed* exhaust) sends the next getMore itself.
     const out = retargetOpMsg(frame, newRequestId(), 0, MSG_EXHAUST_ALLOWED);
@@ -572,6 +572,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       this.finish();
       return;
     }
+    this.upstreamPool = pool;
     this.ctx.router.afterReply(frame, pool, this.peek);
     if (this.profiledGraph !== null) {
       const rp = this.replyPeek.read(frame.subarray(HEADER_SIZE + 5));

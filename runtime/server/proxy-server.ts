@@ -4,7 +4,7 @@ import { createServer as createTlsServer, type Server as TlsServer, type TlsOpti
 import { ObjectId } from 'bson';
 import { refusesPeer } from './listener-tls.ts';
 import type { Logger } from '../log/index.ts';
-import { UpstreamPool, UpstreamRouter, type PoolOptions, type UpstreamInfo } from '../upstream/index.ts';
+import { UpstreamPool, UpstreamRouter, type PoolOptions, type Topology, type UpstreamInfo } from '../upstream/index.ts';
 import { PipelineManager } from '../pipeline/index.ts';
 import type { CompressorName } from '../wire/index.ts';
 import { ClientConnection } from './client-connection.ts';
@@ -37,6 +37,8 @@ export interface ProxyServerOptions {
   tls?: TlsOptions | null;
   /** Client authentication (config `auth`); absent: clients connect without credentials. */
   clientAuth?: ClientAuthSettings | null;
+  /** A multi-host upstream (replica set, mongos list): selects the server; `pool` is its first seed's. */
+  topology?: Topology | null;
 }
 
 export class ProxyServer implements ServerContext {
@@ -82,7 +84,7 @@ export class ProxyServer implements ServerContext {
     this.port = opts.port;
     this.pipelines = opts.pipelines ?? new PipelineManager();
     this.pipelineId = opts.pipelineId ?? 'default';
-    this.router = new UpstreamRouter(opts.pool, opts.poolOptions, this.log.child('proxy::upstream'));
+    this.router = new UpstreamRouter(opts.pool, opts.poolOptions, this.log.child('proxy::upstream'), opts.topology ?? null);
     this.clientLimits = { ...DEFAULT_CLIENT_LIMITS, ...opts.clientLimits };
     this.profiler = opts.profiler ?? null;
     this.tracing = opts.tracing ?? null;
@@ -148,7 +150,7 @@ export class ProxyServer implements ServerContext {
   }
 
   upstreamInfo(): UpstreamInfo | null {
-    return this.pool.info;
+    return this.router.upstreamInfo();
   }
 
   onClientClosed(conn: ClientConnection): void {

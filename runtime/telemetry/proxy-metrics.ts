@@ -2,6 +2,10 @@
 // pools at scrape time (collect callbacks), so the request path only bumps plain integer fields.
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { ProxyServer } from '../server/index.ts';
+import type { UpstreamPool } from '../upstream/index.ts';
+
+/** Label values of proxy_upstream_servers (any other type counts as `other`). */
+const SERVER_TYPES = ['RSPrimary', 'RSSecondary', 'Mongos', 'Unknown', 'other'] as const;
 
 /** Prometheus text of the proxy's metrics and the plugin host's (`host`: its WasmHost's registry;
  *  read at scrape time, so metrics plugins define after a reload appear too). */
@@ -63,11 +67,30 @@ export function proxyMetricsRegistry(server: ProxyServer): Registry {
     },
   });
   total('proxy_pipeline_local_replies_total', 'Requests answered by a pipeline step without the upstream', () => server.stats.localReplies);
-  gauge('proxy_upstream_pool_connections', 'Upstream connections of the main pool (in use + idle)', () => server.pool.size);
-  gauge('proxy_upstream_pool_idle', 'Idle upstream connections of the main pool', () => server.pool.idleCount);
-  gauge('proxy_upstream_pinned_cursors', 'Cursors pinned to the routed upstream that opened them', () => server.router.pinnedCursors);
-  gauge('proxy_upstream_pinned_transactions', 'Transactions pinned to the routed upstream that started them', () => server.router.pinnedTransactions);
-  gauge('proxy_upstream_pool_waiting', 'Requests waiting for an upstream connection', () => server.pool.waitingCount);
+  const pools = (f: (p: UpstreamPool) => number) => () => server.router.serverPools().reduce((n, p) => n + f(p), 0);
+  gauge('proxy_upstream_pool_connections', 'Upstream connections of the main pool, or of every server\'s pool of a multi-host upstream (in use + idle)', pools((p) => p.size));
+  gauge('proxy_upstream_pool_idle', 'Idle upstream connections of the main pool, or of every server\'s pool of a multi-host upstream', pools((p) => p.idleCount));
+  gauge('proxy_upstream_pinned_cursors', 'Cursors pinned to the upstream server (or routed upstream) that opened them', () => server.router.pinnedCursors);
+  gauge('proxy_upstream_pinned_transactions', 'Transactions pinned to the upstream server (or routed upstream) that started them', () => server.router.pinnedTransactions);
+  gauge('proxy_upstream_pool_waiting', 'Requests waiting for an upstream connection (main pool, or every server\'s pool of a multi-host upstream)', pools((p) => p.waitingCount));
+  const topology = server.router.topology;
+  if (topology !== null) {
+    new Gauge({
+      name: 'proxy_upstream_servers',
+      help: 'Servers of a multi-host upstream by type as its monitors last saw them (RSPrimary, RSSecondary, Mongos, Unknown, other)',
+      labelNames: ['type'] as const,
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const t of SERVER_TYPES) this.set({ type: t }, 0);
+        for (const s of topology.allServers()) {
+          if (!s.member) continue;
+          const t = (SERVER_TYPES as readonly string[]).includes(s.type) ? s.type : 'other';
+          this.inc({ type: t });
+        }
+      },
+    });
+  }
   const tracing = server.tracing;
   if (tracing !== null) {
     total('proxy_trace_requests_sampled_total', 'Requests traced (sampled at their start: telemetry.sample_rate, or the client traceparent\'s sampled flag)', () => tracing.sampled);

@@ -6,6 +6,7 @@ import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import type { UpstreamTls } from './uri.ts';
 import { Binary, deserialize, serialize, type Document } from 'bson';
 import { ScramClient, type Credentials } from './scram.ts';
+import type { UpstreamPool } from './pool.ts';
 import {
   Framer, type FrameSink, type WireError, encodeOpMsg, parseOpMsg, decompressFrame, OP_MSG, OP_COMPRESSED,
   MSG_MORE_TO_COME, HEADER_SIZE,
@@ -25,6 +26,18 @@ export interface UpstreamInfo {
   maxMessageSizeBytes: number;
   maxWriteBatchSize: number;
   logicalSessionTimeoutMinutes: number | null;
+}
+
+/** The limits the proxy advertises, from an upstream's hello reply. */
+export function infoFromHello(reply: Document): UpstreamInfo {
+  return {
+    maxWireVersion: Number(reply.maxWireVersion ?? 0),
+    minWireVersion: Number(reply.minWireVersion ?? 0),
+    maxBsonObjectSize: Number(reply.maxBsonObjectSize ?? 16777216),
+    maxMessageSizeBytes: Number(reply.maxMessageSizeBytes ?? 48000000),
+    maxWriteBatchSize: Number(reply.maxWriteBatchSize ?? 100000),
+    logicalSessionTimeoutMinutes: reply.logicalSessionTimeoutMinutes == null ? null : Number(reply.logicalSessionTimeoutMinutes),
+  };
 }
 
 let nextRequestId = 1;
@@ -64,6 +77,10 @@ export class UpstreamConnection implements FrameSink {
   /** Its host left the upstream's host list: closed when next released instead of pooled. */
   retired = false;
   info: UpstreamInfo | null = null;
+  /** The handshake's hello reply (server monitors read the topology fields from it). */
+  hello: Document | null = null;
+  /** The pool that owns the connection (null for a monitor's connection). */
+  pool: UpstreamPool | null = null;
   private onClosed: ((conn: UpstreamConnection) => void) | null;
 
   private constructor(id: number, host: string, port: number, socket: Socket, onClosed: (conn: UpstreamConnection) => void) {
@@ -130,15 +147,9 @@ export class UpstreamConnection implements FrameSink {
       client: { driver: { name: 'pipeline-proxy', version: '0.3.0' }, os: { type: process.platform }, platform: `Node.js ${process.version}` },
     });
     if (reply.ok !== 1) throw new Error(`upstream hello failed: ${reply.errmsg}`);
+    this.hello = reply;
     if (credentials !== null) await this.authenticate(credentials);
-    return {
-      maxWireVersion: Number(reply.maxWireVersion ?? 0),
-      minWireVersion: Number(reply.minWireVersion ?? 0),
-      maxBsonObjectSize: Number(reply.maxBsonObjectSize ?? 16777216),
-      maxMessageSizeBytes: Number(reply.maxMessageSizeBytes ?? 48000000),
-      maxWriteBatchSize: Number(reply.maxWriteBatchSize ?? 100000),
-      logicalSessionTimeoutMinutes: reply.logicalSessionTimeoutMinutes == null ? null : Number(reply.logicalSessionTimeoutMinutes),
-    };
+    return infoFromHello(reply);
   }
 
   private async authenticate(c: Credentials): Promise<void> {
@@ -167,8 +178,8 @@ export class UpstreamConnection implements FrameSink {
     }
   }
 
-  /** One command round trip during the handshake (not on the request path). */
-  private command(doc: Document): Promise<Document> {
+  /** One command round trip, decoded (the handshake and server monitors; not the request path). */
+  command(doc: Document): Promise<Document> {
     return new Promise((resolve, reject) => {
       this.send(encodeOpMsg(newRequestId(), 0, 0, serialize(doc)), {
         onUpstreamReply(frame) {

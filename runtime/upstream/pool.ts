@@ -16,6 +16,20 @@ export interface PoolWaiter {
   onPoolError(err: ProxyError): void;
 }
 
+/**
+ * Where a request gets its connection: a pool, or (multi-host upstreams) a wait for a server that
+ * can serve it (topology.ts). The connection handed over names its pool (`conn.pool`).
+ */
+export interface ConnectionSource {
+  acquire(waiter: PoolWaiter): void;
+  describe(): string;
+}
+
+/** Told when a pool's server looks unhealthy (a topology re-checks it at once). */
+export interface PoolHealthListener {
+  onPoolNetworkError(pool: UpstreamPool): void;
+}
+
 export interface PoolOptions {
   poolSize: number;
   minIdle: number;
@@ -33,7 +47,7 @@ const MAX_CONNECTING = 2;
 
 interface Waiting { waiter: PoolWaiter; deadline: number }
 
-export class UpstreamPool {
+export class UpstreamPool implements ConnectionSource {
   readonly address: UpstreamAddress;
   private readonly opts: PoolOptions;
   private readonly log: PoolLogger;
@@ -59,6 +73,8 @@ export class UpstreamPool {
   /** Why the last connection attempt failed ('' after a success). */
   lastError = '';
   private probing: Promise<boolean> | null = null;
+  /** Set by a topology that owns this pool. */
+  healthListener: PoolHealthListener | null = null;
   /** Counters for metrics and tests. */
   readonly stats = { opened: 0, failedConnects: 0, closed: 0, waitTimeouts: 0 };
 
@@ -156,6 +172,7 @@ export class UpstreamPool {
     return UpstreamConnection.open(this.nextId++, h.host, h.port, this.opts.connectTimeoutMs, (c) => this.onConnectionClosed(c),
       this.address.credentials, this.address.tls, this.address.lookup)
       .then((conn) => {
+        conn.pool = this;
         this.connecting--;
         this.stats.opened++;
         this.live.add(conn);
@@ -177,8 +194,14 @@ export class UpstreamPool {
       });
   }
 
+  /** A request on one of this pool's connections failed with a network error. */
+  noteNetworkError(): void {
+    this.healthListener?.onPoolNetworkError(this);
+  }
+
   private connectFailed(err: Error): void {
     this.lastError = err.message;
+    this.healthListener?.onPoolNetworkError(this);
     if (this.healthy) {
       this.healthy = false;
       this.log.warn('upstream connection failed', { upstream: this.describe(), error: err.message });

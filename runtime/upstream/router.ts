@@ -1,13 +1,17 @@
 // Which upstream pool serves a request: the pool a `route` step chose, else the pool that owns the
-// request's cursor or transaction, else the main pool. Cursors and transactions live on a server,
-// not a connection: a cursor opened through a routed upstream must be continued (getMore) and
-// killed (killCursors) there, and every statement of a transaction — including commit and abort —
-// must reach the server that started it. Both pins are kept in bounded maps (oldest dropped first)
-// and dropped when the cursor is exhausted or killed, the transaction committed or aborted, or, for
-// transactions, after TXN_PIN_TTL_MS. With no routed pool (the usual case) nothing is looked up.
+// request's cursor or transaction, else the main pool — or, for a multi-host upstream, the server
+// the topology selects (topology.ts). Cursors and transactions live on a server, not a connection:
+// a cursor must be continued (getMore) and killed (killCursors) on the server that opened it, and
+// every statement of a transaction — including commit and abort — must reach the server that
+// started it. Both pins are kept in bounded maps (oldest dropped first, at most MAX_PINNED_*
+// entries) with a TTL refreshed on use, and dropped when the cursor is exhausted or killed, the
+// transaction committed or aborted. With one upstream server and no routed pool (the usual single
+// host case) nothing is looked up.
 import { performance } from 'node:perf_hooks';
 import { BSON_ARRAY, BSON_DOCUMENT, BSON_INT64, ElementCursor, ReplyPeek, utf8, type CommandPeek } from '../wire/index.ts';
-import { UpstreamPool, type PoolLogger, type PoolOptions } from './pool.ts';
+import { UpstreamPool, type ConnectionSource, type PoolLogger, type PoolOptions } from './pool.ts';
+import type { Topology, TxnPinner } from './topology.ts';
+import type { UpstreamInfo } from './connection.ts';
 import { parseUpstreamUri } from './uri.ts';
 
 /** Cursors pinned to routed pools: at most this many. */
@@ -16,26 +20,46 @@ export const MAX_PINNED_CURSORS = 100_000;
 export const MAX_PINNED_TRANSACTIONS = 100_000;
 /** A transaction pin outlives MongoDB's default transactionLifetimeLimitSeconds (60 s) twice over. */
 export const TXN_PIN_TTL_MS = 120_000;
+/** A cursor pin outlives mongod's default idle cursor timeout (cursorTimeoutMillis, 10 min); each getMore renews it. */
+export const CURSOR_PIN_TTL_MS = 11 * 60_000;
 
 const K_CURSORS = utf8('cursors');
 
 interface TxnPin { pool: UpstreamPool; txnNumber: bigint; expiresAt: number }
+interface CursorPin { pool: UpstreamPool; expiresAt: number }
 
-export class UpstreamRouter {
+export class UpstreamRouter implements TxnPinner {
   readonly main: UpstreamPool;
+  /** Set for a multi-host upstream (replica set, mongos list): it selects the server. */
+  readonly topology: Topology | null;
   private readonly poolOptions: PoolOptions | undefined;
   private readonly log: PoolLogger;
   private readonly routed = new Map<string, UpstreamPool>();
-  private readonly cursors = new Map<bigint, UpstreamPool>();
+  private readonly cursors = new Map<bigint, CursorPin>();
   private readonly txns = new Map<string, TxnPin>();
   private readonly replyPeek = new ReplyPeek();
   private readonly cur = new ElementCursor();
   private readonly inner = new ElementCursor();
 
-  constructor(main: UpstreamPool, poolOptions: PoolOptions | undefined, log: PoolLogger) {
+  constructor(main: UpstreamPool, poolOptions: PoolOptions | undefined, log: PoolLogger, topology: Topology | null = null) {
     this.main = main;
     this.poolOptions = poolOptions;
     this.log = log;
+    this.topology = topology;
+    if (topology !== null) topology.pinner = this;
+  }
+
+  /** The limits the proxy advertises in its hello. */
+  upstreamInfo(): UpstreamInfo | null {
+    return this.topology?.info ?? this.main.info;
+  }
+
+  /** The pools of every upstream server (one for a single host; one per server of a topology). */
+  serverPools(): UpstreamPool[] {
+    if (this.topology === null) return [this.main];
+    const out: UpstreamPool[] = [];
+    for (const s of this.topology.allServers()) if (s.hasPool) out.push(s.pool);
+    return out;
   }
 
   get pinnedCursors(): number { return this.cursors.size; }
@@ -60,26 +84,48 @@ export class UpstreamRouter {
    * one, else its cursor's or transaction's pool, else the main pool. Pins a transaction that
    * starts on a routed pool.
    */
-  choose(peek: CommandPeek, body: Buffer, route: string | null): UpstreamPool {
+  choose(peek: CommandPeek, body: Buffer, route: string | null): ConnectionSource {
     let killedOn: UpstreamPool | undefined;
     if (peek.op === 'killCursors' && this.cursors.size > 0) {
       // The cursor's pin ends here, whichever way the command is routed.
       const id = this.firstKilledCursor(body);
-      killedOn = this.cursors.get(id);
+      killedOn = this.cursors.get(id)?.pool;
       if (killedOn !== undefined) this.cursors.delete(id);
     }
+    const topology = this.topology;
+    // A route naming upstream.uri itself means the default: with a topology, its server selection.
+    if (route !== null && topology !== null && route === this.main.address.uri) route = null;
     if (route !== null) {
       const pool = this.poolFor(route);
-      if (pool !== this.main && peek.startTransaction && peek.lsidAt >= 0) this.pinTxn(body, peek, pool);
+      if ((pool !== this.main || topology !== null) && peek.startTransaction && peek.lsidAt >= 0) this.pinTxn(lsidKey(body, peek.lsidAt), peek.txnNumber, pool);
       return pool;
     }
-    if (this.routed.size === 0) return this.main;
-    if (peek.cursorId !== 0n) return this.cursors.get(peek.cursorId) ?? this.main;
-    if (peek.op === 'killCursors') return killedOn ?? this.main;
+    if (this.routed.size === 0 && topology === null) return this.main;
+    if (peek.cursorId !== 0n) {
+      const pin = this.cursors.get(peek.cursorId);
+      if (pin !== undefined) {
+        const now = performance.now();
+        if (pin.expiresAt > now) {
+          // Renewed and moved to the back: the map stays ordered by last use, oldest first.
+          pin.expiresAt = now + CURSOR_PIN_TTL_MS;
+          this.cursors.delete(peek.cursorId);
+          this.cursors.set(peek.cursorId, pin);
+          return pin.pool;
+        }
+        this.cursors.delete(peek.cursorId);
+      }
+      return topology === null ? this.main : topology.select(peek, body, null);
+    }
+    if (peek.op === 'killCursors' && killedOn !== undefined) return killedOn;
     if (peek.inTransaction && peek.lsidAt >= 0 && this.txns.size > 0) {
       const key = lsidKey(body, peek.lsidAt);
       const pin = this.txns.get(key);
-      if (pin !== undefined) {
+      // In a replica set a transaction lives on the primary: once its server is no longer the
+      // primary the pin is dropped, and the statement goes to the new primary (mongod answers
+      // NoSuchTransaction, labelled TransientTransactionError: the driver runs the transaction again).
+      if (pin !== undefined && topology !== null && !topology.mayKeepTxn(pin.pool)) {
+        this.txns.delete(key);
+      } else if (pin !== undefined) {
         if (pin.txnNumber === peek.txnNumber && pin.expiresAt > performance.now()) {
           if (peek.op === 'commitTransaction' || peek.op === 'abortTransaction') this.txns.delete(key);
           return pin.pool;
@@ -87,16 +133,23 @@ export class UpstreamRouter {
         this.txns.delete(key);
       }
     }
-    return this.main;
+    if (topology === null) return this.main;
+    // A transaction's first statement: pinned to whichever server the topology picks for it.
+    return topology.select(peek, body, peek.startTransaction && peek.lsidAt >= 0 ? lsidKey(body, peek.lsidAt) : null);
   }
 
-  /** After a reply from `pool`: a cursor opened on a routed pool is pinned there; an exhausted one is unpinned. */
+  /**
+   * After a reply from `pool`: a cursor opened on a routed pool or a topology's server is pinned
+   * there; an exhausted one is unpinned. A topology hears of "not primary" and shutdown errors.
+   */
   afterReply(frame: Buffer, pool: UpstreamPool, peek: CommandPeek): void {
-    if (pool === this.main) return;
+    if (pool === this.main && this.topology === null) return;
     let id: bigint;
     try {
       // An OP_MSG frame: header (16) + flags (4) + kind byte (1) + body.
-      id = this.replyPeek.read(frame.subarray(21)).cursorId;
+      const r = this.replyPeek.read(frame.subarray(21));
+      id = r.cursorId;
+      if (!r.ok && this.topology !== null) this.topology.onReplyError(pool, r.code);
     } catch {
       return;
     }
@@ -104,19 +157,33 @@ export class UpstreamRouter {
       if (peek.cursorId !== 0n) this.cursors.delete(peek.cursorId);
       return;
     }
+    if (peek.cursorId === id) return; // a getMore's reply: already pinned (and renewed)
+    this.dropExpired(this.cursors);
     if (this.cursors.size >= MAX_PINNED_CURSORS) this.cursors.delete(this.cursors.keys().next().value!);
-    this.cursors.set(id, pool);
+    this.cursors.set(id, { pool, expiresAt: performance.now() + CURSOR_PIN_TTL_MS });
   }
 
   close(): void {
     for (const p of this.routed.values()) p.close();
+    this.topology?.close();
   }
 
-  private pinTxn(body: Buffer, peek: CommandPeek, pool: UpstreamPool): void {
-    const key = lsidKey(body, peek.lsidAt);
+  /** Pins the transaction of session `key` (lsid bytes) with `txnNumber` to `pool`. */
+  pinTxn(key: string, txnNumber: bigint, pool: UpstreamPool): void {
     this.txns.delete(key);
+    this.dropExpired(this.txns);
     if (this.txns.size >= MAX_PINNED_TRANSACTIONS) this.txns.delete(this.txns.keys().next().value!);
-    this.txns.set(key, { pool, txnNumber: peek.txnNumber, expiresAt: performance.now() + TXN_PIN_TTL_MS });
+    this.txns.set(key, { pool, txnNumber, expiresAt: performance.now() + TXN_PIN_TTL_MS });
+  }
+
+  /** Drops expired pins from the front of `map` (ordered oldest first), a few per call. */
+  private dropExpired<K>(map: Map<K, { expiresAt: number }>): void {
+    const now = performance.now();
+    let n = 0;
+    for (const [k, v] of map) {
+      if (v.expiresAt > now || n++ >= 8) break;
+      map.delete(k);
+    }
   }
 
   /** killCursors: the first id of its `cursors` array (drivers kill one cursor per command). */

@@ -9,7 +9,7 @@
 // the upstream round trip.
 import { performance } from 'node:perf_hooks';
 import { ErrorCodes, ProxyError } from '../errors/index.ts';
-import type { PoolWaiter, UpstreamPool } from './pool.ts';
+import type { ConnectionSource, PoolWaiter, UpstreamPool } from './pool.ts';
 import type { ReplyHandler, UpstreamConnection } from './connection.ts';
 
 /** How long an upstream connection stays with its client after a fire-and-forget write (see hold()). */
@@ -44,6 +44,9 @@ export class UpstreamCall implements PoolWaiter, ReplyHandler {
   /** When its reply was read (0 for fire-and-forget or a failure). */
   repliedAt = 0;
 
+  /** Where the connection comes from (a pool, or a topology's wait for a suitable server). */
+  private source: ConnectionSource | null = null;
+  /** The pool of the connection serving the call (set when one is handed over). */
   private pool: UpstreamPool | null = null;
   /** The frame to send, kept until the call ends so an unsent one can be retried. */
   private frame: Buffer | null = null;
@@ -77,6 +80,8 @@ export class UpstreamCall implements PoolWaiter, ReplyHandler {
   keepConnection = false;
   private pinned: UpstreamConnection | null = null;
   private pinnedPool: UpstreamPool | null = null;
+  /** What the pinned connection was acquired through (a pool, or a topology that chose pinnedPool). */
+  private pinnedSource: ConnectionSource | null = null;
 
   constructor(owner: UpstreamCallOwner, stats: UpstreamCallStats, requestTimeoutMs: number) {
     this.owner = owner;
@@ -89,9 +94,10 @@ export class UpstreamCall implements PoolWaiter, ReplyHandler {
     return this.frame !== null;
   }
 
-  /** Sends `frame` (request id already set) through `pool`; the owner hears back exactly once. */
-  start(pool: UpstreamPool, frame: Buffer, expectReply: boolean, op: string, retryableWrite: boolean): void {
-    this.pool = pool;
+  /** Sends `frame` (request id already set) through `source`; the owner hears back exactly once. */
+  start(source: ConnectionSource, frame: Buffer, expectReply: boolean, op: string, retryableWrite: boolean): void {
+    this.source = source;
+    this.pool = null;
     this.frame = frame;
     this.expectReply = expectReply;
     this.op = op;
@@ -103,7 +109,7 @@ export class UpstreamCall implements PoolWaiter, ReplyHandler {
     this.repliedAt = 0;
     const pinned = this.pinned;
     if (pinned !== null) {
-      if (pinned.alive && this.pinnedPool === pool) {
+      if (pinned.alive && this.pinnedSource === source) {
         this.onConnection(pinned);
         return;
       }
@@ -115,17 +121,18 @@ export class UpstreamCall implements PoolWaiter, ReplyHandler {
     const held = this.held;
     if (held !== null) {
       this.held = null;
-      if (this.heldPool === pool) {
+      if (this.heldPool === source) {
         this.onConnection(held);
         return;
       }
       this.heldPool!.release(held);
     }
-    pool.acquire(this);
+    source.acquire(this);
   }
 
   onConnection(conn: UpstreamConnection): void {
     const frame = this.frame;
+    this.pool = conn.pool;
     if (frame === null) {
       this.pool!.release(conn); // abandoned while waiting
       return;
@@ -143,6 +150,7 @@ export class UpstreamCall implements PoolWaiter, ReplyHandler {
     if (this.keepConnection && !this.closed) {
       this.pinned = conn;
       this.pinnedPool = this.pool;
+      this.pinnedSource = this.source;
     } else this.hold(conn);
     this.end();
     this.owner.onCallSent();
@@ -162,6 +170,7 @@ export class UpstreamCall implements PoolWaiter, ReplyHandler {
       if (this.keepConnection && !this.closed) {
         this.pinned = conn;
         this.pinnedPool = pool;
+        this.pinnedSource = this.source;
       } else pool.release(conn);
     }
     this.end();
@@ -177,9 +186,11 @@ export class UpstreamCall implements PoolWaiter, ReplyHandler {
       this.retried = true;
       this.stats.retriedUnsent++;
       this.clearTimer();
-      this.pool!.acquire(this);
+      this.source!.acquire(this);
       return;
     }
+    // A topology re-checks the server at once (its primary may be gone).
+    this.pool!.noteNetworkError();
     // Safe for the client to retry when the request never left, or when it is a retryable write
     // (txnNumber): the server deduplicates those by (lsid, txnNumber).
     const labels = !sent || this.retryableWrite ? ['RetryableWriteError'] : [];

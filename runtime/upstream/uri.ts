@@ -1,7 +1,11 @@
 // Parsing of `upstream.uri` (mongodb://host:port[/db][?options], or mongodb+srv://name[/db][?options]
-// resolved through DNS by srv.ts). A single host is proxied; a list uses the first reachable host in
-// order (the proxy fronts one server or one mongos per URI). The list is a HostSource: fixed for
-// mongodb://, re-resolved periodically for mongodb+srv://.
+// resolved through DNS by srv.ts). The host list is a HostSource: fixed for mongodb://, re-resolved
+// periodically for mongodb+srv://. A single host without `replicaSet` is proxied as it is (one
+// pool); a list of hosts, or `replicaSet=`, is a topology the proxy monitors itself (topology.ts): a
+// replica set (writes to the primary, reads by the client's read preference) or a list of mongos
+// routers (requests spread over the healthy ones). A route step's URI is one pool (pool.ts): with
+// several hosts it uses the first one that accepts a connection, moving to the next when an
+// attempt fails.
 // TLS options are spelled as drivers spell them (URI option names are case-insensitive): tls (or
 // ssl), tlsCAFile, tlsCertificateKeyFile, tlsCertificateKeyFilePassword,
 // tlsAllowInvalidCertificates, tlsAllowInvalidHostnames, tlsInsecure (both of the last two).
@@ -28,6 +32,8 @@ export interface UpstreamAddress {
   readonly credentials: Credentials | null;
   /** Set with tls=true (or ssl=true): every upstream connection is TLS. */
   readonly tls: UpstreamTls | null;
+  /** The `replicaSet` option: the set's name every member must report (null: not given). */
+  readonly replicaSet: string | null;
 }
 
 export interface UpstreamTls {
@@ -126,7 +132,9 @@ function buildAddress(uri: string, parts: UriParts, hosts: HostSource, params: M
     }
     credentials = { username, password, source: params.get('authsource') ?? (decodeURIComponent(parts.db) || 'admin'), mechanism };
   }
-  return { uri, hosts, lookup, options: params, username, credentials, tls: parseTls(params) };
+  const replicaSet = params.get('replicaset') ?? null;
+  if (replicaSet === '') throw bad('replicaSet is empty');
+  return { uri, hosts, lookup, options: params, username, credentials, tls: parseTls(params), replicaSet };
 }
 
 /** Parses a mongodb:// URI. A mongodb+srv:// URI needs DNS: use resolveUpstreamUri. */

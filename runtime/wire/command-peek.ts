@@ -13,6 +13,7 @@ const K_START_TXN = utf8('startTransaction');
 const K_AUTOCOMMIT = utf8('autocommit');
 const K_COLLECTION = utf8('collection');
 const K_TRACEPARENT = utf8('$traceparent');
+const K_READ_PREFERENCE = utf8('$readPreference');
 const K_COMMENT = utf8('comment');
 
 /** Commands whose first value is not a collection name even when it is a string. */
@@ -40,6 +41,8 @@ export class CommandPeek {
   traceparentAt = -1;
   /** Offset of a `comment` element, -1 when absent (it may carry a traceparent; see runtime/telemetry). */
   commentAt = -1;
+  /** Offset of a `$readPreference` document element, -1 when absent (server selection reads it). */
+  readPreferenceAt = -1;
 
   private readonly cur = new ElementCursor();
 
@@ -57,6 +60,7 @@ export class CommandPeek {
     this.cursorId = 0n;
     this.traceparentAt = -1;
     this.commentAt = -1;
+    this.readPreferenceAt = -1;
     let first = true;
     while (cur.next()) {
       if (first) {
@@ -71,6 +75,7 @@ export class CommandPeek {
         case 0x24: // '$'
           if (cur.nameIs(K_DB) && cur.type === BSON_STRING) this.db = cur.string();
           else if (cur.nameIs(K_TRACEPARENT)) this.traceparentAt = cur.at;
+          else if (cur.nameIs(K_READ_PREFERENCE) && cur.type === BSON_DOCUMENT) this.readPreferenceAt = cur.at;
           break;
         case 0x6c: // 'l'
           if (cur.nameIs(K_LSID) && cur.type === BSON_DOCUMENT) this.lsidAt = cur.at;

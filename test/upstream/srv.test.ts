@@ -19,6 +19,7 @@ import { parseUpstreamUri, resolveUpstreamUri, type UpstreamAddress, type Upstre
 import { SrvHostSource, targetInDomain } from '../../runtime/upstream/srv.ts';
 import { Logger } from '../../runtime/log/index.ts';
 import { TestDnsServer } from '../helpers/dns-server.ts';
+import { DevMongos } from '../../runtime/devdb/replica-set.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'proxy-srv-'));
 const running: RunningProxy[] = [];
@@ -122,10 +123,10 @@ test('TXT record options: authSource from the TXT record is used for upstream lo
   // The user exists in "accounts" only; the URI's path says "app", which would be the authSource without the TXT record.
   const secured = await devdb({ users: { svc: 'pw' }, authDb: 'accounts' });
   dns.zone.srv.set('_mongodb._tcp.auth.srv.test', [{ target: 'db3.srv.test', port: secured.port }]);
-  dns.zone.txt.set('auth.srv.test', [['authSource=accounts&', 'replicaSet=rs0']]);
+  dns.zone.txt.set('auth.srv.test', [['authSource=accounts&', 'loadBalanced=false']]);
   const proxy = await proxyTo(`mongodb+srv://svc:pw@auth.srv.test/app?tlsCAFile=${CA}`);
   assert.equal(proxy.pool.address.credentials?.source, 'accounts');
-  assert.equal(proxy.pool.address.options.get('replicaset'), 'rs0', 'a TXT record of several strings is read as one');
+  assert.equal(proxy.pool.address.options.get('loadbalanced'), 'false', 'a TXT record of several strings is read as one');
   const col = client(proxy.uri).db('app').collection<{ _id: number }>('c');
   await col.insertOne({ _id: 7 });
   assert.deepEqual(await col.findOne({ _id: 7 }), { _id: 7 });
@@ -269,4 +270,32 @@ test('upstream.dns_servers and srv_rescan_interval_ms are validated with the key
   const c = parseConfig({ upstream: { dns_servers: ['127.0.0.1:5353', '10.0.0.2', '[::1]:53'] } }, null);
   assert.deepEqual(c.upstream.dns_servers, ['127.0.0.1:5353', '10.0.0.2', '[::1]:53']);
   assert.equal(c.upstream.srv_rescan_interval_ms, 60000);
+});
+
+test('mongodb+srv naming several mongos routers: a mongos list over the SRV targets, and a rescan adds and removes routers', { timeout: 90_000 }, async () => {
+  const routers = await DevMongos.startMany(3);
+  after(async () => { for (const r of routers) await r.server!.close().catch(() => {}); });
+  const name = '_mongodb._tcp.routers.srv.test';
+  dns.zone.srv.set(name, [{ target: 'db1.srv.test', port: routers[0].port }, { target: 'db2.srv.test', port: routers[1].port }]);
+  const proxy = await proxyTo('mongodb+srv://routers.srv.test/?tls=false', { srv_rescan_interval_ms: 200, heartbeat_ms: 500 });
+  const col = client(proxy.uri).db('app').collection('routed');
+  const finds = () => routers.map((r) => r.count('find'));
+  await until('both SRV targets serve finds', async () => {
+    await col.findOne({});
+    const f = finds();
+    return f[0] > 0 && f[1] > 0;
+  });
+  assert.equal(finds()[2], 0, 'the router not in the SRV records gets nothing');
+
+  // The records now name routers 1 and 2: router 0 is left out, router 2 joins.
+  dns.zone.srv.set(name, [{ target: 'db2.srv.test', port: routers[1].port }, { target: 'db3.srv.test', port: routers[2].port }]);
+  await until('the new router serves finds', async () => {
+    await col.findOne({});
+    return finds()[2] > 0;
+  });
+  for (const r of routers) r.resetCounts();
+  for (let i = 0; i < 30; i++) await col.findOne({});
+  const f = finds();
+  assert.equal(f[0], 0, `the router dropped from the SRV records gets no more requests (${f.join('/')})`);
+  assert.ok(f[1] > 0 && f[2] > 0, `requests spread over the two listed routers (${f.join('/')})`);
 });

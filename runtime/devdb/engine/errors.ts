@@ -26,6 +26,8 @@ export const ErrorCodes = {
   CommandNotSupported: 115,
   InvalidPipelineOperator: 168,
   TransactionTooOld: 225,
+  NotWritablePrimary: 10107,
+  NotPrimaryNoSecondaryOk: 13435,
   NoMatchingDocument: 47,
   DuplicateKey: 11000,
   MergeStageNoMatchingDocument: 13113,
