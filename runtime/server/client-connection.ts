@@ -28,6 +28,7 @@ import { decodeCommand, legacyToMsgBody, readLegacyCommand } from './legacy-quer
 import { appendProfile, profileDocument } from './request-profile.ts';
 import type { ServerContext } from './context.ts';
 import { LoadBalancedState } from './load-balanced.ts';
+import { stateChangeReplacement } from './state-change.ts';
 import { AUTH_COMMANDS, OPEN_COMMANDS, type ClientAuth } from './client-auth.ts';
 import { ClientAuthSession, type LoginOwner } from './client-auth-session.ts';
 import type { ScramCredential } from './client-auth-scram.ts';
@@ -574,6 +575,11 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     }
     this.upstreamPool = pool;
     this.ctx.router.afterReply(frame, pool, this.peek);
+    const replaced = stateChangeReplacement(frame, pool.describe());
+    if (replaced !== null) {
+      frame = replaced;
+      this.ctx.stats.stateChangeErrorsRewritten++;
+    }
     if (this.profiledGraph !== null) {
       const rp = this.replyPeek.read(frame.subarray(HEADER_SIZE + 5));
       this.replyOk = rp.ok;

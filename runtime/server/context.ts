@@ -37,6 +37,8 @@ export interface ServerStats {
   lbTransactionsAborted: number;
   /** Load-balanced clients that closed with cursors open: cursors killed upstream. */
   lbCursorsKilled: number;
+  /** Upstream state-change errors (not primary, shutting down) answered as HostUnreachable (state-change.ts). */
+  stateChangeErrorsRewritten: number;
   /** Client SCRAM conversations that ended logged in (config `auth`). */
   authSucceeded: number;
   /** Client authentication attempts refused (unknown user, wrong password, malformed, wrong mechanism). */

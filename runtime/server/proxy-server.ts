@@ -50,7 +50,7 @@ export class ProxyServer implements ServerContext {
   readonly stats: ServerStats = {
     connectionsOpened: 0, connectionsActive: 0, requests: 0, errorReplies: 0, decodeErrors: 0, upstreamErrors: 0,
     rejected: 0, localReplies: 0, backpressurePauses: 0, shutdownRefused: 0, retriedUnsent: 0, tlsHandshakeFailures: 0,
-    connectionsRefused: 0, oversizeRequests: 0, lbTransactionsAborted: 0, lbCursorsKilled: 0,
+    connectionsRefused: 0, oversizeRequests: 0, lbTransactionsAborted: 0, lbCursorsKilled: 0, stateChangeErrorsRewritten: 0,
     authSucceeded: 0, authFailed: 0,
   };
   /** Answered as `serviceId` to load-balanced clients (hello with loadBalanced: true): stable for this process. */

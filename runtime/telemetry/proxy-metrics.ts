@@ -54,6 +54,7 @@ export function proxyMetricsRegistry(server: ProxyServer): Registry {
   total('proxy_client_connections_refused_total', 'Client connections refused because clients.max_connections were open (answered with "connection limit reached")', () => server.stats.connectionsRefused);
   total('proxy_oversize_requests_total', 'Requests answered with an error because they exceeded maxMessageSizeBytes or maxBsonObjectSize', () => server.stats.oversizeRequests);
   total('proxy_lb_transactions_aborted_total', 'Transactions aborted upstream because their load-balanced client closed its connection with them open', () => server.stats.lbTransactionsAborted);
+  total('proxy_upstream_state_change_errors_total', 'Upstream replies with a state-change error (not primary, shutting down) answered to the client as HostUnreachable, so its driver retries instead of marking the proxy Unknown', () => server.stats.stateChangeErrorsRewritten);
   total('proxy_lb_cursors_killed_total', 'Cursors killed upstream because their load-balanced client closed its connection with them open', () => server.stats.lbCursorsKilled);
   new Counter({
     name: 'proxy_client_auth_total',
