@@ -6,7 +6,7 @@
 // credentials never reach it.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -17,6 +17,7 @@ import { parseConfig } from '../../runtime/config/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
 import { scramUserEntry } from '../../runtime/cli/user.ts';
+import { pymongoLoginCheck, pythonSkip } from '../helpers/python.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'proxy-production-'));
 const f = (name: string) => join(dir, name);
@@ -119,37 +120,11 @@ test('a client without TLS is not served by the TLS listener', { timeout: 30_000
   }
 });
 
-const PY = '/usr/bin/python3';
-const pyProbe = spawnSync(PY, ['-c', 'import pymongo'], { timeout: 30_000 });
-const pySkip = pyProbe.status === 0 || process.env.CI ? false : `PyMongo is not installed for ${PY} (apt-get install python3-pymongo)`;
+const pySkip = pythonSkip(['pymongo'], 'python3-pymongo');
 
-const PY_SCRIPT = `
-import json, sys, pymongo
-from pymongo.errors import OperationFailure
-out = {}
-c = pymongo.MongoClient(sys.argv[1], serverSelectionTimeoutMS=10000)
-col = c.prod.py_orders
-col.delete_many({})
-col.insert_one({"_id": 7, "by": "pymongo"})
-out["doc"] = col.find_one({"_id": 7})
-c.close()
-bad = pymongo.MongoClient(sys.argv[2], serverSelectionTimeoutMS=10000)
-try:
-    bad.prod.py_orders.find_one({})
-    out["bad"] = None
-except OperationFailure as e:
-    out["bad"] = e.code
-bad.close()
-print(json.dumps(out))
-`;
 
 test('PyMongo over TLS with SCRAM through the same proxy; a wrong password gets 18', { skip: pySkip, timeout: 120_000 }, async () => {
-  const out = await new Promise<Record<string, unknown>>((res, rej) => {
-    execFile(PY, ['-c', PY_SCRIPT, clientUri(APP_PASSWORD), clientUri('nope')], { timeout: 90_000 }, (err, stdout, stderr) => {
-      if (err) rej(new Error(`pymongo script failed: ${err.message}\n${stderr}`));
-      else res(JSON.parse(stdout.trim().split('\n').pop()!) as Record<string, unknown>);
-    });
-  });
-  assert.deepEqual(out.doc, { _id: 7, by: 'pymongo' });
+  const out = await pymongoLoginCheck(clientUri(APP_PASSWORD), clientUri('nope'), 'prod', 'py_orders');
+  assert.deepEqual(out.doc, { _id: 1, by: 'pymongo' });
   assert.equal(out.bad, 18);
 });

@@ -4,7 +4,6 @@
 // the proxy's users ("ann", "bob"): a client login that leaked upstream could not succeed.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawnSync } from 'node:child_process';
 import { createServer, connect, type Socket } from 'node:net';
 import { deserialize, Binary, type Document } from 'bson';
 import { MongoClient, MongoServerError } from 'mongodb';
@@ -16,6 +15,7 @@ import { ScramClient } from '../../runtime/upstream/index.ts';
 import { scramUserEntry } from '../../runtime/cli/user.ts';
 import { ScramServerConversation, parseClientFirst } from '../../runtime/server/client-auth-scram.ts';
 import { RawClient, opMsg, opQuery, decodeReply } from '../helpers/wire.ts';
+import { pymongoLoginCheck, pythonSkip } from '../helpers/python.ts';
 
 const ANN = 'ann-s3cret,=é';
 const BOB = 'bob-pw';
@@ -223,38 +223,11 @@ test('without auth configured, a client with credentials gets AuthenticationFail
   });
 });
 
-const PY = '/usr/bin/python3';
-const pyProbe = spawnSync(PY, ['-c', 'import pymongo'], { timeout: 30_000 });
-const pySkip = pyProbe.status === 0 || process.env.CI ? false : `PyMongo is not installed for ${PY} (apt-get install python3-pymongo)`;
-
-const PY_SCRIPT = `
-import json, sys, pymongo
-from pymongo.errors import OperationFailure
-out = {}
-c = pymongo.MongoClient(sys.argv[1], serverSelectionTimeoutMS=10000)
-col = c.app.ca_py
-col.delete_many({})
-col.insert_one({"_id": 1, "by": "pymongo"})
-out["doc"] = col.find_one({"_id": 1})
-c.close()
-bad = pymongo.MongoClient(sys.argv[2], serverSelectionTimeoutMS=10000)
-try:
-    bad.app.ca_py.find_one({})
-    out["bad"] = None
-except OperationFailure as e:
-    out["bad"] = e.code
-bad.close()
-print(json.dumps(out))
-`;
+const pySkip = pythonSkip(['pymongo'], 'python3-pymongo');
 
 test('PyMongo with credentials works; with a wrong password it gets 18', { skip: pySkip, timeout: 120_000 }, async () => {
   const { proxy } = await start({ users: USERS });
-  const out = await new Promise<Document>((res, rej) => {
-    execFile(PY, ['-c', PY_SCRIPT, uri(proxy, 'bob', BOB), uri(proxy, 'bob', 'wrong')], { timeout: 100_000 }, (err, stdout, stderr) => {
-      if (err) rej(new Error(`pymongo script failed: ${err.message}\n${stderr}`));
-      else res(JSON.parse(stdout.trim().split('\n').pop()!) as Document);
-    });
-  });
+  const out = await pymongoLoginCheck(uri(proxy, 'bob', BOB), uri(proxy, 'bob', 'wrong'), 'app', 'ca_py');
   assert.deepEqual(out.doc, { _id: 1, by: 'pymongo' });
   assert.equal(out.bad, 18);
   assert.ok(proxy.server.stats.authSucceeded >= 1);
