@@ -8,8 +8,8 @@ import { Binary, deserialize, serialize, type Document } from 'bson';
 import { ScramClient, type Credentials } from './scram.ts';
 import type { UpstreamPool } from './pool.ts';
 import {
-  Framer, type FrameSink, type WireError, encodeOpMsg, parseOpMsg, decompressFrame, OP_MSG, OP_COMPRESSED,
-  MSG_MORE_TO_COME, HEADER_SIZE,
+  Framer, type FrameSink, type WireError, encodeOpMsg, parseOpMsg, decompressFrame, checkDocument, OP_MSG, OP_COMPRESSED,
+  MSG_MORE_TO_COME, MSG_CHECKSUM_PRESENT, SECTION_BODY, HEADER_SIZE,
 } from '../wire/index.ts';
 
 export interface ReplyHandler {
@@ -225,6 +225,18 @@ export class UpstreamConnection implements FrameSink {
     const h = this.handler;
     if (h === null || f.readInt32LE(8) !== this.expected || op !== OP_MSG) {
       this.fail(new Error(`unexpected frame from upstream (opcode ${op}, responseTo ${f.readInt32LE(8)})`));
+      return;
+    }
+    // Clients decode the body section, and the reply path peeks into it: a reply whose body
+    // document is cut short (its length runs past the message, no terminator) is not forwarded.
+    // Only lengths and terminators are checked, not contents; the usual reply (one body section)
+    // costs a few byte reads, any other layout gets the full section walk.
+    try {
+      if (f.length >= HEADER_SIZE + 10 && f[HEADER_SIZE + 4] === SECTION_BODY) {
+        checkDocument(f, HEADER_SIZE + 5, (f.readUInt32LE(HEADER_SIZE) & MSG_CHECKSUM_PRESENT) !== 0 ? f.length - 4 : f.length);
+      } else parseOpMsg(f);
+    } catch (err) {
+      this.fail(new Error(`malformed reply from upstream: ${(err as Error).message}`));
       return;
     }
     // A reply with moreToCome (exhaust) keeps the handler for the next frame. The proxy clears
