@@ -83,13 +83,13 @@ export class UpstreamConnection implements FrameSink {
   pool: UpstreamPool | null = null;
   private onClosed: ((conn: UpstreamConnection) => void) | null;
 
-  private constructor(id: number, host: string, port: number, socket: Socket, onClosed: (conn: UpstreamConnection) => void) {
+  private constructor(id: number, host: string, port: number, socket: Socket) {
     this.id = id;
     this.host = host;
     this.port = port;
     this.socket = socket;
     this.framer = new Framer(this);
-    this.onClosed = onClosed;
+    this.onClosed = null;
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.framer.push(chunk));
     socket.on('error', (err) => this.fail(err));
@@ -119,15 +119,21 @@ export class UpstreamConnection implements FrameSink {
       socket.once('error', early);
       socket.once(tls === null ? 'connect' : 'secureConnect', () => {
         socket.off('error', early);
-        const conn = new UpstreamConnection(id, host, port, socket, onClosed);
-        // A connection that never reached the pool must not report its close to the pool
-        // (the pool already accounts for the failed open).
+        // A connection that never reached its owner must not report its close (the pool already
+        // accounts for the failed open): `onClosed` is set only once the handshake succeeded, so
+        // an upstream that hangs up mid-handshake is reported once, as the failed open.
+        const conn = new UpstreamConnection(id, host, port, socket);
         const discard = () => { conn.onClosed = null; conn.destroy(); };
         conn.handshake(credentials).then((info) => {
           if (settled) { discard(); return; }
           settled = true;
           clearTimeout(timer);
           conn.info = info;
+          if (!conn.alive) {
+            reject(new Error(`connection to ${host}:${port} closed right after its handshake`));
+            return;
+          }
+          conn.onClosed = onClosed;
           resolve(conn);
         }, (err: Error) => {
           discard();
