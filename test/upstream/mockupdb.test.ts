@@ -22,8 +22,9 @@ const skip = probe.status === 0 || process.env.CI ? false : `mockupdb is not ins
 
 // The upstream: argv kind ('standalone' | 'mongos') and how many servers. Cursors return documents
 // _id 0..6 in batches of batchSize (the cursor id says where the next batch starts); the collection
-// name picks the case. stdin takes "hello-error N" (server N answers hello with an error) and
-// "stop N" (server N stops: listener and connections closed).
+// name picks the case. stdin takes "hello-error N" (server N answers hello with an error),
+// "hello-hangup N K" (server N hangs up on the next K hellos) and "stop N" (server N stops:
+// listener and connections closed).
 const SCRIPT = String.raw`
 import json, random, struct, sys, threading
 import bson
@@ -35,7 +36,7 @@ EXHAUST_ALLOWED = OP_MSG_FLAGS['exhaustAllowed']
 kind = sys.argv[1]            # 'standalone' or 'mongos'
 count = int(sys.argv[2])
 lock = threading.Lock()
-state = [{'hello': 'ok', 'hangups': {}} for _ in range(count)]
+state = [{'hello': 'ok', 'hangups': {}, 'hello_hangups': 0} for _ in range(count)]
 DOCS = 7                      # every cursor in this script returns documents _id 0..6
 
 def emit(ev):
@@ -73,6 +74,10 @@ def handler(i):
         if name.lower() in ('hello', 'ismaster'):
             if st['hello'] == 'error':
                 return request.command_err(code=91, errmsg='mockupdb: shutting down', codeName='ShutdownInProgress')
+            if st['hello_hangups'] > 0:
+                st['hello_hangups'] -= 1
+                emit({'server': i, 'cmd': 'hello-hangup', 'coll': '', 'flags': 0, 'port': request.client_port})
+                return request.hangup()
             return request.replies(hello_doc())
         emit({'server': i, 'cmd': name, 'coll': coll, 'flags': request.flags or 0, 'port': request.client_port})
         size = doc.get('batchSize', 2)
@@ -130,6 +135,8 @@ for line in sys.stdin:
         continue
     if words[0] == 'hello-error':
         state[int(words[1])]['hello'] = 'error'
+    elif words[0] == 'hello-hangup':
+        state[int(words[1])]['hello_hangups'] = int(words[2])
     elif words[0] == 'stop':
         servers[int(words[1])].stop()
     emit({'done': line.strip()})
@@ -269,6 +276,21 @@ test('an upstream that hangs up instead of replying: the client gets a retryable
   const retrying = client(p);
   assert.deepEqual(ids(await retrying.db('app').collection('hangup').find({ tag: 'b', hangups: 1 }).toArray()), ALL);
   assert.equal(up.of('find', 'hangup').length, 4, 'hung up on once, then served');
+});
+
+test('an upstream that hangs up during the connection handshake: the request is retried, the pool counts its connections right', { skip, timeout: 120_000 }, async () => {
+  const up = await Mockup.start('standalone', 1);
+  await up.control('hello-hangup 0 1');
+  // The pool's first connection (opened at start) is hung up on mid-handshake.
+  const p = await proxyFor(up.uri(0));
+  const pool = p.server.router.serverPools()[0];
+  const c = client(p);
+  await stillServes(c);
+  assert.equal(up.of('hello-hangup').length, 1);
+  await c.close();
+  await until(() => pool.waitingCount === 0 && pool.idleCount > 0, () => 'the pool to settle');
+  assert.equal(pool.size, pool.idleCount, `pool size ${pool.size} = its idle connections ${pool.idleCount} (a failed handshake counted once)`);
+  assert.equal(pool.stats.failedConnects, 1);
 });
 
 test('exhaust getMore: exhaustAllowed is cleared (docs/operations.md), each getMore is answered once and every batch arrives in order', { skip, timeout: 120_000 }, async () => {
