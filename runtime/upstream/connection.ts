@@ -8,8 +8,8 @@ import { Binary, deserialize, serialize, type Document } from 'bson';
 import { ScramClient, type Credentials } from './scram.ts';
 import type { UpstreamPool } from './pool.ts';
 import {
-  Framer, type FrameSink, type WireError, encodeOpMsg, parseOpMsg, decompressFrame, OP_MSG, OP_COMPRESSED,
-  MSG_MORE_TO_COME, HEADER_SIZE,
+  Framer, type FrameSink, type WireError, encodeOpMsg, parseOpMsg, decompressFrame, checkDocument, OP_MSG, OP_COMPRESSED,
+  MSG_MORE_TO_COME, MSG_CHECKSUM_PRESENT, SECTION_BODY, HEADER_SIZE,
 } from '../wire/index.ts';
 
 export interface ReplyHandler {
@@ -83,13 +83,13 @@ export class UpstreamConnection implements FrameSink {
   pool: UpstreamPool | null = null;
   private onClosed: ((conn: UpstreamConnection) => void) | null;
 
-  private constructor(id: number, host: string, port: number, socket: Socket, onClosed: (conn: UpstreamConnection) => void) {
+  private constructor(id: number, host: string, port: number, socket: Socket) {
     this.id = id;
     this.host = host;
     this.port = port;
     this.socket = socket;
     this.framer = new Framer(this);
-    this.onClosed = onClosed;
+    this.onClosed = null;
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.framer.push(chunk));
     socket.on('error', (err) => this.fail(err));
@@ -119,15 +119,21 @@ export class UpstreamConnection implements FrameSink {
       socket.once('error', early);
       socket.once(tls === null ? 'connect' : 'secureConnect', () => {
         socket.off('error', early);
-        const conn = new UpstreamConnection(id, host, port, socket, onClosed);
-        // A connection that never reached the pool must not report its close to the pool
-        // (the pool already accounts for the failed open).
+        // A connection that never reached its owner must not report its close (the pool already
+        // accounts for the failed open): `onClosed` is set only once the handshake succeeded, so
+        // an upstream that hangs up mid-handshake is reported once, as the failed open.
+        const conn = new UpstreamConnection(id, host, port, socket);
         const discard = () => { conn.onClosed = null; conn.destroy(); };
         conn.handshake(credentials).then((info) => {
           if (settled) { discard(); return; }
           settled = true;
           clearTimeout(timer);
           conn.info = info;
+          if (!conn.alive) {
+            reject(new Error(`connection to ${host}:${port} closed right after its handshake`));
+            return;
+          }
+          conn.onClosed = onClosed;
           resolve(conn);
         }, (err: Error) => {
           discard();
@@ -225,6 +231,18 @@ export class UpstreamConnection implements FrameSink {
     const h = this.handler;
     if (h === null || f.readInt32LE(8) !== this.expected || op !== OP_MSG) {
       this.fail(new Error(`unexpected frame from upstream (opcode ${op}, responseTo ${f.readInt32LE(8)})`));
+      return;
+    }
+    // Clients decode the body section, and the reply path peeks into it: a reply whose body
+    // document is cut short (its length runs past the message, no terminator) is not forwarded.
+    // Only lengths and terminators are checked, not contents; the usual reply (one body section)
+    // costs a few byte reads, any other layout gets the full section walk.
+    try {
+      if (f.length >= HEADER_SIZE + 10 && f[HEADER_SIZE + 4] === SECTION_BODY) {
+        checkDocument(f, HEADER_SIZE + 5, (f.readUInt32LE(HEADER_SIZE) & MSG_CHECKSUM_PRESENT) !== 0 ? f.length - 4 : f.length);
+      } else parseOpMsg(f);
+    } catch (err) {
+      this.fail(new Error(`malformed reply from upstream: ${(err as Error).message}`));
       return;
     }
     // A reply with moreToCome (exhaust) keeps the handler for the next frame. The proxy clears

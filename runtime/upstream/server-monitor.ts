@@ -98,8 +98,10 @@ export class ServerMonitor {
       let reply: Document;
       if (this.conn === null || !this.conn.alive) {
         // Monitors do not authenticate (the spec's monitoring connections only say hello).
+        // The close callback takes the connection as its argument: it can run before `open`
+        // resolves (the upstream drops the socket mid-handshake), while `conn` is not yet bound.
         const conn = await UpstreamConnection.open(nextMonitorConnectionId++, this.host, this.port, this.timeoutMs,
-          () => { if (this.conn === conn) this.conn = null; }, null, this.tls, this.lookup);
+          (closed) => { if (this.conn === closed) this.conn = null; }, null, this.tls, this.lookup);
         if (this.stopped) {
           conn.destroy();
           return;
