@@ -15,11 +15,13 @@ export const ACQUIRE = 'connection.acquire';
 /** Stack → total microseconds over `frames`. Insertion order: first seen first. */
 export function foldFrames(frames: readonly RequestFrame[]): Map<string, number> {
   const out = new Map<string, number>();
+  let weight = 1;
   const add = (stack: string, ns: number) => {
     if (ns <= 0) return;
-    out.set(stack, (out.get(stack) ?? 0) + ns / 1000);
+    out.set(stack, (out.get(stack) ?? 0) + (ns * weight) / 1000);
   };
   for (const f of frames) {
+    weight = f.weight;
     let stepsNs = 0;
     for (const s of f.steps) {
       const top = s.phase === 0 ? TOP_REQUEST : TOP_RESPONSE;

@@ -12,6 +12,14 @@
 // SUBOPS_PER_FRAME on average; a frame records where its entries start in absolute counts, and a
 // frame whose entries were overwritten by later ones (a run of requests with unusually many steps)
 // is reported without them rather than with another request's.
+//
+// Frames are sampled: at most `capacity` per FRAME_WINDOW_MS on average (a token bucket, bursts of
+// capacity / 10), so that the ring of a busy proxy spans the flame graph's default window (60 s)
+// instead of its last second or two, and recording costs a busy proxy a few nanoseconds per request
+// instead of a frame each. Below that rate every request is kept. A kept frame carries its weight —
+// how many requests it stands for (itself and the ones skipped since the previous kept frame) — and
+// the flame graph scales its times by it, so totals stay estimates of all requests. Which requests
+// are kept depends only on when they end, not on what they cost: the sample is unbiased.
 import type { CompletedRequest } from './profiler.ts';
 import type { StepTimer } from '../pipeline/recorder.ts';
 
@@ -40,7 +48,12 @@ export interface RequestFrame {
   ok: boolean;
   /** Step invocations in run order (request phase, then response phase). */
   steps: FrameStep[];
+  /** Requests this frame stands for: 1, or more when frames were being sampled (see FrameRing). */
+  weight: number;
 }
+
+/** The span of time the ring is sized to cover at its sustained sampling rate (the flame graph's default window). */
+export const FRAME_WINDOW_MS = 60_000;
 
 /** Average step invocations per frame the step ring is sized for. */
 const STEPS_PER_FRAME = 16;
@@ -57,6 +70,7 @@ export class FrameRing {
   private readonly acquireNs: Float64Array;
   private readonly upstreamNs: Float64Array;
   private readonly ok: Uint8Array;
+  private readonly weight: Float64Array;
   private readonly pipelineId: string[];
   private readonly variant: string[];
   private readonly op: string[];
@@ -81,11 +95,15 @@ export class FrameRing {
   constructor(capacity: number) {
     const n = Math.max(1, capacity);
     this.capacity = n;
+    this.ratePerMs = n / FRAME_WINDOW_MS;
+    this.burst = Math.max(1, n / 10);
+    this.tokens = this.burst;
     this.at = new Float64Array(n);
     this.totalNs = new Float64Array(n);
     this.acquireNs = new Float64Array(n);
     this.upstreamNs = new Float64Array(n);
     this.ok = new Uint8Array(n);
+    this.weight = new Float64Array(n);
     this.pipelineId = [];
     this.variant = [];
     this.op = [];
@@ -107,11 +125,35 @@ export class FrameRing {
     return this.filled;
   }
 
-  push(r: CompletedRequest): void {
+  // Sampling: a token bucket refilled at capacity per FRAME_WINDOW_MS, holding at most `burst`.
+  private readonly ratePerMs: number;
+  private readonly burst: number;
+  private tokens: number;
+  private refilledAt = Date.now();
+  /** Requests offered and not kept since the last kept frame. */
+  private skipped = 0;
+  /** Requests offered and not kept, in all. */
+  skippedTotal = 0;
+
+  /** Records `r` when the sampling budget allows (always, below capacity per minute); true when kept. */
+  push(r: CompletedRequest): boolean {
+    const now = Date.now();
+    if (now !== this.refilledAt) {
+      this.tokens = Math.min(this.burst, this.tokens + (now - this.refilledAt) * this.ratePerMs);
+      this.refilledAt = now;
+    }
+    if (this.tokens < 1) {
+      this.skipped++;
+      this.skippedTotal++;
+      return false;
+    }
+    this.tokens--;
     const k = this.next;
     this.next = k + 1 === this.capacity ? 0 : k + 1;
     if (this.filled < this.capacity) this.filled++;
-    this.at[k] = Date.now();
+    this.at[k] = now;
+    this.weight[k] = 1 + this.skipped;
+    this.skipped = 0;
     this.pipelineId[k] = r.pipelineId;
     this.variant[k] = r.variant;
     this.op[k] = r.op;
@@ -142,6 +184,7 @@ export class FrameRing {
       this.subNs[s] = t.subNs[j];
     }
     this.subsWritten = v;
+    return true;
   }
 
   /** Frames that ended at or after `fromMs` (optionally of one graph), oldest first, as objects. */
@@ -162,6 +205,7 @@ export class FrameRing {
   clear(): void {
     this.next = 0;
     this.filled = 0;
+    this.skipped = 0;
   }
 
   private frame(k: number): RequestFrame {
@@ -188,7 +232,7 @@ export class FrameRing {
     return {
       at: this.at[k], pipelineId: this.pipelineId[k], variant: this.variant[k], op: this.op[k],
       collection: this.collection[k], totalNs: this.totalNs[k], acquireNs: this.acquireNs[k],
-      upstreamNs: this.upstreamNs[k], ok: this.ok[k] === 1, steps,
+      upstreamNs: this.upstreamNs[k], ok: this.ok[k] === 1, steps, weight: this.weight[k],
     };
   }
 }

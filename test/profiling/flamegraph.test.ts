@@ -10,6 +10,8 @@ import {
   renderDiffFlameGraph, layoutDiffFlameGraph, diffColour,
 } from '../../runtime/profiling/flamegraph-diff.ts';
 import { foldFrames, type RequestFrame } from '../../runtime/profiling/index.ts';
+import { FrameRing } from '../../runtime/profiling/frames.ts';
+import { RequestTimings } from '../../runtime/pipeline/index.ts';
 
 // ---- A tiny XML parser: throws on anything malformed; the tree doubles as a DOM for the script ----
 
@@ -218,7 +220,7 @@ test('layout: non-positive and non-finite values are ignored; an empty profile h
 test('layout of folded request frames: levels are top level → steps → sub-operations', () => {
   const frame = (over: Partial<RequestFrame>): RequestFrame => ({
     at: 0, pipelineId: 'p', variant: 'baseline', op: 'find', collection: 'c', totalNs: 1_000_000, acquireNs: 20_000,
-    upstreamNs: 500_000, ok: true,
+    upstreamNs: 500_000, ok: true, weight: 1,
     steps: [
       { name: 'wasm:cache', phase: 0, ns: 200_000, subops: [{ name: 'cache.lookup', ns: 150_000 }], subCount: 1 },
       { name: 'wasm:redact', phase: 1, ns: 100_000, subops: [{ name: 'field.redact', ns: 60_000 }], subCount: 1 },
@@ -234,6 +236,42 @@ test('layout of folded request frames: levels are top level → steps → sub-op
   assert.equal(f.get('request pipeline;wasm:cache;cache.lookup')!.depth, 3);
   assert.equal(f.get('upstream;connection.acquire')!.width, 40);
   assert.equal(f.get('proxy')!.width, 2 * (1000 - 300 - 20 - 500));
+});
+
+test('a sampled frame counts for the requests it stands for: its weight scales every stack', () => {
+  const frame = (weight: number): RequestFrame => ({
+    at: 0, pipelineId: 'p', variant: 'baseline', op: 'find', collection: 'c', totalNs: 1_000_000, acquireNs: 0,
+    upstreamNs: 600_000, ok: true, weight,
+    steps: [{ name: 'wasm:cache', phase: 0, ns: 200_000, subops: [], subCount: 0 }],
+  });
+  const one = foldFrames([frame(1)]);
+  const three = foldFrames([frame(3)]);
+  for (const [stack, us] of one) assert.equal(three.get(stack), 3 * us, stack);
+});
+
+test('the frame ring samples above capacity per minute: a burst of capacity / 10 is kept whole, then frames carry the skipped requests as weight', () => {
+  const ring = new FrameRing(1000);
+  const timings = new RequestTimings();
+  const r = { pipelineId: 'p', variant: 'baseline', op: 'find', collection: 'c', totalNs: 1000, acquireNs: 0, upstreamNs: 500, ok: true, timings };
+  let kept = 0;
+  let skippedAtLastKept = 0;
+  for (let i = 0; i < 5000; i++) {
+    if (!ring.push(r)) continue;
+    kept++;
+    skippedAtLastKept = ring.skippedTotal;
+  }
+  // Within one millisecond or two only the burst (100) and the refill of that time (1000 per 60 s) are allowed.
+  assert.ok(kept >= 100 && kept <= 110, `kept ${kept} of 5000`);
+  assert.equal(ring.skippedTotal, 5000 - kept);
+  const frames = ring.since(0, null, null);
+  assert.equal(frames.length, kept);
+  assert.ok(frames.slice(0, 100).every((f) => f.weight === 1), 'the burst: one request per frame');
+  // The next kept frame stands for itself and every request skipped before it.
+  const until = Date.now() + 200;
+  while (!ring.push(r)) if (Date.now() > until) assert.fail('a token comes back within 200 ms (1000 per minute)');
+  const last = ring.since(0, null, null).at(-1)!;
+  assert.ok(ring.skippedTotal > skippedAtLastKept, 'requests were skipped since the previous kept frame');
+  assert.equal(last.weight, 1 + ring.skippedTotal - skippedAtLastKept, 'weight = 1 + requests skipped since the previous kept frame');
 });
 
 // ---- Colours ----
