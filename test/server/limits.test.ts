@@ -8,6 +8,7 @@ import { DevDbServer } from '../../runtime/devdb/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { RawClient, TcpTap, decodeReply, opMsg, opQuery, header, OP_MSG, OP_REPLY, requestId } from '../helpers/wire.ts';
+import { until } from '../helpers/until.ts';
 
 const TOKEN = 'limits-test-admin-token';
 const devdb = new DevDbServer();
@@ -37,13 +38,6 @@ async function metric(p: RunningProxy, name: string): Promise<number> {
   return Number(m[1]);
 }
 
-async function until(what: string, check: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 test('max_connections: past the limit a driver gets "connection limit reached"; the first connections keep working', async () => {
   const p = await proxy({ clients: { max_connections: 2 } });

@@ -11,6 +11,7 @@ import { DevDbServer, DevEngine } from '../../runtime/devdb/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { RawClient, opMsg } from '../helpers/wire.ts';
+import { until } from '../helpers/until.ts';
 
 interface Seen { name: string; conn: number; cmd: Document }
 
@@ -48,13 +49,6 @@ function lbClient(p: RunningProxy): MongoClient {
   return c;
 }
 
-async function until(what: string, check: () => boolean, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 /** Whether a recorded command's lsid is the session `id` (a UUID; the driver's own bson copy may hand a Binary). */
 const hex = (b: { buffer: Uint8Array }) => Buffer.from(b.buffer).toString('hex');

@@ -20,6 +20,7 @@ import { SrvHostSource, targetInDomain } from '../../runtime/upstream/srv.ts';
 import { Logger } from '../../runtime/log/index.ts';
 import { TestDnsServer } from '../helpers/dns-server.ts';
 import { DevMongos } from '../../runtime/devdb/replica-set.ts';
+import { until } from '../helpers/until.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'proxy-srv-'));
 const running: RunningProxy[] = [];
@@ -83,13 +84,6 @@ function direct(port: number): MongoClient {
   return client(`mongodb://localhost:${port}/?tls=true&tlsCAFile=${CA}&directConnection=true`);
 }
 
-async function until(what: string, check: () => boolean | Promise<boolean>, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) assert.fail(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 dns.zone.a.set('db1.srv.test', ['127.0.0.1']);
 dns.zone.a.set('db2.srv.test', ['127.0.0.1']);

@@ -10,6 +10,7 @@ import { MongoClient } from 'mongodb';
 import { DevMongos } from '../../runtime/devdb/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { parseConfig } from '../../runtime/config/index.ts';
+import { until } from '../helpers/until.ts';
 
 let routers: DevMongos[];
 const proxies: RunningProxy[] = [];
@@ -39,13 +40,6 @@ function client(p: RunningProxy): MongoClient {
   return c;
 }
 
-async function until(what: string, cond: () => boolean, ms = 10000): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 const resetCounts = () => { for (const r of routers) r.resetCounts(); };
 

@@ -12,6 +12,7 @@ import { MongoClient, ReadPreference, type CommandFailedEvent } from 'mongodb';
 import { DevReplicaSet } from '../../runtime/devdb/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { parseConfig } from '../../runtime/config/index.ts';
+import { until } from '../helpers/until.ts';
 
 let rs: DevReplicaSet;
 const proxies: RunningProxy[] = [];
@@ -41,13 +42,6 @@ function client(p: RunningProxy, opts: ConstructorParameters<typeof MongoClient>
   return c;
 }
 
-async function until(what: string, cond: () => boolean, ms = 10000): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 const sum = (name: string, idx: number[]) => idx.reduce((n, i) => n + rs.members[i].count(name), 0);
 

@@ -12,6 +12,7 @@ import { Topology, parseUpstreamUri, type PoolWaiter, type UpstreamConnection } 
 import { CommandPeek } from '../../runtime/wire/index.ts';
 import { serialize } from 'bson';
 import type { ProxyError } from '../../runtime/errors/index.ts';
+import { until } from '../helpers/until.ts';
 
 /** A server whose hello gets `fields` (changeable between checks). */
 class Scripted implements DevMember {
@@ -53,13 +54,6 @@ function topology(uri: string, serverSelectionTimeoutMs = 5000): Topology {
   return t;
 }
 
-async function until(what: string, cond: () => boolean, ms = 8000): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 const eid = (n: number) => ObjectId.createFromHexString(`7fffffff${n.toString(16).padStart(16, '0')}`);
 const rsHello = (setName: string, hosts: string[], primary: boolean, electionId?: ObjectId): Document => ({
