@@ -240,5 +240,3 @@ function isoTimestamp(): string {
 function levelLabel(label: string): { level: string } {
   return { level: label };
 }
-
-export const silentLogger = new Logger('silent', 'error', 'json', { write() {} });

@@ -132,5 +132,3 @@ export function capMemory(wasm: Uint8Array, maxPages: number, name: string, memo
   if (memoryOptional) return wasm;
   throw new PluginLoadError(name, 'module defines no memory section; memory cannot be capped');
 }
-
-export const MAX_PAGES_LIMIT = (4 * 1024 * 1024 * 1024) / PAGE_BYTES;

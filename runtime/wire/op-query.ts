@@ -80,15 +80,3 @@ export function encodeOpReply(requestId: number, responseTo: number, flags: numb
   }
   return out;
 }
-
-/** Parses an OP_REPLY frame (used by tests and by the bench client talking to legacy peers). */
-export function parseOpReply(frame: Buffer): { responseTo: number; flags: number; cursorId: bigint; docs: Buffer[] } {
-  const docs: Buffer[] = [];
-  let off = HEADER_SIZE + 20;
-  while (off < frame.length) {
-    const n = checkDocument(frame, off, frame.length);
-    docs.push(frame.subarray(off, off + n));
-    off += n;
-  }
-  return { responseTo: frame.readInt32LE(8), flags: frame.readInt32LE(16), cursorId: frame.readBigInt64LE(20), docs };
-}
