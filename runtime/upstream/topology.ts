@@ -273,6 +273,11 @@ export class Topology implements MonitorListener, PoolHealthListener {
       if (was === 'RSPrimary') for (const o of this.servers.values()) if (o.member && o !== s) o.monitor.requestCheck();
     }
     this.changed();
+    // After changed(): the server is out of the usable list, so the requests answered here with a
+    // retryable error (and the driver's retries) select another server. A server that does not
+    // answer its monitor does not answer requests either: without this, a request written to a
+    // server that went silent (a partition, its TCP left open) would wait for ever.
+    if (s.hasPool) s.pool.clear(`the server monitor found ${s.address} unreachable (${err.message})`);
   }
 
   /**
