@@ -29,6 +29,13 @@ import { StaticHostSource } from './host-source.ts';
 
 export type TopologyKind = 'Unknown' | 'ReplicaSet' | 'Sharded';
 
+/** What /readyz reports for a multi-host upstream (`reason` '' when ready). */
+export interface TopologyReadiness {
+  ready: boolean;
+  reason: 'no_primary' | 'no_router' | 'upstream_unreachable' | '';
+  message: string;
+}
+
 export interface TopologyOptions {
   heartbeatMs: number;
   localThresholdMs: number;
@@ -176,6 +183,27 @@ export class Topology implements MonitorListener, PoolHealthListener {
     if (this.usable.length === 0) {
       this.log.warn('no usable upstream server yet; requests wait for one (upstream.server_selection_timeout_ms)', { upstream: this.describe() });
     }
+  }
+
+  /**
+   * Whether the topology can serve (readiness, /readyz), from what the monitors last saw: a replica
+   * set needs a known primary (with secondaries only, writes and primary reads — most traffic —
+   * would wait and fail); a mongos list needs one router that answered its last check.
+   */
+  readiness(): TopologyReadiness {
+    if (this.kind === 'ReplicaSet') {
+      if (this.primaryServer !== null) return { ready: true, reason: '', message: '' };
+      const secondaries = this.usable.length;
+      return {
+        ready: false, reason: 'no_primary',
+        message: `replica set ${this.setName ?? ''} has no known primary (${secondaries} secondar${secondaries === 1 ? 'y' : 'ies'} reachable): ${this.describe()}`,
+      };
+    }
+    if (this.kind === 'Sharded') {
+      if (this.usable.length > 0) return { ready: true, reason: '', message: '' };
+      return { ready: false, reason: 'no_router', message: `no mongos router answered its last check: ${this.describe()}` };
+    }
+    return { ready: false, reason: 'upstream_unreachable', message: `no upstream server has answered yet: ${this.describe()}` };
   }
 
   heartbeatMs(): number {
