@@ -4,11 +4,12 @@
 // The proxy's server monitor then gets no hello reply, marks the router Unknown and clears its pool,
 // interrupting the requests in flight there: they are answered at once with HostUnreachable (a
 // retryable error) and the driver's retry goes to the other router. upstream.request_timeout_ms is
-// left at its default (0, no limit): the monitor alone bounds the wait.
+// left at its default (0, no limit): the monitor alone bounds the wait. The replica-set case uses a
+// devdb member made `silent` (it drops every frame, connections open) while another is elected.
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { MongoClient, MongoServerError } from 'mongodb';
-import { DevMongos } from '../../runtime/devdb/index.ts';
+import { DevMongos, DevReplicaSet } from '../../runtime/devdb/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { TcpTap } from '../helpers/wire.ts';
@@ -123,4 +124,40 @@ test('with the driver\'s retries on, nothing fails: reads and retryable writes i
   // Each write happened once (a retried insert would otherwise fail with a duplicate key).
   assert.equal(await col.countDocuments({ _id: { $in: Array.from({ length: 10 }, (_, i) => `w${i}`) } }), 10);
   taps[0].release();
+});
+
+test('replica set: the primary goes silent and another member is elected: writes and reads in flight on it get a retryable error, the driver retries them on the new primary', async () => {
+  const rs = await DevReplicaSet.start(3, 'rs-silent');
+  const p = await startProxy(parseConfig({
+    listen: '127.0.0.1:0', log: { level: 'error' },
+    upstream: { uri: rs.uri(), connect_timeout_ms: CONNECT_TIMEOUT_MS, heartbeat_ms: HEARTBEAT_MS },
+  }, null));
+  const c = new MongoClient(p.uri, { maxPoolSize: 20, serverSelectionTimeoutMS: 15_000 });
+  try {
+    const t = p.server.router.topology!;
+    await until('primary 0 and two secondaries', () => t.primary?.port === rs.members[0].port && t.usableServers.length === 3);
+    const col = c.db('app').collection<{ _id: string }>('silent-rs');
+    for (let i = 0; i < 10; i++) await col.insertOne({ _id: `warm${i}` });
+    const errorsBefore = p.server.stats.upstreamErrors;
+    rs.members[0].silent = true;
+    const ops: Promise<unknown>[] = [];
+    for (let i = 0; i < 10; i++) {
+      ops.push(col.insertOne({ _id: `w${i}` }));
+      ops.push(col.findOne({ _id: `warm${i}` }));
+    }
+    // The partitioned primary is replaced (as the other members would elect one).
+    await new Promise((r) => setTimeout(r, 100));
+    rs.stepDown(1);
+    const results = await allSettledWithin(ops, ANSWERED_WITHIN_MS);
+    const failed = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => (r.reason as Error).message);
+    assert.deepEqual(failed, []);
+    assert.ok(p.server.stats.upstreamErrors > errorsBefore, 'requests in flight on the silent primary were answered with an error (then retried)');
+    assert.equal(t.primary?.port, rs.members[1].port);
+    assert.equal(await col.countDocuments({ _id: { $in: Array.from({ length: 10 }, (_, i) => `w${i}`) } }), 10);
+  } finally {
+    rs.members[0].silent = false;
+    await c.close(true);
+    await p.close();
+    await rs.close();
+  }
 });
