@@ -45,7 +45,7 @@ export function infoFromHello(reply: Document): UpstreamInfo {
  * a peer that vanished (a network partition, a host powered off) is found by the kernel's probes
  * instead of leaving an idle socket open for ever. An exchange in progress is bounded otherwise: by
  * the server monitor of a multi-host upstream (a failed check clears the server's pool), and by
- * upstream.request_timeout_ms (docs/operations.md, "A silent upstream").
+ * upstream.request_timeout_ms (docs/operations.md, "A silent server").
  */
 export const UPSTREAM_KEEPALIVE_MS = 30_000;
 
