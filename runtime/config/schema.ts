@@ -70,7 +70,7 @@ const upstream = v.strictObject({
     10000,
   ),
   request_timeout_ms: v.optional(
-    int(0, undefined, 'Milliseconds allowed for one upstream round trip; 0 means no limit.'),
+    int(0, undefined, 'Milliseconds allowed for one upstream round trip; 0 means no limit. With a single upstream host (no server monitor) this is the only bound on a request written to a server that stopped answering without closing its connection; a replica set or mongos list also has its monitors, which clear a silent server\'s pool (see docs/operations.md, "A silent server"). Set it above your slowest legitimate command when the upstream is one host.'),
     0,
   ),
   dns_servers: v.optional(

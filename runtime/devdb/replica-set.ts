@@ -5,7 +5,8 @@
 // me, isWritablePrimary/secondary, electionId (primary), lastWrite and tags; secondaries refuse
 // writes (NotWritablePrimary, 10107, labelled RetryableWriteError for retryable writes) and reads
 // without a non-primary $readPreference (NotPrimaryNoSecondaryOk, 13435); `replSetStepDown` (or
-// stepDown()) makes another member primary with a newer electionId; kill() stops a member.
+// stepDown()) makes another member primary with a newer electionId; kill() stops a member; a
+// member made `silent` answers nothing but keeps its connections open (a network partition).
 // Each member also counts the commands it served and refuses a getMore for a cursor it did not open
 // (CursorNotFound), as separate servers would: tests read both to see where requests went.
 import { ObjectId, type Document } from 'bson';
@@ -33,6 +34,8 @@ abstract class CountingMember implements DevMember {
   /** Commands served, by name (hello included). */
   readonly ops = new Map<string, number>();
   private readonly cursors = new Set<string>();
+  /** While true the member answers nothing and keeps its connections open (a network partition). */
+  silent = false;
   server: DevDbServer | null = null;
   port = 0;
 

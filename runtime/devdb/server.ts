@@ -43,6 +43,7 @@ class DevConnection implements FrameSink {
 
   onFrame(frame: Buffer): void {
     if (this.socket.destroyed) return; // frames that followed one we closed the connection on
+    if (this.member?.silent === true) return;
     let f = frame;
     let compressor = -1;
     const requestId = f.readInt32LE(4);
@@ -144,6 +145,8 @@ function readDocs(payload: Buffer): Document[] {
  * reply after (hello replies get its topology fields there).
  */
 export interface DevMember {
+  /** A network partition seen from outside: every frame is dropped unanswered, connections stay open. */
+  readonly silent?: boolean;
   before(name: string, cmd: Document): Document | null;
   after(name: string, cmd: Document, reply: Document): void;
 }

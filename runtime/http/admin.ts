@@ -52,13 +52,21 @@ export function buildAdminApp(running: RunningProxy, opts: AdminOptions): Fastif
   // an upstream outage.
   app.get('/healthz', async () => ({ status: 'ok' }));
 
-  // Readiness: not draining, and the upstream reachable (an open pooled connection, or a new one
-  // opened now within upstream.connect_timeout_ms). 503 with the reason otherwise.
+  // Readiness: not draining, and the upstream able to serve — one host: reachable (an open pooled
+  // connection, or a new one opened now within upstream.connect_timeout_ms); a replica set: a
+  // primary known; a mongos list: a router that answered its last check (the monitors' view, not
+  // the first seed's pool). 503 with the reason otherwise.
   app.get('/readyz', async (_req, reply) => {
     reply.header('cache-control', 'no-store');
     const pool = running.server.pool;
     if (running.draining || running.server.draining) {
       return reply.code(503).send({ ready: false, reason: 'draining', message: 'the proxy is shutting down (SIGTERM): new clients should go elsewhere' });
+    }
+    const topology = running.server.router.topology;
+    if (topology !== null) {
+      const r = topology.readiness();
+      if (!r.ready) return reply.code(503).send({ ready: false, reason: r.reason, upstream: topology.describe(), message: r.message });
+      return { ready: true, upstream: topology.describe() };
     }
     if (!(await pool.probe())) {
       return reply.code(503).send({

@@ -17,7 +17,7 @@ import {
   validateDocument, validateDocuments, encodeOpMsg, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
   MSG_MORE_TO_COME, MSG_EXHAUST_ALLOWED, MSG_CHECKSUM_PRESENT, UNCOMPRESSIBLE_COMMANDS, HEADER_SIZE,
 } from '../wire/index.ts';
-import { UpstreamCall, UpstreamCleanup, newRequestId, type ConnectionSource, type UpstreamCallOwner, type UpstreamConnection, type UpstreamPool } from '../upstream/index.ts';
+import { UpstreamCall, newRequestId, type ConnectionSource, type UpstreamCallOwner, type UpstreamPool } from '../upstream/index.ts';
 import { ErrorCodes, ProxyError, errorDocument } from '../errors/index.ts';
 import { Exchange, RequestTimings, Verdict, type ConnectionInfo, type GraphSlot, type Pipeline } from '../pipeline/index.ts';
 import type { Profiler, CompletedRequest } from '../profiling/index.ts';
@@ -27,7 +27,7 @@ import { ReplyKind, ReplyWriter, type ReplyWriterOwner } from './reply-writer.ts
 import { decodeCommand, legacyToMsgBody, readLegacyCommand } from './legacy-query.ts';
 import { appendProfile, profileDocument } from './request-profile.ts';
 import type { ServerContext } from './context.ts';
-import { LoadBalancedState } from './load-balanced.ts';
+import { LoadBalancedState, endLoadBalancedUpstream } from './load-balanced.ts';
 import { stateChangeReplacement } from './state-change.ts';
 import { AUTH_COMMANDS, OPEN_COMMANDS, type ClientAuth } from './client-auth.ts';
 import { ClientAuthSession, type LoginOwner } from './client-auth-session.ts';
@@ -764,17 +764,9 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     if (lb === null || this.call.active) return;
     this.lb = null;
     this.lbBody = null;
-    const pinned = this.call.takePinned();
-    if (!lb.open) {
-      if (pinned !== null) pinned.pool.release(pinned.conn);
-      return;
-    }
-    const { frames, cursors, transaction } = lb.cleanupFrames();
+    const { cursors, transaction } = endLoadBalancedUpstream(lb, this.call.takePinned(), this.ctx.router, this.ctx.pool, this.ctx.log, this.clientAddress);
     if (transaction) this.ctx.stats.lbTransactionsAborted++;
     this.ctx.stats.lbCursorsKilled += cursors;
-    const pool = pinned?.pool ?? this.ctx.pool;
-    const conn: UpstreamConnection | null = pinned?.conn ?? null;
-    new UpstreamCleanup(pool, frames, this.ctx.log, `${transaction ? 'abortTransaction, ' : ''}${cursors} cursor(s) of client ${this.clientAddress}`).start(conn);
   }
 
   close(): void {

@@ -12,7 +12,9 @@ import { deserialize, serialize, Long, type Document } from 'bson';
 import {
   BSON_DOCUMENT, BSON_STRING, ElementCursor, ReplyPeek, encodeOpMsg, utf8, type CommandPeek,
 } from '../wire/index.ts';
-import { newRequestId } from '../upstream/index.ts';
+import {
+  UpstreamCleanup, newRequestId, type PoolLogger, type UpstreamConnection, type UpstreamPool, type UpstreamRouter,
+} from '../upstream/index.ts';
 
 const K_CURSOR = utf8('cursor');
 const K_NS = utf8('ns');
@@ -66,29 +68,45 @@ export class LoadBalancedState {
     }
   }
 
-  /** The commands that end what is open (abortTransaction first, then one killCursors per namespace), as OP_MSG frames. */
-  cleanupFrames(): { frames: Buffer[]; cursors: number; transaction: boolean } {
-    const frames: Buffer[] = [];
+  /**
+   * The commands that end what is open, as OP_MSG frames grouped by the pool they go to:
+   * abortTransaction first, to the server the transaction is pinned to, then one killCursors per
+   * server and namespace, to the server each cursor is pinned to. The pins are the router's (and
+   * dropped here): with a replica set or mongos list, a cursor or transaction lives on one server,
+   * which may not be the pinned connection's when that one was lost and replaced. What no pin names
+   * (one upstream server: nothing is pinned) goes to `fallback`, the pinned connection's pool when
+   * there is one.
+   */
+  cleanupPlan(router: UpstreamRouter, fallback: UpstreamPool): { byPool: Map<UpstreamPool, Buffer[]>; cursors: number; transaction: boolean } {
+    const byPool = new Map<UpstreamPool, Buffer[]>();
+    const add = (pool: UpstreamPool, frame: Buffer) => {
+      const list = byPool.get(pool);
+      if (list === undefined) byPool.set(pool, [frame]);
+      else list.push(frame);
+    };
     const transaction = this.txnLsid !== null;
     if (transaction) {
-      frames.push(encodeOpMsg(newRequestId(), 0, 0, serialize({
+      add(router.takeTxnPin(this.txnLsid!, this.txnNumber) ?? fallback, encodeOpMsg(newRequestId(), 0, 0, serialize({
         abortTransaction: 1, lsid: deserialize(this.txnLsid!), txnNumber: Long.fromBigInt(this.txnNumber), autocommit: false, $db: 'admin',
       })));
     }
-    const byNs = new Map<string, { db: string; collection: string; ids: Long[] }>();
+    const groups = new Map<UpstreamPool, Map<string, { db: string; collection: string; ids: Long[] }>>();
     for (const [id, c] of this.cursors) {
+      const pool = router.takeCursorPin(id) ?? fallback;
+      let byNs = groups.get(pool);
+      if (byNs === undefined) groups.set(pool, byNs = new Map());
       const key = `${c.db}\0${c.collection}`;
       let e = byNs.get(key);
       if (e === undefined) byNs.set(key, e = { db: c.db, collection: c.collection, ids: [] });
       e.ids.push(Long.fromBigInt(id));
     }
-    for (const e of byNs.values()) {
-      frames.push(encodeOpMsg(newRequestId(), 0, 0, serialize({ killCursors: e.collection, cursors: e.ids, $db: e.db })));
+    for (const [pool, byNs] of groups) {
+      for (const e of byNs.values()) add(pool, encodeOpMsg(newRequestId(), 0, 0, serialize({ killCursors: e.collection, cursors: e.ids, $db: e.db })));
     }
     const cursors = this.cursors.size;
     this.cursors.clear();
     this.txnLsid = null;
-    return { frames, cursors, transaction };
+    return { byPool, cursors, transaction };
   }
 
   /** `cursor.ns` of a reply ('' when absent). */
@@ -101,6 +119,32 @@ export class LoadBalancedState {
     }
     return '';
   }
+}
+
+/**
+ * A load-balanced client's connection closed: its open transaction is aborted and its cursors are
+ * killed upstream, each on the server that owns it (see cleanupPlan), on the client's pinned
+ * connection (`pinned`, when still alive) for its server's commands, else on a connection from that
+ * server's pool. Nobody waits for the outcome (UpstreamCleanup logs a failure). `fallback`: the
+ * pool for what no pin names when there is no pinned connection.
+ */
+export function endLoadBalancedUpstream(lb: LoadBalancedState, pinned: { conn: UpstreamConnection; pool: UpstreamPool } | null,
+  router: UpstreamRouter, fallback: UpstreamPool, log: PoolLogger, client: string): { cursors: number; transaction: boolean } {
+  if (!lb.open) {
+    if (pinned !== null) pinned.pool.release(pinned.conn);
+    return { cursors: 0, transaction: false };
+  }
+  const { byPool, cursors, transaction } = lb.cleanupPlan(router, pinned?.pool ?? fallback);
+  const what = `${transaction ? 'abortTransaction, ' : ''}${cursors} cursor(s) of client ${client}`;
+  let conn = pinned?.conn ?? null;
+  for (const [pool, frames] of byPool) {
+    const own = pinned !== null && pool === pinned.pool ? conn : null;
+    if (own !== null) conn = null;
+    new UpstreamCleanup(pool, frames, log, what).start(own);
+  }
+  // Nothing left for the pinned connection's server: it goes back to its pool.
+  if (conn !== null) pinned!.pool.release(conn);
+  return { cursors, transaction };
 }
 
 /** The ids a killCursors command names (a small command: decoded). */

@@ -40,6 +40,15 @@ export function infoFromHello(reply: Document): UpstreamInfo {
   };
 }
 
+/**
+ * TCP keepalive on every upstream socket (pooled and monitoring), after this long without traffic:
+ * a peer that vanished (a network partition, a host powered off) is found by the kernel's probes
+ * instead of leaving an idle socket open for ever. An exchange in progress is bounded otherwise: by
+ * the server monitor of a multi-host upstream (a failed check clears the server's pool), and by
+ * upstream.request_timeout_ms (docs/operations.md, "A silent server").
+ */
+export const UPSTREAM_KEEPALIVE_MS = 30_000;
+
 let nextRequestId = 1;
 export function newRequestId(): number {
   nextRequestId = (nextRequestId + 1) & 0x7fffffff;
@@ -81,6 +90,8 @@ export class UpstreamConnection implements FrameSink {
   hello: Document | null = null;
   /** The pool that owns the connection (null for a monitor's connection). */
   pool: UpstreamPool | null = null;
+  /** The pool's generation when the connection was opened (a cleared pool closes older ones on release). */
+  generation = 0;
   private onClosed: ((conn: UpstreamConnection) => void) | null;
 
   private constructor(id: number, host: string, port: number, socket: Socket) {
@@ -91,6 +102,7 @@ export class UpstreamConnection implements FrameSink {
     this.framer = new Framer(this);
     this.onClosed = null;
     socket.setNoDelay(true);
+    socket.setKeepAlive(true, UPSTREAM_KEEPALIVE_MS);
     socket.on('data', (chunk: Buffer) => this.framer.push(chunk));
     socket.on('error', (err) => this.fail(err));
     socket.on('close', () => this.fail(new Error('upstream connection closed')));
@@ -274,7 +286,8 @@ export class UpstreamConnection implements FrameSink {
     if (cb !== null) cb(this);
   }
 
-  destroy(): void {
-    this.fail(new Error('upstream connection destroyed'));
+  /** Closes the connection; a request outstanding on it fails with `reason`. */
+  destroy(reason = 'upstream connection destroyed'): void {
+    this.fail(new Error(reason));
   }
 }

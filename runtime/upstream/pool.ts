@@ -76,7 +76,9 @@ export class UpstreamPool implements ConnectionSource {
   /** Set by a topology that owns this pool. */
   healthListener: PoolHealthListener | null = null;
   /** Counters for metrics and tests. */
-  readonly stats = { opened: 0, failedConnects: 0, closed: 0, waitTimeouts: 0 };
+  readonly stats = { opened: 0, failedConnects: 0, closed: 0, waitTimeouts: 0, cleared: 0 };
+  /** Bumped by clear(): connections of an older generation are closed instead of pooled again. */
+  private generation = 0;
 
   constructor(address: UpstreamAddress, opts: PoolOptions, log: PoolLogger) {
     this.address = address;
@@ -141,7 +143,7 @@ export class UpstreamPool implements ConnectionSource {
   /** Returns a healthy, idle connection to the pool (or hands it to the next waiter). */
   release(conn: UpstreamConnection): void {
     if (!conn.alive) return;
-    if (this.closed || conn.retired) {
+    if (this.closed || conn.retired || conn.generation !== this.generation) {
       conn.destroy();
       return;
     }
@@ -169,10 +171,12 @@ export class UpstreamPool implements ConnectionSource {
     this.total++;
     this.connecting++;
     const h = this.host();
+    const generation = this.generation;
     return UpstreamConnection.open(this.nextId++, h.host, h.port, this.opts.connectTimeoutMs, (c) => this.onConnectionClosed(c),
       this.address.credentials, this.address.tls, this.address.lookup)
       .then((conn) => {
         conn.pool = this;
+        conn.generation = generation;
         this.connecting--;
         this.stats.opened++;
         this.live.add(conn);
@@ -192,6 +196,32 @@ export class UpstreamPool implements ConnectionSource {
         this.stats.failedConnects++;
         throw err;
       });
+  }
+
+  /**
+   * The server was found unreachable (its monitor's check failed): every connection is closed —
+   * idle ones, and in-use ones too, so a request waiting on a server that stopped answering is
+   * answered now with a retryable error instead of waiting for ever (CMAP's clear with
+   * interruptInUseConnections). Waiters for a connection fail with a retryable error (their request
+   * was never sent); connections being opened are closed when they arrive. New requests go to
+   * another server, since the topology marked this one Unknown before clearing.
+   * https://github.com/mongodb/specifications/blob/master/source/connection-monitoring-and-pooling/connection-monitoring-and-pooling.md#clear
+   */
+  clear(reason: string): void {
+    if (this.closed) return;
+    this.generation++;
+    this.stats.cleared++;
+    const inUse = this.live.size - this.idle.length;
+    for (const c of this.idle.splice(0)) c.destroy(reason);
+    for (const c of [...this.live]) c.destroy(reason);
+    const err = new ProxyError(ErrorCodes.HostUnreachable, `upstream ${this.describe()}: ${reason}`, ['RetryableWriteError']);
+    const waiting = this.waiting.splice(0);
+    for (const w of waiting) w.waiter.onPoolError(err);
+    if (inUse > 0 || waiting.length > 0) {
+      this.log.warn('upstream pool cleared: requests in flight there are answered with a retryable error', {
+        upstream: this.describe(), interrupted: inUse, waiting: waiting.length, reason,
+      });
+    }
   }
 
   /** A request on one of this pool's connections failed with a network error. */

@@ -86,12 +86,8 @@ export class UpstreamRouter implements TxnPinner {
    */
   choose(peek: CommandPeek, body: Buffer, route: string | null): ConnectionSource {
     let killedOn: UpstreamPool | undefined;
-    if (peek.op === 'killCursors' && this.cursors.size > 0) {
-      // The cursor's pin ends here, whichever way the command is routed.
-      const id = this.firstKilledCursor(body);
-      killedOn = this.cursors.get(id)?.pool;
-      if (killedOn !== undefined) this.cursors.delete(id);
-    }
+    // The cursors' pins end here, whichever way the command is routed.
+    if (peek.op === 'killCursors' && this.cursors.size > 0) killedOn = this.unpinKilled(body);
     const topology = this.topology;
     // A route naming upstream.uri itself means the default: with a topology, its server selection.
     if (route !== null && topology !== null && route === this.main.address.uri) route = null;
@@ -186,15 +182,49 @@ export class UpstreamRouter implements TxnPinner {
     }
   }
 
-  /** killCursors: the first id of its `cursors` array (drivers kill one cursor per command). */
-  private firstKilledCursor(body: Buffer): bigint {
+  /**
+   * killCursors: drops the pin of every id in its `cursors` array and returns the pool of the
+   * first pinned one, where the whole command goes. Drivers kill one cursor per command; a command
+   * naming cursors of different servers is not split (those on other servers are answered as
+   * `cursorsNotFound` and time out there) — see docs/operations.md, "Cursors and transactions".
+   */
+  private unpinKilled(body: Buffer): UpstreamPool | undefined {
+    let pool: UpstreamPool | undefined;
     const cur = this.cur.open(body, 0);
     while (cur.next()) {
       if (cur.type !== BSON_ARRAY || !cur.nameIs(K_CURSORS)) continue;
       const inner = this.inner.open(body, cur.valueStart, cur.valueEnd);
-      return inner.next() && inner.type === BSON_INT64 ? inner.int64() : 0n;
+      while (inner.next()) {
+        if (inner.type !== BSON_INT64) continue;
+        const id = inner.int64();
+        const pin = this.cursors.get(id);
+        if (pin === undefined) continue;
+        this.cursors.delete(id);
+        pool ??= pin.pool;
+      }
+      break;
     }
-    return 0n;
+    return pool;
+  }
+
+  /**
+   * Cleanup after a closed client (load-balanced mode): the pool cursor `id` is pinned to, its pin
+   * dropped; null when it is not pinned (one upstream server, or the pin expired).
+   */
+  takeCursorPin(id: bigint): UpstreamPool | null {
+    const pin = this.cursors.get(id);
+    if (pin === undefined) return null;
+    this.cursors.delete(id);
+    return pin.pool;
+  }
+
+  /** Likewise for the transaction `txnNumber` of the session whose lsid document is `lsid` (its bytes). */
+  takeTxnPin(lsid: Buffer, txnNumber: bigint): UpstreamPool | null {
+    const key = lsid.toString('latin1');
+    const pin = this.txns.get(key);
+    if (pin === undefined || pin.txnNumber !== txnNumber) return null;
+    this.txns.delete(key);
+    return pin.pool;
   }
 }
 

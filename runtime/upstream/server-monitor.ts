@@ -128,7 +128,7 @@ export class ServerMonitor {
 
   /** hello on the open connection, bounded by the connect timeout (the connection is dropped on expiry). */
   private hello(conn: UpstreamConnection): Promise<Document> {
-    const timer = setTimeout(() => conn.destroy(), this.timeoutMs);
+    const timer = setTimeout(() => conn.destroy(`no hello reply within ${this.timeoutMs} ms`), this.timeoutMs);
     return conn.command({ hello: 1, $db: 'admin' }).finally(() => clearTimeout(timer));
   }
 }

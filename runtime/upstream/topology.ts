@@ -29,6 +29,13 @@ import { StaticHostSource } from './host-source.ts';
 
 export type TopologyKind = 'Unknown' | 'ReplicaSet' | 'Sharded';
 
+/** What /readyz reports for a multi-host upstream (`reason` '' when ready). */
+export interface TopologyReadiness {
+  ready: boolean;
+  reason: 'no_primary' | 'no_router' | 'upstream_unreachable' | '';
+  message: string;
+}
+
 export interface TopologyOptions {
   heartbeatMs: number;
   localThresholdMs: number;
@@ -178,6 +185,27 @@ export class Topology implements MonitorListener, PoolHealthListener {
     }
   }
 
+  /**
+   * Whether the topology can serve (readiness, /readyz), from what the monitors last saw: a replica
+   * set needs a known primary (with secondaries only, writes and primary reads — most traffic —
+   * would wait and fail); a mongos list needs one router that answered its last check.
+   */
+  readiness(): TopologyReadiness {
+    if (this.kind === 'ReplicaSet') {
+      if (this.primaryServer !== null) return { ready: true, reason: '', message: '' };
+      const secondaries = this.usable.length;
+      return {
+        ready: false, reason: 'no_primary',
+        message: `replica set ${this.setName ?? ''} has no known primary (${secondaries} secondar${secondaries === 1 ? 'y' : 'ies'} reachable): ${this.describe()}`,
+      };
+    }
+    if (this.kind === 'Sharded') {
+      if (this.usable.length > 0) return { ready: true, reason: '', message: '' };
+      return { ready: false, reason: 'no_router', message: `no mongos router answered its last check: ${this.describe()}` };
+    }
+    return { ready: false, reason: 'upstream_unreachable', message: `no upstream server has answered yet: ${this.describe()}` };
+  }
+
   heartbeatMs(): number {
     return this.kind === 'ReplicaSet' && this.primaryServer === null ? MIN_HEARTBEAT_MS : this.opts.heartbeatMs;
   }
@@ -273,6 +301,11 @@ export class Topology implements MonitorListener, PoolHealthListener {
       if (was === 'RSPrimary') for (const o of this.servers.values()) if (o.member && o !== s) o.monitor.requestCheck();
     }
     this.changed();
+    // After changed(): the server is out of the usable list, so the requests answered here with a
+    // retryable error (and the driver's retries) select another server. A server that does not
+    // answer its monitor does not answer requests either: without this, a request written to a
+    // server that went silent (a partition, its TCP left open) would wait for ever.
+    if (s.hasPool) s.pool.clear(`the server monitor found ${s.address} unreachable (${err.message})`);
   }
 
   /**

@@ -6,11 +6,13 @@
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
+import { Long, UUID, type Document } from 'bson';
 import { MongoClient } from 'mongodb';
 import { DevMongos } from '../../runtime/devdb/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { until } from '../helpers/until.ts';
+import { RawClient, opMsg } from '../helpers/wire.ts';
 
 let routers: DevMongos[];
 const proxies: RunningProxy[] = [];
@@ -143,6 +145,78 @@ test('a transaction stays on the router it started on (every statement and the c
   }
   assert.equal(p.server.router.pinnedTransactions, 0, 'commit drops the pin');
   assert.equal(used.size, 2, 'transactions started on both routers (so staying on one is not an accident)');
+});
+
+test('a load-balanced client closing after its pinned connection was lost: abortTransaction and killCursors go to the router that owns them, not the first seed', async () => {
+  const p = await proxyFor(`mongodb://${routers[0].address},${routers[1].address}`);
+  const t = p.server.router.topology!;
+  await until('two routers', () => t.usableServers.length === 2);
+  await client(p).db('app').collection<{ _id: number }>('lbgone').insertMany(Array.from({ length: 8 }, (_, i) => ({ _id: i })));
+  // A load-balanced raw client whose transaction starts on router 1 (not the seed): requests go
+  // to the routers in turn, so a few connections are enough.
+  let r: RawClient | null = null;
+  let lsid = { id: new UUID() };
+  const txnNumber = Long.fromNumber(3);
+  for (let attempt = 0; attempt < 20 && r === null; attempt++) {
+    const c = await RawClient.connect(p.port);
+    await c.hello({ loadBalanced: true });
+    lsid = { id: new UUID() };
+    const before = routers[1].count('insert');
+    const ins = await c.roundTrip(opMsg({
+      insert: 'lbgone', documents: [{ _id: 100 + attempt }], lsid, txnNumber, startTransaction: true, autocommit: false, $db: 'app',
+    }));
+    assert.equal(ins.body!.ok, 1);
+    if (routers[1].count('insert') > before) r = c;
+    else c.destroy();
+  }
+  assert.ok(r !== null, 'a transaction started on router 1');
+  const findReply = await r.roundTrip(opMsg({
+    find: 'lbgone', filter: {}, batchSize: 2, lsid, txnNumber, autocommit: false, $db: 'app',
+  }));
+  const cursorId = (findReply.body!.cursor as Document).id as Long;
+  assert.ok(cursorId.toBigInt() !== 0n, 'a cursor is open (inside the transaction, on router 1)');
+  // The client's pinned upstream connection is lost (router 1 itself stays up).
+  [...t.allServers()].find((s) => s.port === routers[1].port)!.pool.clear('test: the pinned connection is lost');
+  resetCounts();
+  r.destroy();
+  await until('abortTransaction and killCursors on router 1', () => routers[1].count('abortTransaction') === 1 && routers[1].count('killCursors') === 1);
+  assert.equal(routers[0].count('abortTransaction') + routers[0].count('killCursors'), 0, 'nothing sent to the first seed');
+  await until('the pins dropped', () => p.server.router.pinnedCursors === 0 && p.server.router.pinnedTransactions === 0);
+});
+
+test('killCursors naming several cursors: sent whole to the first pinned cursor\'s router, every named pin dropped', async () => {
+  const p = await proxyFor(`mongodb://${routers[0].address},${routers[1].address}`);
+  const t = p.server.router.topology!;
+  await until('two routers', () => t.usableServers.length === 2);
+  await client(p).db('app').collection<{ _id: number }>('multikill').insertMany(Array.from({ length: 8 }, (_, i) => ({ _id: i })));
+  const r = await RawClient.connect(p.port);
+  try {
+    await r.hello();
+    resetCounts();
+    // Requests go to the routers in turn (within the latency window): open cursors until each
+    // router holds one, and name one of each, the first from router `firstOn`.
+    const byRouter: Array<Long | null> = [null, null];
+    let opened = 0;
+    let firstOn = -1;
+    for (let i = 0; i < 40 && byRouter.includes(null); i++) {
+      const before = routers.map((x) => x.count('find'));
+      const f = await r.roundTrip(opMsg({ find: 'multikill', filter: {}, batchSize: 1, $db: 'app' }));
+      opened++;
+      const on = routers.findIndex((x, j) => x.count('find') > before[j]);
+      if (byRouter[on] === null) byRouter[on] = (f.body!.cursor as Document).id as Long;
+      if (firstOn < 0) firstOn = on;
+    }
+    assert.ok(!byRouter.includes(null), 'cursors opened on both routers');
+    assert.equal(p.server.router.pinnedCursors, opened);
+    const ids = [byRouter[firstOn]!, byRouter[1 - firstOn]!];
+    const k = await r.roundTrip(opMsg({ killCursors: 'multikill', cursors: ids, $db: 'app' }));
+    assert.equal(k.body!.ok, 1);
+    assert.equal(routers[firstOn].count('killCursors'), 1, 'sent to the router of the first cursor');
+    assert.equal(routers[1 - firstOn].count('killCursors'), 0, 'not split');
+    assert.equal(p.server.router.pinnedCursors, opened - 2, 'both named pins dropped');
+  } finally {
+    r.destroy();
+  }
 });
 
 test('metrics: pinned cursors and transactions, and servers by type, are gauges on /metrics', async () => {
