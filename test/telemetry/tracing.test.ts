@@ -18,6 +18,7 @@ import { DevDbServer } from '../../runtime/devdb/index.ts';
 import { Framer, parseOpMsg, decompressFrame, OP_MSG, OP_COMPRESSED } from '../../runtime/wire/index.ts';
 import { Logger } from '../../runtime/log/index.ts';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.ts';
+import { fixture } from '../wasm/fixtures.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 after(async () => {
@@ -117,6 +118,21 @@ function traceOf(spans: ReceivedSpan[], op: string, collection: string): { root:
 
 const children = (all: ReceivedSpan[], parent: ReceivedSpan) =>
   all.filter((s) => s.parentSpanId === parent.spanId).sort((a, b) => (a.startNs < b.startNs ? -1 : a.startNs > b.startNs ? 1 : 0));
+
+/**
+ * The tree under `root` as indented lines (children by start time), and a check that it holds every
+ * span of the trace: each span's parent is in the tree, so none hangs off a span that was not sent.
+ */
+function treeOf(all: ReceivedSpan[], root: ReceivedSpan): string[] {
+  const lines: string[] = [];
+  const walk = (s: ReceivedSpan, depth: number) => {
+    lines.push(`${'  '.repeat(depth)}${s.name}${s.attributes['proxy.step.phase'] !== undefined ? ` (${String(s.attributes['proxy.step.phase'])})` : ''}`);
+    for (const c of children(all, s)) walk(c, depth + 1);
+  };
+  walk(root, 0);
+  assert.equal(lines.length, all.length, `every span of the trace is in the tree under the root:\n${lines.join('\n')}`);
+  return lines;
+}
 
 function assertWithin(child: ReceivedSpan, parent: ReceivedSpan): void {
   // 2 µs of slack: span times are rebuilt from performance.now() and step durations to the nanosecond.
@@ -234,6 +250,85 @@ test('a request a step rejects: root and step marked as errors with db.response.
   const names = children(all, root).map((s) => s.name);
   assert.deepEqual(names, ['proxy.step.filter'], 'the filter ran; the cache and the upstream did not');
   assert.equal(all.some((s) => s.name === 'proxy.upstream'), false);
+  const filter = children(all, root)[0];
+  assert.equal(filter.attributes['proxy.step.error'], true, 'the rejecting step is marked');
+  assert.equal(filter.status, 2, 'the rejecting step has status ERROR');
+  assert.equal(filter.attributes['db.response.status_code'], '13');
+  assert.equal(filter.attributes['error.type'], 'Unauthorized');
+  // No upstream served it: the address attributes are left out rather than sent empty.
+  assert.equal(root.attributes['server.address'], undefined);
+  assert.equal(filter.attributes['net.peer.name'], undefined);
+});
+
+test('a response-phase step rejects a good reply: the step and the root are errors, the upstream operation span is not', async () => {
+  const receiver = await startOtlpReceiver();
+  cleanups.push(() => receiver.close());
+  const t = await start({ otlp_endpoint: receiver.url }, {
+    pipeline: { request: ['cache'], response: ['wasm:reject_reply', 'cache'] },
+    steps: { cache: { config: { ttl_ms: 60000 } }, reject_reply: { module: await fixture('reject_reply') } },
+  });
+  await assert.rejects(t.client.db('app').collection('refused').findOne({}), /reply refused by reject_reply/);
+  await t.proxy.tracing!.flush();
+  const { root, all } = traceOf(await receiver.waitForSpans(1), 'find', 'refused');
+  assert.deepEqual(treeOf(all, root), [
+    'proxy.request',
+    '  proxy.step.cache (request)',
+    '    cache.lookup',
+    '  proxy.upstream',
+    '    connection.acquire',
+    '    find refused',
+    '  proxy.step.reject_reply (response)',
+  ]);
+  assert.equal(root.status, 2);
+  assert.equal(root.attributes['error.type'], 'Unauthorized');
+  const rejecter = all.find((s) => s.name === 'proxy.step.reject_reply')!;
+  assert.equal(rejecter.status, 2);
+  assert.equal(rejecter.attributes['proxy.step.error'], true);
+  assert.equal(rejecter.attributes['error.type'], 'Unauthorized');
+  const cache = all.find((s) => s.name === 'proxy.step.cache')!;
+  assert.equal(cache.status, 0);
+  assert.equal(cache.attributes['proxy.step.error'], false);
+  for (const name of ['proxy.upstream', 'connection.acquire', 'find refused']) {
+    const s = all.find((x) => x.name === name)!;
+    assert.equal(s.status, 0, `${name} succeeded: status UNSET`);
+    assert.equal(s.attributes['error.type'], undefined, `${name} has no error.type`);
+    assert.equal(s.attributes['db.response.status_code'], undefined, `${name} has no status code`);
+  }
+});
+
+test('errors the upstream returns: error.type is the code name — DuplicateKey for a duplicate-key insert (a write error), the reply\'s codeName for ok: 0', async () => {
+  const receiver = await startOtlpReceiver();
+  cleanups.push(() => receiver.close());
+  const t = await start({ otlp_endpoint: receiver.url });
+  const db = t.client.db('app');
+  const dups = db.collection('dups');
+  await dups.insertOne({ _id: 7 } as Document);
+  await assert.rejects(dups.insertOne({ _id: 7 } as Document), (e: { code?: number }) => e.code === 11000);
+  await db.createCollection('made');
+  await assert.rejects(db.createCollection('made'), (e: { code?: number }) => e.code === 48);
+  await t.proxy.tracing!.flush();
+  const spans = await receiver.waitForSpans(1);
+  const inserts = spans.filter((s) => s.name === 'proxy.request' && s.attributes['db.collection.name'] === 'dups');
+  assert.equal(inserts.length, 2);
+  const [good, dup] = inserts.sort((a, b) => (a.startNs < b.startNs ? -1 : 1));
+  assert.equal(good.status, 0, 'the first insert succeeded');
+  assert.equal(good.attributes['error.type'], undefined);
+  const all = spans.filter((s) => s.traceId === dup.traceId);
+  const op = all.find((s) => s.name === 'insert dups')!;
+  for (const s of [dup, op]) {
+    assert.equal(s.status, 2, `${s.name}: status ERROR`);
+    assert.equal(s.attributes['db.response.status_code'], '11000', `${s.name}: the code`);
+    assert.equal(s.attributes['error.type'], 'DuplicateKey', `${s.name}: the code name`);
+  }
+  // create: an ok: 0 reply; its codeName is read from the reply (48 is not a code the proxy names itself).
+  const creates = spans.filter((s) => s.name === 'proxy.request' && s.attributes['db.operation.name'] === 'create');
+  assert.equal(creates.length, 2);
+  const failed = creates.find((s) => s.status === 2)!;
+  assert.equal(failed.attributes['db.response.status_code'], '48');
+  assert.equal(failed.attributes['error.type'], 'NamespaceExists');
+  const createOp = spans.find((s) => s.traceId === failed.traceId && s.kind === 3)!;
+  assert.equal(createOp.attributes['error.type'], 'NamespaceExists');
+  assert.equal(createOp.status, 2);
 });
 
 test('an inbound $traceparent is continued (root is a child of the client span) and stripped: the upstream never sees it', async () => {
