@@ -331,7 +331,7 @@ test('errors the upstream returns: error.type is the code name — DuplicateKey 
   assert.equal(createOp.status, 2);
 });
 
-test('an inbound $traceparent is continued (root is a child of the client span) and stripped: the upstream never sees it', async () => {
+test('an inbound $traceparent is continued (root is a child of the client span, the exact tree under it) and stripped: the upstream never sees it', async () => {
   const receiver = await startOtlpReceiver();
   cleanups.push(() => receiver.close());
   const t = await start({ otlp_endpoint: receiver.url, sample_rate: 0 });
@@ -346,7 +346,25 @@ test('an inbound $traceparent is continued (root is a child of the client span) 
   const { root, all } = traceOf(await receiver.waitForSpans(1), 'find', 'users');
   assert.equal(root.traceId, traceId, 'the proxy continues the client trace');
   assert.equal(root.parentSpanId, spanId, 'the root span is a child of the client span');
-  assert.ok(all.length >= 6, 'the whole tree is in the client trace');
+  // The whole tree, in the client's trace: every span's parent, name and place among its siblings.
+  assert.deepEqual(treeOf(all, root), [
+    'proxy.request',
+    '  proxy.step.filter (request)',
+    '    regex.eval',
+    '  proxy.step.cache (request)',
+    '    cache.lookup',
+    '  proxy.upstream',
+    '    connection.acquire',
+    '    find users',
+    '  proxy.step.cache (response)',
+    '    cache.store',
+  ]);
+  assert.equal(all.filter((s) => s.parentSpanId === spanId).length, 1, 'only the root hangs off the client span');
+  assert.deepEqual(children(all, root).map((s) => s.attributes['proxy.step.order'] ?? '-'), [1, 2, '-', 1]);
+  for (const s of all) {
+    assert.notEqual(s.spanId, spanId, `${s.name} has its own span id`);
+    assert.equal(s.attributes['proxy.pipeline.id'], 'default', `${s.name} names its pipeline`);
+  }
   // sample_rate 0, yet sampled: the client's sampled flag decides (parent-based).
   assert.equal(receiver.spans.filter((s) => s.name === 'proxy.request').length, 1, 'the insert (no traceparent) was not sampled');
   const finds = t.upstream.commands.filter((c) => c.find === 'users');
@@ -372,6 +390,29 @@ test('a traceparent in comment (the driver\'s find option) is continued; the com
   assert.equal(b.traceId, 'aaaabbbbccccddddeeeeffff00001111');
   assert.equal(b.parentSpanId, '2222333344445555');
   assert.equal(t.upstream.commands.find((c) => c.find === 'orders')?.comment, tp);
+});
+
+test('a sqlcommenter comment (traceparent=\'00-…\') is continued and forwarded unchanged; ordinary comments are not traceparent attempts, a malformed one is counted', async () => {
+  const receiver = await startOtlpReceiver();
+  cleanups.push(() => receiver.close());
+  const t = await start({ otlp_endpoint: receiver.url, sample_rate: 0 });
+  const coll = (name: string) => t.client.db('app').collection(name);
+  const comment = "checkout traceparent='00-0123456789abcdef0123456789abcdef-fedcba9876543210-01',route='/cart'";
+  await coll('sql').find({}, { comment }).toArray();
+  await coll('plain').find({}, { comment: 'user-lookup' }).toArray();
+  await coll('plain').find({}, { comment: 'ad-hoc report' }).toArray();
+  await coll('plain').find({}, { comment: { app: 'shop', step: 'cart-view' } }).toArray();
+  await coll('bad').find({}, { comment: '00-0123456789abcdef0123-01' }).toArray();
+  await coll('bad').find({}, { comment: "traceparent='00-xyz'" }).toArray();
+  await t.proxy.tracing!.flush();
+  const root = traceOf(await receiver.waitForSpans(1), 'find', 'sql').root;
+  assert.equal(root.traceId, '0123456789abcdef0123456789abcdef');
+  assert.equal(root.parentSpanId, 'fedcba9876543210');
+  assert.equal(t.upstream.commands.find((c) => c.find === 'sql')?.comment, comment, 'the comment is the client\'s: forwarded unchanged');
+  assert.equal(receiver.spans.filter((s) => s.name === 'proxy.request').length, 1, 'the others were not sampled (sample_rate 0)');
+  const debug = t.logLines.filter((l) => l.msg === 'invalid traceparent ignored');
+  assert.deepEqual(debug.map((l) => l.value), ['00-0123456789abcdef0123-01', '00-xyz'], 'only the two traceparent attempts are logged');
+  assert.equal(metricValue(await metrics(t.proxy), 'proxy_trace_invalid_traceparent_total'), 2, 'and counted');
 });
 
 test('a client traceparent with the sampled flag off is not traced even at sample_rate 1; invalid values are ignored with a debug line, stripped, and the request succeeds', async () => {
