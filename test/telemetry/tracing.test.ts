@@ -189,6 +189,16 @@ test('a find through the real driver exports the SPEC §2.4 tree: root, request 
   assert.deepEqual(children(all, cacheReq).map((s) => s.name), ['cache.lookup']);
   assert.deepEqual(children(all, cacheResp).map((s) => s.name), ['cache.store']);
   for (const [p, c] of [[filter, children(all, filter)[0]], [cacheReq, children(all, cacheReq)[0]]] as const) assertWithin(c, p);
+  // A sub-operation's attributes: its step, its measured duration, the graph (as docs/tracing.md lists them).
+  for (const [step, name] of [[filter, 'wasm:filter'], [cacheReq, 'wasm:cache'], [cacheResp, 'wasm:cache']] as const) {
+    const sub = children(all, step)[0];
+    assert.deepEqual(Object.keys(sub.attributes).sort(), ['proxy.pipeline', 'proxy.pipeline.id', 'proxy.step.name', 'proxy.subop.duration_us']);
+    assert.equal(sub.attributes['proxy.step.name'], name);
+    assert.equal(sub.attributes['proxy.pipeline'], 'baseline');
+    assert.equal(sub.attributes['proxy.pipeline.id'], 'default');
+    assert.equal(typeof sub.attributes['proxy.subop.duration_us'], 'number');
+    assert.equal(sub.kind, 1, `${sub.name} is an INTERNAL span`);
+  }
 
   // proxy.upstream: connection.acquire, then the operation span named "{operation} {collection}".
   const up = children(all, upstream);
@@ -226,9 +236,13 @@ test('a canary: requests the candidate graph serves carry proxy.pipeline "candid
   for (const root of roots) {
     const variant = root.attributes['proxy.pipeline'] as string;
     byVariant.set(variant, (byVariant.get(variant) ?? 0) + 1);
-    const all = spans.filter((s) => s.traceId === root.traceId && s.attributes['proxy.pipeline'] !== undefined);
-    assert.ok(all.every((s) => s.attributes['proxy.pipeline'] === variant && s.attributes['proxy.pipeline.id'] === 'default'),
-      'every span of a trace names the graph that served it');
+    const all = spans.filter((s) => s.traceId === root.traceId);
+    // Every span, sub-operations included: none may lack the attributes.
+    for (const s of all) {
+      assert.equal(s.attributes['proxy.pipeline'], variant, `${variant} trace: ${s.name} names the graph that served it`);
+      assert.equal(s.attributes['proxy.pipeline.id'], 'default', `${variant} trace: ${s.name} names the pipeline`);
+    }
+    assert.ok(all.some((s) => s.name === 'cache.lookup'), 'the trace has sub-operation spans to check');
     // The candidate graph is the baseline's steps plus a response-phase logging step: its traces show it.
     const steps = all.filter((s) => s.name.startsWith('proxy.step.')).map((s) => s.name);
     assert.equal(steps.includes('proxy.step.logging'), variant === 'candidate', `${variant} trace steps: ${steps.join(', ')}`);
