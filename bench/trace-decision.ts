@@ -70,6 +70,7 @@ const cases: Array<{ name: string; t: Tracing | null; p: Pipeline }> = [
   { name: 'sample_rate 1', t: tracing(1), p: traced },
 ];
 const timings = new RequestTimings();
+const reply = { failed: false, errorCode: 0, errorName: '' };
 
 /** ns per request: the connection's part of the work (decision, phase start, spans for sampled ones). */
 function run(c: (typeof cases)[number]): number {
@@ -88,7 +89,7 @@ function run(c: (typeof cases)[number]): number {
         parent: null, pipelineId: 'bench', variant: 'baseline', op: 'find', db: 'app', collection: 'users',
         readAt, endAt: performance.now(), requestPhaseAt, responsePhaseAt: -1,
         upstreamStartedAt: 0, upstreamAcquiredAt: 0, upstreamWrittenAt: 0, upstreamRepliedAt: 0, upstream: '',
-        ok: true, errorCode: 0, errorName: '', timings,
+        ok: true, errorCode: 0, errorName: '', reply, timings,
       });
     } else {
       p.runRequest(ex);

@@ -90,7 +90,10 @@ export function registerLogs(cli: CAC): void {
     .option('--level <level>', 'only lines at this level or above: trace, debug, info, warn, error')
     .option('--tail <n>', 'recent lines shown first (default 20)')
     .option('--json', 'print the JSON lines as they are (for machines)')
-    .option('--no-follow', 'print the recent lines and exit')
+    // Declared as --follow (default true), not --no-follow: cac prints a negated option's implied
+    // default, so "--no-follow … (default: true)" read as if not following were the default.
+    // --no-follow still sets follow to false (the parser's no- prefix).
+    .option('--follow', 'after the recent lines, follow new ones until Ctrl-C; --no-follow prints them and exits', { default: true })
     .action(async (opts: LogsOptions) => {
       try {
         await runLogs(opts);

@@ -4,7 +4,7 @@
 import { serialize } from 'bson';
 import { codeName, ErrorCodes } from './codes.ts';
 
-export { ErrorCodes, codeName, type ErrorCodeName } from './codes.ts';
+export { ErrorCodes, codeName, knownCodeName, type ErrorCodeName } from './codes.ts';
 
 export class ProxyError extends Error {
   readonly code: number;

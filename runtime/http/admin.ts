@@ -43,7 +43,7 @@ export function buildAdminApp(running: RunningProxy, opts: AdminOptions): Fastif
 
   app.setErrorHandler((err: { statusCode?: number; message: string }, _req, reply) => {
     if (err.statusCode !== undefined && err.statusCode < 500) return send(reply, 'PROXY_ERR_BAD_BODY', err.message);
-    return reply.code(500).send({ error: { code: 'PROXY_ERR_INTERNAL', message: err.message } });
+    return send(reply, 'PROXY_ERR_INTERNAL', err.message);
   });
 
   app.setNotFoundHandler((req, reply) => send(reply, 'PROXY_ERR_NOT_FOUND', `no route ${req.method} ${req.url}`));

@@ -93,7 +93,7 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
   app.setErrorHandler((err: { statusCode?: number; message: string }, _req, reply) => {
     if (err instanceof CanaryError) return sendError(reply, err.code, err.message, err.details);
     if (err.statusCode !== undefined && err.statusCode < 500) return sendError(reply, 'PROXY_ERR_BAD_BODY', err.message);
-    return reply.code(500).send({ error: { code: 'PROXY_ERR_INTERNAL', message: err.message } });
+    return sendError(reply, 'PROXY_ERR_INTERNAL', err.message);
   });
 
   app.setNotFoundHandler((req, reply) => sendError(reply, 'PROXY_ERR_NOT_FOUND', `no route ${req.method} ${req.url}`));

@@ -19,6 +19,7 @@ export const HttpErrors = {
   PROXY_ERR_CANARY_INVALID_STATE: { status: 409, message: 'not valid in the canary\'s state' },
   PROXY_ERR_CANARY_CONFLICT: { status: 409, message: 'another transition of this canary won' },
   PROXY_ERR_CANARY_NO_METRICS: { status: 409, message: 'profiling is disabled: no per-graph metrics to decide on' },
+  PROXY_ERR_INTERNAL: { status: 500, message: 'internal error' },
 } as const;
 
 export type HttpErrorCode = keyof typeof HttpErrors;

@@ -70,7 +70,7 @@ export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opt
   });
   app.setErrorHandler((err: { statusCode?: number; message: string }, _req, reply) => {
     if (err.statusCode !== undefined && err.statusCode < 500) return send(reply, 'PROXY_ERR_BAD_QUERY', err.message);
-    return reply.code(500).send({ error: { code: 'PROXY_ERR_INTERNAL', message: err.message } });
+    return send(reply, 'PROXY_ERR_INTERNAL', err.message);
   });
   app.setNotFoundHandler((req, reply) => send(reply, 'PROXY_ERR_NOT_FOUND', `no route ${req.method} ${req.url}`));
 

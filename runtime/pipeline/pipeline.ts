@@ -99,7 +99,12 @@ function timedLoop(all: readonly StepRunner[], phase: 0 | 1, recorder: StepRecor
       if (t !== null) t.step(timers[i]!, ns, (rc & ERROR) !== 0);
       else timers[i]!.record(ns, (rc & ERROR) !== 0);
       if ((rc & STOP) !== 0) {
-        if (ex.verdict === Verdict.Reject) onReject(steps[i]!, ex);
+        if (ex.verdict === Verdict.Reject) {
+          // Tracing marks the rejecting step's span (a rejection is not a step error: the
+          // profiler's error counts stay traps and failures).
+          if (t !== null) t.rejectedAt = t.count - 1;
+          onReject(steps[i]!, ex);
+        }
         break;
       }
     }

@@ -15,10 +15,13 @@ export class RequestTimings {
   readonly subOf: number[] = [];
   readonly subNames: string[] = [];
   readonly subNs: number[] = [];
+  /** The invocation whose step rejected the request (an index into the arrays above), -1: none. */
+  rejectedAt = -1;
 
   reset(): void {
     this.count = 0;
     this.subCount = 0;
+    this.rejectedAt = -1;
   }
 
   step(timer: StepTimer, durationNs: number, error: boolean): void {

@@ -583,7 +583,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     if (this.profiledGraph !== null) {
       const rp = this.replyPeek.read(frame.subarray(HEADER_SIZE + 5));
       this.replyOk = rp.ok;
-      if (!rp.ok) this.errorCode = rp.code;
+      if (rp.failed) { this.errorCode = rp.errorCode; this.errorName = rp.errorName; }
     }
     const ex = this.exchange;
     if (ex !== null) {
@@ -658,7 +658,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       upstreamWrittenAt: upstream && call.writtenAt >= call.startedAt ? call.writtenAt : 0,
       upstreamRepliedAt: upstream && call.repliedAt >= call.startedAt ? call.repliedAt : 0,
       upstream: upstream ? this.upstreamPool!.describe() : '',
-      ok: this.replyOk, errorCode: this.errorCode, errorName: this.errorName,
+      ok: this.replyOk, errorCode: this.errorCode, errorName: this.errorName, reply: this.replyPeek,
       timings: this.timings!,
     });
   }

@@ -46,7 +46,14 @@ export function parseTraceparent(s: string): TraceParent | string {
 }
 
 const K_TRACEPARENT = utf8('traceparent');
-const SQLCOMMENTER = /traceparent='?([0-9a-fA-F-]{55,})/;
+/** sqlcommenter's `traceparent='<value>'` (quotes optional): the value up to a quote, comma, space or `*`. */
+const SQLCOMMENTER = /traceparent='?([^',\s*]*)/;
+/**
+ * A whole comment that starts as a traceparent does — a 2-hex-digit version, a dash and hex digits
+ * (16 at least: no word does that, while "ad-hoc" or "de-dup" start with hex digits and a dash) —
+ * is meant as one, and counted as invalid when it is not valid.
+ */
+const TRACEPARENT_START = /^[0-9a-fA-F]{2}-[0-9a-fA-F]{16}/;
 
 /** Where a command's trace context was found, and the text found there ('' when none). */
 export class TraceContextReader {
@@ -57,7 +64,10 @@ export class TraceContextReader {
   /**
    * Reads the candidate traceparent text of the command `body`: the `$traceparent` element at
    * `traceparentAt` (preferred) or the `comment` element at `commentAt` (-1: absent).
-   * Returns false when neither holds a string to parse.
+   * Returns false when neither holds one. A comment holds one only when it means to: a string
+   * that starts like a traceparent (`00-` and hex digits) or has the sqlcommenter key `traceparent=`, or a
+   * document with a `traceparent` string field. Any other comment ("user-lookup") is the
+   * application's own and is not a traceparent attempt, so it is neither parsed nor counted.
    */
   read(body: Buffer, traceparentAt: number, commentAt: number): boolean {
     this.source = '';
@@ -69,8 +79,14 @@ export class TraceContextReader {
     if (commentAt >= 0) {
       const type = body[commentAt];
       if (type === BSON_STRING && this.stringAt(body, commentAt)) {
-        const m = this.text.length === 55 ? null : SQLCOMMENTER.exec(this.text);
-        if (m !== null) this.text = m[1];
+        if (!TRACEPARENT_START.test(this.text)) {
+          const m = SQLCOMMENTER.exec(this.text);
+          if (m === null) {
+            this.text = '';
+            return false;
+          }
+          this.text = m[1];
+        }
         this.source = 'comment';
         return true;
       }

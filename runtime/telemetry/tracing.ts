@@ -22,6 +22,7 @@ import { resourceFromAttributes, type Resource } from '@opentelemetry/resources'
 import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import type { RequestTimings } from '../pipeline/index.ts';
+import { knownCodeName } from '../errors/index.ts';
 import { BoundedSpanQueue, type SpanQueueLog } from './span-queue.ts';
 import { TraceContextReader, parseTraceparent, type TraceParent } from './traceparent.ts';
 
@@ -64,11 +65,24 @@ export interface TracedRequest {
   upstreamRepliedAt: number;
   /** "host:port" of the upstream that served it ('' when none). */
   upstream: string;
+  /** The reply's `ok` (false also for a rejection or a proxy error). */
   ok: boolean;
-  /** The error's code and code name when !ok (0 / '' when unknown). */
+  /**
+   * The error the client got (0 / '' when none or unknown). A code with `ok` true is a write reply
+   * `ok: 1` reporting writeErrors or a writeConcernError: the request failed all the same.
+   */
   errorCode: number;
   errorName: string;
+  /** The upstream's reply as the connection read it (ReplyPeek); read only when upstreamRepliedAt > 0. */
+  reply: UpstreamReply;
   timings: RequestTimings;
+}
+
+/** The failure an upstream reply reports (runtime/wire ReplyPeek). */
+export interface UpstreamReply {
+  readonly failed: boolean;
+  readonly errorCode: number;
+  readonly errorName: string;
 }
 
 /** The OTLP traces URL for `endpoint`: /v1/traces appended when it has no path. */
@@ -190,15 +204,14 @@ export class Tracing {
 
   /**
    * The client's trace context in the command `body` (`$traceparent`, else `comment`), or null.
-   * Called only when the command has one of those fields. An invalid value is ignored (debug log).
+   * Called only when the command has one of those fields. An invalid value is ignored (debug log,
+   * counted); a comment that does not try to be a traceparent is not one (see TraceContextReader).
    */
   parent(body: Buffer, traceparentAt: number, commentAt: number, conn: number): TraceParent | null {
     const r = this.reader;
     if (!r.read(body, traceparentAt, commentAt)) return null;
     const p = parseTraceparent(r.text);
     if (typeof p === 'string') {
-      // A comment that is not a trace context is just a comment.
-      if (r.source === 'comment' && !r.text.includes('-')) return null;
       this.invalidTraceparents++;
       this.log.debug('invalid traceparent ignored', { conn, source: r.source, reason: p, value: r.text.slice(0, 80) });
       return null;
@@ -235,9 +248,11 @@ export class Tracing {
     const remote: SpanContext | undefined = r.parent === null ? undefined
       : { traceId: r.parent.traceId, spanId: r.parent.spanId, traceFlags: r.parent.flags, isRemote: true };
     const traceId = remote !== undefined ? remote.traceId : this.ids.next(16);
+    const failed = !r.ok || r.errorCode !== 0;
+    const errorType = failed ? errorTypeOf(r.errorCode, r.errorName) : '';
     const rootAttrs = a.db();
     rootAttrs['proxy.request.duration_us'] = Math.round((r.endAt - r.readAt) * 1000);
-    if (!r.ok) addError(rootAttrs, r);
+    if (failed) addError(rootAttrs, r.errorCode, errorType);
     // The root is queued last (it ends last), but its id is needed by its children now.
     const root: SpanContext = { traceId, spanId: this.ids.next(8), traceFlags: 1 };
     // Attributes every child without its own additions shares (the exporter only reads them).
@@ -261,15 +276,19 @@ export class Tracing {
       const ns = t.ns[i];
       const end = at + ns / 1e6;
       const name = timer.step.startsWith('wasm:') ? timer.step.slice(5) : timer.step;
-      const step = this.span(`proxy.step.${name}`, SpanKind.INTERNAL, traceId, root, at, end,
-        a.step(timer.step, phase === 0 ? 'request' : 'response', Math.round(ns / 1000), t.errors[i], order), t.errors[i]);
+      // A step that failed (trap, fuel, disabled) or stopped the request with a rejection.
+      const rejected = i === t.rejectedAt;
+      const stepError = t.errors[i] || rejected;
+      const stepAttrs = a.step(timer.step, phase === 0 ? 'request' : 'response', Math.round(ns / 1000), stepError, order);
+      if (rejected) addError(stepAttrs, r.errorCode, errorType);
+      const step = this.span(`proxy.step.${name}`, SpanKind.INTERNAL, traceId, root, at, end, stepAttrs, stepError);
       // Sub-operations: their durations are measured; laid out in order from the step's start.
       let subAt = at;
       while (sub < t.subCount && t.subOf[sub] <= i) {
         if (t.subOf[sub] === i) {
           const subEnd = Math.min(end, subAt + t.subNs[sub] / 1e6);
           this.span(t.subNames[sub], SpanKind.INTERNAL, traceId, step, subAt, subEnd,
-            { 'proxy.step.name': timer.step, 'proxy.subop.duration_us': Math.round(t.subNs[sub] / 1000) }, false);
+            a.subop(timer.step, Math.round(t.subNs[sub] / 1000)), false);
           subAt = subEnd;
         }
         sub++;
@@ -283,19 +302,25 @@ export class Tracing {
       const acquired = r.upstreamAcquiredAt > 0 ? r.upstreamAcquiredAt : upEnd;
       this.span('connection.acquire', SpanKind.INTERNAL, traceId, up, r.upstreamStartedAt, acquired, shared, false);
       if (r.upstreamWrittenAt > 0) {
+        // The operation failed when its reply reports a failure, or — no reply — when the request
+        // failed (the call's own error: a timeout, a lost connection). A response step's rejection
+        // of a good reply is that step's failure, not the operation's.
         let opAttrs = shared;
-        if (!r.ok) {
+        let opFailed = false;
+        if (r.upstreamRepliedAt > 0 ? r.reply.failed : failed) {
+          opFailed = true;
           opAttrs = a.db();
-          addError(opAttrs, r);
+          if (r.upstreamRepliedAt > 0) addError(opAttrs, r.reply.errorCode, errorTypeOf(r.reply.errorCode, r.reply.errorName));
+          else addError(opAttrs, r.errorCode, errorType);
         }
         // The operation span is named as the database conventions name a client span: "{operation} {collection}".
         this.span(r.collection === '' ? r.op : `${r.op} ${r.collection}`, SpanKind.CLIENT, traceId, up,
-          r.upstreamWrittenAt, upEnd, opAttrs, !r.ok);
+          r.upstreamWrittenAt, upEnd, opAttrs, opFailed);
       }
     }
     this.queue.onEnd(new RecordedSpan(this.resource, 'proxy.request', SpanKind.SERVER, root, remote,
       this.time(r.readAt), this.time(r.endAt), rootAttrs,
-      r.ok ? STATUS_UNSET : { code: SpanStatusCode.ERROR, message: r.errorName || String(r.errorCode) }));
+      failed ? { code: SpanStatusCode.ERROR, message: errorType } : STATUS_UNSET));
   }
 
   /** Exports what is queued. */
@@ -359,6 +384,14 @@ class SpanAttrs {
     });
   }
 
+  /** A plugin sub-operation: its step and the graph that ran it (a canary's spans all name their graph). */
+  subop(step: string, durationUs: number): Attributes {
+    return {
+      'proxy.step.name': step, 'proxy.subop.duration_us': durationUs,
+      'proxy.pipeline.id': this.pipelineId, 'proxy.pipeline': this.variant,
+    };
+  }
+
   /** Adds the collection and upstream address attributes, when the request has them. */
   private optional(attrs: Attributes): Attributes {
     if (this.coll !== undefined) {
@@ -375,7 +408,18 @@ class SpanAttrs {
   }
 }
 
-function addError(attrs: Attributes, r: TracedRequest): void {
-  if (r.errorCode !== 0) attrs['db.response.status_code'] = String(r.errorCode);
-  attrs['error.type'] = r.errorName !== '' ? r.errorName : r.errorCode !== 0 ? String(r.errorCode) : 'error';
+/**
+ * `error.type`: the server's code name (`DuplicateKey`) — as the reply sent it, else from the codes
+ * the proxy knows (write errors arrive without a name), else the code as a string; `error` when
+ * there is no code at all.
+ */
+function errorTypeOf(code: number, name: string): string {
+  if (name !== '') return name;
+  if (code === 0) return 'error';
+  return knownCodeName(code) ?? String(code);
+}
+
+function addError(attrs: Attributes, code: number, type: string): void {
+  if (code !== 0) attrs['db.response.status_code'] = String(code);
+  attrs['error.type'] = type;
 }

@@ -3,7 +3,7 @@
 // cursor id — without decoding anything else. One instance per connection, refilled per request.
 
 import {
-  BSON_INT64, BSON_STRING, BSON_BOOLEAN, BSON_DOCUMENT, ElementCursor, utf8,
+  BSON_INT64, BSON_STRING, BSON_BOOLEAN, BSON_DOCUMENT, BSON_ARRAY, ElementCursor, utf8,
 } from './bson-peek.ts';
 
 const K_DB = utf8('$db');
@@ -104,17 +104,37 @@ export class CommandPeek {
 
 const K_OK = utf8('ok');
 const K_CODE = utf8('code');
+const K_CODE_NAME = utf8('codeName');
 const K_CURSOR = utf8('cursor');
 const K_ID = utf8('id');
 const K_WRITE_ERRORS = utf8('writeErrors');
 const K_WC_ERROR = utf8('writeConcernError');
 
-/** What the proxy needs from a reply: success, error code, and a cursor id to pin. */
+/**
+ * What the proxy needs from a reply: success, error code, and a cursor id to pin — and, for
+ * tracing, the failure the client sees (`failed`, `errorCode`, `errorName`).
+ *
+ * A failure is an `ok: 0` reply (its `code` and `codeName`), or an `ok: 1` write reply that
+ * reports `writeErrors` (the first one's `code`, and its `codeName` when the server sends one —
+ * mongod does not, so `errorName` is then '') or else a `writeConcernError` (its `code` and
+ * `codeName`): the driver raises all three to the application. A successful reply pays one more
+ * name comparison per top-level field (a length test, mostly) and allocates nothing: `codeName`
+ * is only located during the pass, and the failure fields are read after it, only on a failure.
+ * (Side by side with the class before this, on a find and an insert reply: within the noise.)
+ */
 export class ReplyPeek {
   ok = false;
+  /** The top-level `code` (0 when absent). */
   code = 0;
   cursorId = 0n;
   hasWriteErrors = false;
+  failed = false;
+  /** The failure's code and code name (0 / '' when none or not sent). */
+  errorCode = 0;
+  errorName = '';
+  private codeNameAt = -1;
+  private writeErrorsAt = -1;
+  private wcErrorAt = -1;
   private readonly cur = new ElementCursor();
   private readonly inner = new ElementCursor();
 
@@ -124,11 +144,23 @@ export class ReplyPeek {
     this.code = 0;
     this.cursorId = 0n;
     this.hasWriteErrors = false;
+    this.failed = false;
+    this.errorCode = 0;
+    this.errorName = '';
+    this.codeNameAt = -1;
+    this.writeErrorsAt = -1;
+    this.wcErrorAt = -1;
     while (cur.next()) {
       if (cur.nameIs(K_OK)) this.ok = cur.number() === 1;
       else if (cur.nameIs(K_CODE)) this.code = cur.number();
-      else if (cur.nameIs(K_WRITE_ERRORS) || cur.nameIs(K_WC_ERROR)) this.hasWriteErrors = true;
-      else if (cur.nameIs(K_CURSOR) && cur.type === BSON_DOCUMENT) {
+      else if (cur.nameIs(K_CODE_NAME)) this.codeNameAt = cur.type === BSON_STRING ? cur.valueStart : -1;
+      else if (cur.nameIs(K_WRITE_ERRORS)) {
+        this.hasWriteErrors = true;
+        if (cur.type === BSON_ARRAY) this.writeErrorsAt = cur.valueStart;
+      } else if (cur.nameIs(K_WC_ERROR)) {
+        this.hasWriteErrors = true;
+        if (cur.type === BSON_DOCUMENT) this.wcErrorAt = cur.valueStart;
+      } else if (cur.nameIs(K_CURSOR) && cur.type === BSON_DOCUMENT) {
         const inner = this.inner.open(body, cur.valueStart, cur.valueEnd);
         while (inner.next()) {
           if (inner.nameIs(K_ID) && inner.type === BSON_INT64) {
@@ -138,6 +170,32 @@ export class ReplyPeek {
         }
       }
     }
+    if (!this.ok) {
+      this.failed = true;
+      this.errorCode = this.code;
+      if (this.codeNameAt >= 0) this.errorName = stringAt(body, this.codeNameAt);
+    } else if (this.writeErrorsAt >= 0) {
+      // The array's first element is the first write error (a document).
+      const arr = this.inner.open(body, this.writeErrorsAt);
+      if (arr.next() && arr.type === BSON_DOCUMENT) this.readError(body, arr.valueStart);
+    } else if (this.wcErrorAt >= 0) {
+      this.readError(body, this.wcErrorAt);
+    }
     return this;
   }
+
+  /** `code` and `codeName` of the error document at `off`. */
+  private readError(body: Buffer, off: number): void {
+    this.failed = true;
+    const e = this.inner.open(body, off);
+    while (e.next()) {
+      if (e.nameIs(K_CODE)) this.errorCode = e.number();
+      else if (e.nameIs(K_CODE_NAME) && e.type === BSON_STRING) this.errorName = e.string();
+    }
+  }
+}
+
+/** The string value whose length prefix is at `off`. */
+function stringAt(body: Buffer, off: number): string {
+  return body.toString('utf8', off + 4, off + 4 + body.readInt32LE(off) - 1);
 }

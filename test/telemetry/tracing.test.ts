@@ -18,6 +18,7 @@ import { DevDbServer } from '../../runtime/devdb/index.ts';
 import { Framer, parseOpMsg, decompressFrame, OP_MSG, OP_COMPRESSED } from '../../runtime/wire/index.ts';
 import { Logger } from '../../runtime/log/index.ts';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.ts';
+import { fixture } from '../wasm/fixtures.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 after(async () => {
@@ -118,6 +119,21 @@ function traceOf(spans: ReceivedSpan[], op: string, collection: string): { root:
 const children = (all: ReceivedSpan[], parent: ReceivedSpan) =>
   all.filter((s) => s.parentSpanId === parent.spanId).sort((a, b) => (a.startNs < b.startNs ? -1 : a.startNs > b.startNs ? 1 : 0));
 
+/**
+ * The tree under `root` as indented lines (children by start time), and a check that it holds every
+ * span of the trace: each span's parent is in the tree, so none hangs off a span that was not sent.
+ */
+function treeOf(all: ReceivedSpan[], root: ReceivedSpan): string[] {
+  const lines: string[] = [];
+  const walk = (s: ReceivedSpan, depth: number) => {
+    lines.push(`${'  '.repeat(depth)}${s.name}${s.attributes['proxy.step.phase'] !== undefined ? ` (${String(s.attributes['proxy.step.phase'])})` : ''}`);
+    for (const c of children(all, s)) walk(c, depth + 1);
+  };
+  walk(root, 0);
+  assert.equal(lines.length, all.length, `every span of the trace is in the tree under the root:\n${lines.join('\n')}`);
+  return lines;
+}
+
 function assertWithin(child: ReceivedSpan, parent: ReceivedSpan): void {
   // 2 µs of slack: span times are rebuilt from performance.now() and step durations to the nanosecond.
   assert.ok(child.startNs + 2000n >= parent.startNs, `${child.name} starts within ${parent.name}`);
@@ -173,6 +189,16 @@ test('a find through the real driver exports the SPEC §2.4 tree: root, request 
   assert.deepEqual(children(all, cacheReq).map((s) => s.name), ['cache.lookup']);
   assert.deepEqual(children(all, cacheResp).map((s) => s.name), ['cache.store']);
   for (const [p, c] of [[filter, children(all, filter)[0]], [cacheReq, children(all, cacheReq)[0]]] as const) assertWithin(c, p);
+  // A sub-operation's attributes: its step, its measured duration, the graph (as docs/tracing.md lists them).
+  for (const [step, name] of [[filter, 'wasm:filter'], [cacheReq, 'wasm:cache'], [cacheResp, 'wasm:cache']] as const) {
+    const sub = children(all, step)[0];
+    assert.deepEqual(Object.keys(sub.attributes).sort(), ['proxy.pipeline', 'proxy.pipeline.id', 'proxy.step.name', 'proxy.subop.duration_us']);
+    assert.equal(sub.attributes['proxy.step.name'], name);
+    assert.equal(sub.attributes['proxy.pipeline'], 'baseline');
+    assert.equal(sub.attributes['proxy.pipeline.id'], 'default');
+    assert.equal(typeof sub.attributes['proxy.subop.duration_us'], 'number');
+    assert.equal(sub.kind, 1, `${sub.name} is an INTERNAL span`);
+  }
 
   // proxy.upstream: connection.acquire, then the operation span named "{operation} {collection}".
   const up = children(all, upstream);
@@ -210,9 +236,13 @@ test('a canary: requests the candidate graph serves carry proxy.pipeline "candid
   for (const root of roots) {
     const variant = root.attributes['proxy.pipeline'] as string;
     byVariant.set(variant, (byVariant.get(variant) ?? 0) + 1);
-    const all = spans.filter((s) => s.traceId === root.traceId && s.attributes['proxy.pipeline'] !== undefined);
-    assert.ok(all.every((s) => s.attributes['proxy.pipeline'] === variant && s.attributes['proxy.pipeline.id'] === 'default'),
-      'every span of a trace names the graph that served it');
+    const all = spans.filter((s) => s.traceId === root.traceId);
+    // Every span, sub-operations included: none may lack the attributes.
+    for (const s of all) {
+      assert.equal(s.attributes['proxy.pipeline'], variant, `${variant} trace: ${s.name} names the graph that served it`);
+      assert.equal(s.attributes['proxy.pipeline.id'], 'default', `${variant} trace: ${s.name} names the pipeline`);
+    }
+    assert.ok(all.some((s) => s.name === 'cache.lookup'), 'the trace has sub-operation spans to check');
     // The candidate graph is the baseline's steps plus a response-phase logging step: its traces show it.
     const steps = all.filter((s) => s.name.startsWith('proxy.step.')).map((s) => s.name);
     assert.equal(steps.includes('proxy.step.logging'), variant === 'candidate', `${variant} trace steps: ${steps.join(', ')}`);
@@ -234,9 +264,88 @@ test('a request a step rejects: root and step marked as errors with db.response.
   const names = children(all, root).map((s) => s.name);
   assert.deepEqual(names, ['proxy.step.filter'], 'the filter ran; the cache and the upstream did not');
   assert.equal(all.some((s) => s.name === 'proxy.upstream'), false);
+  const filter = children(all, root)[0];
+  assert.equal(filter.attributes['proxy.step.error'], true, 'the rejecting step is marked');
+  assert.equal(filter.status, 2, 'the rejecting step has status ERROR');
+  assert.equal(filter.attributes['db.response.status_code'], '13');
+  assert.equal(filter.attributes['error.type'], 'Unauthorized');
+  // No upstream served it: the address attributes are left out rather than sent empty.
+  assert.equal(root.attributes['server.address'], undefined);
+  assert.equal(filter.attributes['net.peer.name'], undefined);
 });
 
-test('an inbound $traceparent is continued (root is a child of the client span) and stripped: the upstream never sees it', async () => {
+test('a response-phase step rejects a good reply: the step and the root are errors, the upstream operation span is not', async () => {
+  const receiver = await startOtlpReceiver();
+  cleanups.push(() => receiver.close());
+  const t = await start({ otlp_endpoint: receiver.url }, {
+    pipeline: { request: ['cache'], response: ['wasm:reject_reply', 'cache'] },
+    steps: { cache: { config: { ttl_ms: 60000 } }, reject_reply: { module: await fixture('reject_reply') } },
+  });
+  await assert.rejects(t.client.db('app').collection('refused').findOne({}), /reply refused by reject_reply/);
+  await t.proxy.tracing!.flush();
+  const { root, all } = traceOf(await receiver.waitForSpans(1), 'find', 'refused');
+  assert.deepEqual(treeOf(all, root), [
+    'proxy.request',
+    '  proxy.step.cache (request)',
+    '    cache.lookup',
+    '  proxy.upstream',
+    '    connection.acquire',
+    '    find refused',
+    '  proxy.step.reject_reply (response)',
+  ]);
+  assert.equal(root.status, 2);
+  assert.equal(root.attributes['error.type'], 'Unauthorized');
+  const rejecter = all.find((s) => s.name === 'proxy.step.reject_reply')!;
+  assert.equal(rejecter.status, 2);
+  assert.equal(rejecter.attributes['proxy.step.error'], true);
+  assert.equal(rejecter.attributes['error.type'], 'Unauthorized');
+  const cache = all.find((s) => s.name === 'proxy.step.cache')!;
+  assert.equal(cache.status, 0);
+  assert.equal(cache.attributes['proxy.step.error'], false);
+  for (const name of ['proxy.upstream', 'connection.acquire', 'find refused']) {
+    const s = all.find((x) => x.name === name)!;
+    assert.equal(s.status, 0, `${name} succeeded: status UNSET`);
+    assert.equal(s.attributes['error.type'], undefined, `${name} has no error.type`);
+    assert.equal(s.attributes['db.response.status_code'], undefined, `${name} has no status code`);
+  }
+});
+
+test('errors the upstream returns: error.type is the code name — DuplicateKey for a duplicate-key insert (a write error), the reply\'s codeName for ok: 0', async () => {
+  const receiver = await startOtlpReceiver();
+  cleanups.push(() => receiver.close());
+  const t = await start({ otlp_endpoint: receiver.url });
+  const db = t.client.db('app');
+  const dups = db.collection('dups');
+  await dups.insertOne({ _id: 7 } as Document);
+  await assert.rejects(dups.insertOne({ _id: 7 } as Document), (e: { code?: number }) => e.code === 11000);
+  await db.createCollection('made');
+  await assert.rejects(db.createCollection('made'), (e: { code?: number }) => e.code === 48);
+  await t.proxy.tracing!.flush();
+  const spans = await receiver.waitForSpans(1);
+  const inserts = spans.filter((s) => s.name === 'proxy.request' && s.attributes['db.collection.name'] === 'dups');
+  assert.equal(inserts.length, 2);
+  const [good, dup] = inserts.sort((a, b) => (a.startNs < b.startNs ? -1 : 1));
+  assert.equal(good.status, 0, 'the first insert succeeded');
+  assert.equal(good.attributes['error.type'], undefined);
+  const all = spans.filter((s) => s.traceId === dup.traceId);
+  const op = all.find((s) => s.name === 'insert dups')!;
+  for (const s of [dup, op]) {
+    assert.equal(s.status, 2, `${s.name}: status ERROR`);
+    assert.equal(s.attributes['db.response.status_code'], '11000', `${s.name}: the code`);
+    assert.equal(s.attributes['error.type'], 'DuplicateKey', `${s.name}: the code name`);
+  }
+  // create: an ok: 0 reply; its codeName is read from the reply (48 is not a code the proxy names itself).
+  const creates = spans.filter((s) => s.name === 'proxy.request' && s.attributes['db.operation.name'] === 'create');
+  assert.equal(creates.length, 2);
+  const failed = creates.find((s) => s.status === 2)!;
+  assert.equal(failed.attributes['db.response.status_code'], '48');
+  assert.equal(failed.attributes['error.type'], 'NamespaceExists');
+  const createOp = spans.find((s) => s.traceId === failed.traceId && s.kind === 3)!;
+  assert.equal(createOp.attributes['error.type'], 'NamespaceExists');
+  assert.equal(createOp.status, 2);
+});
+
+test('an inbound $traceparent is continued (root is a child of the client span, the exact tree under it) and stripped: the upstream never sees it', async () => {
   const receiver = await startOtlpReceiver();
   cleanups.push(() => receiver.close());
   const t = await start({ otlp_endpoint: receiver.url, sample_rate: 0 });
@@ -251,7 +360,25 @@ test('an inbound $traceparent is continued (root is a child of the client span) 
   const { root, all } = traceOf(await receiver.waitForSpans(1), 'find', 'users');
   assert.equal(root.traceId, traceId, 'the proxy continues the client trace');
   assert.equal(root.parentSpanId, spanId, 'the root span is a child of the client span');
-  assert.ok(all.length >= 6, 'the whole tree is in the client trace');
+  // The whole tree, in the client's trace: every span's parent, name and place among its siblings.
+  assert.deepEqual(treeOf(all, root), [
+    'proxy.request',
+    '  proxy.step.filter (request)',
+    '    regex.eval',
+    '  proxy.step.cache (request)',
+    '    cache.lookup',
+    '  proxy.upstream',
+    '    connection.acquire',
+    '    find users',
+    '  proxy.step.cache (response)',
+    '    cache.store',
+  ]);
+  assert.equal(all.filter((s) => s.parentSpanId === spanId).length, 1, 'only the root hangs off the client span');
+  assert.deepEqual(children(all, root).map((s) => s.attributes['proxy.step.order'] ?? '-'), [1, 2, '-', 1]);
+  for (const s of all) {
+    assert.notEqual(s.spanId, spanId, `${s.name} has its own span id`);
+    assert.equal(s.attributes['proxy.pipeline.id'], 'default', `${s.name} names its pipeline`);
+  }
   // sample_rate 0, yet sampled: the client's sampled flag decides (parent-based).
   assert.equal(receiver.spans.filter((s) => s.name === 'proxy.request').length, 1, 'the insert (no traceparent) was not sampled');
   const finds = t.upstream.commands.filter((c) => c.find === 'users');
@@ -277,6 +404,29 @@ test('a traceparent in comment (the driver\'s find option) is continued; the com
   assert.equal(b.traceId, 'aaaabbbbccccddddeeeeffff00001111');
   assert.equal(b.parentSpanId, '2222333344445555');
   assert.equal(t.upstream.commands.find((c) => c.find === 'orders')?.comment, tp);
+});
+
+test('a sqlcommenter comment (traceparent=\'00-…\') is continued and forwarded unchanged; ordinary comments are not traceparent attempts, a malformed one is counted', async () => {
+  const receiver = await startOtlpReceiver();
+  cleanups.push(() => receiver.close());
+  const t = await start({ otlp_endpoint: receiver.url, sample_rate: 0 });
+  const coll = (name: string) => t.client.db('app').collection(name);
+  const comment = "checkout traceparent='00-0123456789abcdef0123456789abcdef-fedcba9876543210-01',route='/cart'";
+  await coll('sql').find({}, { comment }).toArray();
+  await coll('plain').find({}, { comment: 'user-lookup' }).toArray();
+  await coll('plain').find({}, { comment: 'ad-hoc report' }).toArray();
+  await coll('plain').find({}, { comment: { app: 'shop', step: 'cart-view' } }).toArray();
+  await coll('bad').find({}, { comment: '00-0123456789abcdef0123-01' }).toArray();
+  await coll('bad').find({}, { comment: "traceparent='00-xyz'" }).toArray();
+  await t.proxy.tracing!.flush();
+  const root = traceOf(await receiver.waitForSpans(1), 'find', 'sql').root;
+  assert.equal(root.traceId, '0123456789abcdef0123456789abcdef');
+  assert.equal(root.parentSpanId, 'fedcba9876543210');
+  assert.equal(t.upstream.commands.find((c) => c.find === 'sql')?.comment, comment, 'the comment is the client\'s: forwarded unchanged');
+  assert.equal(receiver.spans.filter((s) => s.name === 'proxy.request').length, 1, 'the others were not sampled (sample_rate 0)');
+  const debug = t.logLines.filter((l) => l.msg === 'invalid traceparent ignored');
+  assert.deepEqual(debug.map((l) => l.value), ['00-0123456789abcdef0123-01', '00-xyz'], 'only the two traceparent attempts are logged');
+  assert.equal(metricValue(await metrics(t.proxy), 'proxy_trace_invalid_traceparent_total'), 2, 'and counted');
 });
 
 test('a client traceparent with the sampled flag off is not traced even at sample_rate 1; invalid values are ignored with a debug line, stripped, and the request succeeds', async () => {

@@ -59,6 +59,20 @@ test('reply peek: ok, code, cursor id', () => {
   assert.equal(r.cursorId, 0n);
 });
 
+test('the failure a reply reports: ok 0 with its codeName, the first write error, a write concern error; none on success', () => {
+  const r = new ReplyPeek();
+  r.read(buf({ ok: 0, errmsg: 'x', code: 48, codeName: 'NamespaceExists' }));
+  assert.deepEqual([r.failed, r.errorCode, r.errorName], [true, 48, 'NamespaceExists']);
+  // mongod's write errors carry no codeName: the name is left to the reader of the code.
+  r.read(buf({ n: 1, writeErrors: [{ index: 1, code: 11000, keyPattern: { _id: 1 }, keyValue: { _id: 1 }, errmsg: 'E11000 dup' },
+    { index: 2, code: 121, errmsg: 'validation' }], ok: 1 }));
+  assert.deepEqual([r.ok, r.failed, r.errorCode, r.errorName, r.hasWriteErrors], [true, true, 11000, '', true]);
+  r.read(buf({ n: 1, writeConcernError: { code: 64, codeName: 'WriteConcernFailed', errmsg: 'timeout' }, ok: 1 }));
+  assert.deepEqual([r.ok, r.failed, r.errorCode, r.errorName], [true, true, 64, 'WriteConcernFailed']);
+  r.read(buf({ n: 1, ok: 1 }));
+  assert.deepEqual([r.ok, r.failed, r.errorCode, r.errorName, r.hasWriteErrors], [true, false, 0, '', false]);
+});
+
 test('malformed BSON is refused, never read out of bounds', () => {
   const good = buf({ find: 'c', $db: 'd' });
   const cut = Buffer.from(good.subarray(0, good.length - 4));
