@@ -27,6 +27,3 @@ export function errorDocument(code: number, message: string, labels: readonly st
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
-export function upstreamUnavailable(message: string, retryable: boolean, cause?: unknown): ProxyError {
-  return new ProxyError(ErrorCodes.HostUnreachable, message, retryable ? ['RetryableWriteError'] : [], { cause });
-}
