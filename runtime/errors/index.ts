@@ -26,4 +26,3 @@ export function errorDocument(code: number, message: string, labels: readonly st
   const bytes = serialize(doc);
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
-
