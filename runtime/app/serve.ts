@@ -44,7 +44,7 @@ export interface RunningProxy {
   readonly logRing: LogRing | null;
   /** Trace export when `telemetry.otlp_endpoint` is set, else null. */
   readonly tracing: Tracing | null;
-  /** Persisted snapshots when `profiling.snapshot_dir` is set, else null. */
+  /** Snapshots (the time series; persisted too with `profiling.snapshot_dir`) when there is a `profiling` block, else null. */
   readonly snapshots: SnapshotStore | null;
   readonly server: ProxyServer;
   readonly pool: UpstreamPool;
@@ -102,8 +102,10 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   const profiler = profilerConfig === undefined ? null
     : await Profiler.create(profilingSettings(profilerConfig), log.child('proxy::profiling'), mmapStorage(config, opts.configFile ?? null));
   // Restored before the pipeline binds its steps, so rows keep the order they had.
-  const snapshots = profiler === null || config.profiling?.snapshot_dir === undefined ? null : new SnapshotStore(profiler, {
-    dir: resolve(config.profiling.snapshot_dir), intervalMs: config.profiling.snapshot_interval_s * 1000,
+  // Snapshots (the time series) whenever there is a profiling block: in memory, or also on disk
+  // with snapshot_dir (then statistics survive a restart).
+  const snapshots = profiler === null || config.profiling === undefined ? null : new SnapshotStore(profiler, {
+    dir: config.profiling.snapshot_dir === undefined ? null : resolve(config.profiling.snapshot_dir), intervalMs: config.profiling.snapshot_interval_s * 1000,
     retentionMs: durationToMs(config.profiling.snapshot_retention), log: log.child('proxy::profiling'),
   });
   await snapshots?.load();
@@ -280,7 +282,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     log.info(p.enabled ? 'profiling endpoint listening' : 'profiling endpoint listening; profiling is disabled (profiling.enabled: false)', { url: profilingHttp.url });
     if (snapshots !== null) {
       snapshots.start();
-      log.info('profiling snapshots persisted', { dir: snapshots.dir, interval_s: p.snapshot_interval_s, retention: p.snapshot_retention });
+      if (snapshots.dir !== null) log.info('profiling snapshots persisted', { dir: snapshots.dir, interval_s: p.snapshot_interval_s, retention: p.snapshot_retention });
+      else log.info('profiling snapshots kept in memory (statistics reset on restart; set profiling.snapshot_dir to persist them)', { interval_s: p.snapshot_interval_s, retention: p.snapshot_retention });
     }
   }
   if (canary !== null && config.control_plane !== undefined) {

@@ -1,4 +1,4 @@
-// Figures over one snapshot interval, for the time series (docs/profiling.md, "Persistence").
+// Figures over one snapshot interval, for the time series (docs/profiling.md, "Snapshots and persistence").
 //
 // The profiler keeps only cumulative distributions. Rather than record every invocation a second
 // time into an interval histogram that is reset each snapshot (one more WebAssembly call per step
