@@ -264,6 +264,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       if (canary !== null) await canary.close();
       if (notifier !== null) await notifier.close(); // after the controller: its last events are in the outbox
       await server.close(current.shutdown.drain_timeout_ms);
+      profiler?.flushSlowStepLog(); // after the drain: held-back slow-step lines are reported, not lost
       address.hosts.close();
       if (admin !== null) await admin.app.close();
       if (snapshots !== null) await snapshots.close(); // after the drain: the last snapshot has every request

@@ -36,6 +36,8 @@ const stateSchema = v.object({
       name: v.string(),
       phase: v.picklist(['request', 'response']),
       slow: count,
+      /** Slow-step log lines the rate limit held back (absent in states written before it existed). */
+      slow_log_suppressed: v.optional(count, 0),
       latency: distSchema,
       subops: v.array(v.object({ name: v.string(), dist: distSchema })),
     })),

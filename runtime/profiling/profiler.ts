@@ -48,6 +48,9 @@ export interface ProfilingLog {
 export const MAX_SUBOPS_PER_STEP = 32;
 /** Slow-step log lines per step per second at most (the counter counts every one). */
 export const SLOW_LINES_PER_SECOND = 1;
+const SLOW_LOG_WINDOW_MS = 1000;
+/** The line that reports how many slow-step lines a window held back (at its end, or at shutdown). */
+export const SLOW_SUPPRESSED_MESSAGE = 'slow step lines suppressed';
 
 /** What importState() merged. */
 export interface RestoreSummary {
@@ -104,9 +107,13 @@ export class StepStats implements StepTimer {
   thresholdNs: number;
   readonly subops = new Map<string, LatencyStats>();
   private readonly profiler: Profiler;
+  /** Slow-step lines not written because of the rate limit (proxy_step_slow_log_suppressed_total). */
+  suppressedTotal = 0;
   private logWindow = 0;
   private logged = 0;
+  /** Lines suppressed in the current window, reported when it closes (reportSuppressed). */
   private suppressed = 0;
+  private suppressedTimer: NodeJS.Timeout | null = null;
 
   constructor(profiler: Profiler, graph: GraphStats, step: string, phase: 0 | 1) {
     this.profiler = profiler;
@@ -135,34 +142,63 @@ export class StepStats implements StepTimer {
     s.record(durationNs, false);
   }
 
+  /** A slow invocation of a request the sampling filters left out: counted and logged, not recorded. */
+  checkSlow(durationNs: number): void {
+    if (durationNs > this.thresholdNs) this.slowInvocation(durationNs);
+  }
+
   private slowInvocation(ns: number): void {
     this.slow++;
     const p = this.profiler;
     if (!p.settings.alertOnSlowStep) return;
     const now = performance.now();
-    if (now - this.logWindow >= 1000) {
+    if (now - this.logWindow >= SLOW_LOG_WINDOW_MS) {
+      // A window that ended with suppressed lines is reported before the new window's first line
+      // (its timer may not have fired yet).
+      if (this.suppressed > 0) this.reportSuppressed();
       this.logWindow = now;
       this.logged = 0;
     }
     if (this.logged >= SLOW_LINES_PER_SECOND) {
       this.suppressed++;
+      this.suppressedTotal++;
+      if (this.suppressedTimer === null) {
+        // Reports the count when the window closes, even if the step is never slow again; unref'd:
+        // it does not keep a stopping process alive (Profiler.flushSlowStepLog() reports at shutdown).
+        this.suppressedTimer = setTimeout(() => {
+          this.suppressedTimer = null;
+          this.reportSuppressed();
+        }, Math.max(1, this.logWindow + SLOW_LOG_WINDOW_MS - now));
+        this.suppressedTimer.unref();
+      }
       return;
     }
     this.logged++;
-    const fields: Record<string, unknown> = {
+    p.log.warn('slow step detected', {
       step: this.step, phase: this.phase === 0 ? 'request' : 'response',
       latency_us: Math.round(ns / 1000), threshold_us: Math.round(this.thresholdNs / 1000),
-    };
-    if (this.suppressed > 0) {
-      fields.suppressed = this.suppressed;
-      this.suppressed = 0;
+    });
+  }
+
+  /** Logs the lines the rate limit held back in the current window, if any (SLOW_SUPPRESSED_MESSAGE). */
+  reportSuppressed(): void {
+    if (this.suppressedTimer !== null) {
+      clearTimeout(this.suppressedTimer);
+      this.suppressedTimer = null;
     }
-    p.log.warn('slow step detected', fields);
+    if (this.suppressed === 0) return;
+    const n = this.suppressed;
+    this.suppressed = 0;
+    this.profiler.log.warn(SLOW_SUPPRESSED_MESSAGE, {
+      step: this.step, phase: this.phase === 0 ? 'request' : 'response', suppressed: n,
+      threshold_us: Math.round(this.thresholdNs / 1000),
+    });
   }
 
   reset(): void {
     this.latency.reset();
     this.slow = 0;
+    this.suppressedTotal = 0;
     for (const s of this.subops.values()) s.reset();
   }
 }
@@ -302,9 +338,12 @@ export class Profiler implements StepRecorder {
 
   /** Records a finished request if it matches the sampling filters. Returns whether it was sampled. */
   commit(r: CompletedRequest): boolean {
-    if (this.operations !== null && !this.operations.has(r.op)) return false;
-    if (this.collections !== null && !this.collections.has(r.collection)) return false;
-    if (r.upstreamNs < this.settings.filters.minUpstreamLatencyUs * 1000) return false;
+    if ((this.operations !== null && !this.operations.has(r.op))
+      || (this.collections !== null && !this.collections.has(r.collection))
+      || r.upstreamNs < this.settings.filters.minUpstreamLatencyUs * 1000) {
+      this.checkSlow(r.timings);
+      return false;
+    }
     const file = this.file;
     if (file !== null) file.begin();
     // The graph of the previous request, when it is the same one (compared by string identity: a
@@ -330,6 +369,23 @@ export class Profiler implements StepRecorder {
     if (file !== null) file.end();
     this.frames.push(r);
     return true;
+  }
+
+  /**
+   * SPEC §3: every invocation is compared with its threshold, sampled or not. A request the filters
+   * leave out was timed all the same (they decide at its end, over the whole request), so its steps
+   * are checked here — one comparison each — and only its histograms are skipped.
+   */
+  private checkSlow(t: RequestTimings): void {
+    for (let i = 0; i < t.count; i++) {
+      const s = t.timers[i];
+      if (s instanceof StepStats) s.checkSlow(t.ns[i]);
+    }
+  }
+
+  /** Reports every step's held-back slow-step lines now (at shutdown: the count is not lost). */
+  flushSlowStepLog(): void {
+    for (const s of this.stepStats.values()) s.reportSuppressed();
   }
 
   /** SPEC §2.1 for one graph. */
@@ -403,8 +459,8 @@ export class Profiler implements StepRecorder {
       graphs.push({
         pipeline_id: g.pipelineId, pipeline: g.variant as 'baseline' | 'candidate', ok: g.ok, errors: g.errors,
         total: enc(g.total), upstream: enc(g.upstream), overhead: enc(g.overhead), acquire: enc(g.acquire),
-        steps: g.steps.filter((s) => s.latency.count > 0 || s.subops.size > 0).map((s) => ({
-          name: s.step, phase: s.phase === 0 ? 'request' as const : 'response' as const, slow: s.slow,
+        steps: g.steps.filter((s) => s.latency.count > 0 || s.subops.size > 0 || s.slow > 0).map((s) => ({
+          name: s.step, phase: s.phase === 0 ? 'request' as const : 'response' as const, slow: s.slow, slow_log_suppressed: s.suppressedTotal,
           latency: enc(s.latency),
           subops: [...s.subops].filter(([, d]) => d.count > 0).map(([name, d]) => ({ name, dist: enc(d) })),
         })),
@@ -445,6 +501,7 @@ export class Profiler implements StepRecorder {
           const s = this.bind(key, ss.name, ss.phase === 'request' ? 0 : 1) as StepStats;
           steps++;
           s.slow += ss.slow;
+          s.suppressedTotal += ss.slow_log_suppressed;
           mergeDist(s.latency, dists[i], decoded[i++]);
           for (const o of ss.subops) {
             let d = s.subops.get(o.name);

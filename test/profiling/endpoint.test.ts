@@ -12,7 +12,11 @@ import { MongoClient } from 'mongodb';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
+import { profilingSettings } from '../../runtime/app/serve.ts';
+import { GraphKey } from '../../runtime/pipeline/index.ts';
+import { Profiler, SLOW_SUPPRESSED_MESSAGE, type StepStats } from '../../runtime/profiling/index.ts';
 import { fixture } from '../wasm/fixtures.ts';
+import { until } from '../helpers/until.ts';
 
 const running: RunningProxy[] = [];
 const clients: MongoClient[] = [];
@@ -98,6 +102,68 @@ test('slow steps: counter per step and phase, a "slow step detected" line (logge
   assert.equal(l.phase, 'request');
   assert.equal(l.threshold_us, 1000);
   assert.ok(Number(l.latency_us) >= 3000);
+});
+
+const suppressedMetric = (metrics: string, step = 'wasm:spin') => {
+  const m = new RegExp(`proxy_step_slow_log_suppressed_total\\{pipeline_id="default",pipeline="baseline",step="${step}",phase="request"\\} (\\d+)\\n`).exec(metrics);
+  assert.ok(m !== null, 'proxy_step_slow_log_suppressed_total is exposed');
+  return Number(m[1]);
+};
+const sumSuppressed = (lines: Array<Record<string, unknown>>) => lines.filter((l) => l.msg === SLOW_SUPPRESSED_MESSAGE).reduce((n, l) => n + Number(l.suppressed), 0);
+
+test('slow-step lines held back by the rate limit: counted in proxy_step_slow_log_suppressed_total and reported in a summary line when the window closes', { timeout: 60_000 }, async () => {
+  const { proxy, client, lines } = await start({ enabled: true, slow_step_threshold_us: 1_000_000, per_step_thresholds: { 'wasm:spin': 1000 } });
+  const db = client.db('prof');
+  for (let i = 0; i < 20; i++) await db.collection('us_3000').findOne({});
+  // The step is never slow again: the count is reported by the window's timer, not by a later line.
+  const metrics = (await get(`${proxy.profilingUrl}/metrics`)).body as string;
+  const written = lines.filter((l) => l.msg === 'slow step detected').length;
+  const suppressed = suppressedMetric(metrics);
+  assert.equal(written + suppressed, 20, `${written} lines written + ${suppressed} suppressed = every slow invocation`);
+  assert.ok(suppressed > 0);
+  assert.equal(suppressedMetric(metrics, 'wasm:filter'), 0);
+  await until('the summary lines to report every suppressed line', () => sumSuppressed(lines) === suppressed, 10_000);
+  const summary = lines.find((l) => l.msg === SLOW_SUPPRESSED_MESSAGE)!;
+  assert.equal(summary.level, 'warn');
+  assert.equal(summary.logger, 'proxy::profiling');
+  assert.equal(summary.step, 'wasm:spin');
+  assert.equal(summary.phase, 'request');
+  assert.equal(summary.threshold_us, 1000);
+  assert.ok(lines.filter((l) => l.msg === 'slow step detected').every((l) => l.suppressed === undefined), 'the count is on the summary line only');
+});
+
+test('slow-step lines held back are reported at shutdown: nothing is lost when the proxy stops inside the window', { timeout: 60_000 }, async () => {
+  const { proxy, client, lines } = await start({ enabled: true, slow_step_threshold_us: 1_000_000, per_step_thresholds: { 'wasm:spin': 1000 } });
+  for (let i = 0; i < 10; i++) await client.db('prof').collection('us_3000').findOne({});
+  await client.close();
+  await proxy.close();
+  // Whether the window's timer fired before the stop or the stop reported the rest, every slow
+  // invocation is on a line by the time close() returns.
+  assert.equal(lines.filter((l) => l.msg === 'slow step detected').length + sumSuppressed(lines), 10);
+
+  // The shutdown path alone (no timer can run inside synchronous code): the profiler's flush.
+  const logged: Array<{ msg: string; fields: Record<string, unknown> }> = [];
+  const profiler = await Profiler.create(profilingSettings(parseConfig({ profiling: { enabled: true, per_step_thresholds: { 'wasm:x': 10 } } }, null).profiling!), { warn: (msg, fields = {}) => logged.push({ msg, fields }) });
+  const s = profiler.bind(new GraphKey('default', 'baseline', 0), 'wasm:x', 0) as StepStats;
+  for (let i = 0; i < 5; i++) s.record(50_000, false);
+  assert.deepEqual(logged.map((l) => l.msg), ['slow step detected']);
+  assert.equal(s.suppressedTotal, 4);
+  profiler.flushSlowStepLog();
+  assert.deepEqual(logged.map((l) => l.msg), ['slow step detected', SLOW_SUPPRESSED_MESSAGE]);
+  assert.deepEqual(logged[1].fields, { step: 'wasm:x', phase: 'request', suppressed: 4, threshold_us: 10 });
+  profiler.flushSlowStepLog();
+  assert.equal(logged.length, 2, 'reported once');
+});
+
+test('slow steps are checked for requests the filters leave out: counted and logged, not recorded', { timeout: 60_000 }, async () => {
+  const { proxy, client, lines } = await start({ enabled: true, slow_step_threshold_us: 1_000_000, per_step_thresholds: { 'wasm:spin': 1000 }, filters: { operations: ['insert'] } });
+  for (let i = 0; i < 3; i++) await client.db('prof').collection('us_3000').findOne({});
+  const metrics = (await get(`${proxy.profilingUrl}/metrics`)).body as string;
+  assert.match(metrics, /proxy_step_slow_total\{pipeline_id="default",pipeline="baseline",step="wasm:spin",phase="request"\} 3\n/);
+  assert.ok(lines.some((l) => l.msg === 'slow step detected' && l.step === 'wasm:spin'));
+  const snap = (await get(`${proxy.profilingUrl}/api/profile`)).body;
+  assert.equal(snap.total_requests, 0, 'the finds are not sampled');
+  assert.deepEqual(snap.steps, []);
 });
 
 test('filters sample only matching requests; reset clears; the per-request profile reaches profiling clients only', { timeout: 60_000 }, async () => {
