@@ -129,7 +129,7 @@ export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opt
         })),
       });
     }
-    return { since: new Date(profiler.since).toISOString(), graphs };
+    return { since: new Date(profiler.since).toISOString(), default_pipeline_id: running.config.pipeline.id, graphs };
   });
 
   app.get('/api/profile/flamegraph', async (req, reply) => {
