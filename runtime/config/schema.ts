@@ -282,7 +282,7 @@ const profiling = v.strictObject({
   filters: v.optional(v.pipe(v.strictObject({
     operations: v.optional(v.pipe(v.array(v.string()), v.description('Only requests with these command names are sampled.'))),
     collections: v.optional(v.pipe(v.array(v.string()), v.description('Only requests on these collections are sampled.'))),
-    min_upstream_latency_us: v.optional(int(0, undefined, 'Only requests whose upstream round trip took at least this many microseconds are sampled.'), 0),
+    min_upstream_latency_us: v.optional(int(0, undefined, 'Only requests whose upstream time (waiting for a pooled connection plus the round trip, as avg_upstream_latency_us) took at least this many microseconds are sampled.'), 0),
   }), v.description('Conditional profiling: when set, only requests matching every given criterion are sampled (recorded in histograms, counts and the flame graph); the others are not recorded, but their steps are still checked against the slow-step thresholds.')), {}),
   flamegraph_frames: v.optional(int(100, 1_000_000, 'Per-request frames kept (a ring) for the flame graph, sampled at most this many per 60 s on average (bursts of a tenth of it), each kept frame weighted by the requests skipped before it; a window longer than what the ring holds shows the newest frames.'), 20000),
   storage: v.optional(v.pipe(v.picklist(['memory', 'mmap']), v.description('Where graph and step histograms live: "memory" (default; HDR histograms in process memory) or "mmap" (a fixed-layout file at `mmap_path`, mapped into the proxy, that other processes read while it runs: `proxy profile --mmap <path>`; see docs/profiling.md). Needs a restart to change.')), 'memory'),

@@ -123,7 +123,7 @@ export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opt
         pipeline_id: g.pipelineId, pipeline: g.variant, ok: g.ok, errors: g.errors,
         total: hdr.encodeIntoCompressedBase64(g.total.hdr), total_sum_ns: g.total.sumNs,
         upstream: hdr.encodeIntoCompressedBase64(g.upstream.hdr), upstream_sum_ns: g.upstream.sumNs,
-        steps: g.steps.filter((s) => s.latency.count > 0).map((s) => ({
+        steps: g.rows.filter((s) => s.latency.count > 0).map((s) => ({
           name: s.step, phase: s.phase === 0 ? 'request' : 'response', invocations: s.latency.count, errors: s.latency.errors,
           sum_ns: s.latency.sumNs, max_ns: s.latency.maxNs, slow: s.slow, hdr: hdr.encodeIntoCompressedBase64(s.latency.hdr),
         })),

@@ -1,7 +1,7 @@
 // The profiler: the StepRecorder the pipeline times its steps into, and the owner of every
 // distribution the profiling API, /metrics, the flame graph and the slow-step detector read.
 //
-// Per graph (pipeline id × variant): total, upstream and overhead (total − upstream) latency,
+// Per graph (pipeline id × variant): total, upstream (pool wait + round trip) and overhead (total − upstream) latency,
 // requests by status. Per (graph, step, phase): latency, invocations, non-fatal errors, slow
 // invocations, and the step's sub-operations. Statistics are kept per variant across reloads (a
 // reload does not reset them; POST /api/profile/reset does). exportState()/importState() carry them
@@ -91,7 +91,7 @@ export interface CompletedRequest {
   totalNs: number;
   /** Waiting for a pooled connection, ns (0 when the request did not go upstream). */
   acquireNs: number;
-  /** Upstream round trip (write to reply), ns. */
+  /** Upstream round trip (write to reply), ns. The graph's upstream time is acquireNs + upstreamNs. */
   upstreamNs: number;
   /** The reply was ok (ok: 1). */
   ok: boolean;
@@ -105,6 +105,8 @@ export class StepStats implements StepTimer {
   readonly latency: LatencyStats;
   slow = 0;
   thresholdNs: number;
+  /** Index in its phase's list of the graph's pipeline (Profiler.order); unordered steps go last. */
+  position = Number.MAX_SAFE_INTEGER;
   readonly subops = new Map<string, LatencyStats>();
   private readonly profiler: Profiler;
   /** Slow-step lines not written because of the rate limit (proxy_step_slow_log_suppressed_total). */
@@ -212,8 +214,10 @@ export class GraphStats {
   readonly acquire: LatencyStats;
   ok = 0;
   errors = 0;
-  /** Its steps in bind order (request phase rows before response rows of the same step). */
+  /** Its steps in bind order (the order their plugins finished compiling). */
   readonly steps: StepStats[] = [];
+  /** The same steps as rows: request phase first, each phase in pipeline order (then bind order). */
+  rows: StepStats[] = [];
 
   constructor(profiler: Profiler, pipelineId: string, variant: string) {
     this.pipelineId = pipelineId;
@@ -222,6 +226,13 @@ export class GraphStats {
     this.upstream = profiler.dist(KIND_UPSTREAM, pipelineId, variant, '', 0);
     this.overhead = profiler.dist(KIND_OVERHEAD, pipelineId, variant, '', 0);
     this.acquire = profiler.dist(KIND_ACQUIRE, pipelineId, variant, '', 0);
+  }
+
+  /** Re-sorts `rows` after a bind or a new pipeline order. */
+  sortRows(): void {
+    this.rows = this.steps.map((s, i) => ({ s, i }))
+      .sort((a, b) => a.s.phase - b.s.phase || a.s.position - b.s.position || a.i - b.i)
+      .map((x) => x.s);
   }
 
   reset(): void {
@@ -332,15 +343,31 @@ export class Profiler implements StepRecorder {
       s = new StepStats(this, g, step, phase);
       this.stepStats.set(id, s);
       g.steps.push(s);
+      g.sortRows();
     }
     return s;
+  }
+
+  /** A graph's steps of each phase in pipeline order (called when it is built): rows follow it. */
+  order(key: GraphKey, request: readonly string[], response: readonly string[]): void {
+    const g = this.graph(key.pipelineId, key.variant);
+    for (const s of g.steps) s.position = Number.MAX_SAFE_INTEGER;
+    const place = (list: readonly string[], phase: 0 | 1) => {
+      list.forEach((step, i) => {
+        const s = this.stepStats.get(`${key.pipelineId}\0${key.variant}\0${step}\0${phase}`);
+        if (s !== undefined && s.position === Number.MAX_SAFE_INTEGER) s.position = i;
+      });
+    };
+    place(request, 0);
+    place(response, 1);
+    g.sortRows();
   }
 
   /** Records a finished request if it matches the sampling filters. Returns whether it was sampled. */
   commit(r: CompletedRequest): boolean {
     if ((this.operations !== null && !this.operations.has(r.op))
       || (this.collections !== null && !this.collections.has(r.collection))
-      || r.upstreamNs < this.settings.filters.minUpstreamLatencyUs * 1000) {
+      || r.acquireNs + r.upstreamNs < this.settings.filters.minUpstreamLatencyUs * 1000) {
       this.checkSlow(r.timings);
       return false;
     }
@@ -356,9 +383,13 @@ export class Profiler implements StepRecorder {
     }
     if (r.ok) g.ok++;
     else g.errors++;
+    // Upstream time is waiting for the upstream: for a pooled connection, then for the reply — what
+    // the per-request proxy_profile.upstream_us and the flame graph's `upstream` frame measure too.
+    // So the overhead (total − upstream) is the proxy's own cost, without a full pool's wait.
+    const upstreamNs = r.acquireNs + r.upstreamNs;
     g.total.record(r.totalNs, !r.ok);
-    g.upstream.record(r.upstreamNs, false);
-    g.overhead.record(Math.max(0, r.totalNs - r.upstreamNs), false);
+    g.upstream.record(upstreamNs, false);
+    g.overhead.record(Math.max(0, r.totalNs - upstreamNs), false);
     if (r.acquireNs > 0) g.acquire.record(r.acquireNs, false);
     const t = r.timings;
     for (let i = 0; i < t.count; i++) t.timers[i].record(t.ns[i], t.errors[i]);
@@ -394,7 +425,7 @@ export class Profiler implements StepRecorder {
     if (g === undefined) {
       return { total_requests: 0, avg_total_latency_us: 0, avg_upstream_latency_us: 0, avg_pipeline_overhead_us: 0, steps: [] };
     }
-    const rows = g.steps.filter((s) => s.latency.count > 0).map((s): StepRow => ({
+    const rows = g.rows.filter((s) => s.latency.count > 0).map((s): StepRow => ({
       name: s.step,
       phase: s.phase === 0 ? 'request' : 'response',
       avg_latency_us: s.latency.avgUs(),
@@ -405,7 +436,6 @@ export class Profiler implements StepRecorder {
       invocations: s.latency.count,
       errors: s.latency.errors,
     }));
-    rows.sort((a, b) => (a.phase === b.phase ? 0 : a.phase === 'request' ? -1 : 1));
     return {
       total_requests: g.total.count,
       avg_total_latency_us: g.total.avgUs(),
@@ -420,7 +450,7 @@ export class Profiler implements StepRecorder {
     const g = this.graphs.get(`${pipelineId}\0${variant}`);
     if (g === undefined) return [];
     const want = step.startsWith('wasm:') ? step : `wasm:${step}`;
-    return g.steps.filter((s) => s.step === want).map((s) => ({ phase: s.phase === 0 ? 'request' : 'response', stats: s.latency, subops: s.subops, slow: s.slow }));
+    return g.rows.filter((s) => s.step === want).map((s) => ({ phase: s.phase === 0 ? 'request' : 'response', stats: s.latency, subops: s.subops, slow: s.slow }));
   }
 
   /** Frames of requests that ended in the last `windowMs`, oldest first. */
@@ -459,7 +489,7 @@ export class Profiler implements StepRecorder {
       graphs.push({
         pipeline_id: g.pipelineId, pipeline: g.variant as 'baseline' | 'candidate', ok: g.ok, errors: g.errors,
         total: enc(g.total), upstream: enc(g.upstream), overhead: enc(g.overhead), acquire: enc(g.acquire),
-        steps: g.steps.filter((s) => s.latency.count > 0 || s.subops.size > 0 || s.slow > 0).map((s) => ({
+        steps: g.rows.filter((s) => s.latency.count > 0 || s.subops.size > 0 || s.slow > 0).map((s) => ({
           name: s.step, phase: s.phase === 0 ? 'request' as const : 'response' as const, slow: s.slow, slow_log_suppressed: s.suppressedTotal,
           latency: enc(s.latency),
           subops: [...s.subops].filter(([, d]) => d.count > 0).map(([name, d]) => ({ name, dist: enc(d) })),

@@ -32,7 +32,7 @@ export function profilingMetricsText(p: Profiler): string {
   const dur: string[] = ['# HELP proxy_request_duration_seconds End-to-end request latency through the proxy, seconds', '# TYPE proxy_request_duration_seconds summary'];
   for (const g of p.allGraphs()) {
     const gl = `pipeline_id="${esc(g.pipelineId)}",pipeline="${esc(g.variant)}"`;
-    for (const s of g.steps) {
+    for (const s of g.rows) {
       if (s.latency.count === 0 && s.slow === 0) continue;
       const sl = `${gl},step="${esc(s.step)}",phase="${s.phase === 0 ? 'request' : 'response'}"`;
       histogram(lat, 'proxy_step_latency_us', sl, s.latency);
