@@ -231,6 +231,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       if (endpoint(next) !== endpoint(current)) restartOnly.push('profiling (presence, host, port, token)');
       const persisted = (c: ProxyConfig) => JSON.stringify([c.profiling?.snapshot_dir, c.profiling?.snapshot_interval_s, c.profiling?.snapshot_retention]);
       if (persisted(next) !== persisted(current)) restartOnly.push('profiling.snapshot_dir, snapshot_interval_s, snapshot_retention');
+      const layout = (c: ProxyConfig) => JSON.stringify([c.profiling?.histogram_buckets, c.profiling?.flamegraph_frames]);
+      if (layout(next) !== layout(current)) restartOnly.push('profiling.histogram_buckets, flamegraph_frames');
       const storage = (c: ProxyConfig) => JSON.stringify([c.profiling?.storage, c.profiling?.mmap_path, c.profiling?.mmap_size_mb]);
       if (storage(next) !== storage(current)) restartOnly.push('profiling.storage, mmap_path, mmap_size_mb');
       if (profiler?.file != null) {

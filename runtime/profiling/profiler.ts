@@ -307,9 +307,13 @@ export class Profiler implements StepRecorder {
     return this.settings.enabled;
   }
 
-  /** New settings (a reload). Thresholds apply at once; buckets only to distributions created later. */
+  /**
+   * New settings (a reload). Thresholds, filters and alerting apply at once. The bucket bounds and
+   * the frame ring's size stay as they were (they need a restart): every distribution counts
+   * against the same bounds, so /metrics never mixes two bucket layouts.
+   */
   configure(settings: ProfilingSettings): void {
-    this.settings = settings;
+    this.settings = { ...settings, histogramBuckets: this.settings.histogramBuckets, frameCapacity: this.settings.frameCapacity };
     this.operations = settings.filters.operations === null ? null : new Set(settings.filters.operations);
     this.collections = settings.filters.collections === null ? null : new Set(settings.filters.collections);
     for (const s of this.stepStats.values()) s.thresholdNs = this.thresholdUs(s.step) * 1000;

@@ -207,6 +207,22 @@ test('upstream time has one definition: a request\'s proxy_profile.upstream_us i
   assert.ok(reply.proxy_profile.upstream_us > 0);
 });
 
+test('a reload applies thresholds at once; histogram_buckets and flamegraph_frames are restart-only: warned, and every distribution keeps its bounds', { timeout: 60_000 }, async () => {
+  const { proxy, client, lines } = await start({ enabled: true, slow_step_threshold_us: 1_000_000, histogram_buckets: [100, 1000], flamegraph_frames: 1000 });
+  await client.db('prof').collection('us_10').findOne({});
+  await proxy.reload(parseConfig({ ...proxy.config, profiling: { ...proxy.config.profiling, histogram_buckets: [50, 500, 5000], flamegraph_frames: 5000, per_step_thresholds: { 'wasm:spin': 1000 } } }, null));
+  const warned = lines.find((l) => l.msg === 'configuration reloaded; these keys take effect only after a restart');
+  assert.ok(warned !== undefined, 'the restart-only warning');
+  assert.ok((warned.keys as string[]).includes('profiling.histogram_buckets, flamegraph_frames'), String(warned.keys));
+  assert.deepEqual(proxy.profiler!.settings.histogramBuckets, [100, 1000]);
+  assert.equal(proxy.profiler!.settings.frameCapacity, 1000);
+  await client.db('prof').collection('us_3000').findOne({});
+  const metrics = (await get(`${proxy.profilingUrl}/metrics`)).body as string;
+  const les = [...metrics.matchAll(/proxy_step_latency_us_bucket\{[^}]*step="wasm:spin"[^}]*le="([^"]+)"\}/g)].map((m) => m[1]);
+  assert.deepEqual(les, ['100', '1000', '+Inf'], 'the bounds it started with');
+  assert.match(metrics, /proxy_step_slow_total\{pipeline_id="default",pipeline="baseline",step="wasm:spin",phase="request"\} 1\n/, 'the new threshold applies at once');
+});
+
 test('filters sample only matching requests; reset clears; the per-request profile reaches profiling clients only', { timeout: 60_000 }, async () => {
   const { proxy, client } = await start({ enabled: true, filters: { operations: ['find'], collections: ['sampled'] } });
   const db = client.db('prof');
