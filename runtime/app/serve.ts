@@ -44,7 +44,7 @@ export interface RunningProxy {
   readonly logRing: LogRing | null;
   /** Trace export when `telemetry.otlp_endpoint` is set, else null. */
   readonly tracing: Tracing | null;
-  /** Persisted snapshots when `profiling.snapshot_dir` is set, else null. */
+  /** Snapshots (the time series; persisted too with `profiling.snapshot_dir`) when there is a `profiling` block, else null. */
   readonly snapshots: SnapshotStore | null;
   readonly server: ProxyServer;
   readonly pool: UpstreamPool;
@@ -102,8 +102,10 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   const profiler = profilerConfig === undefined ? null
     : await Profiler.create(profilingSettings(profilerConfig), log.child('proxy::profiling'), mmapStorage(config, opts.configFile ?? null));
   // Restored before the pipeline binds its steps, so rows keep the order they had.
-  const snapshots = profiler === null || config.profiling?.snapshot_dir === undefined ? null : new SnapshotStore(profiler, {
-    dir: resolve(config.profiling.snapshot_dir), intervalMs: config.profiling.snapshot_interval_s * 1000,
+  // Snapshots (the time series) whenever there is a profiling block: in memory, or also on disk
+  // with snapshot_dir (then statistics survive a restart).
+  const snapshots = profiler === null || config.profiling === undefined ? null : new SnapshotStore(profiler, {
+    dir: config.profiling.snapshot_dir === undefined ? null : resolve(config.profiling.snapshot_dir), intervalMs: config.profiling.snapshot_interval_s * 1000,
     retentionMs: durationToMs(config.profiling.snapshot_retention), log: log.child('proxy::profiling'),
   });
   await snapshots?.load();
@@ -229,6 +231,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       if (endpoint(next) !== endpoint(current)) restartOnly.push('profiling (presence, host, port, token)');
       const persisted = (c: ProxyConfig) => JSON.stringify([c.profiling?.snapshot_dir, c.profiling?.snapshot_interval_s, c.profiling?.snapshot_retention]);
       if (persisted(next) !== persisted(current)) restartOnly.push('profiling.snapshot_dir, snapshot_interval_s, snapshot_retention');
+      const layout = (c: ProxyConfig) => JSON.stringify([c.profiling?.histogram_buckets, c.profiling?.flamegraph_frames]);
+      if (layout(next) !== layout(current)) restartOnly.push('profiling.histogram_buckets, flamegraph_frames');
       const storage = (c: ProxyConfig) => JSON.stringify([c.profiling?.storage, c.profiling?.mmap_path, c.profiling?.mmap_size_mb]);
       if (storage(next) !== storage(current)) restartOnly.push('profiling.storage, mmap_path, mmap_size_mb');
       if (profiler?.file != null) {
@@ -262,6 +266,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       if (canary !== null) await canary.close();
       if (notifier !== null) await notifier.close(); // after the controller: its last events are in the outbox
       await server.close(current.shutdown.drain_timeout_ms);
+      profiler?.flushSlowStepLog(); // after the drain: held-back slow-step lines are reported, not lost
       address.hosts.close();
       if (admin !== null) await admin.app.close();
       if (snapshots !== null) await snapshots.close(); // after the drain: the last snapshot has every request
@@ -280,7 +285,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     log.info(p.enabled ? 'profiling endpoint listening' : 'profiling endpoint listening; profiling is disabled (profiling.enabled: false)', { url: profilingHttp.url });
     if (snapshots !== null) {
       snapshots.start();
-      log.info('profiling snapshots persisted', { dir: snapshots.dir, interval_s: p.snapshot_interval_s, retention: p.snapshot_retention });
+      if (snapshots.dir !== null) log.info('profiling snapshots persisted', { dir: snapshots.dir, interval_s: p.snapshot_interval_s, retention: p.snapshot_retention });
+      else log.info('profiling snapshots kept in memory (statistics reset on restart; set profiling.snapshot_dir to persist them)', { interval_s: p.snapshot_interval_s, retention: p.snapshot_retention });
     }
   }
   if (canary !== null && config.control_plane !== undefined) {

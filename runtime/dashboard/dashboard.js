@@ -144,7 +144,7 @@
     } catch (err) {
       if (explain(err)) return;
       info.textContent = err.code === 'PROXY_ERR_NOT_FOUND'
-        ? 'Trend charts need persisted snapshots: set profiling.snapshot_dir.'
+        ? 'This proxy serves no time series (GET /api/profile/series answered 404).'
         : 'Series: ' + err.message;
       return;
     }

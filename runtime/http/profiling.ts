@@ -5,7 +5,7 @@
 //   GET  /api/profile/steps/:step     one step's detail: both phases, distribution, sub-operations
 //   GET  /api/profile/histograms      encoded HDR histograms of every graph (for merging instances)
 //   GET  /api/profile/flamegraph      see flamegraph route (?duration, min_width, title, format=folded)
-//   GET  /api/profile/series          persisted per-interval figures of one graph (with profiling.snapshot_dir)
+//   GET  /api/profile/series          per-interval figures of one graph (in memory, or persisted with profiling.snapshot_dir)
 //   GET  /api/profile/graphs          the graphs recorded so far and the default pipeline id
 //   GET  /metrics                     Prometheus text: proxy, profiling and plugin metrics
 //   GET  /dashboard/                  the dashboard page and its assets (dashboard.ts; / redirects there)
@@ -24,7 +24,7 @@ export interface ProfilingHttpOptions {
   host: string;
   port: number;
   token: string | null;
-  /** The snapshot store (profiling.snapshot_dir), which /api/profile/series reads; absent: that route answers 404. */
+  /** The snapshot store, which /api/profile/series reads; absent (tests building the app alone): that route answers 404. */
   snapshots?: SnapshotStore | null;
 }
 
@@ -123,13 +123,13 @@ export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opt
         pipeline_id: g.pipelineId, pipeline: g.variant, ok: g.ok, errors: g.errors,
         total: hdr.encodeIntoCompressedBase64(g.total.hdr), total_sum_ns: g.total.sumNs,
         upstream: hdr.encodeIntoCompressedBase64(g.upstream.hdr), upstream_sum_ns: g.upstream.sumNs,
-        steps: g.steps.filter((s) => s.latency.count > 0).map((s) => ({
+        steps: g.rows.filter((s) => s.latency.count > 0).map((s) => ({
           name: s.step, phase: s.phase === 0 ? 'request' : 'response', invocations: s.latency.count, errors: s.latency.errors,
           sum_ns: s.latency.sumNs, max_ns: s.latency.maxNs, slow: s.slow, hdr: hdr.encodeIntoCompressedBase64(s.latency.hdr),
         })),
       });
     }
-    return { since: new Date(profiler.since).toISOString(), graphs };
+    return { since: new Date(profiler.since).toISOString(), default_pipeline_id: running.config.pipeline.id, graphs };
   });
 
   app.get('/api/profile/flamegraph', async (req, reply) => {
@@ -157,7 +157,7 @@ export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opt
     const g = graphOf(q, reply);
     if (g === null) return reply;
     const store = opts.snapshots ?? null;
-    if (store === null) return send(reply, 'PROXY_ERR_NOT_FOUND', 'no time series: persistence is off (profiling.snapshot_dir is not set)');
+    if (store === null) return send(reply, 'PROXY_ERR_NOT_FOUND', 'no time series: this endpoint has no snapshot store');
     const now = Date.now();
     const toMs = q.to === undefined ? now : timeMs(q.to);
     const fromMs = q.from === undefined ? toMs - store.retentionMs : timeMs(q.from);

@@ -171,6 +171,10 @@ export class PipelineManager {
       throw err;
     }
     const pick = (list: string[]): StepRunner[] => list.map((s) => runners.get(stepName(s))!);
+    if (this.recorder !== null && this.recorder.enabled) {
+      const ids = (list: string[]) => list.map((s) => `wasm:${stepName(s)}`);
+      this.recorder.order?.(key, ids(config.pipeline.request), ids(config.pipeline.response));
+    }
     return new Pipeline(key, pick(config.pipeline.request), pick(config.pipeline.response), runners, this.recorder, this.logger, rejections);
   }
 

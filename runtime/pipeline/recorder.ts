@@ -26,6 +26,12 @@ export interface StepRecorder {
   /** The request whose steps are running now (set by the timed loop, read by sub-operation sinks). */
   current: RequestTimings | null;
   bind(key: GraphKey, step: string, phase: 0 | 1): StepTimer;
+  /**
+   * Called when a graph has been built, with its steps (`wasm:<name>`) of each phase in pipeline
+   * order (steps are bound in whatever order they finish compiling): the profiler reports rows in
+   * this order.
+   */
+  order?(key: GraphKey, request: readonly string[], response: readonly string[]): void;
 }
 
 /** A recorder made of two callbacks (tests, benches and the SDK harness). */

@@ -1,7 +1,7 @@
 // Public surface of the profiling subsystem: the profiler (a StepRecorder), its distributions,
 // per-request frames and the Prometheus exposition.
 export {
-  Profiler, StepStats, GraphStats, MAX_SUBOPS_PER_STEP, SLOW_LINES_PER_SECOND,
+  Profiler, StepStats, GraphStats, MAX_SUBOPS_PER_STEP, SLOW_LINES_PER_SECOND, SLOW_SUPPRESSED_MESSAGE,
   type ProfilingSettings, type ProfilingLog, type MmapStorage, type ProfileSnapshot, type StepRow, type CompletedRequest, type RestoreSummary,
 } from './profiler.ts';
 export { StateFormatError, type ProfilerState } from './profiler-state.ts';

@@ -1,4 +1,4 @@
-// Figures over one snapshot interval, for the time series (docs/profiling.md, "Persistence").
+// Figures over one snapshot interval, for the time series (docs/profiling.md, "Snapshots and persistence").
 //
 // The profiler keeps only cumulative distributions. Rather than record every invocation a second
 // time into an interval histogram that is reset each snapshot (one more WebAssembly call per step
@@ -103,11 +103,10 @@ export class IntervalTracker {
       const count = g.total.count - b.count;
       if (count === 0) continue;
       const rows: SeriesStepRow[] = [];
-      for (const s of g.steps) {
+      for (const s of g.rows) {
         const row = this.stepRow(s);
         if (row !== null) rows.push(row);
       }
-      rows.sort((x, y) => (x[1] === y[1] ? 0 : x[1] === 'request' ? -1 : 1));
       graphs.push({
         pipeline_id: g.pipelineId, pipeline: g.variant, count, errors: g.errors - b.errors,
         avg_total_latency_us: Math.round((g.total.sumNs - b.totalSumNs) / count / 1000),

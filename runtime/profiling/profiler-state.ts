@@ -1,5 +1,5 @@
 // The profiler's cumulative statistics as plain JSON — what the snapshot store writes to
-// `state.json` and reads back after a restart (docs/profiling.md, "Persistence").
+// `state.json` and reads back after a restart (docs/profiling.md, "Snapshots and persistence").
 //
 // A distribution keeps its exact counters (count, errors, sum, max), its fixed Prometheus bucket
 // counts with the bounds they were counted against, and its HDR histogram encoded the way
@@ -36,6 +36,8 @@ const stateSchema = v.object({
       name: v.string(),
       phase: v.picklist(['request', 'response']),
       slow: count,
+      /** Slow-step log lines the rate limit held back (absent in states written before it existed). */
+      slow_log_suppressed: v.optional(count, 0),
       latency: distSchema,
       subops: v.array(v.object({ name: v.string(), dist: distSchema })),
     })),

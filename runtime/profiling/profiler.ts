@@ -1,7 +1,7 @@
 // The profiler: the StepRecorder the pipeline times its steps into, and the owner of every
 // distribution the profiling API, /metrics, the flame graph and the slow-step detector read.
 //
-// Per graph (pipeline id × variant): total, upstream and overhead (total − upstream) latency,
+// Per graph (pipeline id × variant): total, upstream (pool wait + round trip) and overhead (total − upstream) latency,
 // requests by status. Per (graph, step, phase): latency, invocations, non-fatal errors, slow
 // invocations, and the step's sub-operations. Statistics are kept per variant across reloads (a
 // reload does not reset them; POST /api/profile/reset does). exportState()/importState() carry them
@@ -48,6 +48,9 @@ export interface ProfilingLog {
 export const MAX_SUBOPS_PER_STEP = 32;
 /** Slow-step log lines per step per second at most (the counter counts every one). */
 export const SLOW_LINES_PER_SECOND = 1;
+const SLOW_LOG_WINDOW_MS = 1000;
+/** The line that reports how many slow-step lines a window held back (at its end, or at shutdown). */
+export const SLOW_SUPPRESSED_MESSAGE = 'slow step lines suppressed';
 
 /** What importState() merged. */
 export interface RestoreSummary {
@@ -88,7 +91,7 @@ export interface CompletedRequest {
   totalNs: number;
   /** Waiting for a pooled connection, ns (0 when the request did not go upstream). */
   acquireNs: number;
-  /** Upstream round trip (write to reply), ns. */
+  /** Upstream round trip (write to reply), ns. The graph's upstream time is acquireNs + upstreamNs. */
   upstreamNs: number;
   /** The reply was ok (ok: 1). */
   ok: boolean;
@@ -102,11 +105,17 @@ export class StepStats implements StepTimer {
   readonly latency: LatencyStats;
   slow = 0;
   thresholdNs: number;
+  /** Index in its phase's list of the graph's pipeline (Profiler.order); unordered steps go last. */
+  position = Number.MAX_SAFE_INTEGER;
   readonly subops = new Map<string, LatencyStats>();
   private readonly profiler: Profiler;
+  /** Slow-step lines not written because of the rate limit (proxy_step_slow_log_suppressed_total). */
+  suppressedTotal = 0;
   private logWindow = 0;
   private logged = 0;
+  /** Lines suppressed in the current window, reported when it closes (reportSuppressed). */
   private suppressed = 0;
+  private suppressedTimer: NodeJS.Timeout | null = null;
 
   constructor(profiler: Profiler, graph: GraphStats, step: string, phase: 0 | 1) {
     this.profiler = profiler;
@@ -135,34 +144,63 @@ export class StepStats implements StepTimer {
     s.record(durationNs, false);
   }
 
+  /** A slow invocation of a request the sampling filters left out: counted and logged, not recorded. */
+  checkSlow(durationNs: number): void {
+    if (durationNs > this.thresholdNs) this.slowInvocation(durationNs);
+  }
+
   private slowInvocation(ns: number): void {
     this.slow++;
     const p = this.profiler;
     if (!p.settings.alertOnSlowStep) return;
     const now = performance.now();
-    if (now - this.logWindow >= 1000) {
+    if (now - this.logWindow >= SLOW_LOG_WINDOW_MS) {
+      // A window that ended with suppressed lines is reported before the new window's first line
+      // (its timer may not have fired yet).
+      if (this.suppressed > 0) this.reportSuppressed();
       this.logWindow = now;
       this.logged = 0;
     }
     if (this.logged >= SLOW_LINES_PER_SECOND) {
       this.suppressed++;
+      this.suppressedTotal++;
+      if (this.suppressedTimer === null) {
+        // Reports the count when the window closes, even if the step is never slow again; unref'd:
+        // it does not keep a stopping process alive (Profiler.flushSlowStepLog() reports at shutdown).
+        this.suppressedTimer = setTimeout(() => {
+          this.suppressedTimer = null;
+          this.reportSuppressed();
+        }, Math.max(1, this.logWindow + SLOW_LOG_WINDOW_MS - now));
+        this.suppressedTimer.unref();
+      }
       return;
     }
     this.logged++;
-    const fields: Record<string, unknown> = {
+    p.log.warn('slow step detected', {
       step: this.step, phase: this.phase === 0 ? 'request' : 'response',
       latency_us: Math.round(ns / 1000), threshold_us: Math.round(this.thresholdNs / 1000),
-    };
-    if (this.suppressed > 0) {
-      fields.suppressed = this.suppressed;
-      this.suppressed = 0;
+    });
+  }
+
+  /** Logs the lines the rate limit held back in the current window, if any (SLOW_SUPPRESSED_MESSAGE). */
+  reportSuppressed(): void {
+    if (this.suppressedTimer !== null) {
+      clearTimeout(this.suppressedTimer);
+      this.suppressedTimer = null;
     }
-    p.log.warn('slow step detected', fields);
+    if (this.suppressed === 0) return;
+    const n = this.suppressed;
+    this.suppressed = 0;
+    this.profiler.log.warn(SLOW_SUPPRESSED_MESSAGE, {
+      step: this.step, phase: this.phase === 0 ? 'request' : 'response', suppressed: n,
+      threshold_us: Math.round(this.thresholdNs / 1000),
+    });
   }
 
   reset(): void {
     this.latency.reset();
     this.slow = 0;
+    this.suppressedTotal = 0;
     for (const s of this.subops.values()) s.reset();
   }
 }
@@ -176,8 +214,10 @@ export class GraphStats {
   readonly acquire: LatencyStats;
   ok = 0;
   errors = 0;
-  /** Its steps in bind order (request phase rows before response rows of the same step). */
+  /** Its steps in bind order (the order their plugins finished compiling). */
   readonly steps: StepStats[] = [];
+  /** The same steps as rows: request phase first, each phase in pipeline order (then bind order). */
+  rows: StepStats[] = [];
 
   constructor(profiler: Profiler, pipelineId: string, variant: string) {
     this.pipelineId = pipelineId;
@@ -186,6 +226,13 @@ export class GraphStats {
     this.upstream = profiler.dist(KIND_UPSTREAM, pipelineId, variant, '', 0);
     this.overhead = profiler.dist(KIND_OVERHEAD, pipelineId, variant, '', 0);
     this.acquire = profiler.dist(KIND_ACQUIRE, pipelineId, variant, '', 0);
+  }
+
+  /** Re-sorts `rows` after a bind or a new pipeline order. */
+  sortRows(): void {
+    this.rows = this.steps.map((s, i) => ({ s, i }))
+      .sort((a, b) => a.s.phase - b.s.phase || a.s.position - b.s.position || a.i - b.i)
+      .map((x) => x.s);
   }
 
   reset(): void {
@@ -260,9 +307,13 @@ export class Profiler implements StepRecorder {
     return this.settings.enabled;
   }
 
-  /** New settings (a reload). Thresholds apply at once; buckets only to distributions created later. */
+  /**
+   * New settings (a reload). Thresholds, filters and alerting apply at once. The bucket bounds and
+   * the frame ring's size stay as they were (they need a restart): every distribution counts
+   * against the same bounds, so /metrics never mixes two bucket layouts.
+   */
   configure(settings: ProfilingSettings): void {
-    this.settings = settings;
+    this.settings = { ...settings, histogramBuckets: this.settings.histogramBuckets, frameCapacity: this.settings.frameCapacity };
     this.operations = settings.filters.operations === null ? null : new Set(settings.filters.operations);
     this.collections = settings.filters.collections === null ? null : new Set(settings.filters.collections);
     for (const s of this.stepStats.values()) s.thresholdNs = this.thresholdUs(s.step) * 1000;
@@ -296,15 +347,34 @@ export class Profiler implements StepRecorder {
       s = new StepStats(this, g, step, phase);
       this.stepStats.set(id, s);
       g.steps.push(s);
+      g.sortRows();
     }
     return s;
   }
 
+  /** A graph's steps of each phase in pipeline order (called when it is built): rows follow it. */
+  order(key: GraphKey, request: readonly string[], response: readonly string[]): void {
+    const g = this.graph(key.pipelineId, key.variant);
+    for (const s of g.steps) s.position = Number.MAX_SAFE_INTEGER;
+    const place = (list: readonly string[], phase: 0 | 1) => {
+      list.forEach((step, i) => {
+        const s = this.stepStats.get(`${key.pipelineId}\0${key.variant}\0${step}\0${phase}`);
+        if (s !== undefined && s.position === Number.MAX_SAFE_INTEGER) s.position = i;
+      });
+    };
+    place(request, 0);
+    place(response, 1);
+    g.sortRows();
+  }
+
   /** Records a finished request if it matches the sampling filters. Returns whether it was sampled. */
   commit(r: CompletedRequest): boolean {
-    if (this.operations !== null && !this.operations.has(r.op)) return false;
-    if (this.collections !== null && !this.collections.has(r.collection)) return false;
-    if (r.upstreamNs < this.settings.filters.minUpstreamLatencyUs * 1000) return false;
+    if ((this.operations !== null && !this.operations.has(r.op))
+      || (this.collections !== null && !this.collections.has(r.collection))
+      || r.acquireNs + r.upstreamNs < this.settings.filters.minUpstreamLatencyUs * 1000) {
+      this.checkSlow(r.timings);
+      return false;
+    }
     const file = this.file;
     if (file !== null) file.begin();
     // The graph of the previous request, when it is the same one (compared by string identity: a
@@ -317,9 +387,13 @@ export class Profiler implements StepRecorder {
     }
     if (r.ok) g.ok++;
     else g.errors++;
+    // Upstream time is waiting for the upstream: for a pooled connection, then for the reply — what
+    // the per-request proxy_profile.upstream_us and the flame graph's `upstream` frame measure too.
+    // So the overhead (total − upstream) is the proxy's own cost, without a full pool's wait.
+    const upstreamNs = r.acquireNs + r.upstreamNs;
     g.total.record(r.totalNs, !r.ok);
-    g.upstream.record(r.upstreamNs, false);
-    g.overhead.record(Math.max(0, r.totalNs - r.upstreamNs), false);
+    g.upstream.record(upstreamNs, false);
+    g.overhead.record(Math.max(0, r.totalNs - upstreamNs), false);
     if (r.acquireNs > 0) g.acquire.record(r.acquireNs, false);
     const t = r.timings;
     for (let i = 0; i < t.count; i++) t.timers[i].record(t.ns[i], t.errors[i]);
@@ -332,13 +406,30 @@ export class Profiler implements StepRecorder {
     return true;
   }
 
+  /**
+   * SPEC §3: every invocation is compared with its threshold, sampled or not. A request the filters
+   * leave out was timed all the same (they decide at its end, over the whole request), so its steps
+   * are checked here — one comparison each — and only its histograms are skipped.
+   */
+  private checkSlow(t: RequestTimings): void {
+    for (let i = 0; i < t.count; i++) {
+      const s = t.timers[i];
+      if (s instanceof StepStats) s.checkSlow(t.ns[i]);
+    }
+  }
+
+  /** Reports every step's held-back slow-step lines now (at shutdown: the count is not lost). */
+  flushSlowStepLog(): void {
+    for (const s of this.stepStats.values()) s.reportSuppressed();
+  }
+
   /** SPEC §2.1 for one graph. */
   snapshot(pipelineId: string, variant: string): ProfileSnapshot {
     const g = this.graphs.get(`${pipelineId}\0${variant}`);
     if (g === undefined) {
       return { total_requests: 0, avg_total_latency_us: 0, avg_upstream_latency_us: 0, avg_pipeline_overhead_us: 0, steps: [] };
     }
-    const rows = g.steps.filter((s) => s.latency.count > 0).map((s): StepRow => ({
+    const rows = g.rows.filter((s) => s.latency.count > 0).map((s): StepRow => ({
       name: s.step,
       phase: s.phase === 0 ? 'request' : 'response',
       avg_latency_us: s.latency.avgUs(),
@@ -349,7 +440,6 @@ export class Profiler implements StepRecorder {
       invocations: s.latency.count,
       errors: s.latency.errors,
     }));
-    rows.sort((a, b) => (a.phase === b.phase ? 0 : a.phase === 'request' ? -1 : 1));
     return {
       total_requests: g.total.count,
       avg_total_latency_us: g.total.avgUs(),
@@ -364,7 +454,7 @@ export class Profiler implements StepRecorder {
     const g = this.graphs.get(`${pipelineId}\0${variant}`);
     if (g === undefined) return [];
     const want = step.startsWith('wasm:') ? step : `wasm:${step}`;
-    return g.steps.filter((s) => s.step === want).map((s) => ({ phase: s.phase === 0 ? 'request' : 'response', stats: s.latency, subops: s.subops, slow: s.slow }));
+    return g.rows.filter((s) => s.step === want).map((s) => ({ phase: s.phase === 0 ? 'request' : 'response', stats: s.latency, subops: s.subops, slow: s.slow }));
   }
 
   /** Frames of requests that ended in the last `windowMs`, oldest first. */
@@ -403,8 +493,8 @@ export class Profiler implements StepRecorder {
       graphs.push({
         pipeline_id: g.pipelineId, pipeline: g.variant as 'baseline' | 'candidate', ok: g.ok, errors: g.errors,
         total: enc(g.total), upstream: enc(g.upstream), overhead: enc(g.overhead), acquire: enc(g.acquire),
-        steps: g.steps.filter((s) => s.latency.count > 0 || s.subops.size > 0).map((s) => ({
-          name: s.step, phase: s.phase === 0 ? 'request' as const : 'response' as const, slow: s.slow,
+        steps: g.rows.filter((s) => s.latency.count > 0 || s.subops.size > 0 || s.slow > 0).map((s) => ({
+          name: s.step, phase: s.phase === 0 ? 'request' as const : 'response' as const, slow: s.slow, slow_log_suppressed: s.suppressedTotal,
           latency: enc(s.latency),
           subops: [...s.subops].filter(([, d]) => d.count > 0).map(([name, d]) => ({ name, dist: enc(d) })),
         })),
@@ -445,6 +535,7 @@ export class Profiler implements StepRecorder {
           const s = this.bind(key, ss.name, ss.phase === 'request' ? 0 : 1) as StepStats;
           steps++;
           s.slow += ss.slow;
+          s.suppressedTotal += ss.slow_log_suppressed;
           mergeDist(s.latency, dists[i], decoded[i++]);
           for (const o of ss.subops) {
             let d = s.subops.get(o.name);

@@ -3,6 +3,7 @@
 // the graph it comes from: pipeline_id and pipeline (baseline/candidate).
 //   proxy_step_latency_us{pipeline_id,pipeline,step,phase,le}  histogram, buckets in µs
 //   proxy_step_slow_total{pipeline_id,pipeline,step,phase}     counter
+//   proxy_step_slow_log_suppressed_total{pipeline_id,pipeline,step,phase} counter: slow-step lines the rate limit held back
 //   proxy_requests_total{pipeline_id,pipeline,status}          counter, status ok|error
 //   proxy_request_duration_seconds{pipeline_id,pipeline,quantile} summary (0.5, 0.95, 0.99)
 import type { Profiler } from './profiler.ts';
@@ -26,15 +27,17 @@ function histogram(out: string[], name: string, labels: string, s: LatencyStats)
 export function profilingMetricsText(p: Profiler): string {
   const lat: string[] = ['# HELP proxy_step_latency_us Latency of one pipeline step invocation, microseconds', '# TYPE proxy_step_latency_us histogram'];
   const slow: string[] = ['# HELP proxy_step_slow_total Step invocations slower than their threshold (profiling.slow_step_threshold_us or per_step_thresholds)', '# TYPE proxy_step_slow_total counter'];
+  const suppressed: string[] = ['# HELP proxy_step_slow_log_suppressed_total Slow-step log lines not written because of the per-step rate limit (each is still counted in proxy_step_slow_total)', '# TYPE proxy_step_slow_log_suppressed_total counter'];
   const req: string[] = ['# HELP proxy_requests_total Requests that ran through a pipeline graph, by graph and status', '# TYPE proxy_requests_total counter'];
   const dur: string[] = ['# HELP proxy_request_duration_seconds End-to-end request latency through the proxy, seconds', '# TYPE proxy_request_duration_seconds summary'];
   for (const g of p.allGraphs()) {
     const gl = `pipeline_id="${esc(g.pipelineId)}",pipeline="${esc(g.variant)}"`;
-    for (const s of g.steps) {
+    for (const s of g.rows) {
       if (s.latency.count === 0 && s.slow === 0) continue;
       const sl = `${gl},step="${esc(s.step)}",phase="${s.phase === 0 ? 'request' : 'response'}"`;
       histogram(lat, 'proxy_step_latency_us', sl, s.latency);
       slow.push(`proxy_step_slow_total{${sl}} ${s.slow}`);
+      suppressed.push(`proxy_step_slow_log_suppressed_total{${sl}} ${s.suppressedTotal}`);
     }
     req.push(`proxy_requests_total{${gl},status="ok"} ${g.ok}`);
     req.push(`proxy_requests_total{${gl},status="error"} ${g.errors}`);
@@ -45,5 +48,5 @@ export function profilingMetricsText(p: Profiler): string {
     dur.push(`proxy_request_duration_seconds_sum{${gl}} ${g.total.sumNs / 1e9}`);
     dur.push(`proxy_request_duration_seconds_count{${gl}} ${g.total.count}`);
   }
-  return [...lat, ...slow, ...req, ...dur].join('\n') + '\n';
+  return [...lat, ...slow, ...suppressed, ...req, ...dur].join('\n') + '\n';
 }

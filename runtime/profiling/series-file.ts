@@ -74,7 +74,7 @@ function stepPoint(r: SeriesStepRow): SeriesStepPoint {
 }
 
 /** A record as the point of one graph (a graph without requests in the interval: zeros). */
-function toPoint(rec: SeriesRecord, q: SeriesQuery): SeriesPoint {
+export function toPoint(rec: SeriesRecord, q: SeriesQuery): SeriesPoint {
   const g = rec.graphs.find((x) => x.pipeline_id === q.pipelineId && x.pipeline === q.variant);
   if (g === undefined) return { t: rec.t, steps: [], total: { count: 0, avg_total_latency_us: 0, avg_upstream_latency_us: 0 } };
   const rows = q.step === null ? g.steps : g.steps.filter((r) => r[0] === q.step);
@@ -84,7 +84,7 @@ function toPoint(rec: SeriesRecord, q: SeriesQuery): SeriesPoint {
   };
 }
 
-function isRecord(x: unknown): x is SeriesRecord {
+export function isRecord(x: unknown): x is SeriesRecord {
   const r = x as SeriesRecord;
   return typeof r === 'object' && r !== null && typeof r.t === 'string' && Array.isArray(r.graphs);
 }

@@ -1,21 +1,24 @@
-// Persisted profiling snapshots (profiling.snapshot_dir; docs/profiling.md, "Persistence").
+// Profiling snapshots (docs/profiling.md, "Snapshots and persistence"): every snapshot_interval_s the store
+// takes the figures of the interval just ended (interval-stats.ts) — one time-series point, what
+// GET /api/profile/series and the dashboard's trend charts draw — and keeps them snapshot_retention.
 //
-// Every snapshot_interval_s the store
+// Without profiling.snapshot_dir the points are kept in memory (series-memory.ts, bounded) and
+// statistics reset when the proxy restarts. With snapshot_dir the store also
 //   (a) rewrites `state.json`, the profiler's cumulative statistics (profiler-state.ts), crash-safely:
 //       written to `state.json.tmp`, fsynced, renamed over `state.json`, the directory fsynced — a
 //       kill -9 or power loss leaves either the previous snapshot or the new one, never half of one;
-//   (b) appends one line with the figures of that interval (interval-stats.ts) to the hour's
-//       `series-<YYYYMMDDHH>.jsonl` (UTC), and deletes series files whose whole hour is older than
-//       snapshot_retention.
+//   (b) appends the point as one line to the hour's `series-<YYYYMMDDHH>.jsonl` (UTC), and deletes
+//       series files whose whole hour is older than snapshot_retention.
 // On start, `state.json` is merged into the fresh profiler; an unreadable one is logged, moved aside
 // to `state.json.corrupt` and ignored — never fatal. A reset of the profiler rewrites `state.json`
-// at once (empty); series files are kept (they hold per-interval figures, which a reset does not
+// at once (empty); series points are kept (they hold per-interval figures, which a reset does not
 // make wrong). One proxy per directory.
 import { appendFile, mkdir, open, readFile, rename, rm, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { IntervalTracker } from './interval-stats.ts';
 import type { Profiler, RestoreSummary } from './profiler.ts';
 import { listSeriesFiles, readSeries, seriesFileName, type SeriesQuery } from './series-file.ts';
+import { MemorySeries } from './series-memory.ts';
 
 const HOUR_MS = 3_600_000;
 export const STATE_FILE = 'state.json';
@@ -27,7 +30,8 @@ export interface SnapshotLog {
 }
 
 export interface SnapshotStoreOptions {
-  dir: string;
+  /** Where state.json and the series files go; null: the series is kept in memory, nothing is persisted. */
+  dir: string | null;
   intervalMs: number;
   retentionMs: number;
   log: SnapshotLog;
@@ -64,7 +68,7 @@ async function endsMidLine(path: string): Promise<boolean> {
 }
 
 export class SnapshotStore {
-  readonly dir: string;
+  readonly dir: string | null;
   readonly intervalMs: number;
   readonly retentionMs: number;
   private readonly profiler: Profiler;
@@ -78,6 +82,9 @@ export class SnapshotStore {
   private inFlight = 0;
   private failing = false;
   private closed = false;
+  /** The series without a directory, else null. */
+  private readonly memory: MemorySeries | null;
+  private cappedLogged = false;
 
   constructor(profiler: Profiler, opts: SnapshotStoreOptions) {
     this.profiler = profiler;
@@ -87,14 +94,32 @@ export class SnapshotStore {
     this.log = opts.log;
     this.now = opts.now ?? Date.now;
     this.tracker = new IntervalTracker(profiler, this.now());
+    this.memory = opts.dir === null ? new MemorySeries(opts.retentionMs) : null;
     this.unsubscribe = profiler.onReset(() => {
       this.tracker.clear();
+      if (this.dir === null) return;
       this.enqueue(() => this.writeState(JSON.stringify(this.profiler.exportState()))).catch((err) => this.failed('rewriting the profiling snapshot after a reset failed', err));
     });
   }
 
-  get statePath(): string {
-    return join(this.dir, STATE_FILE);
+  /** Whether snapshots go to disk (snapshot_dir) and statistics survive a restart. */
+  get persistent(): boolean {
+    return this.dir !== null;
+  }
+
+  get statePath(): string | null {
+    return this.dir === null ? null : join(this.dir, STATE_FILE);
+  }
+
+  /** The directory, for the methods that only run with one. */
+  private get disk(): string {
+    if (this.dir === null) throw new Error('the profiling snapshot store has no directory');
+    return this.dir;
+  }
+
+  /** Bytes of the in-memory series (0 with a directory). */
+  get memoryBytes(): number {
+    return this.memory?.bytes ?? 0;
   }
 
   /**
@@ -103,6 +128,7 @@ export class SnapshotStore {
    */
   async load(): Promise<RestoreSummary | null> {
     const file = this.statePath;
+    if (file === null) return null;
     await rm(`${file}.tmp`, { force: true }).catch(() => {});
     let text: string;
     try {
@@ -142,8 +168,8 @@ export class SnapshotStore {
   }
 
   /** The stored points of one graph (series-file.ts). */
-  series(q: SeriesQuery): ReturnType<typeof readSeries> {
-    return readSeries(this.dir, q);
+  async series(q: SeriesQuery): ReturnType<typeof readSeries> {
+    return this.memory !== null ? this.memory.read(q) : readSeries(this.disk, q);
   }
 
   /** Stops the timer, writes a last snapshot (a graceful stop loses nothing) and frees the baselines. */
@@ -152,7 +178,7 @@ export class SnapshotStore {
     this.closed = true;
     this.stopTimer();
     this.unsubscribe();
-    await this.snapshot().catch((err) => this.failed('writing the last profiling snapshot failed', err));
+    if (this.dir !== null) await this.snapshot().catch((err) => this.failed('writing the last profiling snapshot failed', err));
     this.tracker.destroy();
   }
 
@@ -173,7 +199,7 @@ export class SnapshotStore {
 
   private failed(msg: string, err: unknown): void {
     // One line per run of failures, not one per interval.
-    if (!this.failing) this.log.error(msg, { dir: this.dir, error: (err as Error).message });
+    if (!this.failing) this.log.error(msg, { dir: this.dir ?? '(memory)', error: (err as Error).message });
     this.failing = true;
   }
 
@@ -189,6 +215,16 @@ export class SnapshotStore {
     // with requests served in between rather than one longer stall.
     const nowMs = this.now();
     const record = this.tracker.take(nowMs);
+    if (this.memory !== null) {
+      this.memory.append(record, nowMs);
+      if (this.memory.cappedAt !== null && !this.cappedLogged) {
+        this.cappedLogged = true;
+        this.log.warn('the in-memory profiling time series reached its size bound: the oldest points are dropped before snapshot_retention (set profiling.snapshot_dir to keep them on disk)', {
+          bytes: this.memory.maxBytes, points: this.memory.length,
+        });
+      }
+      return;
+    }
     await new Promise((r) => setImmediate(r));
     const state = JSON.stringify(this.profiler.exportState());
     await this.writeState(state);
@@ -197,8 +233,9 @@ export class SnapshotStore {
   }
 
   private async writeState(body: string): Promise<void> {
-    await mkdir(this.dir, { recursive: true });
-    const tmp = `${this.statePath}.tmp`;
+    await mkdir(this.disk, { recursive: true });
+    const file = join(this.disk, STATE_FILE);
+    const tmp = `${file}.tmp`;
     const fh = await open(tmp, 'w');
     try {
       await fh.writeFile(body);
@@ -206,8 +243,8 @@ export class SnapshotStore {
     } finally {
       await fh.close();
     }
-    await rename(tmp, this.statePath);
-    const d = await open(this.dir, 'r');
+    await rename(tmp, file);
+    const d = await open(this.disk, 'r');
     try {
       await d.sync(); // the rename itself survives a power loss
     } catch {
@@ -218,7 +255,7 @@ export class SnapshotStore {
   }
 
   private async appendSeries(line: string, nowMs: number): Promise<void> {
-    const path = join(this.dir, seriesFileName(nowMs));
+    const path = join(this.disk, seriesFileName(nowMs));
     // One byte read per interval: cheaper than knowing who else may have left half a line there.
     if (await endsMidLine(path)) line = `\n${line}`;
     await appendFile(path, line);
@@ -227,9 +264,9 @@ export class SnapshotStore {
   /** Deletes series files whose whole hour ended before now − retention. */
   private async sweep(nowMs: number): Promise<void> {
     const cutoff = nowMs - this.retentionMs;
-    for (const f of await listSeriesFiles(this.dir)) {
+    for (const f of await listSeriesFiles(this.disk)) {
       if (f.hourMs + HOUR_MS > cutoff) break;
-      await unlink(join(this.dir, f.name)).catch((err: NodeJS.ErrnoException) => {
+      await unlink(join(this.disk, f.name)).catch((err: NodeJS.ErrnoException) => {
         if (err.code !== 'ENOENT') throw err;
       });
     }

@@ -37,4 +37,8 @@ export class TracingRecorder implements StepRecorder {
   bind(key: GraphKey, step: string, phase: 0 | 1): StepTimer {
     return this.profiler !== null && this.profiler.enabled ? this.profiler.bind(key, step, phase) : new NamedTimer(step, phase);
   }
+
+  order(key: GraphKey, request: readonly string[], response: readonly string[]): void {
+    if (this.profiler !== null && this.profiler.enabled) this.profiler.order?.(key, request, response);
+  }
 }

@@ -123,6 +123,12 @@ test('an admin token that is too short is refused naming the minimum length', ()
   assert.equal(parseConfig({ admin: { listen: '127.0.0.1:0', token: 'x'.repeat(16) } }, null).admin?.token, 'x'.repeat(16));
 });
 
+test('a profiling token that is too short is refused naming the minimum length', () => {
+  const err = refused(() => parseConfig({ profiling: { token: 'short' } }, 'proxy.yaml'));
+  assert.deepEqual(err.issues, [{ path: 'profiling.token', message: 'expected string of at least 16 characters, received "short"' }]);
+  assert.equal(parseConfig({ profiling: { token: 'x'.repeat(16) } }, null).profiling?.token, 'x'.repeat(16));
+});
+
 test('min_idle greater than pool_size is refused', () => {
   const err = refused(() => parseConfig({ upstream: { pool_size: 4, min_idle: 5 } }, 'proxy.json'));
   assert.equal(err.issues.length, 1);

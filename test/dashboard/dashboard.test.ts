@@ -1,5 +1,5 @@
 // The dashboard in headless Chromium against a running proxy with real driver traffic: the table
-// renders live data and sorts, a trend chart draws from persisted snapshots, the flame graph zooms,
+// renders live data and sorts, a trend chart draws from in-memory and from persisted snapshots, the flame graph zooms,
 // a token-protected endpoint asks for the token, a proxy with profiling off says so. Screenshots go
 // to test-artifacts/dashboard/.
 import { test } from 'node:test';
@@ -58,6 +58,23 @@ test('profiling table: live rows from the running proxy, every column sortable, 
   const extra = page as unknown as { errors: string[]; foreign: string[] };
   assert.deepEqual(extra.errors, []);
   assert.deepEqual(extra.foreign, []);
+  await page.close();
+});
+
+test('trend chart without snapshot_dir: drawn from the snapshots kept in memory', { timeout: 90_000 }, async () => {
+  const { proxy, client } = await start({ snapshot_dir: undefined });
+  assert.equal(proxy.snapshots!.persistent, false);
+  for (let i = 0; i < 10; i++) await client.db('dash').collection('us_300').findOne({});
+  await proxy.snapshots!.snapshot();
+  for (let i = 0; i < 10; i++) await client.db('dash').collection('us_2000').findOne({});
+  await proxy.snapshots!.snapshot();
+  const page = await open(`${proxy.profilingUrl}/dashboard/`);
+  await page.waitForSelector('#steps tbody tr');
+  await page.click('#tab-trends');
+  await page.waitForSelector('#chart canvas');
+  const legend = await page.$$eval('#chart .u-legend .u-series .u-label', (els) => els.map((e) => e.textContent));
+  assert.ok(legend.includes('wasm:spin (request)'), `legend ${legend.join(', ')}`);
+  assert.match(await page.textContent('#trends-info') ?? '', /^2 snapshots, one every 3600 s/);
   await page.close();
 });
 

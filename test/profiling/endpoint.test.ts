@@ -12,7 +12,11 @@ import { MongoClient } from 'mongodb';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
+import { profilingSettings } from '../../runtime/app/serve.ts';
+import { GraphKey } from '../../runtime/pipeline/index.ts';
+import { Profiler, SLOW_SUPPRESSED_MESSAGE, type StepStats } from '../../runtime/profiling/index.ts';
 import { fixture } from '../wasm/fixtures.ts';
+import { until } from '../helpers/until.ts';
 
 const running: RunningProxy[] = [];
 const clients: MongoClient[] = [];
@@ -98,6 +102,125 @@ test('slow steps: counter per step and phase, a "slow step detected" line (logge
   assert.equal(l.phase, 'request');
   assert.equal(l.threshold_us, 1000);
   assert.ok(Number(l.latency_us) >= 3000);
+});
+
+const suppressedMetric = (metrics: string, step = 'wasm:spin') => {
+  const m = new RegExp(`proxy_step_slow_log_suppressed_total\\{pipeline_id="default",pipeline="baseline",step="${step}",phase="request"\\} (\\d+)\\n`).exec(metrics);
+  assert.ok(m !== null, 'proxy_step_slow_log_suppressed_total is exposed');
+  return Number(m[1]);
+};
+const sumSuppressed = (lines: Array<Record<string, unknown>>) => lines.filter((l) => l.msg === SLOW_SUPPRESSED_MESSAGE).reduce((n, l) => n + Number(l.suppressed), 0);
+
+test('slow-step lines held back by the rate limit: counted in proxy_step_slow_log_suppressed_total and reported in a summary line when the window closes', { timeout: 60_000 }, async () => {
+  const { proxy, client, lines } = await start({ enabled: true, slow_step_threshold_us: 1_000_000, per_step_thresholds: { 'wasm:spin': 1000 } });
+  const db = client.db('prof');
+  for (let i = 0; i < 20; i++) await db.collection('us_3000').findOne({});
+  // The step is never slow again: the count is reported by the window's timer, not by a later line.
+  const metrics = (await get(`${proxy.profilingUrl}/metrics`)).body as string;
+  const written = lines.filter((l) => l.msg === 'slow step detected').length;
+  const suppressed = suppressedMetric(metrics);
+  assert.equal(written + suppressed, 20, `${written} lines written + ${suppressed} suppressed = every slow invocation`);
+  assert.ok(suppressed > 0);
+  assert.equal(suppressedMetric(metrics, 'wasm:filter'), 0);
+  await until('the summary lines to report every suppressed line', () => sumSuppressed(lines) === suppressed, 10_000);
+  const summary = lines.find((l) => l.msg === SLOW_SUPPRESSED_MESSAGE)!;
+  assert.equal(summary.level, 'warn');
+  assert.equal(summary.logger, 'proxy::profiling');
+  assert.equal(summary.step, 'wasm:spin');
+  assert.equal(summary.phase, 'request');
+  assert.equal(summary.threshold_us, 1000);
+  assert.ok(lines.filter((l) => l.msg === 'slow step detected').every((l) => l.suppressed === undefined), 'the count is on the summary line only');
+});
+
+test('slow-step lines held back are reported at shutdown: nothing is lost when the proxy stops inside the window', { timeout: 60_000 }, async () => {
+  const { proxy, client, lines } = await start({ enabled: true, slow_step_threshold_us: 1_000_000, per_step_thresholds: { 'wasm:spin': 1000 } });
+  for (let i = 0; i < 10; i++) await client.db('prof').collection('us_3000').findOne({});
+  await client.close();
+  await proxy.close();
+  // Whether the window's timer fired before the stop or the stop reported the rest, every slow
+  // invocation is on a line by the time close() returns.
+  assert.equal(lines.filter((l) => l.msg === 'slow step detected').length + sumSuppressed(lines), 10);
+
+  // The shutdown path alone (no timer can run inside synchronous code): the profiler's flush.
+  const logged: Array<{ msg: string; fields: Record<string, unknown> }> = [];
+  const profiler = await Profiler.create(profilingSettings(parseConfig({ profiling: { enabled: true, per_step_thresholds: { 'wasm:x': 10 } } }, null).profiling!), { warn: (msg, fields = {}) => logged.push({ msg, fields }) });
+  const s = profiler.bind(new GraphKey('default', 'baseline', 0), 'wasm:x', 0) as StepStats;
+  for (let i = 0; i < 5; i++) s.record(50_000, false);
+  assert.deepEqual(logged.map((l) => l.msg), ['slow step detected']);
+  assert.equal(s.suppressedTotal, 4);
+  profiler.flushSlowStepLog();
+  assert.deepEqual(logged.map((l) => l.msg), ['slow step detected', SLOW_SUPPRESSED_MESSAGE]);
+  assert.deepEqual(logged[1].fields, { step: 'wasm:x', phase: 'request', suppressed: 4, threshold_us: 10 });
+  profiler.flushSlowStepLog();
+  assert.equal(logged.length, 2, 'reported once');
+});
+
+test('slow steps are checked for requests the filters leave out: counted and logged, not recorded', { timeout: 60_000 }, async () => {
+  const { proxy, client, lines } = await start({ enabled: true, slow_step_threshold_us: 1_000_000, per_step_thresholds: { 'wasm:spin': 1000 }, filters: { operations: ['insert'] } });
+  for (let i = 0; i < 3; i++) await client.db('prof').collection('us_3000').findOne({});
+  const metrics = (await get(`${proxy.profilingUrl}/metrics`)).body as string;
+  assert.match(metrics, /proxy_step_slow_total\{pipeline_id="default",pipeline="baseline",step="wasm:spin",phase="request"\} 3\n/);
+  assert.ok(lines.some((l) => l.msg === 'slow step detected' && l.step === 'wasm:spin'));
+  const snap = (await get(`${proxy.profilingUrl}/api/profile`)).body;
+  assert.equal(snap.total_requests, 0, 'the finds are not sampled');
+  assert.deepEqual(snap.steps, []);
+});
+
+test('rows follow pipeline order in each phase, whatever order the steps were compiled and bound in; a reload that reorders reorders them', { timeout: 60_000 }, async () => {
+  // cache and transform run in both phases, in opposite orders: bind order (both phases of a step
+  // at once) cannot match both.
+  const pipeline = { request: ['cache', 'transform'], response: ['transform', 'logging', 'cache'] };
+  const { proxy, client } = await start({ enabled: true, slow_step_threshold_us: 1_000_000 }, {
+    pipeline,
+    steps: {
+      cache: { config: { ttl_ms: 60000 } }, logging: { config: { sample_rate: 0 } },
+      transform: { config: { request: [{ op: 'unset', path: 'nonexistent_field' }], response: [{ op: 'unset', path: 'nonexistent_field' }] } },
+    },
+  });
+  const rowsOf = async () => {
+    await client.db('prof').collection('order').findOne({});
+    const body = (await get(`${proxy.profilingUrl}/api/profile`)).body as { steps: Array<{ name: string; phase: string }> };
+    return body.steps.map((r) => `${r.phase}:${r.name}`);
+  };
+  const expected = ['request:wasm:cache', 'request:wasm:transform', 'response:wasm:transform', 'response:wasm:logging', 'response:wasm:cache'];
+  assert.deepEqual(await rowsOf(), expected);
+  const series = proxy.snapshots!;
+  await series.snapshot();
+  const point = (await get(`${proxy.profilingUrl}/api/profile/series`)).body.points.at(-1);
+  assert.deepEqual(point.steps.map((r: { name: string; phase: string }) => `${r.phase}:${r.name}`), expected, 'the series rows too');
+  await proxy.reload(parseConfig({ ...proxy.config, pipeline: { ...proxy.config.pipeline, request: ['transform', 'cache'], response: ['cache', 'logging', 'transform'] } }, null));
+  assert.deepEqual(await rowsOf(), ['request:wasm:transform', 'request:wasm:cache', 'response:wasm:cache', 'response:wasm:logging', 'response:wasm:transform']);
+});
+
+test('upstream time has one definition: a request\'s proxy_profile.upstream_us is what /api/profile averages (pool wait included)', { timeout: 60_000 }, async () => {
+  const { proxy } = await start({ enabled: true, slow_step_threshold_us: 1_000_000 });
+  const pc = new MongoClient(proxy.uri, { appName: 'reporting?proxy_profile=true', serverSelectionTimeoutMS: 5000 });
+  clients.push(pc);
+  await pc.db('prof').command({ ping: 1 });
+  await fetch(`${proxy.profilingUrl}/api/profile/reset`, { method: 'POST' });
+  const reply = await pc.db('prof').command({ find: 'us_200', filter: {} });
+  const snap = (await get(`${proxy.profilingUrl}/api/profile`)).body;
+  assert.equal(snap.total_requests, 1);
+  // The same nanoseconds, rounded once per figure.
+  assert.ok(Math.abs(snap.avg_upstream_latency_us - reply.proxy_profile.upstream_us) <= 1,
+    `/api/profile ${snap.avg_upstream_latency_us} µs, proxy_profile ${reply.proxy_profile.upstream_us} µs`);
+  assert.ok(reply.proxy_profile.upstream_us > 0);
+});
+
+test('a reload applies thresholds at once; histogram_buckets and flamegraph_frames are restart-only: warned, and every distribution keeps its bounds', { timeout: 60_000 }, async () => {
+  const { proxy, client, lines } = await start({ enabled: true, slow_step_threshold_us: 1_000_000, histogram_buckets: [100, 1000], flamegraph_frames: 1000 });
+  await client.db('prof').collection('us_10').findOne({});
+  await proxy.reload(parseConfig({ ...proxy.config, profiling: { ...proxy.config.profiling, histogram_buckets: [50, 500, 5000], flamegraph_frames: 5000, per_step_thresholds: { 'wasm:spin': 1000 } } }, null));
+  const warned = lines.find((l) => l.msg === 'configuration reloaded; these keys take effect only after a restart');
+  assert.ok(warned !== undefined, 'the restart-only warning');
+  assert.ok((warned.keys as string[]).includes('profiling.histogram_buckets, flamegraph_frames'), String(warned.keys));
+  assert.deepEqual(proxy.profiler!.settings.histogramBuckets, [100, 1000]);
+  assert.equal(proxy.profiler!.settings.frameCapacity, 1000);
+  await client.db('prof').collection('us_3000').findOne({});
+  const metrics = (await get(`${proxy.profilingUrl}/metrics`)).body as string;
+  const les = [...metrics.matchAll(/proxy_step_latency_us_bucket\{[^}]*step="wasm:spin"[^}]*le="([^"]+)"\}/g)].map((m) => m[1]);
+  assert.deepEqual(les, ['100', '1000', '+Inf'], 'the bounds it started with');
+  assert.match(metrics, /proxy_step_slow_total\{pipeline_id="default",pipeline="baseline",step="wasm:spin",phase="request"\} 1\n/, 'the new threshold applies at once');
 });
 
 test('filters sample only matching requests; reset clears; the per-request profile reaches profiling clients only', { timeout: 60_000 }, async () => {

@@ -19,7 +19,9 @@ import { GraphKey } from '../../runtime/pipeline/index.ts';
 import { Profiler, SnapshotStore, seriesFileName, type SeriesRecord, type StepStats } from '../../runtime/profiling/index.ts';
 import { profilingSettings } from '../../runtime/app/serve.ts';
 import { encodeCompressedBase64 } from '../../runtime/profiling/profiler-state.ts';
+import { MemorySeries } from '../../runtime/profiling/series-memory.ts';
 import { fixture } from '../wasm/fixtures.ts';
+import { until } from '../helpers/until.ts';
 
 const running: RunningProxy[] = [];
 const clients: MongoClient[] = [];
@@ -133,14 +135,6 @@ async function serve(file: string): Promise<{ child: ChildProcess; uri: string; 
   };
 }
 
-async function until(what: string, check: () => boolean, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 function stateRequests(dir: string): number {
   try {
     const s = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'));
@@ -161,7 +155,7 @@ test('kill -9: `proxy serve` restarted on the same snapshot_dir has the counts o
   const c1 = new MongoClient(first.uri, { serverSelectionTimeoutMS: 5000 });
   clients.push(c1);
   await traffic(c1, 40, 10);
-  await until('a snapshot holding the 50 requests', () => stateRequests(join(dir, 'snapshots')) === 50);
+  await until('a snapshot holding the 50 requests', () => stateRequests(join(dir, 'snapshots')) === 50, 20_000, 50);
   const before = await everything(first.profilingUrl);
   assert.equal(before.profile.total_requests, 50);
   await c1.close(true);
@@ -171,7 +165,7 @@ test('kill -9: `proxy serve` restarted on the same snapshot_dir has the counts o
 
   const second = await serve(file);
   try {
-    await until('the restore line', () => second.stderr().includes('restored profiling statistics'));
+    await until('the restore line', () => second.stderr().includes('restored profiling statistics'), 20_000, 50);
     const line = second.stderr().split('\n').find((l) => l.includes('restored profiling statistics'))!;
     assert.equal(JSON.parse(line).requests, 50);
     assert.deepEqual(await everything(second.profilingUrl), before);
@@ -238,12 +232,64 @@ test('GET /api/profile/series: one point per interval with that interval\'s figu
   const bad = await getJson(`${base}?from=yesterday`);
   assert.equal(bad.status, 400);
   assert.equal(bad.body.error.code, 'PROXY_ERR_BAD_QUERY');
+});
 
-  const off = await startProxy(parseConfig({ listen: '127.0.0.1:0', log: { level: 'warn' }, profiling: { enabled: true, port: 0 } }, null), { log: new Logger('test', 'error', 'json', { write: () => {} }) });
-  running.push(off);
-  const none = await getJson(`${off.profilingUrl}/api/profile/series`);
-  assert.equal(none.status, 404);
-  assert.equal(none.body.error.code, 'PROXY_ERR_NOT_FOUND');
+test('without snapshot_dir the series is kept in memory: a proxy with a 1 s snapshot_interval_s serves points of its traffic, writes no file, and starts empty again after a restart', { timeout: 120_000 }, async () => {
+  const lines: Array<Record<string, unknown>> = [];
+  const log = new Logger('test', 'info', 'json', { write: (l: string) => { for (const x of l.split('\n')) if (x.trim() !== '') lines.push(JSON.parse(x)); } });
+  const raw = { listen: '127.0.0.1:0', log: { level: 'info' }, ...await pipelineConfig(), profiling: { enabled: true, port: 0, slow_step_threshold_us: 1_000_000, snapshot_interval_s: 1 } };
+  const proxy = await startProxy(parseConfig(raw, null), { log });
+  running.push(proxy);
+  assert.equal(proxy.snapshots!.persistent, false);
+  assert.ok(lines.some((l) => l.msg === 'profiling snapshots kept in memory (statistics reset on restart; set profiling.snapshot_dir to persist them)' && l.interval_s === 1 && l.retention === '24h'));
+  const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 5000 });
+  clients.push(client);
+  for (let i = 0; i < 12; i++) await client.db('snap').collection('us_300').findOne({});
+  const base = `${proxy.profilingUrl}/api/profile/series`;
+  type Point = { t: string; steps: Array<{ name: string; phase: string; count: number; p50_latency_us: number }>; total: { count: number } };
+  let body: { interval_s: number; truncated: boolean; points: Point[] } = { interval_s: 0, truncated: false, points: [] };
+  // The timer takes a point every second; the 12 requests land in one or two of them.
+  await until('the series to hold the 12 requests', async () => {
+    const r = await getJson(base);
+    assert.equal(r.status, 200);
+    body = r.body;
+    return body.points.reduce((n, p) => n + p.total.count, 0) === 12;
+  }, 30_000);
+  assert.equal(body.interval_s, 1);
+  assert.equal(body.truncated, false);
+  const withTraffic = body.points.filter((p) => p.total.count > 0);
+  assert.ok(withTraffic.length >= 1 && withTraffic.length <= 2, `${withTraffic.length} points with traffic`);
+  const spin = withTraffic.flatMap((p) => p.steps.filter((s) => s.name === 'wasm:spin'));
+  assert.equal(spin.reduce((n, s) => n + s.count, 0), 12);
+  for (const s of spin) assert.ok(s.p50_latency_us >= 300, `p50 ${s.p50_latency_us}`);
+  for (let i = 1; i < body.points.length; i++) assert.ok(Date.parse(body.points[i - 1].t) < Date.parse(body.points[i].t), 'oldest first');
+  assert.deepEqual((await getJson(`${base}?step=spin`)).body.points.flatMap((p: Point) => p.steps.map((s) => s.name)).filter((n: string) => n !== 'wasm:spin'), []);
+  assert.ok(proxy.snapshots!.memoryBytes > 0);
+  assert.equal(proxy.snapshots!.dir, null);
+  assert.equal(proxy.snapshots!.statePath, null, 'no state.json');
+  // Statistics are not persisted: a new proxy (its own memory) starts from zero.
+  const again = await startProxy(parseConfig(raw, null), { log: new Logger('test', 'error', 'json', { write: () => {} }) });
+  running.push(again);
+  assert.equal((await getJson(`${again.profilingUrl}/api/profile`)).body.total_requests, 0);
+  assert.deepEqual((await getJson(`${again.profilingUrl}/api/profile/series`)).body.points.filter((p: Point) => p.total.count > 0), []);
+});
+
+test('the in-memory series is bounded: points older than the retention are dropped, and past its byte bound the oldest go first', () => {
+  const rec = (ms: number, pad: number) => ({ v: 1, t: new Date(ms).toISOString(), interval_s: 30, graphs: [{ pipeline_id: 'default', pipeline: 'baseline', count: 1, errors: 0, avg_total_latency_us: 1, avg_upstream_latency_us: 1, steps: [['wasm:x'.padEnd(pad, 'x'), 'request', 1, 0, 1, 1, 1, 1, 1] as SeriesRecord['graphs'][0]['steps'][0]] }] });
+  const q = { pipelineId: 'default', variant: 'baseline', step: null, fromMs: 0, toMs: Number.MAX_SAFE_INTEGER };
+  const t0 = Date.UTC(2030, 0, 1);
+  const byTime = new MemorySeries(60_000);
+  for (let k = 0; k <= 10; k++) byTime.append(rec(t0 + k * 30_000, 10), t0 + k * 30_000);
+  assert.deepEqual(byTime.read(q).points.map((p) => p.t), [8, 9, 10].map((k) => new Date(t0 + k * 30_000).toISOString()), 'the last minute');
+  assert.equal(byTime.bytes, 3 * JSON.stringify(rec(t0, 10)).length);
+  assert.equal(byTime.cappedAt, null);
+  const one = JSON.stringify(rec(t0, 1000)).length;
+  const bySize = new MemorySeries(86_400_000, 3 * one);
+  for (let k = 0; k < 10; k++) bySize.append(rec(t0 + k * 30_000, 1000), t0 + k * 30_000);
+  assert.equal(bySize.length, 3);
+  assert.ok(bySize.bytes <= 3 * one);
+  assert.deepEqual(bySize.read(q).points.map((p) => p.t), [7, 8, 9].map((k) => new Date(t0 + k * 30_000).toISOString()));
+  assert.equal(bySize.cappedAt, t0 + 3 * 30_000);
 });
 
 test('retention: series files whose whole hour is older than snapshot_retention are deleted at each snapshot', { timeout: 60_000 }, async () => {
@@ -331,11 +377,12 @@ test('POST /api/profile/reset clears the persisted state (a restart after it sta
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-test('bytes per day for a typical pipeline (8 steps × 2 phases, 1 graph, 30 s interval)', { timeout: 120_000 }, async (t) => {
+test('bytes per day for a typical pipeline (8 steps × 2 phases, 1 graph, 30 s interval), on disk and in memory', { timeout: 120_000 }, async (t) => {
   const profiler = await Profiler.create(profilingSettings(parseConfig({ profiling: { enabled: true } }, null).profiling!), { warn: () => {} });
   const dir = tempDir();
   let clock = Date.UTC(2030, 0, 1, 0, 0, 0);
   const store = new SnapshotStore(profiler, { dir, intervalMs: 30_000, retentionMs: 86_400_000, log: { info: () => {}, warn: () => {}, error: () => {} }, now: () => clock });
+  const memory = new SnapshotStore(profiler, { dir: null, intervalMs: 30_000, retentionMs: 86_400_000, log: { info: () => {}, warn: () => {}, error: () => {} }, now: () => clock });
   const key = new GraphKey('default', 'baseline', 1);
   const names = ['rate_limit', 'auth', 'filter', 'transform', 'cache', 'metrics', 'logging', 'route'];
   const steps: StepStats[] = [];
@@ -369,6 +416,7 @@ test('bytes per day for a typical pipeline (8 steps × 2 phases, 1 graph, 30 s i
     stallMs.push(performance.now() - t0);
     await written;
     snapshotMs.push(performance.now() - t0);
+    await memory.snapshot();
   }
   const file = join(dir, seriesFileName(clock));
   const lines = readFileSync(file, 'utf8').split('\n').filter((l) => l !== '');
@@ -382,5 +430,9 @@ test('bytes per day for a typical pipeline (8 steps × 2 phases, 1 graph, 30 s i
   t.diagnostic(`series: ${Math.round(perRecord)} bytes per record, ${(perDay / 1e6).toFixed(2)} MB per day; state.json ${Math.round(stateBytes / 1024)} KiB; snapshot ${median(snapshotMs).toFixed(1)} ms (median; min ${Math.min(...snapshotMs).toFixed(1)}), its interval figures ${median(stallMs).toFixed(1)} ms (min ${Math.min(...stallMs).toFixed(1)})`);
   assert.equal(encodeCompressedBase64(steps[0].latency.hdr), hdr.encodeIntoCompressedBase64(steps[0].latency.hdr), 'the native encoding is the library\'s, byte for byte');
   assert.ok(perDay < 5e6, `series stays under 5 MB a day: ${perDay}`);
+  // In memory the same records are held as the same JSON text (less the newlines).
+  assert.equal(memory.memoryBytes, statSync(file).size - intervals);
+  t.diagnostic(`in memory: ${Math.round(memory.memoryBytes / intervals)} bytes per record, ${(memory.memoryBytes / intervals * 2880 / 1e6).toFixed(2)} MB for 24 h at 30 s`);
   await store.close();
+  await memory.close();
 });
