@@ -4,7 +4,7 @@
 // pinning"): they never continue them on another connection, and when that connection closes they
 // consider them gone. So while either is open, the client's upstream connection stays with it
 // (UpstreamCall.keepConnection), and when the client connection closes the proxy ends them upstream
-// (abortTransaction, killCursors) instead of leaving them to time out there.
+// (abortTransaction, killCursors) instead of leaving them to time out there (endLoadBalanced).
 //
 // Per reply this reads the cursor id with a ReplyPeek (no decode); the rarer events — a new cursor
 // (its namespace), a transaction start (its lsid), killCursors — decode only what they need.
@@ -12,7 +12,8 @@ import { deserialize, serialize, Long, type Document } from 'bson';
 import {
   BSON_DOCUMENT, BSON_STRING, ElementCursor, ReplyPeek, encodeOpMsg, utf8, type CommandPeek,
 } from '../wire/index.ts';
-import { newRequestId } from '../upstream/index.ts';
+import { UpstreamCleanup, newRequestId, type UpstreamCall, type UpstreamConnection } from '../upstream/index.ts';
+import type { ServerContext } from './context.ts';
 
 const K_CURSOR = utf8('cursor');
 const K_NS = utf8('ns');
@@ -25,6 +26,8 @@ export class LoadBalancedState {
   /** The open transaction's lsid document (a copy), or null. */
   txnLsid: Buffer | null = null;
   txnNumber = 0n;
+  /** The command document of the client's request in flight (the connection sets it for afterReply). */
+  requestBody: Buffer | null = null;
   private readonly replyPeek = new ReplyPeek();
   private readonly cur = new ElementCursor();
   private readonly inner = new ElementCursor();
@@ -107,4 +110,24 @@ export class LoadBalancedState {
 function killedCursorIds(body: Buffer): bigint[] {
   const cmd = deserialize(body, { useBigInt64: true }) as Document;
   return Array.isArray(cmd.cursors) ? cmd.cursors.filter((c): c is bigint => typeof c === 'bigint') : [];
+}
+
+/**
+ * A load-balanced client's connection closed with nothing in flight upstream (`call` not active):
+ * its open transaction is aborted and its cursors are killed upstream, on its pinned connection
+ * when it is still alive; with nothing open, the pinned connection goes back to its pool.
+ */
+export function endLoadBalanced(lb: LoadBalancedState, call: UpstreamCall, ctx: ServerContext, clientAddress: string): void {
+  lb.requestBody = null;
+  const pinned = call.takePinned();
+  if (!lb.open) {
+    if (pinned !== null) pinned.pool.release(pinned.conn);
+    return;
+  }
+  const { frames, cursors, transaction } = lb.cleanupFrames();
+  if (transaction) ctx.stats.lbTransactionsAborted++;
+  ctx.stats.lbCursorsKilled += cursors;
+  const pool = pinned?.pool ?? ctx.pool;
+  const conn: UpstreamConnection | null = pinned?.conn ?? null;
+  new UpstreamCleanup(pool, frames, ctx.log, `${transaction ? 'abortTransaction, ' : ''}${cursors} cursor(s) of client ${clientAddress}`).start(conn);
 }
