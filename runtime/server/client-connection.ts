@@ -8,7 +8,7 @@
 //   RequestSteps    (request-steps.ts)     the request and response phases; verdicts into answers
 //   RequestRecord   (request-record.ts)    profiling, tracing and proxy_profile of the request in flight
 //   LoadBalancedState (load-balanced.ts)   a load-balanced client's open cursors and transaction
-//   request limits  (request-limits.ts)    the size limits the handshake advertises
+//   request errors  (request-errors.ts)    size limits, refusals, bad input and defects as error documents
 //   GraphSlot       (pipeline/)            baseline or candidate graph, per request
 //   UpstreamRouter  (upstream/router.ts)   which pool: route step, cursor and transaction pins
 //   UpstreamCall    (upstream/)            pool wait, send, reply, timeout, retry of an unsent request
@@ -36,7 +36,9 @@ import { AUTH_COMMANDS, type ClientAuth } from './client-auth.ts';
 import { ClientHandshake } from './client-handshake.ts';
 import { RequestRecord } from './request-record.ts';
 import { RequestSteps } from './request-steps.ts';
-import { checkRequestSize } from './request-limits.ts';
+import {
+  checkRequestSize, connectionLimitReached, errorForThrown, interruptedAtShutdown, logBadInput, shuttingDown, unsupportedOpcode,
+} from './request-errors.ts';
 /** While draining, how long a just-answered connection waits for a follow-up request before it ends. */
 const QUIET_MS = 200;
 /** A connection refused by clients.max_connections that sends nothing is closed after this long. */
@@ -135,7 +137,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
 
   onFrameError(err: WireError, requestId: number, opCode: number): void {
     this.ctx.stats.decodeErrors++;
-    this.logBadInput('closing client connection: unframeable input', err);
+    logBadInput(this.ctx, this, 'closing client connection: unframeable input', err);
     // The stream cannot be resynchronised. Requests framed before the bad header are answered
     // first (a reply boundary), then the error, then the connection closes.
     if (this.closed) return;
@@ -152,15 +154,6 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.queue.length = 0;
     this.queueReadAt.length = 0;
     this.socket.end(out);
-  }
-
-  /** One log line per bad input at most LogThrottle allows, at warn, without a stack. */
-  private logBadInput(msg: string, err: Error & { code?: string }): void {
-    const suppressed = this.ctx.inputLogThrottle.take();
-    if (suppressed < 0) return;
-    const fields: Record<string, unknown> = { conn: this.id, client: this.clientAddress, error: err.message, code: err.code };
-    if (suppressed > 0) fields.suppressed = suppressed;
-    this.ctx.log.warn(msg, fields);
   }
 
   /** Starts queued requests while nothing is in flight and the client can take replies. */
@@ -228,29 +221,23 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
           throw new WireError('PROXY_ERR_BAD_COMPRESSION', `compressor id ${compressor} was not negotiated on this connection`, true);
         }
       }
-      if (this.refused) this.refuseOverLimit(f, op);
-      else if (this.draining) this.refuseShuttingDown(f, op);
-      else if (op === OP_MSG) this.handleMsg(f, compressor);
+      if (this.refused) {
+        // Past clients.max_connections: its one request is refused, then the connection ends.
+        w.targetUnparsed(f, op);
+        this.replyError(connectionLimitReached(this.ctx.clientLimits.maxConnections));
+        this.closeGracefully();
+      } else if (this.draining) {
+        this.ctx.stats.shutdownRefused++;
+        w.targetUnparsed(f, op);
+        this.replyError(shuttingDown());
+      } else if (op === OP_MSG) this.handleMsg(f, compressor);
       else if (op === OP_QUERY) this.handleQuery(f);
       else {
         this.ctx.stats.decodeErrors++;
-        this.replyError(new ProxyError(ErrorCodes.UnsupportedOpQueryCommand,
-          `${opcodeName(op)} is not supported by this proxy; use OP_MSG (MongoDB 3.6+ drivers)`));
+        this.replyError(unsupportedOpcode(opcodeName(op)));
       }
     } catch (err) {
-      if (err instanceof WireError) {
-        this.ctx.stats.decodeErrors++;
-        this.logBadInput('malformed request', err);
-        this.replyError(new ProxyError(err.code === 'PROXY_ERR_BAD_BSON' ? ErrorCodes.InvalidBSON : ErrorCodes.ProtocolError, err.message));
-      } else if (err instanceof ProxyError) {
-        this.replyError(err);
-      } else {
-        // A defect of the proxy's, not bad input (that is a WireError): logged with its stack, but
-        // through the same throttle, since a client may be able to trigger it at will.
-        const suppressed = this.ctx.inputLogThrottle.take();
-        if (suppressed >= 0) this.ctx.log.error('internal error handling a request', { conn: this.id, error: (err as Error).stack, suppressed });
-        this.replyError(new ProxyError(ErrorCodes.InternalError, `proxy internal error: ${(err as Error).message}`));
-      }
+      this.replyError(errorForThrown(err, this.ctx, this));
     }
   }
 
@@ -351,29 +338,6 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       out = encodeOpMsg(0, 0, flags & (MSG_MORE_TO_COME | MSG_EXHAUST_ALLOWED), ex.newRequest);
     }
     this.forward(out, this.ctx.router.choose(peek, body, ex.route));
-  }
-
-  /**
-   * The one request of a connection accepted past clients.max_connections (normally the driver's
-   * handshake): answered with SocketException "connection limit reached", then the connection ends.
-   */
-  private refuseOverLimit(frame: Buffer, op: number): void {
-    const w = this.writer;
-    if (op === OP_QUERY) w.target(ReplyKind.LegacyQuery, w.requestId, -1, true);
-    else if (op === OP_MSG) w.expectReply = frame.length < HEADER_SIZE + 4 || (frame.readUInt32LE(HEADER_SIZE) & MSG_MORE_TO_COME) === 0;
-    this.replyError(new ProxyError(ErrorCodes.SocketException,
-      `connection limit reached: the proxy serves at most ${this.ctx.clientLimits.maxConnections} client connections (clients.max_connections); retry later or on another proxy`));
-    this.closeGracefully();
-  }
-
-  /** A request read while draining: ShutdownInProgress, as mongod answers during its own shutdown. */
-  private refuseShuttingDown(frame: Buffer, op: number): void {
-    this.ctx.stats.shutdownRefused++;
-    const w = this.writer;
-    if (op === OP_QUERY) w.target(ReplyKind.LegacyQuery, w.requestId, -1, true);
-    else if (op === OP_MSG) w.expectReply = frame.length < HEADER_SIZE + 4 || (frame.readUInt32LE(HEADER_SIZE) & MSG_MORE_TO_COME) === 0;
-    this.replyError(new ProxyError(ErrorCodes.ShutdownInProgress, 'the proxy is shutting down; retry on another proxy',
-      ['RetryableWriteError']));
   }
 
   // ---- upstream ---------------------------------------------------------------------------
@@ -494,9 +458,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     if (this.closed) return;
     if (this.busy && this.call.active) {
       this.call.abandon();
-      this.replyError(new ProxyError(ErrorCodes.InterruptedAtShutdown,
-        `the proxy shut down before the upstream answered ${this.peek.op || 'the request'} (shutdown.drain_timeout_ms)`,
-        this.peek.hasTxnNumber ? ['RetryableWriteError'] : []));
+      this.replyError(interruptedAtShutdown(this.peek.op, this.peek.hasTxnNumber));
     }
     this.closeGracefully();
     // A client that does not read would hold the socket open: it gets a moment, then is cut.
