@@ -2,6 +2,7 @@
 // pipeline on a connection, and moreToCome writes must reach the upstream in order), dispatches
 // each — handshake, or through the graph its slot picks and upstream — and owns the connection's
 // lifecycle (close, drain, graceful close). Its parts, each with one job:
+//   RequestQueue    (request-queue.ts)     requests read and not started; pauses reading
 //   ReplyWriter     (reply-writer.ts)      encodes and writes replies; backpressure
 //   legacy OP_QUERY (legacy-query.ts)      the handshake and legacy-command adapter
 //   ClientHandshake (client-handshake.ts)  hello, compression, SCRAM login; the client's identity
@@ -36,6 +37,7 @@ import { AUTH_COMMANDS, type ClientAuth } from './client-auth.ts';
 import { ClientHandshake } from './client-handshake.ts';
 import { RequestRecord } from './request-record.ts';
 import { RequestSteps } from './request-steps.ts';
+import { RequestQueue } from './request-queue.ts';
 import {
   checkRequestSize, connectionLimitReached, errorForThrown, interruptedAtShutdown, logBadInput, shuttingDown, unsupportedOpcode,
 } from './request-errors.ts';
@@ -62,11 +64,8 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   /** The graphs of this connection's pipeline (a stable slot; loads swap its contents). */
   private readonly graphs: GraphSlot;
 
-  /** Requests read and not started, with when each was read (performance.now()). */
-  private readonly queue: Buffer[] = [];
-  private readonly queueReadAt: number[] = [];
-  private readonly maxQueued: number;
-  private paused = false;
+  /** Requests read and not started; pauses reading (request-queue.ts). */
+  private readonly queue: RequestQueue;
   private busy = false;
   private closed = false;
   /** Whether the server has been told this connection is gone. */
@@ -76,8 +75,6 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   /** Set by shutdown(): answer what was read, then close on a reply boundary. */
   private draining = false;
   private quietTimer: NodeJS.Timeout | null = null;
-  /** When the last request was read: a draining connection quiet for QUIET_MS may close at once. */
-  private lastReadAt = 0;
 
   // The request in flight.
   private readonly peek = new CommandPeek();
@@ -99,7 +96,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.record = new RequestRecord(id, this.peek, this.call, ctx.profiler, ctx.tracing);
     this.steps = new RequestSteps(this.handshake, this.peek, this.record, ctx.stats);
     this.graphs = ctx.pipelines.slot(ctx.pipelineId);
-    this.maxQueued = ctx.clientLimits.maxQueuedRequests;
+    this.queue = new RequestQueue(socket, ctx.clientLimits.maxQueuedRequests);
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.framer.push(chunk));
     socket.on('error', () => this.close());
@@ -127,11 +124,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   // ---- intake -----------------------------------------------------------------------------
 
   onFrame(frame: Buffer): void {
-    const now = performance.now();
-    this.lastReadAt = now;
-    this.queue.push(frame);
-    this.queueReadAt.push(now);
-    if (this.queue.length > this.maxQueued) this.updateReading();
+    if (this.queue.push(frame, performance.now())) this.updateReading();
     this.drain();
   }
 
@@ -151,20 +144,21 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     const out = this.pendingFrameError!;
     this.pendingFrameError = null;
     this.closed = true;
-    this.queue.length = 0;
-    this.queueReadAt.length = 0;
+    this.queue.clear();
     this.socket.end(out);
   }
 
   /** Starts queued requests while nothing is in flight and the client can take replies. */
   private drain(): void {
-    while (!this.busy && !this.closed && !this.writer.blocked && this.queue.length > 0) {
-      this.record.readAt = this.queueReadAt.shift()!;
-      this.handle(this.queue.shift()!);
+    const queue = this.queue;
+    while (!this.busy && !this.closed && !this.writer.blocked && queue.length > 0) {
+      const frame = queue.shift();
+      this.record.readAt = queue.readAt;
+      this.handle(frame);
       // Answered without waiting (handshake, rejection, local reply, error): recorded now.
       if (!this.busy) this.record.commit();
     }
-    if (!this.busy && !this.closed && this.queue.length === 0) {
+    if (!this.busy && !this.closed && queue.length === 0) {
       if (this.pendingFrameError !== null) {
         this.endWithFrameError();
         return;
@@ -174,25 +168,12 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
         return;
       }
     }
-    if (this.paused || this.writer.blocked) this.updateReading();
+    if (queue.paused || this.writer.blocked) this.updateReading();
   }
 
-  /**
-   * Reading stops while the client's unread replies are over the bound or too many of its requests
-   * are queued, and resumes when neither holds (the queue with hysteresis: below half the bound).
-   */
+  /** Reading stops while the client's unread replies are over their bound or too many requests are queued. */
   private updateReading(): void {
-    if (this.closed) return;
-    const stop = this.writer.blocked || this.queue.length > this.maxQueued;
-    if (stop) {
-      if (!this.paused) {
-        this.paused = true;
-        this.socket.pause();
-      }
-    } else if (this.paused && this.queue.length <= this.maxQueued >> 1) {
-      this.paused = false;
-      this.socket.resume();
-    }
+    if (!this.closed) this.queue.updateReading(this.writer.blocked);
   }
 
   onWritable(): void {
@@ -437,7 +418,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
    * and stops using the connection — and then ends. A connection quiet for longer ends at once.
    */
   private closeWhenQuiet(): void {
-    const wait = QUIET_MS - (performance.now() - this.lastReadAt);
+    const wait = QUIET_MS - (performance.now() - this.queue.lastReadAt);
     if (wait <= 0) {
       this.closeGracefully();
       return;
@@ -475,8 +456,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.endLoadBalanced();
     this.call.close();
     this.framer.fail();
-    this.queue.length = 0;
-    this.queueReadAt.length = 0;
+    this.queue.clear();
     this.socket.end();
   }
 
@@ -496,8 +476,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.endLoadBalanced();
     this.call.close();
     this.framer.fail();
-    this.queue.length = 0;
-    this.queueReadAt.length = 0;
+    this.queue.clear();
     if (!this.socket.destroyed) this.socket.destroy();
     if (!this.released) {
       // Reported once, whatever path closed us (socket close, error, or a framing error that
