@@ -41,6 +41,7 @@ import { RequestQueue } from './request-queue.ts';
 import {
   checkRequestSize, connectionLimitReached, errorForThrown, interruptedAtShutdown, logBadInput, shuttingDown, unsupportedOpcode,
 } from './request-errors.ts';
+
 /** While draining, how long a just-answered connection waits for a follow-up request before it ends. */
 const QUIET_MS = 200;
 /** A connection refused by clients.max_connections that sends nothing is closed after this long. */
