@@ -4,7 +4,7 @@
 // pinning"): they never continue them on another connection, and when that connection closes they
 // consider them gone. So while either is open, the client's upstream connection stays with it
 // (UpstreamCall.keepConnection), and when the client connection closes the proxy ends them upstream
-// (abortTransaction, killCursors) instead of leaving them to time out there.
+// (abortTransaction, killCursors) instead of leaving them to time out there (endLoadBalanced).
 //
 // Per reply this reads the cursor id with a ReplyPeek (no decode); the rarer events — a new cursor
 // (its namespace), a transaction start (its lsid), killCursors — decode only what they need.
@@ -13,8 +13,9 @@ import {
   BSON_DOCUMENT, BSON_STRING, ElementCursor, ReplyPeek, encodeOpMsg, utf8, type CommandPeek,
 } from '../wire/index.ts';
 import {
-  UpstreamCleanup, newRequestId, type PoolLogger, type UpstreamConnection, type UpstreamPool, type UpstreamRouter,
+  UpstreamCleanup, newRequestId, type PoolLogger, type UpstreamCall, type UpstreamConnection, type UpstreamPool, type UpstreamRouter,
 } from '../upstream/index.ts';
+import type { ServerContext } from './context.ts';
 
 const K_CURSOR = utf8('cursor');
 const K_NS = utf8('ns');
@@ -27,6 +28,8 @@ export class LoadBalancedState {
   /** The open transaction's lsid document (a copy), or null. */
   txnLsid: Buffer | null = null;
   txnNumber = 0n;
+  /** The command document of the client's request in flight (the connection sets it for afterReply). */
+  requestBody: Buffer | null = null;
   private readonly replyPeek = new ReplyPeek();
   private readonly cur = new ElementCursor();
   private readonly inner = new ElementCursor();
@@ -151,4 +154,15 @@ export function endLoadBalancedUpstream(lb: LoadBalancedState, pinned: { conn: U
 function killedCursorIds(body: Buffer): bigint[] {
   const cmd = deserialize(body, { useBigInt64: true }) as Document;
   return Array.isArray(cmd.cursors) ? cmd.cursors.filter((c): c is bigint => typeof c === 'bigint') : [];
+}
+
+/**
+ * A load-balanced client's connection closed with nothing in flight upstream (`call` not active):
+ * its open transaction and cursors are ended upstream (endLoadBalancedUpstream), and counted.
+ */
+export function endLoadBalanced(lb: LoadBalancedState, call: UpstreamCall, ctx: ServerContext, clientAddress: string): void {
+  lb.requestBody = null;
+  const { cursors, transaction } = endLoadBalancedUpstream(lb, call.takePinned(), ctx.router, ctx.pool, ctx.log, clientAddress);
+  if (transaction) ctx.stats.lbTransactionsAborted++;
+  ctx.stats.lbCursorsKilled += cursors;
 }

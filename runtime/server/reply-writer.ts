@@ -8,7 +8,8 @@
 // time, and no request is sent upstream for a client that cannot take its reply.
 import type { Socket } from 'node:net';
 import {
-  compressFrame, encodeOpMsg, encodeOpReply, parseOpMsg, retargetOpMsg, REPLY_QUERY_FAILURE,
+  compressFrame, encodeOpMsg, encodeOpReply, parseOpMsg, retargetOpMsg, REPLY_QUERY_FAILURE, OP_MSG, OP_QUERY,
+  HEADER_SIZE, MSG_MORE_TO_COME,
 } from '../wire/index.ts';
 import { newRequestId } from '../upstream/index.ts';
 
@@ -51,6 +52,15 @@ export class ReplyWriter {
     this.requestId = requestId;
     this.compressor = compressor;
     this.expectReply = expectReply;
+  }
+
+  /**
+   * For a request answered without being parsed (`frame`, opcode `op`, decompressed; refusals): a
+   * legacy OP_QUERY gets an OP_REPLY, and an OP_MSG's moreToCome flag says whether any reply is expected.
+   */
+  targetUnparsed(frame: Buffer, op: number): void {
+    if (op === OP_QUERY) this.target(ReplyKind.LegacyQuery, this.requestId, -1, true);
+    else if (op === OP_MSG) this.expectReply = frame.length < HEADER_SIZE + 4 || (frame.readUInt32LE(HEADER_SIZE) & MSG_MORE_TO_COME) === 0;
   }
 
   /** Answers the request in flight with the reply document `body`. */

@@ -216,9 +216,9 @@ describe('wire fuzz (mutated captured frames)', () => {
   function proxyState(id: number): Record<string, unknown> {
     for (const c of stack.proxy.server.connections()) {
       if (c.id !== id) continue;
-      const x = c as unknown as Record<string, unknown> & { framer?: { buffered?: number }; queue?: unknown[]; socket: { destroyed: boolean } };
+      const x = c as unknown as Record<string, unknown> & { framer?: { buffered?: number }; queue?: { length: number; paused: boolean }; socket: { destroyed: boolean } };
       return {
-        busy: x.busy, closed: x.closed, paused: x.paused, expectReply: x.expectReply, kind: x.kind,
+        busy: x.busy, closed: x.closed, paused: x.queue?.paused, expectReply: x.expectReply, kind: x.kind,
         queued: x.queue?.length, framerBuffered: x.framer?.buffered, socketDestroyed: x.socket.destroyed,
         waitingForUpstream: x.upstream !== null && x.upstream !== undefined, outgoingPending: x.outgoing !== null,
       };

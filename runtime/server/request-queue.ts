@@ -1,0 +1,62 @@
+// A client connection's intake: the requests read off its socket and not started yet, in arrival
+// order, each with when it was read; and the reading side of backpressure. Reading stops while
+// the client's unread replies are over their bound (ReplyWriter.blocked) or too many of its
+// requests are queued (clients.max_queued_requests), and resumes when neither holds (the queue
+// with hysteresis: at or below half the bound). A client that pipelines without reading thus
+// costs at most the queue bound plus the reply bound.
+import type { Socket } from 'node:net';
+
+export class RequestQueue {
+  /** Reading is paused. */
+  paused = false;
+  /** When the last request was read (performance.now()). */
+  lastReadAt = 0;
+  /** When the request shift() returned last was read (performance.now()). */
+  readAt = 0;
+  private readonly frames: Buffer[] = [];
+  private readonly readAts: number[] = [];
+  private readonly max: number;
+  private readonly socket: Socket;
+
+  constructor(socket: Socket, maxQueued: number) {
+    this.socket = socket;
+    this.max = maxQueued;
+  }
+
+  get length(): number {
+    return this.frames.length;
+  }
+
+  /** Queues `frame`, read at `now`. True when that puts the queue over its bound (reading must stop). */
+  push(frame: Buffer, now: number): boolean {
+    this.lastReadAt = now;
+    this.frames.push(frame);
+    this.readAts.push(now);
+    return this.frames.length > this.max;
+  }
+
+  /** The oldest request (the queue is not empty); `readAt` is when it was read. */
+  shift(): Buffer {
+    this.readAt = this.readAts.shift()!;
+    return this.frames.shift()!;
+  }
+
+  clear(): void {
+    this.frames.length = 0;
+    this.readAts.length = 0;
+  }
+
+  /** Pauses or resumes reading; `blocked`: the client's unread replies are over their bound. */
+  updateReading(blocked: boolean): void {
+    const stop = blocked || this.frames.length > this.max;
+    if (stop) {
+      if (!this.paused) {
+        this.paused = true;
+        this.socket.pause();
+      }
+    } else if (this.paused && this.frames.length <= this.max >> 1) {
+      this.paused = false;
+      this.socket.resume();
+    }
+  }
+}

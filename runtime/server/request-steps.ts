@@ -1,0 +1,103 @@
+// The steps of a connection's request in flight (DESIGN.md §3 steps 4 and 6): its request phase,
+// its response phase over the upstream's or a local reply, both on the graph picked for it
+// whatever loads meanwhile, and each verdict turned into what the client is answered. The
+// connection writes those answers and forwards the rest. One per connection (one request is in
+// flight at a time); the Exchange is the request's own.
+import { parseOpMsg, type CommandPeek, type DocSequence } from '../wire/index.ts';
+import { errorDocument } from '../errors/index.ts';
+import { Exchange, Verdict, type ConnectionInfo, type Pipeline } from '../pipeline/index.ts';
+import type { RequestRecord } from './request-record.ts';
+import type { ServerStats } from './context.ts';
+
+export class RequestSteps {
+  /**
+   * The request's exchange while its steps may still run: set by request() when its graph has
+   * steps, cleared once it is answered. Between, the connection reads `newRequest` and `route`.
+   */
+  exchange: Exchange | null = null;
+  /** The graph the request runs on: its response phase runs there too. */
+  private pipeline: Pipeline | null = null;
+  private readonly conn: ConnectionInfo;
+  private readonly peek: CommandPeek;
+  private readonly record: RequestRecord;
+  private readonly stats: ServerStats;
+
+  constructor(conn: ConnectionInfo, peek: CommandPeek, record: RequestRecord, stats: ServerStats) {
+    this.conn = conn;
+    this.peek = peek;
+    this.record = record;
+    this.stats = stats;
+  }
+
+  /** Nothing left to run for the request in flight (an empty graph, or it was answered). */
+  clear(): void {
+    this.exchange = null;
+    this.pipeline = null;
+  }
+
+  /**
+   * Runs the request phase of `pipeline` (which has steps) over the request the peek describes
+   * (`body`, `sequences`; `requestId`: the client's). Returns what the client is answered — a
+   * rejection, or a local reply through the response phase — or null: forward it (`exchange`
+   * says whether a step replaced the command or chose the upstream).
+   */
+  request(pipeline: Pipeline, body: Buffer, sequences: DocSequence[] | null, requestId: number): Uint8Array | null {
+    const peek = this.peek;
+    const rec = this.record;
+    const ex = new Exchange(this.conn, pipeline.id, peek.op, peek.db, peek.collection, body, sequences, rec.readAt);
+    ex.requestId = requestId;
+    if (rec.graph !== null) ex.timings = rec.timings;
+    this.exchange = ex;
+    this.pipeline = pipeline;
+    rec.requestPhase();
+    pipeline.runRequest(ex);
+    if (ex.verdict === Verdict.Reject) {
+      this.exchange = null;
+      return this.rejection(ex);
+    }
+    if (ex.verdict === Verdict.LocalReply && ex.localReply !== null) {
+      this.stats.localReplies++;
+      this.exchange = null;
+      return this.answerLocally(ex, ex.localReply);
+    }
+    return null;
+  }
+
+  /**
+   * Runs the response phase over the upstream's reply `frame` (an OP_MSG). Returns what the client
+   * is answered instead of it — a rejection or a reply a step rewrote — or null: no step ran or
+   * none changed it, and the upstream's frame is forwarded as the empty pipeline does (header
+   * retargeted in place), not a re-encoded copy.
+   */
+  response(frame: Buffer): Uint8Array | null {
+    const ex = this.exchange;
+    if (ex === null) return null;
+    this.exchange = null;
+    const pipeline = this.pipeline!;
+    if (pipeline.responseSteps.length === 0) return null;
+    ex.replyBody = parseOpMsg(frame).body;
+    this.record.responsePhase();
+    pipeline.runResponse(ex);
+    if ((ex.verdict as Verdict) === Verdict.Reject) return this.rejection(ex);
+    return ex.newReply;
+  }
+
+  /** Runs the response phase over a local `reply`: what it leaves, or its rejection. */
+  private answerLocally(ex: Exchange, reply: Uint8Array): Uint8Array {
+    // The verdict stays LocalReply for a local answer: response steps see it (CallFlag.LocalReply),
+    // e.g. logging marks cache hits.
+    ex.replyBody = reply;
+    this.record.responsePhase();
+    this.pipeline!.runResponse(ex);
+    if ((ex.verdict as Verdict) === Verdict.Reject) return this.rejection(ex);
+    return ex.newReply ?? reply;
+  }
+
+  /** A step rejected the request: the error document it is answered with (counted and recorded). */
+  private rejection(ex: Exchange): Uint8Array {
+    this.record.failed(ex.rejectCode, ex.rejectCodeName);
+    this.stats.errorReplies++;
+    this.stats.rejected++;
+    return errorDocument(ex.rejectCode, ex.rejectMessage, [], ex.rejectCodeName || undefined);
+  }
+}
