@@ -141,7 +141,9 @@ export class IntervalTracker {
     const row: SeriesStepRow = [
       s.step, s.phase === 0 ? 'request' : 'response', count, cur.errors - b.errors,
       Math.round((cur.sumNs - b.sumNs) / count / 1000),
-      Math.round(h.getValueAtPercentile(50)), Math.round(h.getValueAtPercentile(95)), Math.round(h.getValueAtPercentile(99)), max,
+      // HDR's bucket values can pass the exact max: percentiles are capped at it.
+      Math.min(Math.round(h.getValueAtPercentile(50)), max), Math.min(Math.round(h.getValueAtPercentile(95)), max),
+      Math.min(Math.round(h.getValueAtPercentile(99)), max), max,
     ];
     this.moveStep(s, b);
     return row;

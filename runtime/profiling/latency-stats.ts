@@ -51,7 +51,8 @@ export class LatencyStats {
 
   /** Integer microseconds, as SPEC §2.1 reports them. */
   avgUs(): number { return this.count === 0 ? 0 : Math.round(this.sumNs / this.count / 1000); }
-  percentileUs(p: number): number { return this.count === 0 ? 0 : Math.round(this.hdr.getValueAtPercentile(p)); }
+  /** HDR reports a bucket's highest equivalent value, which can pass the exact maximum: capped at it. */
+  percentileUs(p: number): number { return this.count === 0 ? 0 : Math.min(Math.round(this.hdr.getValueAtPercentile(p)), this.maxUs()); }
   maxUs(): number { return Math.round(this.maxNs / 1000); }
 
   reset(): void {
