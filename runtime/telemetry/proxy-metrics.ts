@@ -71,6 +71,7 @@ export function proxyMetricsRegistry(server: ProxyServer): Registry {
   const pools = (f: (p: UpstreamPool) => number) => () => server.router.serverPools().reduce((n, p) => n + f(p), 0);
   gauge('proxy_upstream_pool_connections', 'Upstream connections of the main pool, or of every server\'s pool of a multi-host upstream (in use + idle)', pools((p) => p.size));
   gauge('proxy_upstream_pool_idle', 'Idle upstream connections of the main pool, or of every server\'s pool of a multi-host upstream', pools((p) => p.idleCount));
+  total('proxy_upstream_pool_cleared_total', 'Times a server\'s pool was cleared because its monitor\'s check failed (connections in use interrupted, requests there answered with a retryable error)', pools((p) => p.stats.cleared));
   gauge('proxy_upstream_pinned_cursors', 'Cursors pinned to the upstream server (or routed upstream) that opened them', () => server.router.pinnedCursors);
   gauge('proxy_upstream_pinned_transactions', 'Transactions pinned to the upstream server (or routed upstream) that started them', () => server.router.pinnedTransactions);
   gauge('proxy_upstream_pool_waiting', 'Requests waiting for an upstream connection (main pool, or every server\'s pool of a multi-host upstream)', pools((p) => p.waitingCount));

@@ -12,6 +12,8 @@ import { MongoClient, MongoServerError } from 'mongodb';
 import { DevMongos, DevReplicaSet } from '../../runtime/devdb/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { parseConfig } from '../../runtime/config/index.ts';
+
+const ADMIN_TOKEN = 'silent-test-token-0123';
 import { TcpTap } from '../helpers/wire.ts';
 import { until } from '../helpers/until.ts';
 
@@ -30,7 +32,7 @@ before(async () => {
   taps = routers.map((r) => new TcpTap(r.port));
   for (const t of taps) await t.listen();
   proxy = await startProxy(parseConfig({
-    listen: '127.0.0.1:0', log: { level: 'error' },
+    listen: '127.0.0.1:0', log: { level: 'error' }, admin: { listen: '127.0.0.1:0', token: ADMIN_TOKEN },
     upstream: { uri: `mongodb://${taps.map((t) => `127.0.0.1:${t.port}`).join(',')}/`, connect_timeout_ms: CONNECT_TIMEOUT_MS, heartbeat_ms: HEARTBEAT_MS },
   }, null));
 });
@@ -97,6 +99,9 @@ test('a router that goes silent: requests in flight there get HostUnreachable wi
   }
   assert.ok(elapsed < ANSWERED_WITHIN_MS, `answered after ${elapsed} ms`);
   assert.ok(pool0.stats.cleared > clearedBefore, 'the silent router\'s pool was cleared');
+  const metrics = await (await fetch(`${proxy.adminUrl}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text();
+  const cleared = /^proxy_upstream_pool_cleared_total (\d+)$/m.exec(metrics);
+  assert.ok(cleared !== null && Number(cleared[1]) >= pool0.stats.cleared, `proxy_upstream_pool_cleared_total in /metrics: ${cleared?.[0]}`);
   assert.equal(proxy.server.router.topology!.usableServers.some((s) => s.port === taps[0].port), false, 'the silent router is not selected');
   // New requests go to the router that answers.
   assert.deepEqual(await col.findOne({ _id: 0 }), { _id: 0, v: 1 });
