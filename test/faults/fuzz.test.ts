@@ -216,11 +216,12 @@ describe('wire fuzz (mutated captured frames)', () => {
   function proxyState(id: number): Record<string, unknown> {
     for (const c of stack.proxy.server.connections()) {
       if (c.id !== id) continue;
-      const x = c as unknown as Record<string, unknown> & { framer?: { buffered?: number }; queue?: { length: number; paused: boolean }; socket: { destroyed: boolean } };
+      const x = c as unknown as Record<string, unknown> & {
+        framer?: { buffered?: number }; queue?: { length: number; paused: boolean }; call?: { active: boolean }; socket: { destroyed: boolean; writableLength: number };
+      };
       return {
-        busy: x.busy, closed: x.closed, paused: x.queue?.paused, expectReply: x.expectReply, kind: x.kind,
-        queued: x.queue?.length, framerBuffered: x.framer?.buffered, socketDestroyed: x.socket.destroyed,
-        waitingForUpstream: x.upstream !== null && x.upstream !== undefined, outgoingPending: x.outgoing !== null,
+        busy: x.busy, closed: x.closed, paused: x.queue?.paused, queued: x.queue?.length, framerBuffered: x.framer?.buffered,
+        waitingForUpstream: x.call?.active, socketDestroyed: x.socket.destroyed, socketWritePending: x.socket.writableLength,
       };
     }
     return { gone: true };
