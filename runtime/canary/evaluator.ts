@@ -105,6 +105,31 @@ export function volumeConditions(input: Pick<EvaluationInput, 'spec' | 'stage' |
   ];
 }
 
+/**
+ * Rules and promotion conditions before a canary's first evaluation: every rule and condition the
+ * spec has, the ones that need a window's data shown as `no_data` / null (so a status read in the
+ * first check_interval lists the same rows as any later one).
+ */
+export function pendingStatus(input: Pick<EvaluationInput, 'spec' | 'stage' | 'now' | 'stageEnteredAt' | 'stageCandidateRequests'>): { rules: RuleStatus[]; conditions: ConditionStatus[] } {
+  const { spec } = input;
+  const rr = spec.rollback_rules;
+  const none = (rule: string, threshold: number, comparison?: 'greater_than' | 'less_than'): RuleStatus =>
+    ({ rule, value: null, threshold, ...(comparison === undefined ? {} : { comparison }), met: false, state: 'no_data', sustained_for: formatDuration(0) });
+  const rules = [
+    none('error_rate_delta_pct', rr.error_rate_delta_pct),
+    none('latency_p95_delta_ms', rr.latency_p95_delta_ms),
+    ...rr.custom_metrics.map((m) => none(`custom:${m.metric}`, m.threshold_delta, m.comparison)),
+  ];
+  const apr = spec.auto_promote_rules;
+  const conditions: ConditionStatus[] = [
+    ...volumeConditions(input),
+    { condition: 'max_error_rate_delta_pct', value: null, threshold: apr.max_error_rate_delta_pct, met: false },
+    { condition: 'max_latency_p95_delta_ms', value: null, threshold: apr.max_latency_p95_delta_ms, met: false },
+  ];
+  if (spec.judge.enabled) conditions.push({ condition: 'judge', value: null, threshold: round(1 - spec.judge.confidence, 6), met: false });
+  return { rules, conditions };
+}
+
 export function evaluate(input: EvaluationInput): Evaluation {
   const { spec, now, window } = input;
   const rr = spec.rollback_rules;

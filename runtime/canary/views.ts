@@ -1,7 +1,7 @@
 // The read side of the controller: the bodies of GET /api/v1/canary (list), GET …/{id} (status),
 // …/history and …/report, built from a canary's record and what the process holds in memory (the
 // stage windows and the last evaluation). Shapes documented in docs/canary.md.
-import { formatDuration, volumeConditions, type Evaluation } from './evaluator.ts';
+import { formatDuration, pendingStatus, type Evaluation } from './evaluator.ts';
 import type { CanaryRecord, HistoryEntry } from './store.ts';
 import { round, type SideWindow } from './windows.ts';
 
@@ -30,7 +30,8 @@ export function statusView(c: CanaryView, now: number): Record<string, unknown> 
     const ev = c.lastEval;
     const timerFor = (rule: string) => formatDuration(r.timers[rule] === undefined ? 0 : now - r.timers[rule]);
     const stage = r.spec.stages[r.current_stage - 1];
-    const conditions = ev?.conditions ?? volumeConditions({ spec: r.spec, stage, now, stageEnteredAt: r.stage_entered_at, stageCandidateRequests: r.stage_candidate_requests });
+    const pending = ev === null ? pendingStatus({ spec: r.spec, stage, now, stageEnteredAt: r.stage_entered_at, stageCandidateRequests: r.stage_candidate_requests }) : null;
+    const conditions = ev?.conditions ?? pending!.conditions;
     const inconclusive = ev?.result === 'inconclusive';
     return {
       canary_id: r.id, pipeline_id: r.pipeline_id, status: r.status, current_stage: r.current_stage, traffic_pct: r.traffic_pct,
@@ -44,7 +45,7 @@ export function statusView(c: CanaryView, now: number): Record<string, unknown> 
         evidence: ev === null ? 'pending' : inconclusive ? 'inconclusive' : 'sufficient',
         last_evaluated_at: ev === null ? null : iso(ev.at),
       },
-      rules: ev?.rules ?? [],
+      rules: ev?.rules ?? pending!.rules,
       promotion: {
         eligible: ev?.promotable ?? false, manual_gate: stage.manual_gate === true, conditions,
       },

@@ -122,7 +122,12 @@ test('the six SPEC §4.2 endpoints with their fields; 404, 409 and PATCH errors;
     for (const k of ['requests', 'error_rate_pct', 'latency_p50_ms', 'latency_p95_ms', 'latency_p99_ms']) assert.equal(typeof st.body.metrics[side][k], 'number', `${side}.${k}`);
   }
   for (const k of ['error_rate_sustained_for', 'latency_sustained_for', 'healthy']) assert.ok(k in st.body.rollback_status, k);
-  assert.deepEqual(st.body.promotion.conditions.map((x: any) => x.condition), ['min_duration', 'min_requests']);
+  // Before the first evaluation (check_interval 1h here) every condition and rule is listed, the
+  // ones that need a window's data as null / no_data.
+  assert.equal(st.body.evaluation.result, 'pending');
+  assert.deepEqual(st.body.promotion.conditions.map((x: any) => [x.condition, x.value === null, x.met]),
+    [['min_duration', false, false], ['min_requests', false, false], ['max_error_rate_delta_pct', true, false], ['max_latency_p95_delta_ms', true, false]]);
+  assert.deepEqual(st.body.rules.map((r: any) => [r.rule, r.value, r.state]), [['error_rate_delta_pct', null, 'no_data'], ['latency_p95_delta_ms', null, 'no_data']]);
 
   const list = await call('GET', '?status=active');
   assert.equal(list.body.total, 1);
