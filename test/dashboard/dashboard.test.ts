@@ -61,6 +61,17 @@ test('profiling table: live rows from the running proxy, every column sortable, 
   await page.close();
 });
 
+/** The dashboard's Trends tab, drawn, with the spin step's series in the legend. */
+async function openTrends(profilingUrl: string) {
+  const page = await open(`${profilingUrl}/dashboard/`);
+  await page.waitForSelector('#steps tbody tr');
+  await page.click('#tab-trends');
+  await page.waitForSelector('#chart canvas');
+  const legend = await page.$$eval('#chart .u-legend .u-series .u-label', (els) => els.map((e) => e.textContent));
+  assert.ok(legend.includes('wasm:spin (request)'), `legend ${legend.join(', ')}`);
+  return page;
+}
+
 test('trend chart without snapshot_dir: drawn from the snapshots kept in memory', { timeout: 90_000 }, async () => {
   const { proxy, client } = await start({ snapshot_dir: undefined });
   assert.equal(proxy.snapshots!.persistent, false);
@@ -68,12 +79,7 @@ test('trend chart without snapshot_dir: drawn from the snapshots kept in memory'
   await proxy.snapshots!.snapshot();
   for (let i = 0; i < 10; i++) await client.db('dash').collection('us_2000').findOne({});
   await proxy.snapshots!.snapshot();
-  const page = await open(`${proxy.profilingUrl}/dashboard/`);
-  await page.waitForSelector('#steps tbody tr');
-  await page.click('#tab-trends');
-  await page.waitForSelector('#chart canvas');
-  const legend = await page.$$eval('#chart .u-legend .u-series .u-label', (els) => els.map((e) => e.textContent));
-  assert.ok(legend.includes('wasm:spin (request)'), `legend ${legend.join(', ')}`);
+  const page = await openTrends(proxy.profilingUrl!);
   assert.match(await page.textContent('#trends-info') ?? '', /^2 snapshots, one every 3600 s/);
   await page.close();
 });
@@ -86,12 +92,7 @@ test('trend chart: drawn from the persisted snapshots, with a range picker', { t
   await proxy.snapshots!.snapshot();
   for (let i = 0; i < 10; i++) await db.collection('us_2000').findOne({});
   await proxy.snapshots!.snapshot();
-  const page = await open(`${proxy.profilingUrl}/dashboard/`);
-  await page.waitForSelector('#steps tbody tr');
-  await page.click('#tab-trends');
-  await page.waitForSelector('#chart canvas');
-  const legend = await page.$$eval('#chart .u-legend .u-series .u-label', (els) => els.map((e) => e.textContent));
-  assert.ok(legend.includes('wasm:spin (request)'), `legend ${legend.join(', ')}`);
+  const page = await openTrends(proxy.profilingUrl!);
   assert.match(await page.textContent('#trends-info') ?? '', /^3 snapshots, one every 3600 s/);
   // The canvas has something drawn on it.
   const drawn = await page.$eval('#chart canvas', (c) => {
