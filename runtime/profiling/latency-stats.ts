@@ -36,7 +36,10 @@ export class LatencyStats {
     this.counts = new Float64Array(bounds.length + 1);
   }
 
+  /** Timings come from performance.now() differences (fractional ns); the sum keeps whole ns so that
+   *  sums read at two moments subtract exactly whatever order they were added in. */
   record(ns: number, error: boolean): void {
+    ns = Math.round(ns);
     this.count++;
     if (error) this.errors++;
     this.sumNs += ns;
