@@ -10,20 +10,21 @@
 // Spans are not made through the SDK's tracer: a traced request's spans are known whole when it
 // ends, so record() builds them as finished span records (RecordedSpan, the SDK's ReadableSpan
 // shape) with their ids, parents and times, and hands them to the bounded queue (span-queue.ts) in
-// front of the SDK's OTLP exporter. Going through tracer.startSpan/end cost ~60 µs per request of
-// 12 spans (context objects, attribute sanitising, clock reads the explicit times make useless);
-// the records cost a few µs. A down or slow collector costs dropped spans, counted, never request
-// time.
+// front of the OTLP exporter (http/protobuf: the proxy's own encoder, otlp-encoder.ts, sent by the
+// SDK's HTTP transport; http/json: the SDK's exporter). Going through tracer.startSpan/end cost
+// ~60 µs per request of 12 spans (context objects, attribute sanitising, clock reads the explicit
+// times make useless); the records cost a few µs. A down or slow collector costs dropped spans,
+// counted, never request time.
 import { performance } from 'node:perf_hooks';
 import { randomFillSync } from 'node:crypto';
 import { SpanKind, SpanStatusCode, type Attributes, type HrTime, type SpanContext, type SpanStatus } from '@opentelemetry/api';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-node';
 import { resourceFromAttributes, type Resource } from '@opentelemetry/resources';
-import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import type { RequestTimings } from '../pipeline/index.ts';
 import { knownCodeName } from '../errors/index.ts';
 import { BoundedSpanQueue, type SpanQueueLog } from './span-queue.ts';
+import { OtlpProtoTraceExporter } from './otlp-encoder.ts';
 import { TraceContextReader, parseTraceparent, type TraceParent } from './traceparent.ts';
 
 export interface TracingSettings {
@@ -195,7 +196,7 @@ export class Tracing {
     this.log = log;
     const exp = exporter ?? (settings.protocol === 'http/json'
       ? new JsonExporter({ url: settings.url, timeoutMillis: settings.exportTimeoutMs })
-      : new ProtoExporter({ url: settings.url, timeoutMillis: settings.exportTimeoutMs }));
+      : new OtlpProtoTraceExporter({ url: settings.url, timeoutMillis: settings.exportTimeoutMs }));
     this.queue = new BoundedSpanQueue(exp, {
       maxQueue: settings.maxQueueSpans, maxBatch: settings.maxBatchSpans, intervalMs: settings.exportIntervalMs,
     }, log);
