@@ -189,6 +189,7 @@ export class PipelineManager {
     const recorder = this.recorder;
     let timers: [StepTimer, StepTimer] | null = null;
     let subop: SubopSink | null = null;
+    let subopActive: (() => boolean) | null = null;
     if (recorder !== null && recorder.enabled) {
       const t: [StepTimer, StepTimer] = [recorder.bind(key, step, 0), recorder.bind(key, step, 1)];
       timers = t;
@@ -198,11 +199,14 @@ export class PipelineManager {
         if (cur !== null) cur.subop(sub, ns);
         else t[phase].subop(sub, ns);
       };
+      // A recorder that times only the requests given RequestTimings (tracing's sampled ones): the
+      // others' sub-operations are not timed at all.
+      if (recorder.timingsOnly === true) subopActive = () => recorder.current !== null;
     }
     const config = settings?.config ?? {};
     // Everything the step owns in this graph, bound now: the hot path looks nothing up by string.
     const services = {
-      step, pipelineId, variant, logger: this.logger, subop, fuel,
+      step, pipelineId, variant, logger: this.logger, subop, subopActive, fuel,
       kv: host.kv.for(pipelineId, variant, name, config, settings?.kv_max_bytes ?? DEFAULT_KV_MAX_BYTES),
       metrics: host.pluginMetrics,
       rebuilds: host.instanceRebuilds.labels(pipelineId, variant, step),

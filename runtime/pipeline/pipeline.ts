@@ -95,7 +95,7 @@ function timedLoop(all: readonly StepRunner[], phase: 0 | 1, recorder: StepRecor
     for (let i = 0; i < n; i++) {
       const rc = steps[i]!.run(ex, phase);
       const t1 = performance.now();
-      const ns = (t1 - t0) * 1e6;
+      const ns = Math.round((t1 - t0) * 1e6);
       t0 = t1;
       if (t !== null) t.step(timers[i]!, ns, (rc & ERROR) !== 0);
       else timers[i]!.record(ns, (rc & ERROR) !== 0);

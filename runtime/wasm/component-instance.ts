@@ -119,7 +119,7 @@ export class ComponentInstance {
       },
       incrementMetric: (id: number, delta: number): void => host.increment(id, delta),
       recordMetric: (id: number, value: number): void => host.record(id, value),
-      subopBegin: host.timesSubops ? (name: string): void => host.subopBegin(name) : noop1,
+      subopBegin: host.timesSubops ? (name: string): void => host.subopBegin(host.subopRecorded() ? name : null) : noop1,
       subopEnd: host.timesSubops ? (): void => host.subopEnd() : noop,
       kvGet: (key: string): Uint8Array | undefined => host.kvGet(key),
       kvSet: (key: string, value: Uint8Array, ttlMs: number): boolean => host.kvSet(key, value, ttlMs),

@@ -32,6 +32,12 @@ export interface PluginServices {
   /** proxy_step_instance_rebuilds_total for this step and graph. */
   readonly rebuilds: { inc(): void };
   readonly subop: SubopSink | null;
+  /**
+   * Whether the request running now records its sub-operations; absent or null: every request
+   * does. Tracing without profiling times only its sampled requests, so an unsampled one skips the
+   * clock reads and the name decoding of each sub-operation.
+   */
+  readonly subopActive?: (() => boolean) | null;
   readonly fuel: number;
 }
 
@@ -283,7 +289,7 @@ export class PluginInstance {
       proxy_metric_series: (id: number, valuesPtr: number, valuesLen: number): number => host.metricSeries(id, this.str(valuesPtr, valuesLen)),
       proxy_increment_metric: (id: number, delta: number): void => host.increment(id, delta),
       proxy_record_metric: (id: number, value: number): void => host.record(id, value),
-      proxy_subop_begin: host.timesSubops ? (namePtr: number, nameLen: number): void => host.subopBegin(this.subopName(namePtr, nameLen)) : noop2,
+      proxy_subop_begin: host.timesSubops ? (namePtr: number, nameLen: number): void => host.subopBegin(host.subopRecorded() ? this.subopName(namePtr, nameLen) : null) : noop2,
       proxy_subop_end: host.timesSubops ? (): void => host.subopEnd() : noop,
       proxy_kv_get: (keyPtr: number, keyLen: number, dst: number, max: number): number =>
         this.writeBytes(host.kvGet(this.key(keyPtr, keyLen)), dst, max),

@@ -279,9 +279,20 @@ export class StepHost {
 
   // ---- sub-operations -----------------------------------------------------------------------
 
-  subopBegin(name: string): void {
+  /** Whether the request running now records sub-operations (PluginServices.subopActive). */
+  subopRecorded(): boolean {
+    const active = this.services.subopActive;
+    return active === undefined || active === null || active();
+  }
+
+  /** Opens a sub-operation; `name` null: one the request does not record (nested all the same, untimed). */
+  subopBegin(name: string | null): void {
     const d = this.subopDepth++;
     if (d >= MAX_SUBOP_DEPTH) return;
+    if (name === null) {
+      this.subopStarts[d] = -1;
+      return;
+    }
     this.subopNames[d] = name;
     this.subopStarts[d] = performance.now();
   }
@@ -291,8 +302,10 @@ export class StepHost {
     const d = --this.subopDepth;
     const sink = this.services.subop;
     if (d >= MAX_SUBOP_DEPTH || sink === null) return;
+    const start = this.subopStarts[d]!;
+    if (start < 0) return;
     const ex = this.ex;
-    sink(this.subopNames[d]!, ex === null ? 0 : ex.phase, (performance.now() - this.subopStarts[d]!) * 1e6);
+    sink(this.subopNames[d]!, ex === null ? 0 : ex.phase, Math.round((performance.now() - start) * 1e6));
   }
 
   // ---- kv and clock -------------------------------------------------------------------------
