@@ -220,8 +220,13 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     profiler, snapshots, tracing, logRing: log.ring,
     server, pool, devdb, host: bound.host, port: bound.port, uri, pipelines,
     async reload(next: ProxyConfig) {
-      const restartOnly: string[] = (['listen', 'upstream', 'devdb', 'compression', 'zlib_level', 'log', 'clients', 'telemetry'] as const)
+      const restartOnly: string[] = (['listen', 'upstream', 'devdb', 'compression', 'zlib_level', 'log', 'clients'] as const)
         .filter((k) => JSON.stringify(next[k]) !== JSON.stringify(current[k]));
+      // telemetry.sample_rate applies now (raise it during an incident, lower it after); turning
+      // export on or off, or any other telemetry key, needs a restart.
+      const otherTelemetry = (c: ProxyConfig) => JSON.stringify(c.telemetry === undefined ? null : { ...c.telemetry, sample_rate: 0 });
+      if (otherTelemetry(next) !== otherTelemetry(current)) restartOnly.push('telemetry');
+      else if (tracing !== null && next.telemetry !== undefined) tracing.setSampleRate(next.telemetry.sample_rate);
       if (next.pipeline.id !== current.pipeline.id) restartOnly.push('pipeline.id');
       // Renewed certificates apply to new connections now (open ones keep theirs); turning TLS on
       // or off changes the listener itself: restart.

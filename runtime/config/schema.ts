@@ -339,7 +339,7 @@ const rootObject = v.strictObject({
   ),
   admin: v.optional(v.pipe(admin, v.description('Administrative behaviour of the running proxy.'))),
   profiling: v.optional(v.pipe(profiling, v.description('Per-step profiling: HDR histograms per graph, step and phase; the profiling HTTP endpoint; slow-step detection. Absent: no profiling endpoint (connections to its port are refused).'))),
-  telemetry: v.optional(v.pipe(telemetry, v.description('OpenTelemetry trace export (OTLP/HTTP) of sampled requests, SPEC §2.3 and §2.4; see docs/tracing.md. Needs a restart to change.'))),
+  telemetry: v.optional(v.pipe(telemetry, v.description('OpenTelemetry trace export (OTLP/HTTP) of sampled requests, SPEC §2.3 and §2.4; see docs/tracing.md. Needs a restart to change, except `telemetry.sample_rate`, which applies on reload (SIGHUP or a file change): raise it during an incident without dropping a connection.'))),
   control_plane: v.optional(v.pipe(controlPlaneSchema, v.description('Canary control-plane API (docs/canary.md). Absent: no control plane (its port is refused) and no canary can start. Present without `profiling`: a profiler with default settings records the per-graph figures the canary decides on (no profiling endpoint is opened).'))),
   canary: v.optional(v.pipe(canarySchema, v.description('Canary defaults and storage (SPEC §2.8); a canary started through the API may override stages, auto_promote and judge.')), {}),
   rollback_rules: v.optional(v.pipe(rollbackRulesSchema, v.description('Default rollback rules of canaries; a start request\'s rollback_rules are merged over them key by key.')), {}),

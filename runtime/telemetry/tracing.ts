@@ -32,6 +32,7 @@ export interface TracingSettings {
   url: string;
   protocol: 'http/protobuf' | 'http/json';
   serviceName: string;
+  /** Applies on reload (Tracing.setSampleRate); the other settings need a restart. */
   sampleRate: number;
   resourceAttributes: Readonly<Record<string, string>>;
   maxQueueSpans: number;
@@ -180,7 +181,7 @@ class IdSource {
 const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
 
 export class Tracing {
-  readonly settings: TracingSettings;
+  settings: TracingSettings;
   readonly queue: BoundedSpanQueue;
   /** Requests sampled, and traceparents refused as invalid (for /metrics). */
   sampled = 0;
@@ -218,6 +219,11 @@ export class Tracing {
       return null;
     }
     return p;
+  }
+
+  /** A new sample_rate (a reload): requests that start from now on are sampled at it. */
+  setSampleRate(rate: number): void {
+    this.settings = { ...this.settings, sampleRate: rate };
   }
 
   /** Parent-based ratio sampling; called once per request at its start. */

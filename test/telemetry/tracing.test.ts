@@ -484,6 +484,36 @@ test('sample_rate 0 exports nothing; sample_rate 1 traces every request; 0.3 sam
   }
 });
 
+test('telemetry.sample_rate applies on reload (0 → 1 → 0) without a restart; other telemetry keys are reported as restart-only', async () => {
+  const receiver = await startOtlpReceiver();
+  cleanups.push(() => receiver.close());
+  const t = await start({ otlp_endpoint: receiver.url, sample_rate: 0, service_name: 'reloaded' });
+  const raw = (rate: number, serviceName = 'reloaded') => parseConfig({
+    ...t.proxy.config, telemetry: { ...t.proxy.config.telemetry, sample_rate: rate, service_name: serviceName },
+  }, null);
+  const coll = t.client.db('app').collection('reload');
+  const sampled = async () => metricValue(await metrics(t.proxy), 'proxy_trace_requests_sampled_total');
+  for (let i = 0; i < 20; i++) await coll.findOne({ i });
+  assert.equal(await sampled(), 0, 'sample_rate 0: nothing sampled');
+
+  await t.proxy.reload(raw(1));
+  for (let i = 0; i < 20; i++) await coll.findOne({ i });
+  assert.equal(await sampled(), 20, 'after the reload to 1: every request sampled, on the same connection');
+  await t.proxy.tracing!.flush();
+  assert.equal(receiver.spans.filter((s) => s.name === 'proxy.request' && s.resource['service.name'] === 'reloaded').length, 20);
+
+  await t.proxy.reload(raw(0));
+  for (let i = 0; i < 20; i++) await coll.findOne({ i });
+  assert.equal(await sampled(), 20, 'back to 0: none more');
+  assert.ok(!t.logLines.some((l) => l.msg === 'configuration reloaded; these keys take effect only after a restart'), 'a sample_rate change is not restart-only');
+
+  await t.proxy.reload(raw(1, 'renamed'));
+  const warned = t.logLines.find((l) => l.msg === 'configuration reloaded; these keys take effect only after a restart');
+  assert.deepEqual(warned?.keys, ['telemetry'], 'another telemetry key needs a restart');
+  for (let i = 0; i < 5; i++) await coll.findOne({ i });
+  assert.equal(await sampled(), 20, 'and nothing of that reload applies, sample_rate included');
+});
+
 test('the JSON encoding (protocol http/json) exports the same tree', async () => {
   const receiver = await startOtlpReceiver();
   cleanups.push(() => receiver.close());
