@@ -30,6 +30,11 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
     const log = new Logger('proxy', loaded.config.log.level, loaded.config.log.format, undefined, new LogRing(loaded.config.log.ring_lines));
     if (loaded.source !== null) log.info('configuration loaded', { file: loaded.source });
     else log.info('no configuration file found: using defaults');
+    // A SIGHUP before the reload handler is installed would end the process (the signal's default
+    // action): it is held, and applied once the proxy is up.
+    let hupWhileStarting = false;
+    const holdHup = () => { hupWhileStarting = true; };
+    process.on('SIGHUP', holdHup);
     let running;
     try {
       running = await startProxy(loaded.config, { log, configFile: loaded.source });
@@ -43,6 +48,8 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
       process.exit(1);
     }
     if (loaded.source !== null) watchReload(running, loaded.source, log);
+    process.off('SIGHUP', holdHup);
+    if (hupWhileStarting && loaded.source !== null) process.emit('SIGHUP', 'SIGHUP');
     process.stdout.write(`\nPipeline Proxy ${'0.3.0'} is ready. Connect with:\n\n  mongosh "${running.uri}"\n\n`
       + (running.profilingUrl !== null
         ? `Dashboard: ${running.profilingUrl}/dashboard/\nProfiling: ${running.profilingUrl}/api/profile   Metrics: ${running.profilingUrl}/metrics\n\n`

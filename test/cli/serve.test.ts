@@ -104,3 +104,44 @@ test('a reload a plugin refuses: the admin API answers 422 with the plugin\'s re
     await stop(child);
   }
 });
+
+test('a SIGHUP while the proxy is starting does not end it: it is held and the file is reloaded once the proxy is up', async () => {
+  const port = await freePort();
+  const file = join(dir, 'hup.json');
+  const config = (request: string[]) => JSON.stringify({
+    listen: `127.0.0.1:${port}`, log: { level: 'info' }, admin: { reload_on_change: false },
+    pipeline: { request }, steps: {},
+  });
+  writeFileSync(file, config([]));
+  const child = spawn(process.execPath, [bin, 'serve', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  let out = '';
+  child.stdout!.on('data', (d) => { out += d; });
+  try {
+    // "configuration loaded" is logged before the plugins compile and the port opens: the proxy is
+    // still starting. The file changes, then the signal arrives.
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no start line: ${err}`)), 60_000);
+      child.stderr!.on('data', (d) => {
+        err += d;
+        if (err.includes('configuration loaded')) { clearTimeout(timer); resolve(); }
+      });
+      child.once('exit', (code) => reject(new Error(`exited ${code}: ${err}`)));
+    });
+    assert.ok(!out.includes('mongodb://'), 'not ready yet when the signal is sent');
+    writeFileSync(file, config(['metrics']));
+    child.kill('SIGHUP');
+    const until = Date.now() + 60_000;
+    while (!err.includes('configuration reloaded') && Date.now() < until) {
+      assert.equal(child.exitCode, null, `the proxy ended on the SIGHUP: ${err}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(child.exitCode, null, 'still running');
+    const reloaded = err.split('\n').find((l) => l.includes('configuration reloaded'));
+    assert.ok(reloaded !== undefined, `the held SIGHUP reloaded the file: ${err}`);
+    assert.deepEqual(JSON.parse(reloaded).request, ['metrics'], 'the file as it was when the signal came');
+    assert.match(out, new RegExp(`mongodb://127\\.0\\.0\\.1:${port}/`));
+  } finally {
+    await stop(child);
+  }
+});
