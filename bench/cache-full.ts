@@ -33,14 +33,11 @@ import { serialize, Long } from 'bson';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as hdr from 'hdr-histogram-js';
 import { PipelineManager, Exchange, callbackRecorder, type Pipeline, type StepSettings } from '../runtime/pipeline/index.ts';
 import { KvStore as KvStoreClass, type KvStore } from '../runtime/wasm/index.ts';
 import { BUILTIN_PLUGIN_DIR } from '../runtime/app/serve.ts';
-import { runBench, parseDuration } from '../runtime/bench/index.ts';
-import { BenchConnection, RunTally } from '../runtime/bench/bench-connection.ts';
-import { encodeOpMsg } from '../runtime/wire/index.ts';
-import { arg, cpuMicros, devNullHostLogger, freePort, median, startChild, stopChildren } from './lib.ts';
+import { parseDuration } from '../runtime/bench/index.ts';
+import { arg, cpuMicros, devNullHostLogger, distinctKeyRun, eightBuiltinsWire, freePort, median, startChild, startSeededDevdb, stopChildren } from './lib.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const REQUESTS = Number(arg('--requests', '50000'));
@@ -221,9 +218,6 @@ async function inProcess(): Promise<string[]> {
 type WireTarget = 'empty' | 'eight-16m' | 'eight-16m-kv1m' | 'eight-ref';
 const WIRE_TARGETS: readonly WireTarget[] = ['empty', 'eight-16m', 'eight-16m-kv1m', 'eight-ref'];
 const CONNECTIONS = 16;
-/** Distinct frames per connection per run: far more than one run sends, so no key repeats. */
-const FRAMES = 12_000;
-let wireSeq = 0;
 const WIRE_NAMES: Record<WireTarget, string> = {
   empty: 'empty pipeline',
   'eight-16m': 'eight built-ins, cache max_bytes 16 MiB, kv_max_bytes 16 MiB + 64 KiB, full, distinct keys',
@@ -231,60 +225,15 @@ const WIRE_NAMES: Record<WireTarget, string> = {
   'eight-ref': 'eight built-ins as in pipeline-bench `eight` (cache max_bytes 768 KiB, ttl_ms 1), same load',
 };
 
-function eightPipeline(devUri: string, cache: object, kvMaxBytes?: number): object {
-  return {
-    pipeline: {
-      id: 'bench',
-      request: ['metrics', 'logging', 'auth', 'rate_limit', 'filter', 'cache', 'route'],
-      response: ['transform', 'cache', 'logging', 'metrics'],
-    },
-    steps: {
-      logging: { config: { sample_rate: 1, level: 'info' } },
-      metrics: { config: {} },
-      auth: { config: { provider: 'static', apps: ['proxy bench'] } },
-      rate_limit: { config: { max_rps: 10_000_000 } },
-      filter: { config: { rules: [{ name: 'all', action: 'allow' }], default: 'deny' } },
-      cache: { config: cache, kv_max_bytes: kvMaxBytes },
-      route: { config: { rules: [{ dbs: ['bench'], upstream: devUri }] } },
-      transform: { config: { response: [{ op: 'rename', path: 'no_such_field', to: 'renamed' }] } },
-    },
-  };
-}
-
-function distinctFrames(conn: number): Buffer[] {
-  const run = wireSeq++;
-  const frames: Buffer[] = [];
-  for (let k = 0; k < FRAMES; k++) {
-    const doc = { find: 'items', filter: { _id: (conn * 61 + k) % 1000 }, limit: 1, singleBatch: true, comment: `r${run}c${conn}k${k}`, $db: 'bench' };
-    frames.push(encodeOpMsg(0, 0, 0, serialize(doc)));
-  }
-  return frames;
-}
-
-async function loadRun(uri: string, ms: number): Promise<{ throughput: number; p50: number; errors: number; requests: number }> {
-  const port = Number(new URL(uri).port);
-  const conns = await Promise.all(Array.from({ length: CONNECTIONS }, () => BenchConnection.open('127.0.0.1', port, 5000)));
-  try {
-    const hello = encodeOpMsg(0, 0, 0, serialize({ hello: 1, client: { application: { name: 'proxy bench' } }, $db: 'admin' }));
-    for (const c of conns) await c.command(Buffer.from(hello));
-    const frames = conns.map((_, i) => distinctFrames(i));
-    const h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
-    const tally = new RunTally(h);
-    const start = performance.now();
-    await Promise.all(conns.map((c, i) => c.loop(frames[i], tally, start + ms)));
-    const elapsed = performance.now() - start;
-    const out = { throughput: Math.round(tally.requests / (elapsed / 1000)), p50: h.getValueAtPercentile(50), errors: tally.errors, requests: tally.requests };
-    h.destroy();
-    return out;
-  } finally {
-    for (const c of conns) c.close();
-  }
+/** A measured run of bench/lib.ts's distinct-key load, 16 connections. */
+function loadRun(uri: string, ms: number): ReturnType<typeof distinctKeyRun> {
+  return distinctKeyRun(Number(new URL(uri).port), CONNECTIONS, ms);
 }
 
 function wireConfig(t: WireTarget, devUri: string): object {
   if (t === 'empty') return {};
-  if (t === 'eight-ref') return eightPipeline(devUri, { ttl_ms: 1, max_bytes: 786_432 });
-  return eightPipeline(devUri, { ttl_ms: 60_000, max_bytes: 16 << 20 }, t === 'eight-16m' ? (16 << 20) + 65536 : undefined);
+  if (t === 'eight-ref') return eightBuiltinsWire(devUri, { ttl_ms: 1, max_bytes: 786_432 });
+  return eightBuiltinsWire(devUri, { ttl_ms: 60_000, max_bytes: 16 << 20 }, t === 'eight-16m' ? (16 << 20) + 65536 : undefined);
 }
 
 async function wire(): Promise<string[]> {
@@ -292,10 +241,7 @@ async function wire(): Promise<string[]> {
   const rounds = Number(arg('--wire-rounds', '3'));
   const tmp = mkdtempSync(join(tmpdir(), 'cache-full-'));
   const proxyBin = join(ROOT, 'bin/proxy.mjs');
-  const devPort = await freePort();
-  const devUri = `mongodb://127.0.0.1:${devPort}`;
-  await startChild('devdb', process.execPath, [proxyBin, 'devdb', '--port', String(devPort)], devPort, ROOT);
-  await runBench({ target: devUri, connections: 1, durationMs: 100, op: 'find' }); // seeds bench.items
+  const devUri = await startSeededDevdb(ROOT);
   const where = new Map<WireTarget, { uri: string; pid: number }>();
   for (const t of WIRE_TARGETS) {
     const port = await freePort();

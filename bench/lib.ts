@@ -1,8 +1,14 @@
 // Shared pieces of the bench scripts: command-line arguments, child processes that must be
 // listening before a run starts, and the CPU time of a process from /proc.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
+import { join } from 'node:path';
+import { serialize } from 'bson';
+import * as hdr from 'hdr-histogram-js';
+import { runBench } from '../runtime/bench/index.ts';
+import { BenchConnection, RunTally } from '../runtime/bench/bench-connection.ts';
+import { encodeOpMsg } from '../runtime/wire/index.ts';
 import { Logger, BufferedFdSink } from '../runtime/log/index.ts';
 import type { Logger as HostLogger } from '../runtime/wasm/index.ts';
 import type { PipelineConfig } from '../runtime/pipeline/index.ts';
@@ -140,4 +146,83 @@ export function eightBuiltinsInProcess(): PipelineConfig {
       transform: { config: { response: [{ op: 'rename', path: 'no_such_field', to: 'renamed' }] }, ...page },
     },
   };
+}
+
+/** Replaces the section that starts with `heading` (a "## …" line) in the markdown file `output`, or appends it. */
+export function writeResultsSection(output: string, heading: string, section: string): void {
+  let md = existsSync(output) ? readFileSync(output, 'utf8') : '';
+  const head = `${heading}\n`;
+  const at = md.indexOf(head);
+  if (at >= 0) {
+    const next = md.indexOf('\n## ', at + head.length);
+    md = md.slice(0, at) + section + (next >= 0 ? md.slice(next + 1) : '');
+  } else {
+    md = md.replace(/\n*$/, '\n\n') + section;
+  }
+  writeFileSync(output, md.replace(/\n*$/, '\n'));
+}
+
+/** Starts `proxy devdb` (a child, stopped by stopChildren) with `bench.items` seeded; returns its URI. */
+export async function startSeededDevdb(root: string): Promise<string> {
+  const port = await freePort();
+  const uri = `mongodb://127.0.0.1:${port}`;
+  await startChild('devdb', process.execPath, [join(root, 'bin/proxy.mjs'), 'devdb', '--port', String(port)], port, root);
+  await runBench({ target: uri, connections: 1, durationMs: 100, op: 'find' }); // seeds bench.items
+  return uri;
+}
+
+/**
+ * bench/pipeline-bench.ts's eight built-ins through the proxy, permissive: every step on its full
+ * path, none rejecting the bench load; the route rule sends `bench` to `devUri`. `cache` is the
+ * cache step's config (and its kv_max_bytes when given).
+ */
+export function eightBuiltinsWire(devUri: string, cache: object, kvMaxBytes?: number): { pipeline: { id: string; request: string[]; response: string[] }; steps: Record<string, object> } {
+  return {
+    pipeline: {
+      id: 'bench',
+      request: ['metrics', 'logging', 'auth', 'rate_limit', 'filter', 'cache', 'route'],
+      response: ['transform', 'cache', 'logging', 'metrics'],
+    },
+    steps: {
+      // Production-like: every request logged at info (the proxy writes info, to a file).
+      logging: { config: { sample_rate: 1, level: 'info' } },
+      metrics: { config: {} },
+      auth: { config: { provider: 'static', apps: ['proxy bench'] } },
+      rate_limit: { config: { max_rps: 10_000_000 } },
+      filter: { config: { rules: [{ name: 'all', action: 'allow' }], default: 'deny' } },
+      cache: { config: cache, ...(kvMaxBytes === undefined ? {} : { kv_max_bytes: kvMaxBytes }) },
+      route: { config: { rules: [{ dbs: ['bench'], upstream: devUri }] } },
+      transform: { config: { response: [{ op: 'rename', path: 'no_such_field', to: 'renamed' }] } },
+    },
+  };
+}
+
+/** Distinct-key finds per connection per run: far more than one run sends, so no cache key repeats. */
+const DISTINCT_FRAMES = 12_000;
+let distinctRuns = 0;
+
+/**
+ * A run of `find`s by `_id` on `bench.items` where every command is a distinct cache key (a
+ * distinct `comment`), `connections` connections for `ms`, one request in flight each.
+ */
+export async function distinctKeyRun(port: number, connections: number, ms: number): Promise<{ throughput: number; requests: number; p50: number; errors: number }> {
+  const conns = await Promise.all(Array.from({ length: connections }, () => BenchConnection.open('127.0.0.1', port, 5000)));
+  try {
+    const hello = encodeOpMsg(0, 0, 0, serialize({ hello: 1, client: { application: { name: 'proxy bench' } }, $db: 'admin' }));
+    for (const c of conns) await c.command(Buffer.from(hello));
+    const run = distinctRuns++;
+    const frames = conns.map((_, conn) => Array.from({ length: DISTINCT_FRAMES }, (_, k) => encodeOpMsg(0, 0, 0, serialize({
+      find: 'items', filter: { _id: (conn * 61 + k) % 1000 }, limit: 1, singleBatch: true, comment: `r${run}c${conn}k${k}`, $db: 'bench',
+    }))));
+    const h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
+    const tally = new RunTally(h);
+    const start = performance.now();
+    await Promise.all(conns.map((c, i) => c.loop(frames[i], tally, start + ms)));
+    const elapsed = performance.now() - start;
+    const out = { throughput: Math.round(tally.requests / (elapsed / 1000)), requests: tally.requests, p50: h.getValueAtPercentile(50), errors: tally.errors };
+    h.destroy();
+    return out;
+  } finally {
+    for (const c of conns) c.close();
+  }
 }

@@ -24,7 +24,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runBench, parseDuration, type BenchResult } from '../runtime/bench/index.ts';
-import { arg, CLK_TCK, cpuMicros, freePort, median, runRounds, startChild, stopChildren, type Sample as LibSample } from './lib.ts';
+import { arg, CLK_TCK, cpuMicros, eightBuiltinsWire, freePort, median, runRounds, startChild, stopChildren, writeResultsSection, type Sample as LibSample } from './lib.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const CONNECTION_COUNTS = [1, 16] as const;
@@ -40,26 +40,9 @@ const output = arg('--output', join(ROOT, 'bench/RESULTS.md'));
 const TARGETS = (arg('--only', ALL_TARGETS.join(',')).split(',') as TargetName[]).filter((t) => ALL_TARGETS.includes(t));
 const argvText = process.argv.slice(2).join(' ');
 
-/** The eight built-ins, permissive: every step runs its full path, none rejects the bench load. */
+/** The eight built-ins, permissive (bench/lib.ts); the cache's entries live `cacheTtlMs`. */
 function eightPipeline(devUri: string, cacheTtlMs: number): object {
-  return {
-    pipeline: {
-      id: 'bench',
-      request: ['metrics', 'logging', 'auth', 'rate_limit', 'filter', 'cache', 'route'],
-      response: ['transform', 'cache', 'logging', 'metrics'],
-    },
-    steps: {
-      // Production-like: every request logged at info, and the proxy writes info (to a file).
-      logging: { config: { sample_rate: 1, level: 'info' } },
-      metrics: { config: {} },
-      auth: { config: { provider: 'static', apps: ['proxy bench'] } },
-      rate_limit: { config: { max_rps: 10_000_000 } },
-      filter: { config: { rules: [{ name: 'all', action: 'allow' }], default: 'deny' } },
-      cache: { config: { ttl_ms: cacheTtlMs, max_bytes: 786_432 } },
-      route: { config: { rules: [{ dbs: ['bench'], upstream: devUri }] } },
-      transform: { config: { response: [{ op: 'rename', path: 'no_such_field', to: 'renamed' }] } },
-    },
-  };
+  return eightBuiltinsWire(devUri, { ttl_ms: cacheTtlMs, max_bytes: 786_432 });
 }
 
 type Sample = LibSample<BenchResult>;
@@ -228,16 +211,7 @@ async function main(): Promise<void> {
   L.push('', '`bench/idle-step.ts` output (same run):', '', '```', micro, '```', '');
   const section = L.join('\n');
 
-  let md = existsSync(output) ? readFileSync(output, 'utf8') : '';
-  const head = `## Pipeline bench — ${label}\n`;
-  const at = md.indexOf(head);
-  if (at >= 0) {
-    const next = md.indexOf('\n## ', at + head.length);
-    md = md.slice(0, at) + section + (next >= 0 ? md.slice(next + 1) : '');
-  } else {
-    md = md.replace(/\n*$/, '\n\n') + section;
-  }
-  writeFileSync(output, md.replace(/\n*$/, '\n'));
+  writeResultsSection(output, `## Pipeline bench — ${label}`, section);
   process.stdout.write(section + '\n');
 }
 

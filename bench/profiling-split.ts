@@ -10,12 +10,11 @@
 // request differs most. The sampling profiler adds its own cost to both states alike.
 //
 // Usage: node --import tsx bench/profiling-split.ts [--rounds 4] [--duration 3s] [--connections 16]
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runBench, parseDuration } from '../runtime/bench/index.ts';
-import { arg, freePort, startChild, stopChildren } from './lib.ts';
+import { arg, eightBuiltinsWire, freePort, startChild, startSeededDevdb, stopChildren } from './lib.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const rounds = Number(arg('--rounds', '4'));
@@ -28,28 +27,14 @@ interface CpuProfile { nodes: ProfileNode[]; startTime: number; samples: number[
 async function main(): Promise<void> {
   const tmp = mkdtempSync(join(tmpdir(), 'profiling-split-'));
   const proxyBin = join(ROOT, 'bin/proxy.mjs');
-  const devPort = await freePort();
-  const devUri = `mongodb://127.0.0.1:${devPort}`;
-  await startChild('devdb', process.execPath, [proxyBin, 'devdb', '--port', String(devPort)], devPort, ROOT);
-  await runBench({ target: devUri, connections: 1, durationMs: 100, op: 'find' }); // seeds bench.items
+  const devUri = await startSeededDevdb(ROOT);
 
   const port = await freePort();
   const file = join(tmp, 'proxy.json');
   const logFile = join(tmp, 'proxy.log');
   const config = (enabled: boolean) => JSON.stringify({
     listen: `127.0.0.1:${port}`, upstream: { uri: devUri }, log: { level: 'info' }, admin: { reload_on_change: false },
-    profiling: { enabled, port: 0 },
-    pipeline: { id: 'bench', request: ['metrics', 'logging', 'auth', 'rate_limit', 'filter', 'cache', 'route'], response: ['transform', 'cache', 'logging', 'metrics'] },
-    steps: {
-      logging: { config: { sample_rate: 1, level: 'info' } },
-      metrics: { config: {} },
-      auth: { config: { provider: 'static', apps: ['proxy bench'] } },
-      rate_limit: { config: { max_rps: 10_000_000 } },
-      filter: { config: { rules: [{ name: 'all', action: 'allow' }], default: 'deny' } },
-      cache: { config: { ttl_ms: 1, max_bytes: 786_432 } },
-      route: { config: { rules: [{ dbs: ['bench'], upstream: devUri }] } },
-      transform: { config: { response: [{ op: 'rename', path: 'no_such_field', to: 'renamed' }] } },
-    },
+    profiling: { enabled, port: 0 }, ...eightBuiltinsWire(devUri, { ttl_ms: 1, max_bytes: 786_432 }),
   });
   writeFileSync(file, config(false));
   const profDir = join(tmp, 'prof');

@@ -33,15 +33,11 @@
 //        [--output bench/RESULTS.md] [--skip-cache-full]
 import { spawnSync } from 'node:child_process';
 import { createServer } from 'node:http';
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { serialize } from 'bson';
-import * as hdr from 'hdr-histogram-js';
 import { runBench, parseDuration } from '../runtime/bench/index.ts';
-import { BenchConnection, RunTally } from '../runtime/bench/bench-connection.ts';
-import { encodeOpMsg } from '../runtime/wire/index.ts';
-import { arg, cpuMicros, freePort, median, startChild, stopChildren } from './lib.ts';
+import { arg, cpuMicros, distinctKeyRun, eightBuiltinsWire, freePort, median, startChild, startSeededDevdb, stopChildren, writeResultsSection } from './lib.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const durationText = arg('--duration', '3s');
@@ -59,21 +55,6 @@ const STATES_A: readonly StateA[] = ['empty', 'eight', 'eight-prof', 'eight-trac
 type StateB = 'empty-distinct' | 'eight-16m';
 const CONNECTION_COUNTS = [16, 1] as const;
 
-function eight(devUri: string, cache: object, kvMaxBytes?: number): { pipeline: object; steps: object } {
-  return {
-    pipeline: { id: 'bench', request: ['metrics', 'logging', 'auth', 'rate_limit', 'filter', 'cache', 'route'], response: ['transform', 'cache', 'logging', 'metrics'] },
-    steps: {
-      logging: { config: { sample_rate: 1, level: 'info' } },
-      metrics: { config: {} },
-      auth: { config: { provider: 'static', apps: ['proxy bench'] } },
-      rate_limit: { config: { max_rps: 10_000_000 } },
-      filter: { config: { rules: [{ name: 'all', action: 'allow' }], default: 'deny' } },
-      cache: { config: cache, ...(kvMaxBytes === undefined ? {} : { kv_max_bytes: kvMaxBytes }) },
-      route: { config: { rules: [{ dbs: ['bench'], upstream: devUri }] } },
-      transform: { config: { response: [{ op: 'rename', path: 'no_such_field', to: 'renamed' }] } },
-    },
-  };
-}
 const EMPTY = { pipeline: { id: 'bench', request: [], response: [] }, steps: {} };
 
 /** A proxy child whose configuration file the bench rewrites and reloads. */
@@ -124,46 +105,13 @@ class Reloadable {
   }
 }
 
-// ---- the distinct-key load of process B (bench/cache-full.ts's) ----
-const FRAMES = 16_000;
-let seq = 0;
-function distinctFrames(conn: number): Buffer[] {
-  const run = seq++;
-  const frames: Buffer[] = [];
-  for (let k = 0; k < FRAMES; k++) {
-    frames.push(encodeOpMsg(0, 0, 0, serialize({ find: 'items', filter: { _id: (conn * 61 + k) % 1000 }, limit: 1, singleBatch: true, comment: `r${run}c${conn}k${k}`, $db: 'bench' })));
-  }
-  return frames;
-}
-
-async function distinctRun(port: number, connections: number, ms: number): Promise<{ throughput: number; requests: number; p50: number; errors: number }> {
-  const conns = await Promise.all(Array.from({ length: connections }, () => BenchConnection.open('127.0.0.1', port, 5000)));
-  try {
-    const hello = encodeOpMsg(0, 0, 0, serialize({ hello: 1, client: { application: { name: 'proxy bench' } }, $db: 'admin' }));
-    for (const c of conns) await c.command(Buffer.from(hello));
-    const frames = conns.map((_, i) => distinctFrames(i));
-    const h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
-    const tally = new RunTally(h);
-    const start = performance.now();
-    await Promise.all(conns.map((c, i) => c.loop(frames[i], tally, start + ms)));
-    const elapsed = performance.now() - start;
-    const out = { throughput: Math.round(tally.requests / (elapsed / 1000)), requests: tally.requests, p50: h.getValueAtPercentile(50), errors: tally.errors };
-    h.destroy();
-    return out;
-  } finally {
-    for (const c of conns) c.close();
-  }
-}
 
 interface Sample { tp: number; p50: number; cpu: number; errors: number }
 
 async function main(): Promise<void> {
   const tmp = mkdtempSync(join(tmpdir(), 'same-process-'));
   const proxyBin = join(ROOT, 'bin/proxy.mjs');
-  const devPort = await freePort();
-  const devUri = `mongodb://127.0.0.1:${devPort}`;
-  await startChild('devdb', process.execPath, [proxyBin, 'devdb', '--port', String(devPort)], devPort, ROOT);
-  await runBench({ target: devUri, connections: 1, durationMs: 100, op: 'find' }); // seeds bench.items
+  const devUri = await startSeededDevdb(ROOT);
 
   let exportRequests = 0;
   const collector = createServer((req, res) => {
@@ -186,7 +134,7 @@ async function main(): Promise<void> {
 
   const prof = (enabled: boolean) => ({ enabled, port: 0 });
   const tel = (rate: number) => ({ otlp_endpoint: collectorUrl, sample_rate: rate });
-  const eightA = eight(devUri, { ttl_ms: 1, max_bytes: 786_432 });
+  const eightA = eightBuiltinsWire(devUri, { ttl_ms: 1, max_bytes: 786_432 });
   const a = await start('a', { upstream: { uri: devUri } }, {
     empty: { ...EMPTY, profiling: prof(false), telemetry: tel(0) },
     eight: { ...eightA, profiling: prof(false), telemetry: tel(0) },
@@ -195,7 +143,7 @@ async function main(): Promise<void> {
     // --calibrate: `eight` plus a step that busy-waits 2 µs per request (the test fixture spin.wasm):
     // a known CPU cost, to see what a known cost per request becomes over the wire.
     'eight-spin2': {
-      pipeline: { ...eightA.pipeline, request: [...(eightA.pipeline as { request: string[] }).request, 'spin'] },
+      pipeline: { ...eightA.pipeline, request: [...eightA.pipeline.request, 'spin'] },
       steps: { ...eightA.steps, spin: { module: join(ROOT, 'build/test-plugins/spin.wasm'), config: { us: 2 } } },
       profiling: prof(false), telemetry: tel(0),
     },
@@ -236,14 +184,14 @@ async function main(): Promise<void> {
   if (cacheFull) {
     const b = await start('b', { upstream: { uri: devUri } }, {
       'empty-distinct': EMPTY,
-      'eight-16m': eight(devUri, { ttl_ms: 60_000, max_bytes: 16 << 20 }, (16 << 20) + 65536),
+      'eight-16m': eightBuiltinsWire(devUri, { ttl_ms: 60_000, max_bytes: 16 << 20 }, (16 << 20) + 65536),
     }, 'empty-distinct');
     const measureB = async (s: StateB, ms: number): Promise<Sample> => {
       await b.use(s);
       // The eight-16m store starts empty after each switch: fill it (distinct keys) until it evicts.
-      await distinctRun(b.port, 16, s === 'eight-16m' ? 6000 : WARMUP_MS);
+      await distinctKeyRun(b.port, 16, s === 'eight-16m' ? 6000 : WARMUP_MS);
       const before = cpuMicros(b.pid);
-      const r = await distinctRun(b.port, 16, ms);
+      const r = await distinctKeyRun(b.port, 16, ms);
       return { tp: r.throughput, p50: r.p50, cpu: (cpuMicros(b.pid) - before) / Math.max(1, r.requests), errors: r.errors };
     };
     const order: StateB[] = ['empty-distinct', 'eight-16m'];
@@ -317,16 +265,7 @@ async function main(): Promise<void> {
   L.push(`- ${exportRequests} OTLP export requests reached the collector stand-in.`, '');
   const section = L.join('\n');
 
-  let md = existsSync(output) ? readFileSync(output, 'utf8') : '';
-  const head = `## Same-process A/B — ${label}\n`;
-  const at = md.indexOf(head);
-  if (at >= 0) {
-    const next = md.indexOf('\n## ', at + head.length);
-    md = md.slice(0, at) + section + (next >= 0 ? md.slice(next + 1) : '');
-  } else {
-    md = md.replace(/\n*$/, '\n\n') + section;
-  }
-  writeFileSync(output, md.replace(/\n*$/, '\n'));
+  writeResultsSection(output, `## Same-process A/B — ${label}`, section);
   process.stdout.write(section + '\n');
 }
 
