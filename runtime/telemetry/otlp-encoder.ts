@@ -84,6 +84,9 @@ function toWords(bytes: Uint8Array): Uint32Array {
   return words;
 }
 
+/** An id written last (hex) and its encoded bytes, reused while the same id repeats. */
+interface IdMemo { hex: string; words: Uint32Array }
+
 function varintSize(v: number): number {
   return v < 0x80 ? 1 : v < 0x4000 ? 2 : v < 0x200000 ? 3 : v < 0x10000000 ? 4 : 5;
 }
@@ -102,11 +105,9 @@ export class OtlpTraceEncoder {
   /** The attribute keys seen, as a tree of the key sequences attribute objects had (KeyNode). */
   private readonly keyRoot = new KeyNode('', new Uint32Array(1));
   private keyNodes = 0;
-  /** The last trace id and the last parent span id written (hex), and their bytes (toWords()). */
-  private traceHex = '';
-  private traceWords: Uint32Array = new Uint32Array(1);
-  private parentHex = '';
-  private parentWords: Uint32Array = new Uint32Array(1);
+  /** The last trace id and the last parent span id written: their hex, and their bytes (toWords()). */
+  private readonly lastTrace: IdMemo = { hex: '', words: new Uint32Array(1) };
+  private readonly lastParent: IdMemo = { hex: '', words: new Uint32Array(1) };
 
   /** The request's bytes; a new array the caller owns. */
   encode(spans: readonly ReadableSpan[]): Uint8Array {
@@ -378,6 +379,18 @@ export class OtlpTraceEncoder {
     this.close(at, 1);
   }
 
+  /** Writes the id `hex`: the bytes `memo` kept when it is the same id again, else decoded (and kept). */
+  private memoId(hex: string, memo: IdMemo): void {
+    if (hex === memo.hex) {
+      this.words(memo.words);
+      return;
+    }
+    const from = this.pos;
+    this.id(hex);
+    memo.hex = hex;
+    memo.words = this.captureWords(from, this.pos);
+  }
+
   private span(s: ReadableSpan): void {
     this.ensure(4);
     this.buf[this.pos] = 0x12; // ScopeSpans.spans (2)
@@ -385,16 +398,9 @@ export class OtlpTraceEncoder {
     this.buf[at + 2] = 0x0a; // trace_id (1)
     this.pos = at + 3;
     const ctx = s.spanContext();
-    const traceId = ctx.traceId;
-    if (traceId === this.traceHex) this.words(this.traceWords);
-    else {
-      const from = this.pos;
-      this.id(traceId);
-      this.traceHex = traceId;
-      this.traceWords = this.captureWords(from, this.pos);
-    }
+    this.memoId(ctx.traceId, this.lastTrace);
     this.byte(0x12); // span_id (2)
-    if (ctx.spanId === this.parentHex) this.words(this.parentWords); // a parent follows its children
+    if (ctx.spanId === this.lastParent.hex) this.words(this.lastParent.words); // a parent follows its children
     else this.id(ctx.spanId);
     const traceState = ctx.traceState?.serialize();
     if (traceState) {
@@ -404,14 +410,7 @@ export class OtlpTraceEncoder {
     const parent = s.parentSpanContext;
     if (parent?.spanId) {
       this.byte(0x22); // parent_span_id (4)
-      const parentId = parent.spanId;
-      if (parentId === this.parentHex) this.words(this.parentWords);
-      else {
-        const from = this.pos;
-        this.id(parentId);
-        this.parentHex = parentId;
-        this.parentWords = this.captureWords(from, this.pos);
-      }
+      this.memoId(parent.spanId, this.lastParent);
     }
     this.byte(0x2a); // name (5)
     this.str(s.name);
