@@ -15,7 +15,7 @@
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import * as hdr from 'hdr-histogram-js';
 import type { RunningProxy } from '../app/serve.ts';
-import { foldFrames, foldedText, profilingMetricsText, type Profiler, type LatencyStats, type SnapshotStore } from '../profiling/index.ts';
+import { foldFrames, foldedText, profilingMetricsText, type Profiler, type Distribution, type SnapshotStore } from '../profiling/index.ts';
 import { proxyMetricsRegistry, metricsText } from '../telemetry/index.ts';
 import { sendError, tokenMatches } from './reply.ts';
 import { registerDashboard, isDashboardAsset } from './dashboard.ts';
@@ -43,7 +43,7 @@ export function parseDurationMs(text: string): number {
   return m[2] === 'ms' ? n : m[2] === 's' ? n * 1000 : m[2] === 'm' ? n * 60_000 : n * 3_600_000;
 }
 
-function distribution(s: LatencyStats) {
+function distribution(s: Distribution) {
   return {
     invocations: s.count, errors: s.errors,
     avg_latency_us: s.avgUs(), p50_latency_us: s.percentileUs(50), p90_latency_us: s.percentileUs(90),

@@ -8,7 +8,7 @@ export { StateFormatError, type ProfilerState } from './profiler-state.ts';
 export { SnapshotStore, durationToMs, STATE_FILE, type SnapshotLog, type SnapshotStoreOptions } from './snapshot-store.ts';
 export { MAX_SERIES_POINTS, seriesFileName, type SeriesQuery, type SeriesPoint, type SeriesStepPoint } from './series-file.ts';
 export { type SeriesRecord } from './interval-stats.ts';
-export { LatencyStats, initHistograms, newHdr, HIGHEST_TRACKABLE_US } from './latency-stats.ts';
+export { LatencyStats, initHistograms, newHdr, HIGHEST_TRACKABLE_US, type Distribution } from './latency-stats.ts';
 export { FrameRing, type RequestFrame, type FrameStep, type FrameSubop } from './frames.ts';
 export { profilingMetricsText } from './prometheus.ts';
 export { foldFrames, foldedText, TOP_REQUEST, TOP_UPSTREAM, TOP_RESPONSE, TOP_PROXY, ACQUIRE } from './folded.ts';

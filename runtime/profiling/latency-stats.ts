@@ -27,10 +27,28 @@ export function newHdr(): hdr.Histogram {
   });
 }
 
+/** What the profiler, the endpoints and the snapshot store read and write of a distribution: a
+ *  LatencyStats in process memory, or a MappedLatencyStats in the histogram file (storage: mmap). */
+export interface Distribution {
+  readonly hdr: hdr.Histogram;
+  count: number;
+  errors: number;
+  sumNs: number;
+  maxNs: number;
+  readonly bounds: readonly number[];
+  readonly counts: Float64Array;
+  record(ns: number, error: boolean): void;
+  avgUs(): number;
+  percentileUs(p: number): number;
+  maxUs(): number;
+  reset(): void;
+  destroy(): void;
+}
+
 /** Values (µs) below this are counted in LatencyStats.pending until the HDR histogram is read. */
 const PENDING_US = 1024;
 
-export class LatencyStats {
+export class LatencyStats implements Distribution {
   private readonly h: hdr.Histogram;
   /** Counts of values 0 .. PENDING_US-1 µs not yet in `h`. */
   private readonly pending = new Float64Array(PENDING_US);

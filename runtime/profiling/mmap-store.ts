@@ -14,7 +14,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as hdr from 'hdr-histogram-js';
 import { ConfigError, type ConfigIssue } from '../config/index.ts';
-import { newHdr } from './latency-stats.ts';
+import { newHdr, type Distribution } from './latency-stats.ts';
 import {
   BUCKETS, HEADER_BYTES, H_BUCKETS, H_DEFAULT_PIPELINE_ID, H_HEADER_BYTES, H_MAGIC, H_PID, H_ROWS_USED, H_ROW_BYTES,
   H_ROW_CAPACITY, H_SINCE_MS, H_STARTED_MS, H_SUB_BUCKET_BITS, H_VERSION, LAYOUT_VERSION, MAGIC, MAX_US, NAME_BYTES,
@@ -167,7 +167,7 @@ export class HistogramFile {
  * reset, addEncoded) must happen between the file's begin() and end(). The Prometheus bucket
  * counts (`counts`, against profiling.histogram_buckets) stay in process memory, as in LatencyStats.
  */
-export class MappedLatencyStats {
+export class MappedLatencyStats implements Distribution {
   readonly bounds: readonly number[];
   readonly counts: Float64Array;
   readonly row: number;

@@ -9,7 +9,7 @@
 import { deflateSync } from 'node:zlib';
 import * as hdr from 'hdr-histogram-js';
 import * as v from 'valibot';
-import type { LatencyStats } from './latency-stats.ts';
+import type { Distribution } from './latency-stats.ts';
 import { MappedLatencyStats } from './mmap-store.ts';
 
 export const STATE_FORMAT = 'proxy-profiling-state';
@@ -80,9 +80,9 @@ export function encodeCompressedBase64(h: hdr.Histogram): string {
  * reused while its count and sum are the same. Cleared on reset.
  */
 export class EncodedCache {
-  private byStats = new WeakMap<LatencyStats, { count: number; sumNs: number; b64: string }>();
+  private byStats = new WeakMap<Distribution, { count: number; sumNs: number; b64: string }>();
 
-  encode(s: LatencyStats): string {
+  encode(s: Distribution): string {
     const hit = this.byStats.get(s);
     if (hit !== undefined && hit.count === s.count && hit.sumNs === s.sumNs) return hit.b64;
     const b64 = encodeCompressedBase64(s.hdr);
@@ -95,7 +95,7 @@ export class EncodedCache {
   }
 }
 
-export function encodeDist(s: LatencyStats, cache: EncodedCache): DistState {
+export function encodeDist(s: Distribution, cache: EncodedCache): DistState {
   return {
     count: s.count, errors: s.errors, sum_ns: s.sumNs, max_ns: s.maxNs,
     le: [...s.bounds], buckets: Array.from(s.counts), hdr: cache.encode(s),
@@ -137,7 +137,7 @@ export function decodeAll(dists: readonly DistState[]): hdr.Histogram[] {
  * merged. Bucket counts add when the bounds are the ones `s` counts against; after a change of
  * `histogram_buckets` they are re-derived from the HDR histogram (to its 3-digit precision).
  */
-export function mergeDist(s: LatencyStats, d: DistState, h: hdr.Histogram): void {
+export function mergeDist(s: Distribution, d: DistState, h: hdr.Histogram): void {
   s.count += d.count;
   s.errors += d.errors;
   s.sumNs += d.sum_ns;

@@ -12,7 +12,7 @@
 // request; a request that does not match is not recorded at all.
 import { performance } from 'node:perf_hooks';
 import { GraphKey, type RequestTimings, type StepRecorder, type StepTimer } from '../pipeline/index.ts';
-import { LatencyStats, initHistograms } from './latency-stats.ts';
+import { LatencyStats, initHistograms, type Distribution } from './latency-stats.ts';
 import { FrameRing, type RequestFrame } from './frames.ts';
 import { HistogramFile, MappedLatencyStats } from './mmap-store.ts';
 import { KIND_ACQUIRE, KIND_OVERHEAD, KIND_STEP, KIND_TOTAL, KIND_UPSTREAM } from './mmap-layout.ts';
@@ -102,12 +102,12 @@ export class StepStats implements StepTimer {
   readonly step: string;
   readonly phase: 0 | 1;
   readonly graph: GraphStats;
-  readonly latency: LatencyStats;
+  readonly latency: Distribution;
   slow = 0;
   thresholdNs: number;
   /** Index in its phase's list of the graph's pipeline (Profiler.order); unordered steps go last. */
   position = Number.MAX_SAFE_INTEGER;
-  readonly subops = new Map<string, LatencyStats>();
+  readonly subops = new Map<string, Distribution>();
   private readonly profiler: Profiler;
   /** Slow-step lines not written because of the rate limit (proxy_step_slow_log_suppressed_total). */
   suppressedTotal = 0;
@@ -208,10 +208,10 @@ export class StepStats implements StepTimer {
 export class GraphStats {
   readonly pipelineId: string;
   readonly variant: string;
-  readonly total: LatencyStats;
-  readonly upstream: LatencyStats;
-  readonly overhead: LatencyStats;
-  readonly acquire: LatencyStats;
+  readonly total: Distribution;
+  readonly upstream: Distribution;
+  readonly overhead: Distribution;
+  readonly acquire: Distribution;
   ok = 0;
   errors = 0;
   /** Its steps in bind order (the order their plugins finished compiling). */
@@ -289,7 +289,7 @@ export class Profiler implements StepRecorder {
    * A new distribution: a row of the histogram file when there is one, else (or when the file is
    * full, which is logged once with what to change) in process memory.
    */
-  dist(kind: number, pipelineId: string, variant: string, step: string, phase: number): LatencyStats {
+  dist(kind: number, pipelineId: string, variant: string, step: string, phase: number): Distribution {
     const buckets = this.settings.histogramBuckets;
     if (this.file === null) return new LatencyStats(buckets);
     const row = this.file.allocate(kind, pipelineId, variant, step, phase);
@@ -450,7 +450,7 @@ export class Profiler implements StepRecorder {
   }
 
   /** Step detail (sub-operations included) for `proxy profile --step`. */
-  stepDetail(pipelineId: string, variant: string, step: string): Array<{ phase: string; stats: LatencyStats; subops: Map<string, LatencyStats>; slow: number }> {
+  stepDetail(pipelineId: string, variant: string, step: string): Array<{ phase: string; stats: Distribution; subops: Map<string, Distribution>; slow: number }> {
     const g = this.graphs.get(`${pipelineId}\0${variant}`);
     if (g === undefined) return [];
     const want = step.startsWith('wasm:') ? step : `wasm:${step}`;
@@ -487,7 +487,7 @@ export class Profiler implements StepRecorder {
    * Steps and sub-operations that never ran are left out. Per-request frames are not included.
    */
   exportState(): ProfilerState {
-    const enc = (s: LatencyStats) => encodeDist(s, this.encoded);
+    const enc = (s: Distribution) => encodeDist(s, this.encoded);
     const graphs: ProfilerState['graphs'] = [];
     for (const g of this.graphs.values()) {
       graphs.push({

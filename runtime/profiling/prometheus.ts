@@ -7,13 +7,13 @@
 //   proxy_requests_total{pipeline_id,pipeline,status}          counter, status ok|error
 //   proxy_request_duration_seconds{pipeline_id,pipeline,quantile} summary (0.5, 0.95, 0.99)
 import type { Profiler } from './profiler.ts';
-import type { LatencyStats } from './latency-stats.ts';
+import type { Distribution } from './latency-stats.ts';
 
 function esc(v: string): string {
   return v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
 }
 
-function histogram(out: string[], name: string, labels: string, s: LatencyStats): void {
+function histogram(out: string[], name: string, labels: string, s: Distribution): void {
   let cumulative = 0;
   for (let i = 0; i < s.bounds.length; i++) {
     cumulative += s.counts[i];
