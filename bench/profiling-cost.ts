@@ -1,10 +1,11 @@
 // What profiling costs per request, in process: the eight built-ins of bench/pipeline-bench.ts run
 // a `find` and its reply through two graphs — one built with profiling off (the untimed loop), one
-// with the real Profiler on (timed loop, sub-operations, RequestTimings, commit into the
+// with the real Profiler on (timed loop, sub-operations of the requests whose frame the ring keeps, RequestTimings, commit into the
 // histograms and the frame ring, as a client connection does per request). Rounds interleaved,
 // minimum of each kept: the machine is shared. No sockets, so the difference is profiling's alone.
 //
 // Usage: node --import tsx bench/profiling-cost.ts [--rounds 8] [--requests 20000]
+import { performance } from 'node:perf_hooks';
 import { serialize, Long } from 'bson';
 import { PipelineManager, Exchange, type Pipeline } from '../runtime/pipeline/index.ts';
 import { RequestTimings } from '../runtime/pipeline/request-timings.ts';
@@ -32,7 +33,15 @@ function run(p: Pipeline, timed: boolean): number {
   for (let i = 0; i < requests; i++) {
     const ex = new Exchange(conn, 'bench', 'find', 'bench', 'items', bodies[i % 1000]!, null);
     ex.requestId = i;
-    if (timed) { timings.reset(); ex.timings = timings; }
+    if (timed) {
+      // As a client connection does (RequestRecord.begin): sub-operations are timed only when the
+      // flame-graph ring keeps the request's frame (all of them below flamegraph_frames per minute).
+      timings.reset();
+      const framed = profiler.admitFrame(performance.now());
+      timings.subops = framed;
+      completed.framed = framed;
+      ex.timings = timings;
+    }
     p.runRequest(ex);
     if (ex.verdict === 0) {
       ex.replyBody = reply;

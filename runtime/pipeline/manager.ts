@@ -199,9 +199,15 @@ export class PipelineManager {
         if (cur !== null) cur.subop(sub, ns);
         else t[phase].subop(sub, ns);
       };
-      // A recorder that times only the requests given RequestTimings (tracing's sampled ones): the
-      // others' sub-operations are not timed at all.
-      if (recorder.timingsOnly === true) subopActive = () => recorder.current !== null;
+      // Sub-operations are timed for a request whose RequestTimings ask for them (its frame is
+      // kept, or it is traced). With no RequestTimings (the SDK harness, benches) they are timed
+      // straight into the timer, unless the recorder times only the requests given RequestTimings
+      // (tracing's sampled ones).
+      const direct = recorder.timingsOnly !== true;
+      subopActive = () => {
+        const cur = recorder.current;
+        return cur === null ? direct : cur.subops;
+      };
     }
     const config = settings?.config ?? {};
     // Everything the step owns in this graph, bound now: the hot path looks nothing up by string.

@@ -17,6 +17,11 @@ export class RequestTimings {
   readonly subNs: number[] = [];
   /** The invocation whose step rejected the request (an index into the arrays above), -1: none. */
   rejectedAt = -1;
+  /**
+   * Whether the plugins' sub-operations are timed for this request (set by its connection when it
+   * starts: the profiler keeps its frame, or tracing samples it). Steps are timed either way.
+   */
+  subops = true;
 
   reset(): void {
     this.count = 0;

@@ -20,6 +20,7 @@
 // how many requests it stands for (itself and the ones skipped since the previous kept frame) — and
 // the flame graph scales its times by it, so totals stay estimates of all requests. Which requests
 // are kept depends only on when they end, not on what they cost: the sample is unbiased.
+import { performance } from 'node:perf_hooks';
 import type { CompletedRequest } from './profiler.ts';
 import type { StepTimer } from '../pipeline/recorder.ts';
 
@@ -129,25 +130,55 @@ export class FrameRing {
   private readonly ratePerMs: number;
   private readonly burst: number;
   private tokens: number;
-  private refilledAt = Date.now();
+  /** When the bucket was last refilled (performance.now(), ms). */
+  private refilledAt = 0;
   /** Requests offered and not kept since the last kept frame. */
   private skipped = 0;
   /** Requests offered and not kept, in all. */
   skippedTotal = 0;
 
-  /** Records `r` when the sampling budget allows (always, below capacity per minute); true when kept. */
-  push(r: CompletedRequest): boolean {
-    const now = Date.now();
-    if (now !== this.refilledAt) {
-      this.tokens = Math.min(this.burst, this.tokens + (now - this.refilledAt) * this.ratePerMs);
-      this.refilledAt = now;
+  /**
+   * Whether a request starting at `nowMs` (a monotonic ms clock; only differences are used) will
+   * have its frame kept, decided when it starts so that what only a kept frame shows (its
+   * sub-operations) is timed for it alone. True takes a sampling token: the request's end then
+   * calls record() if it is recorded, or refund() if the profiling filters leave it out; false:
+   * skip() if it is recorded.
+   */
+  admit(nowMs: number): boolean {
+    // Requests read earlier but started later (queued behind another) bring an earlier time: no refill then.
+    if (nowMs > this.refilledAt) {
+      this.tokens = Math.min(this.burst, this.tokens + (nowMs - this.refilledAt) * this.ratePerMs);
+      this.refilledAt = nowMs;
     }
-    if (this.tokens < 1) {
-      this.skipped++;
-      this.skippedTotal++;
+    if (this.tokens < 1) return false;
+    this.tokens--;
+    return true;
+  }
+
+  /** An admitted request the filters left out: its token goes back. */
+  refund(): void {
+    this.tokens = Math.min(this.burst, this.tokens + 1);
+  }
+
+  /** A recorded request that was not admitted: the next kept frame counts for it. */
+  skip(): void {
+    this.skipped++;
+    this.skippedTotal++;
+  }
+
+  /** Admits and records `r` in one go, when the sampling budget allows; true when kept. */
+  push(r: CompletedRequest): boolean {
+    if (!this.admit(performance.now())) {
+      this.skip();
       return false;
     }
-    this.tokens--;
+    this.record(r);
+    return true;
+  }
+
+  /** Records the frame of `r`, a request admit() let in. */
+  record(r: CompletedRequest): void {
+    const now = Date.now();
     const k = this.next;
     this.next = k + 1 === this.capacity ? 0 : k + 1;
     if (this.filled < this.capacity) this.filled++;
@@ -184,7 +215,6 @@ export class FrameRing {
       this.subNs[s] = t.subNs[j];
     }
     this.subsWritten = v;
-    return true;
   }
 
   /** Frames that ended at or after `fromMs` (optionally of one graph), oldest first, as objects. */

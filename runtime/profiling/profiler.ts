@@ -96,6 +96,11 @@ export interface CompletedRequest {
   /** The reply was ok (ok: 1). */
   ok: boolean;
   timings: RequestTimings;
+  /**
+   * Whether admitFrame() let the request's frame into the flame-graph ring when it started (its
+   * sub-operations were timed then). Absent: decided at commit, as FrameRing.push does.
+   */
+  framed?: boolean;
 }
 
 export class StepStats implements StepTimer {
@@ -367,11 +372,23 @@ export class Profiler implements StepRecorder {
     g.sortRows();
   }
 
+  /**
+   * Whether the request starting now (`nowMs`: performance.now()) keeps its frame for the flame
+   * graph, should it be sampled: at most flamegraph_frames per minute (FrameRing). The connection
+   * asks when a request starts, times its plugins' sub-operations only if so (they are shown by
+   * the frames and the per-step sub-operation statistics, which are therefore a sample of the
+   * same requests), and passes the answer to commit() as `framed`.
+   */
+  admitFrame(nowMs: number): boolean {
+    return this.frames.admit(nowMs);
+  }
+
   /** Records a finished request if it matches the sampling filters. Returns whether it was sampled. */
   commit(r: CompletedRequest): boolean {
     if ((this.operations !== null && !this.operations.has(r.op))
       || (this.collections !== null && !this.collections.has(r.collection))
       || r.acquireNs + r.upstreamNs < this.settings.filters.minUpstreamLatencyUs * 1000) {
+      if (r.framed === true) this.frames.refund();
       this.checkSlow(r.timings);
       return false;
     }
@@ -397,12 +414,19 @@ export class Profiler implements StepRecorder {
     if (r.acquireNs > 0) g.acquire.record(r.acquireNs, false);
     const t = r.timings;
     for (let i = 0; i < t.count; i++) t.timers[i].record(t.ns[i], t.errors[i]);
-    for (let j = 0; j < t.subCount; j++) {
-      const owner = t.timers[t.subOf[j]];
-      if (owner !== undefined) owner.subop(t.subNames[j], t.subNs[j]);
+    const framed = r.framed;
+    // Sub-operation statistics are of the framed requests (a traced request outside them has its
+    // sub-operations timed for its spans: they are left out here, so the sample stays the frames').
+    if (framed !== false) {
+      for (let j = 0; j < t.subCount; j++) {
+        const owner = t.timers[t.subOf[j]];
+        if (owner !== undefined) owner.subop(t.subNames[j], t.subNs[j]);
+      }
     }
     if (file !== null) file.end();
-    this.frames.push(r);
+    if (framed === undefined) this.frames.push(r);
+    else if (framed) this.frames.record(r);
+    else this.frames.skip();
     return true;
   }
 

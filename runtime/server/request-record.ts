@@ -43,6 +43,8 @@ export class RequestRecord {
   private replyOk = true;
   /** Whether the request is committed to the profiler (profiling was enabled at its start). */
   private profiling = false;
+  /** Whether the profiler keeps the request's frame (Profiler.admitFrame), so its sub-operations are timed. */
+  private framed = false;
   // Tracing: whether the request is sampled, the client's trace context, when its phases started,
   // and its error.
   private traced = false;
@@ -74,13 +76,18 @@ export class RequestRecord {
 
   /** The request runs through `graph`: recorded from here when profiling is enabled or it is `traced`. */
   begin(graph: Pipeline, traced: boolean): void {
-    const profiling = this.profiler !== null && this.profiler.enabled;
+    const profiler = this.profiler;
+    const profiling = profiler !== null && profiler.enabled;
     this.profiling = profiling;
     this.traced = traced;
     if (profiling || traced) {
       this.graph = graph;
       this.replyOk = true;
-      (this.timings ??= new RequestTimings()).reset();
+      const framed = profiling && profiler.admitFrame(this.readAt);
+      this.framed = framed;
+      const t = (this.timings ??= new RequestTimings());
+      t.reset();
+      t.subops = framed || traced;
       if (traced) {
         this.requestPhaseAt = -1;
         this.responsePhaseAt = -1;
@@ -139,7 +146,7 @@ export class RequestRecord {
     if (!this.profiling) return;
     const upstream = call.repliedAt > 0 && call.startedAt >= this.readAt;
     const r = (this.completed ??= {
-      pipelineId: '', variant: '', op: '', collection: '', totalNs: 0, acquireNs: 0, upstreamNs: 0, ok: true, timings: this.timings!,
+      pipelineId: '', variant: '', op: '', collection: '', totalNs: 0, acquireNs: 0, upstreamNs: 0, ok: true, timings: this.timings!, framed: false,
     });
     r.pipelineId = graph.id;
     r.variant = graph.key.variant;
@@ -150,6 +157,7 @@ export class RequestRecord {
     r.upstreamNs = upstream ? (call.repliedAt - call.writtenAt) * 1e6 : 0;
     r.ok = this.replyOk;
     r.timings = this.timings!;
+    r.framed = this.framed;
     this.profiler!.commit(r);
   }
 

@@ -252,6 +252,31 @@ test('filters sample only matching requests; reset clears; the per-request profi
   for (const s of p.steps) assert.ok(Number.isInteger(s.us));
 });
 
+test('every step invocation is counted; sub-operations are timed only for the requests whose flame-graph frame is kept, and the filters give a left-out request\'s token back', { timeout: 60_000 }, async () => {
+  // flamegraph_frames 100: a burst of 10 frames, then one per 600 ms. 60 finds back to back keep
+  // about 10 frames; the other requests are timed step by step but their sub-operations are not.
+  const { proxy, client } = await start({ enabled: true, flamegraph_frames: 100, filters: { collections: ['kept'] } }, {
+    pipeline: { request: ['cache'], response: ['cache'] },
+    steps: { cache: { config: { ttl_ms: 60_000 } } },
+  });
+  const db = client.db('prof');
+  await db.collection('kept').insertOne({ a: 1 });
+  // Left out by the filters: had their tokens not come back, no frame would be left for "kept".
+  for (let i = 0; i < 30; i++) await db.collection('other').findOne({ i });
+  for (let i = 0; i < 60; i++) await db.collection('kept').findOne({ i });
+  const detail = (await get(`${proxy.profilingUrl}/api/profile/steps/cache`)).body;
+  const request = detail.phases.find((p: { phase: string }) => p.phase === 'request');
+  assert.equal(request.invocations, 61, 'the insert and the 60 finds on "kept", each timed');
+  const frames = proxy.profiler!.frames.size;
+  assert.ok(frames >= 10 && frames < 30, `a burst of 10 frames and a few refills kept (${frames})`);
+  const lookup = request.subops.find((s: { name: string }) => s.name === 'cache.lookup');
+  assert.ok(lookup !== undefined, 'cache.lookup recorded');
+  assert.ok(lookup.invocations <= frames, `cache.lookup timed in the kept requests only (${lookup.invocations} ≤ ${frames} frames)`);
+  assert.ok(lookup.invocations >= frames - 1, `and in each of them that looked up (${lookup.invocations} of ${frames} frames; the insert does not)`);
+  const folded = (await get(`${proxy.profilingUrl}/api/profile/flamegraph?format=folded`)).body as string;
+  assert.match(folded, /request pipeline;wasm:cache;cache\.lookup \d+/, 'the kept frames carry the sub-operation');
+});
+
 test('disabled → /api/profile 404 (metrics still served); not configured → connection refused; reload turns profiling on', { timeout: 60_000 }, async () => {
   const { proxy, client } = await start({ enabled: false });
   await client.db('prof').collection('x').findOne({});
