@@ -10,7 +10,7 @@
 //   - `{componentWhoami: 1}` records the user "component-user" (set-user) and answers
 //     `{ok: 1, user: <the user property>, clock: "wall"}` when the wall-clock property is readable.
 // Config: { "log_level": "info" | "debug" | ..., "log": true, "deny": ["drop", ...] } (all optional).
-import { getProperty, replyLocal, reject, log, logFields, bodyFind, defineMetric, incrementMetric, setUser } from 'proxy:step/host@0.3.0';
+import { getProperty, replyLocal, reject, log, logFields, bodyFind, defineMetric, incrementMetric, setUser } from 'proxy:step/host@0.4.0';
 
 let level = 'info';
 let logOps = true;

@@ -21,8 +21,9 @@
  *   1  first versioned ABI
  *   2  labelled metrics: proxy_define_metric takes label names, proxy_metric_series resolves label values
  *   3  per-request contexts: proxy_request_contexts, a context argument to the phase callbacks, proxy_on_request_done
+ *   4  CallFlag.TimeSubops: sub-operations are reported only in a call that carries it
  */
-export const ABI_VERSION = 3;
+export const ABI_VERSION = 4;
 
 /** Import namespace of every host function of a core module. */
 export const IMPORT_MODULE = 'proxy';
@@ -105,6 +106,7 @@ export const CALL_FLAG = defineEnum('CallFlag', 'Flag bits passed to on_request 
   SameDb: { value: 16, doc: 'likewise for db' },
   SameCollection: { value: 32, doc: 'likewise for collection' },
   SameAppName: { value: 64, doc: 'likewise for appName' },
+  TimeSubops: { value: 128, doc: 'sub-operations are timed in this call (profiling keeps this request\'s frame, or it is traced): without it a plugin does not call proxy_subop_begin / proxy_subop_end (the SDK\'s subop() does not)' },
 }, { flags: true });
 
 /** Property kinds: `string` properties are read with proxy_get_property, `both` with either it

@@ -64,8 +64,8 @@ export class ComponentInstance {
   /** Request-phase callback (same size/flags convention as the core ABI); throws on a trap. */
   callRequest(ex: HostExchange): number {
     const size = requestCallSize(ex);
-    const flags = requestCallFlags(ex);
     const host = this.host;
+    const flags = requestCallFlags(ex) | host.subopFlag();
     host.ex = ex;
     try {
       this.refuel();
@@ -78,8 +78,8 @@ export class ComponentInstance {
   /** Response-phase callback over newReply ?? replyBody ?? localReply. */
   callResponse(ex: HostExchange): number {
     const size = responseCallSize(ex);
-    const flags = responseCallFlags(ex);
     const host = this.host;
+    const flags = responseCallFlags(ex) | host.subopFlag();
     host.ex = ex;
     try {
       this.refuel();

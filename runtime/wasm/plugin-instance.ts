@@ -156,7 +156,7 @@ export class PluginInstance {
   /** Calls a phase callback with `ex` current (the host functions act on it) for its duration. */
   private invoke(fn: Fn, ex: HostExchange, size: number, flags: number, context: number): number {
     const host = this.host;
-    flags |= host.sameFlags(ex);
+    flags |= host.sameFlags(ex) | host.subopFlag();
     host.ex = ex;
     try {
       return fn(size, flags, context);

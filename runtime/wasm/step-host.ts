@@ -285,6 +285,15 @@ export class StepHost {
     return active === undefined || active === null || active();
   }
 
+  /**
+   * CallFlag.TimeSubops when the call about to run times its sub-operations: a plugin built with
+   * the SDK calls proxy_subop_begin / proxy_subop_end only then, so an untimed request crosses into
+   * the host for none of them.
+   */
+  subopFlag(): number {
+    return this.timesSubops && this.subopRecorded() ? CallFlag.TimeSubops : 0;
+  }
+
   /** Opens a sub-operation; `name` null: one the request does not record (nested all the same, untimed). */
   subopBegin(name: string | null): void {
     const d = this.subopDepth++;

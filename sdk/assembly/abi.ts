@@ -3,7 +3,7 @@
 // version. Plugin code uses the SDK (index.ts) rather than these declarations.
 
 /** The plugin ABI version this SDK speaks; the host refuses a plugin built for another. */
-export const ABI_VERSION: i32 = 3;
+export const ABI_VERSION: i32 = 4;
 /** Exported by every plugin (exports.ts re-exports it) as a constant global: the host reads it at load. */
 export const proxy_abi_version: i32 = ABI_VERSION;
 /** label names a metric may declare (the host adds pipeline_id and pipeline) */
@@ -47,6 +47,8 @@ export const enum CallFlag {
   SameCollection = 32,
   /** likewise for appName */
   SameAppName = 64,
+  /** sub-operations are timed in this call (profiling keeps this request's frame, or it is traced): without it a plugin does not call proxy_subop_begin / proxy_subop_end (the SDK's subop() does not) */
+  TimeSubops = 128,
 }
 
 /** Ids for proxy_get_property / proxy_get_number. */

@@ -3,7 +3,8 @@
 import { Context } from "./context";
 import { Step, currentStep } from "./step";
 import { RequestContext } from "./request";
-import { proxy_set_phases, proxy_request_contexts, Phase, MAX_REQUEST_CONTEXTS } from "./host";
+import { proxy_set_phases, proxy_request_contexts, Phase, CallFlag, MAX_REQUEST_CONTEXTS } from "./host";
+import { setSubopsTimed } from "./metrics";
 
 // The ABI version this plugin is built for, exported as a constant global the host reads at load.
 export { proxy_abi_version } from "./abi";
@@ -40,6 +41,7 @@ export function proxy_on_configure(ptr: usize, len: i32): i32 {
 
 export function proxy_on_request(bodySize: i32, flags: i32, context: i32): i32 {
   ctx.reset(Phase.Request, bodySize, flags);
+  setSubopsTimed((flags & CallFlag.TimeSubops) != 0);
   const step = currentStep();
   ctx.request = context >= 0 ? contextFor(step, context) : null;
   return step.onRequest(ctx);
@@ -47,6 +49,7 @@ export function proxy_on_request(bodySize: i32, flags: i32, context: i32): i32 {
 
 export function proxy_on_response(replySize: i32, flags: i32, context: i32): i32 {
   ctx.reset(Phase.Response, replySize, flags);
+  setSubopsTimed((flags & CallFlag.TimeSubops) != 0);
   const step = currentStep();
   const c = context >= 0 ? contextFor(step, context) : null;
   ctx.request = c;

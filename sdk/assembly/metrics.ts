@@ -123,12 +123,27 @@ export class HistogramSeries {
 
 /** A named sub-operation inside the step (flame graph third level, trace sub-span). */
 export class SubOp {
-  end(): void { proxy_subop_end(); }
+  /** Whether begin reached the host (the call carries CallFlag.TimeSubops), so end must too. */
+  readonly timed: bool;
+  constructor(timed: bool) { this.timed = timed; }
+  end(): void { if (this.timed) proxy_subop_end(); }
 }
-const theSubOp = new SubOp();
+const timedSubOp = new SubOp(true);
+const untimedSubOp = new SubOp(false);
 
-/** `const s = subop("cache.lookup"); …; s.end();` — no allocation. */
+/** Whether the host times sub-operations in the callback running now (set by the SDK's exports from its flags). */
+let subopsTimed = false;
+
+/** @internal Called by the SDK's exports at the start of each phase callback. */
+export function setSubopsTimed(on: bool): void { subopsTimed = on; }
+
+/**
+ * `const s = subop("cache.lookup"); …; s.end();` — no allocation. When the host does not time
+ * sub-operations in this call (profiling off, or this request is not in its sample), neither
+ * call crosses into the host.
+ */
 export function subop(name: string): SubOp {
+  if (!subopsTimed) return untimedSubOp;
   proxy_subop_begin(strPtr(name), strLen(name));
-  return theSubOp;
+  return timedSubOp;
 }

@@ -1,7 +1,9 @@
 // Tracing without profiling times only sampled requests (TracingRecorder.timingsOnly): an unsampled
 // request reads no clock — neither at step boundaries nor for its plugins' sub-operations (the
 // plugins' own clock reads, the kv store's TTLs, are counted from the same graph built untraced) — and a
-// sampled one gets its steps and sub-operations in its RequestTimings.
+// sampled one gets its steps and sub-operations in its RequestTimings. And a request whose
+// RequestTimings do not ask for sub-operations (profiling outside its frame sample) has its steps
+// timed while its plugins' subop() calls never leave the plugin.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
@@ -58,5 +60,42 @@ test('tracing only: an unsampled request reads no clock (steps or sub-operations
     assert.equal(reads, own);
   } finally {
     performance.now = realNow;
+  }
+});
+
+test('a request whose RequestTimings do not ask for sub-operations: its steps are timed, and the SDK\'s subop() never calls into the host (CallFlag.TimeSubops absent)', async () => {
+  const { StepHost } = await import('../../runtime/wasm/step-host.ts');
+  const { callbackRecorder } = await import('../../runtime/pipeline/index.ts');
+  const recorder = callbackRecorder(true, () => {});
+  const m = new PipelineManager({ recorder, logger: quiet });
+  await m.load({
+    pipeline: { id: 's', request: ['counter'], response: [] },
+    steps: { counter: { module: await fixture('counter'), config: {}, max_memory_pages: 32 } },
+  });
+  const p = m.get('s');
+  const realBegin = StepHost.prototype.subopBegin;
+  const realEnd = StepHost.prototype.subopEnd;
+  let calls = 0;
+  StepHost.prototype.subopBegin = function (this: InstanceType<typeof StepHost>, name: string | null) { calls++; realBegin.call(this, name); };
+  StepHost.prototype.subopEnd = function (this: InstanceType<typeof StepHost>) { calls++; realEnd.call(this); };
+  try {
+    const off = new RequestTimings();
+    off.subops = false;
+    const a = makeExchange({ find: 'c', $db: 'app' }, 's');
+    a.timings = off;
+    p.runRequest(a);
+    assert.equal(off.count, 1, 'the step is timed');
+    assert.equal(off.subCount, 0);
+    assert.equal(calls, 0, 'no sub-operation call reached the host');
+
+    const on = new RequestTimings();
+    const b = makeExchange({ find: 'c', $db: 'app' }, 's');
+    b.timings = on;
+    p.runRequest(b);
+    assert.deepEqual(on.subNames.slice(0, on.subCount), ['cache.lookup', 'cache.store']);
+    assert.equal(calls, 4, 'begin and end of both sub-operations');
+  } finally {
+    StepHost.prototype.subopBegin = realBegin;
+    StepHost.prototype.subopEnd = realEnd;
   }
 });
