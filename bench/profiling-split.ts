@@ -9,7 +9,10 @@
 // Prints the main thread's busy µs per request in each state and the functions whose time per
 // request differs most. The sampling profiler adds its own cost to both states alike.
 //
-// Usage: node --import tsx bench/profiling-split.ts [--rounds 4] [--duration 3s] [--connections 16]
+// With `--compare pipeline` the two states are instead the empty pipeline and the eight
+// built-ins (profiling off in both): where the eight steps' cost goes in the running proxy.
+//
+// Usage: node --import tsx bench/profiling-split.ts [--rounds 4] [--duration 3s] [--connections 16] [--compare profiling|pipeline]
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,8 +23,12 @@ const ROOT = new URL('..', import.meta.url).pathname;
 const rounds = Number(arg('--rounds', '4'));
 const durationMs = parseDuration(arg('--duration', '3s'));
 const connections = Number(arg('--connections', '16'));
+const compare = arg('--compare', 'profiling');
+if (compare !== 'profiling' && compare !== 'pipeline') throw new Error('--compare: profiling or pipeline');
+/** The two states' names: [off, on]. */
+const STATES = compare === 'profiling' ? ['profiling off', 'profiling on'] : ['empty pipeline', 'eight built-ins'];
 
-interface ProfileNode { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }
+interface ProfileNode { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }
 interface CpuProfile { nodes: ProfileNode[]; startTime: number; samples: number[]; timeDeltas: number[] }
 
 async function main(): Promise<void> {
@@ -32,9 +39,11 @@ async function main(): Promise<void> {
   const port = await freePort();
   const file = join(tmp, 'proxy.json');
   const logFile = join(tmp, 'proxy.log');
-  const config = (enabled: boolean) => JSON.stringify({
+  const eight = eightBuiltinsWire(devUri, { ttl_ms: 1, max_bytes: 786_432 });
+  const config = (on: boolean) => JSON.stringify({
     listen: `127.0.0.1:${port}`, upstream: { uri: devUri }, log: { level: 'info' }, admin: { reload_on_change: false },
-    profiling: { enabled, port: 0 }, ...eightBuiltinsWire(devUri, { ttl_ms: 1, max_bytes: 786_432 }),
+    profiling: { enabled: compare === 'profiling' && on, port: 0 },
+    ...(compare === 'profiling' || on ? eight : { pipeline: { id: eight.pipeline.id, request: [], response: [] } }),
   });
   writeFileSync(file, config(false));
   const profDir = join(tmp, 'prof');
@@ -59,7 +68,7 @@ async function main(): Promise<void> {
       const res = await runBench({ target: uri, connections, durationMs, op: 'find' });
       const t1 = Number(process.hrtime.bigint() / 1000n);
       windows.push({ on, t0, t1, requests: res.requests });
-      process.stderr.write(`round ${r + 1}/${rounds} profiling ${on ? 'on ' : 'off'}: ${res.throughput} req/s\n`);
+      process.stderr.write(`round ${r + 1}/${rounds} ${STATES[on ? 1 : 0]}: ${res.throughput} req/s\n`);
     }
   }
   const exited = new Promise((res) => proxy.once('exit', res));
@@ -71,6 +80,10 @@ async function main(): Promise<void> {
   const prof = JSON.parse(readFileSync(files[0], 'utf8')) as CpuProfile; // the main thread's (the largest)
   rmSync(tmp, { recursive: true, force: true });
   const nodes = new Map(prof.nodes.map((n) => [n.id, n]));
+  // Native functions (no script) are named with their caller: `writeBuffer` is both a socket write
+  // (under writeGeneric) and a file write (under fs.writeSync, the log sink's flush).
+  const parent = new Map<number, ProfileNode>();
+  for (const n of prof.nodes) for (const c of n.children ?? []) parent.set(c, n);
   const self = [new Map<string, number>(), new Map<string, number>()]; // [off, on], µs
   const requests = [0, 0];
   for (const w of windows) requests[w.on ? 1 : 0] += w.requests;
@@ -80,22 +93,24 @@ async function main(): Promise<void> {
     t += prof.timeDeltas[i];
     const w = windows.find((x) => t >= x.t0 && t < x.t1);
     if (w === undefined) continue;
-    const cf = nodes.get(prof.samples[i])!.callFrame;
+    const node = nodes.get(prof.samples[i])!;
+    const cf = node.callFrame;
     if (cf.functionName === '(idle)') continue;
     matched++;
-    const key = `${cf.functionName || '(anonymous)'} ${cf.url.split('/').slice(-2).join('/')}:${cf.lineNumber + 1}`;
+    const caller = cf.url === '' && !cf.functionName.startsWith('(') ? parent.get(node.id)?.callFrame.functionName : undefined;
+    const key = `${cf.functionName || '(anonymous)'} ${cf.url.split('/').slice(-2).join('/')}:${cf.lineNumber + 1}${caller === undefined ? '' : ` < ${caller || '(anonymous)'}`}`;
     const m = self[w.on ? 1 : 0];
     m.set(key, (m.get(key) ?? 0) + (prof.timeDeltas[i + 1] ?? prof.timeDeltas[i]));
   }
   if (matched === 0) throw new Error('no profile sample fell in a measured window (clock bases differ?)');
   const perReq = (s: 0 | 1, k: string) => (self[s].get(k) ?? 0) / requests[s];
   const busy = (s: 0 | 1) => [...self[s].values()].reduce((a, b) => a + b, 0) / requests[s];
-  console.log(`${rounds} rounds of ${durationMs / 1000} s per state, ${connections} connections; ${requests[0]} requests with profiling off, ${requests[1]} on`);
-  console.log(`main thread busy: ${busy(0).toFixed(2)} µs/request off, ${busy(1).toFixed(2)} on (${(busy(1) - busy(0) >= 0 ? '+' : '')}${(busy(1) - busy(0)).toFixed(2)})`);
+  console.log(`${rounds} rounds of ${durationMs / 1000} s per state, ${connections} connections; ${requests[0]} requests with ${STATES[0]}, ${requests[1]} with ${STATES[1]}`);
+  console.log(`main thread busy: ${busy(0).toFixed(2)} µs/request with ${STATES[0]}, ${busy(1).toFixed(2)} with ${STATES[1]} (${(busy(1) - busy(0) >= 0 ? '+' : '')}${(busy(1) - busy(0)).toFixed(2)})`);
   const keys = [...new Set([...self[0].keys(), ...self[1].keys()])];
   keys.sort((a, b) => Math.abs(perReq(1, b) - perReq(0, b)) - Math.abs(perReq(1, a) - perReq(0, a)));
-  console.log('     off       on   change  function (µs/request)');
-  for (const k of keys.slice(0, 25)) {
+  console.log(`${'A'.padStart(8)} ${'B'.padStart(8)}   change  function (µs/request; A: ${STATES[0]}, B: ${STATES[1]})`);
+  for (const k of keys.slice(0, Number(arg('--top', '25')))) {
     const d = perReq(1, k) - perReq(0, k);
     console.log(`${perReq(0, k).toFixed(3).padStart(8)} ${perReq(1, k).toFixed(3).padStart(8)} ${(d >= 0 ? '+' : '') + d.toFixed(3)}  ${k}`);
   }
