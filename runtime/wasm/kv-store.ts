@@ -1,6 +1,12 @@
 // Host-side key/value store of a step: its state survives instance rebuilds and reloads.
 // Byte accounting (the cap, bytesUsed) is key (UTF-16 bytes) + value.
 //
+// Keys are UTF-16LE bytes. A core-module plugin's key is read where it lies in plugin memory
+// (getAt/setAt/deleteAt: a pointer and a byte length, as the ABI passes it), so a call decodes no
+// string and leaves no garbage: a cache's keys are distinct per request, and decoding each into a
+// string cost more than the table operation. The string methods (components, tests) write the key
+// into a scratch buffer and take the same path.
+//
 // A full store evicts the least recently used entries and admits the new one. Every operation is
 // O(1) whatever the number of entries; with a million entries it costs ~1.4× what it does with a
 // hundred (the cache misses of a large table; a Map-based LRU: ~6×, bench/cache-full.ts --store),
@@ -57,12 +63,13 @@ export class KvStore {
   private table: Int32Array;
   private mask: number;
 
-  // Record arena; the three views share one buffer.
+  // Record arena; the two views share one buffer.
   private arena: Uint8Array;
-  private a16: Uint16Array;
   private a32: Int32Array;
   private top = 0;
   private live = 0;
+  /** Where the string methods write their key. */
+  private keyBuf = new Uint8Array(256);
 
   constructor(maxBytes: number) {
     this.max = maxBytes;
@@ -72,7 +79,6 @@ export class KvStore {
     this.table = new Int32Array(MIN_SLOTS * 2 * 2);
     this.mask = MIN_SLOTS * 2 - 1;
     this.arena = new Uint8Array(MIN_ARENA);
-    this.a16 = new Uint16Array(this.arena.buffer);
     this.a32 = new Int32Array(this.arena.buffer);
   }
 
@@ -93,7 +99,29 @@ export class KvStore {
   get evictions(): number { return this.evicted; }
 
   get(key: string, now = performance.now()): Uint8Array | undefined {
-    const s = this.find(key, hashKey(key));
+    const n = this.encode(key);
+    return this.getAt(this.keyBuf, 0, n, now);
+  }
+
+  /**
+   * Copies `value`. Evicts least recently used entries until it fits; returns false (and changes
+   * nothing) only when key + value alone exceed the cap.
+   */
+  set(key: string, value: Uint8Array, ttlMs: number, now = performance.now()): boolean {
+    const n = this.encode(key);
+    return this.setAt(this.keyBuf, 0, n, value, ttlMs, now);
+  }
+
+  /** Removes the key; true when it was present (not expired). */
+  delete(key: string, now = performance.now()): boolean {
+    const n = this.encode(key);
+    return this.deleteAt(this.keyBuf, 0, n, now);
+  }
+
+  /** get() with the key at src[at, at + bytes) as UTF-16LE (an odd last byte is not part of it). */
+  getAt(src: Uint8Array, at: number, bytes: number, now = performance.now()): Uint8Array | undefined {
+    const units = bytes >> 1;
+    const s = this.find(src, at, units, hashKey(src, at, units));
     if (s === NONE) return undefined;
     const exp = this.exp[s * (STRIDE / 2) + 3];
     // Expired: absent to readers, left unmoved (it drifts to the LRU end) because the usual next
@@ -104,21 +132,19 @@ export class KvStore {
     return this.arena.subarray(v, v + this.slots[s * STRIDE + VALLEN]);
   }
 
-  /**
-   * Copies `value`. Evicts least recently used entries until it fits; returns false (and changes
-   * nothing) only when key + value alone exceed the cap.
-   */
-  set(key: string, value: Uint8Array, ttlMs: number, now = performance.now()): boolean {
-    const bytes = key.length * 2 + value.byteLength;
-    if (bytes > this.max) return false;
+  /** set() with the key at src[at, at + bytes) as UTF-16LE (src must not be this store's arena). */
+  setAt(src: Uint8Array, at: number, bytes: number, value: Uint8Array, ttlMs: number, now = performance.now()): boolean {
+    const units = bytes >> 1;
+    const total = units * 2 + value.byteLength;
+    if (total > this.max) return false;
     // A view into the arena (a value just read) would move under a compaction: copy it first.
     if (value.buffer === this.arena.buffer) value = value.slice();
     const expiresAt = ttlMs > 0 ? now + ttlMs : 0;
-    const h = hashKey(key);
-    let s = this.find(key, h);
+    const h = hashKey(src, at, units);
+    let s = this.find(src, at, units, h);
     if (s !== NONE) {
-      const at = s * STRIDE;
-      if (this.slots[at + VALLEN] === value.length) {
+      const slot = s * STRIDE;
+      if (this.slots[slot + VALLEN] === value.length) {
         // Same size (a counter, a bucket, a version, a re-stored entry): overwrite in place, no
         // allocation, no accounting.
         this.arena.set(value, this.valueAt(s));
@@ -129,31 +155,45 @@ export class KvStore {
       // Another size: a new record. The slot leaves the list while room is made, so eviction
       // never picks the entry being written.
       this.unlink(s);
-      this.used -= this.slots[at + KEYLEN] * 2 + this.slots[at + VALLEN];
+      this.used -= this.slots[slot + KEYLEN] * 2 + this.slots[slot + VALLEN];
       this.freeRecord(s);
-      this.makeRoom(bytes);
+      this.makeRoom(total);
     } else {
-      this.makeRoom(bytes);
+      this.makeRoom(total);
       s = this.newSlot();
       this.slots[s * STRIDE + HASH] = h;
-      this.slots[s * STRIDE + KEYLEN] = key.length;
+      this.slots[s * STRIDE + KEYLEN] = units;
       this.tableInsert(s, h);
       this.count++;
     }
-    this.writeRecord(s, key, value);
+    this.writeRecord(s, src, at, units, value);
     this.exp[s * (STRIDE / 2) + 3] = expiresAt;
     this.linkFront(s);
-    this.used += bytes;
+    this.used += total;
     return true;
   }
 
-  /** Removes the key; true when it was present (not expired). */
-  delete(key: string, now = performance.now()): boolean {
-    const s = this.find(key, hashKey(key));
+  /** delete() with the key at src[at, at + bytes) as UTF-16LE. */
+  deleteAt(src: Uint8Array, at: number, bytes: number, now = performance.now()): boolean {
+    const units = bytes >> 1;
+    const s = this.find(src, at, units, hashKey(src, at, units));
     if (s === NONE) return false;
     const exp = this.exp[s * (STRIDE / 2) + 3];
     this.drop(s);
     return exp === 0 || exp > now;
+  }
+
+  /** Writes `key` as UTF-16LE into keyBuf (grown when needed); its byte length. */
+  private encode(key: string): number {
+    const n = key.length * 2;
+    if (n > this.keyBuf.length) this.keyBuf = new Uint8Array(Math.max(n, this.keyBuf.length * 2));
+    const b = this.keyBuf;
+    for (let i = 0; i < key.length; i++) {
+      const c = key.charCodeAt(i);
+      b[2 * i] = c & 0xff;
+      b[2 * i + 1] = c >>> 8;
+    }
+    return n;
   }
 
   /** Drops every expired entry: a full scan, for maintenance and tests, never on the hot path. */
@@ -241,22 +281,21 @@ export class KvStore {
   // ---- hash table: cells of two int32s (slot, hash), so probing and backward shifts read the
   // table alone; a slot's record is read only to compare the key once the hashes match ----
 
-  private find(key: string, h: number): number {
+  private find(src: Uint8Array, at: number, units: number, h: number): number {
     const table = this.table;
     const mask = this.mask;
     for (let i = h & mask; ; i = (i + 1) & mask) {
       const s = table[i * 2];
       if (s === NONE) return NONE;
-      if (table[i * 2 + 1] === h && this.keyEquals(s, key)) return s;
+      if (table[i * 2 + 1] === h && this.keyEquals(s, src, at, units)) return s;
     }
   }
 
-  private keyEquals(s: number, key: string): boolean {
-    const n = this.slots[s * STRIDE + KEYLEN];
-    if (n !== key.length) return false;
-    const a16 = this.a16;
-    const base = (this.slots[s * STRIDE + OFF] + HEADER) >> 1;
-    for (let i = 0; i < n; i++) if (a16[base + i] !== key.charCodeAt(i)) return false;
+  private keyEquals(s: number, src: Uint8Array, at: number, units: number): boolean {
+    if (this.slots[s * STRIDE + KEYLEN] !== units) return false;
+    const arena = this.arena;
+    const base = this.slots[s * STRIDE + OFF] + HEADER;
+    for (let i = 0, n = units * 2; i < n; i++) if (arena[base + i] !== src[at + i]) return false;
     return true;
   }
 
@@ -315,19 +354,19 @@ export class KvStore {
     return this.slots[s * STRIDE + OFF] + HEADER + this.slots[s * STRIDE + KEYLEN] * 2;
   }
 
-  private writeRecord(s: number, key: string, value: Uint8Array): void {
-    const n = key.length;
-    const len = (HEADER + n * 2 + value.length + 3) & ~3;
+  private writeRecord(s: number, src: Uint8Array, at: number, units: number, value: Uint8Array): void {
+    const kb = units * 2;
+    const len = (HEADER + kb + value.length + 3) & ~3;
     this.reserve(len);
     const off = this.top;
     this.top += len;
     this.live += len;
     this.a32[off >> 2] = s;
     this.a32[(off >> 2) + 1] = len;
-    const a16 = this.a16;
-    const base = (off + HEADER) >> 1;
-    for (let i = 0; i < n; i++) a16[base + i] = key.charCodeAt(i);
-    this.arena.set(value, off + HEADER + n * 2);
+    const arena = this.arena;
+    const base = off + HEADER;
+    for (let i = 0; i < kb; i++) arena[base + i] = src[at + i]!;
+    arena.set(value, base + kb);
     this.slots[s * STRIDE + OFF] = off;
     this.slots[s * STRIDE + VALLEN] = value.length;
   }
@@ -385,15 +424,15 @@ export class KvStore {
     const a = new Uint8Array(cap);
     a.set(this.arena.subarray(0, this.top));
     this.arena = a;
-    this.a16 = new Uint16Array(a.buffer);
     this.a32 = new Int32Array(a.buffer);
   }
 }
 
-/** FNV-1a over the UTF-16 code units, then a multiply-xorshift finish for the low bits. */
-function hashKey(key: string): number {
+/** FNV-1a over the UTF-16 code units at src[at, at + 2 units), then a multiply-xorshift finish
+ *  for the low bits. */
+function hashKey(src: Uint8Array, at: number, units: number): number {
   let h = 0x811c9dc5;
-  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
+  for (let i = at, end = at + units * 2; i < end; i += 2) h = Math.imul(h ^ (src[i]! | (src[i + 1]! << 8)), 0x01000193);
   h = Math.imul(h ^ (h >>> 16), 0x45d9f3b);
   return h ^ (h >>> 16);
 }

@@ -227,3 +227,27 @@ test('kv: lowering the cap evicts least recently used entries until the store fi
   assert.equal(kv.set('f', bytes(598), 0, 0), true, 'a raised cap admits more');
   assert.equal(kv.bytesUsed, 900);
 });
+
+test('kv: a key given as UTF-16LE bytes in place (getAt/setAt/deleteAt) is the same key as its string', () => {
+  const kv = new KvStore(1000);
+  // A plugin's memory: the key "kéy€" at offset 5 (odd: keys need no alignment), junk around it.
+  const mem = new Uint8Array(32).fill(0xee);
+  Buffer.from('kéy€', 'utf16le').copy(mem, 5);
+  assert.equal(kv.setAt(mem, 5, 8, v(1, 2, 3), 0, 0), true);
+  assert.deepEqual(kv.get('kéy€', 0), v(1, 2, 3), 'the string reads what the bytes wrote');
+  assert.equal(kv.bytesUsed, 8 + 3, 'accounted as UTF-16 key bytes + value');
+  kv.set('kéy€', v(4, 5), 0, 0);
+  assert.deepEqual(kv.getAt(mem, 5, 8, 0), v(4, 5), 'the bytes read what the string wrote');
+  assert.equal(kv.getAt(mem, 5, 6, 0), undefined, 'a prefix of the key is another key');
+  assert.deepEqual(kv.getAt(mem, 5, 9, 0), v(4, 5), 'an odd last byte is not part of the key');
+  mem[6] = 0x01; // "\u016b" instead of "k": same length, other key
+  assert.equal(kv.getAt(mem, 5, 8, 0), undefined);
+  mem[6] = 0x00;
+  assert.equal(kv.deleteAt(mem, 5, 8, 0), true);
+  assert.equal(kv.get('kéy€', 0), undefined);
+  assert.equal(kv.bytesUsed, 0);
+  // The stored key is a copy: changing the memory afterwards changes nothing stored.
+  kv.setAt(mem, 5, 8, v(9), 0, 0);
+  mem.fill(0);
+  assert.deepEqual(kv.get('kéy€', 0), v(9));
+});
