@@ -31,6 +31,8 @@
 
 /** Table cell / list link value meaning "none"; slot 0 is the list's sentinel, never an entry. */
 const NONE = 0;
+/** Whether an Int32Array reads four bytes as little-endian (see KvStore.words). */
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 // A slot is 8 int32s of one Int32Array (32 bytes, so one cache line or half of one): the list
 // links, the hash, the record's offset, the key and value lengths, and the expiry as a float64
 // (a Float64Array over the same buffer, index 4s + 3).
@@ -70,6 +72,10 @@ export class KvStore {
   private live = 0;
   /** Where the string methods write their key. */
   private keyBuf = new Uint8Array(256);
+  /** The last key source's buffer (a plugin's memory) as int32s: a key at a 4-byte-aligned
+   *  address is hashed, compared and copied a word at a time (see words()). */
+  private srcBuf: ArrayBufferLike | null = null;
+  private src32: Int32Array<ArrayBufferLike> = new Int32Array(0);
 
   constructor(maxBytes: number) {
     this.max = maxBytes;
@@ -121,7 +127,8 @@ export class KvStore {
   /** get() with the key at src[at, at + bytes) as UTF-16LE (an odd last byte is not part of it). */
   getAt(src: Uint8Array, at: number, bytes: number, now = performance.now()): Uint8Array | undefined {
     const units = bytes >> 1;
-    const s = this.find(src, at, units, hashKey(src, at, units));
+    const w = this.words(src, at);
+    const s = this.find(src, at, units, w, hashKey(src, at, units, w));
     if (s === NONE) return undefined;
     const exp = this.exp[s * (STRIDE / 2) + 3];
     // Expired: absent to readers, left unmoved (it drifts to the LRU end) because the usual next
@@ -140,8 +147,9 @@ export class KvStore {
     // A view into the arena (a value just read) would move under a compaction: copy it first.
     if (value.buffer === this.arena.buffer) value = value.slice();
     const expiresAt = ttlMs > 0 ? now + ttlMs : 0;
-    const h = hashKey(src, at, units);
-    let s = this.find(src, at, units, h);
+    const w = this.words(src, at);
+    const h = hashKey(src, at, units, w);
+    let s = this.find(src, at, units, w, h);
     if (s !== NONE) {
       const slot = s * STRIDE;
       if (this.slots[slot + VALLEN] === value.length) {
@@ -166,7 +174,7 @@ export class KvStore {
       this.tableInsert(s, h);
       this.count++;
     }
-    this.writeRecord(s, src, at, units, value);
+    this.writeRecord(s, src, at, units, w, value);
     this.exp[s * (STRIDE / 2) + 3] = expiresAt;
     this.linkFront(s);
     this.used += total;
@@ -176,11 +184,24 @@ export class KvStore {
   /** delete() with the key at src[at, at + bytes) as UTF-16LE. */
   deleteAt(src: Uint8Array, at: number, bytes: number, now = performance.now()): boolean {
     const units = bytes >> 1;
-    const s = this.find(src, at, units, hashKey(src, at, units));
+    const w = this.words(src, at);
+    const s = this.find(src, at, units, w, hashKey(src, at, units, w));
     if (s === NONE) return false;
     const exp = this.exp[s * (STRIDE / 2) + 3];
     this.drop(s);
     return exp === 0 || exp > now;
+  }
+
+  /** src's buffer as int32s when the key at src[at] is 4-byte aligned (and the platform little
+   *  endian, so a word is its four bytes as hashKey reads them); null otherwise. */
+  private words(src: Uint8Array, at: number): Int32Array | null {
+    if (!LITTLE_ENDIAN || ((src.byteOffset + at) & 3) !== 0) return null;
+    const b = src.buffer;
+    if (b !== this.srcBuf) {
+      this.srcBuf = b;
+      this.src32 = new Int32Array(b, 0, b.byteLength >> 2);
+    }
+    return this.src32;
   }
 
   /** Writes `key` as UTF-16LE into keyBuf (grown when needed); its byte length. */
@@ -281,21 +302,27 @@ export class KvStore {
   // ---- hash table: cells of two int32s (slot, hash), so probing and backward shifts read the
   // table alone; a slot's record is read only to compare the key once the hashes match ----
 
-  private find(src: Uint8Array, at: number, units: number, h: number): number {
+  private find(src: Uint8Array, at: number, units: number, w: Int32Array | null, h: number): number {
     const table = this.table;
     const mask = this.mask;
     for (let i = h & mask; ; i = (i + 1) & mask) {
       const s = table[i * 2];
       if (s === NONE) return NONE;
-      if (table[i * 2 + 1] === h && this.keyEquals(s, src, at, units)) return s;
+      if (table[i * 2 + 1] === h && this.keyEquals(s, src, at, units, w)) return s;
     }
   }
 
-  private keyEquals(s: number, src: Uint8Array, at: number, units: number): boolean {
+  private keyEquals(s: number, src: Uint8Array, at: number, units: number, w: Int32Array | null): boolean {
     if (this.slots[s * STRIDE + KEYLEN] !== units) return false;
+    const base = this.slots[s * STRIDE + OFF] + HEADER; // 4-byte aligned
+    const n = units * 2;
+    let i = 0;
+    if (w !== null) {
+      const a32 = this.a32;
+      for (let a = base >> 2, k = (src.byteOffset + at) >> 2; i + 4 <= n; i += 4) if (a32[a++] !== w[k++]) return false;
+    }
     const arena = this.arena;
-    const base = this.slots[s * STRIDE + OFF] + HEADER;
-    for (let i = 0, n = units * 2; i < n; i++) if (arena[base + i] !== src[at + i]) return false;
+    for (; i < n; i++) if (arena[base + i] !== src[at + i]) return false;
     return true;
   }
 
@@ -354,7 +381,7 @@ export class KvStore {
     return this.slots[s * STRIDE + OFF] + HEADER + this.slots[s * STRIDE + KEYLEN] * 2;
   }
 
-  private writeRecord(s: number, src: Uint8Array, at: number, units: number, value: Uint8Array): void {
+  private writeRecord(s: number, src: Uint8Array, at: number, units: number, w: Int32Array | null, value: Uint8Array): void {
     const kb = units * 2;
     const len = (HEADER + kb + value.length + 3) & ~3;
     this.reserve(len);
@@ -365,7 +392,12 @@ export class KvStore {
     this.a32[(off >> 2) + 1] = len;
     const arena = this.arena;
     const base = off + HEADER;
-    for (let i = 0; i < kb; i++) arena[base + i] = src[at + i]!;
+    let i = 0;
+    if (w !== null) {
+      const a32 = this.a32;
+      for (let a = base >> 2, k = (src.byteOffset + at) >> 2; i + 4 <= kb; i += 4) a32[a++] = w[k++]!;
+    }
+    for (; i < kb; i++) arena[base + i] = src[at + i]!;
     arena.set(value, base + kb);
     this.slots[s * STRIDE + OFF] = off;
     this.slots[s * STRIDE + VALLEN] = value.length;
@@ -428,11 +460,26 @@ export class KvStore {
   }
 }
 
-/** FNV-1a over the UTF-16 code units at src[at, at + 2 units), then a multiply-xorshift finish
- *  for the low bits. */
-function hashKey(src: Uint8Array, at: number, units: number): number {
-  let h = 0x811c9dc5;
-  for (let i = at, end = at + units * 2; i < end; i += 2) h = Math.imul(h ^ (src[i]! | (src[i + 1]! << 8)), 0x01000193);
+/** Multiply-xorshift over the key's bytes four at a time, as little-endian int32s (read from `w`,
+ *  src's buffer as int32s, when given: the key is then 4-byte aligned), then a finish for the low
+ *  bits the table uses. A key is tens of bytes: one multiply per UTF-16 unit, and a decoded
+ *  string, made hashing the largest part of a cache step's kv call. */
+function hashKey(src: Uint8Array, at: number, units: number, w: Int32Array | null): number {
+  let h = 0x811c9dc5 ^ units;
+  const end = at + units * 2;
+  let i = at;
+  if (w !== null) {
+    for (let k = (src.byteOffset + at) >> 2; i + 4 <= end; i += 4) {
+      h = Math.imul(h ^ w[k++]!, 0x9e3779b1);
+      h ^= h >>> 15;
+    }
+  } else {
+    for (; i + 4 <= end; i += 4) {
+      h = Math.imul(h ^ (src[i]! | (src[i + 1]! << 8) | (src[i + 2]! << 16) | (src[i + 3]! << 24)), 0x9e3779b1);
+      h ^= h >>> 15;
+    }
+  }
+  if (i < end) h = Math.imul(h ^ (src[i]! | (src[i + 1]! << 8)), 0x9e3779b1);
   h = Math.imul(h ^ (h >>> 16), 0x45d9f3b);
   return h ^ (h >>> 16);
 }

@@ -251,3 +251,27 @@ test('kv: a key given as UTF-16LE bytes in place (getAt/setAt/deleteAt) is the s
   mem.fill(0);
   assert.deepEqual(kv.get('kéy€', 0), v(9));
 });
+
+test('kv: a key reads the same at an aligned address (a word at a time) and at any other, whatever its length', () => {
+  const kv = new KvStore(1 << 16);
+  const mem = new Uint8Array(256);
+  // Lengths around the 4-byte word: 1 to 13 UTF-16 units (odd and even), long keys too.
+  const keys = ['a', 'ab', 'abc', 'abcd', 'abcde', 'e:1.lx9.1:ly0.2:lz1.3:0123456789abcdef', 'x'.repeat(13), 'é€'.repeat(21)];
+  for (const [i, key] of keys.entries()) {
+    const n = Buffer.from(key, 'utf16le').copy(mem, 8); // 8: aligned
+    assert.equal(kv.setAt(mem, 8, n, v(i), 0, 0), true);
+    Buffer.from(key, 'utf16le').copy(mem, 101); // 101: not aligned
+    assert.deepEqual(kv.getAt(mem, 101, n, 0), v(i), `${key}: written aligned, read unaligned`);
+    assert.deepEqual(kv.get(key, 0), v(i), `${key}: and as a string`);
+  }
+  assert.equal(kv.size, keys.length, 'no two of them the same key');
+  for (const [i, key] of keys.entries()) {
+    const n = Buffer.from(key, 'utf16le').copy(mem, 101);
+    assert.equal(kv.setAt(mem, 101, n, v(i, i), 0, 0), true);
+    Buffer.from(key, 'utf16le').copy(mem, 12);
+    assert.deepEqual(kv.getAt(mem, 12, n, 0), v(i, i), `${key}: written unaligned, read aligned`);
+    mem[12 + n - 1] ^= 1; // the last byte differs: another key (the tail after the last whole word is compared)
+    assert.equal(kv.getAt(mem, 12, n, 0), undefined, `${key}: last byte compared`);
+  }
+  assert.equal(kv.size, keys.length);
+});
