@@ -24,6 +24,10 @@
 // garbage collector marking and promoting millions of objects. Figures in bench/RESULTS.md,
 // "Cache when full".
 //
+// `now` (ms, performance.now()'s clock) is an argument for tests; absent, the clock is read only
+// when an answer depends on it (a TTL to set, an expiry to check), not on every call: a miss, or a
+// key without TTL, reads none.
+//
 // get() and set() mark an entry used. An expired entry is absent to readers but stays where it
 // is (its key's next write reuses it in place); it goes when it reaches the LRU end, or on
 // delete()/sweep(). Values handed out by get() are views into the arena, valid until the next
@@ -72,9 +76,9 @@ export class KvStore {
   private live = 0;
   /** Where the string methods write their key. */
   private keyBuf = new Uint8Array(256);
-  /** The last key source's buffer (a plugin's memory) as int32s: a key at a 4-byte-aligned
+  /** The last key source (a plugin's memory) and its buffer as int32s: a key at a 4-byte-aligned
    *  address is hashed, compared and copied a word at a time (see words()). */
-  private srcBuf: ArrayBufferLike | null = null;
+  private srcU8: Uint8Array | null = null;
   private src32: Int32Array<ArrayBufferLike> = new Int32Array(0);
 
   constructor(maxBytes: number) {
@@ -104,7 +108,7 @@ export class KvStore {
   /** Entries removed to make room since the store was created. */
   get evictions(): number { return this.evicted; }
 
-  get(key: string, now = performance.now()): Uint8Array | undefined {
+  get(key: string, now?: number): Uint8Array | undefined {
     const n = this.encode(key);
     return this.getAt(this.keyBuf, 0, n, now);
   }
@@ -113,19 +117,19 @@ export class KvStore {
    * Copies `value`. Evicts least recently used entries until it fits; returns false (and changes
    * nothing) only when key + value alone exceed the cap.
    */
-  set(key: string, value: Uint8Array, ttlMs: number, now = performance.now()): boolean {
+  set(key: string, value: Uint8Array, ttlMs: number, now?: number): boolean {
     const n = this.encode(key);
     return this.setAt(this.keyBuf, 0, n, value, ttlMs, now);
   }
 
   /** Removes the key; true when it was present (not expired). */
-  delete(key: string, now = performance.now()): boolean {
+  delete(key: string, now?: number): boolean {
     const n = this.encode(key);
     return this.deleteAt(this.keyBuf, 0, n, now);
   }
 
   /** get() with the key at src[at, at + bytes) as UTF-16LE (an odd last byte is not part of it). */
-  getAt(src: Uint8Array, at: number, bytes: number, now = performance.now()): Uint8Array | undefined {
+  getAt(src: Uint8Array, at: number, bytes: number, now?: number): Uint8Array | undefined {
     const units = bytes >> 1;
     const w = this.words(src, at);
     const s = this.find(src, at, units, w, hashKey(src, at, units, w));
@@ -133,20 +137,20 @@ export class KvStore {
     const exp = this.exp[s * (STRIDE / 2) + 3];
     // Expired: absent to readers, left unmoved (it drifts to the LRU end) because the usual next
     // call is a set of the same key, which then reuses it in place.
-    if (exp !== 0 && exp <= now) return undefined;
+    if (exp !== 0 && exp <= (now ?? performance.now())) return undefined;
     if (this.slots[NEXT] !== s) this.toFront(s);
     const v = this.valueAt(s);
     return this.arena.subarray(v, v + this.slots[s * STRIDE + VALLEN]);
   }
 
   /** set() with the key at src[at, at + bytes) as UTF-16LE (src must not be this store's arena). */
-  setAt(src: Uint8Array, at: number, bytes: number, value: Uint8Array, ttlMs: number, now = performance.now()): boolean {
+  setAt(src: Uint8Array, at: number, bytes: number, value: Uint8Array, ttlMs: number, now?: number): boolean {
     const units = bytes >> 1;
     const total = units * 2 + value.byteLength;
     if (total > this.max) return false;
     // A view into the arena (a value just read) would move under a compaction: copy it first.
     if (value.buffer === this.arena.buffer) value = value.slice();
-    const expiresAt = ttlMs > 0 ? now + ttlMs : 0;
+    const expiresAt = ttlMs > 0 ? (now ?? performance.now()) + ttlMs : 0;
     const w = this.words(src, at);
     const h = hashKey(src, at, units, w);
     let s = this.find(src, at, units, w, h);
@@ -182,24 +186,25 @@ export class KvStore {
   }
 
   /** delete() with the key at src[at, at + bytes) as UTF-16LE. */
-  deleteAt(src: Uint8Array, at: number, bytes: number, now = performance.now()): boolean {
+  deleteAt(src: Uint8Array, at: number, bytes: number, now?: number): boolean {
     const units = bytes >> 1;
     const w = this.words(src, at);
     const s = this.find(src, at, units, w, hashKey(src, at, units, w));
     if (s === NONE) return false;
     const exp = this.exp[s * (STRIDE / 2) + 3];
     this.drop(s);
-    return exp === 0 || exp > now;
+    return exp === 0 || exp > (now ?? performance.now());
   }
 
   /** src's buffer as int32s when the key at src[at] is 4-byte aligned (and the platform little
    *  endian, so a word is its four bytes as hashKey reads them); null otherwise. */
   private words(src: Uint8Array, at: number): Int32Array | null {
     if (!LITTLE_ENDIAN || ((src.byteOffset + at) & 3) !== 0) return null;
-    const b = src.buffer;
-    if (b !== this.srcBuf) {
-      this.srcBuf = b;
-      this.src32 = new Int32Array(b, 0, b.byteLength >> 2);
+    // Kept by the view's identity, cheaper to check than its buffer's (a plugin instance passes
+    // the same view until its memory grows, and then a new one).
+    if (src !== this.srcU8) {
+      this.srcU8 = src;
+      this.src32 = new Int32Array(src.buffer, 0, src.buffer.byteLength >> 2);
     }
     return this.src32;
   }

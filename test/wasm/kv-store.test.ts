@@ -275,3 +275,17 @@ test('kv: a key reads the same at an aligned address (a word at a time) and at a
   }
   assert.equal(kv.size, keys.length);
 });
+
+test('kv: without a `now` argument the clock decides expiry (it is read only when an answer needs it)', async () => {
+  const kv = new KvStore(1000);
+  kv.set('t', v(1), 30);
+  kv.set('forever', v(2), 0);
+  assert.deepEqual(kv.get('t'), v(1), 'live before its TTL');
+  await new Promise((r) => setTimeout(r, 60));
+  assert.equal(kv.get('t'), undefined, 'absent after its TTL');
+  assert.deepEqual(kv.get('forever'), v(2), 'no TTL: never expires');
+  assert.equal(kv.delete('t'), false, 'deleting an expired entry reports it absent');
+  assert.equal(kv.delete('forever'), true);
+  kv.set('u', v(3), 60_000);
+  assert.equal(kv.delete('u'), true, 'deleting a live entry reports it present');
+});
