@@ -35,7 +35,7 @@
 
 /** Table cell / list link value meaning "none"; slot 0 is the list's sentinel, never an entry. */
 const NONE = 0;
-/** Whether an Int32Array reads four bytes as little-endian (see KvStore.words). */
+/** Whether typed arrays read and write little-endian (see KvStore.words and encode). */
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 // A slot is 8 int32s of one Int32Array (32 bytes, so one cache line or half of one): the list
 // links, the hash, the record's offset, the key and value lengths, and the expiry as a float64
@@ -74,8 +74,9 @@ export class KvStore {
   private a32: Int32Array;
   private top = 0;
   private live = 0;
-  /** Where the string methods write their key. */
+  /** Where the string methods write their key, and the same bytes as UTF-16 units. */
   private keyBuf = new Uint8Array(256);
+  private key16 = new Uint16Array(this.keyBuf.buffer);
   /** The last key source (a plugin's memory) and its buffer as int32s: a key at a 4-byte-aligned
    *  address is hashed, compared and copied a word at a time (see words()). */
   private srcU8: Uint8Array | null = null;
@@ -212,12 +213,20 @@ export class KvStore {
   /** Writes `key` as UTF-16LE into keyBuf (grown when needed); its byte length. */
   private encode(key: string): number {
     const n = key.length * 2;
-    if (n > this.keyBuf.length) this.keyBuf = new Uint8Array(Math.max(n, this.keyBuf.length * 2));
-    const b = this.keyBuf;
-    for (let i = 0; i < key.length; i++) {
-      const c = key.charCodeAt(i);
-      b[2 * i] = c & 0xff;
-      b[2 * i + 1] = c >>> 8;
+    if (n > this.keyBuf.length) {
+      this.keyBuf = new Uint8Array(Math.max(n, this.keyBuf.length * 2));
+      this.key16 = new Uint16Array(this.keyBuf.buffer);
+    }
+    if (LITTLE_ENDIAN) {
+      const k = this.key16;
+      for (let i = 0; i < key.length; i++) k[i] = key.charCodeAt(i);
+    } else {
+      const b = this.keyBuf;
+      for (let i = 0; i < key.length; i++) {
+        const c = key.charCodeAt(i);
+        b[2 * i] = c & 0xff;
+        b[2 * i + 1] = c >>> 8;
+      }
     }
     return n;
   }
@@ -467,8 +476,8 @@ export class KvStore {
 
 /** Multiply-xorshift over the key's bytes four at a time, as little-endian int32s (read from `w`,
  *  src's buffer as int32s, when given: the key is then 4-byte aligned), then a finish for the low
- *  bits the table uses. A key is tens of bytes: one multiply per UTF-16 unit, and a decoded
- *  string, made hashing the largest part of a cache step's kv call. */
+ *  bits the table uses. A cache key is tens of bytes: hashing it one UTF-16 unit at a time (from a
+ *  decoded string) was the largest part of the cache step's kv calls. */
 function hashKey(src: Uint8Array, at: number, units: number, w: Int32Array | null): number {
   let h = 0x811c9dc5 ^ units;
   const end = at + units * 2;
