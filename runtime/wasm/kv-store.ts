@@ -1,6 +1,12 @@
 // Host-side key/value store of a step: its state survives instance rebuilds and reloads.
 // Byte accounting (the cap, bytesUsed) is key (UTF-16 bytes) + value.
 //
+// Keys are UTF-16LE bytes. A core-module plugin's key is read where it lies in plugin memory
+// (getAt/setAt/deleteAt: a pointer and a byte length, as the ABI passes it), so a call decodes no
+// string and leaves no garbage: a cache's keys are distinct per request, and decoding each into a
+// string cost more than the table operation. The string methods (components, tests) write the key
+// into a scratch buffer and take the same path.
+//
 // A full store evicts the least recently used entries and admits the new one. Every operation is
 // O(1) whatever the number of entries; with a million entries it costs ~1.4× what it does with a
 // hundred (the cache misses of a large table; a Map-based LRU: ~6×, bench/cache-full.ts --store),
@@ -18,6 +24,10 @@
 // garbage collector marking and promoting millions of objects. Figures in bench/RESULTS.md,
 // "Cache when full".
 //
+// `now` (ms, performance.now()'s clock) is an argument for tests; absent, the clock is read only
+// when an answer depends on it (a TTL to set, an expiry to check), not on every call: a miss, or a
+// key without TTL, reads none.
+//
 // get() and set() mark an entry used. An expired entry is absent to readers but stays where it
 // is (its key's next write reuses it in place); it goes when it reaches the LRU end, or on
 // delete()/sweep(). Values handed out by get() are views into the arena, valid until the next
@@ -25,6 +35,8 @@
 
 /** Table cell / list link value meaning "none"; slot 0 is the list's sentinel, never an entry. */
 const NONE = 0;
+/** Whether typed arrays read and write little-endian (see KvStore.words and encode). */
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 // A slot is 8 int32s of one Int32Array (32 bytes, so one cache line or half of one): the list
 // links, the hash, the record's offset, the key and value lengths, and the expiry as a float64
 // (a Float64Array over the same buffer, index 4s + 3).
@@ -57,12 +69,18 @@ export class KvStore {
   private table: Int32Array;
   private mask: number;
 
-  // Record arena; the three views share one buffer.
+  // Record arena; the two views share one buffer.
   private arena: Uint8Array;
-  private a16: Uint16Array;
   private a32: Int32Array;
   private top = 0;
   private live = 0;
+  /** Where the string methods write their key, and the same bytes as UTF-16 units. */
+  private keyBuf = new Uint8Array(256);
+  private key16 = new Uint16Array(this.keyBuf.buffer);
+  /** The last key source (a plugin's memory) and its buffer as int32s: a key at a 4-byte-aligned
+   *  address is hashed, compared and copied a word at a time (see words()). */
+  private srcU8: Uint8Array | null = null;
+  private src32: Int32Array<ArrayBufferLike> = new Int32Array(0);
 
   constructor(maxBytes: number) {
     this.max = maxBytes;
@@ -72,7 +90,6 @@ export class KvStore {
     this.table = new Int32Array(MIN_SLOTS * 2 * 2);
     this.mask = MIN_SLOTS * 2 - 1;
     this.arena = new Uint8Array(MIN_ARENA);
-    this.a16 = new Uint16Array(this.arena.buffer);
     this.a32 = new Int32Array(this.arena.buffer);
   }
 
@@ -92,33 +109,55 @@ export class KvStore {
   /** Entries removed to make room since the store was created. */
   get evictions(): number { return this.evicted; }
 
-  get(key: string, now = performance.now()): Uint8Array | undefined {
-    const s = this.find(key, hashKey(key));
-    if (s === NONE) return undefined;
-    const exp = this.exp[s * (STRIDE / 2) + 3];
-    // Expired: absent to readers, left unmoved (it drifts to the LRU end) because the usual next
-    // call is a set of the same key, which then reuses it in place.
-    if (exp !== 0 && exp <= now) return undefined;
-    if (this.slots[NEXT] !== s) this.toFront(s);
-    const v = this.valueAt(s);
-    return this.arena.subarray(v, v + this.slots[s * STRIDE + VALLEN]);
+  get(key: string, now?: number): Uint8Array | undefined {
+    const n = this.encode(key);
+    return this.getAt(this.keyBuf, 0, n, now);
   }
 
   /**
    * Copies `value`. Evicts least recently used entries until it fits; returns false (and changes
    * nothing) only when key + value alone exceed the cap.
    */
-  set(key: string, value: Uint8Array, ttlMs: number, now = performance.now()): boolean {
-    const bytes = key.length * 2 + value.byteLength;
-    if (bytes > this.max) return false;
+  set(key: string, value: Uint8Array, ttlMs: number, now?: number): boolean {
+    const n = this.encode(key);
+    return this.setAt(this.keyBuf, 0, n, value, ttlMs, now);
+  }
+
+  /** Removes the key; true when it was present (not expired). */
+  delete(key: string, now?: number): boolean {
+    const n = this.encode(key);
+    return this.deleteAt(this.keyBuf, 0, n, now);
+  }
+
+  /** get() with the key at src[at, at + bytes) as UTF-16LE (an odd last byte is not part of it). */
+  getAt(src: Uint8Array, at: number, bytes: number, now?: number): Uint8Array | undefined {
+    const units = bytes >> 1;
+    const w = this.words(src, at);
+    const s = this.find(src, at, units, w, hashKey(src, at, units, w));
+    if (s === NONE) return undefined;
+    const exp = this.exp[s * (STRIDE / 2) + 3];
+    // Expired: absent to readers, left unmoved (it drifts to the LRU end) because the usual next
+    // call is a set of the same key, which then reuses it in place.
+    if (exp !== 0 && exp <= (now ?? performance.now())) return undefined;
+    if (this.slots[NEXT] !== s) this.toFront(s);
+    const v = this.valueAt(s);
+    return this.arena.subarray(v, v + this.slots[s * STRIDE + VALLEN]);
+  }
+
+  /** set() with the key at src[at, at + bytes) as UTF-16LE (src must not be this store's arena). */
+  setAt(src: Uint8Array, at: number, bytes: number, value: Uint8Array, ttlMs: number, now?: number): boolean {
+    const units = bytes >> 1;
+    const total = units * 2 + value.byteLength;
+    if (total > this.max) return false;
     // A view into the arena (a value just read) would move under a compaction: copy it first.
     if (value.buffer === this.arena.buffer) value = value.slice();
-    const expiresAt = ttlMs > 0 ? now + ttlMs : 0;
-    const h = hashKey(key);
-    let s = this.find(key, h);
+    const expiresAt = ttlMs > 0 ? (now ?? performance.now()) + ttlMs : 0;
+    const w = this.words(src, at);
+    const h = hashKey(src, at, units, w);
+    let s = this.find(src, at, units, w, h);
     if (s !== NONE) {
-      const at = s * STRIDE;
-      if (this.slots[at + VALLEN] === value.length) {
+      const slot = s * STRIDE;
+      if (this.slots[slot + VALLEN] === value.length) {
         // Same size (a counter, a bucket, a version, a re-stored entry): overwrite in place, no
         // allocation, no accounting.
         this.arena.set(value, this.valueAt(s));
@@ -129,31 +168,67 @@ export class KvStore {
       // Another size: a new record. The slot leaves the list while room is made, so eviction
       // never picks the entry being written.
       this.unlink(s);
-      this.used -= this.slots[at + KEYLEN] * 2 + this.slots[at + VALLEN];
+      this.used -= this.slots[slot + KEYLEN] * 2 + this.slots[slot + VALLEN];
       this.freeRecord(s);
-      this.makeRoom(bytes);
+      this.makeRoom(total);
     } else {
-      this.makeRoom(bytes);
+      this.makeRoom(total);
       s = this.newSlot();
       this.slots[s * STRIDE + HASH] = h;
-      this.slots[s * STRIDE + KEYLEN] = key.length;
+      this.slots[s * STRIDE + KEYLEN] = units;
       this.tableInsert(s, h);
       this.count++;
     }
-    this.writeRecord(s, key, value);
+    this.writeRecord(s, src, at, units, w, value);
     this.exp[s * (STRIDE / 2) + 3] = expiresAt;
     this.linkFront(s);
-    this.used += bytes;
+    this.used += total;
     return true;
   }
 
-  /** Removes the key; true when it was present (not expired). */
-  delete(key: string, now = performance.now()): boolean {
-    const s = this.find(key, hashKey(key));
+  /** delete() with the key at src[at, at + bytes) as UTF-16LE. */
+  deleteAt(src: Uint8Array, at: number, bytes: number, now?: number): boolean {
+    const units = bytes >> 1;
+    const w = this.words(src, at);
+    const s = this.find(src, at, units, w, hashKey(src, at, units, w));
     if (s === NONE) return false;
     const exp = this.exp[s * (STRIDE / 2) + 3];
     this.drop(s);
-    return exp === 0 || exp > now;
+    return exp === 0 || exp > (now ?? performance.now());
+  }
+
+  /** src's buffer as int32s when the key at src[at] is 4-byte aligned (and the platform little
+   *  endian, so a word is its four bytes as hashKey reads them); null otherwise. */
+  private words(src: Uint8Array, at: number): Int32Array | null {
+    if (!LITTLE_ENDIAN || ((src.byteOffset + at) & 3) !== 0) return null;
+    // Kept by the view's identity, cheaper to check than its buffer's (a plugin instance passes
+    // the same view until its memory grows, and then a new one).
+    if (src !== this.srcU8) {
+      this.srcU8 = src;
+      this.src32 = new Int32Array(src.buffer, 0, src.buffer.byteLength >> 2);
+    }
+    return this.src32;
+  }
+
+  /** Writes `key` as UTF-16LE into keyBuf (grown when needed); its byte length. */
+  private encode(key: string): number {
+    const n = key.length * 2;
+    if (n > this.keyBuf.length) {
+      this.keyBuf = new Uint8Array(Math.max(n, this.keyBuf.length * 2));
+      this.key16 = new Uint16Array(this.keyBuf.buffer);
+    }
+    if (LITTLE_ENDIAN) {
+      const k = this.key16;
+      for (let i = 0; i < key.length; i++) k[i] = key.charCodeAt(i);
+    } else {
+      const b = this.keyBuf;
+      for (let i = 0; i < key.length; i++) {
+        const c = key.charCodeAt(i);
+        b[2 * i] = c & 0xff;
+        b[2 * i + 1] = c >>> 8;
+      }
+    }
+    return n;
   }
 
   /** Drops every expired entry: a full scan, for maintenance and tests, never on the hot path. */
@@ -241,22 +316,27 @@ export class KvStore {
   // ---- hash table: cells of two int32s (slot, hash), so probing and backward shifts read the
   // table alone; a slot's record is read only to compare the key once the hashes match ----
 
-  private find(key: string, h: number): number {
+  private find(src: Uint8Array, at: number, units: number, w: Int32Array | null, h: number): number {
     const table = this.table;
     const mask = this.mask;
     for (let i = h & mask; ; i = (i + 1) & mask) {
       const s = table[i * 2];
       if (s === NONE) return NONE;
-      if (table[i * 2 + 1] === h && this.keyEquals(s, key)) return s;
+      if (table[i * 2 + 1] === h && this.keyEquals(s, src, at, units, w)) return s;
     }
   }
 
-  private keyEquals(s: number, key: string): boolean {
-    const n = this.slots[s * STRIDE + KEYLEN];
-    if (n !== key.length) return false;
-    const a16 = this.a16;
-    const base = (this.slots[s * STRIDE + OFF] + HEADER) >> 1;
-    for (let i = 0; i < n; i++) if (a16[base + i] !== key.charCodeAt(i)) return false;
+  private keyEquals(s: number, src: Uint8Array, at: number, units: number, w: Int32Array | null): boolean {
+    if (this.slots[s * STRIDE + KEYLEN] !== units) return false;
+    const base = this.slots[s * STRIDE + OFF] + HEADER; // 4-byte aligned
+    const n = units * 2;
+    let i = 0;
+    if (w !== null) {
+      const a32 = this.a32;
+      for (let a = base >> 2, k = (src.byteOffset + at) >> 2; i + 4 <= n; i += 4) if (a32[a++] !== w[k++]) return false;
+    }
+    const arena = this.arena;
+    for (; i < n; i++) if (arena[base + i] !== src[at + i]) return false;
     return true;
   }
 
@@ -315,19 +395,24 @@ export class KvStore {
     return this.slots[s * STRIDE + OFF] + HEADER + this.slots[s * STRIDE + KEYLEN] * 2;
   }
 
-  private writeRecord(s: number, key: string, value: Uint8Array): void {
-    const n = key.length;
-    const len = (HEADER + n * 2 + value.length + 3) & ~3;
+  private writeRecord(s: number, src: Uint8Array, at: number, units: number, w: Int32Array | null, value: Uint8Array): void {
+    const kb = units * 2;
+    const len = (HEADER + kb + value.length + 3) & ~3;
     this.reserve(len);
     const off = this.top;
     this.top += len;
     this.live += len;
     this.a32[off >> 2] = s;
     this.a32[(off >> 2) + 1] = len;
-    const a16 = this.a16;
-    const base = (off + HEADER) >> 1;
-    for (let i = 0; i < n; i++) a16[base + i] = key.charCodeAt(i);
-    this.arena.set(value, off + HEADER + n * 2);
+    const arena = this.arena;
+    const base = off + HEADER;
+    let i = 0;
+    if (w !== null) {
+      const a32 = this.a32;
+      for (let a = base >> 2, k = (src.byteOffset + at) >> 2; i + 4 <= kb; i += 4) a32[a++] = w[k++]!;
+    }
+    for (; i < kb; i++) arena[base + i] = src[at + i]!;
+    arena.set(value, base + kb);
     this.slots[s * STRIDE + OFF] = off;
     this.slots[s * STRIDE + VALLEN] = value.length;
   }
@@ -385,15 +470,30 @@ export class KvStore {
     const a = new Uint8Array(cap);
     a.set(this.arena.subarray(0, this.top));
     this.arena = a;
-    this.a16 = new Uint16Array(a.buffer);
     this.a32 = new Int32Array(a.buffer);
   }
 }
 
-/** FNV-1a over the UTF-16 code units, then a multiply-xorshift finish for the low bits. */
-function hashKey(key: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
+/** Multiply-xorshift over the key's bytes four at a time, as little-endian int32s (read from `w`,
+ *  src's buffer as int32s, when given: the key is then 4-byte aligned), then a finish for the low
+ *  bits the table uses. A cache key is tens of bytes: hashing it one UTF-16 unit at a time (from a
+ *  decoded string) was the largest part of the cache step's kv calls. */
+function hashKey(src: Uint8Array, at: number, units: number, w: Int32Array | null): number {
+  let h = 0x811c9dc5 ^ units;
+  const end = at + units * 2;
+  let i = at;
+  if (w !== null) {
+    for (let k = (src.byteOffset + at) >> 2; i + 4 <= end; i += 4) {
+      h = Math.imul(h ^ w[k++]!, 0x9e3779b1);
+      h ^= h >>> 15;
+    }
+  } else {
+    for (; i + 4 <= end; i += 4) {
+      h = Math.imul(h ^ (src[i]! | (src[i + 1]! << 8) | (src[i + 2]! << 16) | (src[i + 3]! << 24)), 0x9e3779b1);
+      h ^= h >>> 15;
+    }
+  }
+  if (i < end) h = Math.imul(h ^ (src[i]! | (src[i + 1]! << 8)), 0x9e3779b1);
   h = Math.imul(h ^ (h >>> 16), 0x45d9f3b);
   return h ^ (h >>> 16);
 }

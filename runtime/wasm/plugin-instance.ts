@@ -66,20 +66,12 @@ export class PluginInstance {
   private readonly host: StepHost;
   /** Sub-operation names decoded so far (at most SUBOP_NAMES_CACHED), with the bytes they came from. */
   private readonly subopNames: { ptr: number; bytes: Uint8Array; name: string }[] = [];
-  /** The last kv key decoded, and its UTF-16 bytes: most calls repeat a key (a bucket, a version). */
-  private keyText: string;
-  private keyBytes: Uint8Array;
-  private keyLen: number;
-
   /** Instantiates (runs the module's start function); throws on a trap. */
   constructor(plugin: CompiledPlugin, services: PluginServices) {
     this.plugin = plugin;
     this.services = services;
     this.host = new StepHost(services);
     this.contexts = null;
-    this.keyText = '';
-    this.keyBytes = new Uint8Array(64);
-    this.keyLen = -1;
     this.hostImports = this.imports();
     this.instance = new WebAssembly.Instance(plugin.module, { [IMPORT_MODULE]: this.hostImports });
     const e = this.instance.exports;
@@ -207,24 +199,6 @@ export class PluginInstance {
     return name;
   }
 
-  /** A kv key: the previous key's string when the bytes are the same. */
-  private key(ptr: number, len: number): string {
-    const u8 = this.view();
-    if (len === this.keyLen) {
-      const kb = this.keyBytes;
-      let i = 0;
-      while (i < len && kb[i] === u8[ptr + i]) i++;
-      if (i === len) return this.keyText;
-    }
-    const s = this.str(ptr, len);
-    if (len <= this.keyBytes.length) {
-      this.keyBytes.set(u8.subarray(ptr, ptr + len));
-      this.keyLen = len;
-      this.keyText = s;
-    }
-    return s;
-  }
-
   /** A copy of plugin memory: kept beyond the call (a replaced body, a local reply). */
   private bytes(ptr: number, len: number): Uint8Array {
     return this.view().slice(ptr, ptr + len);
@@ -291,11 +265,12 @@ export class PluginInstance {
       proxy_record_metric: (id: number, value: number): void => host.record(id, value),
       proxy_subop_begin: host.timesSubops ? (namePtr: number, nameLen: number): void => host.subopBegin(host.subopRecorded() ? this.subopName(namePtr, nameLen) : null) : noop2,
       proxy_subop_end: host.timesSubops ? (): void => host.subopEnd() : noop,
+      // Keys are read where they lie in plugin memory (KvStore.getAt…), never decoded.
       proxy_kv_get: (keyPtr: number, keyLen: number, dst: number, max: number): number =>
-        this.writeBytes(host.kvGet(this.key(keyPtr, keyLen)), dst, max),
+        this.writeBytes(host.kvGetAt(this.view(), keyPtr, keyLen), dst, max),
       proxy_kv_set: (keyPtr: number, keyLen: number, valPtr: number, valLen: number, ttlMs: number): number =>
-        host.kvSet(this.key(keyPtr, keyLen), this.viewOf(valPtr, valLen), ttlMs) ? 0 : -1,
-      proxy_kv_delete: (keyPtr: number, keyLen: number): number => host.kvDelete(this.key(keyPtr, keyLen)) ? 0 : -1,
+        host.kvSetAt(this.view(), keyPtr, keyLen, this.viewOf(valPtr, valLen), ttlMs) ? 0 : -1,
+      proxy_kv_delete: (keyPtr: number, keyLen: number): number => host.kvDeleteAt(this.view(), keyPtr, keyLen) ? 0 : -1,
       // An f64, not an i64: a BigInt result would cost an allocation per call.
       proxy_now: (): number => host.nowNs(),
       proxy_abort: (msgPtr: number, filePtr: number, line: number, col: number): void => {

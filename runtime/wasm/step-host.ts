@@ -332,6 +332,21 @@ export class StepHost {
     return this.services.kv.delete(key);
   }
 
+  // The same with the key as UTF-16LE bytes at mem[ptr, ptr + len) (a core module's memory):
+  // read in place, never decoded into a string.
+
+  kvGetAt(mem: Uint8Array, ptr: number, len: number): Uint8Array | undefined {
+    return this.services.kv.getAt(mem, ptr, len);
+  }
+
+  kvSetAt(mem: Uint8Array, ptr: number, len: number, value: Uint8Array, ttlMs: number): boolean {
+    return this.services.kv.setAt(mem, ptr, len, value, ttlMs);
+  }
+
+  kvDeleteAt(mem: Uint8Array, ptr: number, len: number): boolean {
+    return this.services.kv.deleteAt(mem, ptr, len);
+  }
+
   /** Monotonic clock, ns (f64: exact to 2^53 ns ≈ 104 days of uptime, sub-µs resolution). */
   nowNs(): number {
     return performance.now() * 1e6;

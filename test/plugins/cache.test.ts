@@ -94,6 +94,21 @@ test('cache: max_bytes evicts the oldest entries; max_entry_bytes skips big repl
   assert.equal(h.request(findCmd({ big: 1 })).verdict, Verdict.Continue, 'too big to cache');
 });
 
+test('cache: proxy_plugin_cache_bytes is what the entries held take in the host store, as they are stored and evicted', async () => {
+  const h = await load('cache', { max_bytes: 4096 });
+  // Host bytes of everything but the entries: the generation counters and the version key.
+  const counters = () => ['v', 'epoch', 'd:app', 'n:app.users'].reduce((n, k) => n + (h.kv.get(k) === undefined ? 0 : k.length * 2 + h.kv.get(k)!.length), 0);
+  let evicting = false;
+  for (let i = 0; i < 40; i++) {
+    h.roundTrip(findCmd({ i }), reply([{ pad: 'x'.repeat(i * 7) }]));
+    const gauge = metric(await h.metrics(), 'proxy_plugin_cache_bytes', h.pipeline.id);
+    assert.equal(gauge, h.kv.bytesUsed - counters(), `after store ${i}`);
+    assert.ok(gauge <= 4096);
+    if (h.request(findCmd({ i: 0 })).verdict === Verdict.Continue) evicting = true;
+  }
+  assert.ok(evicting, 'the oldest entries were evicted along the way');
+});
+
 test('cache: a full host store (kv_max_bytes below max_bytes) evicts least recently used entries and keeps caching', async () => {
   const h = await load('cache', { max_bytes: 1 << 20 }, { kv_max_bytes: 1500 });
   const pad = 'x'.repeat(400);

@@ -227,3 +227,65 @@ test('kv: lowering the cap evicts least recently used entries until the store fi
   assert.equal(kv.set('f', bytes(598), 0, 0), true, 'a raised cap admits more');
   assert.equal(kv.bytesUsed, 900);
 });
+
+test('kv: a key given as UTF-16LE bytes in place (getAt/setAt/deleteAt) is the same key as its string', () => {
+  const kv = new KvStore(1000);
+  // A plugin's memory: the key "kéy€" at offset 5 (odd: keys need no alignment), junk around it.
+  const mem = new Uint8Array(32).fill(0xee);
+  Buffer.from('kéy€', 'utf16le').copy(mem, 5);
+  assert.equal(kv.setAt(mem, 5, 8, v(1, 2, 3), 0, 0), true);
+  assert.deepEqual(kv.get('kéy€', 0), v(1, 2, 3), 'the string reads what the bytes wrote');
+  assert.equal(kv.bytesUsed, 8 + 3, 'accounted as UTF-16 key bytes + value');
+  kv.set('kéy€', v(4, 5), 0, 0);
+  assert.deepEqual(kv.getAt(mem, 5, 8, 0), v(4, 5), 'the bytes read what the string wrote');
+  assert.equal(kv.getAt(mem, 5, 6, 0), undefined, 'a prefix of the key is another key');
+  assert.deepEqual(kv.getAt(mem, 5, 9, 0), v(4, 5), 'an odd last byte is not part of the key');
+  mem[6] = 0x01; // "\u016b" instead of "k": same length, other key
+  assert.equal(kv.getAt(mem, 5, 8, 0), undefined);
+  mem[6] = 0x00;
+  assert.equal(kv.deleteAt(mem, 5, 8, 0), true);
+  assert.equal(kv.get('kéy€', 0), undefined);
+  assert.equal(kv.bytesUsed, 0);
+  // The stored key is a copy: changing the memory afterwards changes nothing stored.
+  kv.setAt(mem, 5, 8, v(9), 0, 0);
+  mem.fill(0);
+  assert.deepEqual(kv.get('kéy€', 0), v(9));
+});
+
+test('kv: a key reads the same at an aligned address (a word at a time) and at any other, whatever its length', () => {
+  const kv = new KvStore(1 << 16);
+  const mem = new Uint8Array(256);
+  // Lengths around the 4-byte word: 1 to 13 UTF-16 units (odd and even), long keys too.
+  const keys = ['a', 'ab', 'abc', 'abcd', 'abcde', 'e:1.lx9.1:ly0.2:lz1.3:0123456789abcdef', 'x'.repeat(13), 'é€'.repeat(21)];
+  for (const [i, key] of keys.entries()) {
+    const n = Buffer.from(key, 'utf16le').copy(mem, 8); // 8: aligned
+    assert.equal(kv.setAt(mem, 8, n, v(i), 0, 0), true);
+    Buffer.from(key, 'utf16le').copy(mem, 101); // 101: not aligned
+    assert.deepEqual(kv.getAt(mem, 101, n, 0), v(i), `${key}: written aligned, read unaligned`);
+    assert.deepEqual(kv.get(key, 0), v(i), `${key}: and as a string`);
+  }
+  assert.equal(kv.size, keys.length, 'no two of them the same key');
+  for (const [i, key] of keys.entries()) {
+    const n = Buffer.from(key, 'utf16le').copy(mem, 101);
+    assert.equal(kv.setAt(mem, 101, n, v(i, i), 0, 0), true);
+    Buffer.from(key, 'utf16le').copy(mem, 12);
+    assert.deepEqual(kv.getAt(mem, 12, n, 0), v(i, i), `${key}: written unaligned, read aligned`);
+    mem[12 + n - 1] ^= 1; // the last byte differs: another key (the tail after the last whole word is compared)
+    assert.equal(kv.getAt(mem, 12, n, 0), undefined, `${key}: last byte compared`);
+  }
+  assert.equal(kv.size, keys.length);
+});
+
+test('kv: without a `now` argument the clock decides expiry (it is read only when an answer needs it)', async () => {
+  const kv = new KvStore(1000);
+  kv.set('t', v(1), 30);
+  kv.set('forever', v(2), 0);
+  assert.deepEqual(kv.get('t'), v(1), 'live before its TTL');
+  await new Promise((r) => setTimeout(r, 60));
+  assert.equal(kv.get('t'), undefined, 'absent after its TTL');
+  assert.deepEqual(kv.get('forever'), v(2), 'no TTL: never expires');
+  assert.equal(kv.delete('t'), false, 'deleting an expired entry reports it absent');
+  assert.equal(kv.delete('forever'), true);
+  kv.set('u', v(3), 60_000);
+  assert.equal(kv.delete('u'), true, 'deleting a live entry reports it present');
+});

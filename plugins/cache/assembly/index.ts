@@ -9,7 +9,7 @@
 // ledger.ts (eviction within max_bytes).
 //
 // The read path (lookup, store) allocates nothing per request but the body copy: the normalised
-// command, the kv key (UTF-16, built in place) and the stored entry live in reused buffers, the
+// command, the kv key (built in place) and the stored entry live in reused buffers, the
 // command is walked with one re-pointed BsonValue, and reply status comes from the host's peek.
 import { Step, Context, Action, RequestContext, registerStep, log, subop, Counter, Gauge } from "../../../sdk/assembly/index";
 import { BsonDoc } from "../../../sdk/assembly/bson/index";

@@ -1,6 +1,6 @@
 // Key building: the command's cache identity (the normalised command), its 64-bit hash, and the
-// kv key (generation prefix + hash) written as UTF-16 into a reused buffer. Nothing here
-// allocates per request.
+// kv key (generation prefix + hash) written into a reused buffer. Nothing here allocates per
+// request.
 import { BsonValue, BsonType } from "../../../sdk/assembly/bson/index";
 
 /** Top-level fields a normalised command can have at most (more: not cached). */
@@ -81,23 +81,24 @@ export class CommandKey {
   }
 }
 
-/** The kv key `prefix` + 16 hex digits of a hash, as UTF-16 (what the host reads) in a reused buffer. */
+/** UTF-16 units of the hash at the end of a kv key. */
+export const HASH_UNITS = 4;
+
+/** The kv key `prefix` + the hash's 8 bytes as they are (HASH_UNITS UTF-16 units, any values:
+ *  the host reads a key as bytes and never decodes it), in a reused buffer. Shorter than the
+ *  hash as 16 hex digits, and every byte of a key costs: the host hashes, compares and copies it,
+ *  and counts it in max_bytes and kv_max_bytes. */
 export class KvKey {
   buf: Uint8Array = new Uint8Array(512);
   len: i32 = 0;
 
   build(prefix: string, hash: u64): void {
     const pl = prefix.length << 1;
-    const need = pl + 32;
+    const need = pl + (HASH_UNITS << 1);
     if (this.buf.length < need) this.buf = new Uint8Array(need + 64);
     const k = this.buf.dataStart;
     memory.copy(k, changetype<usize>(prefix), pl);
-    let q = k + <usize>pl;
-    for (let i = 60; i >= 0; i -= 4) {
-      const d = <u32>((hash >> <u64>i) & 15);
-      store<u16>(q, <u16>(d < 10 ? 0x30 + d : 0x57 + d));
-      q += 2;
-    }
+    store<u64>(k + <usize>pl, hash);
     this.len = need;
   }
 }

@@ -10,7 +10,7 @@
 // After an instance rebuild, the entries stored before are left to their TTL and to the host
 // store's own LRU eviction.
 import { nowNs, kv, Gauge, Counter } from "../../../sdk/assembly/index";
-import { KvKey } from "./key";
+import { KvKey, HASH_UNITS } from "./key";
 
 const CHUNK_BITS = 12;
 const CHUNK = 1 << CHUNK_BITS;
@@ -42,13 +42,14 @@ export class Ledger {
     const now = nowNs();
     // drop ledger entries that have expired in the host store
     while (this.count > 0 && unchecked(unchecked(this.chunks[0]).expires[this.head]) <= now) this.dropHead(false, key);
-    const size = ((prefix.length + 16) << 1) + len;
-    while (this.used + size > this.maxBytes && this.evictOne(key)) {}
-    if (this.used + size > this.maxBytes) return;
+    const size = ((prefix.length + HASH_UNITS) << 1) + len; // the kv key's bytes + the entry
+    // (the gauge is set once, below, however many entries go)
+    while (this.used + size > this.maxBytes && this.removeOldest(key)) {}
+    if (this.used + size > this.maxBytes) { this.bytes!.set(<f64>this.used); return; }
     for (;;) {
-      key.build(prefix, hash); // (evictOne reuses the key buffer)
+      key.build(prefix, hash); // (removeOldest reuses the key buffer)
       if (kv.setUtf16(key.buf, key.len, entry, len, this.ttlMs)) break;
-      if (!this.evictOne(key)) return; // host cap (kv_max_bytes) reached: skip
+      if (!this.removeOldest(key)) { this.bytes!.set(<f64>this.used); return; } // host cap (kv_max_bytes) reached: skip
     }
     const at = this.head + this.count;
     const ci = at >> CHUNK_BITS;
@@ -67,6 +68,13 @@ export class Ledger {
 
   /** Removes the oldest entry (its kv key is built into `key`); false when there is none. */
   evictOne(key: KvKey): bool {
+    if (!this.removeOldest(key)) return false;
+    this.bytes!.set(<f64>this.used);
+    return true;
+  }
+
+  /** evictOne without setting the gauge (store sets it once for all it evicts). */
+  removeOldest(key: KvKey): bool {
     if (this.count == 0) return false;
     this.dropHead(true, key);
     return true;
@@ -90,6 +98,5 @@ export class Ledger {
     } else if (this.count == 0) {
       this.head = 0;
     }
-    if (remove) this.bytes!.set(<f64>this.used);
   }
 }
