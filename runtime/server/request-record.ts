@@ -36,8 +36,8 @@ export class RequestRecord {
   private readonly call: UpstreamCall;
   private readonly profiler: Profiler | null;
   private readonly tracing: Tracing | null;
-  /** Reads the upstream reply's `ok` (only while recording). */
-  private readonly replyPeek = new ReplyPeek();
+  /** Reads the upstream reply's `ok` and error (only while recording; not its cursor id). */
+  private readonly replyPeek = new ReplyPeek(false);
   /** The profiler's record of this connection, refilled per request (the profiler copies what it keeps). */
   private completed: CompletedRequest | null = null;
   private replyOk = true;

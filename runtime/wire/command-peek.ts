@@ -137,6 +137,12 @@ export class ReplyPeek {
   private wcErrorAt = -1;
   private readonly cur = new ElementCursor();
   private readonly inner = new ElementCursor();
+  /** Whether read() looks for the cursor id (false: `cursorId` stays 0n — the profiler and tracing need the status alone). */
+  private readonly readsCursor: boolean;
+
+  constructor(readsCursor = true) {
+    this.readsCursor = readsCursor;
+  }
 
   read(body: Buffer): this {
     const cur = this.cur.open(body, 0);
@@ -160,7 +166,7 @@ export class ReplyPeek {
       } else if (cur.nameIs(K_WC_ERROR)) {
         this.hasWriteErrors = true;
         if (cur.type === BSON_DOCUMENT) this.wcErrorAt = cur.valueStart;
-      } else if (cur.nameIs(K_CURSOR) && cur.type === BSON_DOCUMENT) {
+      } else if (this.readsCursor && cur.type === BSON_DOCUMENT && cur.nameIs(K_CURSOR)) {
         const inner = this.inner.open(body, cur.valueStart, cur.valueEnd);
         while (inner.next()) {
           if (inner.nameIs(K_ID) && inner.type === BSON_INT64) {

@@ -59,6 +59,14 @@ test('reply peek: ok, code, cursor id', () => {
   assert.equal(r.cursorId, 0n);
 });
 
+test('a status-only reply peek (the profiler\'s and tracing\'s) reads ok and the failure, not the cursor id', () => {
+  const r = new ReplyPeek(false);
+  r.read(buf({ cursor: { firstBatch: [{ _id: 1 }], id: Long.fromNumber(42), ns: 'a.b' }, ok: 1 }));
+  assert.deepEqual([r.ok, r.failed, r.cursorId], [true, false, 0n]);
+  r.read(buf({ cursor: { firstBatch: [], id: Long.fromNumber(7), ns: 'a.b' }, ok: 0, code: 43, codeName: 'CursorNotFound' }));
+  assert.deepEqual([r.ok, r.failed, r.errorCode, r.errorName, r.cursorId], [false, true, 43, 'CursorNotFound', 0n]);
+});
+
 test('the failure a reply reports: ok 0 with its codeName, the first write error, a write concern error; none on success', () => {
   const r = new ReplyPeek();
   r.read(buf({ ok: 0, errmsg: 'x', code: 48, codeName: 'NamespaceExists' }));
