@@ -5,7 +5,6 @@
 import { performance } from 'node:perf_hooks';
 import { Verdict, type Exchange } from './exchange.ts';
 import type { StepRecorder, StepTimer } from './recorder.ts';
-import type { RequestTimings } from './request-timings.ts';
 import { StepRunner, STOP, ERROR } from './step-runner.ts';
 import type { GraphKey } from './graph-key.ts';
 import { RejectionCounts } from './rejections.ts';
@@ -63,28 +62,13 @@ function acting(steps: readonly StepRunner[], phase: 0 | 1): StepRunner[] {
   return steps.filter((s) => (s.slot.phases & bit) !== 0);
 }
 
-// Each phase has loops of its own (function literals of their own, so V8 keeps separate feedback
-// and optimized code for them) calling the step's method for that phase: the step call, and the
-// plugin call behind it, stay small enough to be inlined into the loop, timed or not.
-
 function untimedLoop(all: readonly StepRunner[], phase: 0 | 1, onReject: OnReject): RunFn {
   const steps = acting(all, phase);
   const n = steps.length;
-  if (phase === 0) {
-    return (ex) => {
-      ex.phase = 0;
-      for (let i = 0; i < n; i++) {
-        if ((steps[i]!.request(ex) & STOP) !== 0) {
-          if (ex.verdict === Verdict.Reject) onReject(steps[i]!, ex);
-          return;
-        }
-      }
-    };
-  }
   return (ex) => {
-    ex.phase = 1;
+    ex.phase = phase;
     for (let i = 0; i < n; i++) {
-      if ((steps[i]!.response(ex) & STOP) !== 0) {
+      if ((steps[i]!.run(ex, phase) & STOP) !== 0) {
         if (ex.verdict === Verdict.Reject) onReject(steps[i]!, ex);
         return;
       }
@@ -99,59 +83,34 @@ function timedLoop(all: readonly StepRunner[], phase: 0 | 1, recorder: StepRecor
   // A request without RequestTimings: untimed when the recorder times only those (tracing's
   // sampled requests), else timed straight into the timers (the SDK harness, benches).
   const other = recorder.timingsOnly === true ? untimedLoop(all, phase, onReject) : directLoop(steps, timers, phase, recorder, onReject);
-  // One clock read per step boundary: a step's end is the next one's start, so what the loop
-  // itself does between two steps (a few array stores) counts in the next step's time.
-  if (phase === 0) {
-    return (ex) => {
-      const t = ex.timings;
-      if (t === null) {
-        other(ex);
-        return;
-      }
-      ex.phase = 0;
-      recorder.current = t;
-      let t0 = performance.now();
-      for (let i = 0; i < n; i++) {
-        const rc = steps[i]!.request(ex);
-        const t1 = performance.now();
-        t.step(timers[i]!, Math.round((t1 - t0) * 1e6), (rc & ERROR) !== 0);
-        t0 = t1;
-        if ((rc & STOP) !== 0) {
-          if (ex.verdict === Verdict.Reject) rejected(t, steps[i]!, ex, onReject);
-          break;
-        }
-      }
-      recorder.current = null;
-    };
-  }
   return (ex) => {
     const t = ex.timings;
     if (t === null) {
       other(ex);
       return;
     }
-    ex.phase = 1;
+    ex.phase = phase;
     recorder.current = t;
+    // One clock read per step boundary: a step's end is the next one's start, so what the loop
+    // itself does between two steps (a few array stores) counts in the next step's time.
     let t0 = performance.now();
     for (let i = 0; i < n; i++) {
-      const rc = steps[i]!.response(ex);
+      const rc = steps[i]!.run(ex, phase);
       const t1 = performance.now();
       t.step(timers[i]!, Math.round((t1 - t0) * 1e6), (rc & ERROR) !== 0);
       t0 = t1;
       if ((rc & STOP) !== 0) {
-        if (ex.verdict === Verdict.Reject) rejected(t, steps[i]!, ex, onReject);
+        if (ex.verdict === Verdict.Reject) {
+          // Tracing marks the rejecting step's span (a rejection is not a step error: the
+          // profiler's error counts stay traps and failures).
+          t.rejectedAt = t.count - 1;
+          onReject(steps[i]!, ex);
+        }
         break;
       }
     }
     recorder.current = null;
   };
-}
-
-/** A step of a timed request rejected it: tracing marks the rejecting step's span (a rejection is
- *  not a step error: the profiler's error counts stay traps and failures). */
-function rejected(t: RequestTimings, step: StepRunner, ex: Exchange, onReject: OnReject): void {
-  t.rejectedAt = t.count - 1;
-  onReject(step, ex);
 }
 
 /** The timed loop of a request without RequestTimings: each step's time goes to its timer at once. */

@@ -35,28 +35,12 @@ export class StepRunner {
 
   /** Calls the step; returns 0 (next step), STOP, or ERROR|STOP / ERROR per on_error. */
   run(ex: Exchange, phase: 0 | 1): number {
-    return phase === 0 ? this.request(ex) : this.response(ex);
-  }
-
-  // One method per phase (the pipeline's loops call these): each inlines only its phase's call
-  // path, small enough for V8 to inline it into the loop, timed or not.
-
-  /** run(ex, 0). */
-  request(ex: Exchange): number {
-    const rc = this.slot.callRequest(ex);
-    if (rc === CALL_FAILED) return this.failed(ex, 0);
-    return rc !== 0 || ex.verdict !== Verdict.Continue ? STOP : 0;
-  }
-
-  /** run(ex, 1). */
-  response(ex: Exchange): number {
-    const rc = this.slot.callResponse(ex);
-    if (rc === CALL_FAILED) return this.failed(ex, 1);
-    return rc !== 0 || ex.verdict === Verdict.Reject ? STOP : 0;
-  }
-
-  /** The call failed (trap, fuel, disabled): counted, then on_error decides. */
-  private failed(ex: Exchange, phase: 0 | 1): number {
+    const rc = this.slot.call(ex, phase);
+    if (rc !== CALL_FAILED) {
+      if (rc !== 0) return STOP;
+      if (phase === 0 ? ex.verdict !== Verdict.Continue : ex.verdict === Verdict.Reject) return STOP;
+      return 0;
+    }
     this.errorCounters[phase].inc();
     if (this.failOpen) return ERROR;
     ex.verdict = Verdict.Reject;

@@ -31,10 +31,6 @@ export interface SlotInstance {
 /** What the pipeline's StepRunner and the tests use of a slot. */
 export interface StepSlot {
   call(ex: HostExchange, phase: 0 | 1): number;
-  /** call(ex, 0) */
-  callRequest(ex: HostExchange): number;
-  /** call(ex, 1) */
-  callResponse(ex: HostExchange): number;
   /** PhaseBit mask the step declared when configured: a phase it leaves out is not called at all. */
   readonly phases: number;
   readonly traps: number;
@@ -89,35 +85,13 @@ export class InstanceSlot implements StepSlot {
 
   /** Runs the phase callback; returns the plugin's Action (0 continue, 1 stop) or CALL_FAILED. Never throws. */
   call(ex: HostExchange, phase: 0 | 1): number {
-    return phase === 0 ? this.callRequest(ex) : this.callResponse(ex);
-  }
-
-  // One method per phase, so that a phase's pipeline loop inlines only that phase's call path.
-
-  /** call(ex, 0). */
-  callRequest(ex: HostExchange): number {
     let inst = this.instance;
     if (inst === null) {
       inst = this.rebuild();
       if (inst === null) return CALL_FAILED;
     }
     try {
-      return inst.callRequest(ex) === 0 ? 0 : 1;
-    } catch (err) {
-      this.trapped(err);
-      return CALL_FAILED;
-    }
-  }
-
-  /** call(ex, 1). */
-  callResponse(ex: HostExchange): number {
-    let inst = this.instance;
-    if (inst === null) {
-      inst = this.rebuild();
-      if (inst === null) return CALL_FAILED;
-    }
-    try {
-      return inst.callResponse(ex) === 0 ? 0 : 1;
+      return (phase === 0 ? inst.callRequest(ex) : inst.callResponse(ex)) === 0 ? 0 : 1;
     } catch (err) {
       this.trapped(err);
       return CALL_FAILED;
