@@ -4,7 +4,7 @@
 // no-op for an empty phase.
 import { performance } from 'node:perf_hooks';
 import { Verdict, type Exchange } from './exchange.ts';
-import type { StepRecorder, StepTimer } from './recorder.ts';
+import type { StepRecorder } from './recorder.ts';
 import { StepRunner, STOP, ERROR } from './step-runner.ts';
 import type { GraphKey } from './graph-key.ts';
 import { RejectionCounts } from './rejections.ts';
@@ -80,13 +80,11 @@ function timedLoop(all: readonly StepRunner[], phase: 0 | 1, recorder: StepRecor
   const steps = acting(all, phase);
   const n = steps.length;
   const timers = steps.map((s) => s.timers![phase]);
-  // A request without RequestTimings: untimed when the recorder times only those (tracing's
-  // sampled requests), else timed straight into the timers (the SDK harness, benches).
-  const other = recorder.timingsOnly === true ? untimedLoop(all, phase, onReject) : directLoop(steps, timers, phase, recorder, onReject);
+  const untimed = recorder.timingsOnly === true ? untimedLoop(all, phase, onReject) : null;
   return (ex) => {
     const t = ex.timings;
-    if (t === null) {
-      other(ex);
+    if (t === null && untimed !== null) {
+      untimed(ex);
       return;
     }
     ex.phase = phase;
@@ -97,13 +95,15 @@ function timedLoop(all: readonly StepRunner[], phase: 0 | 1, recorder: StepRecor
     for (let i = 0; i < n; i++) {
       const rc = steps[i]!.run(ex, phase);
       const t1 = performance.now();
-      t.step(timers[i]!, Math.round((t1 - t0) * 1e6), (rc & ERROR) !== 0);
+      const ns = Math.round((t1 - t0) * 1e6);
       t0 = t1;
+      if (t !== null) t.step(timers[i]!, ns, (rc & ERROR) !== 0);
+      else timers[i]!.record(ns, (rc & ERROR) !== 0);
       if ((rc & STOP) !== 0) {
         if (ex.verdict === Verdict.Reject) {
           // Tracing marks the rejecting step's span (a rejection is not a step error: the
           // profiler's error counts stay traps and failures).
-          t.rejectedAt = t.count - 1;
+          if (t !== null) t.rejectedAt = t.count - 1;
           onReject(steps[i]!, ex);
         }
         break;
@@ -113,22 +113,3 @@ function timedLoop(all: readonly StepRunner[], phase: 0 | 1, recorder: StepRecor
   };
 }
 
-/** The timed loop of a request without RequestTimings: each step's time goes to its timer at once. */
-function directLoop(steps: readonly StepRunner[], timers: readonly StepTimer[], phase: 0 | 1, recorder: StepRecorder, onReject: OnReject): RunFn {
-  const n = steps.length;
-  return (ex) => {
-    ex.phase = phase;
-    recorder.current = null;
-    let t0 = performance.now();
-    for (let i = 0; i < n; i++) {
-      const rc = steps[i]!.run(ex, phase);
-      const t1 = performance.now();
-      timers[i]!.record(Math.round((t1 - t0) * 1e6), (rc & ERROR) !== 0);
-      t0 = t1;
-      if ((rc & STOP) !== 0) {
-        if (ex.verdict === Verdict.Reject) onReject(steps[i]!, ex);
-        break;
-      }
-    }
-  };
-}
