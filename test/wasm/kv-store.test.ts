@@ -57,6 +57,39 @@ test('kv: a full store keeps admitting new entries, far past its cap, in constan
   assert.ok(newest !== undefined, 'the last write is readable');
   assert.equal(kv.get('key-0', 50_000), undefined, 'the first is long gone');
   assert.equal(kv.evictions, 50_000 - kv.size);
+  assert.ok(kv.arenaBytes <= 3 * kv.maxBytes, `the arena (${kv.arenaBytes} bytes) stays within 3× the cap`);
+});
+
+test('kv: the arena is a ring — entries leaving oldest first free the bytes the next ones are written to, so none move', () => {
+  const kv = new KvStore(64 * 1024);
+  const value = bytes(100);
+  for (let i = 0; i < 50_000; i++) kv.set(`key-${String(i).padStart(6, '0')}`, value, 0, 0);
+  assert.ok(kv.evictions > 49_000);
+  assert.equal(kv.movedBytes, 0, 'no live record was moved');
+  assert.ok(kv.arenaBytes <= 3 * kv.maxBytes);
+});
+
+test('kv: live records met where room is reclaimed are moved intact, at most about twice the bytes written', () => {
+  // Every value names its key. Ten hot entries, read every 20 writes, stay while thousands of
+  // others come and go, so the ring keeps meeting them among the holes of the evicted ones.
+  const kv = new KvStore(32 * 1024);
+  const valueOf = (i: number) => { const b = bytes(60 + (i % 5) * 8); b.fill(i & 0xff); b[0] = i >> 8; return b; };
+  const check = (key: string, i: number) => {
+    const got = kv.get(key, 0);
+    assert.ok(got !== undefined, `${key} present`);
+    assert.deepEqual([...got], [...valueOf(i)], `value of ${key}`);
+  };
+  let written = 0;
+  for (let h = 0; h < 10; h++) { kv.set(`hot${h}`, valueOf(h), 0, 0); written += 8 + valueOf(h).length; }
+  for (let i = 10; i < 20_000; i++) {
+    kv.set(`k${i}`, valueOf(i), 0, 0);
+    written += `k${i}`.length * 2 + valueOf(i).length;
+    check(`k${i}`, i);
+    if (i % 20 === 0) for (let h = 0; h < 10; h++) check(`hot${h}`, h);
+  }
+  assert.ok(kv.movedBytes > 0, 'live records were met and moved');
+  assert.ok(kv.movedBytes <= 2 * written, `moved ${kv.movedBytes} bytes for ${written} written`);
+  assert.ok(kv.arenaBytes <= 3 * kv.maxBytes);
 });
 
 test('kv: an entry larger than the cap on its own is refused and changes nothing', () => {
@@ -186,8 +219,9 @@ class ModelLru {
   }
 }
 
-test('kv: random gets, sets and deletes agree with a reference LRU (table, list, arena compaction)', () => {
+test('kv: random gets, sets and deletes agree with a reference LRU (table, list, arena ring)', () => {
   let seed = 12345;
+  let moved = 0;
   const rnd = (n: number) => { seed = (Math.imul(seed, 1103515245) + 12345) >>> 0; return (seed >>> 8) % n; };
   for (const cap of [300, 5000, 100_000]) {
     const kv = new KvStore(cap);
@@ -210,7 +244,9 @@ test('kv: random gets, sets and deletes agree with a reference LRU (table, list,
       assert.equal(kv.bytesUsed, model.used, `bytesUsed at step ${step}`);
       assert.equal(kv.size, model.map.size, `size at step ${step}`);
     }
+    moved += kv.movedBytes;
   }
+  assert.ok(moved > 0, 'the ring moved live records on the way (the path is covered)');
 });
 
 test('kv: lowering the cap evicts least recently used entries until the store fits', () => {
