@@ -238,7 +238,7 @@ const step = v.strictObject({
     256,
   ),
   kv_max_bytes: v.optional(
-    int(4096, undefined, 'Byte cap of the step\'s host-side key/value store (keys count 2 bytes a character, values their length); default 1 MiB. A full store evicts least recently used entries. Each graph (baseline, candidate) has its own store per step; a reload keeps the data while the step\'s config is unchanged, and a changed cap applies without losing what fits.'),
+    int(4096, undefined, 'Byte cap of the step\'s host-side key/value store (keys count 2 bytes a character, values their length); default 1 MiB. A full store evicts least recently used entries. Memory: a full store holds about twice the cap (its record area keeps room to reuse) plus 50–100 bytes of index per entry. Each graph (baseline, candidate) has its own store per step; a reload keeps the data while the step\'s config is unchanged, and a changed cap applies without losing what fits.'),
   ),
   fuel: v.optional(
     int(0, undefined, 'Instruction budget per plugin call (fuel: one unit per function entry and loop iteration); default 50,000,000. A call that runs out traps and counts as a step error.'),
