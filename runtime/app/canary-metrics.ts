@@ -1,26 +1,16 @@
-// The canary's metrics source over the profiler (per-graph requests, errors and HDR latency
-// histograms) and the plugin host's registry (plugin metrics per graph, for custom_metrics rules).
+// The canary's plugin-metrics source over the plugin host's registry (plugin metrics per graph, for
+// custom_metrics rules). Requests, errors and latency are not read here: each arm counts every
+// request it serves itself (runtime/canary/arm-evidence.ts), whatever the profiler samples.
 import type { Registry } from 'prom-client';
-import type { CanaryMetricsSource, CustomReading, GraphTotals } from '../canary/index.ts';
+import type { CanaryMetricsSource, CustomReading } from '../canary/index.ts';
 import type { Variant } from '../pipeline/index.ts';
-import type { Profiler } from '../profiling/index.ts';
 
 export class ProfilerCanaryMetrics implements CanaryMetricsSource {
-  private readonly profiler: Profiler;
   private readonly registry: Registry;
 
-  constructor(profiler: Profiler, registry: Registry) {
-    this.profiler = profiler;
+  /** `_profiler` is not read (the canary's evidence no longer comes from it); kept for startProxy's call. */
+  constructor(_profiler: unknown, registry: Registry) {
     this.registry = registry;
-  }
-
-  get recording(): boolean {
-    return this.profiler.enabled;
-  }
-
-  totals(pipelineId: string, variant: Variant): GraphTotals | null {
-    const g = this.profiler.graph(pipelineId, variant);
-    return { requests: g.ok + g.errors, errors: g.errors, latencyUs: g.total.hdr };
   }
 
   async custom(metric: string, pipelineId: string, variant: Variant): Promise<CustomReading | null> {

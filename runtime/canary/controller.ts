@@ -163,7 +163,6 @@ export class CanaryController {
     const pid = spec.pipeline_id;
     if (!this.graphs.hasPipeline(pid)) throw new CanaryError('PROXY_ERR_CANARY_UNKNOWN_PIPELINE', `no pipeline "${pid}" on this proxy`);
     this.checkFree(pid);
-    if (!this.metrics.recording) throw new CanaryError('PROXY_ERR_CANARY_NO_METRICS', 'profiling.enabled is false: the canary would have no per-graph metrics');
     this.starting.add(pid);
     let prepared: PreparedCandidate;
     try {
@@ -186,8 +185,8 @@ export class CanaryController {
     };
     const c = new LiveCanary(record);
     c.prepared = prepared;
-    this.primeWindows(c);
     this.graphs.activate(prepared, record.traffic_pct);
+    this.primeWindows(c);
     this.canaries.set(record.id, c);
     this.commit(c, 'started', `canary started at stage 1 of ${spec.stages.length} (${record.traffic_pct}%)`, 'canary.started');
     this.schedule(c);
@@ -308,7 +307,9 @@ export class CanaryController {
     if (!ACTIVE.has(c.record.status) || c.evaluating || c.busy) return null;
     c.evaluating = true;
     try {
-      const custom = await c.custom.read(this.metrics, c.record.pipeline_id, c.record.spec.rollback_rules.custom_metrics);
+      const pid = c.record.pipeline_id;
+      const requests = { baseline: this.graphs.totals(pid, 'baseline')?.requests ?? 0, candidate: this.graphs.totals(pid, 'candidate')?.requests ?? 0 };
+      const custom = await c.custom.read(this.metrics, pid, c.record.spec.rollback_rules.custom_metrics, requests);
       if (!ACTIVE.has(c.record.status) || c.busy) return null;
       return await this.evaluateNow(c, custom);
     } finally {
@@ -320,8 +321,8 @@ export class CanaryController {
     const r = c.record;
     const now = this.clock.now();
     const window = {
-      baseline: c.trackers.baseline.take(this.metrics.totals(r.pipeline_id, 'baseline')),
-      candidate: c.trackers.candidate.take(this.metrics.totals(r.pipeline_id, 'candidate')),
+      baseline: c.trackers.baseline.take(this.graphs.totals(r.pipeline_id, 'baseline')),
+      candidate: c.trackers.candidate.take(this.graphs.totals(r.pipeline_id, 'candidate')),
     };
     c.stage.baseline.add(window.baseline);
     c.stage.candidate.add(window.candidate);
@@ -466,8 +467,8 @@ export class CanaryController {
         this.rollback(r.id, { reason: `candidate failed to load on resume: ${(err as Error).message}`, triggeredBy: 'automatic' });
         continue;
       }
-      this.primeWindows(c);
       this.graphs.activate(c.prepared, r.traffic_pct);
+      this.primeWindows(c);
       const entry = this.entry(c, 'resumed', `resumed after a restart at stage ${r.current_stage} (${r.traffic_pct}%), timers from persisted times`, { timers: r.timers });
       this.store.save(r, [entry]);
       this.notify(r.id, entry);
@@ -488,8 +489,8 @@ export class CanaryController {
 
   private primeWindows(c: LiveCanary): void {
     const pid = c.record.pipeline_id;
-    c.trackers.baseline.prime(this.metrics.totals(pid, 'baseline'));
-    c.trackers.candidate.prime(this.metrics.totals(pid, 'candidate'));
+    c.trackers.baseline.prime(this.graphs.totals(pid, 'baseline'));
+    c.trackers.candidate.prime(this.graphs.totals(pid, 'candidate'));
     c.custom.clear();
     c.windowStart = this.clock.now();
   }

@@ -17,13 +17,10 @@ export class CustomMetricWindows {
     this.prev.clear();
   }
 
-  async read(metrics: CanaryMetricsSource, pipelineId: string, rules: ReadonlyArray<{ metric: string }>): Promise<CustomValues> {
+  /** `requests`: each graph's cumulative requests now (a counter's increase is divided by their increase). */
+  async read(metrics: CanaryMetricsSource, pipelineId: string, rules: ReadonlyArray<{ metric: string }>, requests: Record<Variant, number>): Promise<CustomValues> {
     const out: CustomValues = new Map();
     if (rules.length === 0) return out;
-    const requests: Record<Variant, number> = {
-      baseline: metrics.totals(pipelineId, 'baseline')?.requests ?? 0,
-      candidate: metrics.totals(pipelineId, 'candidate')?.requests ?? 0,
-    };
     for (const rule of rules) {
       const [b, c] = await Promise.all([metrics.custom(rule.metric, pipelineId, 'baseline'), metrics.custom(rule.metric, pipelineId, 'candidate')]);
       const before = this.prev.get(rule.metric);

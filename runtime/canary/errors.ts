@@ -12,7 +12,6 @@ export const CANARY_ERROR_CODES = [
   'PROXY_ERR_CANARY_EXISTS',
   'PROXY_ERR_CANARY_INVALID_STATE',
   'PROXY_ERR_CANARY_CONFLICT',
-  'PROXY_ERR_CANARY_NO_METRICS',
 ] as const;
 
 export type CanaryErrorCode = typeof CANARY_ERROR_CODES[number];

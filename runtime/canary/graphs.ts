@@ -8,9 +8,11 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import {
   PercentSelector, stepName, DEFAULT_MAX_MEMORY_PAGES,
-  type Pipeline, type PipelineConfig, type PipelineManager, type StepSettings,
+  type Pipeline, type PipelineConfig, type PipelineManager, type StepSettings, type Variant,
 } from '../pipeline/index.ts';
 import type { CandidateConfig } from './spec.ts';
+import { CanaryEvidence } from './arm-evidence.ts';
+import type { GraphTotals } from './windows.ts';
 
 export interface PreparedCandidate {
   readonly pipelineId: string;
@@ -31,8 +33,13 @@ export interface CanaryGraphs {
   baselineVersion(pipelineId: string): string;
   /** Builds (compiles, instantiates, configures) the candidate without publishing it; throws the reason. */
   prepare(pipelineId: string, candidate: CandidateConfig): Promise<PreparedCandidate>;
-  /** Publishes the candidate: from now on `trafficPct` % of requests go to it. */
+  /**
+   * Publishes the candidate: from now on `trafficPct` % of requests go to it, and every request of
+   * either graph is counted to its arm (totals).
+   */
   activate(prepared: PreparedCandidate, trafficPct: number): void;
+  /** An arm's cumulative figures since activate(): every request it served; null without a split. */
+  totals(pipelineId: string, variant: Variant): GraphTotals | null;
   setTraffic(pipelineId: string, trafficPct: number): void;
   /** 100 % to the baseline at once and the candidate unloaded; requests already on it finish there. */
   remove(pipelineId: string): void;
@@ -81,6 +88,8 @@ export class PipelineCanaryGraphs implements CanaryGraphs {
   /** The configuration of each pipeline's current baseline (a completion replaces it). */
   private readonly baselines = new Map<string, PipelineConfig>();
   private readonly selectors = new Map<string, PercentSelector>();
+  /** Each split pipeline's arms, counted by the connections (see arm-evidence.ts). */
+  private readonly evidence = new Map<string, CanaryEvidence>();
   private readonly random: () => number;
 
   constructor(manager: PipelineManager, baselines: PipelineConfig[], random: () => number = Math.random) {
@@ -139,9 +148,18 @@ export class PipelineCanaryGraphs implements CanaryGraphs {
   }
 
   activate(prepared: PreparedCandidate, trafficPct: number): void {
+    const id = prepared.pipelineId;
     const sel = new PercentSelector(trafficPct, this.random);
-    this.selectors.set(prepared.pipelineId, sel);
-    this.manager.setCandidate(prepared.pipelineId, prepared.graph, sel);
+    this.selectors.set(id, sel);
+    // The arms are counted before the candidate takes its first request.
+    const ev = new CanaryEvidence();
+    this.evidence.set(id, ev);
+    this.manager.setEvidence(id, ev.baseline, ev.candidate);
+    this.manager.setCandidate(id, prepared.graph, sel);
+  }
+
+  totals(pipelineId: string, variant: Variant): GraphTotals | null {
+    return this.evidence.get(pipelineId)?.arm(variant) ?? null;
   }
 
   setTraffic(pipelineId: string, trafficPct: number): void {
@@ -152,6 +170,8 @@ export class PipelineCanaryGraphs implements CanaryGraphs {
   remove(pipelineId: string): void {
     this.selectors.delete(pipelineId);
     this.manager.setCandidate(pipelineId, null);
+    this.manager.setEvidence(pipelineId, null, null);
+    this.evidence.delete(pipelineId);
   }
 
   buildBaseline(prepared: PreparedCandidate): Promise<Pipeline> {

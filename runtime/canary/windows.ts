@@ -1,13 +1,13 @@
 // The evidence a canary decides on: per graph (baseline, candidate), the requests, errors and latency
 // distribution of one evaluation window, and of the whole current stage. The source keeps cumulative
-// figures (the profiler's per-graph HDR histograms); a window is the difference between two readings:
+// figures (each arm's ArmEvidence, arm-evidence.ts); a window is the difference between two readings:
 // counts subtract, and so do histograms (hdr's subtract), so percentiles come from the window's own
 // merged distribution — never from averaged percentiles.
 import * as hdr from 'hdr-histogram-js';
 import type { Variant } from '../pipeline/index.ts';
 import type { SideMetrics } from './events.ts';
 
-/** One graph's cumulative figures, as the metrics source reads them now. */
+/** One graph's cumulative figures (every request of the arm), as read now. */
 export interface GraphTotals {
   requests: number;
   errors: number;
@@ -23,14 +23,14 @@ export interface CustomReading {
   count: number;
 }
 
-/** Where the controller reads per-graph figures (implemented over the profiler and the plugin host). */
+/**
+ * Where the controller reads plugin metrics per graph, for custom_metrics rules (implemented over
+ * the plugin host's registry). Requests, errors and latency come from the arms' own evidence
+ * (CanaryGraphs.totals), not from here.
+ */
 export interface CanaryMetricsSource {
-  /** null when the graph has recorded nothing yet. */
-  totals(pipelineId: string, variant: Variant): GraphTotals | null;
   /** Summed over the plugin's own labels; null when the metric has no series for that graph. */
   custom(metric: string, pipelineId: string, variant: Variant): Promise<CustomReading | null>;
-  /** Whether the source records anything now (profiling enabled). */
-  readonly recording: boolean;
 }
 
 /** A JS-mode copy (iterable bucket by bucket, for the judge) of any histogram. */
@@ -38,8 +38,11 @@ export function jsCopy(h: hdr.Histogram): hdr.Histogram {
   return hdr.decodeFromCompressedBase64(hdr.encodeIntoCompressedBase64(h), 32, false);
 }
 
+/** Latency histograms cover 1 µs .. 60 s (3 significant digits). */
+export const HIGHEST_TRACKABLE_US = 60_000_000;
+
 export function emptyHistogram(): hdr.Histogram {
-  return hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3, bitBucketSize: 32, useWebAssembly: false });
+  return hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: HIGHEST_TRACKABLE_US, numberOfSignificantValueDigits: 3, bitBucketSize: 32, useWebAssembly: false });
 }
 
 /** Requests, errors and latency of one side over a span of time. */
@@ -99,8 +102,8 @@ export class WindowTracker {
     if (t === null) return new SideWindow();
     const cur = jsCopy(t.latencyUs);
     const w = new SideWindow(jsCopy(cur));
-    // A reset of the source (POST /api/profile/reset) makes the totals go down: the window is then
-    // everything recorded since that reset.
+    // Totals that went down are a new source (another arm's evidence): the window is then
+    // everything it recorded.
     const reset = this.prev !== null && (t.requests < this.requests || cur.totalCount < this.prev.totalCount);
     if (this.prev !== null && !reset) {
       w.requests = t.requests - this.requests;

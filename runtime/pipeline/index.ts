@@ -9,6 +9,7 @@ export { StepRunner, defaultOnError } from './step-runner.ts';
 export { GraphKey, type Variant } from './graph-key.ts';
 export { GraphSlot } from './graph-slot.ts';
 export { PercentSelector, type GraphSelector } from './selector.ts';
+export type { ArmRecorder } from './arm-recorder.ts';
 export { RejectionCounts, MAX_REJECTION_SERIES, type RejectionSeries } from './rejections.ts';
 export { callbackRecorder, type StepRecorder, type StepTimer } from './recorder.ts';
 export { RequestTimings } from './request-timings.ts';

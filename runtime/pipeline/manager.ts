@@ -15,6 +15,7 @@ import type { StepRecorder, StepTimer } from './recorder.ts';
 import { GraphKey, type Variant } from './graph-key.ts';
 import { GraphSlot } from './graph-slot.ts';
 import type { GraphSelector } from './selector.ts';
+import type { ArmRecorder } from './arm-recorder.ts';
 import { RejectionCounts } from './rejections.ts';
 
 export type StepSettings = {
@@ -111,8 +112,8 @@ export class PipelineManager {
   async load(config: PipelineConfig, variant: Variant = 'baseline'): Promise<Pipeline> {
     const pipeline = await this.build(config, variant);
     const slot = this.slot(pipeline.id);
-    if (variant === 'baseline') slot.baseline = pipeline;
-    else slot.candidate = pipeline;
+    if (variant === 'baseline') slot.setBaseline(pipeline);
+    else slot.setCandidate(pipeline);
     this.dropUnusedState();
     this.logger.info({ pipeline: pipeline.id, graph: pipeline.key.toString(), request: config.pipeline.request, response: config.pipeline.response }, 'pipeline loaded');
     return pipeline;
@@ -126,15 +127,23 @@ export class PipelineManager {
     const slot = this.slot(id);
     if (candidate !== null && candidate.key.variant !== 'candidate') throw new Error(`graph ${candidate.key} is not a candidate`);
     slot.selector = candidate === null ? null : selector;
-    slot.candidate = candidate;
+    slot.setCandidate(candidate);
     this.dropUnusedState();
   }
 
   /** Publishes an already built baseline graph (a canary's completion, or putting an old baseline back). */
   setBaseline(pipeline: Pipeline): void {
     if (pipeline.key.variant !== 'baseline') throw new Error(`graph ${pipeline.key} is not a baseline`);
-    this.slot(pipeline.id).baseline = pipeline;
+    this.slot(pipeline.id).setBaseline(pipeline);
     this.dropUnusedState();
+  }
+
+  /**
+   * While a canary splits pipeline `id`: each arm's recorder, given every request of the graph
+   * serving that arm (now and after later loads); null, null when the canary ends.
+   */
+  setEvidence(id: string, baseline: ArmRecorder | null, candidate: ArmRecorder | null): void {
+    this.slot(id).setEvidence(baseline, candidate);
   }
 
   /** Host state no published graph uses any more (a reloaded step's old kv store) is let go. */

@@ -5,6 +5,7 @@
 import { performance } from 'node:perf_hooks';
 import { Verdict, type Exchange } from './exchange.ts';
 import type { StepRecorder } from './recorder.ts';
+import type { ArmRecorder } from './arm-recorder.ts';
 import { StepRunner, STOP, ERROR } from './step-runner.ts';
 import type { GraphKey } from './graph-key.ts';
 import { RejectionCounts } from './rejections.ts';
@@ -29,6 +30,11 @@ export class Pipeline {
   readonly runResponse: RunFn;
   /** Whether this graph times its steps (the recorder was enabled when it was built). */
   readonly timed: boolean;
+  /**
+   * While a canary splits this graph's pipeline: the arm's evidence, given every request this graph
+   * serves when it ends (set by the manager from its GraphSlot); null otherwise.
+   */
+  evidence: ArmRecorder | null = null;
 
   constructor(key: GraphKey, requestSteps: StepRunner[], responseSteps: StepRunner[], steps: Map<string, StepRunner>,
     recorder: StepRecorder | null, logger: Logger | null = null, rejections = new RejectionCounts()) {

@@ -10,7 +10,7 @@
 import { performance } from 'node:perf_hooks';
 import { ReplyPeek, HEADER_SIZE, type CommandPeek } from '../wire/index.ts';
 import type { ConnectionSource, UpstreamCall } from '../upstream/index.ts';
-import { RequestTimings, type Pipeline } from '../pipeline/index.ts';
+import { RequestTimings, type ArmRecorder, type Pipeline } from '../pipeline/index.ts';
 import type { Profiler, CompletedRequest } from '../profiling/index.ts';
 import type { TraceParent, Tracing } from '../telemetry/index.ts';
 import { appendProfile, profileDocument } from './request-profile.ts';
@@ -41,6 +41,11 @@ export class RequestRecord {
   /** The profiler's record of this connection, refilled per request (the profiler copies what it keeps). */
   private completed: CompletedRequest | null = null;
   private replyOk = true;
+  /**
+   * While a canary splits the request's pipeline: its arm's evidence (the graph's), given the
+   * request's latency and outcome at commit — every request, whatever profiling and tracing record.
+   */
+  private evidence: ArmRecorder | null = null;
   /** Whether the request is committed to the profiler (profiling was enabled at its start). */
   private profiling = false;
   /** Whether the profiler keeps the request's frame (Profiler.admitFrame), so its sub-operations are timed. */
@@ -80,6 +85,9 @@ export class RequestRecord {
     const profiling = profiler !== null && profiler.enabled;
     this.profiling = profiling;
     this.traced = traced;
+    const evidence = graph.evidence;
+    this.evidence = evidence;
+    if (evidence !== null) this.replyOk = true;
     if (profiling || traced) {
       this.graph = graph;
       this.replyOk = true;
@@ -108,9 +116,9 @@ export class RequestRecord {
     if (this.traced) this.responsePhaseAt = performance.now();
   }
 
-  /** The upstream's reply `frame` (an OP_MSG): its `ok` and error code, while recording. */
+  /** The upstream's reply `frame` (an OP_MSG): its `ok` and error code, while recording or counting for a canary. */
   readReply(frame: Buffer): void {
-    if (this.graph === null) return;
+    if (this.graph === null && this.evidence === null) return;
     const rp = this.replyPeek.read(frame.subarray(HEADER_SIZE + 5));
     this.replyOk = rp.ok;
     if (rp.failed) { this.errorCode = rp.errorCode; this.errorName = rp.errorName; }
@@ -136,9 +144,19 @@ export class RequestRecord {
       upstream ? (call.repliedAt - call.startedAt) * 1e6 : 0, this.timings!));
   }
 
-  /** The request ended: hands it to the profiler (which applies its sampling filters) and to tracing, if it was recorded. */
+  /**
+   * The request ended: counts it to its canary arm, if any, and hands it to the profiler (which
+   * applies its sampling filters) and to tracing, if it was recorded.
+   */
   commit(): void {
+    const evidence = this.evidence;
     const graph = this.graph;
+    if (graph === null && evidence === null) return;
+    const totalMs = performance.now() - this.readAt;
+    if (evidence !== null) {
+      this.evidence = null;
+      evidence.record(totalMs, this.replyOk);
+    }
     if (graph === null) return;
     this.graph = null;
     const call = this.call;
@@ -152,7 +170,7 @@ export class RequestRecord {
     r.variant = graph.key.variant;
     r.op = this.peek.op;
     r.collection = this.peek.collection;
-    r.totalNs = (performance.now() - this.readAt) * 1e6;
+    r.totalNs = totalMs * 1e6;
     r.acquireNs = upstream ? (call.acquiredAt - call.startedAt) * 1e6 : 0;
     r.upstreamNs = upstream ? (call.repliedAt - call.writtenAt) * 1e6 : 0;
     r.ok = this.replyOk;

@@ -240,25 +240,6 @@ test('WebSocket feed: a status message at once and on every interval; an event m
   await call('POST', `/${id}/rollback`);
 });
 
-test('profiling.enabled false: no per-graph figures, a start is refused with 409 PROXY_ERR_CANARY_NO_METRICS', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'canary-nometrics-'));
-  const p2 = await startProxy(parseConfig({
-    listen: '127.0.0.1:0', log: { level: 'error' }, profiling: { enabled: false, port: 0 },
-    control_plane: { port: 0, tokens: [TOKEN] }, canary: { data_dir: dir },
-  }, null), { log: new Logger('test', 'error') });
-  try {
-    const res = await fetch(`${p2.controlPlaneUrl}/api/v1/canary`, {
-      method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ pipeline_id: 'default', candidate_config: CANDIDATE }),
-    });
-    assert.equal(res.status, 409);
-    assert.equal(((await res.json()) as any).error.code, 'PROXY_ERR_CANARY_NO_METRICS');
-    assert.equal(p2.pipelines.candidate('default'), null);
-  } finally {
-    await p2.close();
-  }
-});
-
 test('restore-baseline: 200 within the grace period after completion, then 409; 409 for a canary that did not complete', async () => {
   const before = proxy.pipelines.get('default');
   const c = await call('POST', '', { pipeline_id: 'default', candidate_config: CANDIDATE, stages: [{ traffic_pct: 100, min_duration: '0', min_requests: 0 }] });

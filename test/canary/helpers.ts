@@ -1,11 +1,12 @@
-// What the controller tests share: a clock the test moves, a metrics source whose windows the test
-// fills (real HDR histograms, as the profiler keeps them), and a controller over a real
-// PipelineManager with the built-in plugins and a real SQLite store in a temporary directory.
+// What the controller tests share: a clock the test moves, per-graph figures the test fills (real HDR
+// histograms, as each arm's evidence keeps them) in place of the arms' own counts, and a controller
+// over a real PipelineManager with the built-in plugins and a real SQLite store in a temporary
+// directory.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as hdr from 'hdr-histogram-js';
-import { PipelineManager, type Variant } from '../../runtime/pipeline/index.ts';
+import { PipelineManager, type PipelineConfig, type Variant } from '../../runtime/pipeline/index.ts';
 import {
   CanaryController, CanaryStore, PipelineCanaryGraphs, RecordingEventSink, defaultsFromConfig, emptyHistogram,
   type CanaryMetricsSource, type CustomReading, type GraphTotals,
@@ -20,7 +21,6 @@ export class TestClock {
 }
 
 export class TestMetrics implements CanaryMetricsSource {
-  recording = true;
   private readonly graphs = new Map<string, GraphTotals>();
   readonly customs = new Map<string, CustomReading>();
 
@@ -48,6 +48,20 @@ export class TestMetrics implements CanaryMetricsSource {
   }
 }
 
+/** The real graphs, with each arm's figures read from TestMetrics (what the test feeds). */
+export class FedCanaryGraphs extends PipelineCanaryGraphs {
+  private readonly fed: TestMetrics;
+
+  constructor(manager: PipelineManager, baselines: PipelineConfig[], fed: TestMetrics) {
+    super(manager, baselines);
+    this.fed = fed;
+  }
+
+  override totals(pipelineId: string, variant: Variant): GraphTotals | null {
+    return this.fed.totals(pipelineId, variant);
+  }
+}
+
 export const BASELINE = { pipeline: { id: 'default', request: [] as string[], response: [] as string[] }, steps: {} };
 
 export interface Harness {
@@ -68,7 +82,7 @@ export function harness(opts: { dir?: string; clock?: TestClock; metrics?: TestM
   const metrics = opts.metrics ?? new TestMetrics();
   const sink = new RecordingEventSink();
   const manager = new PipelineManager({ pluginDir: BUILTIN_PLUGIN_DIR });
-  const graphs = new PipelineCanaryGraphs(manager, [BASELINE]);
+  const graphs = new FedCanaryGraphs(manager, [BASELINE], metrics);
   const store = new CanaryStore(dir);
   const config = parseConfig(opts.config ?? {}, null);
   const controller = new CanaryController({
