@@ -13,7 +13,7 @@ import { parseConfig } from '../../runtime/config/index.ts';
 import { startProxy, BUILTIN_PLUGIN_DIR } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
 import { PipelineManager } from '../../runtime/pipeline/index.ts';
-import { ArmEvidence, PipelineCanaryGraphs } from '../../runtime/canary/index.ts';
+import { ArmEvidence, PipelineCanaryGraphs, buckets, emptyHistogram } from '../../runtime/canary/index.ts';
 
 const TOKEN = 'canary-evidence-token-0123456789';
 const DENY_ALL = { steps: [{ type: 'filter', config: { rules: [], default: 'deny' } }] };
@@ -105,6 +105,22 @@ test('profiling.enabled false: a canary starts, and a deny-all candidate at 50 %
   const r = await denyAllIsRolledBack({ enabled: false });
   assert.ok(r.denied > 0);
   assert.equal(r.candidateProfiled, 0);
+});
+
+test('an arm\'s latency histogram holds exactly what one recordValue per request would (sub-2 ms latencies are handed over in bulk)', () => {
+  const arm = new ArmEvidence();
+  const direct = emptyHistogram();
+  let x = 12345;
+  for (let i = 0; i < 20_000; i++) {
+    x = (x * 1103515245 + 12345) % 2147483648;
+    const us = i % 10 === 0 ? 2048 + (x % 100_000) : x % 2048;
+    arm.record(us / 1000, i % 3 !== 0);
+    direct.recordValue(us);
+    if (i === 10_000) assert.equal(arm.latencyUs.totalCount, 10_001, 'a read in between hands over what is pending');
+  }
+  assert.equal(arm.requests, 20_000);
+  assert.equal(arm.errors, 6667);
+  assert.deepEqual(buckets(arm.latencyUs), buckets(direct));
 });
 
 test('the arms\' recorders follow the graphs: a baseline reloaded mid-canary is counted, a removed split counts nothing more', async () => {
