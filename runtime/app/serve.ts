@@ -1,6 +1,6 @@
 // Assembles a running proxy from a configuration: logger, development upstream (when no
 // upstream.uri), upstream pool, client listener. Used by `proxy serve` and by tests.
-import { ConfigError, loadConfig, parseConfig, canaryDurationMs, type ProxyConfig } from '../config/index.ts';
+import { ConfigError, loadConfig, parseConfig, canaryDurationMs, formatHostPort, hostPort, type ProxyConfig } from '../config/index.ts';
 import { Logger, LogRing } from '../log/index.ts';
 import { DevDbServer } from '../devdb/index.ts';
 import { Topology, UpstreamPool, parseUpstreamUri, resolveUpstreamUri, type UpstreamAddress } from '../upstream/index.ts';
@@ -83,8 +83,7 @@ export interface StartOptions {
 }
 
 export function splitListen(listen: string): { host: string; port: number } {
-  const i = listen.lastIndexOf(':');
-  return { host: listen.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(listen.slice(i + 1)) };
+  return hostPort(listen);
 }
 
 export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): Promise<RunningProxy> {
@@ -205,8 +204,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   });
   if (config.auth !== undefined) log.info('clients authenticate', { mode: config.auth.mode, users: config.auth.users.length });
   const bound = await server.listen();
-  const uri = `mongodb://${bound.host}:${bound.port}/${listenerTls === null ? '' : '?tls=true'}`;
-  log.info('proxy listening', { listen: `${bound.host}:${bound.port}`, upstream: topology?.describe() ?? pool.describe(), connect: uri });
+  const uri = `mongodb://${formatHostPort(bound.host, bound.port)}/${listenerTls === null ? '' : '?tls=true'}`;
+  log.info('proxy listening', { listen: formatHostPort(bound.host, bound.port), upstream: topology?.describe() ?? pool.describe(), connect: uri });
   let admin: Awaited<ReturnType<typeof startAdmin>> | null = null;
   let profilingHttp: Awaited<ReturnType<typeof startProfilingHttp>> | null = null;
   let controlPlane: Awaited<ReturnType<typeof startControlPlane>> | null = null;

@@ -3,6 +3,7 @@
 // `notifications`). The API validates its request bodies with these same schemas
 // (runtime/canary/spec.ts), so a key means the same thing in a file and in a request.
 import * as v from 'valibot';
+import { hostSchema } from './address.ts';
 
 /** `0`, `250ms`, `30s`, `10m`, `1h`, or a sum such as `1h30m`. */
 export const CANARY_DURATION_PATTERN = /^(0|(\d+(ms|s|m|h))+)$/;
@@ -84,7 +85,7 @@ export const canarySchema = v.strictObject({
 });
 
 export const controlPlaneSchema = v.strictObject({
-  host: v.optional(v.pipe(v.string(), v.minLength(1), v.description('Address the canary control plane binds.')), '127.0.0.1'),
+  host: v.optional(hostSchema('Address the canary control plane binds (a host name, IPv4 or IPv6 address).'), '127.0.0.1'),
   port: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(65535), v.description('Port of the canary control-plane API (/api/v1/canary); 0 picks a free one.')), 9092),
   tokens: v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(16))), v.description('Bearer tokens accepted (each at least 16 characters). With none here and the environment variable unset, every request is refused (401).')), []),
   token_env: v.optional(v.pipe(v.string(), v.minLength(1), v.description('Environment variable whose value is also accepted as a bearer token.')), 'PROXY_CONTROL_PLANE_TOKEN'),

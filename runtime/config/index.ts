@@ -5,6 +5,7 @@ export {
   ProxyConfigSchema,
   BUILTIN_STEPS,
   STEP_ID_PATTERN,
+  MAX_STEPS_PER_PHASE,
   defaultConfig,
   schemaKeys,
   type ProxyConfig,
@@ -23,3 +24,4 @@ export {
   channelProblems, notificationChannel, NOTIFICATION_EVENTS, PAGER_EVENTS, PAGERDUTY_EVENTS_URL, PAGER_SEVERITIES,
   type NotificationsConfig, type NotificationChannelConfig,
 } from './notifications-schema.ts';
+export { parseHost, parseHostPort, hostPort, bracketHost, formatHostPort, httpUrl, type HostPort } from './address.ts';

@@ -3,6 +3,7 @@
 // the loader, the error messages and the docs all follow.
 import * as v from 'valibot';
 import { EXPECTS, expects, int, type Expects } from './expects.ts';
+import { hostPortSchema, hostSchema } from './address.ts';
 import { channelProblems } from './notifications-schema.ts';
 import { autoPromoteRulesSchema, canarySchema, controlPlaneSchema, notificationsSchema, rollbackRulesSchema } from './canary-schema.ts';
 
@@ -22,17 +23,8 @@ export const STEP_ID_PATTERN = /^(wasm:)?[a-z][a-z0-9_-]*$/;
 export const STEP_NAME_PATTERN = /^[a-z][a-z0-9_-]*$/;
 const MONGODB_URI_PATTERN = /^mongodb(\+srv)?:\/\/\S+$/;
 const DNS_SERVER_PATTERN = /^(\d{1,3}(\.\d{1,3}){3}(:\d{1,5})?|[0-9a-fA-F:]*:[0-9a-fA-F:.]*|\[[0-9a-fA-F:.]+\](:\d{1,5})?)$/;
-const HOST_PORT_PATTERN = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$/;
 
-const listen = expects(
-  v.pipe(
-    v.string(),
-    v.regex(HOST_PORT_PATTERN),
-    v.check((s) => Number(HOST_PORT_PATTERN.exec(s)?.[2]) <= 65535),
-    v.description('Address the proxy accepts client connections on, as "host:port" (port 0 picks a free one).'),
-  ),
-  'string "host:port" with port 0..65535',
-);
+const listen = hostPortSchema('Address the proxy accepts client connections on, as "host:port" or "[ipv6]:port" (port 0 picks a free one).');
 
 const stepId = expects(
   v.pipe(v.string(), v.regex(STEP_ID_PATTERN)),
@@ -190,6 +182,12 @@ const log = v.strictObject({
   ring_lines: v.optional(int(0, 100_000, 'Recent log lines kept in memory for `proxy logs` (GET /api/v1/logs on the admin port); 0 keeps none. Needs a restart to change.'), 1000),
 });
 
+/** Steps per phase at most: a graph is compiled and instantiated whole on every reload and canary. */
+export const MAX_STEPS_PER_PHASE = 64;
+const maxSteps = v.rawCheck<string[]>(({ dataset, addIssue }) => {
+  if (dataset.typed && dataset.value.length > MAX_STEPS_PER_PHASE) addIssue({ message: `at most ${MAX_STEPS_PER_PHASE} steps per phase, got ${dataset.value.length}` });
+});
+
 const pipeline = v.strictObject({
   id: v.optional(
     v.pipe(v.string(), v.minLength(1), v.description('Name of this pipeline, used to tag its metrics.')),
@@ -198,14 +196,16 @@ const pipeline = v.strictObject({
   request: v.optional(
     v.pipe(
       v.array(stepId),
-      v.description('Ordered step identifiers of the request phase (run before forwarding upstream).'),
+      maxSteps,
+      v.description('Ordered step identifiers of the request phase (run before forwarding upstream). At most 64 steps.'),
     ),
     [],
   ),
   response: v.optional(
     v.pipe(
       v.array(stepId),
-      v.description('Ordered step identifiers of the response phase (run after the upstream answers).'),
+      maxSteps,
+      v.description('Ordered step identifiers of the response phase (run after the upstream answers). At most 64 steps.'),
     ),
     [],
   ),
@@ -250,10 +250,8 @@ const admin = v.strictObject({
     v.pipe(v.boolean(), v.description('Reload the configuration when its file changes; a bad file is refused and the old config kept.')),
     true,
   ),
-  listen: v.optional(v.pipe(
-    v.string(),
-    v.regex(HOST_PORT_PATTERN),
-    v.description('Address of the admin HTTP API ("host:port"): GET /metrics (Prometheus text), GET /api/v1/pipeline, POST /api/v1/reload, and the health probes GET /healthz (liveness) and GET /readyz (readiness). Absent: no admin API.'),
+  listen: v.optional(hostPortSchema(
+    'Address of the admin HTTP API ("host:port", or "[ipv6]:port"): GET /metrics (Prometheus text), GET /api/v1/pipeline, POST /api/v1/reload, and the health probes GET /healthz (liveness) and GET /readyz (readiness). Absent: no admin API.',
   )),
   token: v.optional(expects(
     v.pipe(
@@ -270,7 +268,7 @@ const DURATION_PATTERN = /^\d+(ms|s|m|h|d)$/;
 const profiling = v.strictObject({
   enabled: v.optional(v.pipe(v.boolean(), v.description('Times every step of every graph and serves GET /api/profile (and the flame graph). Off: graphs run the untimed loop and /api/profile answers 404. Can change on reload.')), false),
   port: v.optional(int(0, 65535, 'Port of the profiling HTTP endpoint (/api/profile, /api/profile/flamegraph, /metrics); separate from the wire-protocol port. 0 picks a free one.'), 9091),
-  host: v.optional(v.pipe(v.string(), v.minLength(1), v.description('Address the profiling endpoint binds; the default keeps it on this machine. Bind another address only together with `token`.')), '127.0.0.1'),
+  host: v.optional(hostSchema('Address the profiling endpoint binds (a host name, IPv4 or IPv6 address); the default keeps it on this machine. Bind another address only together with `token`.'), '127.0.0.1'),
   token: v.optional(expects(v.pipe(v.string(), v.minLength(16), v.description('Bearer token the profiling endpoint requires (Authorization: Bearer <token>), at least 16 characters; absent: no authentication (then keep `host` on loopback).')), 'string of at least 16 characters')),
   slow_step_threshold_us: v.optional(int(1, undefined, 'A step invocation slower than this many microseconds counts as slow (proxy_step_slow_total) and, with alert_on_slow_step, logs "slow step detected".'), 1000),
   alert_on_slow_step: v.optional(v.pipe(v.boolean(), v.description('Log a warning (logger proxy::profiling) for slow step invocations, at most one line per step per second; the lines held back are counted (proxy_step_slow_log_suppressed_total) and reported by a "slow step lines suppressed" line when the second ends or the proxy stops.')), true),

@@ -1,0 +1,103 @@
+// The one parser of the addresses the proxy listens on: `listen` and `admin.listen` ("host:port"),
+// `profiling.host` and `control_plane.host` (a host alone). The schema validates with it, so a bad
+// address is refused at load with its key path before any port opens, and the listeners and the
+// URLs they print use its output: an IPv6 host is written `[::1]:9090` in an address and in a URL,
+// and handed to `listen()` bare (`::1`), which is what Node's resolver accepts.
+import { isIPv4, isIPv6 } from 'node:net';
+import * as v from 'valibot';
+import { expects } from './expects.ts';
+
+export interface HostPort {
+  /** Without brackets: `127.0.0.1`, `::1`, `localhost`. */
+  host: string;
+  port: number;
+}
+
+/**
+ * A host name: dot-separated labels of letters, digits and inner hyphens (RFC 1123), at most 253
+ * characters; `_` is allowed too, as container runtimes' DNS names (compose services) use it.
+ */
+const HOST_NAME = /^(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?$/;
+
+/** A host alone (`127.0.0.1`, `::1`, `[::1]`, `localhost`) → the host without brackets, or why not. */
+export function parseHost(text: string): string | { problem: string } {
+  if (text.startsWith('[') || text.endsWith(']')) {
+    const inner = text.startsWith('[') && text.endsWith(']') ? text.slice(1, -1) : null;
+    if (inner === null || !isIPv6(inner)) return { problem: `"${text}" is not a bracketed IPv6 address` };
+    return inner;
+  }
+  if (text.includes(':')) return isIPv6(text) ? text : { problem: `"${text}" is not an IPv6 address` };
+  if (/^[\d.]+$/.test(text)) return isIPv4(text) ? text : { problem: `"${text}" is not an IPv4 address` };
+  if (!HOST_NAME.test(text)) return { problem: `"${text}" is not a host name or IP address` };
+  return text;
+}
+
+/** `host:port`, `[v6]:port` → host (without brackets) and port 0..65535, or why not. */
+export function parseHostPort(text: string): HostPort | { problem: string } {
+  const i = text.lastIndexOf(':');
+  if (i < 0) return { problem: `"${text}" has no port (write host:port, e.g. 127.0.0.1:9090)` };
+  const hostText = text.slice(0, i);
+  const portText = text.slice(i + 1);
+  if (hostText === '') return { problem: `"${text}" has no host (write host:port, e.g. 127.0.0.1:9090)` };
+  if (hostText.includes(':') && !hostText.startsWith('[')) {
+    return { problem: `"${text}": an IPv6 host goes in brackets, e.g. [::1]:9090` };
+  }
+  if (!/^\d{1,5}$/.test(portText) || Number(portText) > 65535) return { problem: `"${text}": the port must be an integer 0..65535` };
+  const host = parseHost(hostText);
+  if (typeof host !== 'string') return host;
+  return { host, port: Number(portText) };
+}
+
+/** Like parseHostPort, for addresses the schema has already accepted: throws on a bad one. */
+export function hostPort(text: string): HostPort {
+  const a = parseHostPort(text);
+  if ('problem' in a) throw new TypeError(`not a host:port address: ${a.problem}`);
+  return a;
+}
+
+/** `::1` → `[::1]`, anything else as it is: the host as written before `:port` or in a URL. */
+export function bracketHost(host: string): string {
+  return host.includes(':') ? `[${host}]` : host;
+}
+
+/** `host:port` with an IPv6 host bracketed. */
+export function formatHostPort(host: string, port: number): string {
+  return `${bracketHost(host)}:${port}`;
+}
+
+/** `http://host:port` with an IPv6 host bracketed (a zone index escaped, as URLs need). */
+export function httpUrl(host: string, port: number): string {
+  return `http://${bracketHost(host.replace('%', '%25'))}:${port}`;
+}
+
+/** The schema for a "host:port" key: refused with the parser's reason. */
+export function hostPortSchema(description: string) {
+  return expects(
+    v.pipe(
+      v.string(),
+      v.rawCheck(({ dataset, addIssue }) => {
+        if (!dataset.typed) return;
+        const a = parseHostPort(dataset.value);
+        if ('problem' in a) addIssue({ message: a.problem });
+      }),
+      v.description(description),
+    ),
+    'string "host:port" or "[ipv6]:port", port 0..65535',
+  );
+}
+
+/** The schema for a host key (an address to bind): refused with the parser's reason. */
+export function hostSchema(description: string) {
+  return expects(
+    v.pipe(
+      v.string(),
+      v.rawCheck(({ dataset, addIssue }) => {
+        if (!dataset.typed) return;
+        const h = parseHost(dataset.value);
+        if (typeof h !== 'string') addIssue({ message: h.problem });
+      }),
+      v.description(description),
+    ),
+    'string: a host name, IPv4 or IPv6 address',
+  );
+}
