@@ -7,6 +7,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { stringify as toYaml } from 'yaml';
 import { stringify as toToml } from 'smol-toml';
 import { BUILTIN_STEPS, schemaKeys, type ProxyConfigInput, type SchemaKey } from './schema.ts';
+import type { Applies } from './applies.ts';
 
 export const CONFIG_DOCS_PATH = resolve(dirname(fileURLToPath(import.meta.url)), '../../docs/configuration.md');
 
@@ -67,6 +68,13 @@ export function renderConfigDocs(): string {
     'example `proxy.yaml: upstream.pool_size: expected integer >= 1, received "abc"`, and a running',
     'proxy that is reloading keeps its old configuration.',
     '',
+    'The "On reload" column says when a changed key takes effect. **applies**: at the next reload —',
+    '`SIGHUP`, `POST /api/v1/reload` on the admin API, or a save of the file (`admin.reload_on_change`).',
+    '**restart**: when the proxy next starts; a reload that changes such a key applies every other',
+    'change and names the key in a warning, `configuration reloaded; these keys take effect only after',
+    'a restart`. A block marked **partly** says which of its keys apply; adding or removing it needs a',
+    'restart unless it says otherwise.',
+    '',
     'Rules that involve more than one key:',
     '',
     '- `upstream.min_idle` must not exceed `upstream.pool_size`.',
@@ -83,11 +91,11 @@ export function renderConfigDocs(): string {
     out.push(`## ${name === GENERAL ? GENERAL : `\`${name}\``}`, '');
     if (head) {
       const note = head.default === undefined ? ' Optional; absent by default.' : '';
-      out.push(`${head.description}${note}`, '');
+      out.push(`${head.description}${note}`, '', `On reload: ${appliesText(head.applies)}`, '');
     }
-    out.push('| Key | Type | Default | Description |', '|---|---|---|---|');
+    out.push('| Key | Type | Default | On reload | Description |', '|---|---|---|---|---|');
     for (const row of rows) {
-      out.push(`| \`${row.path}\` | ${cell(row.type)} | ${defaultCell(row)} | ${cell(row.description)} |`);
+      out.push(`| \`${row.path}\` | ${cell(row.type)} | ${defaultCell(row)} | ${cell(appliesText(row.applies))} | ${cell(row.description)} |`);
     }
     out.push('');
   }
@@ -121,6 +129,14 @@ export function renderConfigDocs(): string {
 
 function cell(text: string): string {
   return text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+}
+
+/** The "On reload" cell of a key (test/config/applies.test.ts makes sure every key has a mark). */
+export function appliesText(applies: Applies | undefined): string {
+  if (applies === undefined) return '(unmarked)';
+  if (applies.on === 'reload') return '**applies**';
+  if (applies.on === 'restart') return '**restart**';
+  return `**partly**: ${applies.note}`;
 }
 
 function defaultCell(key: SchemaKey): string {

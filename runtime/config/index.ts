@@ -1,6 +1,6 @@
 // Public surface of the configuration layer.
 export { ConfigError, type ConfigIssue } from './errors.ts';
-export { loadConfig, parseConfig, formatPath, CONFIG_FILE_NAMES, type LoadedConfig } from './load.ts';
+export { loadConfig, parseConfig, parseConfigText, formatPath, CONFIG_FILE_NAMES, type LoadedConfig } from './load.ts';
 export {
   ProxyConfigSchema,
   BUILTIN_STEPS,
@@ -15,6 +15,8 @@ export {
   type SchemaKey,
 } from './schema.ts';
 export { renderConfigDocs, CONFIG_DOCS_PATH } from './docs.ts';
+export { restartKeys } from './reload.ts';
+export { appliesOf, type Applies } from './applies.ts';
 export {
   canaryDurationMs, CANARY_DURATION_PATTERN, DEFAULT_STAGES,
   stageSchema, stagesSchema, rollbackRulesSchema, autoPromoteRulesSchema, judgeSchema, channelSchema,

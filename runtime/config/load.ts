@@ -46,7 +46,12 @@ export async function loadConfig(opts: { file?: string; cwd?: string } = {}): Pr
   } catch (err) {
     throw new ConfigError(file, [{ path: '', message: `cannot read file: ${(err as Error).message}` }], { cause: err });
   }
-  return { config: parseConfig(parseText(text, file), file), source: file };
+  return { config: parseConfigText(text, file), source: file };
+}
+
+/** The configuration in a file's text, read as the file's extension says (a reload that has read the file itself). */
+export function parseConfigText(text: string, file: string): ProxyConfig {
+  return parseConfig(parseText(text, file), file);
 }
 
 /** Validates an already-parsed object (a reload, a test, a config built in code). */

@@ -2,6 +2,7 @@
 // outbox, retries, the SMTP server. Delivered by runtime/canary/notify; the control plane checks
 // channels given inline at canary start with the same schema and channelProblems.
 import * as v from 'valibot';
+import { onReload, onRestart } from './applies.ts';
 import { expects, int } from './expects.ts';
 
 /** SPEC §6 event names. runtime/canary/events.ts owns the list (CANARY_EVENT_TYPES); config sits
@@ -21,32 +22,32 @@ export const PAGER_SEVERITIES = ['critical', 'error', 'warning', 'info'] as cons
 export const PAGERDUTY_EVENTS_URL = 'https://events.pagerduty.com/v2/enqueue';
 
 export const notificationChannel = v.strictObject({
-  type: v.pipe(v.picklist(['webhook', 'email', 'pager']), v.description('Channel kind.')),
-  url: v.optional(expects(v.pipe(v.string(), v.url(), v.regex(/^https?:/), v.description(`webhook: the URL the JSON event is POSTed to (required). pager: the PagerDuty Events API v2 URL; default ${PAGERDUTY_EVENTS_URL}.`)), 'http(s) URL')),
-  secret: v.optional(expects(v.pipe(v.string(), v.minLength(16), v.description('webhook: HMAC-SHA256 signing secret of this channel (X-Proxy-Signature); default notifications.webhook_secret. Never sent.')), 'string of at least 16 characters')),
-  addresses: v.optional(expects(v.pipe(v.array(expects(v.pipe(v.string(), v.email()), 'e-mail address')), v.minLength(1), v.description('email: recipients (required, at least one).')), 'non-empty array of e-mail addresses')),
-  integration_key: v.optional(v.pipe(v.string(), v.minLength(1), v.description('pager: the PagerDuty integration (routing) key (required); sent as routing_key.'))),
-  severity: v.optional(v.pipe(v.picklist(PAGER_SEVERITIES), v.description('pager: severity of the incident a rollback triggers; default "critical" (a threshold warning is always "warning").'))),
-  events: v.optional(expects(v.pipe(v.array(v.picklist(NOTIFICATION_EVENTS)), v.minLength(1), v.description('Only these events are sent to the channel; absent: all (for pager: canary.rolled_back, canary.threshold_warning, canary.completed).')), `non-empty array of ${NOTIFICATION_EVENTS.map((e) => JSON.stringify(e)).join(' | ')}`)),
+  type: onReload(v.pipe(v.picklist(['webhook', 'email', 'pager']), v.description('Channel kind.'))),
+  url: onReload(v.optional(expects(v.pipe(v.string(), v.url(), v.regex(/^https?:/), v.description(`webhook: the URL the JSON event is POSTed to (required). pager: the PagerDuty Events API v2 URL; default ${PAGERDUTY_EVENTS_URL}.`)), 'http(s) URL'))),
+  secret: onReload(v.optional(expects(v.pipe(v.string(), v.minLength(16), v.description('webhook: HMAC-SHA256 signing secret of this channel (X-Proxy-Signature); default notifications.webhook_secret. Never sent.')), 'string of at least 16 characters'))),
+  addresses: onReload(v.optional(expects(v.pipe(v.array(expects(v.pipe(v.string(), v.email()), 'e-mail address')), v.minLength(1), v.description('email: recipients (required, at least one).')), 'non-empty array of e-mail addresses'))),
+  integration_key: onReload(v.optional(v.pipe(v.string(), v.minLength(1), v.description('pager: the PagerDuty integration (routing) key (required); sent as routing_key.')))),
+  severity: onReload(v.optional(v.pipe(v.picklist(PAGER_SEVERITIES), v.description('pager: severity of the incident a rollback triggers; default "critical" (a threshold warning is always "warning").')))),
+  events: onReload(v.optional(expects(v.pipe(v.array(v.picklist(NOTIFICATION_EVENTS)), v.minLength(1), v.description('Only these events are sent to the channel; absent: all (for pager: canary.rolled_back, canary.threshold_warning, canary.completed).')), `non-empty array of ${NOTIFICATION_EVENTS.map((e) => JSON.stringify(e)).join(' | ')}`))),
 });
 
 export const notificationsSchema = v.strictObject({
-  channels: v.optional(v.pipe(v.array(notificationChannel), v.description('Default channels of every canary; a canary started with its own channels uses those instead.')), []),
-  instance_name: v.optional(v.pipe(v.string(), v.minLength(1), v.description('Name of this proxy instance in every message; default the host name.'))),
-  outbox_path: v.optional(v.pipe(v.string(), v.minLength(1), v.description('SQLite file of the outbox; default <canary.data_dir>/outbox.sqlite. Every message is written there before it is sent and marked when delivered, so a restart resumes what was not delivered (relative to the working directory; created if missing). One proxy per file. ":memory:" keeps it in memory (lost on restart).'))),
-  webhook_secret: v.optional(expects(v.pipe(v.string(), v.minLength(16), v.description('Default HMAC-SHA256 secret of webhook channels (X-Proxy-Signature over "<X-Proxy-Timestamp>.<body>"). A webhook channel without a secret here or its own is refused.')), 'string of at least 16 characters')),
-  timeout_ms: v.optional(int(100, undefined, 'Milliseconds allowed for one delivery attempt (HTTP request or SMTP session).'), 10000),
-  max_attempts: v.optional(int(1, 100, 'Attempts per message before it is given up (logged and counted as failed).'), 8),
-  initial_backoff_ms: v.optional(int(1, undefined, 'Delay before the second attempt; each later one doubles it, up to max_backoff_ms, with random jitter (50..100% of the delay).'), 1000),
-  max_backoff_ms: v.optional(int(1, undefined, 'Largest delay between two attempts.'), 60000),
-  smtp: v.optional(v.pipe(v.strictObject({
-    host: v.pipe(v.string(), v.minLength(1), v.description('SMTP server host.')),
-    port: v.optional(int(1, 65535, 'SMTP server port.'), 587),
-    secure: v.optional(v.pipe(v.boolean(), v.description('TLS from the first byte (port 465); false: STARTTLS when the server offers it.')), false),
-    from: v.pipe(v.string(), v.minLength(3), v.description('Sender address, e.g. "Pipeline Proxy <proxy@example.com>".')),
-    user: v.optional(v.pipe(v.string(), v.minLength(1), v.description('SMTP AUTH user; absent: no authentication.'))),
-    password: v.optional(v.pipe(v.string(), v.description('SMTP AUTH password (with user).'))),
-  }), v.description('SMTP server of email channels (through nodemailer). Required when an email channel is configured.'))),
+  channels: onReload(v.optional(v.pipe(v.array(notificationChannel), v.description('Default channels of every canary; a canary started with its own channels uses those instead.')), [])),
+  instance_name: onReload(v.optional(v.pipe(v.string(), v.minLength(1), v.description('Name of this proxy instance in every message; default the host name.')))),
+  outbox_path: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('SQLite file of the outbox; default <canary.data_dir>/outbox.sqlite. Every message is written there before it is sent and marked when delivered, so a restart resumes what was not delivered (relative to the working directory; created if missing). One proxy per file. ":memory:" keeps it in memory (lost on restart).')))),
+  webhook_secret: onReload(v.optional(expects(v.pipe(v.string(), v.minLength(16), v.description('Default HMAC-SHA256 secret of webhook channels (X-Proxy-Signature over "<X-Proxy-Timestamp>.<body>"). A webhook channel without a secret here or its own is refused.')), 'string of at least 16 characters'))),
+  timeout_ms: onReload(v.optional(int(100, undefined, 'Milliseconds allowed for one delivery attempt (HTTP request or SMTP session).'), 10000)),
+  max_attempts: onReload(v.optional(int(1, 100, 'Attempts per message before it is given up (logged and counted as failed).'), 8)),
+  initial_backoff_ms: onReload(v.optional(int(1, undefined, 'Delay before the second attempt; each later one doubles it, up to max_backoff_ms, with random jitter (50..100% of the delay).'), 1000)),
+  max_backoff_ms: onReload(v.optional(int(1, undefined, 'Largest delay between two attempts.'), 60000)),
+  smtp: onReload(v.optional(v.pipe(v.strictObject({
+    host: onReload(v.pipe(v.string(), v.minLength(1), v.description('SMTP server host.'))),
+    port: onReload(v.optional(int(1, 65535, 'SMTP server port.'), 587)),
+    secure: onReload(v.optional(v.pipe(v.boolean(), v.description('TLS from the first byte (port 465); false: STARTTLS when the server offers it.')), false)),
+    from: onReload(v.pipe(v.string(), v.minLength(3), v.description('Sender address, e.g. "Pipeline Proxy <proxy@example.com>".'))),
+    user: onReload(v.optional(v.pipe(v.string(), v.minLength(1), v.description('SMTP AUTH user; absent: no authentication.')))),
+    password: onReload(v.optional(v.pipe(v.string(), v.description('SMTP AUTH password (with user).')))),
+  }), v.description('SMTP server of email channels (through nodemailer). Required when an email channel is configured.')))),
 });
 
 export type NotificationsConfig = v.InferOutput<typeof notificationsSchema>;

@@ -3,6 +3,7 @@
 // the loader, the error messages and the docs all follow.
 import * as v from 'valibot';
 import { EXPECTS, expects, int, type Expects } from './expects.ts';
+import { appliesOf, onReload, onRestart, partlyOnReload, type Applies } from './applies.ts';
 import { hostPortSchema, hostSchema } from './address.ts';
 import { channelProblems } from './notifications-schema.ts';
 import { autoPromoteRulesSchema, canarySchema, controlPlaneSchema, notificationsSchema, rollbackRulesSchema } from './canary-schema.ts';
@@ -32,7 +33,7 @@ const stepId = expects(
 );
 
 const upstream = v.strictObject({
-  uri: v.optional(
+  uri: onRestart(v.optional(
     expects(
       v.pipe(
         v.string(),
@@ -43,29 +44,29 @@ const upstream = v.strictObject({
       ),
       'string mongodb:// or mongodb+srv:// URI',
     ),
-  ),
-  pool_size: v.optional(int(1, undefined, 'Maximum number of pooled connections to the upstream.'), 100),
-  min_idle: v.optional(
+  )),
+  pool_size: onRestart(v.optional(int(1, undefined, 'Maximum number of pooled connections to the upstream.'), 100)),
+  min_idle: onRestart(v.optional(
     int(0, undefined, 'Connections kept open even when idle; must not exceed pool_size.'),
     0,
-  ),
-  max_idle_time_ms: v.optional(
+  )),
+  max_idle_time_ms: onRestart(v.optional(
     int(0, undefined, 'Milliseconds an idle pooled connection is kept before it is closed.'),
     60000,
-  ),
-  connect_timeout_ms: v.optional(
+  )),
+  connect_timeout_ms: onRestart(v.optional(
     int(1, undefined, 'Milliseconds allowed to open a new upstream connection.'),
     5000,
-  ),
-  wait_queue_timeout_ms: v.optional(
+  )),
+  wait_queue_timeout_ms: onRestart(v.optional(
     int(1, undefined, 'Milliseconds a request waits for a pooled connection before it fails.'),
     10000,
-  ),
-  request_timeout_ms: v.optional(
+  )),
+  request_timeout_ms: onRestart(v.optional(
     int(0, undefined, 'Milliseconds allowed for one upstream round trip; 0 means no limit. With a single upstream host (no server monitor) this is the only bound on a request written to a server that stopped answering without closing its connection; a replica set or mongos list also has its monitors, which clear a silent server\'s pool (see docs/operations.md, "A silent server"). Set it above your slowest legitimate command when the upstream is one host.'),
     0,
-  ),
-  dns_servers: v.optional(
+  )),
+  dns_servers: onRestart(v.optional(
     expects(
       v.pipe(
         v.array(v.pipe(v.string(), v.regex(DNS_SERVER_PATTERN))),
@@ -73,49 +74,49 @@ const upstream = v.strictObject({
       ),
       'array of "ip" or "ip:port" strings',
     ),
-  ),
-  srv_rescan_interval_ms: v.optional(
+  )),
+  srv_rescan_interval_ms: onRestart(v.optional(
     int(100, undefined, 'Milliseconds between re-resolutions of a mongodb+srv:// upstream\'s SRV records (counted from the end of the previous one; after a failed one, the next comes after at most 10000). Node\'s resolver does not report SRV record TTLs, so they cannot shorten it.'),
     60000,
-  ),
-  heartbeat_ms: v.optional(
+  )),
+  heartbeat_ms: onRestart(v.optional(
     int(500, undefined, 'Multi-host upstreams (replica set, mongos list): milliseconds between two hello checks of each server (every 500 ms while a replica set has no known primary; at once after a network or "not primary" error).'),
     10000,
-  ),
-  local_threshold_ms: v.optional(
+  )),
+  local_threshold_ms: onRestart(v.optional(
     int(0, undefined, 'Multi-host upstreams: requests are spread over the eligible servers whose hello round trip is within this many milliseconds of the fastest one.'),
     15,
-  ),
-  server_selection_timeout_ms: v.optional(
+  )),
+  server_selection_timeout_ms: onRestart(v.optional(
     int(1, undefined, 'Multi-host upstreams: milliseconds a request waits for a server it can go to (a primary, a secondary its read preference accepts, a healthy mongos) before it fails with a retryable FailedToSatisfyReadPreference error.'),
     10000,
-  ),
+  )),
 });
 
 const clients = v.strictObject({
-  max_connections: v.optional(
+  max_connections: onRestart(v.optional(
     int(0, 1_000_000, 'Client connections served at once; 0 means no limit. A connection past the limit is accepted, its first request (the driver\'s handshake) is answered with error 9001 SocketException "connection limit reached", and it is closed; counted in proxy_client_connections_refused_total.'),
     0,
-  ),
-  max_pending_reply_bytes: v.optional(
+  )),
+  max_pending_reply_bytes: onRestart(v.optional(
     int(65536, undefined, 'Bytes of replies a client may leave unread before the proxy stops reading (and forwarding) its requests; reading resumes when its socket drains. One reply is always written whole, so a client holds at most this plus one reply (≤ 48,000,000 bytes).'),
     16 * 1024 * 1024,
-  ),
-  max_queued_requests: v.optional(
+  )),
+  max_queued_requests: onRestart(v.optional(
     int(1, 10000, 'Requests read from one client and not yet started; past this the proxy stops reading that client until the queue halves (drivers do not pipeline, so this only bounds misbehaving clients).'),
     64,
-  ),
+  )),
 });
 
 const tls = v.strictObject({
-  cert_file: v.pipe(v.string(), v.minLength(1), v.description('PEM certificate (chain) the proxy presents to clients. Re-read on reload: renewed certificates apply to new connections, open ones stay.')),
-  key_file: v.pipe(v.string(), v.minLength(1), v.description('PEM private key of cert_file.')),
-  key_passphrase: v.optional(v.pipe(v.string(), v.description('Passphrase of an encrypted key_file.'))),
-  ca_file: v.optional(v.pipe(v.string(), v.minLength(1), v.description('PEM authorities whose client certificates are accepted (needed with client_certificates "optional" or "required").'))),
-  client_certificates: v.optional(
+  cert_file: onReload(v.pipe(v.string(), v.minLength(1), v.description('PEM certificate (chain) the proxy presents to clients. Re-read on reload: renewed certificates apply to new connections, open ones stay.'))),
+  key_file: onReload(v.pipe(v.string(), v.minLength(1), v.description('PEM private key of cert_file.'))),
+  key_passphrase: onReload(v.optional(v.pipe(v.string(), v.description('Passphrase of an encrypted key_file.')))),
+  ca_file: onReload(v.optional(v.pipe(v.string(), v.minLength(1), v.description('PEM authorities whose client certificates are accepted (needed with client_certificates "optional" or "required").')))),
+  client_certificates: onReload(v.optional(
     v.pipe(v.picklist(['none', 'optional', 'required']), v.description('"none": clients are not asked for a certificate; "optional": asked, and one that does not verify against ca_file is refused; "required": a client without a valid certificate is refused.')),
     'none',
-  ),
+  )),
 });
 
 const BASE64_PATTERN = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
@@ -131,55 +132,55 @@ const base64Bytes = (bytes: number, description: string) => expects(
 );
 
 const authUser = v.strictObject({
-  name: v.pipe(v.string(), v.minLength(1), v.description('User name, as clients give it (the `user` request property once logged in).')),
-  db: v.optional(v.pipe(v.string(), v.minLength(1), v.description('Authentication database: the client\'s authSource (drivers default to the URI\'s database, else "admin").')), 'admin'),
-  iterations: int(4096, undefined, 'PBKDF2 iteration count the credential was made with (SCRAM i=; mongod\'s iterationCount).'),
-  salt: base64Bytes(0, 'Salt of the credential, base64 (mongod\'s salt).'),
-  stored_key: base64Bytes(32, 'SCRAM-SHA-256 StoredKey, base64 (mongod\'s storedKey).'),
-  server_key: base64Bytes(32, 'SCRAM-SHA-256 ServerKey, base64 (mongod\'s serverKey).'),
+  name: onReload(v.pipe(v.string(), v.minLength(1), v.description('User name, as clients give it (the `user` request property once logged in).'))),
+  db: onReload(v.optional(v.pipe(v.string(), v.minLength(1), v.description('Authentication database: the client\'s authSource (drivers default to the URI\'s database, else "admin").')), 'admin')),
+  iterations: onReload(int(4096, undefined, 'PBKDF2 iteration count the credential was made with (SCRAM i=; mongod\'s iterationCount).')),
+  salt: onReload(base64Bytes(0, 'Salt of the credential, base64 (mongod\'s salt).')),
+  stored_key: onReload(base64Bytes(32, 'SCRAM-SHA-256 StoredKey, base64 (mongod\'s storedKey).')),
+  server_key: onReload(base64Bytes(32, 'SCRAM-SHA-256 ServerKey, base64 (mongod\'s serverKey).')),
 });
 
 const auth = v.strictObject({
-  mode: v.optional(
+  mode: onReload(v.optional(
     v.pipe(v.picklist(['required', 'optional']), v.description('"required": a connection must log in before any command other than hello, saslStart, saslContinue, logout, ping and buildInfo (others get code 13 Unauthorized); "optional": clients without credentials are served anonymously (`user` ""), clients with credentials must give correct ones.')),
     'required',
-  ),
-  users: expects(
+  )),
+  users: onReload(expects(
     v.pipe(v.array(authUser), v.minLength(1), v.description('Users clients log in as with SCRAM-SHA-256, stored as SCRAM credentials (never passwords): make an entry with `proxy user add <name>`, or copy the SCRAM-SHA-256 credential of a mongod user. A reload applies changes; a connection logged in as a removed or changed user must log in again.')),
     'non-empty array of users',
-  ),
+  )),
 });
 
 const shutdown = v.strictObject({
-  drain_timeout_ms: v.optional(
+  drain_timeout_ms: onReload(v.optional(
     int(0, undefined, 'On SIGTERM/SIGINT: milliseconds allowed for requests in flight to be answered before the remaining connections are closed. Requests read but not started are answered with ShutdownInProgress (code 91).'),
     10000,
-  ),
+  )),
 });
 
 const devdb = v.strictObject({
-  port: v.optional(
+  port: onRestart(v.optional(
     int(0, 65535, 'Port of the in-process development upstream (used when upstream.uri is absent); 0 picks a free port.'),
     0,
-  ),
+  )),
 });
 
 const log = v.strictObject({
-  level: v.optional(
+  level: onRestart(v.optional(
     v.pipe(
       v.picklist(['trace', 'debug', 'info', 'warn', 'error']),
       v.description('Lowest log level written.'),
     ),
     'info',
-  ),
-  format: v.optional(
+  )),
+  format: onRestart(v.optional(
     v.pipe(
       v.picklist(['json', 'pretty']),
       v.description('Log line format: one JSON object per line (pino), or human-readable text for a terminal.'),
     ),
     'json',
-  ),
-  ring_lines: v.optional(int(0, 100_000, 'Recent log lines kept in memory for `proxy logs` (GET /api/v1/logs on the admin port); 0 keeps none. Needs a restart to change.'), 1000),
+  )),
+  ring_lines: onRestart(v.optional(int(0, 100_000, 'Recent log lines kept in memory for `proxy logs` (GET /api/v1/logs on the admin port); 0 keeps none.'), 1000)),
 });
 
 /** Steps per phase at most: a graph is compiled and instantiated whole on every reload and canary. */
@@ -189,143 +190,143 @@ const maxSteps = v.rawCheck<string[]>(({ dataset, addIssue }) => {
 });
 
 const pipeline = v.strictObject({
-  id: v.optional(
+  id: onRestart(v.optional(
     v.pipe(v.string(), v.minLength(1), v.description('Name of this pipeline, used to tag its metrics.')),
     'default',
-  ),
-  request: v.optional(
+  )),
+  request: onReload(v.optional(
     v.pipe(
       v.array(stepId),
       maxSteps,
       v.description('Ordered step identifiers of the request phase (run before forwarding upstream). At most 64 steps.'),
     ),
     [],
-  ),
-  response: v.optional(
+  )),
+  response: onReload(v.optional(
     v.pipe(
       v.array(stepId),
       maxSteps,
       v.description('Ordered step identifiers of the response phase (run after the upstream answers). At most 64 steps.'),
     ),
     [],
-  ),
+  )),
 });
 
 const step = v.strictObject({
-  module: v.optional(
+  module: onReload(v.optional(
     v.pipe(v.string(), v.minLength(1), v.description('Path to the step\'s .wasm file (built-in steps need none).')),
-  ),
-  package: v.optional(
+  )),
+  package: onReload(v.optional(
     v.pipe(v.string(), v.minLength(1), v.description('npm package that provides the step\'s .wasm module.')),
-  ),
-  config: v.optional(
+  )),
+  config: onReload(v.optional(
     expects(
       v.pipe(v.record(v.string(), v.unknown()), v.description('Step-specific settings, handed to the step as JSON.')),
       'object',
     ),
     {},
-  ),
-  on_error: v.optional(
+  )),
+  on_error: onReload(v.optional(
     v.pipe(
       v.picklist(['open', 'closed']),
       v.description(
         'What happens when the step fails: "open" lets the request through, "closed" rejects it. The default depends on the step.',
       ),
     ),
-  ),
-  max_memory_pages: v.optional(
+  )),
+  max_memory_pages: onReload(v.optional(
     int(1, 65536, 'Maximum linear memory of the WASM instance, in 64 KiB pages.'),
     256,
-  ),
-  kv_max_bytes: v.optional(
+  )),
+  kv_max_bytes: onReload(v.optional(
     int(4096, undefined, 'Byte cap of the step\'s host-side key/value store (keys count 2 bytes a character, values their length); default 1 MiB. A full store evicts least recently used entries. Memory: a full store holds about twice the cap (its record area keeps room to reuse) plus 50–100 bytes of index per entry. Each graph (baseline, candidate) has its own store per step; a reload keeps the data while the step\'s config is unchanged, and a changed cap applies without losing what fits.'),
-  ),
-  fuel: v.optional(
+  )),
+  fuel: onReload(v.optional(
     int(0, undefined, 'Instruction budget per plugin call (fuel: one unit per function entry and loop iteration); default 50,000,000. A call that runs out traps and counts as a step error.'),
-  ),
+  )),
 });
 
 const admin = v.strictObject({
-  reload_on_change: v.optional(
-    v.pipe(v.boolean(), v.description('Reload the configuration when its file changes; a bad file is refused and the old config kept.')),
+  reload_on_change: onReload(v.optional(
+    v.pipe(v.boolean(), v.description('Reload the configuration when its file is saved: written in place, replaced by a rename (most editors, `sed -i`) or swapped through a symlink (a Kubernetes ConfigMap). A save that leaves the file as it was reloads nothing; a bad file is refused and the old configuration kept.')),
     true,
-  ),
-  listen: v.optional(hostPortSchema(
-    'Address of the admin HTTP API ("host:port", or "[ipv6]:port"): GET /metrics (Prometheus text), GET /api/v1/pipeline, POST /api/v1/reload, and the health probes GET /healthz (liveness) and GET /readyz (readiness). Absent: no admin API.',
   )),
-  token: v.optional(expects(
+  listen: onReload(v.optional(hostPortSchema(
+    'Address of the admin HTTP API ("host:port", or "[ipv6]:port"): GET /metrics (Prometheus text), GET /api/v1/pipeline, POST /api/v1/reload, and the health probes GET /healthz (liveness) and GET /readyz (readiness). Absent: no admin API. A reload that changes it opens the new address first and then closes the old one; an address that cannot be bound refuses the reload (the old listener and configuration stay).',
+  ))),
+  token: onReload(v.optional(expects(
     v.pipe(
       v.string(),
       v.minLength(16),
-      v.description('Bearer token the admin API requires (Authorization: Bearer <token>) on every route except the health probes /healthz and /readyz; at least 16 characters. Required when admin.listen is set; ${ENV} is not expanded.'),
+      v.description('Bearer token the admin API requires (Authorization: Bearer <token>) on every route except the health probes /healthz and /readyz; at least 16 characters. Required when admin.listen is set; ${ENV} is not expanded. A reload replaces it: the old token is refused and the new one accepted from the next request on.'),
     ),
     'string of at least 16 characters',
-  )),
+  ))),
 });
 
 const DURATION_PATTERN = /^\d+(ms|s|m|h|d)$/;
 
 const profiling = v.strictObject({
-  enabled: v.optional(v.pipe(v.boolean(), v.description('Times every step of every graph and serves GET /api/profile (and the flame graph). Off: graphs run the untimed loop and /api/profile answers 404. Can change on reload.')), false),
-  port: v.optional(int(0, 65535, 'Port of the profiling HTTP endpoint (/api/profile, /api/profile/flamegraph, /metrics); separate from the wire-protocol port. 0 picks a free one.'), 9091),
-  host: v.optional(hostSchema('Address the profiling endpoint binds (a host name, IPv4 or IPv6 address); the default keeps it on this machine. Bind another address only together with `token`.'), '127.0.0.1'),
-  token: v.optional(expects(v.pipe(v.string(), v.minLength(16), v.description('Bearer token the profiling endpoint requires (Authorization: Bearer <token>), at least 16 characters; absent: no authentication (then keep `host` on loopback).')), 'string of at least 16 characters')),
-  slow_step_threshold_us: v.optional(int(1, undefined, 'A step invocation slower than this many microseconds counts as slow (proxy_step_slow_total) and, with alert_on_slow_step, logs "slow step detected".'), 1000),
-  alert_on_slow_step: v.optional(v.pipe(v.boolean(), v.description('Log a warning (logger proxy::profiling) for slow step invocations, at most one line per step per second; the lines held back are counted (proxy_step_slow_log_suppressed_total) and reported by a "slow step lines suppressed" line when the second ends or the proxy stops.')), true),
-  per_step_thresholds: v.optional(expects(v.pipe(v.record(v.string(), v.pipe(v.number(), v.integer(), v.minValue(1))), v.description('Per-step overrides of slow_step_threshold_us, keyed by step identifier ("wasm:cache" or "cache").')), 'object of step → integer µs'), {}),
-  histogram_buckets: v.optional(expects(v.pipe(v.array(v.pipe(v.number(), v.integer(), v.minValue(1))), v.minLength(1), v.check((a) => a.every((x, i) => i === 0 || x > a[i - 1]), 'must be strictly increasing'), v.description('Upper bounds (µs) of the proxy_step_latency_us buckets in /metrics; +Inf is added. Percentiles in /api/profile come from HDR histograms and do not depend on these. Needs a restart to change (statistics restored from snapshot_dir are re-bucketed then).')), 'array of increasing integers (µs)'), [50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 1000000]),
-  snapshot_dir: v.optional(v.pipe(v.string(), v.minLength(1), v.description('Directory that persists the snapshots (created if missing; relative to the working directory): state.json, the cumulative statistics restored on start, and per-hour series-<YYYYMMDDHH>.jsonl files for GET /api/profile/series. Absent: the time series is kept in memory (bounded; docs/profiling.md) and statistics reset when the proxy restarts. One proxy per directory. Needs a restart to change.'))),
-  snapshot_interval_s: v.optional(int(1, undefined, 'Seconds between snapshots: one time-series point (GET /api/profile/series, the dashboard\'s trend charts) is taken, and with snapshot_dir state.json is rewritten and the point appended to its hour file. Needs a restart to change.'), 30),
-  snapshot_retention: v.optional(expects(v.pipe(v.string(), v.regex(DURATION_PATTERN), v.description('How long time-series points are kept: in memory, points older than this are dropped (and past 16 MiB of them the oldest go first); with snapshot_dir, an hour file is deleted once its whole hour is older than this, and state.json is always kept. Needs a restart to change.')), 'duration like "24h" (ms, s, m, h, d)'), '24h'),
-  filters: v.optional(v.pipe(v.strictObject({
-    operations: v.optional(v.pipe(v.array(v.string()), v.description('Only requests with these command names are sampled.'))),
-    collections: v.optional(v.pipe(v.array(v.string()), v.description('Only requests on these collections are sampled.'))),
-    min_upstream_latency_us: v.optional(int(0, undefined, 'Only requests whose upstream time (waiting for a pooled connection plus the round trip, as avg_upstream_latency_us) took at least this many microseconds are sampled.'), 0),
-  }), v.description('Conditional profiling: when set, only requests matching every given criterion are sampled (recorded in histograms, counts and the flame graph); the others are not recorded, but their steps are still checked against the slow-step thresholds.')), {}),
-  flamegraph_frames: v.optional(int(100, 1_000_000, 'Per-request frames kept (a ring) for the flame graph, sampled at most this many per 60 s on average (bursts of a tenth of it), each kept frame weighted by the requests skipped before it; a window longer than what the ring holds shows the newest frames. Plugin sub-operations are timed in the kept requests only, so their statistics are of the same sample. Needs a restart to change.'), 20000),
-  storage: v.optional(v.pipe(v.picklist(['memory', 'mmap']), v.description('Where graph and step histograms live: "memory" (default; HDR histograms in process memory) or "mmap" (a fixed-layout file at `mmap_path`, mapped into the proxy, that other processes read while it runs: `proxy profile --mmap <path>`; see docs/profiling.md). Needs a restart to change.')), 'memory'),
-  mmap_path: v.optional(v.pipe(v.string(), v.minLength(1), v.description('Path of the shared-memory histogram file (required with storage "mmap"; relative to the working directory). Created, or cleared, at start; one proxy per file. Needs a restart to change.'))),
-  mmap_size_mb: v.optional(int(1, 4096, 'Size of the histogram file in MiB (storage "mmap"): (size − 512 bytes) / 5888 rows, 178 in 1 MiB; a pipeline of N steps needs 2 × (4 + 2N) rows (baseline and candidate graphs, each step in both phases), checked at start and on reload. Needs a restart to change.'), 1),
+  enabled: onReload(v.optional(v.pipe(v.boolean(), v.description('Times every step of every graph and serves GET /api/profile (and the flame graph). Off: graphs run the untimed loop and /api/profile answers 404.')), false)),
+  port: onReload(v.optional(int(0, 65535, 'Port of the profiling HTTP endpoint (/api/profile, /api/profile/flamegraph, /metrics); separate from the wire-protocol port. 0 picks a free one. A reload that changes it opens the new address first and then closes the old one; an address that cannot be bound refuses the reload (the old listener and configuration stay).'), 9091)),
+  host: onReload(v.optional(hostSchema('Address the profiling endpoint binds (a host name, IPv4 or IPv6 address); the default keeps it on this machine. Bind another address only together with `token`. A reload that changes it opens the new address first and then closes the old one; an address that cannot be bound refuses the reload (the old listener and configuration stay).'), '127.0.0.1')),
+  token: onReload(v.optional(expects(v.pipe(v.string(), v.minLength(16), v.description('Bearer token the profiling endpoint requires (Authorization: Bearer <token>), at least 16 characters; absent: no authentication (then keep `host` on loopback). A reload replaces it: the old token is refused and the new one accepted from the next request on.')), 'string of at least 16 characters'))),
+  slow_step_threshold_us: onReload(v.optional(int(1, undefined, 'A step invocation slower than this many microseconds counts as slow (proxy_step_slow_total) and, with alert_on_slow_step, logs "slow step detected".'), 1000)),
+  alert_on_slow_step: onReload(v.optional(v.pipe(v.boolean(), v.description('Log a warning (logger proxy::profiling) for slow step invocations, at most one line per step per second; the lines held back are counted (proxy_step_slow_log_suppressed_total) and reported by a "slow step lines suppressed" line when the second ends or the proxy stops.')), true)),
+  per_step_thresholds: onReload(v.optional(expects(v.pipe(v.record(v.string(), v.pipe(v.number(), v.integer(), v.minValue(1))), v.description('Per-step overrides of slow_step_threshold_us, keyed by step identifier ("wasm:cache" or "cache").')), 'object of step → integer µs'), {})),
+  histogram_buckets: onRestart(v.optional(expects(v.pipe(v.array(v.pipe(v.number(), v.integer(), v.minValue(1))), v.minLength(1), v.check((a) => a.every((x, i) => i === 0 || x > a[i - 1]), 'must be strictly increasing'), v.description('Upper bounds (µs) of the proxy_step_latency_us buckets in /metrics; +Inf is added. Percentiles in /api/profile come from HDR histograms and do not depend on these. Statistics restored from snapshot_dir are re-bucketed to new bounds at start.')), 'array of increasing integers (µs)'), [50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 1000000])),
+  snapshot_dir: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('Directory that persists the snapshots (created if missing; relative to the working directory): state.json, the cumulative statistics restored on start, and per-hour series-<YYYYMMDDHH>.jsonl files for GET /api/profile/series. Absent: the time series is kept in memory (bounded; docs/profiling.md) and statistics reset when the proxy restarts. One proxy per directory.')))),
+  snapshot_interval_s: onRestart(v.optional(int(1, undefined, 'Seconds between snapshots: one time-series point (GET /api/profile/series, the dashboard\'s trend charts) is taken, and with snapshot_dir state.json is rewritten and the point appended to its hour file.'), 30)),
+  snapshot_retention: onRestart(v.optional(expects(v.pipe(v.string(), v.regex(DURATION_PATTERN), v.description('How long time-series points are kept: in memory, points older than this are dropped (and past 16 MiB of them the oldest go first); with snapshot_dir, an hour file is deleted once its whole hour is older than this, and state.json is always kept.')), 'duration like "24h" (ms, s, m, h, d)'), '24h')),
+  filters: onReload(v.optional(v.pipe(v.strictObject({
+    operations: onReload(v.optional(v.pipe(v.array(v.string()), v.description('Only requests with these command names are sampled.')))),
+    collections: onReload(v.optional(v.pipe(v.array(v.string()), v.description('Only requests on these collections are sampled.')))),
+    min_upstream_latency_us: onReload(v.optional(int(0, undefined, 'Only requests whose upstream time (waiting for a pooled connection plus the round trip, as avg_upstream_latency_us) took at least this many microseconds are sampled.'), 0)),
+  }), v.description('Conditional profiling: when set, only requests matching every given criterion are sampled (recorded in histograms, counts and the flame graph); the others are not recorded, but their steps are still checked against the slow-step thresholds.')), {})),
+  flamegraph_frames: onRestart(v.optional(int(100, 1_000_000, 'Per-request frames kept (a ring) for the flame graph, sampled at most this many per 60 s on average (bursts of a tenth of it), each kept frame weighted by the requests skipped before it; a window longer than what the ring holds shows the newest frames. Plugin sub-operations are timed in the kept requests only, so their statistics are of the same sample.'), 20000)),
+  storage: onRestart(v.optional(v.pipe(v.picklist(['memory', 'mmap']), v.description('Where graph and step histograms live: "memory" (default; HDR histograms in process memory) or "mmap" (a fixed-layout file at `mmap_path`, mapped into the proxy, that other processes read while it runs: `proxy profile --mmap <path>`; see docs/profiling.md).')), 'memory')),
+  mmap_path: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('Path of the shared-memory histogram file (required with storage "mmap"; relative to the working directory). Created, or cleared, at start; one proxy per file.')))),
+  mmap_size_mb: onRestart(v.optional(int(1, 4096, 'Size of the histogram file in MiB (storage "mmap"): (size − 512 bytes) / 5888 rows, 178 in 1 MiB; a pipeline of N steps needs 2 × (4 + 2N) rows (baseline and candidate graphs, each step in both phases), checked at start and on reload.'), 1)),
 });
 
 const OTLP_URL_PATTERN = /^https?:\/\/[^\s/]+(\/\S*)?$/;
 const RESOURCE_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
 
 const telemetry = v.strictObject({
-  otlp_endpoint: v.optional(expects(v.pipe(v.string(), v.regex(OTLP_URL_PATTERN), v.description('OTLP/HTTP collector address. A URL without a path gets /v1/traces appended (http://127.0.0.1:4318 → http://127.0.0.1:4318/v1/traces); a URL with a path is used as is. Absent: tracing is off and costs nothing.')), 'URL "http(s)://host:port[/path]"')),
-  protocol: v.optional(v.pipe(v.picklist(['http/protobuf', 'http/json']), v.description('OTLP encoding: protobuf (application/x-protobuf) or JSON (application/json).')), 'http/protobuf'),
-  service_name: v.optional(v.pipe(v.string(), v.minLength(1), v.description('service.name resource attribute put on every exported span.')), 'proxy'),
-  sample_rate: v.optional(expects(v.pipe(v.number(), v.minValue(0), v.maxValue(1), v.description('Fraction of requests traced when the client sent no trace context (parent-based ratio sampling: a client traceparent\'s sampled flag decides for its requests). Recommended: 1.0 development, 0.1 staging, 0.01 production, 0.001 above 100 000 requests per second.')), 'number 0..1'), 0.01),
-  propagation: v.optional(v.pipe(v.picklist(['tracecontext']), v.description('Trace context propagation: W3C traceparent, read from a command\'s $traceparent field (or its comment) and stripped before forwarding.')), 'tracecontext'),
-  resource_attributes: v.optional(expects(v.pipe(v.record(expects(v.pipe(v.string(), v.regex(RESOURCE_KEY_PATTERN)), 'an attribute name: letters, digits, "_", "." and "-", starting with a letter or "_"'), v.string()), v.description('Resource attributes attached to exported traces, e.g. deployment.environment, service.version, service.namespace.')), 'object of attribute name → string'), {}),
-  max_queue_spans: v.optional(int(64, 1_000_000, 'Spans waiting for export at most; spans beyond are dropped and counted (proxy_trace_spans_dropped_total), so a down or slow collector never holds requests.'), 2048),
-  max_batch_spans: v.optional(int(1, 100_000, 'Spans per export request at most.'), 512),
-  export_interval_ms: v.optional(int(10, 3_600_000, 'Milliseconds between exports of a partly filled batch (a full batch goes at once).'), 1000),
-  export_timeout_ms: v.optional(int(100, 600_000, 'An export request not answered within this many milliseconds fails; its spans are dropped and counted.'), 10000),
+  otlp_endpoint: onRestart(v.optional(expects(v.pipe(v.string(), v.regex(OTLP_URL_PATTERN), v.description('OTLP/HTTP collector address. A URL without a path gets /v1/traces appended (http://127.0.0.1:4318 → http://127.0.0.1:4318/v1/traces); a URL with a path is used as is. Absent: tracing is off and costs nothing.')), 'URL "http(s)://host:port[/path]"'))),
+  protocol: onRestart(v.optional(v.pipe(v.picklist(['http/protobuf', 'http/json']), v.description('OTLP encoding: protobuf (application/x-protobuf) or JSON (application/json).')), 'http/protobuf')),
+  service_name: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('service.name resource attribute put on every exported span.')), 'proxy')),
+  sample_rate: onReload(v.optional(expects(v.pipe(v.number(), v.minValue(0), v.maxValue(1), v.description('Fraction of requests traced when the client sent no trace context (parent-based ratio sampling: a client traceparent\'s sampled flag decides for its requests). Recommended: 1.0 development, 0.1 staging, 0.01 production, 0.001 above 100 000 requests per second.')), 'number 0..1'), 0.01)),
+  propagation: onRestart(v.optional(v.pipe(v.picklist(['tracecontext']), v.description('Trace context propagation: W3C traceparent, read from a command\'s $traceparent field (or its comment) and stripped before forwarding.')), 'tracecontext')),
+  resource_attributes: onRestart(v.optional(expects(v.pipe(v.record(expects(v.pipe(v.string(), v.regex(RESOURCE_KEY_PATTERN)), 'an attribute name: letters, digits, "_", "." and "-", starting with a letter or "_"'), v.string()), v.description('Resource attributes attached to exported traces, e.g. deployment.environment, service.version, service.namespace.')), 'object of attribute name → string'), {})),
+  max_queue_spans: onRestart(v.optional(int(64, 1_000_000, 'Spans waiting for export at most; spans beyond are dropped and counted (proxy_trace_spans_dropped_total), so a down or slow collector never holds requests.'), 2048)),
+  max_batch_spans: onRestart(v.optional(int(1, 100_000, 'Spans per export request at most.'), 512)),
+  export_interval_ms: onRestart(v.optional(int(10, 3_600_000, 'Milliseconds between exports of a partly filled batch (a full batch goes at once).'), 1000)),
+  export_timeout_ms: onRestart(v.optional(int(100, 600_000, 'An export request not answered within this many milliseconds fails; its spans are dropped and counted.'), 10000)),
 });
 
 const rootObject = v.strictObject({
-  listen: v.optional(listen, '127.0.0.1:27018'),
-  upstream: v.optional(v.pipe(upstream, v.description('Connection pool to the upstream database.')), {}),
-  devdb: v.optional(v.pipe(devdb, v.description('In-process development upstream.')), {}),
-  clients: v.optional(v.pipe(clients, v.description('Per-client bounds (backpressure): what one client may make the proxy hold for it.')), {}),
-  tls: v.optional(v.pipe(tls, v.description('TLS on the client-facing listener (clients then connect with tls=true). Absent: plain TCP.'))),
-  auth: v.optional(v.pipe(auth, v.description('Client authentication: clients log in to the proxy with SCRAM-SHA-256 as users listed here; the proxy logs in to the upstream with upstream.uri\'s own credentials and never forwards a client\'s. Absent: clients connect without credentials (a client that sends some gets AuthenticationFailed). See docs/operations.md.'))),
-  shutdown: v.optional(v.pipe(shutdown, v.description('Graceful shutdown.')), {}),
-  compression: v.optional(
+  listen: onRestart(v.optional(listen, '127.0.0.1:27018')),
+  upstream: onRestart(v.optional(v.pipe(upstream, v.description('Connection pool to the upstream database.')), {})),
+  devdb: onRestart(v.optional(v.pipe(devdb, v.description('In-process development upstream.')), {})),
+  clients: onRestart(v.optional(v.pipe(clients, v.description('Per-client bounds (backpressure): what one client may make the proxy hold for it.')), {})),
+  tls: partlyOnReload(v.optional(v.pipe(tls, v.description('TLS on the client-facing listener (clients then connect with tls=true). Absent: plain TCP.'))), 'Adding or removing the block needs a restart; changes to its keys apply on reload, to new connections (open ones keep their certificate).'),
+  auth: onReload(v.optional(v.pipe(auth, v.description('Client authentication: clients log in to the proxy with SCRAM-SHA-256 as users listed here; the proxy logs in to the upstream with upstream.uri\'s own credentials and never forwards a client\'s. Absent: clients connect without credentials (a client that sends some gets AuthenticationFailed). See docs/operations.md.')))),
+  shutdown: onReload(v.optional(v.pipe(shutdown, v.description('Graceful shutdown.')), {})),
+  compression: onRestart(v.optional(
     v.pipe(
       v.array(v.picklist(['snappy', 'zlib', 'zstd'])),
       v.description('Wire compressors the proxy offers to clients, in order of preference.'),
     ),
     ['snappy', 'zlib', 'zstd'],
-  ),
-  zlib_level: v.optional(
+  )),
+  zlib_level: onRestart(v.optional(
     int(-1, 9, 'zlib compression level; -1 uses zlib\'s default.'),
     -1,
-  ),
-  log: v.optional(v.pipe(log, v.description('Logging.')), {}),
-  pipeline: v.optional(v.pipe(pipeline, v.description('The pipeline every request goes through.')), {}),
-  steps: v.optional(
+  )),
+  log: onRestart(v.optional(v.pipe(log, v.description('Logging.')), {})),
+  pipeline: partlyOnReload(v.optional(v.pipe(pipeline, v.description('The pipeline every request goes through.')), {}), '`request` and `response` apply on reload; `id` needs a restart.'),
+  steps: onReload(v.optional(
     v.pipe(
       v.record(
         expects(v.pipe(v.string(), v.regex(STEP_NAME_PATTERN)), 'step name matching ^[a-z][a-z0-9_-]*$'),
@@ -334,15 +335,15 @@ const rootObject = v.strictObject({
       v.description('Per-step settings, keyed by step name (without the "wasm:" prefix).'),
     ),
     {},
-  ),
-  admin: v.optional(v.pipe(admin, v.description('Administrative behaviour of the running proxy.'))),
-  profiling: v.optional(v.pipe(profiling, v.description('Per-step profiling: HDR histograms per graph, step and phase; the profiling HTTP endpoint; slow-step detection. Absent: no profiling endpoint (connections to its port are refused).'))),
-  telemetry: v.optional(v.pipe(telemetry, v.description('OpenTelemetry trace export (OTLP/HTTP) of sampled requests, SPEC §2.3 and §2.4; see docs/tracing.md. Needs a restart to change, except `telemetry.sample_rate`, which applies on reload (SIGHUP or a file change): raise it during an incident without dropping a connection.'))),
-  control_plane: v.optional(v.pipe(controlPlaneSchema, v.description('Canary control-plane API (docs/canary.md). Absent: no control plane (its port is refused) and no canary can start. Present without `profiling`: a profiler with default settings records the per-graph figures the canary decides on (no profiling endpoint is opened).'))),
-  canary: v.optional(v.pipe(canarySchema, v.description('Canary defaults and storage (SPEC §2.8); a canary started through the API may override stages, auto_promote and judge.')), {}),
-  rollback_rules: v.optional(v.pipe(rollbackRulesSchema, v.description('Default rollback rules of canaries; a start request\'s rollback_rules are merged over them key by key.')), {}),
-  auto_promote_rules: v.optional(v.pipe(autoPromoteRulesSchema, v.description('Default auto-promote rules of canaries (merged key by key with a start request\'s).')), {}),
-  notifications: v.optional(v.pipe(notificationsSchema, v.description('Canary notifications (SPEC §6): default channels, the outbox, retries and the SMTP server. See docs/notifications.md.')), {}),
+  )),
+  admin: onReload(v.optional(v.pipe(admin, v.description('Administrative behaviour of the running proxy.')))),
+  profiling: partlyOnReload(v.optional(v.pipe(profiling, v.description('Per-step profiling: HDR histograms per graph, step and phase; the profiling HTTP endpoint; slow-step detection. Absent: no profiling endpoint (connections to its port are refused).'))), 'Adding or removing the block needs a restart; inside it, storage, histogram layout and snapshot keys need a restart, the others apply on reload.'),
+  telemetry: partlyOnReload(v.optional(v.pipe(telemetry, v.description('OpenTelemetry trace export (OTLP/HTTP) of sampled requests; see docs/tracing.md. `telemetry.sample_rate` applies on reload: raise it during an incident without dropping a connection.'))), 'Adding or removing the block needs a restart; inside it only `sample_rate` applies on reload.'),
+  control_plane: partlyOnReload(v.optional(v.pipe(controlPlaneSchema, v.description('Canary control-plane API (docs/canary.md). Absent: no control plane (its port is refused) and no canary can start. Present without `profiling`: a profiler with default settings records the per-graph figures the canary decides on (no profiling endpoint is opened).'))), 'Adding or removing the block needs a restart; its keys apply on reload (tokens at once, a new host or port rebinds the listener).'),
+  canary: partlyOnReload(v.optional(v.pipe(canarySchema, v.description('Canary defaults and storage; a canary started through the API may override stages, auto_promote and judge.')), {}), '`stages`, `auto_promote` and `judge` apply on reload to canaries started after it; the others need a restart.'),
+  rollback_rules: onReload(v.optional(v.pipe(rollbackRulesSchema, v.description('Default rollback rules of canaries; a start request\'s rollback_rules are merged over them key by key.')), {})),
+  auto_promote_rules: onReload(v.optional(v.pipe(autoPromoteRulesSchema, v.description('Default auto-promote rules of canaries (merged key by key with a start request\'s).')), {})),
+  notifications: partlyOnReload(v.optional(v.pipe(notificationsSchema, v.description('Canary notifications: default channels, the outbox, retries and the SMTP server. See docs/notifications.md.')), {}), '`outbox_path` needs a restart; the other keys apply on reload.'),
 });
 
 type PathItem = { type: 'object'; origin: 'value'; input: Record<string, unknown>; key: string; value: unknown };
@@ -465,7 +466,7 @@ export function defaultConfig(): ProxyConfig {
 
 // ---- Introspection, shared by the error formatter and the docs generator -----------------------
 
-type AnySchema = v.GenericSchema & {
+export type AnySchema = v.GenericSchema & {
   type: string;
   pipe?: readonly { kind: string; type: string; description?: string }[];
   wrapped?: AnySchema;
@@ -478,7 +479,7 @@ type AnySchema = v.GenericSchema & {
 };
 
 /** Strips optional wrappers, remembering the default, down to the schema that checks the value. */
-function unwrap(schema: AnySchema): { inner: AnySchema; optional: boolean; fallback: unknown } {
+export function unwrap(schema: AnySchema): { inner: AnySchema; optional: boolean; fallback: unknown } {
   let optional = false;
   let fallback: unknown = undefined;
   let s = schema;
@@ -491,7 +492,7 @@ function unwrap(schema: AnySchema): { inner: AnySchema; optional: boolean; fallb
 }
 
 /** The schema the value check is made of (for a pipe, its first item). */
-function base(schema: AnySchema): AnySchema {
+export function base(schema: AnySchema): AnySchema {
   return schema.type === 'pipe' ? (schema.pipe?.[0] as unknown as AnySchema) : schema;
 }
 
@@ -550,6 +551,13 @@ export interface SchemaKey {
   /** Whether the key may be left out. */
   optional: boolean;
   description: string;
+  /** When a change applies (the key's mark; undefined only for a key someone forgot to mark). */
+  applies: Applies | undefined;
+}
+
+/** The keys of the root object: what a reload's diff (reload.ts) walks. */
+export function rootEntries(): Record<string, AnySchema> {
+  return (rootObject as unknown as AnySchema).entries ?? {};
 }
 
 /** Every key of the configuration, depth first in declaration order. */
@@ -559,7 +567,7 @@ export function schemaKeys(): SchemaKey[] {
     for (const [key, schema] of Object.entries(entries)) {
       const { inner, optional, fallback } = unwrap(schema);
       const path = prefix + key;
-      out.push({ path, type: describeExpected(inner), default: fallback, optional, description: descriptionOf(inner) });
+      out.push({ path, type: describeExpected(inner), default: fallback, optional, description: descriptionOf(inner), applies: appliesOf(schema) });
       const b = base(inner);
       if (b.type === 'strict_object' && b.entries) walk(b.entries, `${path}.`);
       if (b.type === 'array') {
