@@ -6,6 +6,7 @@ import { calculateObjectSize, Long, type Document } from 'bson';
 import { randomBytes } from 'node:crypto';
 
 export interface CursorOptions {
+  /** Bytes of one batch array (documents with their array element headers), as mongod's 16 MiB. */
   maxBatchBytes: number;
   idleTimeoutMs: number;
   maxCursors: number;
@@ -51,13 +52,19 @@ export class CursorManager {
     }
   }
 
+  /**
+   * The next documents of `c`: at most `batchSize` (0: no count limit), and — as mongod does — no
+   * document that would take the batch array past maxBatchBytes, counting each element as the
+   * array encodes it (type byte, index key, NUL, document), so the reply stays within 16 MiB plus
+   * its envelope. The first document always goes in, whatever its size.
+   */
   private batch(c: OpenCursor, batchSize: number): Document[] {
     const out: Document[] = [];
     let bytes = 0;
     const max = batchSize > 0 ? batchSize : Infinity;
     while (c.pos < c.docs.length && out.length < max) {
       const d = c.map(c.docs[c.pos]);
-      const size = calculateObjectSize(d);
+      const size = elementSize(out.length, calculateObjectSize(d));
       if (out.length > 0 && bytes + size > this.opts.maxBatchBytes) break;
       out.push(d);
       bytes += size;
@@ -120,6 +127,11 @@ export class CursorManager {
     this.sweep();
     return this.open.delete(id);
   }
+}
+
+/** Bytes of a document of `docBytes` at `index` of a BSON array: type byte, decimal key, NUL, document. */
+function elementSize(index: number, docBytes: number): number {
+  return 2 + (index < 10 ? 1 : Math.floor(Math.log10(index)) + 1) + docBytes;
 }
 
 /** Converts a cursor id from the wire (Long, number, bigint, Int32...) to bigint. */

@@ -21,7 +21,7 @@ import { Store } from './store.ts';
 import { isPlainObject } from './values.ts';
 
 export interface DevEngineOptions {
-  /** Byte budget of one cursor batch (default 16 MiB minus reply overhead). */
+  /** Byte budget of one cursor batch array (default 16 MiB, as mongod; the reply's envelope comes on top). */
   maxBatchBytes?: number;
   /** Idle cursors are discarded after this many ms (default 10 minutes). */
   cursorTimeoutMs?: number;
@@ -35,7 +35,11 @@ export interface DevEngineOptions {
   now?: () => number;
 }
 
-const DEFAULT_MAX_BATCH_BYTES = 16 * 1024 * 1024 - 16 * 1024;
+// mongod's limit (BSONObjMaxUserSize): a batch stops before the document that would take it past
+// 16 MiB. js-bson serializes into a 17 MiB buffer, which leaves the envelope (cursor id, namespace,
+// ok, $clusterTime) room enough; counting only the documents, without their array element headers
+// (up to 8 bytes each), let a batch of ~600,000 small documents reach 17.8 MB and fail to serialize.
+const DEFAULT_MAX_BATCH_BYTES = 16 * 1024 * 1024;
 
 export class DevEngine {
   private readonly state: EngineState;
