@@ -167,7 +167,7 @@ export class CanaryController {
     let prepared: PreparedCandidate;
     try {
       try {
-        prepared = await this.graphs.prepare(pid, spec.candidate_config);
+        prepared = await this.graphs.prepare(pid, spec.candidate_config, this.defaults().plugin_dirs);
       } catch (err) {
         throw new CanaryError('PROXY_ERR_CANARY_CANDIDATE_REFUSED', `candidate refused: ${(err as Error).message}`, undefined, err);
       }
@@ -461,7 +461,7 @@ export class CanaryController {
       const r = c.record;
       if (!ACTIVE.has(r.status) || c.prepared !== null) continue;
       try {
-        c.prepared = await this.graphs.prepare(r.pipeline_id, r.spec.candidate_config);
+        c.prepared = await this.graphs.prepare(r.pipeline_id, r.spec.candidate_config, this.defaults().plugin_dirs);
       } catch (err) {
         this.log.error('canary candidate failed to load on resume; rolling back', { canary_id: r.id, error: (err as Error).message });
         this.rollback(r.id, { reason: `candidate failed to load on resume: ${(err as Error).message}`, triggeredBy: 'automatic' });

@@ -3,15 +3,15 @@
 // it beside the baseline with SPEC §3's per-request split, changes the split, unloads it, and at
 // completion makes it the baseline while keeping the old baseline for the grace period.
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import {
   PercentSelector, stepName, DEFAULT_MAX_MEMORY_PAGES,
   type Pipeline, type PipelineConfig, type PipelineManager, type StepSettings, type Variant,
 } from '../pipeline/index.ts';
 import type { CandidateConfig } from './spec.ts';
 import { CanaryEvidence } from './arm-evidence.ts';
+import { allowedDirs, allowedModulePath, installedPackageVersion, splitPackage } from './plugin-paths.ts';
 import type { GraphTotals } from './windows.ts';
 
 export interface PreparedCandidate {
@@ -31,8 +31,12 @@ export interface RetainedBaseline {
 export interface CanaryGraphs {
   hasPipeline(pipelineId: string): boolean;
   baselineVersion(pipelineId: string): string;
-  /** Builds (compiles, instantiates, configures) the candidate without publishing it; throws the reason. */
-  prepare(pipelineId: string, candidate: CandidateConfig): Promise<PreparedCandidate>;
+  /**
+   * Builds (compiles, instantiates, configures) the candidate without publishing it; throws the
+   * reason. A step's `plugin_id` path must be in the built-in plugin directory, a directory of a
+   * configured step's module, or one of `pluginDirs` (plugin-paths.ts).
+   */
+  prepare(pipelineId: string, candidate: CandidateConfig, pluginDirs?: readonly string[]): Promise<PreparedCandidate>;
   /**
    * Publishes the candidate: from now on `trafficPct` % of requests go to it, and every request of
    * either graph is counted to its arm (totals).
@@ -49,12 +53,6 @@ export interface CanaryGraphs {
   swapBaseline(prepared: PreparedCandidate, graph: Pipeline): RetainedBaseline;
   /** Swaps `old` back in as the baseline. */
   restore(pipelineId: string, old: RetainedBaseline): void;
-}
-
-/** `name@1.2.3` / `@scope/name@1.2.3` → [name, version]. */
-function splitPackage(id: string): [string, string | null] {
-  const at = id.lastIndexOf('@');
-  return at > 0 ? [id.slice(0, at), id.slice(at + 1)] : [id, null];
 }
 
 /** The candidate graph's configuration: the baseline's, with `candidate.steps` laid over it. */
@@ -128,21 +126,36 @@ export class PipelineCanaryGraphs implements CanaryGraphs {
     return `sha256:${h.digest('hex').slice(0, 12)}`;
   }
 
-  async prepare(pipelineId: string, candidate: CandidateConfig): Promise<PreparedCandidate> {
+  /**
+   * The directories a candidate's plugin_id path may be in: the built-in plugin directory, each
+   * directory holding a module a configured step loads, and `extra` (canary.plugin_dirs).
+   */
+  private pluginDirs(extra: readonly string[]): string[] {
+    const dirs = [this.manager.pluginDir];
+    for (const b of this.baselines.values()) {
+      for (const s of Object.values(b.steps ?? {})) if (s.module !== undefined) dirs.push(dirname(resolve(s.module)));
+    }
+    return allowedDirs([...dirs, ...extra]);
+  }
+
+  async prepare(pipelineId: string, candidate: CandidateConfig, pluginDirs: readonly string[] = []): Promise<PreparedCandidate> {
     const base = this.baselines.get(pipelineId);
     if (base === undefined) throw new Error(`no pipeline "${pipelineId}"`);
+    const dirs = this.pluginDirs(pluginDirs);
+    // Each path, as the real path that was checked: what loads is what was allowed.
+    const modules = new Map<string, string>();
     for (const s of candidate.steps) {
-      if (s.plugin_id === undefined || s.plugin_id.endsWith('.wasm')) continue;
+      if (s.plugin_id === undefined) continue;
+      if (s.plugin_id.endsWith('.wasm')) {
+        modules.set(stepName(s.type), allowedModulePath(s.type, s.plugin_id, dirs));
+        continue;
+      }
+      const have = installedPackageVersion(s.type, s.plugin_id);
       const [pkg, want] = splitPackage(s.plugin_id);
-      if (want === null) continue;
-      // The manifest is looked up along node_modules paths (a package's `exports` may hide it from require.resolve).
-      const req = createRequire(join(process.cwd(), 'package.json'));
-      const manifest = (req.resolve.paths(pkg) ?? []).map((d) => join(d, pkg, 'package.json')).find((f) => existsSync(f));
-      if (manifest === undefined) throw new Error(`step ${s.type}: package ${pkg} not found`);
-      const have = (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version;
-      if (have !== want) throw new Error(`step ${s.type}: package ${pkg} is version ${have}, not ${want}`);
+      if (want !== null && have !== want) throw new Error(`step ${s.type}: package ${pkg} is version ${have}, not ${want}`);
     }
     const config = candidatePipelineConfig(base, candidate);
+    for (const [name, path] of modules) config.steps[name].module = path;
     const graph = await this.manager.build(config, 'candidate');
     return { pipelineId, config, graph, version: this.version(config) };
   }

@@ -51,6 +51,8 @@ export interface CanaryDefaults {
   judge: JudgeSettings;
   /** What inline channels are checked against (a webhook needs a secret, email needs smtp). */
   notifications: Pick<NotificationsConfig, 'webhook_secret' | 'smtp'>;
+  /** canary.plugin_dirs: where a candidate's plugin_id paths may be, besides the built-in and configured ones. */
+  plugin_dirs: readonly string[];
 }
 
 export function defaultsFromConfig(c: ProxyConfig): CanaryDefaults {
@@ -58,6 +60,7 @@ export function defaultsFromConfig(c: ProxyConfig): CanaryDefaults {
     stages: c.canary.stages, auto_promote: c.canary.auto_promote, rollback_rules: c.rollback_rules,
     auto_promote_rules: c.auto_promote_rules, judge: c.canary.judge,
     notifications: { webhook_secret: c.notifications.webhook_secret, smtp: c.notifications.smtp },
+    plugin_dirs: c.canary.plugin_dirs,
   };
 }
 

@@ -83,6 +83,7 @@ export const canarySchema = v.strictObject({
   warning_share: onRestart(v.optional(v.pipe(v.number(), v.minValue(0.01), v.maxValue(1), v.description('canary.threshold_warning is emitted when a delta passes this share of its rollback threshold.')), 0.8)),
   max_samples: onRestart(v.optional(v.pipe(v.number(), v.integer(), v.minValue(10), v.description('Evaluation samples kept per canary (GET …/metrics); older ones are dropped.')), 10000)),
   judge: onReload(v.optional(v.pipe(judgeSchema, v.description('Optional statistical judge (docs/canary.md).')), {})),
+  plugin_dirs: onReload(v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(1))), v.description('Directories a candidate step\'s `plugin_id` path may load a .wasm module from (relative to the working directory), besides the built-in plugin directory and the directories of the configured steps\' modules; a path is allowed when its real location (symlinks followed) is inside one of them. Any other `plugin_id` must name an installed npm package. Read when a canary starts or resumes.')), [])),
 });
 
 export const controlPlaneSchema = v.strictObject({

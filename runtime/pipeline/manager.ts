@@ -53,7 +53,8 @@ export function stepName(identifier: string): string {
 export class PipelineManager {
   private readonly recorder: StepRecorder | null;
   private readonly logger: Logger;
-  private readonly pluginDir: string;
+  /** Where a step without a module or package loads `<name>.wasm` from (the built-in plugins). */
+  readonly pluginDir: string;
   /** The plugin host state every graph of this manager draws from. */
   readonly host: WasmHost;
   private readonly slots = new Map<string, GraphSlot>();

@@ -44,13 +44,13 @@ test('versions are content hashes: same configuration and module bytes → same 
   copyFileSync(join(BUILTIN_PLUGIN_DIR, 'filter.wasm'), join(dir, 'other.wasm'));
   const baseVersion = graphs.baselineVersion('default');
   assert.match(baseVersion, /^sha256:[0-9a-f]{12}$/);
-  const same = await graphs.prepare('default', { steps: [{ type: 'redact', plugin_id: join(dir, 'same.wasm') }] });
+  const same = await graphs.prepare('default', { steps: [{ type: 'redact', plugin_id: join(dir, 'same.wasm') }] }, [dir]);
   assert.equal(same.version, baseVersion, 'a copy of the same module with the same config is the same graph');
-  const v2 = await graphs.prepare('default', { steps: [{ type: 'redact', plugin_id: join(dir, 'same.wasm'), config: { fields: ['email'] } }] });
+  const v2 = await graphs.prepare('default', { steps: [{ type: 'redact', plugin_id: join(dir, 'same.wasm'), config: { fields: ['email'] } }] }, [dir]);
   assert.notEqual(v2.version, baseVersion);
-  await assert.rejects(graphs.prepare('default', { steps: [{ type: 'redact', plugin_id: join(dir, 'missing.wasm') }] }));
+  await assert.rejects(graphs.prepare('default', { steps: [{ type: 'redact', plugin_id: join(dir, 'missing.wasm') }] }, [dir]));
   await assert.rejects(graphs.prepare('default', { steps: [{ type: 'redact', plugin_id: 'valibot@0.0.1' }] }), /valibot is version/);
-  await assert.rejects(graphs.prepare('default', { steps: [{ type: 'redact', plugin_id: 'no-such-package-here@1.0.0' }] }), /not found/);
+  await assert.rejects(graphs.prepare('default', { steps: [{ type: 'redact', plugin_id: 'no-such-package-here@1.0.0' }] }), /not an allowed plugin/);
 });
 
 test('activate publishes the split (one draw per request), setTraffic changes it, remove puts 100 % on the baseline', async () => {
