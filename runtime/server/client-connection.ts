@@ -19,8 +19,8 @@ import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Document } from 'bson';
 import {
-  CommandPeek, Framer, WireError, type FrameSink, type DocSequence, decompressFrame, parseOpMsg,
-  validateDocument, validateDocuments, encodeOpMsg, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
+  CommandPeek, Framer, WireError, type FrameSink, type DocSequence, type InflateOwner, compressedSize, compressorOf,
+  inflateFrame, inflatesInline, parseOpMsg, validateDocument, validateDocuments, encodeOpMsg, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
   MSG_MORE_TO_COME, MSG_EXHAUST_ALLOWED, MSG_CHECKSUM_PRESENT, UNCOMPRESSIBLE_COMMANDS, HEADER_SIZE,
 } from '../wire/index.ts';
 import { UpstreamCall, newRequestId, type ConnectionSource, type UpstreamCallOwner, type UpstreamPool } from '../upstream/index.ts';
@@ -47,7 +47,12 @@ const QUIET_MS = 200;
 /** A connection refused by clients.max_connections that sends nothing is closed after this long. */
 const REFUSED_IDLE_MS = 5000;
 
-export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWriterOwner {
+/** Whether an OP_MSG frame says no reply is expected (flag bit 1; OP_MSG spec). */
+function moreToCome(f: Buffer): boolean {
+  return f.length >= HEADER_SIZE + 4 && (f.readUInt32LE(HEADER_SIZE) & MSG_MORE_TO_COME) !== 0;
+}
+
+export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWriterOwner, InflateOwner {
   readonly id: number;
   readonly socket: Socket;
   readonly clientAddress: string;
@@ -68,6 +73,9 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   /** Requests read and not started; pauses reading (request-queue.ts). */
   private readonly queue: RequestQueue;
   private busy = false;
+  /** The request in flight is being decompressed off the event loop (busy is set too). */
+  private inflating = false;
+  private inflatingCompressor = -1;
   private closed = false;
   /** Whether the server has been told this connection is gone. */
   private released = false;
@@ -186,29 +194,86 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
 
   private handle(frame: Buffer): void {
     this.ctx.stats.requests++;
-    let f = frame;
-    let compressor = -1;
-    let op = f.readInt32LE(12);
-    const w = this.writer;
+    const op = frame.readInt32LE(12);
     // Until the message is parsed, trust its flags only to decide whether a reply is expected.
-    w.target(ReplyKind.Msg, f.readInt32LE(4), -1,
-      !(op === OP_MSG && f.length >= HEADER_SIZE + 4 && (f.readUInt32LE(HEADER_SIZE) & MSG_MORE_TO_COME) !== 0));
+    this.writer.target(ReplyKind.Msg, frame.readInt32LE(4), -1, !(op === OP_MSG && moreToCome(frame)));
+    if (op !== OP_COMPRESSED) {
+      this.handleFrame(frame, op, -1, true);
+      return;
+    }
+    // OP_COMPRESSED: the declared size is checked (and the size the snappy or zstd stream states)
+    // before anything is decompressed, and decompression stops at it (compression.ts).
+    const compressor = compressorOf(frame);
+    let size: number;
     try {
-      if (op === OP_COMPRESSED) {
-        const d = decompressFrame(f);
-        f = d.frame;
-        compressor = d.compressorId;
-        op = f.readInt32LE(12);
-        if (!this.handshake.compressors.includes(compressor)) {
-          throw new WireError('PROXY_ERR_BAD_COMPRESSION', `compressor id ${compressor} was not negotiated on this connection`, true);
-        }
+      size = compressedSize(frame);
+      if (!this.handshake.compressors.includes(compressor)) {
+        throw new WireError('PROXY_ERR_BAD_COMPRESSION', `compressor id ${compressor} was not negotiated on this connection`, true);
       }
+      checkRequestSize(HEADER_SIZE + size, 0, this.ctx);
+    } catch (err) {
+      this.replyError(errorForThrown(err, this.ctx, this));
+      return;
+    }
+    if (!inflatesInline(frame, size)) {
+      // Off the event loop (inflate-pool.ts): the connection stays busy, so its next requests
+      // wait (and its reading pauses) until this one is answered; onInflated continues.
+      this.busy = true;
+      this.inflating = true;
+      this.inflatingCompressor = compressor;
+      this.ctx.inflater.inflate(frame, size, this);
+      return;
+    }
+    let plain: Buffer;
+    try {
+      plain = inflateFrame(frame, size);
+    } catch (err) {
+      this.replyError(errorForThrown(err, this.ctx, this));
+      return;
+    }
+    this.handleFrame(plain, plain.readInt32LE(12), compressor, true);
+  }
+
+  onInflated(frame: Buffer): void {
+    this.inflating = false;
+    this.busy = false;
+    if (this.closed) return;
+    // Started before any drain began: it is the request in flight, answered as usual.
+    this.handleFrame(frame, frame.readInt32LE(12), this.inflatingCompressor, false);
+    this.afterInflate();
+  }
+
+  onInflateFailed(err: Error): void {
+    this.inflating = false;
+    this.busy = false;
+    if (this.closed) return;
+    this.replyError(errorForThrown(err, this.ctx, this));
+    this.afterInflate();
+  }
+
+  /** The request that was being inflated is answered (or on its way upstream): as in finish(). */
+  private afterInflate(): void {
+    if (this.busy) return;
+    this.record.commit();
+    this.drain();
+  }
+
+  /**
+   * A request in its original opcode (`compressor` ≥ 0: it came compressed). `refuseIfDraining`:
+   * started during a drain, so answered with ShutdownInProgress rather than served.
+   */
+  private handleFrame(f: Buffer, op: number, compressor: number, refuseIfDraining: boolean): void {
+    const w = this.writer;
+    // A compressed message's own flags decide whether a reply is expected: a moreToCome request
+    // that fails below gets none, or the client's stream would be out of step.
+    if (compressor >= 0 && op === OP_MSG) w.expectReply = !moreToCome(f);
+    try {
       if (this.refused) {
         // Past clients.max_connections: its one request is refused, then the connection ends.
         w.targetUnparsed(f, op);
         this.replyError(connectionLimitReached(this.ctx.clientLimits.maxConnections));
         this.closeGracefully();
-      } else if (this.draining) {
+      } else if (this.draining && refuseIfDraining) {
         this.ctx.stats.shutdownRefused++;
         w.targetUnparsed(f, op);
         this.replyError(shuttingDown());
@@ -308,7 +373,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       this.forward(frame, this.ctx.router.choose(peek, body, null));
       return;
     }
-    const answer = steps.request(pipeline, body, sequences, this.writer.requestId);
+    const answer = steps.request(pipeline, body, sequences, this.writer.requestId, this.writer.expectReply);
     if (answer !== null) {
       this.sendBody(answer);
       return;
@@ -393,12 +458,14 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.writer.body(body);
   }
 
-  /** Answers the request in flight with an error document. */
+  /**
+   * Answers the request in flight with an error document — unless it is a moreToCome request (no
+   * reply is expected) or the connection has closed: counted apart then, as an error without a reply.
+   */
   private replyError(err: ProxyError): void {
     this.record.failed(err.code, err.codeName ?? '');
-    this.ctx.stats.errorReplies++;
-    if (this.closed) return;
-    this.writer.error(errorDocument(err.code, err.message, err.labels, err.codeName));
+    if (!this.closed && this.writer.error(errorDocument(err.code, err.message, err.labels, err.codeName))) this.ctx.stats.errorReplies++;
+    else this.ctx.stats.errorsWithoutReply++;
   }
 
   // ---- shutdown and close -----------------------------------------------------------------
@@ -436,13 +503,18 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
 
   /**
    * The drain deadline passed. A request still in flight is answered with InterruptedAtShutdown
-   * (its upstream connection, now in an unknown state, is dropped), then the connection ends.
+   * (its upstream connection, now in an unknown state, is dropped; a message still being
+   * decompressed is dropped), then the connection ends.
    */
   forceClose(): void {
     if (this.closed) return;
     if (this.busy && this.call.active) {
       this.call.abandon();
       this.replyError(interruptedAtShutdown(this.peek.op, this.peek.hasTxnNumber));
+    } else if (this.inflating) {
+      this.ctx.inflater.cancel(this);
+      this.inflating = false;
+      this.replyError(interruptedAtShutdown('', false));
     }
     this.closeGracefully();
     // A client that does not read would hold the socket open: it gets a moment, then is cut.
@@ -458,9 +530,17 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     }
     this.endLoadBalanced();
     this.call.close();
+    this.cancelInflate();
     this.framer.fail();
     this.queue.clear();
     this.socket.end();
+  }
+
+  /** The connection closed while its request was being decompressed: the message is dropped, never answered. */
+  private cancelInflate(): void {
+    if (!this.inflating) return;
+    this.inflating = false;
+    this.ctx.inflater.cancel(this);
   }
 
   /**
@@ -478,6 +558,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.closed = true;
     this.endLoadBalanced();
     this.call.close();
+    this.cancelInflate();
     this.framer.fail();
     this.queue.clear();
     if (!this.socket.destroyed) this.socket.destroy();

@@ -2,7 +2,7 @@
 import type { ObjectId } from 'bson';
 import type { Logger } from '../log/index.ts';
 import type { UpstreamInfo, UpstreamPool, UpstreamRouter } from '../upstream/index.ts';
-import type { CompressorName } from '../wire/index.ts';
+import type { CompressorName, InflatePool } from '../wire/index.ts';
 import type { ClientConnection } from './client-connection.ts';
 import type { PipelineManager } from '../pipeline/index.ts';
 import type { LogThrottle } from './log-throttle.ts';
@@ -14,7 +14,13 @@ export interface ServerStats {
   connectionsOpened: number;
   connectionsActive: number;
   requests: number;
+  /** Error documents written to clients by the proxy itself. */
   errorReplies: number;
+  /**
+   * Requests the proxy refused or failed without an error document being written: moreToCome
+   * requests (their client expects no reply) and requests whose connection had closed.
+   */
+  errorsWithoutReply: number;
   decodeErrors: number;
   upstreamErrors: number;
   /** Requests a pipeline step rejected. */
@@ -79,6 +85,8 @@ export interface ServerContext {
   readonly serviceId: ObjectId;
   /** Client authentication (config `auth`), read per request (a reload replaces it); null: off. */
   readonly clientAuth: ClientAuth | null;
+  /** Decompresses large OP_COMPRESSED requests off the event loop, bounded in bytes across the proxy. */
+  readonly inflater: InflatePool;
   upstreamInfo(): UpstreamInfo | null;
   onClientClosed(conn: ClientConnection): void;
 }

@@ -6,7 +6,7 @@ import { refusesPeer } from './listener-tls.ts';
 import type { Logger } from '../log/index.ts';
 import { UpstreamPool, UpstreamRouter, type PoolOptions, type Topology, type UpstreamInfo } from '../upstream/index.ts';
 import { PipelineManager } from '../pipeline/index.ts';
-import type { CompressorName } from '../wire/index.ts';
+import { InflatePool, type CompressorName, type InflatePoolOptions } from '../wire/index.ts';
 import { ClientConnection } from './client-connection.ts';
 import { DEFAULT_CLIENT_LIMITS, type ClientLimits, type ServerContext, type ServerStats } from './context.ts';
 import { LogThrottle } from './log-throttle.ts';
@@ -39,6 +39,8 @@ export interface ProxyServerOptions {
   clientAuth?: ClientAuthSettings | null;
   /** A multi-host upstream (replica set, mongos list): selects the server; `pool` is its first seed's. */
   topology?: Topology | null;
+  /** Off-loop decompression of large compressed requests (workers, bytes in flight); defaults in inflate-pool.ts. */
+  inflate?: InflatePoolOptions;
 }
 
 export class ProxyServer implements ServerContext {
@@ -48,7 +50,7 @@ export class ProxyServer implements ServerContext {
   readonly zlibLevel: number;
   readonly requestTimeoutMs: number;
   readonly stats: ServerStats = {
-    connectionsOpened: 0, connectionsActive: 0, requests: 0, errorReplies: 0, decodeErrors: 0, upstreamErrors: 0,
+    connectionsOpened: 0, connectionsActive: 0, requests: 0, errorReplies: 0, errorsWithoutReply: 0, decodeErrors: 0, upstreamErrors: 0,
     rejected: 0, localReplies: 0, backpressurePauses: 0, shutdownRefused: 0, retriedUnsent: 0, tlsHandshakeFailures: 0,
     connectionsRefused: 0, oversizeRequests: 0, lbTransactionsAborted: 0, lbCursorsKilled: 0, stateChangeErrorsRewritten: 0,
     authSucceeded: 0, authFailed: 0,
@@ -62,6 +64,7 @@ export class ProxyServer implements ServerContext {
   readonly router: UpstreamRouter;
   readonly profiler: Profiler | null;
   readonly tracing: Tracing | null;
+  readonly inflater: InflatePool;
   clientAuth: ClientAuth | null = null;
   /** Salts the decoy credentials of unknown users; kept across reloads so their salt stays stable. */
   private readonly decoyKey = newDecoyKey();
@@ -88,6 +91,7 @@ export class ProxyServer implements ServerContext {
     this.clientLimits = { ...DEFAULT_CLIENT_LIMITS, ...opts.clientLimits };
     this.profiler = opts.profiler ?? null;
     this.tracing = opts.tracing ?? null;
+    this.inflater = new InflatePool(opts.inflate);
     const maxConnections = this.clientLimits.maxConnections;
     if (opts.clientAuth != null) this.clientAuth = new ClientAuth(opts.clientAuth, this.decoyKey);
     const accept = (socket: Socket) => {
@@ -197,6 +201,7 @@ export class ProxyServer implements ServerContext {
     }
     this.log.info('drained', { answeredWithShutdownInProgress: this.stats.shutdownRefused });
     await closed;
+    await this.inflater.close();
     this.pool.close();
     this.router.close();
   }

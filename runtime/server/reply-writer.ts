@@ -75,14 +75,18 @@ export class ReplyWriter {
     this.write(out);
   }
 
-  /** Answers with an error document (OP_REPLY with QueryFailure for a legacy request, which always expects a reply). */
-  error(doc: Buffer): void {
+  /**
+   * Answers with an error document (OP_REPLY with QueryFailure for a legacy request, which always
+   * expects a reply). False when nothing was written: the request was moreToCome.
+   */
+  error(doc: Buffer): boolean {
     if (this.kind === ReplyKind.LegacyQuery) {
       this.write(encodeOpReply(newRequestId(), this.requestId, REPLY_QUERY_FAILURE, [doc]));
-      return;
+      return true;
     }
-    if (!this.expectReply) return;
+    if (!this.expectReply) return false;
     this.write(encodeOpMsg(newRequestId(), this.requestId, 0, doc));
+    return true;
   }
 
   /** Forwards the upstream's reply frame: header retargeted in place, no re-encoding (or translated to OP_REPLY). */

@@ -21,6 +21,8 @@ export class RequestSteps {
   private readonly peek: CommandPeek;
   private readonly record: RequestRecord;
   private readonly stats: ServerStats;
+  /** The request in flight expects a reply (not moreToCome): a rejection is then written, else only counted. */
+  private expectsReply = true;
 
   constructor(conn: ConnectionInfo, peek: CommandPeek, record: RequestRecord, stats: ServerStats) {
     this.conn = conn;
@@ -37,11 +39,12 @@ export class RequestSteps {
 
   /**
    * Runs the request phase of `pipeline` (which has steps) over the request the peek describes
-   * (`body`, `sequences`; `requestId`: the client's). Returns what the client is answered — a
+   * (`body`, `sequences`; `requestId`: the client's; `expectsReply`: not moreToCome). Returns what the client is answered — a
    * rejection, or a local reply through the response phase — or null: forward it (`exchange`
    * says whether a step replaced the command or chose the upstream).
    */
-  request(pipeline: Pipeline, body: Buffer, sequences: DocSequence[] | null, requestId: number): Uint8Array | null {
+  request(pipeline: Pipeline, body: Buffer, sequences: DocSequence[] | null, requestId: number, expectsReply: boolean): Uint8Array | null {
+    this.expectsReply = expectsReply;
     const peek = this.peek;
     const rec = this.record;
     const ex = new Exchange(this.conn, pipeline.id, peek.op, peek.db, peek.collection, body, sequences, rec.readAt);
@@ -93,10 +96,14 @@ export class RequestSteps {
     return ex.newReply ?? reply;
   }
 
-  /** A step rejected the request: the error document it is answered with (counted and recorded). */
+  /**
+   * A step rejected the request: the error document it is answered with (counted and recorded;
+   * a moreToCome request is not answered, so its rejection counts as an error without a reply).
+   */
   private rejection(ex: Exchange): Uint8Array {
     this.record.failed(ex.rejectCode, ex.rejectCodeName);
-    this.stats.errorReplies++;
+    if (this.expectsReply) this.stats.errorReplies++;
+    else this.stats.errorsWithoutReply++;
     this.stats.rejected++;
     return errorDocument(ex.rejectCode, ex.rejectMessage, [], ex.rejectCodeName || undefined);
   }

@@ -27,7 +27,8 @@ export function proxyMetricsRegistry(server: ProxyServer): Registry {
   total('proxy_client_connections_opened_total', 'Client connections accepted since start', () => server.stats.connectionsOpened);
   gauge('proxy_client_connections', 'Client connections open now', () => server.stats.connectionsActive);
   total('proxy_wire_requests_total', 'Wire-protocol requests received', () => server.stats.requests);
-  total('proxy_error_replies_total', 'Requests answered with an error document by the proxy itself', () => server.stats.errorReplies);
+  total('proxy_error_replies_total', 'Requests answered with an error document by the proxy itself (documents written)', () => server.stats.errorReplies);
+  total('proxy_errors_without_reply_total', 'Requests the proxy refused or failed without writing an error document: moreToCome requests (their client expects no reply) and requests whose connection had closed', () => server.stats.errorsWithoutReply);
   total('proxy_decode_errors_total', 'Malformed frames or messages received from clients', () => server.stats.decodeErrors);
   total('proxy_upstream_errors_total', 'Requests failed by a lost upstream connection', () => server.stats.upstreamErrors);
   total('proxy_pipeline_rejected_requests_total', 'Requests rejected by a pipeline step (all graphs)', () => server.stats.rejected);

@@ -6,10 +6,21 @@
 // nor allocates it. `heap`: zstd's WebAssembly memory afterwards (it never shrinks; the pool
 // replaces a worker whose memory grew past its bound).
 import { parentPort } from 'node:worker_threads';
+import { readlinkSync } from 'node:fs';
+import { setPriority } from 'node:os';
 import { InflateError, inflateBody, initZstd, zstdHeapBytes } from './compressors.mjs';
 
 const HEADER_SIZE = 16;
 const NAMES = ['noop', 'snappy', 'zlib', 'zstd'];
+
+// The event loop comes first: on Linux the nice value is per thread (setpriority(2) on a thread
+// id), so this thread yields the CPU to the proxy's event loop whenever both want it. Elsewhere
+// (no /proc/thread-self) it runs at the process's priority.
+try {
+  setPriority(Number(readlinkSync('/proc/thread-self').split('/').pop()), 10);
+} catch {
+  // not Linux: the worker still runs off the event loop
+}
 
 await initZstd();
 
