@@ -1,6 +1,6 @@
 // Assembles a running proxy from a configuration: logger, development upstream (when no
 // upstream.uri), upstream pool, client listener. Used by `proxy serve` and by tests.
-import { ConfigError, loadConfig, parseConfig, canaryDurationMs, formatHostPort, hostPort, type ProxyConfig } from '../config/index.ts';
+import { ConfigError, parseConfig, canaryDurationMs, formatHostPort, hostPort, type ProxyConfig } from '../config/index.ts';
 import { Logger, LogRing } from '../log/index.ts';
 import { DevDbServer } from '../devdb/index.ts';
 import { Topology, UpstreamPool, parseUpstreamUri, resolveUpstreamUri, type UpstreamAddress } from '../upstream/index.ts';
@@ -10,9 +10,9 @@ import { initCompression } from '../wire/index.ts';
 import { PipelineManager } from '../pipeline/index.ts';
 import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
-import { watch, type FSWatcher } from 'node:fs';
 import type { Logger as HostLogger } from '../wasm/index.ts';
 import { startAdmin, startProfilingHttp, startControlPlane } from '../http/index.ts';
+export { watchReload, type WatchReloadOptions } from './reload-watch.ts';
 import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, defaultsFromConfig, type CanaryEventSink, type Clock } from '../canary/index.ts';
 import { ProfilerCanaryMetrics } from './canary-metrics.ts';
 import { Notifier, outboxPath, registerNotificationMetrics } from '../canary/notify/index.ts';
@@ -304,43 +304,6 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     log.info('admin API listening', { url: admin.url });
   }
   return running;
-}
-
-/**
- * Reloads from `file` on SIGHUP and (when admin.reload_on_change) when the file changes. A refused
- * configuration is logged with its reason and the running graph stays. Returns a stop function.
- */
-export function watchReload(running: RunningProxy, file: string, log: Logger): () => void {
-  let timer: NodeJS.Timeout | null = null;
-  let inFlight: Promise<void> = Promise.resolve();
-  const reload = (why: string) => {
-    inFlight = inFlight.then(async () => {
-      try {
-        const { config } = await loadConfig({ file });
-        await running.reload(config);
-      } catch (err) {
-        log.error('configuration reload refused; the running configuration stays', { trigger: why, file, error: (err as Error).message });
-      }
-    });
-  };
-  const onHup = () => reload('SIGHUP');
-  process.on('SIGHUP', onHup);
-  let watcher: FSWatcher | null = null;
-  if (running.config.admin?.reload_on_change !== false) {
-    try {
-      watcher = watch(file, () => {
-        if (timer !== null) clearTimeout(timer);
-        timer = setTimeout(() => { timer = null; reload('file change'); }, 200);
-      });
-    } catch (err) {
-      log.warn('cannot watch the configuration file; reload with SIGHUP', { file, error: (err as Error).message });
-    }
-  }
-  return () => {
-    process.off('SIGHUP', onHup);
-    watcher?.close();
-    if (timer !== null) clearTimeout(timer);
-  };
 }
 
 /** Where the histogram file goes with `profiling.storage: "mmap"` (null otherwise); a ConfigError when the pipeline does not fit. */
