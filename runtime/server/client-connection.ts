@@ -486,9 +486,23 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
    * connection that read a request within the last QUIET_MS stays open until it has been quiet
    * that long, answering with ShutdownInProgress — after which a driver marks the server unknown
    * and stops using the connection — and then ends. A connection quiet for longer ends at once.
+   *
+   * What the client wrote and the proxy did not read yet is read and answered too: a connection
+   * whose reading was paused (a client pipelining past clients.max_queued_requests) reading again,
+   * and the quiet time counts from then; a frame half read is waited for; a client whose unread
+   * replies keep its reading paused is waited for. shutdown.drain_timeout_ms bounds all of it
+   * (forceClose).
    */
   private closeWhenQuiet(): void {
-    const wait = QUIET_MS - (performance.now() - this.queue.lastReadAt);
+    const queue = this.queue;
+    if (this.writer.blocked) return; // onWritable resumes reading and drains again
+    const now = performance.now();
+    if (queue.paused) {
+      queue.updateReading(false);
+      queue.lastReadAt = now;
+    }
+    let wait = QUIET_MS - (now - queue.lastReadAt);
+    if (wait <= 0 && this.framer.buffered > 0) wait = QUIET_MS;
     if (wait <= 0) {
       this.closeGracefully();
       return;
@@ -496,7 +510,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     if (this.quietTimer === null) {
       this.quietTimer = setTimeout(() => {
         this.quietTimer = null;
-        if (!this.busy && this.queue.length === 0) this.closeGracefully();
+        if (!this.busy && !this.closed && this.queue.length === 0) this.closeWhenQuiet();
       }, wait);
     }
   }

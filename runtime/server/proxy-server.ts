@@ -193,7 +193,11 @@ export class ProxyServer implements ServerContext {
       await new Promise((r) => setTimeout(r, 20));
     }
     if (this.clients.size > 0) {
-      this.log.warn('drain timeout: closing connections with requests still in flight', { connections: this.clients.size });
+      let inFlight = 0;
+      for (const c of this.clients) if (!c.idle) inFlight++;
+      // Connections left: some with a request in flight, the others still reading what their
+      // client wrote (or waiting for it to read its replies).
+      this.log.warn('drain timeout: closing the connections left', { connections: this.clients.size, withRequestInFlight: inFlight });
       for (const c of this.clients) c.forceClose();
       const cut = Date.now() + 1500;
       while (this.clients.size > 0 && Date.now() < cut) await new Promise((r) => setTimeout(r, 20));
