@@ -6,14 +6,15 @@ import { appliesOf } from './applies.ts';
 import { base, rootEntries, unwrap, type AnySchema, type ProxyConfig } from './schema.ts';
 
 /**
- * The changed keys that take effect only after a restart, most specific first found, e.g.
- * `["upstream.pool_size", "profiling"]` (the whole `profiling` block was added or removed).
- * Record members and array items are named by their key and index: `steps.cache.module`,
- * `auth.users[1].name`.
+ * The keys that take effect only after a restart and differ between `started` (the configuration
+ * whose restart-only values are in effect: the one the proxy started with) and `next`, each named
+ * as specifically as the marks allow, e.g. `["upstream.pool_size", "profiling"]` (the whole
+ * `profiling` block was added or removed). Record members and array items are named by their key
+ * and index: `steps.cache.module`, `auth.users[1].name`.
  */
-export function restartKeys(running: ProxyConfig, next: ProxyConfig): string[] {
+export function restartKeys(started: ProxyConfig, next: ProxyConfig): string[] {
   const out: string[] = [];
-  walkEntries(rootEntries(), running, next, '', out);
+  walkEntries(rootEntries(), started, next, '', out);
   return out;
 }
 
