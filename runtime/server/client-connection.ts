@@ -10,6 +10,7 @@
 //   RequestRecord   (request-record.ts)    profiling, tracing and proxy_profile of the request in flight
 //   LoadBalancedState (load-balanced.ts)   a load-balanced client's open cursors and transaction
 //   request errors  (request-errors.ts)    size limits, refusals, bad input and defects as error documents
+//   InflatePool     (wire/inflate-pool.ts) decompresses large compressed requests off the event loop
 //   GraphSlot       (pipeline/)            baseline or candidate graph, per request
 //   UpstreamRouter  (upstream/router.ts)   which pool: route step, cursor and transaction pins
 //   UpstreamCall    (upstream/)            pool wait, send, reply, timeout, retry of an unsent request
@@ -76,6 +77,8 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   /** The request in flight is being decompressed off the event loop (busy is set too). */
   private inflating = false;
   private inflatingCompressor = -1;
+  /** It started during a drain: once decompressed, it is answered with ShutdownInProgress. */
+  private inflatingWhileDraining = false;
   private closed = false;
   /** Whether the server has been told this connection is gone. */
   private released = false;
@@ -221,6 +224,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       this.busy = true;
       this.inflating = true;
       this.inflatingCompressor = compressor;
+      this.inflatingWhileDraining = this.draining;
       this.ctx.inflater.inflate(frame, size, this);
       return;
     }
@@ -238,8 +242,8 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.inflating = false;
     this.busy = false;
     if (this.closed) return;
-    // Started before any drain began: it is the request in flight, answered as usual.
-    this.handleFrame(frame, frame.readInt32LE(12), this.inflatingCompressor, false);
+    // A drain that began meanwhile does not refuse it: it was the request in flight by then.
+    this.handleFrame(frame, frame.readInt32LE(12), this.inflatingCompressor, this.inflatingWhileDraining);
     this.afterInflate();
   }
 

@@ -8,7 +8,9 @@ import { performance } from 'node:perf_hooks';
 import { DevDbServer } from '../../runtime/devdb/index.ts';
 import { startProxy } from '../../runtime/app/serve.ts';
 import { parseConfig } from '../../runtime/config/index.ts';
+import { initCompression, decompressFrame } from '../../runtime/wire/index.ts';
 import { OP_MSG, RawClient, TcpTap, decodeReply, opMsg, requestId } from '../helpers/wire.ts';
+import { zlibCompressed } from '../helpers/compressed.ts';
 import { until } from '../helpers/until.ts';
 
 const MAX_QUEUED = 8;
@@ -16,6 +18,7 @@ const DRAIN_MS = 5000;
 const devdb = new DevDbServer();
 const devdbAddress = devdb.listen(0);
 after(() => devdb.close());
+await initCompression();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 for (const depth of [1, 64, 100]) {
@@ -74,3 +77,40 @@ for (const depth of [1, 64, 100]) {
     }
   });
 }
+
+test('shutdown while a large compressed request is being decompressed: it gets its real reply; those behind it, compressed or not, get 91', { timeout: 60_000 }, async () => {
+  const d = await devdbAddress;
+  const proxy = await startProxy(parseConfig({
+    listen: '127.0.0.1:0', upstream: { uri: d.uri }, log: { level: 'error' }, shutdown: { drain_timeout_ms: DRAIN_MS },
+  }, null));
+  const raw = await RawClient.connect(proxy.port);
+  try {
+    assert.deepEqual((await raw.hello({ compression: ['zlib'] })).compression, ['zlib']);
+    // ~30 MB of documents, decompressed in a worker (over the 64 KiB inline limit).
+    const docs = Array.from({ length: 300 }, (_, i) => ({ _id: i, s: 'x'.repeat(100_000) }));
+    const insert = (coll: string) => zlibCompressed(opMsg({ insert: coll, $db: 'drain' }, { sequences: [{ id: 'documents', docs }] }));
+    const first = insert('first');
+    const ping = opMsg({ ping: 1, $db: 'admin' });
+    const second = insert('second');
+    raw.write(Buffer.concat([first, ping, second]));
+    // The drain begins while the first is in the inflater (checked between event-loop turns).
+    const conn = () => [...proxy.server.connections()][0];
+    while (conn().idle) await new Promise((r) => setImmediate(r));
+    assert.equal(proxy.server.inflater.stats.inflated, 0, 'still being decompressed');
+    const closing = proxy.close();
+    const answers = new Map<number, { ok: number; code?: number }>();
+    for (;;) {
+      const f = await raw.next(DRAIN_MS + 5000);
+      if (f === null) break;
+      const body = f.opCode === OP_MSG ? decodeReply(f).body : decodeReply({ ...f, raw: decompressFrame(f.raw).frame, opCode: OP_MSG }).body;
+      answers.set(f.responseTo, body as { ok: number; code?: number });
+    }
+    await closing;
+    assert.equal(answers.get(first.readInt32LE(4))?.ok, 1, 'the request in flight: its real reply');
+    assert.equal(answers.get(ping.readInt32LE(4))?.code, 91);
+    assert.equal(answers.get(second.readInt32LE(4))?.code, 91, 'decompressed during the drain, then refused');
+    assert.equal(answers.size, 3);
+  } finally {
+    raw.destroy();
+  }
+});
