@@ -501,10 +501,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     const queue = this.queue;
     if (this.writer.blocked) return; // onWritable resumes reading and drains again
     const now = performance.now();
-    if (queue.paused) {
-      queue.updateReading(false);
-      queue.lastReadAt = now;
-    }
+    queue.resumeToDrain(now);
     let wait = QUIET_MS - (now - queue.lastReadAt);
     if (wait <= 0 && this.framer.buffered > 0) wait = QUIET_MS;
     if (wait <= 0) {

@@ -46,6 +46,18 @@ export class RequestQueue {
     this.readAts.length = 0;
   }
 
+  /**
+   * Draining with nothing queued: reading resumes if it was paused, so that what the client has
+   * already written is read (and answered) rather than left unread; as that counts as reading,
+   * the connection's quiet time starts `now`.
+   */
+  resumeToDrain(now: number): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.lastReadAt = now;
+    this.socket.resume();
+  }
+
   /** Pauses or resumes reading; `blocked`: the client's unread replies are over their bound. */
   updateReading(blocked: boolean): void {
     const stop = blocked || this.frames.length > this.max;

@@ -56,3 +56,18 @@ test('blocked replies pause reading whatever the queue holds; clear empties it',
   q.clear();
   assert.equal(q.length, 0);
 });
+
+test('resumeToDrain: a paused queue reads again and its quiet time starts then; a reading one is left as it is', () => {
+  const { socket, calls } = fakeSocket();
+  const q = new RequestQueue(socket, 2);
+  for (let i = 0; i < 3; i++) q.push(Buffer.alloc(1), 10);
+  q.updateReading(false);
+  assert.equal(q.paused, true);
+  q.clear();
+  q.resumeToDrain(500);
+  assert.equal(q.paused, false);
+  assert.equal(q.lastReadAt, 500, 'the quiet time counts from the resume');
+  q.resumeToDrain(900);
+  assert.equal(q.lastReadAt, 500, 'not paused: nothing changes');
+  assert.deepEqual(calls, ['pause', 'resume']);
+});
