@@ -11,6 +11,7 @@ import { registerCanary } from './canary.ts';
 import { registerPlugin } from './plugin.ts';
 import { registerProfile } from './profile.ts';
 import { registerUser } from './user.ts';
+import { VERSION } from '../version.ts';
 
 const cli = cac('proxy');
 
@@ -50,7 +51,7 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
     if (loaded.source !== null) watchReload(running, loaded.source, log);
     process.off('SIGHUP', holdHup);
     if (hupWhileStarting && loaded.source !== null) process.emit('SIGHUP', 'SIGHUP');
-    process.stdout.write(`\nPipeline Proxy ${'0.3.0'} is ready. Connect with:\n\n  mongosh "${running.uri}"\n\n`
+    process.stdout.write(`\nPipeline Proxy ${VERSION} is ready. Connect with:\n\n  mongosh "${running.uri}"\n\n`
       + (running.profilingUrl !== null
         ? `Dashboard: ${running.profilingUrl}/dashboard/\nProfiling: ${running.profilingUrl}/api/profile   Metrics: ${running.profilingUrl}/metrics\n\n`
         : ''));
@@ -130,7 +131,7 @@ registerLogs(cli);
 registerUser(cli);
 
 cli.help();
-cli.version('0.3.0');
+cli.version(VERSION);
 
 try {
   cli.parse(process.argv, { run: false });

@@ -7,6 +7,7 @@ import type { UpstreamTls } from './uri.ts';
 import { Binary, deserialize, serialize, type Document } from 'bson';
 import { ScramClient, type Credentials } from './scram.ts';
 import type { UpstreamPool } from './pool.ts';
+import { VERSION } from '../version.ts';
 import {
   Framer, type FrameSink, type WireError, encodeOpMsg, parseOpMsg, decompressFrame, checkDocument, OP_MSG, OP_COMPRESSED,
   MSG_MORE_TO_COME, MSG_CHECKSUM_PRESENT, SECTION_BODY, HEADER_SIZE,
@@ -162,7 +163,7 @@ export class UpstreamConnection implements FrameSink {
   private async handshake(credentials: Credentials | null): Promise<UpstreamInfo> {
     const reply = await this.command({
       hello: 1, $db: 'admin',
-      client: { driver: { name: 'pipeline-proxy', version: '0.3.0' }, os: { type: process.platform }, platform: `Node.js ${process.version}` },
+      client: { driver: { name: 'pipeline-proxy', version: VERSION }, os: { type: process.platform }, platform: `Node.js ${process.version}` },
     });
     if (reply.ok !== 1) throw new Error(`upstream hello failed: ${reply.errmsg}`);
     this.hello = reply;

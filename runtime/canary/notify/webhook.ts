@@ -4,6 +4,7 @@
 // replays (reject timestamps older than a few minutes); the event id lets it drop duplicates.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { CanaryEvent, NotificationChannel } from '../events.ts';
+import { USER_AGENT } from '../../version.ts';
 import { postJson } from './http-post.ts';
 import type { Outcome } from './outcome.ts';
 import { webhookBody } from './payload.ts';
@@ -29,7 +30,7 @@ export function sendWebhook(
   const body = JSON.stringify(webhookBody(event, instance));
   const timestamp = String(Math.floor(now() / 1000));
   return postJson(channel.url ?? '', body, {
-    'user-agent': 'pipeline-proxy/0.3.0',
+    'user-agent': USER_AGENT,
     'x-proxy-event': event.type,
     'x-proxy-event-id': event.id,
     'x-proxy-delivery-attempt': String(attempt),
