@@ -1,9 +1,6 @@
 // The HTTP client of `proxy canary`: the control-plane API of docs/canary.md (SPEC §4.2), with a
 // bearer token, and the errors the command reports (its exit codes are documented in docs/cli.md).
-import { request } from 'node:http';
-import { request as httpsRequest } from 'node:https';
-
-const REQUEST_TIMEOUT_MS = 15_000;
+import { httpRequest, REQUEST_TIMEOUT_MS, type HttpAnswer } from './http-client.ts';
 
 /** Exit codes of `proxy canary` (docs/cli.md). */
 export const EXIT = {
@@ -36,22 +33,6 @@ export class CanaryCliError extends Error {
 
 export const usage = (message: string): never => { throw new CanaryCliError('PROXY_ERR_CANARY_CLI_USAGE', message, EXIT.usage); };
 
-interface Answer { status: number; type: string; body: string }
-
-function send(u: URL, method: string, headers: Record<string, string>, body: string | undefined): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = (u.protocol === 'https:' ? httpsRequest : request)(u, { method, headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (d: Buffer) => chunks.push(d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type'] ?? ''), body: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
-    req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy(Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' })));
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
 export class CanaryClient {
   readonly url: string;
   private readonly token: string | null;
@@ -73,9 +54,9 @@ export class CanaryClient {
       headers['content-type'] = 'application/json';
       headers['content-length'] = String(Buffer.byteLength(payload));
     }
-    let res: Answer;
+    let res: HttpAnswer;
     try {
-      res = await send(u, method, headers, payload);
+      res = await httpRequest(u, { method, headers, body: payload });
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       const why = code === 'ETIMEDOUT' ? `did not answer within ${REQUEST_TIMEOUT_MS / 1000} s` : `is not reachable${code ? ` (${code})` : ''}`;

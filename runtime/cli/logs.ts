@@ -2,9 +2,11 @@
 // port), then every new line as it is written (Ctrl-C stops). --filter keeps lines containing a
 // text (case-insensitive), --level the lines at a level or above, --tail how many recent lines to
 // show first. Readable for people (time LEVEL logger message fields), --json prints the JSON lines.
+import type { IncomingMessage } from 'node:http';
 import type { CAC } from 'cac';
 import { loadConfig } from '../config/index.ts';
 import { prettyLine } from '../log/index.ts';
+import { openRequest, REQUEST_TIMEOUT_MS } from './http-client.ts';
 
 interface LogsOptions {
   url?: unknown;
@@ -45,28 +47,34 @@ export async function runLogs(opts: LogsOptions, out: (s: string) => void = (s) 
   if (opts.filter !== undefined) q.set('filter', String(opts.filter));
   const headers: Record<string, string> = {};
   if (token !== null) headers.authorization = `Bearer ${token}`;
-  let res: Response;
+  let res: IncomingMessage;
   try {
-    res = await fetch(`${url}/api/v1/logs?${q}`, { headers, signal });
+    res = await openRequest(new URL(`${url}/api/v1/logs?${q}`), { headers, signal }, true);
   } catch (err) {
     if (signal?.aborted === true) return;
-    throw new LogsError(`cannot reach ${url}: ${(err as Error & { cause?: Error }).cause?.message ?? (err as Error).message}`);
+    const e = err as NodeJS.ErrnoException;
+    throw new LogsError(`cannot reach ${url}: ${e.code === 'ETIMEDOUT' ? `no answer within ${REQUEST_TIMEOUT_MS / 1000} s` : e.message}`);
   }
-  if (res.status === 401) throw new LogsError(`token rejected by ${url} (--token, $PROXY_ADMIN_TOKEN or the config's admin.token)`);
-  if (!res.ok) {
-    const body = await res.text();
+  const decoder = new TextDecoder();
+  const status = res.statusCode ?? 0;
+  if (status === 401) {
+    res.resume();
+    throw new LogsError(`token rejected by ${url} (--token, $PROXY_ADMIN_TOKEN or the config's admin.token)`);
+  }
+  if (status < 200 || status >= 300) {
+    let body = '';
+    for await (const chunk of res) body += decoder.decode(chunk as Buffer, { stream: true });
     let message = body;
     try {
       message = (JSON.parse(body) as { error: { message: string } }).error.message;
     } catch { /* not an error document */ }
-    throw new LogsError(`${url}/api/v1/logs answered ${res.status}: ${message}`);
+    throw new LogsError(`${url}/api/v1/logs answered ${status}: ${message}`);
   }
   const print = (line: string) => out(opts.json === true ? `${line}\n` : prettyLine(line));
-  const decoder = new TextDecoder();
   let pending = '';
   try {
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      pending += decoder.decode(chunk, { stream: true });
+    for await (const chunk of res) {
+      pending += decoder.decode(chunk as Buffer, { stream: true });
       let nl: number;
       while ((nl = pending.indexOf('\n')) >= 0) {
         const line = pending.slice(0, nl);
@@ -76,7 +84,7 @@ export async function runLogs(opts: LogsOptions, out: (s: string) => void = (s) 
     }
   } catch (err) {
     if (signal?.aborted === true) return;
-    throw err;
+    throw new LogsError(`the log stream from ${url} broke off: ${(err as Error).message}`);
   }
   if (pending !== '') print(pending);
 }

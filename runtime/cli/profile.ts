@@ -12,10 +12,9 @@
 // Percentiles of merged instances come from added histograms, never from averaged percentiles.
 import type { CAC } from 'cac';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
-import { request as httpsRequest } from 'node:https';
 import * as hdr from 'hdr-histogram-js';
 import { typedOption, httpBaseUrl } from './argv.ts';
+import { httpRequest } from './http-client.ts';
 import { parseDuration } from '../bench/index.ts';
 import { fileSnapshot, foldedText, readHistogramFile } from '../profiling/index.ts';
 
@@ -69,21 +68,6 @@ interface StepDetail { name: string; pipeline_id: string; pipeline: string; phas
 
 // ---- HTTP ---------------------------------------------------------------------------------------
 
-/** node:http rather than fetch: fetch refuses "bad ports" (6000, 6665…), which a profiling.port may be. */
-function httpRequest(u: URL, method: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = (u.protocol === 'https:' ? httpsRequest : request)(u, { method, headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (d: Buffer) => chunks.push(d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
-    req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy(Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' })));
-    req.on('error', reject);
-    req.end();
-  });
-}
-
 class ProfileClient {
   readonly url: string;
   private readonly token: string | null;
@@ -100,7 +84,7 @@ class ProfileClient {
     if (this.token !== null) headers.authorization = `Bearer ${this.token}`;
     let res: { status: number; body: string };
     try {
-      res = await httpRequest(u, method, headers);
+      res = await httpRequest(u, { method, headers, timeoutMs: REQUEST_TIMEOUT_MS });
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'ETIMEDOUT') throw new ProfileError('PROXY_ERR_PROFILE_UNREACHABLE', `profiling endpoint at ${this.url} did not answer within ${REQUEST_TIMEOUT_MS / 1000} s`);

@@ -4,6 +4,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { MongoClient } from 'mongodb';
 import { parseConfig } from '../../runtime/config/index.ts';
@@ -111,4 +112,26 @@ test('the proxy logs command: exits 2 with a reason when the token is wrong; log
   const none = await run(['--url', proxy.adminUrl!, '--token', TOKEN, '--no-follow']);
   assert.equal(none.code, 2);
   assert.match(none.stderr, /404: no recent logs are kept \(log.ring_lines is 0\)/);
+});
+
+test('proxy logs reaches an admin API on a port fetch refuses (6000)', async (t) => {
+  // Fetch (undici) refuses the Fetch standard's "bad ports" whatever the server; 6000 is one.
+  const probe = createServer();
+  const free = await new Promise<boolean>((resolve) => {
+    probe.once('error', () => resolve(false));
+    probe.listen(6000, '127.0.0.1', () => probe.close(() => resolve(true)));
+  });
+  if (!free) {
+    t.skip('port 6000 is in use on this machine: the bad-port case is not tested');
+    return;
+  }
+  await assert.rejects(fetch('http://127.0.0.1:6000/'), (err: Error & { cause?: Error }) => /bad port/.test(String(err.cause?.message)), 'fetch refuses port 6000');
+  const config = parseConfig({ listen: '127.0.0.1:0', admin: { listen: '127.0.0.1:6000', token: TOKEN } }, null);
+  const log = new Logger('proxy', 'info', 'json', { write: () => {} }, new LogRing(100));
+  const proxy = await startProxy(config, { log });
+  running.push(proxy);
+  log.info('said on a bad port', { n: 6000 });
+  const lines = await collect({ filter: 'bad port', json: true }, proxy);
+  assert.deepEqual(lines.map((l) => JSON.parse(l).n), [6000]);
+  await proxy.close();
 });
