@@ -5,7 +5,7 @@ import { checkChannels } from './notify/channels.ts';
 import type { NotificationsConfig } from '../config/index.ts';
 import * as v from 'valibot';
 import {
-  autoPromoteRulesSchema, canaryDurationMs, judgeSchema, rollbackRulesSchema, stagesSchema,
+  autoPromoteRulesSchema, canaryDurationMs, judgeSchema, rollbackRulesSchema, stagesSchema, MAX_STEPS_PER_PHASE,
   type ProxyConfig,
 } from '../config/index.ts';
 import type { NotificationChannel } from './events.ts';
@@ -74,11 +74,14 @@ const candidateStepSchema = v.strictObject({
   on_error: v.optional(v.picklist(['open', 'closed'])),
 });
 
+// Bounded like the configuration's phases (MAX_STEPS_PER_PHASE), so a start request cannot make
+// the proxy compile and instantiate an unbounded graph.
+const candidatePhase = v.pipe(v.array(v.pipe(v.string(), v.regex(STEP_TYPE))), v.maxLength(MAX_STEPS_PER_PHASE, `at most ${MAX_STEPS_PER_PHASE} steps per phase`));
 const candidateConfigSchema = v.strictObject({
-  steps: v.array(candidateStepSchema),
+  steps: v.pipe(v.array(candidateStepSchema), v.maxLength(2 * MAX_STEPS_PER_PHASE, `at most ${2 * MAX_STEPS_PER_PHASE} steps (${MAX_STEPS_PER_PHASE} per phase)`)),
   pipeline: v.optional(v.strictObject({
-    request: v.optional(v.array(v.pipe(v.string(), v.regex(STEP_TYPE)))),
-    response: v.optional(v.array(v.pipe(v.string(), v.regex(STEP_TYPE)))),
+    request: v.optional(candidatePhase),
+    response: v.optional(candidatePhase),
   })),
 });
 

@@ -133,6 +133,8 @@
       const url = base.replace(/^http/, 'ws') + '/api/v1/canary/' + encodeURIComponent(o.canaryId) + '/feed?interval_ms=' + Number(o.refreshInterval)
         + (o.token ? '&access_token=' + encodeURIComponent(o.token) : '');
       socket = new WebSocket(url);
+      let opened = false;
+      socket.onopen = () => { opened = true; };
       socket.onmessage = (e) => {
         retry = 1000;
         try { const msg = JSON.parse(e.data); if (msg.canary) render(msg.canary); } catch (err) { /* not ours */ }
@@ -140,11 +142,24 @@
       socket.onclose = (e) => {
         if (closed) return;
         if (e.code === 4404) return message('No canary ' + o.canaryId + ' on this proxy.');
-        if (e.code === 4401) return message('The control plane refused the token.');
-        if (last === null) message('Connecting to the control plane…');
-        setTimeout(connect, retry);
-        retry = Math.min(retry * 2, 30000);
+        if (opened) return reconnect();
+        // Refused before the upgrade: the control plane answers a bad token (401) or an unknown
+        // canary (404) in plain HTTP, which a browser's WebSocket does not show; ask the API why.
+        fetch(base + '/api/v1/canary/' + encodeURIComponent(o.canaryId), { headers: o.token ? { authorization: 'Bearer ' + o.token } : {} })
+          .then((res) => res.status, () => 0)
+          .then((status) => {
+            if (closed) return;
+            if (status === 401) return message('The control plane refused the token.');
+            if (status === 404) return message('No canary ' + o.canaryId + ' on this proxy.');
+            reconnect();
+          });
       };
+    }
+
+    function reconnect() {
+      if (last === null) message('Connecting to the control plane…');
+      setTimeout(connect, retry);
+      retry = Math.min(retry * 2, 30000);
     }
     message('Connecting to the control plane…');
     connect();

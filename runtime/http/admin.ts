@@ -2,17 +2,23 @@
 // Enabled only when `admin.listen` is set, and behind a bearer token (`admin.token`) — except the
 // health probes /healthz and /readyz, which orchestrators (Kubernetes httpGet probes) call without
 // credentials and which reveal nothing but up/ready and why not.
-import Fastify, { type FastifyInstance } from 'fastify';
-import { ConfigError, loadConfig, parseConfig } from '../config/index.ts';
+import type { FastifyInstance } from 'fastify';
+import { ConfigError, hostPort, loadConfig, parseConfig } from '../config/index.ts';
 import type { RunningProxy } from '../app/serve.ts';
-import { sendError, tokenMatches } from './reply.ts';
+import { sendError } from './reply.ts';
+import { createApp, listenApp } from './app.ts';
+import { Tokens } from './tokens.ts';
 import { proxyMetricsRegistry, metricsText } from '../telemetry/index.ts';
 
 export interface AdminOptions {
-  token: string;
+  /** `admin.token`, or a live holder of the accepted tokens (a reload replaces them). */
+  token: string | Tokens;
   /** The configuration file the proxy was started with (reload re-reads it when no body is sent). */
   configFile: string | null;
 }
+
+/** Largest body: a whole configuration as JSON. */
+export const ADMIN_BODY_LIMIT_BYTES = 1024 * 1024;
 
 const send = sendError;
 
@@ -32,21 +38,13 @@ function logMatcher(min: number, filter: string): (line: string) => boolean {
 }
 
 export function buildAdminApp(running: RunningProxy, opts: AdminOptions): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 });
-
-  app.addHook('onRequest', async (req, reply) => {
+  const app = createApp({
+    tokens: typeof opts.token === 'string' ? new Tokens([opts.token]) : opts.token,
     // routeOptions.url is the matched route's pattern, not the raw path: no path trick reaches
     // another route through this exemption.
-    if (PROBES.has(req.routeOptions.url ?? '') && req.method === 'GET') return;
-    if (!tokenMatches(req.headers.authorization, opts.token)) return send(reply, 'PROXY_ERR_UNAUTHORIZED');
+    isPublic: (req) => req.method === 'GET' && PROBES.has(req.routeOptions.url ?? ''),
+    bodyLimit: ADMIN_BODY_LIMIT_BYTES,
   });
-
-  app.setErrorHandler((err: { statusCode?: number; message: string }, _req, reply) => {
-    if (err.statusCode !== undefined && err.statusCode < 500) return send(reply, 'PROXY_ERR_BAD_BODY', err.message);
-    return send(reply, 'PROXY_ERR_INTERNAL', err.message);
-  });
-
-  app.setNotFoundHandler((req, reply) => send(reply, 'PROXY_ERR_NOT_FOUND', `no route ${req.method} ${req.url}`));
 
   // Liveness: the event loop answered. Nothing else is checked, so a restart is never triggered by
   // an upstream outage.
@@ -126,8 +124,8 @@ export function buildAdminApp(running: RunningProxy, opts: AdminOptions): Fastif
   app.post('/api/v1/reload', async (req, reply) => {
     let next;
     try {
-      if (req.body !== undefined && req.body !== null && req.body !== '') {
-        if (typeof req.body !== 'object' || Array.isArray(req.body)) return send(reply, 'PROXY_ERR_BAD_BODY', 'expected a JSON object (a whole configuration)');
+      // The body parser (app.ts) has refused anything but a JSON object; undefined is no body.
+      if (req.body !== undefined) {
         next = parseConfig(req.body, 'request body');
       } else {
         if (opts.configFile === null) return send(reply, 'PROXY_ERR_NO_CONFIG_FILE');
@@ -149,11 +147,10 @@ export function buildAdminApp(running: RunningProxy, opts: AdminOptions): Fastif
   return app;
 }
 
-export async function startAdmin(running: RunningProxy, listen: string, opts: AdminOptions): Promise<{ app: FastifyInstance; url: string }> {
-  const app = buildAdminApp(running, opts);
-  const i = listen.lastIndexOf(':');
-  await app.listen({ host: listen.slice(0, i), port: Number(listen.slice(i + 1)) });
-  const a = app.server.address();
-  const port = typeof a === 'object' && a !== null ? a.port : Number(listen.slice(i + 1));
-  return { app, url: `http://${listen.slice(0, i)}:${port}` };
+/** Listens on `admin.listen` ("host:port" or "[ipv6]:port"); `tokens` is the live holder the app checks. */
+export async function startAdmin(running: RunningProxy, listen: string, opts: AdminOptions): Promise<{ app: FastifyInstance; url: string; tokens: Tokens }> {
+  const tokens = typeof opts.token === 'string' ? new Tokens([opts.token]) : opts.token;
+  const app = buildAdminApp(running, { ...opts, token: tokens });
+  const { host, port } = hostPort(listen);
+  return { app, url: await listenApp(app, host, port), tokens };
 }

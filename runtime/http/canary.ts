@@ -2,27 +2,37 @@
 // request behind a bearer token (constant-time compare against each configured token), errors as
 // { "error": { code, message, details? } } from the one table (errors.ts); plus the WebSocket feed
 // of a canary's status for the dashboard widget.
-import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { IncomingMessage } from 'node:http';
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { CanaryError, type CanaryController, type CanaryStatus, type Sample } from '../canary/index.ts';
-import { sendError, tokenMatches } from './reply.ts';
+import { parseHost } from '../config/index.ts';
+import { sendError } from './reply.ts';
+import { httpError, type HttpErrorCode } from './errors.ts';
+import { createApp, listenApp } from './app.ts';
+import { Tokens } from './tokens.ts';
 
 export interface ControlPlaneOptions {
-  /** Accepted bearer tokens (configured ones plus the environment variable's value, if set). */
-  tokens: string[];
+  /**
+   * Accepted bearer tokens (configured ones plus the environment variable's value, if set), or a
+   * live holder of them (a reload replaces them). None: every request is refused.
+   */
+  tokens: readonly string[] | Tokens;
   /** Feed period, ms (5000: SPEC §4.2's dashboard refresh). */
   feedIntervalMs?: number;
 }
 
+/** Largest body: a canary start with its candidate configuration. */
+export const CONTROL_PLANE_BODY_LIMIT_BYTES = 1024 * 1024;
+
 const STATUSES = new Set(['active', 'paused', 'completed', 'rolled_back', 'all']);
 
-function authorized(header: string | undefined, tokens: readonly string[]): boolean {
-  // Every token is compared (no early exit), each in constant time.
-  let ok = false;
-  for (const t of tokens) if (tokenMatches(header, t)) ok = true;
-  return ok;
+/** An upgrade refused before it happens: a plain HTTP answer in the error shape, then the socket closes. */
+function refuseUpgrade(socket: Duplex, code: HttpErrorCode, message?: string): void {
+  const e = httpError(code, message);
+  const body = JSON.stringify(e.body);
+  socket.end(`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status]}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
 }
 
 function fail(reply: FastifyReply, err: unknown): FastifyReply {
@@ -30,10 +40,9 @@ function fail(reply: FastifyReply, err: unknown): FastifyReply {
   throw err;
 }
 
+/** The body parser (app.ts) has refused anything but a JSON object; no body reads as {}. */
 function objectBody(body: unknown): Record<string, unknown> {
-  if (body === undefined || body === null) return {};
-  if (typeof body !== 'object' || Array.isArray(body)) throw new CanaryError('PROXY_ERR_BAD_BODY', 'expected a JSON object');
-  return body as Record<string, unknown>;
+  return (body ?? {}) as Record<string, unknown>;
 }
 
 function optionalVersion(b: Record<string, unknown>): number | undefined {
@@ -56,47 +65,14 @@ export function csvSamples(samples: Sample[]): string {
 }
 
 export function buildControlPlane(controller: CanaryController, opts: ControlPlaneOptions): FastifyInstance {
-  const tokens = opts.tokens.filter((t) => t.length > 0);
-  const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 });
-
-  // JSON bodies; an empty body is "no body" (promote, rollback without a reason), malformed is 400.
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
-    const text = (body as string).trim();
-    if (text === '') return done(null, undefined);
-    try {
-      done(null, JSON.parse(text));
-    } catch (err) {
-      done(new CanaryError('PROXY_ERR_BAD_BODY', `malformed JSON: ${(err as Error).message}`), undefined);
-    }
+  const tokens = opts.tokens instanceof Tokens ? opts.tokens : new Tokens(opts.tokens);
+  const app = createApp({
+    tokens,
+    bodyLimit: CONTROL_PLANE_BODY_LIMIT_BYTES,
+    // CORS, so that the dashboard (served on the profiling port, another origin) and pages
+    // embedding the canary widget can call the API.
+    corsMethods: 'GET, POST, PATCH, OPTIONS',
   });
-
-  // CORS, so that the dashboard (served on the profiling port, another origin) and pages embedding
-  // the canary widget can call the API. Any origin: every request carries a bearer token, which a
-  // browser never attaches by itself (no cookies), so a foreign page gains nothing it was not given.
-  app.addHook('onRequest', async (req, reply) => {
-    if (req.headers.origin === undefined) return;
-    reply.header('access-control-allow-origin', '*');
-    reply.header('vary', 'origin');
-    if (req.method === 'OPTIONS') {
-      reply.header('access-control-allow-methods', 'GET, POST, PATCH, OPTIONS');
-      reply.header('access-control-allow-headers', 'authorization, content-type');
-      reply.header('access-control-max-age', '600');
-      return reply.code(204).send();
-    }
-  });
-
-  app.addHook('onRequest', async (req, reply) => {
-    if (!authorized(req.headers.authorization, tokens)) return sendError(reply, 'PROXY_ERR_UNAUTHORIZED');
-  });
-
-  app.setErrorHandler((err: { statusCode?: number; message: string }, _req, reply) => {
-    if (err instanceof CanaryError) return sendError(reply, err.code, err.message, err.details);
-    if (err.statusCode !== undefined && err.statusCode < 500) return sendError(reply, 'PROXY_ERR_BAD_BODY', err.message);
-    return sendError(reply, 'PROXY_ERR_INTERNAL', err.message);
-  });
-
-  app.setNotFoundHandler((req, reply) => sendError(reply, 'PROXY_ERR_NOT_FOUND', `no route ${req.method} ${req.url}`));
 
   type P = { Params: { id: string }; Body: unknown; Querystring: Record<string, string | undefined> };
 
@@ -202,15 +178,30 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
   const feedMs = opts.feedIntervalMs ?? 5000;
   const sockets = new Set<WebSocket>();
   app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    const url = new URL(req.url ?? '/', 'http://localhost');
-    const m = /^\/api\/v1\/canary\/([^/]+)\/feed$/.exec(url.pathname);
-    if (m === null) {
-      socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
-      return;
+    // Refused before the upgrade, as plain HTTP answers: no WebSocket is opened for a client
+    // without a valid token, nor for a canary that does not exist.
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '/', 'http://localhost');
+    } catch {
+      return refuseUpgrade(socket, 'PROXY_ERR_BAD_REQUEST', 'the request target is not a valid URL');
     }
-    const id = decodeURIComponent(m[1]);
     const q = url.searchParams.get('access_token');
     const header = req.headers.authorization ?? (q === null ? undefined : `Bearer ${q}`);
+    if (!tokens.allows(header)) return refuseUpgrade(socket, 'PROXY_ERR_UNAUTHORIZED');
+    const m = /^\/api\/v1\/canary\/([^/]+)\/feed$/.exec(url.pathname);
+    let id: string;
+    try {
+      if (m === null) throw new URIError();
+      id = decodeURIComponent(m[1]);
+    } catch {
+      return refuseUpgrade(socket, 'PROXY_ERR_NOT_FOUND', `no WebSocket at ${url.pathname} (the feed is /api/v1/canary/{canary_id}/feed)`);
+    }
+    try {
+      controller.status(id);
+    } catch (err) {
+      return err instanceof CanaryError ? refuseUpgrade(socket, err.code, err.message) : refuseUpgrade(socket, 'PROXY_ERR_INTERNAL', (err as Error).message);
+    }
     let interval = feedMs;
     const iq = url.searchParams.get('interval_ms');
     if (iq !== null) {
@@ -218,10 +209,6 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
       if (Number.isInteger(n) && n >= 100 && n <= 60000) interval = n;
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
-      if (!authorized(header, tokens)) {
-        ws.close(4401, 'missing or invalid bearer token');
-        return;
-      }
       let unsubscribe: () => void;
       const status = () => controller.status(id);
       try {
@@ -254,10 +241,11 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
   return app;
 }
 
-export async function startControlPlane(controller: CanaryController, host: string, port: number, opts: ControlPlaneOptions): Promise<{ app: FastifyInstance; url: string }> {
-  const app = buildControlPlane(controller, opts);
-  await app.listen({ host, port });
-  const a = app.server.address();
-  const bound = typeof a === 'object' && a !== null ? a.port : port;
-  return { app, url: `http://${host.includes(':') ? `[${host}]` : host}:${bound}` };
+/** Listens on `control_plane.host` (a host name, IPv4 or IPv6 address, bracketed or not) and port. */
+export async function startControlPlane(controller: CanaryController, host: string, port: number, opts: ControlPlaneOptions): Promise<{ app: FastifyInstance; url: string; tokens: Tokens }> {
+  const tokens = opts.tokens instanceof Tokens ? opts.tokens : new Tokens(opts.tokens);
+  const app = buildControlPlane(controller, { ...opts, tokens });
+  const bare = parseHost(host);
+  if (typeof bare !== 'string') throw new TypeError(`control_plane.host: ${bare.problem}`);
+  return { app, url: await listenApp(app, bare, port), tokens };
 }

@@ -19,6 +19,12 @@ export const HttpErrors = {
   PROXY_ERR_CANARY_INVALID_STATE: { status: 409, message: 'not valid in the canary\'s state' },
   PROXY_ERR_CANARY_CONFLICT: { status: 409, message: 'another transition of this canary won' },
   PROXY_ERR_CANARY_NO_METRICS: { status: 409, message: 'profiling is disabled: no per-graph metrics to decide on' },
+  PROXY_ERR_BAD_REQUEST: { status: 400, message: 'the request is not valid HTTP' },
+  PROXY_ERR_METHOD_NOT_ALLOWED: { status: 405, message: 'the path does not take this method' },
+  PROXY_ERR_REQUEST_TIMEOUT: { status: 408, message: 'the request was not received in time' },
+  PROXY_ERR_BODY_TOO_LARGE: { status: 413, message: 'request body is too large' },
+  PROXY_ERR_UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'request bodies are JSON (content-type: application/json)' },
+  PROXY_ERR_HEADERS_TOO_LARGE: { status: 431, message: 'request headers are too large (at most 16 KiB in all)' },
   PROXY_ERR_INTERNAL: { status: 500, message: 'internal error' },
 } as const;
 

@@ -12,18 +12,22 @@
 // With profiling.enabled false, every /api/profile path answers 404 (PROXY_ERR_PROFILING_DISABLED);
 // /metrics still answers. Who may read it: the endpoint binds profiling.host (default 127.0.0.1);
 // with profiling.token set every request needs `Authorization: Bearer <token>`.
-import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import * as hdr from 'hdr-histogram-js';
 import type { RunningProxy } from '../app/serve.ts';
 import { foldFrames, foldedText, profilingMetricsText, type Profiler, type Distribution, type SnapshotStore } from '../profiling/index.ts';
 import { proxyMetricsRegistry, metricsText } from '../telemetry/index.ts';
-import { sendError, tokenMatches } from './reply.ts';
+import { parseHost } from '../config/index.ts';
+import { sendError } from './reply.ts';
+import { createApp, listenApp } from './app.ts';
+import { Tokens } from './tokens.ts';
 import { registerDashboard, isDashboardAsset } from './dashboard.ts';
 
 export interface ProfilingHttpOptions {
   host: string;
   port: number;
-  token: string | null;
+  /** `profiling.token` (null: no authentication), or a live holder open when it holds none. */
+  token: string | null | Tokens;
   /** The snapshot store, which /api/profile/series reads; absent (tests building the app alone): that route answers 404. */
   snapshots?: SnapshotStore | null;
 }
@@ -55,24 +59,17 @@ function distribution(s: Distribution) {
 }
 
 export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opts: ProfilingHttpOptions): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: 64 * 1024 });
-  const token = opts.token;
-  if (token !== null) {
-    app.addHook('onRequest', async (req, reply) => {
-      if (req.method === 'GET' && isDashboardAsset(req.url)) return;
-      if (!tokenMatches(req.headers.authorization, token)) return send(reply, 'PROXY_ERR_UNAUTHORIZED');
-    });
-  }
+  const app = createApp({
+    tokens: profilingTokens(opts.token),
+    isPublic: (req) => req.method === 'GET' && isDashboardAsset(req.url),
+    // No route takes a body (POST /api/profile/reset has none).
+    bodyLimit: 64 * 1024,
+  });
   app.addHook('onRequest', async (req, reply) => {
     if (req.url.startsWith('/api/profile') && !profiler.enabled) {
       return send(reply, 'PROXY_ERR_PROFILING_DISABLED');
     }
   });
-  app.setErrorHandler((err: { statusCode?: number; message: string }, _req, reply) => {
-    if (err.statusCode !== undefined && err.statusCode < 500) return send(reply, 'PROXY_ERR_BAD_QUERY', err.message);
-    return send(reply, 'PROXY_ERR_INTERNAL', err.message);
-  });
-  app.setNotFoundHandler((req, reply) => send(reply, 'PROXY_ERR_NOT_FOUND', `no route ${req.method} ${req.url}`));
 
   /** The graph a request names: ?pipeline_id= and ?pipeline= (baseline | candidate). */
   const graphOf = (q: Record<string, string | undefined>, reply: FastifyReply): { id: string; variant: string } | null => {
@@ -179,11 +176,16 @@ export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opt
   return app;
 }
 
-export async function startProfilingHttp(running: RunningProxy, profiler: Profiler, opts: ProfilingHttpOptions): Promise<{ app: FastifyInstance; url: string }> {
-  const app = buildProfilingApp(running, profiler, opts);
-  await app.listen({ host: opts.host, port: opts.port });
-  const a = app.server.address();
-  const port = typeof a === 'object' && a !== null ? a.port : opts.port;
-  const host = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
-  return { app, url: `http://${host}:${port}` };
+/** A token, none (open), or a live holder → the holder the app checks (open while it holds none). */
+function profilingTokens(token: string | null | Tokens): Tokens {
+  return token instanceof Tokens ? token : new Tokens(token === null ? [] : [token], true);
+}
+
+/** Listens on `profiling.host` (a host name, IPv4 or IPv6 address, bracketed or not) and port. */
+export async function startProfilingHttp(running: RunningProxy, profiler: Profiler, opts: ProfilingHttpOptions): Promise<{ app: FastifyInstance; url: string; tokens: Tokens }> {
+  const tokens = profilingTokens(opts.token);
+  const app = buildProfilingApp(running, profiler, { ...opts, token: tokens });
+  const host = parseHost(opts.host);
+  if (typeof host !== 'string') throw new TypeError(`profiling.host: ${host.problem}`);
+  return { app, url: await listenApp(app, host, opts.port), tokens };
 }

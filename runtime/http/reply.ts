@@ -1,6 +1,4 @@
-// What every HTTP app of the proxy (admin, profiling) shares: the error answer and the bearer-token
-// check, compared in constant time.
-import { timingSafeEqual } from 'node:crypto';
+// The error answer every HTTP app of the proxy sends: the code's status and the one body shape.
 import type { FastifyReply } from 'fastify';
 import { httpError, type HttpErrorCode } from './errors.ts';
 
@@ -8,12 +6,4 @@ import { httpError, type HttpErrorCode } from './errors.ts';
 export function sendError(reply: FastifyReply, code: HttpErrorCode, message?: string, details?: unknown): FastifyReply {
   const e = httpError(code, message, details);
   return reply.code(e.status).send(e.body);
-}
-
-/** Whether an Authorization header carries exactly `Bearer <token>`. */
-export function tokenMatches(header: string | undefined, token: string): boolean {
-  if (header === undefined || !header.startsWith('Bearer ')) return false;
-  const given = Buffer.from(header.slice(7));
-  const want = Buffer.from(token);
-  return given.length === want.length && timingSafeEqual(given, want);
 }

@@ -206,7 +206,7 @@ test('no client input gives a 5xx', async () => {
   }
 });
 
-test('WebSocket feed: a status message at once and on every interval; an event message on a transition; 4401 and 4404', async () => {
+test('WebSocket feed: a status message at once and on every interval; an event message on a transition; 401 and 404 before the upgrade', async () => {
   const c = await call('POST', '', { pipeline_id: 'default', candidate_config: CANDIDATE, stages: STAGES });
   const id = c.body.canary_id;
   const url = `${proxy.controlPlaneUrl!.replace('http', 'ws')}/api/v1/canary/${id}/feed?interval_ms=200`;
@@ -230,13 +230,19 @@ test('WebSocket feed: a status message at once and on every interval; an event m
   const first = await new Promise<any>((r) => viaQuery.once('message', (d) => r(JSON.parse(String(d)))));
   assert.equal(first.type, 'status');
   viaQuery.close();
-  const closeCode = (u: string, headers: Record<string, string> = {}) => new Promise<number>((r) => {
+  // Refused before the upgrade: a plain HTTP answer in the error shape, never a 101.
+  const refusal = (u: string, headers: Record<string, string> = {}) => new Promise<{ status: number; code: string }>((r, reject) => {
     const s = new WebSocket(u, { headers });
-    s.on('close', (code) => r(code));
+    s.on('open', () => reject(new Error('upgraded')));
+    s.on('unexpected-response', (_req, res) => {
+      let text = '';
+      res.on('data', (d: Buffer) => { text += d; });
+      res.on('end', () => r({ status: res.statusCode ?? 0, code: JSON.parse(text).error.code }));
+    });
     s.on('error', () => {});
   });
-  assert.equal(await closeCode(url, { authorization: 'Bearer nope' }), 4401);
-  assert.equal(await closeCode(url.replace(id, 'nope'), { authorization: `Bearer ${TOKEN}` }), 4404);
+  assert.deepEqual(await refusal(url, { authorization: 'Bearer nope' }), { status: 401, code: 'PROXY_ERR_UNAUTHORIZED' });
+  assert.deepEqual(await refusal(url.replace(id, 'nope'), { authorization: `Bearer ${TOKEN}` }), { status: 404, code: 'PROXY_ERR_CANARY_NOT_FOUND' });
   await call('POST', `/${id}/rollback`);
 });
 

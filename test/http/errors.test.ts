@@ -1,6 +1,7 @@
 // The HTTP error table (runtime/http/errors.ts) against the docs: every code the APIs answer with
-// is documented with its status, and every code the admin API's source sends is a row of
-// docs/http-api.md's error table (the fastify habit: a test that every code is documented).
+// is documented with its status, and every code the admin API's source and the base of every app
+// (app.ts) send is a row of docs/http-api.md's error tables (the fastify habit: a test that every
+// code is documented).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -18,9 +19,9 @@ test('every code in the HTTP error table is documented next to its status', () =
   }
 });
 
-test('every code the admin API sends is a row of docs/http-api.md\'s error table, with its status', () => {
+test('every code the admin API and the HTTP base send is a row of docs/http-api.md\'s error tables, with its status', () => {
   const doc = read('docs/http-api.md');
-  for (const code of codesSentBy('runtime/http/admin.ts')) {
+  for (const code of [...codesSentBy('runtime/http/admin.ts'), ...codesSentBy('runtime/http/app.ts')]) {
     assert.ok(code in HttpErrors, `${code} is in the table (runtime/http/errors.ts)`);
     const status = HttpErrors[code as HttpErrorCode].status;
     assert.ok(doc.includes(`| ${status} | \`${code}\` |`), `docs/http-api.md has the row | ${status} | \`${code}\` |`);

@@ -1,0 +1,210 @@
+// The base of every HTTP app of the proxy (admin API, profiling endpoint, canary control plane):
+// the bearer-token check against a live token holder, one JSON body parser, and every answer the
+// framework gives on its own (404, 405, 413, 415, 431, malformed HTTP) in the one error shape
+// `{ "error": { code, message } }` with a code from errors.ts. Built here once, so each app has
+// the same edges by construction.
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+import type { IncomingMessage } from 'node:http';
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import { httpUrl } from '../config/index.ts';
+import { HttpErrors, httpError, type HttpErrorCode } from './errors.ts';
+import { sendError } from './reply.ts';
+import type { Tokens } from './tokens.ts';
+
+export interface AppOptions {
+  /** The accepted bearer tokens, read on every request (a reload may replace them). */
+  tokens: Tokens;
+  /** Requests that pass without a token (health probes, the dashboard's files). */
+  isPublic?: (req: FastifyRequest) => boolean;
+  /** Largest request body in bytes; a larger one is answered 413. */
+  bodyLimit: number;
+  /**
+   * Cross-origin calls allowed from any page, with these methods (the control plane, which the
+   * dashboard calls from another port); the preflight is answered before the token check.
+   */
+  corsMethods?: string;
+}
+
+/**
+ * A body answered before it was read (401, 413) is read and thrown away up to this many bytes, so
+ * the client gets the answer rather than a reset connection; past it the connection is closed.
+ */
+export const DISCARD_LIMIT_BYTES = 64 * 1024 * 1024;
+
+/** A request (its headers and body) not received within this long is answered 408. */
+export const REQUEST_TIMEOUT_MS = 60_000;
+
+/** An error the app's handlers throw to answer with a code of the table. */
+export class HttpError extends Error {
+  constructor(readonly code: HttpErrorCode, message?: string, readonly details?: unknown) {
+    super(message ?? HttpErrors[code].message);
+  }
+}
+
+/**
+ * The JSON body parser of every app: an empty body is no body; otherwise the body must be a JSON
+ * object (not null, an array or a scalar), and no key may be `__proto__` or a `constructor` holding
+ * `prototype` (they would reach an object's prototype when the body is merged or spread).
+ */
+export function parseJsonBody(text: string): Record<string, unknown> | undefined {
+  if (text.trim() === '') return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text, forbidPrototypeKeys);
+  } catch (err) {
+    if (err instanceof HttpError) throw err;
+    throw new HttpError('PROXY_ERR_BAD_BODY', `body is not valid JSON: ${(err as Error).message}`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new HttpError('PROXY_ERR_BAD_BODY', `expected a JSON object, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`);
+  }
+  return value as Record<string, unknown>;
+}
+
+function forbidPrototypeKeys(key: string, value: unknown): unknown {
+  if (key === '__proto__') throw new HttpError('PROXY_ERR_BAD_BODY', 'key "__proto__" is not allowed');
+  if (key === 'constructor' && typeof value === 'object' && value !== null && Object.hasOwn(value, 'prototype')) {
+    throw new HttpError('PROXY_ERR_BAD_BODY', 'key "constructor" holding "prototype" is not allowed');
+  }
+  return value;
+}
+
+/** `/api/v1/canary/:id/promote`, `/dashboard/*` → a regex of the paths the route matches. */
+function routeRegex(pattern: string): RegExp {
+  const src = pattern.split('/').map((seg) => (seg === '*' ? '.*' : seg.startsWith(':') ? '[^/]+' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('/');
+  return new RegExp(`^${src}$`);
+}
+
+/** Reads and drops what is left of a body, closing the connection past DISCARD_LIMIT_BYTES. */
+function discardRest(raw: IncomingMessage): void {
+  let left = DISCARD_LIMIT_BYTES;
+  raw.on('data', (chunk: Buffer) => {
+    left -= chunk.length;
+    if (left < 0) raw.socket?.destroy();
+  });
+  raw.resume();
+}
+
+/** Malformed HTTP, headers over the limit, a request too slow: answered on the socket, then closed. */
+function clientError(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  let code: HttpErrorCode;
+  let message: string | undefined;
+  if (err.code === 'HPE_HEADER_OVERFLOW') code = 'PROXY_ERR_HEADERS_TOO_LARGE';
+  else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') code = 'PROXY_ERR_REQUEST_TIMEOUT';
+  else {
+    code = 'PROXY_ERR_BAD_REQUEST';
+    message = `not a valid HTTP/1.1 request${err.code?.startsWith('HPE_') ? ` (${err.code})` : ''}`;
+  }
+  const e = httpError(code, message);
+  const body = JSON.stringify(e.body);
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status]}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  }
+  socket.destroySoon();
+}
+
+export function createApp(opts: AppOptions): FastifyInstance {
+  const app = Fastify({
+    logger: false,
+    bodyLimit: opts.bodyLimit,
+    requestTimeout: REQUEST_TIMEOUT_MS,
+    clientErrorHandler: clientError,
+    // A path that does not decode (`/%zz`): fastify answers it before any hook or route.
+    frameworkErrors: (err, _req, reply) => sendError(reply, 'PROXY_ERR_BAD_REQUEST', err.message),
+    // Requests arriving while the app closes are served like any other (fastify's own 503 has
+    // another body shape); the admin API says it is draining through /readyz.
+    return503OnClosing: false,
+  });
+
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    try {
+      done(null, parseJsonBody(body as string));
+    } catch (err) {
+      done(err as Error, undefined);
+    }
+  });
+
+  const corsMethods = opts.corsMethods;
+  if (corsMethods !== undefined) {
+    // Any origin: every request carries a bearer token, which a browser never attaches by itself
+    // (no cookies), so a foreign page gains nothing it was not given.
+    app.addHook('onRequest', async (req, reply) => {
+      if (req.headers.origin === undefined) return;
+      reply.header('access-control-allow-origin', '*');
+      reply.header('vary', 'origin');
+      if (req.method === 'OPTIONS') {
+        reply.header('access-control-allow-methods', corsMethods);
+        reply.header('access-control-allow-headers', 'authorization, content-type');
+        reply.header('access-control-max-age', '600');
+        return reply.code(204).send();
+      }
+    });
+  }
+
+  const tokens = opts.tokens;
+  const isPublic = opts.isPublic ?? (() => false);
+  app.addHook('onRequest', async (req, reply) => {
+    if (isPublic(req)) return;
+    if (!tokens.allows(req.headers.authorization)) return sendError(reply, 'PROXY_ERR_UNAUTHORIZED');
+  });
+
+  // An answer sent before the body was read (a 401, a 413 on the declared length) keeps the
+  // connection open while the rest of the body is read and dropped: closing it at once would reset
+  // a client still writing (EPIPE) before it reads the answer, even one that asked to close.
+  app.addHook('onSend', async (req, reply, payload) => {
+    if (req.raw.complete) return payload;
+    if (Number(req.headers['content-length']) > DISCARD_LIMIT_BYTES) {
+      reply.header('connection', 'close');
+      return payload;
+    }
+    reply.removeHeader('connection');
+    reply.raw.shouldKeepAlive = true;
+    return payload;
+  });
+  app.addHook('onResponse', async (req) => {
+    if (!req.raw.complete && !req.raw.destroyed) discardRest(req.raw);
+  });
+
+  app.setErrorHandler((err: Error & { code?: string; statusCode?: number; details?: unknown }, req, reply) => {
+    if (typeof err.code === 'string' && Object.hasOwn(HttpErrors, err.code)) {
+      return sendError(reply, err.code as HttpErrorCode, err.message, err.details);
+    }
+    if (err.statusCode === 413) {
+      return sendError(reply, 'PROXY_ERR_BODY_TOO_LARGE', `request body over ${opts.bodyLimit} bytes`);
+    }
+    if (err.statusCode === 415) {
+      return sendError(reply, 'PROXY_ERR_UNSUPPORTED_MEDIA_TYPE', `content type "${req.headers['content-type'] ?? ''}" is not accepted; send application/json`);
+    }
+    if (err.statusCode !== undefined && err.statusCode < 500) {
+      return sendError(reply, err.code?.startsWith('FST_ERR_CTP_') ? 'PROXY_ERR_BAD_BODY' : 'PROXY_ERR_BAD_REQUEST', err.message);
+    }
+    return sendError(reply, 'PROXY_ERR_INTERNAL', err.message);
+  });
+
+  // 405 for a path that exists with other methods (and an Allow header), else 404.
+  const routes: Array<{ method: string; path: RegExp }> = [];
+  app.addHook('onRoute', (r) => {
+    for (const m of Array.isArray(r.method) ? r.method : [r.method]) routes.push({ method: m, path: routeRegex(r.url) });
+  });
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split('?', 1)[0];
+    const allowed = [...new Set(routes.filter((r) => r.path.test(path)).map((r) => r.method))];
+    if (allowed.length > 0) {
+      reply.header('allow', allowed.join(', '));
+      return sendError(reply, 'PROXY_ERR_METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`);
+    }
+    return sendError(reply, 'PROXY_ERR_NOT_FOUND', `no route ${req.method} ${path}`);
+  });
+
+  return app;
+}
+
+/** Listens on host (bare, as the address parser gives it) and port; the app's base URL. */
+export async function listenApp(app: FastifyInstance, host: string, port: number): Promise<string> {
+  await app.listen({ host, port });
+  const a = app.server.address();
+  return httpUrl(host, typeof a === 'object' && a !== null ? a.port : port);
+}

@@ -1,0 +1,40 @@
+// The bearer tokens an HTTP app accepts: one live holder per app, read on every request, so a
+// reload that replaces them (rotation) refuses the old tokens from the next request on.
+import { timingSafeEqual } from 'node:crypto';
+
+export class Tokens {
+  private list: Buffer[];
+
+  /**
+   * @param tokens the accepted tokens (empty strings are ignored)
+   * @param openWhenEmpty with no token, let every request through (the profiling endpoint without
+   *   `profiling.token`); false: with no token every request is refused (admin, control plane)
+   */
+  constructor(tokens: readonly string[] = [], readonly openWhenEmpty = false) {
+    this.list = Tokens.encode(tokens);
+  }
+
+  private static encode(tokens: readonly string[]): Buffer[] {
+    return tokens.filter((t) => t.length > 0).map((t) => Buffer.from(t));
+  }
+
+  /** Accepts exactly these tokens from now on. */
+  replace(tokens: readonly string[]): void {
+    this.list = Tokens.encode(tokens);
+  }
+
+  get size(): number {
+    return this.list.length;
+  }
+
+  /** Whether a request with this Authorization header may pass. */
+  allows(header: string | undefined): boolean {
+    if (this.list.length === 0) return this.openWhenEmpty;
+    if (header === undefined || !header.startsWith('Bearer ')) return false;
+    const given = Buffer.from(header.slice(7));
+    // Every token is compared (no early exit), each in constant time for its length.
+    let ok = false;
+    for (const want of this.list) if (given.length === want.length && timingSafeEqual(given, want)) ok = true;
+    return ok;
+  }
+}

@@ -1,0 +1,203 @@
+// The edges every HTTP app of the proxy shares through its one base (runtime/http/app.ts), checked on
+// all three — the admin API, the profiling endpoint and the canary control plane — with real clients:
+// bodies that are null, not objects, not JSON, carry __proto__, or are too large (with a client that
+// keeps writing); headers too large; bytes that are not HTTP; unknown paths and methods; other
+// content types. Every answer is `{ error: { code, message } }` with a code of the table.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { request, Agent } from 'node:http';
+import { connect } from 'node:net';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseConfig, MAX_STEPS_PER_PHASE } from '../../runtime/config/index.ts';
+import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
+import { Logger } from '../../runtime/log/index.ts';
+import { HttpErrors, ADMIN_BODY_LIMIT_BYTES } from '../../runtime/http/index.ts';
+
+const TOKEN = 'http-edges-token-0123456789';
+let proxy: RunningProxy;
+
+const apps = [
+  { name: 'admin API', url: () => proxy.adminUrl!, post: '/api/v1/reload', get: '/api/v1/pipeline' },
+  { name: 'profiling endpoint', url: () => proxy.profilingUrl!, post: '/api/profile/reset', get: '/api/profile' },
+  { name: 'control plane', url: () => proxy.controlPlaneUrl!, post: '/api/v1/canary', get: '/api/v1/canary' },
+];
+
+before(async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'proxy-http-edges-'));
+  const config = {
+    listen: '127.0.0.1:0', log: { level: 'error' as const },
+    admin: { listen: '127.0.0.1:0', token: TOKEN, reload_on_change: false },
+    profiling: { enabled: true, port: 0, token: TOKEN },
+    control_plane: { port: 0, tokens: [TOKEN] },
+    canary: { data_dir: join(dir, 'canary') },
+  };
+  // Started from a file, as `proxy serve` is: a reload without a body re-reads it.
+  const file = join(dir, 'proxy.json');
+  writeFileSync(file, JSON.stringify(config));
+  proxy = await startProxy(parseConfig(config, file), { log: new Logger('test', 'error'), configFile: file });
+});
+
+after(async () => {
+  await proxy?.close();
+});
+
+interface Answer { status: number; headers: Record<string, string | string[] | undefined>; body: any }
+
+/** One request with node:http (no client-side limits), the token, and the body as given. */
+function call(base: string, method: string, path: string, opts: { body?: string | Buffer; type?: string | null; headers?: Record<string, string>; chunked?: boolean } = {}): Promise<Answer & { clientError: Error | null }> {
+  const u = new URL(path, base);
+  return new Promise((resolve, reject) => {
+    const headers: Record<string, string | number> = { authorization: `Bearer ${TOKEN}`, ...opts.headers };
+    if (opts.body !== undefined && opts.type !== null) headers['content-type'] = opts.type ?? 'application/json';
+    if (opts.body !== undefined && !opts.chunked) headers['content-length'] = Buffer.byteLength(opts.body);
+    let clientError: Error | null = null;
+    let answer: Answer | null = null;
+    // Settled when the request is closed (after any write error, EPIPE or reset, has surfaced).
+    let closed = false;
+    const done = () => { if (answer !== null && closed) resolve({ ...answer, clientError }); };
+    const req = request({ host: u.hostname, port: u.port, method, path: u.pathname + u.search, headers, agent: new Agent({ keepAlive: false }) }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let body: unknown = text;
+        try { body = JSON.parse(text); } catch { /* not JSON */ }
+        answer = { status: res.statusCode ?? 0, headers: res.headers, body };
+        done();
+      });
+    });
+    req.on('error', (err) => {
+      clientError = err;
+      if (answer === null) reject(err);
+    });
+    req.on('close', () => { closed = true; done(); });
+    if (opts.body === undefined) req.end();
+    else if (opts.chunked) {
+      const b = Buffer.from(opts.body);
+      for (let i = 0; i < b.length; i += 64 * 1024) req.write(b.subarray(i, i + 64 * 1024));
+      req.end();
+    } else req.end(opts.body);
+  });
+}
+
+/** Raw bytes on a TCP connection; the answer's status line and JSON body. */
+function raw(base: string, bytes: string | Buffer): Promise<{ status: number; body: any }> {
+  const u = new URL(base);
+  return new Promise((resolve, reject) => {
+    const s = connect(Number(u.port), u.hostname);
+    const chunks: Buffer[] = [];
+    s.on('data', (c) => chunks.push(c));
+    s.on('error', () => { /* the server closes after answering */ });
+    s.on('close', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      const m = /^HTTP\/1\.1 (\d{3}) /.exec(text);
+      if (m === null) return reject(new Error(`no HTTP answer: ${JSON.stringify(text.slice(0, 200))}`));
+      resolve({ status: Number(m[1]), body: JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) });
+    });
+    s.write(bytes);
+    setTimeout(() => s.destroy(), 5000).unref();
+  });
+}
+
+function isError(r: { status: number; body: any }, status: number, code: keyof typeof HttpErrors, message?: RegExp) {
+  assert.equal(r.status, status, JSON.stringify(r.body));
+  assert.equal(HttpErrors[code].status, status);
+  assert.equal(r.body?.error?.code, code, JSON.stringify(r.body));
+  assert.equal(typeof r.body.error.message, 'string');
+  if (message !== undefined) assert.match(r.body.error.message, message);
+}
+
+for (const app of apps) {
+  test(`${app.name}: a JSON body that is null, an array or a scalar is 400 PROXY_ERR_BAD_BODY, never applied`, async () => {
+    for (const [body, what] of [['null', 'null'], ['[]', 'an array'], ['"x"', 'string'], ['7', 'number']]) {
+      isError(await call(app.url(), 'POST', app.post, { body }), 400, 'PROXY_ERR_BAD_BODY', new RegExp(`expected a JSON object, got ${what}`));
+    }
+  });
+
+  test(`${app.name}: a __proto__ key, anywhere, is refused by name`, async () => {
+    for (const body of ['{"__proto__":{"polluted":1}}', '{"pipeline":{"__proto__":{"request":[]}}}', '{"a":[{"\\u005f_proto__":1}]}']) {
+      isError(await call(app.url(), 'POST', app.post, { body }), 400, 'PROXY_ERR_BAD_BODY', /^key "__proto__" is not allowed$/);
+    }
+    isError(await call(app.url(), 'POST', app.post, { body: '{"constructor":{"prototype":{"x":1}}}' }), 400, 'PROXY_ERR_BAD_BODY', /constructor/);
+    assert.equal(({} as Record<string, unknown>).polluted, undefined);
+  });
+
+  test(`${app.name}: malformed JSON is 400 PROXY_ERR_BAD_BODY`, async () => {
+    isError(await call(app.url(), 'POST', app.post, { body: '{"a":' }), 400, 'PROXY_ERR_BAD_BODY', /not valid JSON/);
+  });
+
+  test(`${app.name}: a 10 MB body is answered 413 PROXY_ERR_BODY_TOO_LARGE while the client still writes — no EPIPE, no reset`, async () => {
+    const big = Buffer.alloc(10 * 1024 * 1024, 0x20);
+    for (let i = 0; i < 3; i++) {
+      const r = await call(app.url(), 'POST', app.post, { body: big });
+      isError(r, 413, 'PROXY_ERR_BODY_TOO_LARGE', /request body over \d+ bytes/);
+      assert.equal(r.clientError, null, `the client wrote its whole body without an error (${r.clientError?.message})`);
+    }
+    // Refused for its token before its body is read: the 401, not a reset, reaches the client.
+    const unauthorized = await call(app.url(), 'POST', app.post, { body: big, headers: { authorization: 'Bearer wrong' } });
+    isError(unauthorized, 401, 'PROXY_ERR_UNAUTHORIZED');
+    assert.equal(unauthorized.clientError, null, `401: no client error (${unauthorized.clientError?.message})`);
+    // Without a Content-Length (chunked), the limit is found while reading: the same answer.
+    const chunked = await call(app.url(), 'POST', app.post, { body: big, chunked: true });
+    isError(chunked, 413, 'PROXY_ERR_BODY_TOO_LARGE');
+    assert.equal(chunked.clientError, null, `chunked: no client error (${chunked.clientError?.message})`);
+  });
+
+  test(`${app.name}: another content type is 415 PROXY_ERR_UNSUPPORTED_MEDIA_TYPE`, async () => {
+    isError(await call(app.url(), 'POST', app.post, { body: 'a=1', type: 'application/x-www-form-urlencoded' }), 415, 'PROXY_ERR_UNSUPPORTED_MEDIA_TYPE', /application\/json/);
+  });
+
+  test(`${app.name}: unknown path 404, known path with another method 405 with Allow, a path that does not decode 400`, async () => {
+    isError(await call(app.url(), 'GET', '/no/such/path'), 404, 'PROXY_ERR_NOT_FOUND');
+    const r = await call(app.url(), 'DELETE', app.get);
+    isError(r, 405, 'PROXY_ERR_METHOD_NOT_ALLOWED');
+    assert.match(String(r.headers.allow), /GET/);
+    isError(await call(app.url(), 'GET', '/api/%zz'), 400, 'PROXY_ERR_BAD_REQUEST', /not a valid url/);
+    // Without the token neither is revealed.
+    isError(await call(app.url(), 'GET', '/no/such/path', { headers: { authorization: 'Bearer wrong' } }), 401, 'PROXY_ERR_UNAUTHORIZED');
+  });
+
+  test(`${app.name}: headers over 16 KiB are 431 PROXY_ERR_HEADERS_TOO_LARGE; bytes that are not HTTP are 400 PROXY_ERR_BAD_REQUEST`, async () => {
+    const u = new URL(app.url());
+    isError(await raw(app.url(), `GET ${app.get} HTTP/1.1\r\nHost: ${u.host}\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`), 431, 'PROXY_ERR_HEADERS_TOO_LARGE');
+    isError(await raw(app.url(), Buffer.from('16030100a5010000a10303', 'hex')), 400, 'PROXY_ERR_BAD_REQUEST', /not a valid HTTP\/1\.1 request/);
+    isError(await raw(app.url(), '\r\nhello there\r\n\r\n'), 400, 'PROXY_ERR_BAD_REQUEST');
+  });
+}
+
+test('admin API: a null body does not reload (it used to re-read the file and answer 200)', async () => {
+  const r = await call(proxy.adminUrl!, 'POST', '/api/v1/reload', { body: 'null' });
+  isError(r, 400, 'PROXY_ERR_BAD_BODY');
+  // No body at all still means "re-read the file".
+  const reread = await call(proxy.adminUrl!, 'POST', '/api/v1/reload');
+  assert.equal(reread.status, 200, JSON.stringify(reread.body));
+  assert.equal(reread.body.reloaded, true);
+});
+
+test(`admin API: a 100,000-step pipeline is refused with the key path (at most ${MAX_STEPS_PER_PHASE} a phase); a configuration over the body limit is 413`, async () => {
+  const body = JSON.stringify({ pipeline: { request: Array.from({ length: 100_000 }, () => 'logging') } });
+  assert.ok(body.length < ADMIN_BODY_LIMIT_BYTES);
+  const r = await call(proxy.adminUrl!, 'POST', '/api/v1/reload', { body });
+  isError(r, 400, 'PROXY_ERR_CONFIG');
+  assert.deepEqual(r.body.error.details, [{ path: 'pipeline.request', message: `at most ${MAX_STEPS_PER_PHASE} steps per phase, got 100000` }]);
+  assert.ok(r.body.error.message.length < 500, 'the refusal is short, not the pipeline echoed back');
+  const huge = JSON.stringify({ steps: { x: { config: { blob: 'x'.repeat(ADMIN_BODY_LIMIT_BYTES) } } } });
+  isError(await call(proxy.adminUrl!, 'POST', '/api/v1/reload', { body: huge }), 413, 'PROXY_ERR_BODY_TOO_LARGE');
+});
+
+test('admin API: the health probes answer GET without a token; another method on them needs the token, then is 405', async () => {
+  assert.equal((await call(proxy.adminUrl!, 'GET', '/healthz', { headers: { authorization: '' } })).status, 200);
+  isError(await call(proxy.adminUrl!, 'POST', '/healthz', { headers: { authorization: '' } }), 401, 'PROXY_ERR_UNAUTHORIZED');
+  isError(await call(proxy.adminUrl!, 'POST', '/healthz'), 405, 'PROXY_ERR_METHOD_NOT_ALLOWED');
+});
+
+test(`control plane: a candidate of 20,000 steps (inside the body limit) is refused (at most ${2 * MAX_STEPS_PER_PHASE} steps, ${MAX_STEPS_PER_PHASE} a phase)`, async () => {
+  const steps = Array.from({ length: 20_000 }, () => ({ type: 'logging' }));
+  const r = await call(proxy.controlPlaneUrl!, 'POST', '/api/v1/canary', { body: JSON.stringify({ pipeline_id: 'default', candidate_config: { steps } }) });
+  isError(r, 400, 'PROXY_ERR_BAD_BODY', new RegExp(`candidate_config\\.steps: at most ${2 * MAX_STEPS_PER_PHASE} steps`));
+  const phase = Array.from({ length: MAX_STEPS_PER_PHASE + 1 }, () => 'logging');
+  const p = await call(proxy.controlPlaneUrl!, 'POST', '/api/v1/canary', { body: JSON.stringify({ pipeline_id: 'default', candidate_config: { steps: [], pipeline: { request: phase } } }) });
+  isError(p, 400, 'PROXY_ERR_BAD_BODY', new RegExp(`candidate_config\\.pipeline\\.request: at most ${MAX_STEPS_PER_PHASE} steps per phase`));
+});
