@@ -1,7 +1,7 @@
 // The `proxy` command line (cac). Every command of SPEC.md §4.3 lands here as it is built.
 import { readFileSync } from 'node:fs';
 import { cac } from 'cac';
-import { ConfigError, loadConfig } from '../config/index.ts';
+import { ConfigError, loadConfig, parseHost } from '../config/index.ts';
 import { startProxy, watchReload } from '../app/serve.ts';
 import { DevDbServer, DevReplicaSet } from '../devdb/index.ts';
 import { Logger, LogRing } from '../log/index.ts';
@@ -114,8 +114,13 @@ cli.command('devdb', 'Run the embedded development upstream alone (in-memory; no
       process.stderr.write(`proxy devdb: ${(err as Error).message}\n`);
       process.exit(2);
     }
+    const host = parseHost(String(opts.host));
+    if (typeof host !== 'string') {
+      process.stderr.write(`proxy devdb: --host ${host.problem}\n`);
+      process.exit(2);
+    }
     const server = new DevDbServer(undefined, { users, tls });
-    const a = await server.listen(Number(opts.port), opts.host);
+    const a = await server.listen(Number(opts.port), host);
     log.info('development upstream listening (in-memory, no durability, not a database)', { uri: a.uri });
     process.stdout.write(`${a.uri}\n`);
     const stop = () => { server.close().then(() => process.exit(0)); };

@@ -9,6 +9,7 @@ import {
   compressFrame, initCompression, OP_MSG, OP_QUERY, OP_COMPRESSED, MSG_MORE_TO_COME, UNCOMPRESSIBLE_COMMANDS,
   COMPRESSOR_IDS, REPLY_QUERY_FAILURE, type CompressorName,
 } from '../wire/index.ts';
+import { formatHostPort } from '../config/index.ts';
 import { DevEngine } from './engine/index.ts';
 import { DevAuth, OPEN_COMMANDS, type DevAuthSession } from './auth.ts';
 
@@ -193,7 +194,7 @@ export class DevDbServer {
     });
     const a = this.server.address();
     const p = typeof a === 'object' && a !== null ? a.port : port;
-    return { host, port: p, uri: `mongodb://${host}:${p}` };
+    return { host, port: p, uri: `mongodb://${formatHostPort(host, p)}` };
   }
 
   /** Drops every client connection (used by fault tests to simulate an upstream crash). */

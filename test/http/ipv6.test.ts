@@ -1,9 +1,9 @@
 // Every listener on the IPv6 loopback: the wire listener, the admin API, the profiling endpoint and
-// the control plane on [::1], their URLs bracketed and reachable; and `proxy serve` refusing an
-// address the parser refuses before any port opens.
+// the control plane on [::1], their URLs bracketed and reachable; `proxy devdb --host ::1`; and
+// `proxy serve` refusing an address the parser refuses before any port opens.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -70,4 +70,31 @@ test('proxy serve: an IPv6 admin.listen without brackets is refused (exit 2, key
   assert.equal(r.status, 2, r.stderr);
   assert.match(r.stderr, /admin\.listen: "::1:9090": an IPv6 host goes in brackets, e\.g\. \[::1\]:9090/);
   assert.doesNotMatch(r.stdout + r.stderr, /proxy listening/);
+});
+
+test('proxy devdb --host ::1 prints a bracketed URI a driver connects to; a bad --host exits 2', { skip }, async () => {
+  const child = spawn(process.execPath, ['bin/proxy.mjs', 'devdb', '--host', '::1', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  try {
+    const uri = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      const timer = setTimeout(() => reject(new Error(`no URI: ${out}`)), 30_000);
+      child.stdout!.on('data', (d) => {
+        out += d;
+        const m = /^mongodb:\/\/\S+/m.exec(out);
+        if (m !== null) { clearTimeout(timer); resolve(m[0]); }
+      });
+    });
+    assert.match(uri, /^mongodb:\/\/\[::1\]:\d+$/);
+    const client = new MongoClient(uri, { serverSelectionTimeoutMS: 5000 });
+    try {
+      assert.equal((await client.db('admin').command({ ping: 1 })).ok, 1);
+    } finally {
+      await client.close();
+    }
+  } finally {
+    child.kill('SIGTERM');
+  }
+  const bad = spawnSync(process.execPath, ['bin/proxy.mjs', 'devdb', '--host', '::1:27017', '--port', '0'], { encoding: 'utf8', timeout: 30_000 });
+  assert.equal(bad.status, 2, bad.stderr);
+  assert.match(bad.stderr, /--host "::1:27017" is not an IPv6 address/);
 });
