@@ -28,7 +28,9 @@ export function statusView(c: CanaryView, now: number): Record<string, unknown> 
     const r = c.record;
     const end = r.outcome?.at ?? now;
     const ev = c.lastEval;
-    const timerFor = (rule: string) => formatDuration(r.timers[rule] === undefined ? 0 : now - r.timers[rule]);
+    // A finished canary's timers stop where it ended: "breached for" is how long the breach had
+    // lasted then, not a counter that runs on after the rollback.
+    const timerFor = (rule: string) => formatDuration(r.timers[rule] === undefined ? 0 : end - r.timers[rule]);
     const stage = r.spec.stages[r.current_stage - 1];
     const pending = ev === null ? pendingStatus({ spec: r.spec, stage, now, stageEnteredAt: r.stage_entered_at, stageCandidateRequests: r.stage_candidate_requests }) : null;
     const conditions = ev?.conditions ?? pending!.conditions;
@@ -38,10 +40,13 @@ export function statusView(c: CanaryView, now: number): Record<string, unknown> 
       started_at: iso(r.created_at), stage_entered_at: iso(r.stage_entered_at), elapsed: formatDuration(end - r.created_at),
       version: r.version, description: r.spec.description, auto_promote: r.spec.auto_promote,
       baseline_version: r.baseline_version, candidate_version: r.candidate_version, stages: r.spec.stages,
+      match: r.spec.match ?? null, sticky: r.spec.sticky ?? null,
       metrics: { window: 'stage', baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() },
       rollback_status: {
         error_rate_sustained_for: timerFor('error_rate_delta_pct'), latency_sustained_for: timerFor('latency_p95_delta_ms'),
-        healthy: Object.keys(r.timers).length === 0 && r.status !== 'rolled_back',
+        // No rollback rule breached (for a finished canary: when it ended). A manual rollback of a
+        // candidate that breached nothing was healthy; the outcome is in `status` and the report.
+        healthy: Object.keys(r.timers).length === 0,
         evidence: ev === null ? 'pending' : inconclusive ? 'inconclusive' : 'sufficient',
         last_evaluated_at: ev === null ? null : iso(ev.at),
       },

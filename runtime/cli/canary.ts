@@ -7,6 +7,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { CanaryCliError, CanaryClient, EXIT, usage } from './canary-client.ts';
 import { typedOption, httpBaseUrl } from './argv.ts';
+import { isRunning, num, renderHistory, renderStatus, table, type History, type Report, type Side, type Status } from './canary-render.ts';
 
 const DEFAULT_URL = 'http://127.0.0.1:9092';
 const WATCH_INTERVAL_MS = 5000;
@@ -36,22 +37,7 @@ const FLAG: Record<string, string> = {
 
 // ---- What the control plane answers (docs/canary.md) -----------------------------------------
 
-interface Side { requests: number; error_rate_pct: number; latency_p50_ms?: number; latency_p95_ms: number; latency_p99_ms?: number; errors?: number }
 interface ListItem { canary_id: string; pipeline_id: string; status: string; current_stage: number; traffic_pct: number; started_at: string; description?: string }
-interface Rule { rule: string; value: number | null; threshold: number; met: boolean; state?: string; sustained_for?: string; comparison?: string }
-interface Condition { condition: string; value: unknown; threshold: unknown; met: boolean }
-interface Status {
-  canary_id: string; pipeline_id: string; status: string; current_stage: number; traffic_pct: number; started_at: string;
-  stage_entered_at: string; elapsed: string; description?: string; auto_promote?: boolean; baseline_version?: string; candidate_version?: string;
-  stages?: Array<{ traffic_pct: number; min_duration: string; min_requests: number; manual_gate?: boolean }>;
-  metrics?: { window?: string; baseline: Side; candidate: Side };
-  rollback_status?: { error_rate_sustained_for?: string; latency_sustained_for?: string; healthy?: boolean; evidence?: string };
-  rules?: Rule[];
-  promotion?: { eligible?: boolean; manual_gate?: boolean; conditions?: Condition[] };
-  evaluation?: { result?: string; window_requests?: { baseline: number; candidate: number }; min_window_requests?: number };
-}
-interface HistoryEntry { at: string; event: string; stage?: number; traffic_pct?: number; message?: string; details?: Record<string, unknown> }
-interface History { canary_id: string; pipeline_id: string; description?: string; status?: string; baseline_version?: string; candidate_version?: string; history: HistoryEntry[] }
 
 // ---- Helpers -----------------------------------------------------------------------------------
 
@@ -82,15 +68,6 @@ function readData(file: string, flag: string): unknown {
 
 const isObject = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
 
-function table(headers: string[], rows: string[][]): string {
-  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : (c ?? '').padEnd(widths[i]))).join('  ').trimEnd();
-  return [line(headers), ...rows.map(line)].join('\n') + '\n';
-}
-
-const num = (n: number | null | undefined, digits = 2) => (n === null || n === undefined || Number.isNaN(n) ? '-' : Number.isInteger(n) ? String(n) : n.toFixed(digits).replace(/\.?0+$/, ''));
-/** A condition's value or threshold: numbers rounded, null (no evidence yet) said so. */
-const shown = (x: unknown) => (x === null || x === undefined ? 'no data' : typeof x === 'number' ? num(x, 3) : String(x));
 const out = (text: string) => { process.stdout.write(text); };
 const printJson = (x: unknown) => out(`${JSON.stringify(x, null, 2)}\n`);
 
@@ -103,7 +80,7 @@ async function listAll(c: Ctx): Promise<ListItem[]> {
   return r.canaries;
 }
 
-const running = (s: string) => s === 'active' || s === 'paused';
+const running = isRunning;
 
 /** The pipeline's running canary; with `orLatest`, else its most recent one. */
 async function canaryOf(c: Ctx, pipelineId: string, orLatest: boolean): Promise<ListItem> {
@@ -173,67 +150,27 @@ async function start(c: Ctx): Promise<void> {
     + `follow it with: proxy canary status ${String(r.pipeline_id)} --watch\n`);
 }
 
-function renderStatus(s: Status, verbose: boolean): string {
-  const stages = s.stages?.length;
-  const lines: string[] = [
-    `canary ${s.canary_id}  pipeline ${s.pipeline_id}  ${s.status.toUpperCase()}`,
-    `  stage      ${s.current_stage}${stages ? ` of ${stages}` : ''}, ${s.traffic_pct}% to the candidate${s.auto_promote === undefined ? '' : s.auto_promote ? ' (auto-promote)' : ' (manual promotion)'}`,
-    `  started    ${s.started_at} (${s.elapsed} ago); stage entered ${s.stage_entered_at}`,
-  ];
-  if (s.baseline_version !== undefined) lines.push(`  versions   baseline ${s.baseline_version}, candidate ${s.candidate_version ?? '-'}`);
-  if (s.description) lines.push(`  about      ${s.description}`);
-  const ev = s.evaluation;
-  if (ev?.result !== undefined) {
-    const counts = ev.window_requests ? ` (last window: baseline ${ev.window_requests.baseline}, candidate ${ev.window_requests.candidate} requests${ev.result === 'inconclusive' && ev.min_window_requests !== undefined ? `; ${ev.min_window_requests} needed on each side` : ''})` : '';
-    lines.push(`  evaluation ${ev.result}${counts}`);
-  }
-  const rs = s.rollback_status;
-  if (rs !== undefined) {
-    lines.push(`  health     ${rs.healthy === false ? 'UNHEALTHY' : 'healthy'}; error rate breached for ${rs.error_rate_sustained_for ?? '0s'}, latency for ${rs.latency_sustained_for ?? '0s'}`);
-  }
-  if (s.metrics !== undefined) {
-    lines.push('', table(['', 'REQUESTS', 'ERROR %', 'P50 MS', 'P95 MS', 'P99 MS'], (['baseline', 'candidate'] as const).map((side) => {
-      const m = s.metrics![side];
-      return [side, String(m.requests), num(m.error_rate_pct, 3), num(m.latency_p50_ms), num(m.latency_p95_ms), num(m.latency_p99_ms)];
-    })).trimEnd());
-  }
-  if (verbose) {
-    if (s.rules !== undefined && s.rules.length > 0) {
-      lines.push('', 'Rollback rules (last window; "breached" = its rollback condition holds):');
-      lines.push(table(['RULE', 'VALUE', 'THRESHOLD', 'STATE', 'SUSTAINED'], s.rules.map((r) => [
-        r.rule, r.value === null ? 'no data' : num(r.value, 3), `${r.comparison === 'less_than' ? '< ' : '> '}${num(r.threshold, 3)}`,
-        r.met ? 'breached' : (r.state ?? 'ok'), r.sustained_for ?? '-',
-      ])).trimEnd());
-    }
-    const p = s.promotion;
-    if (p?.conditions !== undefined) {
-      lines.push('', `Auto-promote conditions (stage window)${p.manual_gate ? '; this stage has a manual gate' : ''}${p.eligible ? ': all met' : ''}:`);
-      lines.push(table(['CONDITION', 'CURRENT', 'NEEDS', ''], p.conditions.map((cd) => [
-        cd.condition, shown(cd.value), `${cd.condition.startsWith('max_') ? '<= ' : '>= '}${shown(cd.threshold)}`,
-        cd.met ? 'met' : 'unmet',
-      ])).trimEnd());
-    }
-  }
-  return `${lines.join('\n')}\n`;
-}
-
 async function status(c: Ctx): Promise<void> {
   const pipelineId = needTarget(c, 'a <pipeline_id>', 'status');
   const verbose = c.o.verbose === true;
-  const once = async (): Promise<Status> => {
+  const once = async (): Promise<{ s: Status; report: Report | null }> => {
     const item = await canaryOf(c, pipelineId, true);
-    return c.client.json<Status>('GET', `/api/v1/canary/${encodeURIComponent(item.canary_id)}`);
+    const path = `/api/v1/canary/${encodeURIComponent(item.canary_id)}`;
+    const s = await c.client.json<Status>('GET', path);
+    // A finished canary: when and how it ended come from its report.
+    const report = c.json || running(s.status) ? null : await c.client.json<Report>('GET', `${path}/report`);
+    return { s, report };
   };
   if (c.o.watch !== true) {
-    const s = await once();
-    return c.json ? printJson(s) : out(renderStatus(s, verbose));
+    const { s, report } = await once();
+    return c.json ? printJson(s) : out(renderStatus(s, verbose, Date.now(), report));
   }
   // --watch: redraw every 5 s until Ctrl-C; stop by itself once the canary is finished.
   const tty = process.stdout.isTTY === true && !c.json;
   for (;;) {
-    const s = await once();
+    const { s, report } = await once();
     if (c.json) out(`${JSON.stringify(s)}\n`);
-    else out(`${tty ? '\x1b[2J\x1b[H' : ''}${new Date().toISOString()}  (every ${WATCH_INTERVAL_MS / 1000} s, Ctrl-C to stop)\n${renderStatus(s, verbose)}${tty ? '' : '\n'}`);
+    else out(`${tty ? '\x1b[2J\x1b[H' : ''}${new Date().toISOString()}  (every ${WATCH_INTERVAL_MS / 1000} s, Ctrl-C to stop)\n${renderStatus(s, verbose, Date.now(), report)}${tty ? '' : '\n'}`);
     if (!running(s.status)) return;
     await new Promise((r) => setTimeout(r, WATCH_INTERVAL_MS));
   }
@@ -299,24 +236,7 @@ async function history(c: Ctx): Promise<void> {
   const id = needTarget(c, 'a <canary_id>', 'history');
   const h = await c.client.json<History>('GET', `/api/v1/canary/${encodeURIComponent(id)}/history`);
   if (c.json) return printJson(h);
-  const head = `canary ${h.canary_id}  pipeline ${h.pipeline_id}${h.status ? `  ${h.status.toUpperCase()}` : ''}\n`
-    + (h.description ? `  about      ${h.description}\n` : '')
-    + (h.baseline_version ? `  versions   baseline ${h.baseline_version}, candidate ${h.candidate_version ?? '-'}\n` : '');
-  out(`${head}\n${table(['AT', 'EVENT', 'STAGE', 'TRAFFIC', 'DETAIL'], h.history.map((e) => [
-    e.at, e.event, e.stage === undefined ? '' : String(e.stage), e.traffic_pct === undefined ? '' : `${e.traffic_pct}%`, historyDetail(e),
-  ]))}`);
-}
-
-function historyDetail(e: HistoryEntry): string {
-  const parts: string[] = [];
-  if (e.message) parts.push(e.message);
-  const d = e.details ?? {};
-  if (typeof d.triggered_by === 'string' && !(e.message ?? '').includes(d.triggered_by)) parts.push(`by ${d.triggered_by}`);
-  if (typeof d.reason === 'string' && !(e.message ?? '').includes(d.reason)) parts.push(`reason: ${d.reason}`);
-  if (Array.isArray(d.rules)) {
-    for (const r of d.rules as Rule[]) parts.push(`${r.rule} ${num(r.value, 3)} (threshold ${num(r.threshold, 3)})`);
-  }
-  return parts.join('; ');
+  out(renderHistory(h));
 }
 
 async function metrics(c: Ctx): Promise<void> {
