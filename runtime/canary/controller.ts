@@ -10,7 +10,7 @@ import { canaryDurationMs } from '../config/index.ts';
 import type { CanaryEvent, CanaryEventSink, CanaryEventType, RuleReading, SideMetrics } from './events.ts';
 import { CanaryError } from './errors.ts';
 import { evaluate, formatDuration, volumeConditions, type CustomValues, type Evaluation } from './evaluator.ts';
-import type { CanaryGraphs, PreparedCandidate, RetainedBaseline } from './graphs.ts';
+import type { Aim, CanaryGraphs, PreparedCandidate, RetainedBaseline } from './graphs.ts';
 import { parseStartRequest, type CanaryDefaults, type CanarySpec } from './spec.ts';
 import type { CanaryRecord, CanaryStatus, CanaryStore, HistoryEntry, Sample } from './store.ts';
 import { SideWindow, WindowTracker, type CanaryMetricsSource } from './windows.ts';
@@ -72,6 +72,8 @@ class LiveCanary {
 }
 
 export type Listener = (entry: HistoryEntry) => void;
+
+const aimOf = (r: CanaryRecord): Aim => ({ match: r.spec.match ?? null, sticky: r.spec.sticky ?? null, canaryId: r.id });
 
 const ACTIVE: ReadonlySet<CanaryStatus> = new Set(['active', 'paused']);
 
@@ -185,7 +187,7 @@ export class CanaryController {
     };
     const c = new LiveCanary(record);
     c.prepared = prepared;
-    this.graphs.activate(prepared, record.traffic_pct);
+    this.graphs.activate(prepared, record.traffic_pct, aimOf(record));
     this.primeWindows(c);
     this.canaries.set(record.id, c);
     this.commit(c, 'started', `canary started at stage 1 of ${spec.stages.length} (${record.traffic_pct}%)`, 'canary.started');
@@ -467,7 +469,7 @@ export class CanaryController {
         this.rollback(r.id, { reason: `candidate failed to load on resume: ${(err as Error).message}`, triggeredBy: 'automatic' });
         continue;
       }
-      this.graphs.activate(c.prepared, r.traffic_pct);
+      this.graphs.activate(c.prepared, r.traffic_pct, aimOf(r));
       this.primeWindows(c);
       const entry = this.entry(c, 'resumed', `resumed after a restart at stage ${r.current_stage} (${r.traffic_pct}%), timers from persisted times`, { timers: r.timers });
       this.store.save(r, [entry]);

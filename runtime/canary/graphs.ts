@@ -10,6 +10,8 @@ import {
   type Pipeline, type PipelineConfig, type PipelineManager, type StepSettings, type Variant,
 } from '../pipeline/index.ts';
 import type { CandidateConfig } from './spec.ts';
+import { ClientMatch, type ClientMatchSpec } from '../pipeline/client-match.ts';
+import { AimedSelector, saltOf, type Sticky } from './aimed-selector.ts';
 import { CanaryEvidence } from './arm-evidence.ts';
 import { allowedDirs, allowedModulePath, installedPackageVersion, splitPackage } from './plugin-paths.ts';
 import type { GraphTotals } from './windows.ts';
@@ -19,6 +21,13 @@ export interface PreparedCandidate {
   readonly config: PipelineConfig;
   readonly graph: Pipeline;
   readonly version: string;
+}
+
+/** An aimed canary's choice of clients and stickiness (spec.match, spec.sticky), salted by its id. */
+export interface Aim {
+  match: ClientMatchSpec | null;
+  sticky: Sticky | null;
+  canaryId: string;
 }
 
 export interface RetainedBaseline {
@@ -39,9 +48,9 @@ export interface CanaryGraphs {
   prepare(pipelineId: string, candidate: CandidateConfig, pluginDirs?: readonly string[]): Promise<PreparedCandidate>;
   /**
    * Publishes the candidate: from now on `trafficPct` % of requests go to it, and every request of
-   * either graph is counted to its arm (totals).
+   * either graph is counted to its arm (totals). With `aim` (match or sticky), the aimed split.
    */
-  activate(prepared: PreparedCandidate, trafficPct: number): void;
+  activate(prepared: PreparedCandidate, trafficPct: number, aim?: Aim): void;
   /** An arm's cumulative figures since activate(): every request it served; null without a split. */
   totals(pipelineId: string, variant: Variant): GraphTotals | null;
   setTraffic(pipelineId: string, trafficPct: number): void;
@@ -85,7 +94,7 @@ export class PipelineCanaryGraphs implements CanaryGraphs {
   private readonly manager: PipelineManager;
   /** The configuration of each pipeline's current baseline (a completion replaces it). */
   private readonly baselines = new Map<string, PipelineConfig>();
-  private readonly selectors = new Map<string, PercentSelector>();
+  private readonly selectors = new Map<string, PercentSelector | AimedSelector>();
   /** Each split pipeline's arms, counted by the connections (see arm-evidence.ts). */
   private readonly evidence = new Map<string, CanaryEvidence>();
   private readonly random: () => number;
@@ -160,9 +169,12 @@ export class PipelineCanaryGraphs implements CanaryGraphs {
     return { pipelineId, config, graph, version: this.version(config) };
   }
 
-  activate(prepared: PreparedCandidate, trafficPct: number): void {
+  activate(prepared: PreparedCandidate, trafficPct: number, aim?: Aim): void {
     const id = prepared.pipelineId;
-    const sel = new PercentSelector(trafficPct, this.random);
+    // The plain split unless the canary is aimed or sticky: then the request path pays only for
+    // the PercentSelector's draw, as before.
+    const sel = aim === undefined || (aim.match == null && aim.sticky == null) ? new PercentSelector(trafficPct, this.random)
+      : new AimedSelector(trafficPct, aim.match == null ? null : new ClientMatch(aim.match), aim.sticky ?? null, saltOf(aim.canaryId), this.random);
     this.selectors.set(id, sel);
     // The arms are counted before the candidate takes its first request.
     const ev = new CanaryEvidence();

@@ -2,7 +2,8 @@
 // its graphs and metrics interfaces, the event contract with the notification channels.
 export { CanaryController, systemClock, intervalScheduler, type Clock, type Scheduler, type ControllerOptions, type ControllerLog, type Listener } from './controller.ts';
 export { CanaryError, CANARY_ERROR_CODES, type CanaryErrorCode } from './errors.ts';
-export { PipelineCanaryGraphs, candidatePipelineConfig, type CanaryGraphs, type PreparedCandidate, type RetainedBaseline } from './graphs.ts';
+export { PipelineCanaryGraphs, candidatePipelineConfig, type Aim, type CanaryGraphs, type PreparedCandidate, type RetainedBaseline } from './graphs.ts';
+export { AimedSelector, sessionDraw, saltOf, type Sticky } from './aimed-selector.ts';
 export { CanaryStore, type CanaryRecord, type CanaryStatus, type HistoryEntry, type Sample } from './store.ts';
 export { parseStartRequest, defaultsFromConfig, type CanarySpec, type CanaryDefaults, type Stage, type CandidateConfig } from './spec.ts';
 export { evaluate, formatDuration, type Evaluation, type RuleStatus, type ConditionStatus } from './evaluator.ts';

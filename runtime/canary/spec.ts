@@ -10,6 +10,8 @@ import {
 } from '../config/index.ts';
 import type { NotificationChannel } from './events.ts';
 import { CanaryError } from './errors.ts';
+import { ClientMatch, type ClientMatchSpec } from '../pipeline/client-match.ts';
+import type { Sticky } from './aimed-selector.ts';
 
 export type Stage = v.InferOutput<typeof stagesSchema>[number];
 export type RollbackRules = v.InferOutput<typeof rollbackRulesSchema>;
@@ -41,6 +43,10 @@ export interface CanarySpec {
   /** Inline channels, or null for the configured defaults. */
   channels: NotificationChannel[] | null;
   description: string | null;
+  /** Aimed canary: these clients always get the candidate (absent in records from before it existed). */
+  match?: ClientMatchSpec | null;
+  /** Whose draw is kept: per connection, per session (lsid), or null: per request. */
+  sticky?: Sticky | null;
 }
 
 export interface CanaryDefaults {
@@ -111,13 +117,19 @@ function checkDurations(stages: Stage[]): void {
 /** Validates a POST /api/v1/canary body and fills in the defaults. Throws CanaryError (400 codes). */
 export function parseStartRequest(body: unknown, defaults: CanaryDefaults): CanarySpec {
   if (!isObject(body)) throw new CanaryError('PROXY_ERR_BAD_BODY', 'expected a JSON object');
-  const known = new Set(['pipeline_id', 'candidate_config', 'initial_traffic_pct', 'rollback_rules', 'stages', 'auto_promote', 'auto_promote_rules', 'judge', 'notifications', 'description']);
+  const known = new Set(['pipeline_id', 'candidate_config', 'initial_traffic_pct', 'rollback_rules', 'stages', 'auto_promote', 'auto_promote_rules', 'judge', 'notifications', 'description', 'match', 'sticky']);
   for (const k of Object.keys(body)) if (!known.has(k)) throw new CanaryError('PROXY_ERR_BAD_BODY', `unknown field "${k}"`);
   if (typeof body.pipeline_id !== 'string' || body.pipeline_id === '') throw new CanaryError('PROXY_ERR_BAD_BODY', 'pipeline_id: expected a non-empty string');
   if (body.candidate_config === undefined) throw new CanaryError('PROXY_ERR_BAD_BODY', 'candidate_config: required');
   const candidate = parsePart(candidateConfigSchema, body.candidate_config, 'candidate_config', 'PROXY_ERR_BAD_BODY');
   let stages = body.stages === undefined ? defaults.stages.map((s) => ({ ...s })) : parsePart(stagesSchema, body.stages, 'stages', 'PROXY_ERR_CANARY_INVALID_STAGES');
   checkDurations(stages);
+  const match = parseMatch(body.match);
+  if (body.sticky !== undefined && body.sticky !== 'connection' && body.sticky !== 'session') {
+    throw new CanaryError('PROXY_ERR_BAD_BODY', `sticky: expected "connection" or "session", received ${JSON.stringify(body.sticky)}`);
+  }
+  // Aimed at chosen clients and no initial_traffic_pct: stage 1 tries the candidate on them alone.
+  if (match !== null && body.initial_traffic_pct === undefined) stages = [{ ...stages[0], traffic_pct: 0 }, ...stages.slice(1)];
   if (body.initial_traffic_pct !== undefined) {
     const t = body.initial_traffic_pct;
     if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > 100) throw new CanaryError('PROXY_ERR_CANARY_INVALID_TRAFFIC', `initial_traffic_pct: expected an integer 0..100, received ${JSON.stringify(t)}`);
@@ -152,5 +164,18 @@ export function parseStartRequest(body: unknown, defaults: CanaryDefaults): Cana
     auto_promote: (body.auto_promote as boolean | undefined) ?? defaults.auto_promote,
     rollback_rules: rollback, auto_promote_rules: promote, judge, channels,
     description: (body.description as string | undefined) ?? null,
+    match, sticky: (body.sticky as Sticky | undefined) ?? null,
   };
+}
+
+/** `match`: { app_name?, user?, client? }, each a string or a list of strings; null when absent. */
+function parseMatch(x: unknown): ClientMatchSpec | null {
+  if (x === undefined || x === null) return null;
+  if (!isObject(x)) throw new CanaryError('PROXY_ERR_BAD_BODY', 'match: expected an object { app_name?, user?, client? }');
+  for (const k of Object.keys(x)) if (k !== 'app_name' && k !== 'user' && k !== 'client') throw new CanaryError('PROXY_ERR_BAD_BODY', `match: unknown field "${k}" (app_name, user, client)`);
+  try {
+    return new ClientMatch(x as ClientMatchSpec).spec;
+  } catch (err) {
+    throw new CanaryError('PROXY_ERR_BAD_BODY', (err as Error).message);
+  }
 }

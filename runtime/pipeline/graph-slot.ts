@@ -5,6 +5,7 @@
 import type { Pipeline } from './pipeline.ts';
 import type { GraphSelector } from './selector.ts';
 import type { ArmRecorder } from './arm-recorder.ts';
+import type { ConnectionInfo } from './exchange.ts';
 
 export class GraphSlot {
   readonly pipelineId: string;
@@ -47,10 +48,10 @@ export class GraphSlot {
     if (this.candidate !== null) this.candidate.evidence = candidate;
   }
 
-  /** The graph that serves the next request. */
-  pick(): Pipeline {
+  /** The graph that serves the next request: the command `body` from `conn`, its `lsid` at `lsidAt` (-1: none). */
+  pick(conn: ConnectionInfo, body: Uint8Array, lsidAt: number): Pipeline {
     const c = this.candidate;
     const sel = this.selector;
-    return c === null || sel === null ? this.baseline : sel.select(this.baseline, c);
+    return c === null || sel === null ? this.baseline : sel.select(this.baseline, c, conn, body, lsidAt);
   }
 }

@@ -369,7 +369,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     if (this.lb !== null) this.lb.requestBody = body;
     // Baseline, or — while a canary runs — the graph its selector picks for this request. The
     // response phase runs on the same graph, whatever loads meanwhile.
-    const pipeline = this.graphs.pick();
+    const pipeline = this.graphs.pick(this.handshake, body, peek.lsidAt);
     rec.begin(pipeline, traced);
     const steps = this.steps;
     if (pipeline.requestSteps.length === 0 && pipeline.responseSteps.length === 0) {

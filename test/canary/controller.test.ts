@@ -7,6 +7,10 @@ import { initHistograms } from '../../runtime/profiling/index.ts';
 import { CanaryError } from '../../runtime/canary/index.ts';
 import { harness, LOGGING_CANDIDATE, type Harness } from './helpers.ts';
 
+/** Who asks, for slot.pick(): any client, a command without an lsid. */
+const ANY_CLIENT = { id: 1, appName: '', clientAddress: '127.0.0.1:1', user: '' };
+const NO_BODY = new Uint8Array(0);
+
 await initHistograms();
 
 const FAST_RULES = { error_rate_delta_pct: 5, latency_p95_delta_ms: 100, sustained_duration: '10s', check_interval: '5s', min_window_requests: 20 };
@@ -326,7 +330,7 @@ test('rollback: manual, always; terminal; the candidate unloaded and 100 % to th
   assert.equal(r.final_metrics.candidate.requests, 100);
   assert.equal(r.final_metrics.baseline.requests, 900);
   assert.equal(h.manager.candidate('default'), null);
-  assert.equal(h.manager.slot('default').pick(), h.manager.get('default'));
+  assert.equal(h.manager.slot('default').pick(ANY_CLIENT, NO_BODY, -1), h.manager.get('default'));
   await rejects(() => h.controller.rollback(id), 'PROXY_ERR_CANARY_INVALID_STATE');
   await rejects(h.controller.promote(id, { force: true }), 'PROXY_ERR_CANARY_INVALID_STATE');
   assert.deepEqual(h.sink.types(), ['canary.started', 'canary.rolled_back']);

@@ -10,6 +10,10 @@ import { PipelineManager } from '../../runtime/pipeline/index.ts';
 import { PipelineCanaryGraphs, candidatePipelineConfig } from '../../runtime/canary/index.ts';
 import { BUILTIN_PLUGIN_DIR } from '../../runtime/app/serve.ts';
 
+/** Who asks, for slot.pick(): any client, a command without an lsid. */
+const ANY_CLIENT = { id: 1, appName: '', clientAddress: '127.0.0.1:1', user: '' };
+const NO_BODY = new Uint8Array(0);
+
 const BASE = {
   pipeline: { id: 'default', request: ['logging', 'wasm:redact'], response: ['metrics'] },
   steps: { redact: { module: join(BUILTIN_PLUGIN_DIR, 'redact.wasm'), config: { fields: ['ssn'] }, max_memory_pages: 256 } },
@@ -60,14 +64,14 @@ test('activate publishes the split (one draw per request), setTraffic changes it
   const graphs = new PipelineCanaryGraphs(manager, [BASE], () => draw);
   const p = await graphs.prepare('default', { steps: [{ type: 'rate_limit', config: { max_rps: 1000 } }] });
   const slot = manager.slot('default');
-  assert.equal(slot.pick(), manager.get('default'), 'nothing split before activate');
+  assert.equal(slot.pick(ANY_CLIENT, NO_BODY, -1), manager.get('default'), 'nothing split before activate');
   graphs.activate(p, 60);
-  assert.equal(slot.pick(), p.graph); // 50 < 60
+  assert.equal(slot.pick(ANY_CLIENT, NO_BODY, -1), p.graph); // 50 < 60
   graphs.setTraffic('default', 40);
-  assert.equal(slot.pick(), manager.get('default')); // 50 ≥ 40
+  assert.equal(slot.pick(ANY_CLIENT, NO_BODY, -1), manager.get('default')); // 50 ≥ 40
   draw = 0.399;
-  assert.equal(slot.pick(), p.graph);
+  assert.equal(slot.pick(ANY_CLIENT, NO_BODY, -1), p.graph);
   graphs.remove('default');
-  assert.equal(slot.pick(), manager.get('default'));
+  assert.equal(slot.pick(ANY_CLIENT, NO_BODY, -1), manager.get('default'));
   assert.equal(manager.candidate('default'), null);
 });

@@ -28,7 +28,7 @@ test('baseline and candidate run side by side; the selector picks per request; k
   const cand = await m.build(filterConfig('orders', ['drop', 'delete']), 'candidate');
   assert.equal(cand.key.toString(), 'orders/candidate#1');
   const slot = m.slot('orders');
-  assert.equal(slot.pick(), base, 'no candidate yet: the baseline serves');
+  assert.equal(slot.pick(ANY_CLIENT, NO_BODY, -1), base, 'no candidate yet: the baseline serves');
 
   // A draw sequence makes the split deterministic: 10 → candidate (below 30), 50 → baseline.
   const draws = [0.1, 0.5, 0.2, 0.9];
@@ -36,7 +36,7 @@ test('baseline and candidate run side by side; the selector picks per request; k
   m.setCandidate('orders', cand, new PercentSelector(30, () => draws[i++ % draws.length]));
   const verdicts: string[] = [];
   for (let k = 0; k < 4; k++) {
-    const g = slot.pick();
+    const g = slot.pick(ANY_CLIENT, NO_BODY, -1);
     const ex = makeExchange({ delete: 'c', deletes: [], $db: 'app' }, 'orders');
     g.runRequest(ex);
     verdicts.push(`${g.key.variant}:${ex.verdict === Verdict.Reject ? 'rejected' : 'passed'}`);
@@ -54,7 +54,7 @@ test('baseline and candidate run side by side; the selector picks per request; k
   assert.equal(slot.baseline, base2);
   assert.equal(slot.candidate, cand);
   m.setCandidate('orders', null);
-  assert.equal(slot.pick(), base2);
+  assert.equal(slot.pick(ANY_CLIENT, NO_BODY, -1), base2);
   assert.throws(() => m.setCandidate('orders', base2), /not a candidate/);
 });
 
@@ -71,6 +71,10 @@ test('rejection counts are capped per graph: past the cap a pair counts as code 
 // ---- host state per graph: kv stores ------------------------------------------------------
 
 import { Long, serialize } from 'bson';
+
+/** Who asks, for slot.pick(): any client, a command without an lsid. */
+const ANY_CLIENT = { id: 1, appName: '', clientAddress: '127.0.0.1:1', user: '' };
+const NO_BODY = new Uint8Array(0);
 
 function cacheConfig(id: string, ttlMs: number, kvMaxBytes?: number): PipelineConfig {
   return {
