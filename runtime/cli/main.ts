@@ -1,10 +1,11 @@
 // The `proxy` command line (cac). Every command of SPEC.md §4.3 lands here as it is built.
 import { readFileSync } from 'node:fs';
 import { cac } from 'cac';
-import { ConfigError, loadConfig, parseHost } from '../config/index.ts';
-import { startProxy, watchReload } from '../app/serve.ts';
+import { ConfigError, loadConfig, parseConfig, parseHost } from '../config/index.ts';
+import { startProxy, watchReload, type RunningProxy } from '../app/serve.ts';
 import { DevDbServer, DevReplicaSet } from '../devdb/index.ts';
 import { Logger, LogRing } from '../log/index.ts';
+import { typedOption } from './argv.ts';
 import { registerLogs } from './logs.ts';
 import { registerBench } from './bench.ts';
 import { registerCanary } from './canary.ts';
@@ -17,10 +18,14 @@ const cli = cac('proxy');
 
 cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,yaml,yml,toml}, else defaults)')
   .option('--config <file>', 'configuration file (JSON, YAML or TOML)')
-  .action(async (opts: { config?: string }) => {
+  .option('--listen <host:port>', 'address for client connections, in place of the configuration\'s listen (kept across reloads)')
+  .action(async (opts: { config?: string; listen?: unknown }) => {
     let loaded;
     try {
       loaded = await loadConfig({ file: opts.config });
+      // Checked by the schema as the file's `listen` is; cac would turn a bare "27018" into a number.
+      const listen = opts.listen === undefined ? undefined : typedOption('listen') ?? String(opts.listen);
+      if (listen !== undefined) loaded = { ...loaded, config: { ...loaded.config, listen: parseConfig({ listen }, '--listen').listen } };
     } catch (err) {
       if (err instanceof ConfigError) {
         process.stderr.write(`proxy: configuration refused\n${err.message}\n`);
@@ -48,13 +53,19 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
       process.stderr.write(`proxy: could not start: ${(err as Error).message}\n`);
       process.exit(1);
     }
-    if (loaded.source !== null) watchReload(running, loaded.source, log);
+    if (loaded.source !== null) {
+      // A reload from the file keeps --listen, so it is not reported as a changed restart-only key.
+      const listen = loaded.config.listen;
+      const proxy = running;
+      watchReload(opts.listen === undefined ? proxy : {
+        get config() { return proxy.config; },
+        pipelines: proxy.pipelines,
+        reload: (next) => proxy.reload({ ...next, listen }),
+      }, loaded.source, log);
+    }
     process.off('SIGHUP', holdHup);
     if (hupWhileStarting && loaded.source !== null) process.emit('SIGHUP', 'SIGHUP');
-    process.stdout.write(`\nPipeline Proxy ${VERSION} is ready. Connect with:\n\n  mongosh "${running.uri}"\n\n`
-      + (running.profilingUrl !== null
-        ? `Dashboard: ${running.profilingUrl}/dashboard/\nProfiling: ${running.profilingUrl}/api/profile   Metrics: ${running.profilingUrl}/metrics\n\n`
-        : ''));
+    process.stdout.write(readyBanner(running));
     let stopping = false;
     const stop = (signal: string) => {
       if (stopping) return;
@@ -65,6 +76,17 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
     process.on('SIGINT', () => stop('SIGINT'));
     process.on('SIGTERM', () => stop('SIGTERM'));
   });
+
+/** What `serve` prints on stdout once every listener is open: how to connect, and each HTTP surface configured. */
+function readyBanner(running: RunningProxy): string {
+  const lines = [`Pipeline Proxy ${VERSION} is ready. Connect with:`, '', `  mongosh "${running.uri}"`, ''];
+  const p = running.profilingUrl;
+  if (p !== null) lines.push(`Dashboard: ${p}/dashboard/`, `Profiling: ${p}/api/profile   Metrics: ${p}/metrics`);
+  if (running.adminUrl !== null) lines.push(`Admin API: ${running.adminUrl}   (/healthz, /readyz, /metrics, /api/v1/…; proxy logs --url ${running.adminUrl})`);
+  if (running.controlPlaneUrl !== null) lines.push(`Control plane: ${running.controlPlaneUrl}   (proxy canary --url ${running.controlPlaneUrl})`);
+  if (lines.length > 4) lines.push('');
+  return `\n${lines.join('\n')}\n`;
+}
 
 cli.command('devdb', 'Run the embedded development upstream alone (in-memory; not a database)')
   .option('--port <port>', 'port to listen on', { default: 27017 })

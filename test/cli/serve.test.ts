@@ -145,3 +145,56 @@ test('a SIGHUP while the proxy is starting does not end it: it is held and the f
     await stop(child);
   }
 });
+
+test('--listen overrides the configuration\'s listen, also across a reload; the ready banner names the admin API and the control plane', async () => {
+  const [configured, wanted, adminPort, controlPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  const file = join(dir, 'listen.json');
+  writeFileSync(file, JSON.stringify({
+    listen: `127.0.0.1:${configured}`, log: { level: 'info', format: 'json' },
+    admin: { listen: `127.0.0.1:${adminPort}`, token: 'serve-test-token-0123', reload_on_change: false },
+    control_plane: { port: controlPort, tokens: ['serve-test-control-0123'] },
+    canary: { data_dir: join(dir, 'canary-listen') },
+  }));
+  const child = spawn(process.execPath, [bin, 'serve', '--config', file, '--listen', `127.0.0.1:${wanted}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (d) => { out += d; });
+  child.stderr!.on('data', (d) => { err += d; });
+  try {
+    const deadline = Date.now() + 60_000;
+    while (!out.includes('Control plane:') && child.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    assert.match(out, new RegExp(`mongosh "mongodb://127\\.0\\.0\\.1:${wanted}/"`), `${out}\n${err}`);
+    assert.match(out, new RegExp(`^Admin API: http://127\\.0\\.0\\.1:${adminPort} `, 'm'));
+    assert.match(out, new RegExp(`^Control plane: http://127\\.0\\.0\\.1:${controlPort} `, 'm'));
+    assert.doesNotMatch(out, /Dashboard:/, 'no profiling block: no dashboard line');
+    const hello = await ping(wanted);
+    assert.equal(hello, true, 'clients connect on the --listen address');
+    // A reload from the file (which says another port) keeps --listen and names no restart key.
+    child.kill('SIGHUP');
+    while (!/"msg":"configuration reloaded/.test(err) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const line = err.split('\n').find((l) => l.includes('"msg":"configuration reloaded'));
+    assert.ok(line !== undefined, err);
+    assert.equal(JSON.parse(line).keys, undefined, `no key reported as needing a restart: ${line}`);
+  } finally {
+    await stop(child);
+  }
+});
+
+test('--listen is validated as the configuration\'s listen is: exit 2 with the reason', () => {
+  const r = spawnSync(process.execPath, [bin, 'serve', '--listen', 'localhost'], { encoding: 'utf8', timeout: 60_000, cwd: dir });
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, /configuration refused\n.*--listen: listen: /);
+  assert.doesNotMatch(r.stdout, /ready/);
+});
+
+/** True when a MongoDB hello on 127.0.0.1:port is answered (the mongodb driver, one connection). */
+async function ping(port: number): Promise<boolean> {
+  const { MongoClient } = await import('mongodb');
+  const client = new MongoClient(`mongodb://127.0.0.1:${port}/?directConnection=true`, { serverSelectionTimeoutMS: 10_000 });
+  try {
+    const r = await client.db('admin').command({ ping: 1 });
+    return r.ok === 1;
+  } finally {
+    await client.close();
+  }
+}
