@@ -1,6 +1,6 @@
 // Assembles a running proxy from a configuration: logger, development upstream (when no
 // upstream.uri), upstream pool, client listener. Used by `proxy serve` and by tests.
-import { ConfigError, parseConfig, canaryDurationMs, formatHostPort, hostPort, type ProxyConfig } from '../config/index.ts';
+import { ConfigError, parseConfig, canaryDurationMs, formatHostPort, hostPort, restartKeys, type ProxyConfig } from '../config/index.ts';
 import { Logger, LogRing } from '../log/index.ts';
 import { DevDbServer } from '../devdb/index.ts';
 import { Topology, UpstreamPool, parseUpstreamUri, resolveUpstreamUri, type UpstreamAddress } from '../upstream/index.ts';
@@ -11,9 +11,9 @@ import { PipelineManager } from '../pipeline/index.ts';
 import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
 import type { Logger as HostLogger } from '../wasm/index.ts';
-import { startAdmin, startProfilingHttp, startControlPlane } from '../http/index.ts';
+import { HttpSurfaces } from './http-surfaces.ts';
 export { watchReload, type WatchReloadOptions } from './reload-watch.ts';
-import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, Promotions, defaultsFromConfig, type BaselineChoice, type CanaryEventSink, type Clock } from '../canary/index.ts';
+import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, defaultsFromConfig, type CanaryEventSink, type Clock } from '../canary/index.ts';
 import { ProfilerCanaryMetrics } from './canary-metrics.ts';
 import { Notifier, outboxPath, registerNotificationMetrics } from '../canary/notify/index.ts';
 import { Profiler, SnapshotStore, durationToMs, mmapFitIssue, type MmapStorage, type ProfilingSettings } from '../profiling/index.ts';
@@ -125,7 +125,6 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   let canary: CanaryController | null = null;
   let canaryGraphs: PipelineCanaryGraphs | null = null;
   let canaryStore: CanaryStore | null = null;
-  let promotions: Promotions | null = null;
   let notifier: Notifier | null = null;
   if (config.control_plane !== undefined && profiler !== null) {
     const canaryLog = log.child('proxy::canary');
@@ -136,15 +135,12 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       registerNotificationMetrics(pipelines.host.registry, notifier);
     }
     canaryStore = new CanaryStore(resolve(config.canary.data_dir), config.canary.max_samples);
-    // A completed canary's graph stays the baseline across restarts (canary/promotions.ts).
-    promotions = new Promotions(canaryStore, canaryLog);
-    const baseline = await promotions.start({ pipeline: config.pipeline, steps: config.steps }, (c) => pipelines.load(c));
-    canaryGraphs = new PipelineCanaryGraphs(pipelines, [baseline]);
+    canaryGraphs = new PipelineCanaryGraphs(pipelines, [{ pipeline: config.pipeline, steps: config.steps }]);
     canary = new CanaryController({
       store: canaryStore, graphs: canaryGraphs, metrics: new ProfilerCanaryMetrics(profiler, pipelines.host.registry),
       sink: opts.canarySink ?? notifier ?? new LogEventSink((m, f) => canaryLog.info(m, f)), defaults: () => defaultsFromConfig(current),
       clock: opts.canaryClock, warningShare: config.canary.warning_share, gracePeriodMs: canaryDurationMs(config.canary.baseline_grace_period),
-      log: canaryLog, promotions,
+      log: canaryLog,
     });
     // Active canaries resume before clients connect: each candidate is rebuilt, then split again.
     await canary.resume();
@@ -210,91 +206,91 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   const bound = await server.listen();
   const uri = `mongodb://${formatHostPort(bound.host, bound.port)}/${listenerTls === null ? '' : '?tls=true'}`;
   log.info('proxy listening', { listen: formatHostPort(bound.host, bound.port), upstream: topology?.describe() ?? pool.describe(), connect: uri });
-  let admin: Awaited<ReturnType<typeof startAdmin>> | null = null;
-  let profilingHttp: Awaited<ReturnType<typeof startProfilingHttp>> | null = null;
-  let controlPlane: Awaited<ReturnType<typeof startControlPlane>> | null = null;
   let closing = false;
+  // One reload at a time (SIGHUP, a file change and the admin API may ask together): each is
+  // compared with, and applied over, the configuration the previous one left.
+  let reloading: Promise<void> = Promise.resolve();
+  const applyReload = async (next: ProxyConfig) => {
+    // Restart-only keys are in effect as the proxy started: those that differ from that are named
+    // (after a reload that changed one, a reload that puts it back no longer warns).
+    const restartOnly = restartKeys(config, next);
+    // Everything that can refuse the configuration runs before anything is applied.
+    // Renewed certificates apply to new connections (open ones keep theirs).
+    const nextTls = next.tls === undefined || !server.tls ? null : listenerTlsOptions(next.tls, opts.configFile ?? null);
+    if (profiler?.file != null) {
+      const issue = mmapFitIssue(next.pipeline, config.profiling!.mmap_size_mb);
+      if (issue !== null) throw new ConfigError(opts.configFile ?? null, [issue]);
+    }
+    // A listener whose address changes is bound now, next to the old one; one that cannot be bound
+    // refuses the reload. The old ones close once the rest has applied.
+    const moved = await surfaces.move(current, next);
+    // Thresholds, filters and `enabled` apply now; graphs are rebuilt below, timed or untimed
+    // accordingly. Adding or removing the block is a restart: the profiler keeps its settings.
+    const before = profiler?.settings;
+    if (profiler !== null && next.profiling !== undefined && current.profiling !== undefined) profiler.configure(profilingSettings(next.profiling));
+    try {
+      await pipelines.load({ pipeline: { ...next.pipeline, id: current.pipeline.id }, steps: next.steps });
+    } catch (err) {
+      if (profiler !== null && before !== undefined) profiler.configure(before);
+      await moved.abort();
+      throw err;
+    }
+    canaryGraphs?.setBaselineConfig({ pipeline: { ...next.pipeline, id: current.pipeline.id }, steps: next.steps });
+    notifier?.configure(next.notifications);
+    if (tracing !== null && next.telemetry !== undefined) tracing.setSampleRate(next.telemetry.sample_rate);
+    if (nextTls !== null) server.setTls(nextTls);
+    if (JSON.stringify(next.auth) !== JSON.stringify(current.auth)) server.setClientAuth(clientAuthSettings(next.auth));
+    // Rotated tokens: refused or accepted from the next request on, on every HTTP surface.
+    surfaces.setTokens(next);
+    moved.commit();
+    if (restartOnly.length > 0) log.warn('configuration reloaded; these keys take effect only after a restart', { keys: restartOnly, request: next.pipeline.request, response: next.pipeline.response });
+    else log.info('configuration reloaded', { request: next.pipeline.request, response: next.pipeline.response });
+    current = next;
+  };
+  // The HTTP listeners and their tokens; made once `running` exists (the apps are given it).
+  let surfaces: HttpSurfaces;
   const running: RunningProxy = {
     get config() { return current; },
-    get adminUrl() { return admin?.url ?? null; },
-    get profilingUrl() { return profilingHttp?.url ?? null; },
-    get controlPlaneUrl() { return controlPlane?.url ?? null; },
+    get adminUrl() { return surfaces.admin?.url ?? null; },
+    get profilingUrl() { return surfaces.profiling?.url ?? null; },
+    get controlPlaneUrl() { return surfaces.controlPlane?.url ?? null; },
     canary,
     profiler, snapshots, tracing, logRing: log.ring,
     server, pool, devdb, host: bound.host, port: bound.port, uri, pipelines,
-    async reload(next: ProxyConfig) {
-      const restartOnly: string[] = (['listen', 'upstream', 'devdb', 'compression', 'zlib_level', 'log', 'clients'] as const)
-        .filter((k) => JSON.stringify(next[k]) !== JSON.stringify(current[k]));
-      // telemetry.sample_rate applies now (raise it during an incident, lower it after); turning
-      // export on or off, or any other telemetry key, needs a restart.
-      const otherTelemetry = (c: ProxyConfig) => JSON.stringify(c.telemetry === undefined ? null : { ...c.telemetry, sample_rate: 0 });
-      if (otherTelemetry(next) !== otherTelemetry(current)) restartOnly.push('telemetry');
-      else if (tracing !== null && next.telemetry !== undefined) tracing.setSampleRate(next.telemetry.sample_rate);
-      if (next.pipeline.id !== current.pipeline.id) restartOnly.push('pipeline.id');
-      // Renewed certificates apply to new connections now (open ones keep theirs); turning TLS on
-      // or off changes the listener itself: restart.
-      const nextTls = next.tls === undefined || !server.tls ? null : listenerTlsOptions(next.tls, opts.configFile ?? null);
-      if ((next.tls === undefined) !== (current.tls === undefined)) restartOnly.push('tls (presence)');
-      const endpoint = (c: ProxyConfig) => JSON.stringify(c.profiling === undefined ? null : [c.profiling.host, c.profiling.port, c.profiling.token]);
-      if (endpoint(next) !== endpoint(current)) restartOnly.push('profiling (presence, host, port, token)');
-      const persisted = (c: ProxyConfig) => JSON.stringify([c.profiling?.snapshot_dir, c.profiling?.snapshot_interval_s, c.profiling?.snapshot_retention]);
-      if (persisted(next) !== persisted(current)) restartOnly.push('profiling.snapshot_dir, snapshot_interval_s, snapshot_retention');
-      const layout = (c: ProxyConfig) => JSON.stringify([c.profiling?.histogram_buckets, c.profiling?.flamegraph_frames]);
-      if (layout(next) !== layout(current)) restartOnly.push('profiling.histogram_buckets, flamegraph_frames');
-      const storage = (c: ProxyConfig) => JSON.stringify([c.profiling?.storage, c.profiling?.mmap_path, c.profiling?.mmap_size_mb]);
-      if (storage(next) !== storage(current)) restartOnly.push('profiling.storage, mmap_path, mmap_size_mb');
-      if (profiler?.file != null) {
-        const issue = mmapFitIssue(next.pipeline, current.profiling!.mmap_size_mb);
-        if (issue !== null) throw new ConfigError(opts.configFile ?? null, [issue]);
-      }
-      // Thresholds, filters and `enabled` apply now; graphs are rebuilt below, timed or untimed accordingly.
-      const before = profiler?.settings;
-      if (profiler !== null && next.profiling !== undefined) profiler.configure(profilingSettings(next.profiling));
-      let chosen: BaselineChoice | null = null;
-      try {
-        // A promotion outranks the file's steps until the file changes them (canary/promotions.ts).
-        chosen = promotions?.choose({ pipeline: { ...next.pipeline, id: current.pipeline.id }, steps: next.steps }) ?? null;
-        await pipelines.load(chosen?.config ?? { pipeline: { ...next.pipeline, id: current.pipeline.id }, steps: next.steps });
-      } catch (err) {
-        if (profiler !== null && before !== undefined) profiler.configure(before);
-        throw err;
-      }
-      canaryGraphs?.setBaselineConfig(chosen?.config ?? { pipeline: { ...next.pipeline, id: current.pipeline.id }, steps: next.steps });
-      if (chosen !== null) promotions!.settle(chosen, 'reload');
-      notifier?.configure(next.notifications);
-      if (notifier !== null && next.notifications.outbox_path !== current.notifications.outbox_path) restartOnly.push('notifications.outbox_path');
-      if (nextTls !== null) server.setTls(nextTls);
-      if (JSON.stringify(next.auth) !== JSON.stringify(current.auth)) server.setClientAuth(clientAuthSettings(next.auth));
-      if (restartOnly.length > 0) log.warn('configuration reloaded; these keys take effect only after a restart', { keys: restartOnly });
-      else log.info('configuration reloaded', { request: next.pipeline.request, response: next.pipeline.response });
-      current = next;
+    reload(next: ProxyConfig) {
+      const run = reloading.then(() => applyReload(next));
+      reloading = run.catch(() => undefined);
+      return run;
     },
     get draining() { return closing; },
     async close() {
       closing = true;
+      await reloading; // a reload under way finishes (or is refused) first
       // The admin port closes after the drain: /readyz answers 503 (draining) meanwhile.
-      if (profilingHttp !== null) await profilingHttp.app.close();
-      if (controlPlane !== null) await controlPlane.app.close();
+      if (surfaces.profiling !== null) await surfaces.profiling.app.close();
+      if (surfaces.controlPlane !== null) await surfaces.controlPlane.app.close();
       if (canary !== null) await canary.close();
       if (notifier !== null) await notifier.close(); // after the controller: its last events are in the outbox
       await server.close(current.shutdown.drain_timeout_ms);
       profiler?.flushSlowStepLog(); // after the drain: held-back slow-step lines are reported, not lost
       address.hosts.close();
-      if (admin !== null) await admin.app.close();
+      if (surfaces.admin !== null) await surfaces.admin.app.close();
+      await surfaces.retired();
       if (snapshots !== null) await snapshots.close(); // after the drain: the last snapshot has every request
       if (tracing !== null) await tracing.close(); // after the drain: the last requests' spans are exported
       if (devdb !== null) await devdb.close();
       canaryStore?.close();
     },
   };
+  surfaces = new HttpSurfaces(config, { running, profiler, snapshots, canary, configFile: opts.configFile ?? null, log });
   if (tracing !== null) {
     const t = tracing.settings;
     log.info('trace export on', { url: t.url, protocol: t.protocol, sample_rate: t.sampleRate, service_name: t.serviceName });
   }
   if (profiler !== null && config.profiling !== undefined) {
     const p = config.profiling;
-    profilingHttp = await startProfilingHttp(running, profiler, { host: p.host, port: p.port, token: p.token ?? null, snapshots });
-    log.info(p.enabled ? 'profiling endpoint listening' : 'profiling endpoint listening; profiling is disabled (profiling.enabled: false)', { url: profilingHttp.url });
+    surfaces.profiling = await surfaces.openProfiling(p);
+    log.info(p.enabled ? 'profiling endpoint listening' : 'profiling endpoint listening; profiling is disabled (profiling.enabled: false)', { url: surfaces.profiling.url });
     if (snapshots !== null) {
       snapshots.start();
       if (snapshots.dir !== null) log.info('profiling snapshots persisted', { dir: snapshots.dir, interval_s: p.snapshot_interval_s, retention: p.snapshot_retention });
@@ -302,14 +298,12 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     }
   }
   if (canary !== null && config.control_plane !== undefined) {
-    const cp = config.control_plane;
-    const envToken = process.env[cp.token_env];
-    controlPlane = await startControlPlane(canary, cp.host, cp.port, { tokens: [...cp.tokens, ...(envToken === undefined ? [] : [envToken])] });
-    log.info('canary control plane listening', { url: controlPlane.url, store: canaryStore!.path });
+    surfaces.controlPlane = await surfaces.openControlPlane(config.control_plane);
+    log.info('canary control plane listening', { url: surfaces.controlPlane.url, store: canaryStore!.path });
   }
   if (config.admin?.listen !== undefined && config.admin.token !== undefined) {
-    admin = await startAdmin(running, config.admin.listen, { token: config.admin.token, configFile: opts.configFile ?? null });
-    log.info('admin API listening', { url: admin.url });
+    surfaces.admin = await surfaces.openAdmin(config.admin.listen);
+    log.info('admin API listening', { url: surfaces.admin.url });
   }
   return running;
 }

@@ -138,6 +138,9 @@ export function buildAdminApp(running: RunningProxy, opts: AdminOptions): Fastif
     try {
       await running.reload(next);
     } catch (err) {
+      // Refused by what only a reload can check (a listener address that cannot be bound, a TLS
+      // file): the configuration's fault, with its key path; otherwise a plugin's.
+      if (err instanceof ConfigError) return send(reply, 'PROXY_ERR_CONFIG', err.message, err.issues);
       return send(reply, 'PROXY_ERR_PLUGIN', (err as Error).message);
     }
     const p = running.pipelines.get(running.config.pipeline.id);

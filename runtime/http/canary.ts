@@ -91,14 +91,6 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
     return controller.list(status as CanaryStatus | 'all');
   });
 
-  app.get<{ Params: { pipeline: string } }>('/api/v1/canary/pipelines/:pipeline/baseline', async (req, reply) => {
-    try {
-      return controller.baseline(req.params.pipeline);
-    } catch (err) {
-      return fail(reply, err);
-    }
-  });
-
   app.get<P>('/api/v1/canary/:id', async (req, reply) => {
     try {
       return controller.status(req.params.id);
@@ -228,6 +220,10 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
         return;
       }
       sockets.add(ws);
+      // A reload that removes the token this feed was opened with closes the feed at once.
+      const stopRevocation = tokens.onReplace(() => {
+        if (!tokens.allows(header)) ws.close(4401, 'bearer token revoked');
+      });
       const push = () => {
         if (ws.readyState === ws.OPEN) ws.send(JSON.stringify({ type: 'status', at: new Date().toISOString(), canary: status() }));
       };
@@ -236,6 +232,7 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
       ws.on('close', () => {
         clearInterval(timer);
         unsubscribe();
+        stopRevocation();
         sockets.delete(ws);
       });
       ws.on('error', () => ws.terminate());

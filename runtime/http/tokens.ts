@@ -4,6 +4,8 @@ import { timingSafeEqual } from 'node:crypto';
 
 export class Tokens {
   private list: Buffer[];
+  /** Called after every replace(): holders of long-lived sessions (the canary feed) check theirs again. */
+  private readonly replaced = new Set<() => void>();
 
   /**
    * @param tokens the accepted tokens (empty strings are ignored)
@@ -21,6 +23,13 @@ export class Tokens {
   /** Accepts exactly these tokens from now on. */
   replace(tokens: readonly string[]): void {
     this.list = Tokens.encode(tokens);
+    for (const listener of this.replaced) listener();
+  }
+
+  /** Calls `listener` after each replace(); returns the function that stops it. */
+  onReplace(listener: () => void): () => void {
+    this.replaced.add(listener);
+    return () => this.replaced.delete(listener);
   }
 
   get size(): number {

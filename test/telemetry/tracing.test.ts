@@ -509,9 +509,11 @@ test('telemetry.sample_rate applies on reload (0 → 1 → 0) without a restart;
 
   await t.proxy.reload(raw(1, 'renamed'));
   const warned = t.logLines.find((l) => l.msg === 'configuration reloaded; these keys take effect only after a restart');
-  assert.deepEqual(warned?.keys, ['telemetry'], 'another telemetry key needs a restart');
+  assert.deepEqual(warned?.keys, ['telemetry.service_name'], 'another telemetry key needs a restart');
   for (let i = 0; i < 5; i++) await coll.findOne({ i });
-  assert.equal(await sampled(), 20, 'and nothing of that reload applies, sample_rate included');
+  assert.equal(await sampled(), 25, 'sample_rate applies by itself (each key by its own reload mark)');
+  await t.proxy.tracing!.flush();
+  assert.equal(receiver.spans.filter((s) => s.resource['service.name'] === 'renamed').length, 0, 'the service name waits for a restart');
 });
 
 test('the JSON encoding (protocol http/json) exports the same tree', async () => {

@@ -1,0 +1,159 @@
+// The proxy's HTTP listeners (admin API, profiling endpoint, canary control plane) and the bearer
+// tokens each accepts. The apps read their tokens from live holders on every request, so a reload
+// that rotates a token refuses the old one from the next request on. A reload that moves a listener
+// opens the new address before anything else changes and closes the old one only once the whole
+// reload has succeeded: an address that cannot be bound refuses the reload, and the old listener,
+// tokens and configuration stay.
+import type { FastifyInstance } from 'fastify';
+import { ConfigError, type ProxyConfig } from '../config/index.ts';
+import type { Logger } from '../log/index.ts';
+import type { CanaryController } from '../canary/index.ts';
+import type { Profiler, SnapshotStore } from '../profiling/index.ts';
+import { Tokens, startAdmin, startControlPlane, startProfilingHttp } from '../http/index.ts';
+import type { RunningProxy } from './serve.ts';
+
+interface Http { app: FastifyInstance; url: string }
+
+export interface HttpSurfaceDeps {
+  running: RunningProxy;
+  profiler: Profiler | null;
+  snapshots: SnapshotStore | null;
+  canary: CanaryController | null;
+  configFile: string | null;
+  log: Logger;
+}
+
+/** The listeners a reload opened, switched to by commit() once the rest of the reload succeeded. */
+export interface ListenerMove {
+  commit(): void;
+  /** Closes what the move opened (the reload was refused). */
+  abort(): Promise<void>;
+}
+
+export function adminTokens(c: ProxyConfig): string[] {
+  return c.admin?.token === undefined ? [] : [c.admin.token];
+}
+
+export function profilingTokens(c: ProxyConfig): string[] {
+  return c.profiling?.token === undefined ? [] : [c.profiling.token];
+}
+
+/** `control_plane.tokens` and the value of the `control_plane.token_env` variable, read now. */
+export function controlPlaneTokens(c: ProxyConfig): string[] {
+  const cp = c.control_plane;
+  if (cp === undefined) return [];
+  const fromEnv = process.env[cp.token_env];
+  return fromEnv === undefined || fromEnv === '' ? [...cp.tokens] : [...cp.tokens, fromEnv];
+}
+
+export class HttpSurfaces {
+  admin: Http | null = null;
+  profiling: Http | null = null;
+  controlPlane: Http | null = null;
+  readonly adminTokens: Tokens;
+  /** Open while it holds none: the profiling endpoint without `profiling.token`. */
+  readonly profilingTokens: Tokens;
+  readonly controlPlaneTokens: Tokens;
+  private readonly deps: HttpSurfaceDeps;
+  /** Closes of replaced listeners, not awaited by the reload (the reload request may be on one). */
+  private readonly retiring = new Set<Promise<void>>();
+
+  constructor(config: ProxyConfig, deps: HttpSurfaceDeps) {
+    this.deps = deps;
+    this.adminTokens = new Tokens(adminTokens(config));
+    this.profilingTokens = new Tokens(profilingTokens(config), true);
+    this.controlPlaneTokens = new Tokens(controlPlaneTokens(config));
+  }
+
+  openAdmin(listen: string): Promise<Http> {
+    return startAdmin(this.deps.running, listen, { token: this.adminTokens, configFile: this.deps.configFile });
+  }
+
+  openProfiling(p: NonNullable<ProxyConfig['profiling']>): Promise<Http> {
+    return startProfilingHttp(this.deps.running, this.deps.profiler!, { host: p.host, port: p.port, token: this.profilingTokens, snapshots: this.deps.snapshots });
+  }
+
+  openControlPlane(cp: NonNullable<ProxyConfig['control_plane']>): Promise<Http> {
+    return startControlPlane(this.deps.canary!, cp.host, cp.port, { tokens: this.controlPlaneTokens });
+  }
+
+  /**
+   * Every surface accepts the tokens of `config` from the next request on. A `profiling` or
+   * `control_plane` block removed by a reload is a restart: its listener runs on until then, with
+   * the tokens it had (never open because its block went away).
+   */
+  setTokens(config: ProxyConfig): void {
+    this.adminTokens.replace(adminTokens(config));
+    if (config.profiling !== undefined) this.profilingTokens.replace(profilingTokens(config));
+    if (config.control_plane !== undefined) this.controlPlaneTokens.replace(controlPlaneTokens(config));
+  }
+
+  /**
+   * Opens the listeners whose address `next` changes (and the admin API when `next` turns it on).
+   * Throws a ConfigError naming the key when an address cannot be bound, after closing whatever
+   * it opened: the running listeners are untouched until commit().
+   */
+  async move(current: ProxyConfig, next: ProxyConfig): Promise<ListenerMove> {
+    const opened: { admin?: Http | null; profiling?: Http; controlPlane?: Http } = {};
+    const abort = async () => {
+      await Promise.all([opened.admin, opened.profiling, opened.controlPlane].map((h) => h?.app.close()));
+    };
+    const bind = async <T>(key: string, address: string, open: () => Promise<T>): Promise<T> => {
+      try {
+        return await open();
+      } catch (err) {
+        await abort();
+        throw new ConfigError(this.deps.configFile, [{ path: key, message: `cannot listen on ${address}: ${(err as Error).message}` }], { cause: err });
+      }
+    };
+    const adminNext = next.admin?.listen;
+    if (adminNext !== current.admin?.listen) {
+      opened.admin = adminNext === undefined ? null : await bind('admin.listen', adminNext, () => this.openAdmin(adminNext));
+    }
+    const p = next.profiling;
+    // Without a running endpoint (no `profiling` block at start) adding one is a restart.
+    if (this.profiling !== null && p !== undefined && current.profiling !== undefined && (p.host !== current.profiling.host || p.port !== current.profiling.port)) {
+      opened.profiling = await bind(p.host !== current.profiling.host ? 'profiling.host' : 'profiling.port', `${p.host} port ${p.port}`, () => this.openProfiling(p));
+    }
+    const cp = next.control_plane;
+    if (this.controlPlane !== null && cp !== undefined && current.control_plane !== undefined && (cp.host !== current.control_plane.host || cp.port !== current.control_plane.port)) {
+      opened.controlPlane = await bind(cp.host !== current.control_plane.host ? 'control_plane.host' : 'control_plane.port', `${cp.host} port ${cp.port}`, () => this.openControlPlane(cp));
+    }
+    return {
+      abort,
+      commit: () => {
+        const log = this.deps.log;
+        if (opened.admin !== undefined) {
+          log.info(opened.admin === null ? 'admin API closed (admin.listen removed)' : 'admin API listening', { url: opened.admin?.url, was: this.admin?.url });
+          this.retire(this.admin);
+          this.admin = opened.admin;
+        }
+        if (opened.profiling !== undefined) {
+          log.info('profiling endpoint listening', { url: opened.profiling.url, was: this.profiling?.url });
+          this.retire(this.profiling);
+          this.profiling = opened.profiling;
+        }
+        if (opened.controlPlane !== undefined) {
+          log.info('canary control plane listening', { url: opened.controlPlane.url, was: this.controlPlane?.url });
+          this.retire(this.controlPlane);
+          this.controlPlane = opened.controlPlane;
+        }
+      },
+    };
+  }
+
+  /** Closes a replaced listener without waiting: it stops accepting now, its open requests finish. */
+  private retire(h: Http | null): void {
+    if (h === null) return;
+    const closing = h.app.close().then(() => undefined, (err: Error) => {
+      this.deps.log.warn('closing a replaced HTTP listener failed', { url: h.url, error: err.message });
+    });
+    this.retiring.add(closing);
+    void closing.finally(() => this.retiring.delete(closing));
+  }
+
+  /** Waits for replaced listeners to finish closing (the proxy is shutting down). */
+  async retired(): Promise<void> {
+    await Promise.all([...this.retiring]);
+  }
+}
