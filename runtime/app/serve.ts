@@ -13,7 +13,7 @@ import { resolve } from 'node:path';
 import type { Logger as HostLogger } from '../wasm/index.ts';
 import { HttpSurfaces } from './http-surfaces.ts';
 export { watchReload, type WatchReloadOptions } from './reload-watch.ts';
-import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, defaultsFromConfig, type CanaryEventSink, type Clock } from '../canary/index.ts';
+import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, Promotions, defaultsFromConfig, type BaselineChoice, type CanaryEventSink, type Clock } from '../canary/index.ts';
 import { ProfilerCanaryMetrics } from './canary-metrics.ts';
 import { Notifier, outboxPath, registerNotificationMetrics } from '../canary/notify/index.ts';
 import { Profiler, SnapshotStore, durationToMs, mmapFitIssue, type MmapStorage, type ProfilingSettings } from '../profiling/index.ts';
@@ -125,6 +125,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   let canary: CanaryController | null = null;
   let canaryGraphs: PipelineCanaryGraphs | null = null;
   let canaryStore: CanaryStore | null = null;
+  let promotions: Promotions | null = null;
   let notifier: Notifier | null = null;
   if (config.control_plane !== undefined && profiler !== null) {
     const canaryLog = log.child('proxy::canary');
@@ -135,12 +136,15 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       registerNotificationMetrics(pipelines.host.registry, notifier);
     }
     canaryStore = new CanaryStore(resolve(config.canary.data_dir), config.canary.max_samples);
-    canaryGraphs = new PipelineCanaryGraphs(pipelines, [{ pipeline: config.pipeline, steps: config.steps }]);
+    // A completed canary's graph stays the baseline across restarts (canary/promotions.ts).
+    promotions = new Promotions(canaryStore, canaryLog);
+    const baseline = await promotions.start({ pipeline: config.pipeline, steps: config.steps }, (c) => pipelines.load(c));
+    canaryGraphs = new PipelineCanaryGraphs(pipelines, [baseline]);
     canary = new CanaryController({
       store: canaryStore, graphs: canaryGraphs, metrics: new ProfilerCanaryMetrics(profiler, pipelines.host.registry),
       sink: opts.canarySink ?? notifier ?? new LogEventSink((m, f) => canaryLog.info(m, f)), defaults: () => defaultsFromConfig(current),
       clock: opts.canaryClock, warningShare: config.canary.warning_share, gracePeriodMs: canaryDurationMs(config.canary.baseline_grace_period),
-      log: canaryLog,
+      log: canaryLog, promotions,
     });
     // Active canaries resume before clients connect: each candidate is rebuilt, then split again.
     await canary.resume();
@@ -228,14 +232,18 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     // accordingly. Adding or removing the block is a restart: the profiler keeps its settings.
     const before = profiler?.settings;
     if (profiler !== null && next.profiling !== undefined && current.profiling !== undefined) profiler.configure(profilingSettings(next.profiling));
+    let chosen: BaselineChoice | null = null;
     try {
-      await pipelines.load({ pipeline: { ...next.pipeline, id: current.pipeline.id }, steps: next.steps });
+      // A promotion outranks the file's steps until the file changes them (canary/promotions.ts).
+      chosen = promotions?.choose({ pipeline: { ...next.pipeline, id: current.pipeline.id }, steps: next.steps }) ?? null;
+      await pipelines.load(chosen?.config ?? { pipeline: { ...next.pipeline, id: current.pipeline.id }, steps: next.steps });
     } catch (err) {
       if (profiler !== null && before !== undefined) profiler.configure(before);
       await moved.abort();
       throw err;
     }
-    canaryGraphs?.setBaselineConfig({ pipeline: { ...next.pipeline, id: current.pipeline.id }, steps: next.steps });
+    canaryGraphs?.setBaselineConfig(chosen?.config ?? { pipeline: { ...next.pipeline, id: current.pipeline.id }, steps: next.steps });
+    if (chosen !== null) promotions!.settle(chosen, 'reload');
     notifier?.configure(next.notifications);
     if (tracing !== null && next.telemetry !== undefined) tracing.setSampleRate(next.telemetry.sample_rate);
     if (nextTls !== null) server.setTls(nextTls);

@@ -12,7 +12,8 @@ import { CanaryError } from './errors.ts';
 import { evaluate, formatDuration, volumeConditions, type CustomValues, type Evaluation } from './evaluator.ts';
 import type { Aim, CanaryGraphs, PreparedCandidate, RetainedBaseline } from './graphs.ts';
 import { parseStartRequest, type CanaryDefaults, type CanarySpec } from './spec.ts';
-import type { CanaryRecord, CanaryStatus, CanaryStore, HistoryEntry, Sample } from './store.ts';
+import type { CanaryRecord, CanaryStatus, CanaryStore, HistoryEntry, PromotionRecord, Sample } from './store.ts';
+import type { Promotions } from './promotions.ts';
 import { SideWindow, WindowTracker, type CanaryMetricsSource } from './windows.ts';
 import { CustomMetricWindows } from './custom-metrics.ts';
 import { historyView, iso, listRow, reportView, statusView } from './views.ts';
@@ -48,6 +49,8 @@ export interface ControllerOptions {
   warningShare?: number;
   gracePeriodMs?: number;
   log?: ControllerLog;
+  /** Where a completion makes its graph the pipeline's baseline durably; null: only in memory. */
+  promotions?: Promotions | null;
 }
 
 /** A canary this process runs: its record and what lives only in memory. */
@@ -65,6 +68,8 @@ class LiveCanary {
   busy = false;
   evaluating = false;
   retained: RetainedBaseline | null = null;
+  /** The promotion this canary's completion replaced (put back by restore-baseline). */
+  replacedPromotion: PromotionRecord | null = null;
   graceTimer: NodeJS.Timeout | null = null;
   constructor(record: CanaryRecord) {
     this.record = record;
@@ -88,6 +93,7 @@ export class CanaryController {
   private readonly warningShare: number;
   readonly gracePeriodMs: number;
   private readonly log: ControllerLog;
+  private readonly promotions: Promotions | null;
   private readonly canaries = new Map<string, LiveCanary>();
   /** Pipelines with a canary starting (its candidate is being built). */
   private readonly starting = new Set<string>();
@@ -104,6 +110,7 @@ export class CanaryController {
     this.warningShare = o.warningShare ?? 0.8;
     this.gracePeriodMs = o.gracePeriodMs ?? 15 * 60_000;
     this.log = o.log ?? silentLog;
+    this.promotions = o.promotions ?? null;
     for (const r of this.store.all()) this.canaries.set(r.id, new LiveCanary(r));
   }
 
@@ -147,6 +154,26 @@ export class CanaryController {
   samples(id: string): { check_interval: string; samples: Sample[] } {
     const r = this.live(id).record;
     return { check_interval: r.spec.rollback_rules.check_interval, samples: this.store.samples(id) };
+  }
+
+  /**
+   * GET /api/v1/canary/pipelines/{id}/baseline: what a pipeline's baseline runs and where it comes
+   * from — the configuration file, or the promotion of a completed canary (with the file's steps
+   * beside it, for `proxy canary adopt`).
+   */
+  baseline(pipelineId: string): Record<string, unknown> {
+    if (!this.graphs.hasPipeline(pipelineId)) throw new CanaryError('PROXY_ERR_CANARY_UNKNOWN_PIPELINE', `no pipeline "${pipelineId}" on this proxy`);
+    const p = this.promotions?.current(pipelineId) ?? null;
+    const file = this.promotions?.fileConfig(pipelineId) ?? null;
+    const shape = (c: { pipeline: { request: string[]; response: string[] }; steps: Record<string, unknown> }) => ({
+      pipeline: { request: c.pipeline.request, response: c.pipeline.response }, steps: c.steps,
+    });
+    return {
+      pipeline_id: pipelineId, source: p === null ? 'file' : 'promotion', version: this.graphs.baselineVersion(pipelineId),
+      canary_id: p?.canary_id ?? null, promoted_at: p === null ? null : iso(p.promoted_at),
+      config: p === null ? (file === null ? null : shape(file)) : shape(p.config),
+      file: file === null ? null : shape(file),
+    };
   }
 
   subscribe(id: string, fn: Listener): () => void {
@@ -298,6 +325,7 @@ export class CanaryController {
     }
     const old = c.retained;
     this.graphs.restore(c.record.pipeline_id, old);
+    this.promotions?.restore(c.record.pipeline_id, c.replacedPromotion);
     this.release(c);
     this.commit(c, 'baseline_restored', `old baseline ${old.version} restored`, null);
     return { canary_id: id, restored_at: iso(this.clock.now()), baseline_version: old.version, message: `baseline ${old.version} of "${c.record.pipeline_id}" restored` };
@@ -431,6 +459,8 @@ export class CanaryController {
     c.prepared = null;
     this.unschedule(c);
     const now = this.clock.now();
+    // Durable before the completion is told: a restart or reload from here on keeps this graph.
+    if (this.promotions !== null) c.replacedPromotion = this.promotions.promote(r.pipeline_id, r.id, prepared.config, r.candidate_version, now);
     r.status = 'completed';
     r.outcome = { at: now, reason: 'completed', triggered_by: by, rules: [], final: { baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() } };
     this.leaveStage(c, now);

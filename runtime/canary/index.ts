@@ -4,7 +4,8 @@ export { CanaryController, systemClock, intervalScheduler, type Clock, type Sche
 export { CanaryError, CANARY_ERROR_CODES, type CanaryErrorCode } from './errors.ts';
 export { PipelineCanaryGraphs, candidatePipelineConfig, type Aim, type CanaryGraphs, type PreparedCandidate, type RetainedBaseline } from './graphs.ts';
 export { AimedSelector, sessionDraw, saltOf, type Sticky } from './aimed-selector.ts';
-export { CanaryStore, type CanaryRecord, type CanaryStatus, type HistoryEntry, type Sample } from './store.ts';
+export { CanaryStore, type CanaryRecord, type CanaryStatus, type HistoryEntry, type PromotionRecord, type Sample } from './store.ts';
+export { Promotions, stepsFingerprint, type BaselineChoice } from './promotions.ts';
 export { parseStartRequest, defaultsFromConfig, type CanarySpec, type CanaryDefaults, type Stage, type CandidateConfig } from './spec.ts';
 export { evaluate, formatDuration, type Evaluation, type RuleStatus, type ConditionStatus } from './evaluator.ts';
 export { mannWhitneyWorse, twoProportionWorse, errorRateWorse, fisherWorse, logGamma, normalUpperTail, FISHER_MAX_ERRORS } from './judge.ts';

@@ -7,6 +7,7 @@ import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { CanarySpec } from './spec.ts';
 import type { RuleReading, SideMetrics } from './events.ts';
+import type { PipelineConfig } from '../pipeline/index.ts';
 
 export type CanaryStatus = 'active' | 'paused' | 'completed' | 'rolled_back';
 
@@ -66,6 +67,22 @@ export interface Sample {
   candidate: SideMetrics & { errors: number };
 }
 
+/**
+ * A completed canary's graph as the pipeline's baseline (promotions.ts): kept until the file
+ * changes that pipeline's steps, then the file wins.
+ */
+export interface PromotionRecord {
+  pipeline_id: string;
+  canary_id: string;
+  /** When the canary completed (ms since the epoch). */
+  promoted_at: number;
+  /** The graph that runs: the baseline's configuration with the candidate laid over it. */
+  config: PipelineConfig;
+  version: string;
+  /** The file's configuration of the pipeline when it was promoted (fingerprint and the steps themselves, for the warning). */
+  file_fingerprint: string;
+}
+
 export class CanaryStore {
   readonly path: string;
   private readonly db: Database.Database;
@@ -73,6 +90,7 @@ export class CanaryStore {
   private readonly stmts: {
     upsert: Database.Statement; all: Database.Statement; addHistory: Database.Statement; history: Database.Statement;
     addSample: Database.Statement; samples: Database.Statement; trimSamples: Database.Statement;
+    putPromotion: Database.Statement; promotion: Database.Statement; dropPromotion: Database.Statement;
   };
 
   constructor(dir: string, maxSamples = 10000) {
@@ -89,6 +107,7 @@ export class CanaryStore {
       CREATE INDEX IF NOT EXISTS history_canary ON history (canary_id, seq);
       CREATE TABLE IF NOT EXISTS samples (seq INTEGER PRIMARY KEY AUTOINCREMENT, canary_id TEXT NOT NULL, at INTEGER NOT NULL, sample TEXT NOT NULL);
       CREATE INDEX IF NOT EXISTS samples_canary ON samples (canary_id, seq);
+      CREATE TABLE IF NOT EXISTS promotions (pipeline_id TEXT PRIMARY KEY, record TEXT NOT NULL);
     `);
     this.stmts = {
       upsert: this.db.prepare('INSERT INTO canaries (id, pipeline_id, status, created_at, record) VALUES (@id, @pipeline_id, @status, @created_at, @record) ON CONFLICT(id) DO UPDATE SET status = excluded.status, record = excluded.record'),
@@ -98,6 +117,9 @@ export class CanaryStore {
       addSample: this.db.prepare('INSERT INTO samples (canary_id, at, sample) VALUES (?, ?, ?)'),
       samples: this.db.prepare('SELECT sample FROM samples WHERE canary_id = ? ORDER BY seq'),
       trimSamples: this.db.prepare('DELETE FROM samples WHERE canary_id = ? AND seq <= (SELECT seq FROM samples WHERE canary_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)'),
+      putPromotion: this.db.prepare('INSERT INTO promotions (pipeline_id, record) VALUES (?, ?) ON CONFLICT(pipeline_id) DO UPDATE SET record = excluded.record'),
+      promotion: this.db.prepare('SELECT record FROM promotions WHERE pipeline_id = ?'),
+      dropPromotion: this.db.prepare('DELETE FROM promotions WHERE pipeline_id = ?'),
     };
   }
 
@@ -124,6 +146,18 @@ export class CanaryStore {
 
   samples(id: string): Sample[] {
     return (this.stmts.samples.all(id) as Array<{ sample: string }>).map((x) => JSON.parse(x.sample) as Sample);
+  }
+
+  /** The promoted baseline of a pipeline, or null. */
+  promotion(pipelineId: string): PromotionRecord | null {
+    const row = this.stmts.promotion.get(pipelineId) as { record: string } | undefined;
+    return row === undefined ? null : JSON.parse(row.record) as PromotionRecord;
+  }
+
+  /** Writes (replaces) a pipeline's promotion; null removes it. */
+  setPromotion(pipelineId: string, p: PromotionRecord | null): void {
+    if (p === null) this.stmts.dropPromotion.run(pipelineId);
+    else this.stmts.putPromotion.run(pipelineId, JSON.stringify(p));
   }
 
   close(): void {

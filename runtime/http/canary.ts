@@ -91,6 +91,14 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
     return controller.list(status as CanaryStatus | 'all');
   });
 
+  app.get<{ Params: { pipeline: string } }>('/api/v1/canary/pipelines/:pipeline/baseline', async (req, reply) => {
+    try {
+      return controller.baseline(req.params.pipeline);
+    } catch (err) {
+      return fail(reply, err);
+    }
+  });
+
   app.get<P>('/api/v1/canary/:id', async (req, reply) => {
     try {
       return controller.status(req.params.id);
