@@ -1,11 +1,9 @@
-// Errors of the load generator. Each has a stable code so the CLI can map them to exit codes:
-// a bad option is the caller's mistake (exit 2); a target that cannot be reached or answers
-// nonsense is a failed run (exit 1).
+// Errors of the load generator. Each has a stable code whose exit code is the catalogue's
+// (runtime/errors/catalogue.ts): a bad option is the caller's mistake (exit 2); a target that
+// cannot be reached or answers nonsense is a failed run (exit 1).
+import type { CodesOf } from '../errors/catalogue.ts';
 
-export type BenchErrorCode =
-  | 'PROXY_ERR_BENCH_BAD_OPTION'
-  | 'PROXY_ERR_BENCH_CONNECT'
-  | 'PROXY_ERR_BENCH_PROTOCOL';
+export type BenchErrorCode = CodesOf<'BenchError'>;
 
 export class BenchError extends Error {
   readonly code: BenchErrorCode;

@@ -1,20 +1,14 @@
-// Why the controller refuses a request. The code is stable and maps to an HTTP status in the one
-// table of HTTP errors (runtime/http/errors.ts); test/canary/api.test.ts checks every code is there
-// and documented in docs/canary.md.
-export const CANARY_ERROR_CODES = [
-  'PROXY_ERR_BAD_BODY',
-  'PROXY_ERR_CANARY_INVALID_STAGES',
-  'PROXY_ERR_CANARY_INVALID_RULES',
-  'PROXY_ERR_CANARY_INVALID_TRAFFIC',
-  'PROXY_ERR_CANARY_UNKNOWN_PIPELINE',
-  'PROXY_ERR_CANARY_CANDIDATE_REFUSED',
-  'PROXY_ERR_CANARY_NOT_FOUND',
-  'PROXY_ERR_CANARY_EXISTS',
-  'PROXY_ERR_CANARY_INVALID_STATE',
-  'PROXY_ERR_CANARY_CONFLICT',
-] as const;
+// Why the controller refuses a request. The codes and their HTTP statuses are the catalogue's
+// (runtime/errors/catalogue.ts): its CanaryError codes, and PROXY_ERR_BAD_BODY for a malformed
+// field; test/canary/api.test.ts checks each is documented in docs/canary.md.
+import { ERRORS, type CodesOf, type ProxyErrorCode } from '../errors/catalogue.ts';
 
-export type CanaryErrorCode = typeof CANARY_ERROR_CODES[number];
+export type CanaryErrorCode = CodesOf<'CanaryError'> | 'PROXY_ERR_BAD_BODY';
+
+export const CANARY_ERROR_CODES: readonly CanaryErrorCode[] = [
+  'PROXY_ERR_BAD_BODY',
+  ...(Object.keys(ERRORS) as ProxyErrorCode[]).filter((c): c is CodesOf<'CanaryError'> => ERRORS[c].class === 'CanaryError'),
+];
 
 export class CanaryError extends Error {
   readonly code: CanaryErrorCode;

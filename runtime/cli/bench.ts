@@ -1,6 +1,7 @@
 // `proxy bench`: raw wire-protocol load against a target (SPEC.md §4.3). Option errors exit 2
 // with the reason; a target that cannot be reached or misbehaves exits 1.
 import type { CAC } from 'cac';
+import { exitCodeOf } from '../errors/catalogue.ts';
 import {
   BENCH_OPS, BenchError, DEFAULT_PROFILING_URL, formatProgress, formatResult, parseConnections, parseDuration, parseOp, parseTarget, runBench,
   type BenchOp, type BenchProgress,
@@ -59,6 +60,6 @@ async function benchCommand(opts: BenchCliOptions): Promise<void> {
     if (tty) process.stderr.write('\n');
     const code = err instanceof BenchError ? ` [${err.code}]` : '';
     process.stderr.write(`proxy bench: ${(err as Error).message}${code}\n`);
-    process.exit(err instanceof BenchError && err.code === 'PROXY_ERR_BENCH_BAD_OPTION' ? 2 : 1);
+    process.exit(err instanceof BenchError ? exitCodeOf(err.code) : 1);
   }
 }

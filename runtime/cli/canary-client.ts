@@ -1,20 +1,21 @@
 // The HTTP client of `proxy canary`: the control-plane API of docs/canary.md (SPEC §4.2), with a
 // bearer token, and the errors the command reports (its exit codes are documented in docs/cli.md).
 import { httpRequest, REQUEST_TIMEOUT_MS, type HttpAnswer } from './http-client.ts';
+import { ERRORS } from '../errors/catalogue.ts';
 
-/** Exit codes of `proxy canary` (docs/cli.md). */
+/** Exit codes of `proxy canary` (docs/cli.md); those of the command's own codes are the catalogue's. */
 export const EXIT = {
   ok: 0,
   /** The control plane refused the request (4xx other than 401/404) or failed (5xx). */
   refused: 1,
   /** Bad usage: an unknown or missing option, an unreadable or invalid file. */
-  usage: 2,
+  usage: ERRORS.PROXY_ERR_CANARY_CLI_USAGE.exit,
   /** No such canary, or no canary on the pipeline. */
-  notFound: 3,
+  notFound: ERRORS.PROXY_ERR_CANARY_NOT_FOUND.exit,
   /** Missing or wrong token (401). */
   unauthorized: 4,
   /** The control plane did not answer (refused connection, timeout). */
-  unreachable: 5,
+  unreachable: ERRORS.PROXY_ERR_CANARY_CLI_UNREACHABLE.exit,
 } as const;
 
 export class CanaryCliError extends Error {
@@ -81,7 +82,7 @@ export class CanaryClient {
     try {
       return JSON.parse(text) as T;
     } catch {
-      throw new CanaryCliError('PROXY_ERR_CANARY_CLI_DATA', `${method} ${path} at ${this.url} did not answer JSON`, EXIT.refused);
+      throw new CanaryCliError('PROXY_ERR_CANARY_CLI_DATA', `${method} ${path} at ${this.url} did not answer JSON`, ERRORS.PROXY_ERR_CANARY_CLI_DATA.exit);
     }
   }
 }

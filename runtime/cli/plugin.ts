@@ -7,10 +7,11 @@ import type { CAC } from 'cac';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep, isAbsolute } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { exitCodeOf, type CodesOf } from '../errors/catalogue.ts';
 
 export const PLUGIN_NAME = /^[a-z][a-z0-9_-]*$/;
 
-export type PluginScaffoldErrorCode = 'PROXY_ERR_PLUGIN_BAD_NAME' | 'PROXY_ERR_PLUGIN_EXISTS' | 'PROXY_ERR_PLUGIN_BAD_ACTION';
+export type PluginScaffoldErrorCode = CodesOf<'PluginScaffoldError'>;
 
 /** A refused scaffold request: the caller's mistake, so the CLI exits 2. */
 export class PluginScaffoldError extends Error {
@@ -245,7 +246,7 @@ export function registerPlugin(cli: CAC): void {
       } catch (err) {
         if (!(err instanceof PluginScaffoldError)) throw err;
         process.stderr.write(`proxy plugin: ${err.message}\n`);
-        process.exit(2);
+        process.exit(exitCodeOf(err.code));
       }
     });
 }

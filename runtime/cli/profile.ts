@@ -15,6 +15,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import * as hdr from 'hdr-histogram-js';
 import { typedOption, httpBaseUrl } from './argv.ts';
 import { httpRequest } from './http-client.ts';
+import { exitCodeOf, type CodesOf } from '../errors/catalogue.ts';
 import { parseDuration } from '../bench/index.ts';
 import { fileSnapshot, foldedText, readHistogramFile } from '../profiling/index.ts';
 
@@ -23,11 +24,9 @@ const REQUEST_TIMEOUT_MS = 10_000;
 const LIVE_INTERVAL_MS = 1000;
 const BAR_WIDTH = 40;
 
-export type ProfileErrorCode =
-  | 'PROXY_ERR_PROFILE_USAGE' | 'PROXY_ERR_PROFILE_UNREACHABLE' | 'PROXY_ERR_PROFILE_DISABLED'
-  | 'PROXY_ERR_PROFILE_TOKEN' | 'PROXY_ERR_PROFILE_HTTP' | 'PROXY_ERR_PROFILE_DATA';
+export type ProfileErrorCode = CodesOf<'ProfileError'>;
 
-/** A failed `proxy profile`: usage mistakes exit 2, everything else 1. */
+/** A failed `proxy profile`: usage mistakes exit 2, everything else 1 (the catalogue's exit codes). */
 export class ProfileError extends Error {
   readonly code: ProfileErrorCode;
   /** The endpoint's HTTP status, when it answered with an error. */
@@ -38,7 +37,7 @@ export class ProfileError extends Error {
     this.code = code;
     this.status = status;
   }
-  get exitCode(): number { return this.code === 'PROXY_ERR_PROFILE_USAGE' ? 2 : 1; }
+  get exitCode(): number { return exitCodeOf(this.code); }
 }
 
 const usage = (message: string): never => { throw new ProfileError('PROXY_ERR_PROFILE_USAGE', message); };

@@ -1,5 +1,6 @@
 // The one error the configuration layer throws. A bad config is refused as a whole, with every
 // problem listed as `<file>: <key path>: <reason>`, so the running proxy can keep its old config.
+import type { CodesOf } from '../errors/catalogue.ts';
 
 export interface ConfigIssue {
   /** Key path such as `upstream.pool_size` or `pipeline.request[1]`; empty for the whole file. */
@@ -9,7 +10,7 @@ export interface ConfigIssue {
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
-  readonly code = 'PROXY_ERR_CONFIG';
+  readonly code: CodesOf<'ConfigError'> = 'PROXY_ERR_CONFIG';
   /** The file the config came from, or null when it was built in memory. */
   readonly source: string | null;
   readonly issues: ConfigIssue[];

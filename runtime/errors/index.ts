@@ -5,6 +5,7 @@ import { serialize } from 'bson';
 import { codeName, ErrorCodes } from './codes.ts';
 
 export { ErrorCodes, codeName, knownCodeName, type ErrorCodeName } from './codes.ts';
+export { ERRORS, exitCodeOf, isErrorCode, isHttpErrorCode, type CodesOf, type ErrorClass, type ErrorEntry, type ExitErrorCode, type HttpErrorCode, type ProxyErrorCode } from './catalogue.ts';
 
 export class ProxyError extends Error {
   readonly code: number;

@@ -1,14 +1,15 @@
 // The base of every HTTP app of the proxy (admin API, profiling endpoint, canary control plane):
 // the bearer-token check against a live token holder, one JSON body parser, and every answer the
 // framework gives on its own (404, 405, 413, 415, 431, malformed HTTP) in the one error shape
-// `{ "error": { code, message } }` with a code from errors.ts. Built here once, so each app has
+// `{ "error": { code, message } }` with a code of the catalogue (runtime/errors/catalogue.ts). Built here once, so each app has
 // the same edges by construction.
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { IncomingMessage } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { httpUrl } from '../config/index.ts';
-import { HttpErrors, httpError, type HttpErrorCode } from './errors.ts';
+import { ERRORS } from '../errors/catalogue.ts';
+import { httpError, isHttpErrorCode, type HttpErrorCode } from './errors.ts';
 import { sendError } from './reply.ts';
 import type { Tokens } from './tokens.ts';
 
@@ -38,7 +39,7 @@ export const REQUEST_TIMEOUT_MS = 60_000;
 /** An error the app's handlers throw to answer with a code of the table. */
 export class HttpError extends Error {
   constructor(readonly code: HttpErrorCode, message?: string, readonly details?: unknown) {
-    super(message ?? HttpErrors[code].message);
+    super(message ?? ERRORS[code].meaning);
   }
 }
 
@@ -169,8 +170,8 @@ export function createApp(opts: AppOptions): FastifyInstance {
   });
 
   app.setErrorHandler((err: Error & { code?: string; statusCode?: number; details?: unknown }, req, reply) => {
-    if (typeof err.code === 'string' && Object.hasOwn(HttpErrors, err.code)) {
-      return sendError(reply, err.code as HttpErrorCode, err.message, err.details);
+    if (isHttpErrorCode(err.code)) {
+      return sendError(reply, err.code, err.message, err.details);
     }
     if (err.statusCode === 413) {
       return sendError(reply, 'PROXY_ERR_BODY_TOO_LARGE', `request body over ${opts.bodyLimit} bytes`);

@@ -1,5 +1,5 @@
 export { buildAdminApp, startAdmin, ADMIN_BODY_LIMIT_BYTES, type AdminOptions } from './admin.ts';
-export { HttpErrors, httpError, type HttpErrorCode } from './errors.ts';
+export { httpError, httpStatus, isHttpErrorCode, type HttpErrorCode } from './errors.ts';
 export { buildProfilingApp, startProfilingHttp, parseDurationMs, type ProfilingHttpOptions } from './profiling.ts';
 export { buildControlPlane, startControlPlane, csvSamples, CONTROL_PLANE_BODY_LIMIT_BYTES, type ControlPlaneOptions } from './canary.ts';
 export { createApp, listenApp, parseJsonBody, HttpError, DISCARD_LIMIT_BYTES, REQUEST_TIMEOUT_MS, type AppOptions } from './app.ts';

@@ -4,7 +4,7 @@
 // while draining or still in flight at the drain deadline, an unsupported opcode, bad input, or a
 // defect of the proxy's. Bad input and defects are counted and logged through the shared throttle.
 import { WireError } from '../wire/index.ts';
-import { ErrorCodes, ProxyError } from '../errors/index.ts';
+import { ERRORS, ErrorCodes, ProxyError } from '../errors/index.ts';
 import type { ServerContext } from './context.ts';
 
 /**
@@ -77,7 +77,7 @@ export function errorForThrown(err: unknown, ctx: ServerContext, conn: ClientRef
   if (err instanceof WireError) {
     ctx.stats.decodeErrors++;
     logBadInput(ctx, conn, 'malformed request', err);
-    return new ProxyError(err.code === 'PROXY_ERR_BAD_BSON' ? ErrorCodes.InvalidBSON : ErrorCodes.ProtocolError, err.message);
+    return new ProxyError(ErrorCodes[ERRORS[err.code].mongo], err.message);
   }
   if (err instanceof ProxyError) return err;
   const suppressed = ctx.inputLogThrottle.take();

@@ -1,9 +1,13 @@
-// Error classes of the wasm host, each with a stable code. None of them crosses the data path:
-// the executor turns step failures into a MongoDB error document or a skipped step.
+// Error classes of the wasm host, each with a stable code from the catalogue
+// (runtime/errors/catalogue.ts). None of them crosses the data path: the executor turns step
+// failures into a MongoDB error document or a skipped step.
+import type { CodesOf } from '../errors/catalogue.ts';
+
+export type WasmHostErrorCode = CodesOf<'WasmHostError'>;
 
 export class WasmHostError extends Error {
-  readonly code: string;
-  constructor(code: string, message: string, cause?: unknown) {
+  readonly code: WasmHostErrorCode;
+  constructor(code: WasmHostErrorCode, message: string, cause?: unknown) {
     super(message, cause === undefined ? undefined : { cause });
     this.code = code;
     this.name = new.target.name;

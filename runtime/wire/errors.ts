@@ -1,14 +1,9 @@
-// Protocol errors raised while decoding a frame. Each has a stable code; the server turns them into
-// a MongoDB error document (where a reply is possible) and counts them.
+// Protocol errors raised while decoding a frame. Each has a stable code from the catalogue
+// (runtime/errors/catalogue.ts); the server turns them into a MongoDB error document (where a
+// reply is possible) and counts them.
+import type { CodesOf } from '../errors/catalogue.ts';
 
-export type WireErrorCode =
-  | 'PROXY_ERR_BAD_LENGTH'
-  | 'PROXY_ERR_BAD_OPCODE'
-  | 'PROXY_ERR_BAD_FLAGS'
-  | 'PROXY_ERR_BAD_SECTION'
-  | 'PROXY_ERR_BAD_BSON'
-  | 'PROXY_ERR_BAD_CHECKSUM'
-  | 'PROXY_ERR_BAD_COMPRESSION';
+export type WireErrorCode = CodesOf<'WireError'>;
 
 export class WireError extends Error {
   readonly code: WireErrorCode;

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { parseConfig, MAX_STEPS_PER_PHASE } from '../../runtime/config/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
-import { HttpErrors, ADMIN_BODY_LIMIT_BYTES } from '../../runtime/http/index.ts';
+import { httpStatus, ADMIN_BODY_LIMIT_BYTES, type HttpErrorCode } from '../../runtime/http/index.ts';
 
 const TOKEN = 'http-edges-token-0123456789';
 let proxy: RunningProxy;
@@ -101,9 +101,9 @@ function raw(base: string, bytes: string | Buffer): Promise<{ status: number; bo
   });
 }
 
-function isError(r: { status: number; body: any }, status: number, code: keyof typeof HttpErrors, message?: RegExp) {
+function isError(r: { status: number; body: any }, status: number, code: HttpErrorCode, message?: RegExp) {
   assert.equal(r.status, status, JSON.stringify(r.body));
-  assert.equal(HttpErrors[code].status, status);
+  assert.equal(httpStatus(code), status);
   assert.equal(r.body?.error?.code, code, JSON.stringify(r.body));
   assert.equal(typeof r.body.error.message, 'string');
   if (message !== undefined) assert.match(r.body.error.message, message);
