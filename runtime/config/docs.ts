@@ -43,9 +43,11 @@ export function renderConfigDocs(): string {
   const sections = new Map<string, SchemaKey[]>([[GENERAL, []]]);
   const sectionKeys = new Map<string, SchemaKey>();
   for (const key of keys) {
-    const top = key.path.split('.')[0];
+    // `pipelines[].id` belongs to `pipelines` as `upstream.uri` does to `upstream`.
+    const top = key.path.split(/[.[]/)[0];
     if (key.path === top) {
-      const isSection = key.type === 'object';
+      // A key with keys of its own (a block, a record or an array of blocks) is a section.
+      const isSection = keys.some((k) => k.path.startsWith(`${top}.`) || k.path.startsWith(`${top}[].`));
       if (isSection) {
         sections.set(top, []);
         sectionKeys.set(top, key);
@@ -78,7 +80,9 @@ export function renderConfigDocs(): string {
     'Rules that involve more than one key:',
     '',
     '- `upstream.min_idle` must not exceed `upstream.pool_size`.',
-    `- Every step in \`pipeline.request\` and \`pipeline.response\` that is not a built-in (${BUILTIN_STEPS.map((s) => `\`${s}\``).join(', ')}) — including every \`wasm:<name>\` step — needs a \`steps.<name>\` entry with \`module\` or \`package\`.`,
+    '- `pipelines[]` ids are unique; the entry whose id is `pipeline.id` (default `"default"`) is the default pipeline: it has no `match`, and then the `pipeline` block has no steps. The ids `baseline` and `candidate` are refused.',
+    '- A `pipelines[]` entry that can never match is refused: an earlier entry has no `match`, the same `match`, or a `match` whose every key covers this one\'s (globs: `*`, a literal value the glob matches, a literal prefix `p*`; CIDR: a containing block).',
+    `- Every step in \`pipeline.request\`, \`pipeline.response\`, \`pipelines[].request\` and \`pipelines[].response\` that is not a built-in (${BUILTIN_STEPS.map((s) => `\`${s}\``).join(', ')}) — including every \`wasm:<name>\` step — needs a \`steps.<name>\` entry (in a \`pipelines[]\` entry, its own \`steps.<name>\` or the top-level one) with \`module\` or \`package\`.`,
     '- Each `notifications.channels[]` entry needs the keys of its `type` and no keys of another type: `webhook` a `url` and a `secret` (or `notifications.webhook_secret`); `email` `addresses` and `notifications.smtp`; `pager` an `integration_key`, and `events` only among `canary.rolled_back`, `canary.threshold_warning`, `canary.completed`.',
     '- `notifications.initial_backoff_ms` must not exceed `notifications.max_backoff_ms`.',
     '- `auth.users[]` entries must differ in `name` or `db`.',
