@@ -225,3 +225,25 @@ test('removing the profiling block is a restart: its endpoint runs on with the t
   await res.arrayBuffer();
   assert.equal(await profilingStatus(THIRD.profiling), 200);
 });
+
+test('removing the admin block closes the admin API; adding it back (SIGHUP) opens it', async () => {
+  const url = proxy.adminUrl!;
+  const next = config(THIRD) as Record<string, unknown>;
+  delete next.admin;
+  delete next.profiling; // as in the test before: no restart-only change
+  const r = await reloadByApi(next, THIRD.admin);
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  assert.equal(proxy.adminUrl, null);
+  await until(() => refusesConnections(url), 'the admin API to close');
+  const file = join(dir, 'admin-back.json');
+  writeFileSync(file, JSON.stringify({ ...next, admin: { listen: '127.0.0.1:0', token: SECOND.admin, reload_on_change: false } }));
+  const stop = watchReload(proxy, file, new Logger('test', 'error'));
+  try {
+    process.emit('SIGHUP', 'SIGHUP');
+    await until(() => proxy.adminUrl !== null, 'the admin API to open');
+    assert.equal(await adminStatus(SECOND.admin), 200);
+    assert.equal(await adminStatus(THIRD.admin), 401);
+  } finally {
+    stop();
+  }
+});
