@@ -1,13 +1,14 @@
 // Assembles a running proxy from a configuration: logger, development upstream (when no
 // upstream.uri), upstream pool, client listener. Used by `proxy serve` and by tests.
-import { ConfigError, parseConfig, canaryDurationMs, formatHostPort, hostPort, restartKeys, type ProxyConfig } from '../config/index.ts';
+import { ConfigError, parseConfig, pipelineEntries, canaryDurationMs, formatHostPort, hostPort, restartKeys, type ProxyConfig } from '../config/index.ts';
 import { Logger, LogRing } from '../log/index.ts';
 import { DevDbServer } from '../devdb/index.ts';
 import { Topology, UpstreamPool, parseUpstreamUri, resolveUpstreamUri, type UpstreamAddress } from '../upstream/index.ts';
 import { ProxyServer, type ClientAuthSettings } from '../server/index.ts';
 import { listenerTlsOptions } from '../server/listener-tls.ts';
 import { initCompression } from '../wire/index.ts';
-import { PipelineManager } from '../pipeline/index.ts';
+import { PipelineManager, type Pipeline } from '../pipeline/index.ts';
+import { loadPipelines, pipelineConfigs, removedPipelines, routingOf } from './pipelines.ts';
 import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
 import type { Logger as HostLogger } from '../wasm/index.ts';
@@ -116,7 +117,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   });
   // Load the pipeline before opening any port: a refused plugin config stops startup.
   try {
-    await pipelines.load({ pipeline: config.pipeline, steps: config.steps });
+    for (const g of await loadPipelines(pipelines, config)) {
+      pipelineLog.info('pipeline loaded', { pipeline: g.id, graph: g.key.toString(), request: g.requestSteps.map((s) => s.id), response: g.responseSteps.map((s) => s.id) });
+    }
   } catch (err) {
     configured?.hosts.close();
     throw err;
@@ -136,10 +139,11 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       registerNotificationMetrics(pipelines.host.registry, notifier);
     }
     canaryStore = new CanaryStore(resolve(config.canary.data_dir), config.canary.max_samples);
-    // A completed canary's graph stays the baseline across restarts (canary/promotions.ts).
+    // A completed canary's graph stays its pipeline's baseline across restarts (canary/promotions.ts).
     promotions = new Promotions(canaryStore, canaryLog);
-    const baseline = await promotions.start({ pipeline: config.pipeline, steps: config.steps }, (c) => pipelines.load(c));
-    canaryGraphs = new PipelineCanaryGraphs(pipelines, [baseline]);
+    const baselines = [];
+    for (const c of pipelineConfigs(config)) baselines.push(await promotions.start(c, (x) => pipelines.load(x)));
+    canaryGraphs = new PipelineCanaryGraphs(pipelines, baselines);
     canary = new CanaryController({
       store: canaryStore, graphs: canaryGraphs, metrics: new ProfilerCanaryMetrics(profiler, pipelines.host.registry),
       sink: opts.canarySink ?? notifier ?? new LogEventSink((m, f) => canaryLog.info(m, f)), defaults: () => defaultsFromConfig(current),
@@ -199,7 +203,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     tls: listenerTls,
     host, port, pool, compression: config.compression, zlibLevel: config.zlib_level,
     requestTimeoutMs: config.upstream.request_timeout_ms, log: log.child('proxy::server'),
-    pipelines, pipelineId: config.pipeline.id, poolOptions,
+    pipelines, pipelineId: config.pipeline.id, routing: routingOf(pipelines, config), poolOptions,
     clientLimits: {
       maxPendingReplyBytes: config.clients.max_pending_reply_bytes, maxQueuedRequests: config.clients.max_queued_requests,
       maxConnections: config.clients.max_connections,
@@ -222,7 +226,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     // Renewed certificates apply to new connections (open ones keep theirs).
     const nextTls = next.tls === undefined || !server.tls ? null : listenerTlsOptions(next.tls, opts.configFile ?? null);
     if (profiler?.file != null) {
-      const issue = mmapFitIssue(next.pipeline, config.profiling!.mmap_size_mb);
+      const issue = mmapFitIssue(pipelineEntries(next), config.profiling!.mmap_size_mb);
       if (issue !== null) throw new ConfigError(opts.configFile ?? null, [issue]);
     }
     // A listener whose address changes is bound now, next to the old one; one that cannot be bound
@@ -232,18 +236,37 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     // accordingly. Adding or removing the block is a restart: the profiler keeps its settings.
     const before = profiler?.settings;
     if (profiler !== null && next.profiling !== undefined && current.profiling !== undefined) profiler.configure(profilingSettings(next.profiling));
-    let chosen: BaselineChoice | null = null;
+    // pipeline.id needs a restart: the default pipeline keeps the id it started with.
+    const applied: ProxyConfig = { ...next, pipeline: { ...next.pipeline, id: config.pipeline.id } };
+    const removed = removedPipelines({ ...current, pipeline: { ...current.pipeline, id: config.pipeline.id } }, applied);
+    let loaded: Pipeline[];
+    const chosen: BaselineChoice[] = [];
     try {
-      // A promotion outranks the file's steps until the file changes them (canary/promotions.ts).
-      chosen = promotions?.choose({ pipeline: { ...next.pipeline, id: current.pipeline.id }, steps: next.steps }) ?? null;
-      await pipelines.load(chosen?.config ?? { pipeline: { ...next.pipeline, id: current.pipeline.id }, steps: next.steps });
+      // A pipeline the reload removes must have no canary under way (roll it back first).
+      const busy = canary === null ? [] : (canary.list('all').canaries as Array<{ canary_id: string; pipeline_id: string; status: string }>)
+        .filter((c) => removed.includes(c.pipeline_id) && (c.status === 'active' || c.status === 'paused'));
+      if (busy.length > 0) {
+        throw new ConfigError(opts.configFile ?? null, busy.map((c) => ({ path: 'pipelines', message: `removes pipeline "${c.pipeline_id}", which canary ${c.canary_id} is ${c.status} on; roll the canary back (or let it finish) first` })));
+      }
+      // A promotion outranks the file's steps until the file changes them (settled below).
+      loaded = await loadPipelines(pipelines, applied, (c) => {
+        if (promotions === null) return c;
+        const choice = promotions.choose(c);
+        chosen.push(choice);
+        return choice.config;
+      });
     } catch (err) {
       if (profiler !== null && before !== undefined) profiler.configure(before);
       await moved.abort();
       throw err;
     }
-    canaryGraphs?.setBaselineConfig(chosen?.config ?? { pipeline: { ...next.pipeline, id: current.pipeline.id }, steps: next.steps });
-    if (chosen !== null) promotions!.settle(chosen, 'reload');
+    for (const c of chosen.length > 0 ? chosen.map((x) => x.config) : pipelineConfigs(applied)) canaryGraphs?.setBaselineConfig(c);
+    for (const x of chosen) promotions!.settle(x, 'reload');
+    // Connections settle their pipeline again at their next request; removed pipelines' graphs go
+    // once no connection routes to them (requests under way finish on the graph they hold).
+    server.setRouting(routingOf(pipelines, applied));
+    for (const id of removed) pipelines.remove(id);
+    for (const g of loaded) pipelineLog.info('pipeline loaded', { pipeline: g.id, graph: g.key.toString(), request: g.requestSteps.map((s) => s.id), response: g.responseSteps.map((s) => s.id) });
     notifier?.configure(next.notifications);
     if (tracing !== null && next.telemetry !== undefined) tracing.setSampleRate(next.telemetry.sample_rate);
     if (nextTls !== null) server.setTls(nextTls);
@@ -320,7 +343,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
 function mmapStorage(config: ProxyConfig, source: string | null): MmapStorage | null {
   const p = config.profiling;
   if (p === undefined || p.storage !== 'mmap' || p.mmap_path === undefined) return null;
-  const issue = mmapFitIssue(config.pipeline, p.mmap_size_mb);
+  const issue = mmapFitIssue(pipelineEntries(config), p.mmap_size_mb);
   if (issue !== null) throw new ConfigError(source, [issue]);
   return { path: resolve(p.mmap_path), sizeMb: p.mmap_size_mb, defaultPipelineId: config.pipeline.id };
 }

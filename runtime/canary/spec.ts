@@ -59,6 +59,8 @@ export interface CanaryDefaults {
   notifications: Pick<NotificationsConfig, 'webhook_secret' | 'smtp'>;
   /** canary.plugin_dirs: where a candidate's plugin_id paths may be, besides the built-in and configured ones. */
   plugin_dirs: readonly string[];
+  /** The pipeline a start request without pipeline_id is for: the default pipeline ("default" when not given). */
+  default_pipeline_id?: string;
 }
 
 export function defaultsFromConfig(c: ProxyConfig): CanaryDefaults {
@@ -67,6 +69,7 @@ export function defaultsFromConfig(c: ProxyConfig): CanaryDefaults {
     auto_promote_rules: c.auto_promote_rules, judge: c.canary.judge,
     notifications: { webhook_secret: c.notifications.webhook_secret, smtp: c.notifications.smtp },
     plugin_dirs: c.canary.plugin_dirs,
+    default_pipeline_id: c.pipeline.id,
   };
 }
 
@@ -119,7 +122,9 @@ export function parseStartRequest(body: unknown, defaults: CanaryDefaults): Cana
   if (!isObject(body)) throw new CanaryError('PROXY_ERR_BAD_BODY', 'expected a JSON object');
   const known = new Set(['pipeline_id', 'candidate_config', 'initial_traffic_pct', 'rollback_rules', 'stages', 'auto_promote', 'auto_promote_rules', 'judge', 'notifications', 'description', 'match', 'sticky']);
   for (const k of Object.keys(body)) if (!known.has(k)) throw new CanaryError('PROXY_ERR_BAD_BODY', `unknown field "${k}"`);
-  if (typeof body.pipeline_id !== 'string' || body.pipeline_id === '') throw new CanaryError('PROXY_ERR_BAD_BODY', 'pipeline_id: expected a non-empty string');
+  // No pipeline_id: the default pipeline (the one requests no `pipelines` match go through).
+  const pipelineId = body.pipeline_id === undefined ? defaults.default_pipeline_id ?? 'default' : body.pipeline_id;
+  if (typeof pipelineId !== 'string' || pipelineId === '') throw new CanaryError('PROXY_ERR_BAD_BODY', 'pipeline_id: expected a non-empty string');
   if (body.candidate_config === undefined) throw new CanaryError('PROXY_ERR_BAD_BODY', 'candidate_config: required');
   const candidate = parsePart(candidateConfigSchema, body.candidate_config, 'candidate_config', 'PROXY_ERR_BAD_BODY');
   let stages = body.stages === undefined ? defaults.stages.map((s) => ({ ...s })) : parsePart(stagesSchema, body.stages, 'stages', 'PROXY_ERR_CANARY_INVALID_STAGES');
@@ -160,7 +165,7 @@ export function parseStartRequest(body: unknown, defaults: CanaryDefaults): Cana
   }
   if (body.description !== undefined && typeof body.description !== 'string') throw new CanaryError('PROXY_ERR_BAD_BODY', 'description: expected a string');
   return {
-    pipeline_id: body.pipeline_id, candidate_config: candidate as CandidateConfig, stages,
+    pipeline_id: pipelineId, candidate_config: candidate as CandidateConfig, stages,
     auto_promote: (body.auto_promote as boolean | undefined) ?? defaults.auto_promote,
     rollback_rules: rollback, auto_promote_rules: promote, judge, channels,
     description: (body.description as string | undefined) ?? null,

@@ -6,6 +6,8 @@ import { EXPECTS, expects, int, type Expects } from './expects.ts';
 import { appliesOf, onReload, onRestart, partlyOnReload, type Applies } from './applies.ts';
 import { hostPortSchema, hostSchema } from './address.ts';
 import { channelProblems } from './notifications-schema.ts';
+import { parseCidr } from './pipeline-match.ts';
+import { pipelineListProblems, stepLists } from './pipeline-list.ts';
 import { autoPromoteRulesSchema, canarySchema, controlPlaneSchema, notificationsSchema, rollbackRulesSchema } from './canary-schema.ts';
 
 /** Step kinds the proxy ships; every other pipeline step must name a WASM module or package. */
@@ -189,6 +191,11 @@ const maxSteps = v.rawCheck<string[]>(({ dataset, addIssue }) => {
   if (dataset.typed && dataset.value.length > MAX_STEPS_PER_PHASE) addIssue({ message: `at most ${MAX_STEPS_PER_PHASE} steps per phase, got ${dataset.value.length}` });
 });
 
+/** A pipeline id: a metrics label value and a URL query value, so a plain name. */
+export const PIPELINE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
+/** Pipelines at most: each is a graph compiled on every reload. */
+export const MAX_PIPELINES = 64;
+
 const pipeline = v.strictObject({
   id: onRestart(v.optional(
     v.pipe(v.string(), v.minLength(1), v.description('Name of this pipeline, used to tag its metrics.')),
@@ -210,6 +217,34 @@ const pipeline = v.strictObject({
     ),
     [],
   )),
+});
+
+const matchValues = (desc: string, phrase: string, check?: (s: string) => string | null) => onReload(v.optional(expects(
+  v.pipe(
+    v.union([v.pipe(v.string(), v.minLength(1)), v.pipe(v.array(v.pipe(v.string(), v.minLength(1))), v.minLength(1))]),
+    v.rawCheck<string | string[]>(({ dataset, addIssue }) => {
+      if (!dataset.typed || check === undefined) return;
+      for (const value of typeof dataset.value === 'string' ? [dataset.value] : dataset.value) {
+        const problem = check(value);
+        if (problem !== null) addIssue({ message: problem });
+      }
+    }),
+    v.description(desc),
+  ),
+  phrase,
+)));
+
+const GLOB_NOTE = '`*` matches any run of characters, `?` one character.';
+const match = v.strictObject({
+  db: matchValues(`Database name(s) (the command's $db); globs: ${GLOB_NOTE}`, 'glob string or array of globs'),
+  collection: matchValues(`Collection name(s) the command names (find, insert, aggregate, getMore …; a command on no collection has ""); globs: ${GLOB_NOTE}`, 'glob string or array of globs'),
+  command: matchValues('Command name(s), exactly as sent (the command document\'s first key: find, insert, aggregate, getMore …).', 'string or array of strings'),
+  app_name: matchValues(`The client's appName (its connection string's appName, without "?" parameters); globs: ${GLOB_NOTE}`, 'glob string or array of globs'),
+  user: matchValues('The user the connection logged in as (`auth`), or one an auth step set; an anonymous connection matches no `user`.', 'string or array of strings'),
+  client: matchValues('Client address block(s) in CIDR notation ("10.0.0.0/8", "2001:db8::/32"; an address alone is a block of one). An IPv4 client on a dual-stack listener matches IPv4 blocks.', 'CIDR string or array of CIDR strings', (s) => {
+    const c = parseCidr(s);
+    return typeof c === 'string' ? c : null;
+  }),
 });
 
 const step = v.strictObject({
@@ -245,6 +280,26 @@ const step = v.strictObject({
     int(0, undefined, 'Instruction budget per plugin call (fuel: one unit per function entry and loop iteration); default 50,000,000. A call that runs out traps and counts as a step error.'),
   )),
 });
+
+const pipelineEntry = v.strictObject({
+  id: onReload(expects(v.pipe(v.string(), v.regex(PIPELINE_ID_PATTERN), v.maxLength(48), v.description('Name of the pipeline: its metrics\' and profile\'s pipeline_id, the canary\'s pipeline_id. The entry whose id is the pipeline block\'s id (default "default") is the default pipeline.')), 'pipeline id: letters, digits, "_", "-" and ".", at most 48 characters')),
+  match: onReload(v.optional(v.pipe(match, v.description('What a request must carry for this pipeline to take it: every key given must match (a key with a list: any of its values). Absent or empty: every request. app_name, user and client are settled once per connection; db, collection and command per request.')))),
+  request: onReload(v.optional(
+    v.pipe(v.array(stepId), maxSteps, v.description('Ordered step identifiers of the request phase. At most 64 steps.')),
+    [],
+  )),
+  response: onReload(v.optional(
+    v.pipe(v.array(stepId), maxSteps, v.description('Ordered step identifiers of the response phase. At most 64 steps.')),
+    [],
+  )),
+  steps: onReload(v.optional(
+    v.pipe(
+      v.record(expects(v.pipe(v.string(), v.regex(STEP_NAME_PATTERN)), 'step name matching ^[a-z][a-z0-9_-]*$'), step),
+      v.description('Step settings of this pipeline only, keyed by step name: an entry here replaces the top-level `steps` entry of that name for this pipeline (so two pipelines can run one step with different configs).'),
+    ),
+  )),
+});
+
 
 const admin = v.strictObject({
   reload_on_change: onReload(v.optional(
@@ -325,7 +380,8 @@ const rootObject = v.strictObject({
     -1,
   )),
   log: onRestart(v.optional(v.pipe(log, v.description('Logging.')), {})),
-  pipeline: partlyOnReload(v.optional(v.pipe(pipeline, v.description('The pipeline every request goes through.')), {}), '`request` and `response` apply on reload; `id` needs a restart.'),
+  pipeline: partlyOnReload(v.optional(v.pipe(pipeline, v.description('The default pipeline: every request goes through it, or, with `pipelines`, every request no pipeline there matches.')), {}), '`request` and `response` apply on reload; `id` needs a restart.'),
+  pipelines: onReload(v.optional(v.pipe(v.array(pipelineEntry), v.maxLength(MAX_PIPELINES), v.description('Several pipelines, each chosen by a `match`: a request goes through the first pipeline whose match it satisfies, else through the default pipeline (`pipeline`, or the entry with its id). Each pipeline is its own graph, with its own profile, metrics (label pipeline_id), canary and reload generation. A pipeline that can never match (an earlier match covers it) and an unknown step are refused with their key path. See docs/pipelines.md.')))),
   steps: onReload(v.optional(
     v.pipe(
       v.record(
@@ -350,6 +406,24 @@ type PathItem = { type: 'object'; origin: 'value'; input: Record<string, unknown
 
 function pathItem(input: Record<string, unknown>, key: string): PathItem {
   return { type: 'object', origin: 'value', input, key, value: input[key] };
+}
+
+/** Path items along `keys` (object keys and array indices) from `root`. */
+function pathItems(root: Record<string, unknown>, keys: readonly (string | number)[]): Array<PathItem | { type: 'array'; origin: 'value'; input: unknown[]; key: number; value: unknown }> {
+  const out: Array<PathItem | { type: 'array'; origin: 'value'; input: unknown[]; key: number; value: unknown }> = [];
+  let at: unknown = root;
+  for (const k of keys) {
+    if (typeof k === 'number') {
+      const arr = at as unknown[];
+      out.push({ type: 'array', origin: 'value', input: arr, key: k, value: arr[k] });
+      at = arr[k];
+    } else {
+      const obj = at as Record<string, unknown>;
+      out.push(pathItem(obj, k));
+      at = obj[k];
+    }
+  }
+  return out;
 }
 
 /** The whole configuration file. Cross-field rules run only once every key is individually valid. */
@@ -430,23 +504,19 @@ export const ProxyConfigSchema = v.pipe(
         });
       }
     });
-    for (const phase of ['request', 'response'] as const) {
-      const list = cfg.pipeline[phase];
+    for (const problem of pipelineListProblems(cfg)) addIssue({ message: problem.message, path: pathItems(root, problem.path) as [v.IssuePathItem, ...v.IssuePathItem[]] });
+    for (const { path, list, owner } of stepLists(cfg)) {
       list.forEach((id, i) => {
         if (!STEP_ID_PATTERN.test(id)) return; // already reported as malformed
         const isWasm = id.startsWith('wasm:');
         const name = isWasm ? id.slice(5) : id;
         // `cache` and `wasm:cache` both name the built-in; a steps entry may still override its module.
         if ((BUILTIN_STEPS as readonly string[]).includes(name)) return;
-        const entry = cfg.steps[name];
+        const entry = (owner === null ? undefined : owner.steps?.[name]) ?? cfg.steps[name];
         if (entry?.module !== undefined || entry?.package !== undefined) return;
         addIssue({
           message: `step "${id}" is not built-in and steps.${name} names no "module" or "package"`,
-          path: [
-            pathItem(cfg as unknown as Record<string, unknown>, 'pipeline'),
-            pathItem(cfg.pipeline as unknown as Record<string, unknown>, phase),
-            { type: 'array', origin: 'value', input: list, key: i, value: id },
-          ],
+          path: [...pathItems(root, path), { type: 'array', origin: 'value', input: list, key: i, value: id }] as unknown as [v.IssuePathItem, ...v.IssuePathItem[]],
         });
       });
     }

@@ -1,12 +1,12 @@
 // The profiling HTTP endpoint (fastify) on profiling.port — never the wire port (SPEC §4.1).
 //   GET  /api/profile                 SPEC §2.1 snapshot of one graph: ?pipeline_id= (default: the
-//                                     proxy's pipeline.id) &pipeline=baseline|candidate (default baseline)
+//                                     default pipeline; unknown: 404) &pipeline=baseline|candidate (default baseline)
 //   POST /api/profile/reset           clears every statistic (all graphs)
 //   GET  /api/profile/steps/:step     one step's detail: both phases, distribution, sub-operations
 //   GET  /api/profile/histograms      encoded HDR histograms of every graph (for merging instances)
 //   GET  /api/profile/flamegraph      see flamegraph route (?duration, min_width, title, format=folded)
 //   GET  /api/profile/series          per-interval figures of one graph (in memory, or persisted with profiling.snapshot_dir)
-//   GET  /api/profile/graphs          the graphs recorded so far and the default pipeline id
+//   GET  /api/profile/graphs          the configured pipelines, the graphs recorded so far and the default pipeline id
 //   GET  /metrics                     Prometheus text: proxy, profiling and plugin metrics
 //   GET  /dashboard/                  the dashboard page and its assets (dashboard.ts; / redirects there)
 // With profiling.enabled false, every /api/profile path answers 404 (PROXY_ERR_PROFILING_DISABLED);
@@ -78,7 +78,13 @@ export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opt
       send(reply, 'PROXY_ERR_BAD_QUERY', `pipeline must be "baseline" or "candidate", got "${variant}"`);
       return null;
     }
-    return { id: q.pipeline_id ?? running.config.pipeline.id, variant };
+    const id = q.pipeline_id ?? running.server.pipelineId;
+    // A configured pipeline, or one that has recorded requests (a reload may have removed it since).
+    if (!running.server.routing.ids.includes(id) && ![...profiler.allGraphs()].some((x) => x.pipelineId === id)) {
+      send(reply, 'PROXY_ERR_NOT_FOUND', `no pipeline "${id}" (configured: ${running.server.routing.ids.join(', ')})`);
+      return null;
+    }
+    return { id, variant };
   };
 
   app.get('/api/profile', async (req, reply) => {
@@ -90,7 +96,8 @@ export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opt
   app.get('/api/profile/graphs', async () => {
     const graphs = [];
     for (const g of profiler.allGraphs()) graphs.push({ pipeline_id: g.pipelineId, pipeline: g.variant, requests: g.ok + g.errors });
-    return { default_pipeline_id: running.config.pipeline.id, graphs };
+    // `pipelines`: the configured pipelines in matching order (the default last), recorded or not.
+    return { default_pipeline_id: running.server.pipelineId, pipelines: running.server.routing.ids, graphs };
   });
 
   app.post('/api/profile/reset', async () => {

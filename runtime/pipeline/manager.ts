@@ -140,6 +140,20 @@ export class PipelineManager {
   }
 
   /**
+   * Forgets pipeline `id` (a reload removed it): its graphs leave the manager; requests under way
+   * finish on the graph they hold. Its rejection counters stay (Prometheus counters must not go back).
+   */
+  remove(id: string): void {
+    this.slots.delete(id);
+    this.dropUnusedState();
+  }
+
+  /** Ids of the pipelines with a slot. */
+  ids(): string[] {
+    return [...this.slots.keys()];
+  }
+
+  /**
    * While a canary splits pipeline `id`: each arm's recorder, given every request of the graph
    * serving that arm (now and after later loads); null, null when the canary ends.
    */

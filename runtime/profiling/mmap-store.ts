@@ -44,26 +44,40 @@ export function loadShm(): ShmAddon {
   return addon;
 }
 
+type FitPipeline = { id: string; request: readonly string[]; response: readonly string[] };
+
 /**
- * Whether the configured pipeline fits a file of `sizeMb`: room for a baseline and a candidate
- * graph of this pipeline (every step is timed in both phases), and names that fit their fields.
- * Null when it fits.
+ * Whether the configured pipelines fit a file of `sizeMb`: room for a baseline and a candidate
+ * graph of each (every step is timed in both phases), and names that fit their fields. Null when
+ * they fit. With several pipelines, a name that does not fit is reported at `pipelines` with the
+ * pipeline's id.
  */
-export function mmapFitIssue(p: { id: string; request: readonly string[]; response: readonly string[] }, sizeMb: number): ConfigIssue | null {
+export function mmapFitIssue(pipelines: readonly FitPipeline[] | FitPipeline, sizeMb: number): ConfigIssue | null {
+  const list: readonly FitPipeline[] = Array.isArray(pipelines) ? pipelines : [pipelines as FitPipeline];
   const enc = new TextEncoder();
-  if (enc.encode(p.id).length >= NAME_BYTES) return { path: 'pipeline.id', message: `must be at most ${NAME_BYTES - 1} bytes with profiling.storage "mmap" (the file's name field)` };
-  for (const phase of ['request', 'response'] as const) {
-    const i = p[phase].findIndex((s) => enc.encode(s.startsWith('wasm:') ? s : `wasm:${s}`).length >= NAME_BYTES);
-    if (i >= 0) return { path: `pipeline.${phase}[${i}]`, message: `step names must be at most ${NAME_BYTES - 6} bytes with profiling.storage "mmap" (the file's name field)` };
+  let need = 0;
+  let total = 0;
+  for (let k = 0; k < list.length; k++) {
+    const p = list[k];
+    const one = list.length === 1;
+    const at = one ? 'pipeline' : 'pipelines';
+    const who = one ? '' : `pipeline "${p.id}": `;
+    if (enc.encode(p.id).length >= NAME_BYTES) return { path: one ? 'pipeline.id' : at, message: `${who}${one ? "" : "id "}must be at most ${NAME_BYTES - 1} bytes with profiling.storage "mmap" (the file's name field)` };
+    for (const phase of ['request', 'response'] as const) {
+      const i = p[phase].findIndex((s) => enc.encode(s.startsWith('wasm:') ? s : `wasm:${s}`).length >= NAME_BYTES);
+      if (i >= 0) return { path: one ? `pipeline.${phase}[${i}]` : at, message: `${who}step names must be at most ${NAME_BYTES - 6} bytes with profiling.storage "mmap" (the file's name field)` };
+    }
+    const steps = new Set([...p.request, ...p.response].map((id) => (id.startsWith('wasm:') ? id : `wasm:${id}`))).size;
+    need += 2 * rowsPerGraph(steps);
+    total += steps;
   }
-  const steps = new Set([...p.request, ...p.response].map((id) => (id.startsWith('wasm:') ? id : `wasm:${id}`))).size;
-  const need = 2 * rowsPerGraph(steps);
   const have = rowCapacity(sizeMb);
   if (need <= have) return null;
   const mb = Math.ceil((need * ROW_BYTES + HEADER_BYTES) / (1024 * 1024));
+  const shape = list.length === 1 ? `2 graphs × (4 + 2 phases × ${total} steps)` : `${list.length} pipelines, each 2 graphs × (4 + 2 phases × its steps)`;
   return {
     path: 'profiling.mmap_size_mb',
-    message: `${sizeMb} MiB holds ${have} histogram rows of ${ROW_BYTES} bytes; this pipeline needs ${need} (2 graphs × (4 + 2 phases × ${steps} steps)): set at least ${mb}`,
+    message: `${sizeMb} MiB holds ${have} histogram rows of ${ROW_BYTES} bytes; ${list.length === 1 ? 'this pipeline needs' : 'these pipelines need'} ${need} (${shape}): set at least ${mb}`,
   };
 }
 

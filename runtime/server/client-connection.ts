@@ -26,7 +26,7 @@ import {
 } from '../wire/index.ts';
 import { UpstreamCall, newRequestId, type ConnectionSource, type UpstreamCallOwner, type UpstreamPool } from '../upstream/index.ts';
 import { ErrorCodes, ProxyError, errorDocument } from '../errors/index.ts';
-import type { GraphSlot } from '../pipeline/index.ts';
+import type { ConnectionRoute, GraphSlot } from '../pipeline/index.ts';
 import { removeElement } from '../telemetry/index.ts';
 import { HELLO_COMMANDS, type ClientMetadata } from './handshake.ts';
 import { ReplyKind, ReplyWriter, type ReplyWriterOwner } from './reply-writer.ts';
@@ -35,7 +35,7 @@ import type { ServerContext } from './context.ts';
 import { LoadBalancedState, endLoadBalanced } from './load-balanced.ts';
 import { stateChangeReplacement } from './state-change.ts';
 import { AUTH_COMMANDS, type ClientAuth } from './client-auth.ts';
-import { ClientHandshake } from './client-handshake.ts';
+import { ClientHandshake, type IdentityOwner } from './client-handshake.ts';
 import { RequestRecord } from './request-record.ts';
 import { RequestSteps } from './request-steps.ts';
 import { RequestQueue } from './request-queue.ts';
@@ -53,7 +53,7 @@ function moreToCome(f: Buffer): boolean {
   return f.length >= HEADER_SIZE + 4 && (f.readUInt32LE(HEADER_SIZE) & MSG_MORE_TO_COME) !== 0;
 }
 
-export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWriterOwner, InflateOwner {
+export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWriterOwner, InflateOwner, IdentityOwner {
   readonly id: number;
   readonly socket: Socket;
   readonly clientAddress: string;
@@ -68,8 +68,16 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   private readonly framer: Framer;
   private readonly writer: ReplyWriter;
   private readonly call: UpstreamCall;
-  /** The graphs of this connection's pipeline (a stable slot; loads swap its contents). */
-  private readonly graphs: GraphSlot;
+  /**
+   * The graphs of this connection's pipeline (a stable slot; loads swap its contents) when its
+   * pipeline is settled for every request: always with one pipeline. Null when the next request
+   * must route (config `pipelines`): see routeRequest().
+   */
+  private graphs: GraphSlot | null;
+  /** The pipelines this connection can reach, settled at its first routed request; null: not yet, or changed. */
+  private route: ConnectionRoute | null = null;
+  /** The socket's remote address, for `match.client`. */
+  private readonly remoteIp: string;
 
   /** Requests read and not started; pauses reading (request-queue.ts). */
   private readonly queue: RequestQueue;
@@ -101,13 +109,14 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.socket = socket;
     this.ctx = ctx;
     this.clientAddress = `${socket.remoteAddress ?? ''}:${socket.remotePort ?? 0}`;
-    this.handshake = new ClientHandshake(id, this.clientAddress, ctx);
+    this.remoteIp = socket.remoteAddress ?? '';
+    this.handshake = new ClientHandshake(id, this.clientAddress, ctx, this);
     this.framer = new Framer(this);
     this.writer = new ReplyWriter(socket, ctx.clientLimits.maxPendingReplyBytes, ctx.zlibLevel, ctx.stats, this);
     this.call = new UpstreamCall(this, ctx.stats, ctx.requestTimeoutMs);
     this.record = new RequestRecord(id, this.peek, this.call, ctx.profiler, ctx.tracing);
     this.steps = new RequestSteps(this.handshake, this.peek, this.record, ctx.stats);
-    this.graphs = ctx.pipelines.slot(ctx.pipelineId);
+    this.graphs = ctx.routing.single;
     this.queue = new RequestQueue(socket, ctx.clientLimits.maxQueuedRequests);
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.framer.push(chunk));
@@ -126,6 +135,41 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   /** What the client's first hello said about it (driver, appName and its parameters). */
   get metadata(): ClientMetadata {
     return this.handshake.metadata;
+  }
+
+  /** The appName or the user changed: with several pipelines, the next request settles the route again. */
+  identityChanged(): void {
+    if (this.ctx.routing.single === null) {
+      this.graphs = null;
+      this.route = null;
+    }
+  }
+
+  /** Reload replaced the routing: the next request settles the route under it. */
+  reroute(): void {
+    this.graphs = this.ctx.routing.single;
+    this.route = null;
+  }
+
+  /** The pipelines this connection reaches (null until its first routed request); for tests and views. */
+  get pipelineRoute(): ConnectionRoute | null {
+    return this.route;
+  }
+
+  /**
+   * The slot of this request (several pipelines): the connection's route is settled once per
+   * identity, and then either fixes the slot for every later request or picks it by the request's
+   * command, db and collection (one memo lookup).
+   */
+  private routeRequest(): GraphSlot {
+    let r = this.route;
+    if (r === null) {
+      const hs = this.handshake;
+      r = this.route = this.ctx.routing.forConnection(hs.appName, hs.user, this.remoteIp);
+      if (r.fixed !== null) return this.graphs = r.fixed;
+    }
+    const peek = this.peek;
+    return r.pick(peek.op, peek.db, peek.collection);
   }
 
   /** Reload: drops this connection's login unless `next` still has its user with the same keys. True when dropped. */
@@ -369,7 +413,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     if (this.lb !== null) this.lb.requestBody = body;
     // Baseline, or — while a canary runs — the graph its selector picks for this request. The
     // response phase runs on the same graph, whatever loads meanwhile.
-    const pipeline = this.graphs.pick(this.handshake, body, peek.lsidAt);
+    const pipeline = (this.graphs ?? this.routeRequest()).pick(this.handshake, body, peek.lsidAt);
     rec.begin(pipeline, traced);
     const steps = this.steps;
     if (pipeline.requestSteps.length === 0 && pipeline.responseSteps.length === 0) {

@@ -12,14 +12,19 @@ import { ClientAuthSession, type LoginOwner } from './client-auth-session.ts';
 import type { ScramCredential } from './client-auth-scram.ts';
 import type { ServerContext } from './context.ts';
 
+/** Who is told that a connection's identity (appName, user) changed. */
+export interface IdentityOwner {
+  identityChanged(): void;
+}
+
 export class ClientHandshake implements ConnectionInfo, LoginOwner {
   /** The connection's id (hello's connectionId). */
   readonly id: number;
   readonly clientAddress: string;
   /** Client application name from the first hello (without its `?params`). */
   appName = '';
-  /** Identity: the user this connection logged in as (config `auth`), or one an auth step set; '' when anonymous. */
-  user = '';
+  /** Identity: see `user`. */
+  private userName = '';
   metadata: ClientMetadata = emptyMetadata();
   /** The client asked for per-request profiles (appName `?proxy_profile=true`). */
   wantsProfile = false;
@@ -32,11 +37,25 @@ export class ClientHandshake implements ConnectionInfo, LoginOwner {
   /** Client authentication state, made at the first authentication command or hello field (auth on). */
   private login: ClientAuthSession | null = null;
   private readonly ctx: ServerContext;
+  /** Told when the appName or the user changes (the connection settles its pipeline again). */
+  private readonly owner: IdentityOwner | null;
 
-  constructor(id: number, clientAddress: string, ctx: ServerContext) {
+  constructor(id: number, clientAddress: string, ctx: ServerContext, owner: IdentityOwner | null = null) {
     this.id = id;
     this.clientAddress = clientAddress;
     this.ctx = ctx;
+    this.owner = owner;
+  }
+
+  /** Identity: the user this connection logged in as (config `auth`), or one an auth step set; '' when anonymous. */
+  get user(): string {
+    return this.userName;
+  }
+
+  set user(name: string) {
+    if (name === this.userName) return;
+    this.userName = name;
+    this.owner?.identityChanged();
   }
 
   /** Reads a hello: the client metadata and, from the first hello only, compression and load-balanced mode. */
@@ -48,6 +67,7 @@ export class ClientHandshake implements ConnectionInfo, LoginOwner {
       if (typeof request.client === 'object' && request.client !== null) {
         this.metadata = readClientMetadata(request.client as Document);
         this.appName = this.metadata.appName;
+        this.owner?.identityChanged();
         this.wantsProfile = this.metadata.appParams.proxy_profile === 'true';
       }
     }

@@ -4,7 +4,7 @@ import type { Logger } from '../log/index.ts';
 import type { UpstreamInfo, UpstreamPool, UpstreamRouter } from '../upstream/index.ts';
 import type { CompressorName, InflatePool } from '../wire/index.ts';
 import type { ClientConnection } from './client-connection.ts';
-import type { PipelineManager } from '../pipeline/index.ts';
+import type { PipelineManager, PipelineRouting } from '../pipeline/index.ts';
 import type { LogThrottle } from './log-throttle.ts';
 import type { Profiler } from '../profiling/index.ts';
 import type { Tracing } from '../telemetry/index.ts';
@@ -73,8 +73,10 @@ export interface ServerContext {
   /** Shared by all connections: bounds the log lines clients can trigger with bad input. */
   readonly inputLogThrottle: LogThrottle;
   readonly pipelines: PipelineManager;
-  /** The pipeline id client requests run through. */
+  /** The default pipeline's id. */
   readonly pipelineId: string;
+  /** Which pipeline a request goes through (read when a connection settles its route; a reload replaces it). */
+  readonly routing: PipelineRouting;
   /** The profiler when profiling is configured (it may be disabled: check `enabled` per request). */
   readonly profiler: Profiler | null;
   /** Trace export when telemetry is configured (a sampling decision per request), else null. */

@@ -5,7 +5,7 @@ import { ObjectId } from 'bson';
 import { refusesPeer } from './listener-tls.ts';
 import type { Logger } from '../log/index.ts';
 import { UpstreamPool, UpstreamRouter, type PoolOptions, type Topology, type UpstreamInfo } from '../upstream/index.ts';
-import { PipelineManager } from '../pipeline/index.ts';
+import { PipelineManager, PipelineRouting } from '../pipeline/index.ts';
 import { InflatePool, type CompressorName, type InflatePoolOptions } from '../wire/index.ts';
 import { ClientConnection } from './client-connection.ts';
 import { DEFAULT_CLIENT_LIMITS, type ClientLimits, type ServerContext, type ServerStats } from './context.ts';
@@ -25,6 +25,8 @@ export interface ProxyServerOptions {
   /** Pipeline graphs (an empty manager when not given: every request takes the direct path). */
   pipelines?: PipelineManager;
   pipelineId?: string;
+  /** Which pipeline a request goes through (config `pipelines`); absent: every request through `pipelineId`. */
+  routing?: PipelineRouting;
   /** Options for pools of routed upstreams (route step); defaults to the main pool's. */
   poolOptions?: PoolOptions;
   /** Per-client bounds (backpressure, connection limit); defaults as the config's `clients` block. */
@@ -61,6 +63,8 @@ export class ProxyServer implements ServerContext {
   readonly inputLogThrottle = new LogThrottle(5);
   readonly pipelines: PipelineManager;
   readonly pipelineId: string;
+  /** Which pipeline a request goes through; a reload that changes the pipelines replaces it (setRouting). */
+  routing: PipelineRouting;
   readonly router: UpstreamRouter;
   readonly profiler: Profiler | null;
   readonly tracing: Tracing | null;
@@ -87,6 +91,7 @@ export class ProxyServer implements ServerContext {
     this.port = opts.port;
     this.pipelines = opts.pipelines ?? new PipelineManager();
     this.pipelineId = opts.pipelineId ?? 'default';
+    this.routing = opts.routing ?? PipelineRouting.single(this.pipelines.slot(this.pipelineId));
     this.router = new UpstreamRouter(opts.pool, opts.poolOptions, this.log.child('proxy::upstream'), opts.topology ?? null);
     this.clientLimits = { ...DEFAULT_CLIENT_LIMITS, ...opts.clientLimits };
     this.profiler = opts.profiler ?? null;
@@ -129,6 +134,15 @@ export class ProxyServer implements ServerContext {
       });
       this.server = server;
     }
+  }
+
+  /**
+   * Reload: requests read from now on are routed by `routing`; every open connection settles its
+   * route again at its next request (requests under way finish on the graph they started with).
+   */
+  setRouting(routing: PipelineRouting): void {
+    this.routing = routing;
+    for (const c of this.clients) c.reroute();
   }
 
   /** Reload: new connections use these certificates; open ones keep theirs. */
