@@ -10,6 +10,8 @@ import type { Logger } from '../log/index.ts';
 import type { CanaryController } from '../canary/index.ts';
 import type { Profiler, SnapshotStore } from '../profiling/index.ts';
 import { Tokens, startAdmin, startControlPlane, startProfilingHttp } from '../http/index.ts';
+import type { MetricsSource } from '../http/surface.ts';
+import { adminSurface, proxyMetrics } from './http-views.ts';
 import type { RunningProxy } from './serve.ts';
 
 interface Http { app: FastifyInstance; url: string }
@@ -57,6 +59,8 @@ export class HttpSurfaces {
   private readonly deps: HttpSurfaceDeps;
   /** Closes of replaced listeners, not awaited by the reload (the reload request may be on one). */
   private readonly retiring = new Set<Promise<void>>();
+  /** One registry of the proxy's metrics for every /metrics, built when the first app opens. */
+  private metrics: MetricsSource | null = null;
 
   constructor(config: ProxyConfig, deps: HttpSurfaceDeps) {
     this.deps = deps;
@@ -66,7 +70,8 @@ export class HttpSurfaces {
   }
 
   openAdmin(listen: string): Promise<Http> {
-    return startAdmin(this.deps.running, listen, { token: this.adminTokens, configFile: this.deps.configFile });
+    this.metrics ??= proxyMetrics(this.deps.running);
+    return startAdmin(adminSurface(this.deps.running, this.metrics), listen, { token: this.adminTokens, configFile: this.deps.configFile });
   }
 
   openProfiling(p: NonNullable<ProxyConfig['profiling']>): Promise<Http> {

@@ -4,11 +4,10 @@
 // credentials and which reveal nothing but up/ready and why not.
 import type { FastifyInstance } from 'fastify';
 import { ConfigError, hostPort, loadConfig, parseConfig } from '../config/index.ts';
-import type { RunningProxy } from '../app/serve.ts';
 import { sendError } from './reply.ts';
 import { createApp, listenApp } from './app.ts';
 import { Tokens } from './tokens.ts';
-import { proxyMetricsRegistry, metricsText } from '../telemetry/index.ts';
+import type { AdminSurface } from './surface.ts';
 
 export interface AdminOptions {
   /** `admin.token`, or a live holder of the accepted tokens (a reload replaces them). */
@@ -37,7 +36,7 @@ function logMatcher(min: number, filter: string): (line: string) => boolean {
   };
 }
 
-export function buildAdminApp(running: RunningProxy, opts: AdminOptions): FastifyInstance {
+export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyInstance {
   const app = createApp({
     tokens: typeof opts.token === 'string' ? new Tokens([opts.token]) : opts.token,
     // routeOptions.url is the matched route's pattern, not the raw path: no path trick reaches
@@ -56,36 +55,20 @@ export function buildAdminApp(running: RunningProxy, opts: AdminOptions): Fastif
   // the first seed's pool). 503 with the reason otherwise.
   app.get('/readyz', async (_req, reply) => {
     reply.header('cache-control', 'no-store');
-    const pool = running.server.pool;
-    if (running.draining || running.server.draining) {
-      return reply.code(503).send({ ready: false, reason: 'draining', message: 'the proxy is shutting down (SIGTERM): new clients should go elsewhere' });
-    }
-    const topology = running.server.router.topology;
-    if (topology !== null) {
-      const r = topology.readiness();
-      if (!r.ready) return reply.code(503).send({ ready: false, reason: r.reason, upstream: topology.describe(), message: r.message });
-      return { ready: true, upstream: topology.describe() };
-    }
-    if (!(await pool.probe())) {
-      return reply.code(503).send({
-        ready: false, reason: 'upstream_unreachable', upstream: pool.describe(),
-        message: `no connection to the upstream: ${pool.lastError || 'connect failed'}`,
-      });
-    }
-    return { ready: true, upstream: pool.describe() };
+    const r = await proxy.readiness();
+    return r.ready ? r : reply.code(503).send(r);
   });
 
-  const metrics = proxyMetricsRegistry(running.server);
   // Prometheus text exposition: the proxy's counters, pool state, and plugin metrics (proxy_plugin_*).
   app.get('/metrics', async (_req, reply) => {
-    reply.header('content-type', metrics.contentType);
-    return metricsText(metrics, running.pipelines.host.registry);
+    reply.header('content-type', proxy.metrics.contentType);
+    return proxy.metrics.text();
   });
 
   // Recent log lines (NDJSON, oldest first), then with follow=true every new line as it is written.
   // level: the lowest level shown; filter: text a line must contain (case-insensitive); tail: how many recent lines.
   app.get('/api/v1/logs', async (req, reply) => {
-    const ring = running.logRing;
+    const ring = proxy.logRing;
     if (ring === null || ring.capacity === 0) return send(reply, 'PROXY_ERR_NOT_FOUND', 'no recent logs are kept (log.ring_lines is 0)');
     const q = req.query as Record<string, string | undefined>;
     const tail = q.tail === undefined ? 100 : Number(q.tail);
@@ -111,14 +94,7 @@ export function buildAdminApp(running: RunningProxy, opts: AdminOptions): Fastif
     res.on('close', stop);
   });
 
-  app.get('/api/v1/pipeline', async () => {
-    const p = running.pipelines.get(running.config.pipeline.id);
-    return {
-      id: p.id,
-      request: p.requestSteps.map((s) => s.id),
-      response: p.responseSteps.map((s) => s.id),
-    };
-  });
+  app.get('/api/v1/pipeline', async () => proxy.pipeline());
 
   // Body: a whole configuration object (JSON) to apply, or nothing to re-read the file.
   app.post('/api/v1/reload', async (req, reply) => {
@@ -136,24 +112,23 @@ export function buildAdminApp(running: RunningProxy, opts: AdminOptions): Fastif
       throw err;
     }
     try {
-      await running.reload(next);
+      await proxy.reload(next);
     } catch (err) {
       // Refused by what only a reload can check (a listener address that cannot be bound, a TLS
       // file): the configuration's fault, with its key path; otherwise a plugin's.
       if (err instanceof ConfigError) return send(reply, 'PROXY_ERR_CONFIG', err.message, err.issues);
       return send(reply, 'PROXY_ERR_PLUGIN', (err as Error).message);
     }
-    const p = running.pipelines.get(running.config.pipeline.id);
-    return { reloaded: true, pipeline: { id: p.id, request: p.requestSteps.map((s) => s.id), response: p.responseSteps.map((s) => s.id) } };
+    return { reloaded: true, pipeline: proxy.pipeline() };
   });
 
   return app;
 }
 
 /** Listens on `admin.listen` ("host:port" or "[ipv6]:port"); `tokens` is the live holder the app checks. */
-export async function startAdmin(running: RunningProxy, listen: string, opts: AdminOptions): Promise<{ app: FastifyInstance; url: string; tokens: Tokens }> {
+export async function startAdmin(proxy: AdminSurface, listen: string, opts: AdminOptions): Promise<{ app: FastifyInstance; url: string; tokens: Tokens }> {
   const tokens = typeof opts.token === 'string' ? new Tokens([opts.token]) : opts.token;
-  const app = buildAdminApp(running, { ...opts, token: tokens });
+  const app = buildAdminApp(proxy, { ...opts, token: tokens });
   const { host, port } = hostPort(listen);
   return { app, url: await listenApp(app, host, port), tokens };
 }

@@ -1,0 +1,54 @@
+// The running proxy as the HTTP apps see it: objects satisfying the interfaces http/ declares
+// (runtime/http/surface.ts), so http/ never reaches into the server, its router or its pools.
+import type { AdminSurface, MetricsSource, PipelineView, Readiness } from '../http/surface.ts';
+import { metricsText, proxyMetricsRegistry } from '../telemetry/index.ts';
+import type { RunningProxy } from './serve.ts';
+
+/** The proxy's metrics and the plugin host's, one registry for every /metrics of the proxy. */
+export function proxyMetrics(running: RunningProxy): MetricsSource {
+  const own = proxyMetricsRegistry(running.server);
+  return {
+    contentType: own.contentType,
+    // The host registry is read at each scrape: a reload may have given plugins new metrics.
+    text: () => metricsText(own, running.pipelines.host.registry),
+  };
+}
+
+/**
+ * Readiness: not draining, and the upstream able to serve — one host: reachable (an open pooled
+ * connection, or a new one opened now within upstream.connect_timeout_ms); a replica set: a
+ * primary known; a mongos list: a router that answered its last check (the monitors' view, not
+ * the first seed's pool).
+ */
+export async function readiness(running: RunningProxy): Promise<Readiness> {
+  const server = running.server;
+  if (running.draining || server.draining) {
+    return { ready: false, reason: 'draining', message: 'the proxy is shutting down (SIGTERM): new clients should go elsewhere' };
+  }
+  const topology = server.router.topology;
+  if (topology !== null) {
+    const r = topology.readiness();
+    if (!r.ready) return { ready: false, reason: r.reason, upstream: topology.describe(), message: r.message };
+    return { ready: true, upstream: topology.describe() };
+  }
+  const pool = server.pool;
+  if (!(await pool.probe())) {
+    return { ready: false, reason: 'upstream_unreachable', upstream: pool.describe(), message: `no connection to the upstream: ${pool.lastError || 'connect failed'}` };
+  }
+  return { ready: true, upstream: pool.describe() };
+}
+
+export function defaultPipeline(running: RunningProxy): PipelineView {
+  const p = running.pipelines.get(running.config.pipeline.id);
+  return { id: p.id, request: p.requestSteps.map((s) => s.id), response: p.responseSteps.map((s) => s.id) };
+}
+
+export function adminSurface(running: RunningProxy, metrics: MetricsSource): AdminSurface {
+  return {
+    readiness: () => readiness(running),
+    metrics,
+    get logRing() { return running.logRing; },
+    pipeline: () => defaultPipeline(running),
+    reload: (next) => running.reload(next),
+  };
+}

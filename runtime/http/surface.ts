@@ -1,0 +1,33 @@
+// What the HTTP apps need of the running proxy, declared here so that http/ depends on nothing
+// above it: app/ builds objects that satisfy these (runtime/app/http-views.ts) and hands them in.
+import type { ProxyConfig } from '../config/index.ts';
+import type { LogRing } from '../log/ring.ts';
+
+/** The Prometheus exposition of every metric the proxy has, read at scrape time. */
+export interface MetricsSource {
+  readonly contentType: string;
+  text(): Promise<string>;
+}
+
+/** GET /readyz: ready, or 503 with a reason (`draining`, `upstream_unreachable`, a topology's). */
+export type Readiness =
+  | { ready: true; upstream: unknown }
+  | { ready: false; reason: string; upstream?: unknown; message: string };
+
+/** The step ids of a pipeline, as the admin API shows them. */
+export interface PipelineView {
+  id: string;
+  request: string[];
+  response: string[];
+}
+
+export interface AdminSurface {
+  readiness(): Promise<Readiness>;
+  readonly metrics: MetricsSource;
+  /** The recent log lines; null when the logger keeps none. */
+  readonly logRing: LogRing | null;
+  /** The default pipeline's steps. */
+  pipeline(): PipelineView;
+  /** Applies `next`, or throws (a ConfigError, a plugin's error) and keeps the running configuration. */
+  reload(next: ProxyConfig): Promise<void>;
+}
