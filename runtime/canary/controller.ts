@@ -14,6 +14,7 @@ import type { Aim, CanaryGraphs, PreparedCandidate, RetainedBaseline } from './g
 import { parseStartRequest, type CanaryDefaults, type CanarySpec } from './spec.ts';
 import type { CanaryRecord, CanaryStatus, CanaryStore, HistoryEntry, PromotionRecord, Sample } from './store.ts';
 import type { Promotions } from './promotions.ts';
+import { httpGate, type GateCaller } from './gate.ts';
 import { SideWindow, WindowTracker, type CanaryMetricsSource } from './windows.ts';
 import { CustomMetricWindows } from './custom-metrics.ts';
 import { historyView, iso, listRow, reportView, statusView } from './views.ts';
@@ -51,6 +52,8 @@ export interface ControllerOptions {
   log?: ControllerLog;
   /** Where a completion makes its graph the pipeline's baseline durably; null: only in memory. */
   promotions?: Promotions | null;
+  /** How a stage's pre-promotion gate is called (tests may replace it); default: an HTTP POST. */
+  gate?: GateCaller;
 }
 
 /** A canary this process runs: its record and what lives only in memory. */
@@ -94,6 +97,7 @@ export class CanaryController {
   readonly gracePeriodMs: number;
   private readonly log: ControllerLog;
   private readonly promotions: Promotions | null;
+  private readonly gate: GateCaller;
   private readonly canaries = new Map<string, LiveCanary>();
   /** Pipelines with a canary starting (its candidate is being built). */
   private readonly starting = new Set<string>();
@@ -111,6 +115,7 @@ export class CanaryController {
     this.gracePeriodMs = o.gracePeriodMs ?? 15 * 60_000;
     this.log = o.log ?? silentLog;
     this.promotions = o.promotions ?? null;
+    this.gate = o.gate ?? httpGate;
     for (const r of this.store.all()) this.canaries.set(r.id, new LiveCanary(r));
   }
 
@@ -266,6 +271,14 @@ export class CanaryController {
       }
     }
     const previous = r.current_stage;
+    if (opts.force !== true) {
+      const version = r.version;
+      const gate = await this.passGate(c, 'manual');
+      if (gate !== null && !gate.ok) {
+        throw new CanaryError('PROXY_ERR_CANARY_INVALID_STATE', `stage ${previous}'s gate did not confirm the promotion: ${gate.detail} (force skips it)`, { gate });
+      }
+      if (r.version !== version || !ACTIVE.has(r.status)) throw new CanaryError('PROXY_ERR_CANARY_CONFLICT', `canary ${id} changed while its gate was asked (now ${r.status})`);
+    }
     await this.advance(c, 'manual');
     const now = this.clock.now();
     return {
@@ -397,6 +410,11 @@ export class CanaryController {
         r.status = 'paused';
         this.commit(c, 'paused', `stage ${r.current_stage} conditions met; waiting at the manual gate`, null);
       } else {
+        const version = r.version;
+        const gate = await this.passGate(c, 'automatic');
+        // A failed gate holds the stage (asked again at the next evaluation); a rollback or another
+        // transition while it was asked wins.
+        if ((gate !== null && !gate.ok) || r.version !== version || r.status !== 'active') return ev;
         try {
           await this.advance(c, 'automatic');
         } catch (err) {
@@ -405,6 +423,33 @@ export class CanaryController {
       }
     }
     return ev;
+  }
+
+  /**
+   * The current stage's pre-promotion gate, if it has one: POSTed the canary's state; its answer is
+   * recorded in the history (`gate_passed` or `gate_failed`). null: the stage has no gate.
+   */
+  private async passGate(c: LiveCanary, by: 'manual' | 'automatic'): Promise<{ ok: boolean; detail: string; ms: number; url: string } | null> {
+    const r = c.record;
+    const stage = r.spec.stages[r.current_stage - 1];
+    const gate = stage.gate;
+    if (gate === undefined) return null;
+    const next = r.spec.stages[r.current_stage];
+    const res = await this.gate(gate, {
+      type: 'confirm-promotion', canary_id: r.id, pipeline_id: r.pipeline_id, stage: r.current_stage, traffic_pct: r.traffic_pct,
+      next_stage: next === undefined ? null : r.current_stage + 1, next_traffic_pct: next?.traffic_pct ?? null, completes: next === undefined,
+      triggered_by: by, baseline_version: r.baseline_version, candidate_version: r.candidate_version,
+      metrics: { window: 'stage', baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() },
+      description: r.spec.description,
+    });
+    const result = { ...res, url: gate.url };
+    const e = this.entry(c, res.ok ? 'gate_passed' : 'gate_failed',
+      res.ok ? `gate ${gate.url} confirmed the promotion (${res.detail}, ${res.ms} ms)` : `gate ${gate.url} did not confirm the promotion: ${res.detail} (${res.ms} ms); the stage holds`,
+      { url: gate.url, ok: res.ok, result: res.detail, ms: res.ms, triggered_by: by });
+    this.store.save(r, [e]);
+    this.notify(r.id, e);
+    if (!res.ok) this.log.warn('canary gate did not confirm the promotion; the stage holds', { canary_id: r.id, stage: r.current_stage, url: gate.url, result: res.detail });
+    return result;
   }
 
   /** Stage n → n+1, or completion past (or on reaching) the last stage. */

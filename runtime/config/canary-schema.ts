@@ -30,6 +30,10 @@ export const stageSchema = v.strictObject({
   min_duration: onReload(duration('Minimum time at the stage before it may be promoted.')),
   min_requests: onReload(count('Minimum candidate requests since entering the stage before it may be promoted.')),
   manual_gate: onReload(v.optional(v.pipe(v.boolean(), v.description('With auto_promote, the canary pauses here (status `paused`) until promoted by hand.')))),
+  gate: onReload(v.optional(v.pipe(v.strictObject({
+    url: onReload(v.pipe(v.string(), v.url('expected an http:// or https:// URL'), v.regex(/^https?:\/\//i, 'expected an http:// or https:// URL'), v.description('Where the gate is POSTed the canary\'s state.'))),
+    timeout_ms: onReload(v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(60_000), v.description('How long the gate has to answer, ms.')), 5000)),
+  }), v.description('Pre-promotion webhook: the canary leaves this stage only after a POST to `url` answers 2xx within `timeout_ms` (default 5000); a failure or timeout holds the stage and is retried at each evaluation.')))),
 });
 
 export const stagesSchema = v.pipe(
