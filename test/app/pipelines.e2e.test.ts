@@ -3,7 +3,7 @@
 // pipelines and their own profiles (/api/profile?pipeline_id=), a request-level match (collection,
 // command) picks a pipeline per request, a canary on one pipeline leaves the other untouched,
 // `proxy canary rollback --all` (the real CLI) rolls back the canary of every pipeline, and a
-// reload replaces the pipelines for connections already open. A pipeline is told apart by what it
+// reload replaces the pipelines for connections already open; `match.user` follows the login. A pipeline is told apart by what it
 // does: its filter step denies one probe value, which the others serve.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,6 +15,7 @@ import { MongoClient, MongoServerError } from 'mongodb';
 import { parseConfig, ConfigError } from '../../runtime/config/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
+import { scramUserEntry } from '../../runtime/cli/user.ts';
 
 const TOKEN = 'pipelines-e2e-token-0123456789';
 const deny = (name: string, value: string) => ({ config: { rules: [{ name, action: 'deny', field: { path: 'filter.k', equals: value } }] } });
@@ -202,4 +203,25 @@ test('a reload replaces the pipelines: an open connection is routed by the new m
   assert.ok(!proxy.pipelines.ids().includes('audit'), 'the removed pipeline\'s graphs are let go');
   const graphs = await (await fetch(`${proxy.profilingUrl}/api/profile/graphs`)).json() as { pipelines: string[] };
   assert.deepEqual(graphs.pipelines, ['orders', 'reports', 'default']);
+});
+
+test('match.user routes by the logged-in user (auth optional: anonymous connections take the default)', async () => {
+  const users = [scramUserEntry('ann', 'admin', 'ann-pw', 4096), scramUserEntry('bob', 'admin', 'bob-pw', 4096)];
+  const p = await startProxy(parseConfig({
+    listen: '127.0.0.1:0', log: { level: 'error' }, auth: { mode: 'optional', users },
+    pipelines: [{ id: 'ann', match: { user: 'ann' }, request: ['filter'], steps: { filter: deny('ann-only', 'ann-probe') } }],
+  }, null), { log: new Logger('test', 'error') });
+  const port = p.port;
+  const as = (user: string | null) => {
+    const c = new MongoClient(user === null ? `mongodb://127.0.0.1:${port}/` : `mongodb://${user}:${user}-pw@127.0.0.1:${port}/?authSource=admin`, { maxPoolSize: 1 });
+    clients.push(c);
+    return c;
+  };
+  try {
+    assert.equal(await probe(as('ann'), 'ann-probe'), 'denied');
+    assert.equal(await probe(as('bob'), 'ann-probe'), 'served');
+    assert.equal(await probe(as(null), 'ann-probe'), 'served');
+  } finally {
+    await p.close();
+  }
 });
