@@ -7,7 +7,7 @@
 // exactly one winner; a rollback never waits and always wins a race it takes part in.
 import { randomBytes } from 'node:crypto';
 import { canaryDurationMs } from '../config/index.ts';
-import type { CanaryEvent, CanaryEventSink, CanaryEventType, RuleReading, SideMetrics } from './events.ts';
+import { transitionEventId, warningEventId, type CanaryEvent, type CanaryEventSink, type CanaryEventType, type RuleReading, type SideMetrics } from './events.ts';
 import { CanaryError } from './errors.ts';
 import { evaluate, formatDuration, volumeConditions, type CustomValues, type Evaluation } from './evaluator.ts';
 import type { Aim, CanaryGraphs, PreparedCandidate, RetainedBaseline } from './graphs.ts';
@@ -399,7 +399,7 @@ export class CanaryController {
     }
     this.store.save(r, entries);
     for (const e of entries) this.notify(r.id, e);
-    if (ev.warnings.length > 0) this.emit(c, 'canary.threshold_warning', { rules: ev.warnings, metrics: { baseline: window.baseline.metrics(), candidate: window.candidate.metrics() } }, `warning:${now}`);
+    if (ev.warnings.length > 0) this.emit(c, 'canary.threshold_warning', { rules: ev.warnings, metrics: { baseline: window.baseline.metrics(), candidate: window.candidate.metrics() } }, warningEventId(r.id, now));
     if (ev.rollback.length > 0) {
       const reason = ev.rollback.map((x) => `${x.rule} ${x.value} > ${x.threshold} for ${x.sustained_for}`).join('; ');
       this.rollback(r.id, { reason, triggeredBy: 'automatic', rules: ev.rollback });
@@ -610,14 +610,14 @@ export class CanaryController {
         extra.reason = r.outcome?.reason;
         extra.rules = r.outcome?.rules;
       }
-      this.emit(c, type, extra, String(r.version));
+      this.emit(c, type, extra, transitionEventId(r.id, r.version, type as Exclude<CanaryEventType, 'canary.threshold_warning'>));
     }
   }
 
-  private emit(c: LiveCanary, type: CanaryEventType, extra: Partial<CanaryEvent>, discriminator: string): void {
+  private emit(c: LiveCanary, type: CanaryEventType, extra: Partial<CanaryEvent>, id: string): void {
     const r = c.record;
     const ev: CanaryEvent = {
-      id: `${r.id}:${discriminator}:${type}`, type, at: iso(this.clock.now()), canary_id: r.id, pipeline_id: r.pipeline_id,
+      id, type, at: iso(this.clock.now()), canary_id: r.id, pipeline_id: r.pipeline_id,
       stage: r.current_stage, traffic_pct: r.traffic_pct, baseline_version: r.baseline_version, candidate_version: r.candidate_version,
       ...extra,
     };

@@ -13,6 +13,25 @@ export const CANARY_EVENT_TYPES = [
 
 export type CanaryEventType = typeof CANARY_EVENT_TYPES[number];
 
+/**
+ * The one form of an event id (docs/canary.md, "Event ids"): a transition's is
+ * `<canary_id>:<version>:<type>` — the record's version after the transition, so it is the same on
+ * every retry and after a restart, and two transitions never share one; a threshold warning (no
+ * transition, no version bump) is `<canary_id>:warning:<ms>:canary.threshold_warning`, with the
+ * evaluation's time in ms since the epoch. Receivers deduplicate on it (webhook `X-Proxy-Event-Id`,
+ * email `X-Proxy-Event-Id` and `Message-ID`, the payload's `id`).
+ */
+export function transitionEventId(canaryId: string, version: number, type: Exclude<CanaryEventType, 'canary.threshold_warning'>): string {
+  return `${canaryId}:${version}:${type}`;
+}
+
+export function warningEventId(canaryId: string, atMs: number): string {
+  return `${canaryId}:warning:${atMs}:canary.threshold_warning`;
+}
+
+/** Matches either form; the groups are the canary id, then the version or the warning's ms. */
+export const EVENT_ID_PATTERN = /^(c-[0-9a-f]+):(?:(\d+):(canary\.(?:started|promoted|rolled_back|completed))|warning:(\d+):canary\.threshold_warning)$/;
+
 /** One side's figures over the evaluation window (SPEC §2.8 metrics.baseline / .candidate). */
 export interface SideMetrics {
   requests: number;
