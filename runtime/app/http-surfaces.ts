@@ -11,7 +11,7 @@ import type { CanaryController } from '../canary/index.ts';
 import type { Profiler, SnapshotStore } from '../profiling/index.ts';
 import { Tokens, startAdmin, startControlPlane, startProfilingHttp } from '../http/index.ts';
 import type { MetricsSource } from '../http/surface.ts';
-import { adminSurface, proxyMetrics } from './http-views.ts';
+import { adminSurface, profilingSurface, proxyMetrics } from './http-views.ts';
 import type { RunningProxy } from './serve.ts';
 
 interface Http { app: FastifyInstance; url: string }
@@ -75,7 +75,8 @@ export class HttpSurfaces {
   }
 
   openProfiling(p: NonNullable<ProxyConfig['profiling']>): Promise<Http> {
-    return startProfilingHttp(this.deps.running, this.deps.profiler!, { host: p.host, port: p.port, token: this.profilingTokens, snapshots: this.deps.snapshots });
+    this.metrics ??= proxyMetrics(this.deps.running);
+    return startProfilingHttp(profilingSurface(this.deps.running, this.metrics), this.deps.profiler!, { host: p.host, port: p.port, token: this.profilingTokens, snapshots: this.deps.snapshots });
   }
 
   openControlPlane(cp: NonNullable<ProxyConfig['control_plane']>): Promise<Http> {

@@ -1,7 +1,7 @@
 // The running proxy as the HTTP apps see it: objects satisfying the interfaces http/ declares
 // (runtime/http/surface.ts), so http/ never reaches into the server, its router or its pools.
-import type { AdminSurface, MetricsSource, PipelineView, Readiness } from '../http/surface.ts';
-import { metricsText, proxyMetricsRegistry } from '../telemetry/index.ts';
+import type { AdminSurface, MetricsSource, PipelineView, ProfilingSurface, Readiness } from '../http/surface.ts';
+import { metricsText, proxyMetricsRegistry } from './proxy-metrics.ts';
 import type { RunningProxy } from './serve.ts';
 
 /** The proxy's metrics and the plugin host's, one registry for every /metrics of the proxy. */
@@ -50,5 +50,14 @@ export function adminSurface(running: RunningProxy, metrics: MetricsSource): Adm
     get logRing() { return running.logRing; },
     pipeline: () => defaultPipeline(running),
     reload: (next) => running.reload(next),
+  };
+}
+
+export function profilingSurface(running: RunningProxy, metrics: MetricsSource): ProfilingSurface {
+  return {
+    defaultPipelineId: () => running.server.pipelineId,
+    pipelineIds: () => running.server.routing.ids,
+    metrics,
+    controlPlaneUrl: () => running.controlPlaneUrl,
   };
 }

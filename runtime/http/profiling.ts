@@ -14,14 +14,13 @@
 // with profiling.token set every request needs `Authorization: Bearer <token>`.
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import * as hdr from 'hdr-histogram-js';
-import type { RunningProxy } from '../app/serve.ts';
 import { foldFrames, foldedText, profilingMetricsText, type Profiler, type Distribution, type SnapshotStore } from '../profiling/index.ts';
-import { proxyMetricsRegistry, metricsText } from '../telemetry/index.ts';
 import { parseHost } from '../config/index.ts';
 import { sendError } from './reply.ts';
 import { createApp, listenApp } from './app.ts';
 import { Tokens } from './tokens.ts';
 import { registerDashboard, isDashboardAsset } from './dashboard.ts';
+import type { ProfilingSurface } from './surface.ts';
 
 export interface ProfilingHttpOptions {
   host: string;
@@ -58,7 +57,7 @@ function distribution(s: Distribution) {
   };
 }
 
-export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opts: ProfilingHttpOptions): FastifyInstance {
+export function buildProfilingApp(proxy: ProfilingSurface, profiler: Profiler, opts: ProfilingHttpOptions): FastifyInstance {
   const app = createApp({
     tokens: profilingTokens(opts.token),
     isPublic: (req) => req.method === 'GET' && isDashboardAsset(req.url),
@@ -78,10 +77,11 @@ export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opt
       send(reply, 'PROXY_ERR_BAD_QUERY', `pipeline must be "baseline" or "candidate", got "${variant}"`);
       return null;
     }
-    const id = q.pipeline_id ?? running.server.pipelineId;
+    const id = q.pipeline_id ?? proxy.defaultPipelineId();
+    const configured = proxy.pipelineIds();
     // A configured pipeline, or one that has recorded requests (a reload may have removed it since).
-    if (!running.server.routing.ids.includes(id) && ![...profiler.allGraphs()].some((x) => x.pipelineId === id)) {
-      send(reply, 'PROXY_ERR_NOT_FOUND', `no pipeline "${id}" (configured: ${running.server.routing.ids.join(', ')})`);
+    if (!configured.includes(id) && ![...profiler.allGraphs()].some((x) => x.pipelineId === id)) {
+      send(reply, 'PROXY_ERR_NOT_FOUND', `no pipeline "${id}" (configured: ${configured.join(', ')})`);
       return null;
     }
     return { id, variant };
@@ -97,7 +97,7 @@ export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opt
     const graphs = [];
     for (const g of profiler.allGraphs()) graphs.push({ pipeline_id: g.pipelineId, pipeline: g.variant, requests: g.ok + g.errors });
     // `pipelines`: the configured pipelines in matching order (the default last), recorded or not.
-    return { default_pipeline_id: running.server.pipelineId, pipelines: running.server.routing.ids, graphs };
+    return { default_pipeline_id: proxy.defaultPipelineId(), pipelines: proxy.pipelineIds(), graphs };
   });
 
   app.post('/api/profile/reset', async () => {
@@ -133,7 +133,7 @@ export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opt
         })),
       });
     }
-    return { since: new Date(profiler.since).toISOString(), default_pipeline_id: running.config.pipeline.id, graphs };
+    return { since: new Date(profiler.since).toISOString(), default_pipeline_id: proxy.defaultPipelineId(), graphs };
   });
 
   app.get('/api/profile/flamegraph', async (req, reply) => {
@@ -171,12 +171,11 @@ export function buildProfilingApp(running: RunningProxy, profiler: Profiler, opt
     return { interval_s: store.intervalMs / 1000, truncated: r.truncated, points: r.points };
   });
 
-  registerDashboard(app, { controlPlaneUrl: () => running.controlPlaneUrl });
+  registerDashboard(app, { controlPlaneUrl: () => proxy.controlPlaneUrl() });
 
-  const own = proxyMetricsRegistry(running.server);
   app.get('/metrics', async (_req, reply) => {
-    reply.header('content-type', own.contentType);
-    const base = await metricsText(own, running.pipelines.host.registry);
+    reply.header('content-type', proxy.metrics.contentType);
+    const base = await proxy.metrics.text();
     return (base.endsWith('\n') ? base : `${base}\n`) + profilingMetricsText(profiler);
   });
 
@@ -189,9 +188,9 @@ function profilingTokens(token: string | null | Tokens): Tokens {
 }
 
 /** Listens on `profiling.host` (a host name, IPv4 or IPv6 address, bracketed or not) and port. */
-export async function startProfilingHttp(running: RunningProxy, profiler: Profiler, opts: ProfilingHttpOptions): Promise<{ app: FastifyInstance; url: string; tokens: Tokens }> {
+export async function startProfilingHttp(proxy: ProfilingSurface, profiler: Profiler, opts: ProfilingHttpOptions): Promise<{ app: FastifyInstance; url: string; tokens: Tokens }> {
   const tokens = profilingTokens(opts.token);
-  const app = buildProfilingApp(running, profiler, { ...opts, token: tokens });
+  const app = buildProfilingApp(proxy, profiler, { ...opts, token: tokens });
   const host = parseHost(opts.host);
   if (typeof host !== 'string') throw new TypeError(`profiling.host: ${host.problem}`);
   return { app, url: await listenApp(app, host, opts.port), tokens };

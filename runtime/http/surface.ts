@@ -31,3 +31,14 @@ export interface AdminSurface {
   /** Applies `next`, or throws (a ConfigError, a plugin's error) and keeps the running configuration. */
   reload(next: ProxyConfig): Promise<void>;
 }
+
+export interface ProfilingSurface {
+  /** The default pipeline's id: the one requests no `pipelines` entry matches go through. */
+  defaultPipelineId(): string;
+  /** The configured pipelines in matching order (the default last); a reload may change them. */
+  pipelineIds(): readonly string[];
+  /** The proxy's and the plugins' metrics; the endpoint adds the profiler's. */
+  readonly metrics: MetricsSource;
+  /** Base URL of the canary control plane (the dashboard's canary widget calls it), or null. */
+  controlPlaneUrl(): string | null;
+}

@@ -1,4 +1,3 @@
-export { proxyMetricsRegistry, metricsText } from './proxy-metrics.ts';
 export { Tracing, tracesUrl, type TracingSettings, type TracedRequest, type TracingLog } from './tracing.ts';
 export { TracingRecorder } from './trace-recorder.ts';
 export { parseTraceparent, removeElement, TraceContextReader, type TraceParent } from './traceparent.ts';

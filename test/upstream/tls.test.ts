@@ -15,7 +15,7 @@ import { parseConfig } from '../../runtime/config/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { parseUpstreamUri } from '../../runtime/upstream/uri.ts';
 import { Logger } from '../../runtime/log/index.ts';
-import { proxyMetricsRegistry } from '../../runtime/telemetry/index.ts';
+import { proxyMetricsRegistry } from '../../runtime/app/proxy-metrics.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'proxy-tls-'));
 const running: RunningProxy[] = [];
