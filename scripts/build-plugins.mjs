@@ -12,7 +12,7 @@
 // size (the fixture plugins are 5–14 KB) and a collector; stub vs incremental call cost has not
 // been measured side by side — the idle-step path allocates nothing (bench/idle-step.ts).
 import asc from 'assemblyscript/asc';
-import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -37,6 +37,31 @@ function collect(base) {
     .map((n) => ({ name: n, dir: join(dir, n), entry: join(base, n, 'assembly', 'index.ts') }));
 }
 
+function sourceFiles(dir) {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir).flatMap((n) => {
+    const p = join(dir, n);
+    return statSync(p).isDirectory() ? sourceFiles(p) : p.endsWith('.ts') ? [p] : [];
+  });
+}
+
+/**
+ * The packages a plugin's AssemblyScript imports that are not installed. An example may use a
+ * development package (examples/redact parses its config with assemblyscript-json), which a
+ * production install (`npm install --omit=dev`) leaves out: that example is skipped, not a failed
+ * build. The built-in plugins import only the SDK.
+ */
+function missingPackages(dir) {
+  const missing = new Set();
+  for (const file of sourceFiles(join(dir, 'assembly'))) {
+    for (const m of readFileSync(file, 'utf8').matchAll(/^\s*(?:import|export)\b[^'"]*\bfrom\s*['"]([^'"./][^'"]*)['"]/gm)) {
+      const name = m[1].split('/').slice(0, m[1].startsWith('@') ? 2 : 1).join('/');
+      if (!existsSync(join(root, 'node_modules', name, 'package.json'))) missing.add(name);
+    }
+  }
+  return [...missing];
+}
+
 /** Build the plugins found under the given base folders into outDir. Returns built names. */
 export async function buildPlugins({ bases = ['plugins', 'examples'], outDir = join(root, 'build', 'plugins'), force = false, log = console.log } = {}) {
   mkdirSync(outDir, { recursive: true });
@@ -48,6 +73,13 @@ export async function buildPlugins({ bases = ['plugins', 'examples'], outDir = j
   const built = [];
   for (const base of bases) {
     for (const p of collect(base)) {
+      if (base === 'examples') {
+        const missing = missingPackages(p.dir);
+        if (missing.length > 0) {
+          log(`skipped ${p.entry}: needs ${missing.join(', ')} (a development package: npm install without --omit=dev)`);
+          continue;
+        }
+      }
       const out = join(outDir, `${p.name}.wasm`);
       if (!force && existsSync(out) && statSync(out).mtimeMs >= Math.max(sdkTime, newestMtime(p.dir))) continue;
       const stderr = [];
