@@ -10,6 +10,7 @@ import {
   ProxyConfigSchema,
   defaultConfig,
   describeExpected,
+  objectKeysAt,
   recordKeySchemaAt,
   schemaAtPath,
   type ProxyConfig,
@@ -141,7 +142,11 @@ function toIssue(issue: Issue): ConfigIssue {
   if (last?.origin === 'key') {
     // A required key that is absent (valibot reports it on the key, with nothing as the input).
     if (issue.input === undefined && issue.received === 'undefined') return { path, message: 'is required' };
-    if (issue.expected === 'never') return { path, message: `unknown key "${String(keys[keys.length - 1])}"` };
+    if (issue.expected === 'never') {
+      const key = String(keys[keys.length - 1]);
+      const near = closest(key, objectKeysAt(keys.slice(0, -1)));
+      return { path, message: `unknown key "${key}"${near === null ? '' : `; did you mean "${near}"?`}` };
+    }
     const keySchema = recordKeySchemaAt(keys.slice(0, -1));
     const expected = keySchema ? describeExpected(keySchema) : (issue.expected ?? 'a valid key');
     return { path, message: `invalid key: expected ${expected}, received ${show(issue.input)}` };
@@ -149,6 +154,34 @@ function toIssue(issue: Issue): ConfigIssue {
   const schema = schemaAtPath(keys);
   const expected = schema ? describeExpected(schema) : (issue.expected ?? 'a valid value');
   return { path, message: `expected ${expected}, received ${show(issue.input)}` };
+}
+
+/** The known key nearest to a misspelt one (edit distance at most 2, and less than half its length), or null. */
+export function closest(key: string, known: readonly string[]): string | null {
+  let best: string | null = null;
+  let bestDistance = Math.min(2, Math.floor((key.length - 1) / 2));
+  for (const k of known) {
+    const d = editDistance(key.toLowerCase(), k.toLowerCase());
+    if (d <= bestDistance && (best === null || d < editDistance(key.toLowerCase(), best.toLowerCase()))) {
+      best = k;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+/** Levenshtein distance, with an adjacent swap counting as one edit (a common typo). */
+function editDistance(a: string, b: string): number {
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => [i, ...new Array<number>(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) d[0][j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.length][b.length];
 }
 
 /** `['pipeline', 'request', 1]` → `pipeline.request[1]`. */

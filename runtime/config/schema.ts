@@ -515,7 +515,7 @@ export const ProxyConfigSchema = v.pipe(
         const entry = (owner === null ? undefined : owner.steps?.[name]) ?? cfg.steps[name];
         if (entry?.module !== undefined || entry?.package !== undefined) return;
         addIssue({
-          message: `step "${id}" is not built-in and steps.${name} names no "module" or "package"`,
+          message: `unknown step type "${id}": not a built-in step (${BUILTIN_STEPS.join(', ')}), and steps.${name} names no "module" or "package"`,
           path: [...pathItems(root, path), { type: 'array', origin: 'value', input: list, key: i, value: id }] as unknown as [v.IssuePathItem, ...v.IssuePathItem[]],
         });
       });
@@ -652,6 +652,14 @@ export function schemaKeys(): SchemaKey[] {
   };
   walk((rootObject as unknown as AnySchema).entries ?? {}, '');
   return out;
+}
+
+/** The keys an object at `path` accepts (none when `path` is not an object), to suggest a misspelt key. */
+export function objectKeysAt(path: readonly (string | number)[]): string[] {
+  const s = path.length === 0 ? (rootObject as unknown as AnySchema) : schemaAtPath(path);
+  if (!s) return [];
+  const b = base(s);
+  return (b.type === 'strict_object' || b.type === 'object') && b.entries ? Object.keys(b.entries) : [];
 }
 
 /** The key schema of the record found at `path`, used to explain a refused record key. */

@@ -107,6 +107,22 @@ test('an unknown key is refused with its path', () => {
   assert.match(err.message, /proxy\.yaml: upstream\.foo: unknown key "foo"/);
 });
 
+test('a misspelt key is refused with the nearest known key at its place as a suggestion', () => {
+  const top = refused(() => parseConfig({ pipline: { request: [] } }, 'proxy.yaml'));
+  assert.deepEqual(top.issues, [{ path: 'pipline', message: 'unknown key "pipline"; did you mean "pipeline"?' }]);
+  const nested = refused(() => parseConfig({ upstream: { pool_sise: 5 } }, null));
+  assert.deepEqual(nested.issues, [{ path: 'upstream.pool_sise', message: 'unknown key "pool_sise"; did you mean "pool_size"?' }]);
+  const swapped = refused(() => parseConfig({ upstream: { uir: 'mongodb://127.0.0.1:1' } }, null));
+  assert.deepEqual(swapped.issues, [{ path: 'upstream.uir', message: 'unknown key "uir"; did you mean "uri"?' }]);
+});
+
+test('an unknown step type names the built-in steps', () => {
+  const err = refused(() => parseConfig({ pipeline: { request: ['nosuch'] } }, null));
+  assert.equal(err.issues.length, 1);
+  assert.equal(err.issues[0].path, 'pipeline.request[0]');
+  assert.match(err.issues[0].message, /^unknown step type "nosuch": not a built-in step \(logging, filter, cache, metrics, rate_limit, auth, transform, route\)/);
+});
+
 test('a wrong type is refused with its path, what was expected and what was received', () => {
   const err = refused(() => parseConfig({ upstream: { pool_size: 'abc' } }, 'proxy.yaml'));
   assert.deepEqual(err.issues, [{ path: 'upstream.pool_size', message: 'expected integer >= 1, received "abc"' }]);

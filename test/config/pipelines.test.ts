@@ -61,7 +61,7 @@ test('an identical or covering earlier match shadows a later pipeline; a narrowe
 
 test('an unknown step, a bad CIDR and an unknown match key are refused with their key path', () => {
   assert.deepEqual(refused({ pipelines: [{ id: 'a', match: { db: 'x' }, response: ['metrics', 'nope'] }] }), [
-    'pipelines[0].response[1]: step "nope" is not built-in and steps.nope names no "module" or "package"',
+    'pipelines[0].response[1]: unknown step type "nope": not a built-in step (logging, filter, cache, metrics, rate_limit, auth, transform, route), and steps.nope names no "module" or "package"',
   ]);
   // A pipeline's own steps entry names the module.
   assert.doesNotThrow(() => parseConfig({ pipelines: [{ id: 'a', request: ['redact'], steps: { redact: { module: 'build/plugins/redact.wasm' } } }] }, null));
