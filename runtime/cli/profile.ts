@@ -358,14 +358,14 @@ function metricValue(text: string, name: string, labels: Record<string, string>)
 // ---- Options -------------------------------------------------------------------------------------
 
 interface ProfileCliOptions {
-  url?: unknown; token?: unknown; pipelineId?: unknown; pipeline?: unknown; json?: boolean; duration?: unknown; output?: unknown;
+  url?: unknown; token?: unknown; pipelineId?: unknown; pipeline?: unknown; variant?: unknown; json?: boolean; duration?: unknown; output?: unknown;
   reset?: boolean; live?: boolean; threshold?: unknown; flamegraph?: boolean; minWidth?: unknown; title?: unknown; step?: unknown;
   compare?: unknown; export?: boolean; format?: unknown; aggregate?: boolean; instances?: unknown; mmap?: unknown;
 }
 
 type Mode = 'snapshot' | 'report' | 'live' | 'flamegraph' | 'step' | 'compare' | 'export' | 'aggregate' | 'mmap';
 
-/** Options each form accepts beyond the common ones (url, token, pipeline-id, pipeline, json). */
+/** Options each form accepts beyond the common ones (url, token, pipeline, pipeline-id, variant, json). */
 const MODE_OPTIONS: Record<Mode, readonly string[]> = {
   snapshot: [], report: ['duration', 'output', 'reset'], live: ['threshold'], flamegraph: ['duration', 'output', 'minWidth', 'title', 'format'],
   step: ['duration', 'reset'], compare: ['output'], export: ['format', 'output'], aggregate: ['instances', 'duration', 'output', 'reset'],
@@ -405,8 +405,9 @@ export function registerProfile(cli: CAC): void {
   cli.command('profile [experiment]', 'Read the profiling endpoint: snapshot, window report, live tail, flame graph, step detail, compare, export, aggregate')
     .option('--url <url>', `profiling endpoint (default $PROXY_PROFILE_URL, else ${DEFAULT_URL})`)
     .option('--token <token>', 'bearer token of the endpoint (default $PROXY_PROFILE_TOKEN)')
-    .option('--pipeline-id <id>', 'graph to read (default: the proxy\'s pipeline.id; windows: the busiest graph)')
-    .option('--pipeline <variant>', 'baseline | candidate', { default: 'baseline' })
+    .option('--pipeline <id>', 'pipeline whose graph to read (default: the default pipeline; windows: the busiest graph); "baseline" or "candidate" here still mean --variant')
+    .option('--pipeline-id <id>', 'the same as --pipeline <id>')
+    .option('--variant <variant>', 'baseline | candidate (default baseline)')
     .option('--json', 'machine-readable output on stdout')
     .option('--duration <d>', 'window to measure (10s, 1m); for --flamegraph the window looked back on')
     .option('--output <file>', 'write the report / SVG / export / diff SVG to this file')
@@ -445,17 +446,26 @@ async function profileCommand(experiment: string | undefined, o: ProfileCliOptio
   if (chosen.length > 1) usage(`choose one of --live, --flamegraph, --step, --compare, --export, --aggregate, --mmap (got ${chosen.map((m) => `--${m}`).join(', ')})`);
   const mode: Mode = chosen[0] ?? (o.duration !== undefined ? 'report' : 'snapshot');
   // The file form reads no endpoint: --url and --token would be silently ignored, so they are refused.
-  const allowed = new Set([...(mode === 'mmap' ? [] : ['url', 'token']), 'pipelineId', 'pipeline', 'json', mode, ...MODE_OPTIONS[mode]]);
+  const allowed = new Set([...(mode === 'mmap' ? [] : ['url', 'token']), 'pipelineId', 'pipeline', 'variant', 'json', mode, ...MODE_OPTIONS[mode]]);
   for (const [k, v] of Object.entries(o)) {
     if (k === '--' || k.includes('-') || v === undefined) continue;
     if (!allowed.has(k)) usage(`${FLAG_OF[k] ?? `--${k}`} does not apply to ${mode === 'snapshot' ? 'the snapshot' : mode === 'report' ? '--duration' : `--${mode}`}`);
   }
   if (experiment !== undefined && mode !== 'compare') usage(`unexpected argument "${experiment}"`);
-  const variant = String(o.pipeline ?? 'baseline');
-  if (variant !== 'baseline' && variant !== 'candidate') usage(`--pipeline must be baseline or candidate, got "${variant}"`);
+  // --pipeline names a pipeline; its old meaning, the graph variant, is kept for "baseline" and
+  // "candidate" (ids a configuration refuses, so no pipeline is shadowed by it).
+  const pipelineArg = raw('pipeline', o.pipeline);
+  const legacyVariant = pipelineArg === 'baseline' || pipelineArg === 'candidate' ? pipelineArg : undefined;
+  const pipelineIdArg = raw('pipeline-id', o.pipelineId);
+  const pipelineId = legacyVariant === undefined ? pipelineArg : undefined;
+  if (pipelineId !== undefined && pipelineIdArg !== undefined && pipelineId !== pipelineIdArg) usage(`--pipeline ${pipelineId} and --pipeline-id ${pipelineIdArg} name different pipelines`);
+  const variantArg = raw('variant', o.variant);
+  if (variantArg !== undefined && legacyVariant !== undefined && variantArg !== legacyVariant) usage(`--variant ${variantArg} and --pipeline ${legacyVariant} disagree`);
+  const variant = variantArg ?? legacyVariant ?? 'baseline';
+  if (variant !== 'baseline' && variant !== 'candidate') usage(`--variant must be baseline or candidate, got "${variant}"`);
   const url = baseUrl(raw('url', o.url) ?? process.env.PROXY_PROFILE_URL ?? DEFAULT_URL, '--url');
   const token = raw('token', o.token) ?? process.env.PROXY_PROFILE_TOKEN ?? null;
-  const ctx: Ctx = { client: new ProfileClient(url, token === '' ? null : token), pipelineId: raw('pipeline-id', o.pipelineId), variant, json: o.json === true, o, experiment };
+  const ctx: Ctx = { client: new ProfileClient(url, token === '' ? null : token), pipelineId: pipelineId ?? pipelineIdArg, variant, json: o.json === true, o, experiment };
   switch (mode) {
     case 'snapshot': return snapshotCommand(ctx);
     case 'report': return reportCommand(ctx);

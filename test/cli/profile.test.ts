@@ -181,6 +181,29 @@ const snapshot = {
   ],
 };
 
+test('--pipeline <id> selects a pipeline\'s graph (--variant its baseline or candidate); "baseline"/"candidate" keep meaning the variant', async () => {
+  const f = await fixture((_req, u) => (u.pathname === '/api/profile' ? { body: snapshot } : null));
+  try {
+    const one = await run(['--url', f.url, '--pipeline', 'reports', '--json']);
+    assert.equal(one.status, 0, one.stderr);
+    assert.equal(f.calls.at(-1), 'GET /api/profile?pipeline_id=reports&pipeline=baseline');
+    const cand = await run(['--url', f.url, '--pipeline', 'reports', '--variant', 'candidate', '--json']);
+    assert.equal(cand.status, 0, cand.stderr);
+    assert.equal(f.calls.at(-1), 'GET /api/profile?pipeline_id=reports&pipeline=candidate');
+    const legacy = await run(['--url', f.url, '--pipeline', 'candidate', '--json']);
+    assert.equal(legacy.status, 0, legacy.stderr);
+    assert.equal(f.calls.at(-1), 'GET /api/profile?pipeline=candidate');
+    const clash = await run(['--url', f.url, '--pipeline', 'reports', '--pipeline-id', 'audit']);
+    assert.equal(clash.status, 2);
+    assert.match(clash.stderr, /--pipeline reports and --pipeline-id audit name different pipelines/);
+    const bad = await run(['--url', f.url, '--variant', 'other']);
+    assert.equal(bad.status, 2);
+    assert.match(bad.stderr, /--variant must be baseline or candidate, got "other"/);
+  } finally {
+    await f.close();
+  }
+});
+
 test('--export: one JSON line or CSV row per (step, phase) with the snapshot fields; --output or stdout', async () => {
   const f = await fixture((_req, u) => (u.pathname === '/api/profile' ? { body: snapshot } : null));
   try {
@@ -433,7 +456,7 @@ test('errors: unreachable, disabled, token rejected (exit 1); bad usage (exit 2)
 
   for (const [args, message] of [
     [['--live', '--export'], /choose one of --live, --flamegraph, --step, --compare, --export, --aggregate, --mmap \(got --live, --export\)/],
-    [['--pipeline', 'canary'], /--pipeline must be baseline or candidate, got "canary"/],
+    [['--variant', 'canary'], /--variant must be baseline or candidate, got "canary"/],
     [['--duration', '10'], /--duration "10" is not a duration/],
     [['--format', 'csv'], /--format does not apply to the snapshot/],
     [['--live', '--threshold', 'fast'], /--threshold "fast" is not a duration in microseconds/],
