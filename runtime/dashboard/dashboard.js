@@ -70,8 +70,10 @@
   async function loadGraphs() {
     const g = await api('/api/profile/graphs');
     const sel = $('pipeline-id');
-    const ids = Array.from(new Set([g.default_pipeline_id].concat(g.graphs.map((x) => x.pipeline_id))));
-    sel.replaceChildren(...ids.map((id) => new Option(id, id)));
+    // The configured pipelines in matching order (config `pipelines`), then any graph recorded
+    // earlier under another id (a pipeline a reload removed).
+    const ids = Array.from(new Set((g.pipelines || [g.default_pipeline_id]).concat(g.graphs.map((x) => x.pipeline_id))));
+    sel.replaceChildren(...ids.map((id) => new Option(id === g.default_pipeline_id && ids.length > 1 ? id + ' (default)' : id, id)));
     state.pipelineId = state.pipelineId || g.default_pipeline_id;
     sel.value = state.pipelineId;
     const hasCandidate = g.graphs.some((x) => x.pipeline_id === state.pipelineId && x.pipeline === 'candidate');
