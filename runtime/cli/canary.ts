@@ -7,11 +7,12 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { CanaryCliError, CanaryClient, EXIT, usage } from './canary-client.ts';
 import { typedOption, httpBaseUrl } from './argv.ts';
+import { fragmentFor, fragmentYaml, readPlain, writeFragment, type BaselineAnswer } from './canary-adopt.ts';
 import { isRunning, num, renderHistory, renderStatus, table, type History, type Report, type Side, type Status } from './canary-render.ts';
 
 const DEFAULT_URL = 'http://127.0.0.1:9092';
 const WATCH_INTERVAL_MS = 5000;
-const ACTIONS = ['start', 'status', 'promote', 'rollback', 'list', 'history', 'metrics'] as const;
+const ACTIONS = ['start', 'status', 'promote', 'rollback', 'list', 'history', 'metrics', 'adopt'] as const;
 type Action = typeof ACTIONS[number];
 
 interface Options {
@@ -19,17 +20,19 @@ interface Options {
   pipeline?: unknown; candidateConfig?: unknown; traffic?: unknown; autoPromote?: boolean; stages?: unknown;
   rollbackRules?: unknown; description?: unknown; verbose?: boolean; watch?: boolean; force?: boolean;
   reason?: unknown; all?: boolean; output?: unknown; format?: unknown;
+  matchApp?: unknown; matchUser?: unknown; matchClient?: unknown; sticky?: unknown; write?: boolean; config?: unknown;
 }
 
 /** Options each action accepts (besides --url, --token, --json). */
 const ACTION_OPTIONS: Record<Action, string[]> = {
-  start: ['pipeline', 'candidateConfig', 'traffic', 'autoPromote', 'stages', 'rollbackRules', 'description'],
+  start: ['pipeline', 'candidateConfig', 'traffic', 'autoPromote', 'stages', 'rollbackRules', 'description', 'matchApp', 'matchUser', 'matchClient', 'sticky'],
   status: ['verbose', 'watch'],
   promote: ['force'],
   rollback: ['reason', 'all'],
   list: ['output', 'all'],
   history: [],
   metrics: ['format', 'output'],
+  adopt: ['write', 'config'],
 };
 const FLAG: Record<string, string> = {
   candidateConfig: '--candidate-config', autoPromote: '--auto-promote', rollbackRules: '--rollback-rules',
@@ -142,6 +145,22 @@ async function start(c: Ctx): Promise<void> {
   }
   const description = raw('description', o.description);
   if (description !== undefined) body.description = description;
+  // Aimed canary (docs/canary.md, "Aimed canaries"): each --match-* may be repeated.
+  const many = (name: string, x: unknown): string[] | undefined => (x === undefined ? undefined : (Array.isArray(x) ? x : [x]).map((v) => {
+    if (v === true || v === false) usage(`--${name} needs a value`);
+    return String(v);
+  }));
+  const match: Record<string, string[]> = {};
+  for (const [key, name, x] of [['app_name', 'match-app', o.matchApp], ['user', 'match-user', o.matchUser], ['client', 'match-client', o.matchClient]] as const) {
+    const values = many(name, x);
+    if (values !== undefined) match[key] = values;
+  }
+  if (Object.keys(match).length > 0) body.match = match;
+  const sticky = raw('sticky', o.sticky);
+  if (sticky !== undefined) {
+    if (sticky !== 'connection' && sticky !== 'session') usage(`--sticky is connection or session, got "${sticky}"`);
+    body.sticky = sticky;
+  }
   const r = await c.client.json<Record<string, unknown>>('POST', '/api/v1/canary', body);
   if (c.json) return printJson(r);
   out(`canary ${String(r.canary_id)} started on pipeline ${String(r.pipeline_id)}: stage ${String(r.current_stage)}, ${String(r.traffic_pct)}% to the candidate\n`
@@ -255,7 +274,36 @@ async function metrics(c: Ctx): Promise<void> {
   process.stderr.write(`wrote ${file} (${format}, ${rows} ${format === 'csv' ? 'rows' : 'samples'})\n`);
 }
 
-const COMMANDS: Record<Action, (c: Ctx) => Promise<void>> = { start, status, promote, rollback, list, history, metrics };
+async function adopt(c: Ctx): Promise<void> {
+  const pipelineId = needTarget(c, 'a <pipeline_id>', 'adopt');
+  const b = await c.client.json<BaselineAnswer>('GET', `/api/v1/canary/pipelines/${encodeURIComponent(pipelineId)}/baseline`);
+  const file = raw('config', c.o.config);
+  if (c.o.write === true && file === undefined) usage('proxy canary adopt --write needs --config <file> (the configuration file to write into)');
+  if (b.source === 'file') {
+    if (c.json) return printJson({ ...b, fragment: null });
+    return out(`pipeline ${pipelineId} runs the steps of the configuration file (${b.version}): nothing to adopt\n`);
+  }
+  let doc: Record<string, unknown> = {};
+  if (file !== undefined) {
+    try {
+      doc = readPlain(file);
+    } catch (err) {
+      usage(`--config ${file}: ${(err as Error).message}`);
+    }
+  }
+  const f = fragmentFor(b, doc);
+  if (c.json && c.o.write !== true) return printJson({ ...b, fragment: f.sets });
+  const note = f.sharedWith.length > 0 ? `note: pipelines ${f.sharedWith.join(', ')} list ${f.changedSteps.join(', ')} from the top-level steps too; the fragment changes them for those pipelines as well\n` : '';
+  if (c.o.write === true) {
+    await writeFragment(file!, f);
+    process.stderr.write(note);
+    return out(`wrote the steps canary ${String(b.canary_id)} promoted on pipeline ${pipelineId} into ${file} (${f.sets.map((s) => s.path.join('.')).join(', ')}); a reload now finds the file matching what runs and retires the promotion\n`);
+  }
+  process.stderr.write(`# pipeline ${pipelineId} runs the baseline canary ${String(b.canary_id)} promoted at ${String(b.promoted_at)} (${b.version}), not the file's steps.\n# Put this in the configuration file (or run: proxy canary adopt ${pipelineId} --write --config <file>):\n${note}`);
+  out(fragmentYaml(f));
+}
+
+const COMMANDS: Record<Action, (c: Ctx) => Promise<void>> = { start, status, promote, rollback, list, history, metrics, adopt };
 
 export async function canaryCommand(action: string, target: string | undefined, o: Options): Promise<void> {
   if (!(ACTIONS as readonly string[]).includes(action)) usage(`unknown action "${action}" (one of ${ACTIONS.join(', ')})`);
@@ -272,7 +320,7 @@ export async function canaryCommand(action: string, target: string | undefined, 
 }
 
 export function registerCanary(cli: CAC): void {
-  cli.command('canary <action> [target]', 'Canary deployments through the control plane: start, status <pipeline_id>, promote <pipeline_id>, rollback <pipeline_id>|--all, list, history <canary_id>, metrics <canary_id>')
+  cli.command('canary <action> [target]', 'Canary deployments through the control plane: start, status <pipeline_id>, promote <pipeline_id>, rollback <pipeline_id>|--all, list, history <canary_id>, metrics <canary_id>, adopt <pipeline_id>')
     .option('--url <url>', `control-plane URL (default $PROXY_CONTROL_URL, else ${DEFAULT_URL})`)
     .option('--token <token>', 'bearer token (default $PROXY_CONTROL_TOKEN, else $PROXY_CONTROL_PLANE_TOKEN)')
     .option('--json', 'machine-readable output (the API\'s JSON) on stdout')
@@ -283,6 +331,12 @@ export function registerCanary(cli: CAC): void {
     .option('--stages <file>', 'start: stages (JSON or YAML array, or { stages: [...] })')
     .option('--rollback-rules <file>', 'start: rollback_rules (JSON or YAML; may hold rollback_rules and auto_promote_rules)')
     .option('--description <text>', 'start: shown in status, history and the rollback report')
+    .option('--match-app <glob>', 'start: aim at clients whose appName matches (repeatable)')
+    .option('--match-user <name>', 'start: aim at clients logged in as this user (repeatable)')
+    .option('--match-client <cidr>', 'start: aim at clients from this address block (repeatable)')
+    .option('--sticky <connection|session>', 'start: keep a connection\'s or a session\'s requests on one version')
+    .option('--write', 'adopt: write the fragment into --config <file> instead of printing it')
+    .option('--config <file>', 'adopt: the configuration file (to place the fragment, and to write with --write)')
     .option('--verbose', 'status: every rollback rule and auto-promote condition with its current value, met or unmet')
     .option('--watch', 'status: refresh every 5 s until Ctrl-C or the canary finishes')
     .option('--force', 'promote: skip the stage\'s min_duration and min_requests checks')
