@@ -12,6 +12,7 @@ import { MongoClient, MongoServerError, type ClientSession } from 'mongodb';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
+import { scramUserEntry } from '../../runtime/cli/user.ts';
 
 const TOKEN = 'canary-aimed-token-0123456789';
 const CANDIDATE = { steps: [{ type: 'filter', config: { rules: [{ name: 'no-probe', action: 'deny', field: { path: 'filter.k', equals: 'probe' } }] } }] };
@@ -86,6 +87,41 @@ test('match on app_name: only the chosen application reaches the candidate; with
   assert.equal(await probe(reports), 'candidate');
   assert.equal((await call('POST', `/${id}/rollback`, { reason: 'done' })).status, 200);
   assert.equal(await probe(reports), 'baseline', 'after the rollback everyone is on the baseline');
+});
+
+test('match on client (CIDR): a block holding the client address sends it to the candidate, another block does not', async () => {
+  const here = client({ appName: 'anything' });
+  let id = await startCanary({ match: { client: ['10.0.0.0/8', '127.0.0.0/8'] } });
+  assert.equal(await probe(here), 'candidate', '127.0.0.1 is in 127.0.0.0/8');
+  assert.equal((await call('POST', `/${id}/rollback`, { reason: 'done' })).status, 200);
+  id = await startCanary({ match: { client: '10.0.0.0/8', app_name: 'anything' } });
+  assert.equal(await probe(here), 'baseline', 'every key given must hold: the address does not');
+  assert.equal((await call('POST', `/${id}/rollback`, { reason: 'done' })).status, 200);
+});
+
+test('match on user: the client logged in as the chosen user reaches the candidate, another user does not', async () => {
+  const p = await startProxy(parseConfig({
+    listen: '127.0.0.1:0', log: { level: 'error' },
+    auth: { users: [scramUserEntry('ann', 'admin', 'ann-pw', 4096), scramUserEntry('bob', 'admin', 'bob-pw', 4096)] },
+    control_plane: { port: 0, tokens: [TOKEN] }, canary: { data_dir: mkdtempSync(join(tmpdir(), 'canary-aimed-user-')) },
+  }, null), { log: new Logger('test', 'error') });
+  const ann = new MongoClient(`mongodb://ann:ann-pw@127.0.0.1:${p.port}/?authSource=admin`, { maxPoolSize: 2 });
+  const bob = new MongoClient(`mongodb://bob:bob-pw@127.0.0.1:${p.port}/?authSource=admin`, { maxPoolSize: 2 });
+  try {
+    const r = await fetch(`${p.controlPlaneUrl}/api/v1/canary`, {
+      method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ pipeline_id: 'default', auto_promote: false, candidate_config: CANDIDATE, match: { user: 'ann' }, rollback_rules: { check_interval: '1h' } }),
+    });
+    assert.equal(r.status, 201, await r.text());
+    for (let i = 0; i < 10; i++) {
+      assert.equal(await probe(ann), 'candidate');
+      assert.equal(await probe(bob), 'baseline');
+    }
+  } finally {
+    await ann.close();
+    await bob.close();
+    await p.close();
+  }
 });
 
 test('match is validated: an unknown key, a bad CIDR, a bad sticky are 400 PROXY_ERR_BAD_BODY naming the field', async () => {
