@@ -5,24 +5,15 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { httpReceiver, until, type HttpReceiver } from '../canary/notify/helpers.ts';
+import { httpReceiver, type HttpReceiver } from '../canary/notify/helpers.ts';
+import { freePort } from '../helpers/ports.ts';
+import { until } from '../helpers/until.ts';
 
 export const bin = join(process.cwd(), 'bin/proxy.mjs');
 export const TOKEN = 'e2e-control-token-0123456789';
 export const SECRET = 'e2e-webhook-secret-0123456789';
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 export interface Run { code: number; stdout: string; stderr: string }
 
@@ -56,7 +47,7 @@ export async function startStack(): Promise<Stack> {
   const proxy: ChildProcess = spawn(process.execPath, [bin, 'serve', '--config', config], { stdio: ['ignore', 'pipe', 'pipe'] });
   proxy.stdout!.on('data', (d: Buffer) => { out += d; });
   proxy.stderr!.on('data', (d: Buffer) => { out += d; });
-  await until(() => out.includes('is ready') || proxy.exitCode !== null, 'the proxy', 60_000);
+  await until('the proxy', () => out.includes('is ready') || proxy.exitCode !== null, 60_000);
   assert.ok(out.includes('is ready'), out);
   const cli = (args: string[], env: Record<string, string> = {}): Promise<Run> => new Promise((resolve) => {
     const child = spawn(process.execPath, [bin, 'canary', ...args], {

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import * as hdr from 'hdr-histogram-js';
 import { MongoClient } from 'mongodb';
 import { fixture } from '../wasm/fixtures.ts';
+import { until } from '../helpers/until.ts';
 
 const bin = join(process.cwd(), 'bin/proxy.mjs');
 const dir = mkdtempSync(join(tmpdir(), 'proxy-aggregate-'));
@@ -64,14 +65,6 @@ async function forwarder(target: string, seen: string[]): Promise<string> {
   servers.push(server);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return `127.0.0.1:${(server.address() as { port: number }).port}`;
-}
-
-async function until(what: string, check: () => boolean, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 interface Hist { graphs: Array<{ pipeline_id: string; total: string; steps: Array<{ name: string; phase: string; hdr: string; invocations: number }> }> }

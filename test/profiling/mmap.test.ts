@@ -17,6 +17,7 @@ import { BUCKETS, bucketHighUs, bucketIndex, rowCapacity } from '../../runtime/p
 import { profilingSettings, startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
 import { fixture } from '../wasm/fixtures.ts';
+import { until } from '../helpers/until.ts';
 
 const bin = join(process.cwd(), 'bin/proxy.mjs');
 const dir = mkdtempSync(join(tmpdir(), 'proxy-mmap-'));
@@ -59,14 +60,6 @@ function cli(args: string[]): Promise<{ status: number | null; stdout: string; s
   return new Promise((resolve) => child.on('close', (status) => { clearTimeout(timer); resolve({ status, stdout, stderr }); }));
 }
 
-async function until(what: string, check: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 test('bucket layout: exact below 64 µs, 32 buckets per power of two up to 60 s, each value inside its bucket', () => {
   let prev = -1;
   for (let us = 0; us <= 60_000_000; us += us < 5000 ? 1 : 997) {
@@ -99,7 +92,7 @@ test('a second process reads live counts from the histogram file while `proxy se
   for (let i = 0; i < 10; i++) await db.collection('us_3000').findOne({});
 
   // This process reads the file too (the proxy is a third one): its header names the writer.
-  await until('the 40 requests in the file', () => fileSnapshot(readHistogramFile(path), 'default', 'baseline').total_requests === 40);
+  await until('the 40 requests in the file', () => fileSnapshot(readHistogramFile(path), 'default', 'baseline').total_requests === 40, 20_000);
   const f = readHistogramFile(path);
   assert.equal(f.pid, proxy.child.pid);
   assert.equal(f.defaultPipelineId, 'default');
@@ -128,7 +121,7 @@ test('a second process reads live counts from the histogram file while `proxy se
 
   // Live: more traffic, and the next read sees it without anything being flushed.
   for (let i = 0; i < 10; i++) await db.collection('us_200').findOne({});
-  await until('the 50 requests in the file', () => fileSnapshot(readHistogramFile(path), 'default', 'baseline').total_requests === 50);
+  await until('the 50 requests in the file', () => fileSnapshot(readHistogramFile(path), 'default', 'baseline').total_requests === 50, 20_000);
   const table = await cli(['profile', '--mmap', path]);
   assert.equal(table.status, 0, table.stderr);
   assert.match(table.stdout, /^requests: 50 since the last reset; avg total [\d,]+ µs/);

@@ -5,10 +5,10 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { MongoClient } from 'mongodb';
 import { DevDbServer } from '../../runtime/devdb/index.ts';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
-import { parseConfig } from '../../runtime/config/index.ts';
+import type { RunningProxy } from '../../runtime/app/serve.ts';
 import { RawClient, TcpTap, decodeReply, opMsg, opQuery, header, OP_MSG, OP_REPLY, requestId } from '../helpers/wire.ts';
 import { until } from '../helpers/until.ts';
+import { withProxy } from '../helpers/proxy.ts';
 
 const TOKEN = 'limits-test-admin-token';
 const devdb = new DevDbServer();
@@ -21,13 +21,12 @@ after(async () => {
 
 async function proxy(extra: Record<string, unknown> = {}, uri?: string): Promise<RunningProxy> {
   const d = await devdbAddress;
-  const p = await startProxy(parseConfig({
-    listen: '127.0.0.1:0', log: { level: 'error' },
+  // Closed with the rest, last opened first.
+  const { proxy: p } = await withProxy({ after: (fn) => cleanups.push(async () => fn()) }, {
     upstream: { uri: uri ?? d.uri, connect_timeout_ms: 1000 },
     admin: { listen: '127.0.0.1:0', token: TOKEN },
     ...extra,
-  }, null));
-  cleanups.push(() => p.close());
+  });
   return p;
 }
 

@@ -4,25 +4,20 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { MongoClient, MongoServerError } from 'mongodb';
 import { DevDbServer } from '../../runtime/devdb/index.ts';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
-import { parseConfig } from '../../runtime/config/index.ts';
+import type { RunningProxy } from '../../runtime/app/serve.ts';
 import { ScramClient } from '../../runtime/upstream/index.ts';
+import { withProxy, type Cleanup } from '../helpers/proxy.ts';
 
 const devdb = new DevDbServer(undefined, { users: { svc: 'p@ss:w/rd' } });
-const proxies: RunningProxy[] = [];
-after(async () => {
-  for (const p of proxies) await p.close();
-  await devdb.close();
-});
+after(() => devdb.close());
 
-async function proxyFor(userinfo: string): Promise<RunningProxy> {
+/** A proxy logging in to devdb as `userinfo`, closed when test `t` ends. */
+async function proxyFor(t: Cleanup, userinfo: string): Promise<RunningProxy> {
   const d = await devdbAddress;
-  const p = await startProxy(parseConfig({
-    listen: '127.0.0.1:0', log: { level: 'error' },
+  const { proxy } = await withProxy(t, {
     upstream: { uri: `mongodb://${userinfo}@127.0.0.1:${d.port}/?authSource=admin`, connect_timeout_ms: 2000 },
-  }, null));
-  proxies.push(p);
-  return p;
+  });
+  return proxy;
 }
 const devdbAddress = devdb.listen(0);
 
@@ -36,8 +31,8 @@ test('the development upstream refuses unauthenticated commands (so the next tes
   }
 });
 
-test('with credentials in upstream.uri, clients without credentials work through the proxy', async () => {
-  const p = await proxyFor(`svc:${encodeURIComponent('p@ss:w/rd')}`);
+test('with credentials in upstream.uri, clients without credentials work through the proxy', async (t) => {
+  const p = await proxyFor(t, `svc:${encodeURIComponent('p@ss:w/rd')}`);
   const c = new MongoClient(p.uri);
   try {
     const col = c.db('app').collection<{ _id: number; v: string }>('c');
@@ -48,8 +43,8 @@ test('with credentials in upstream.uri, clients without credentials work through
   }
 });
 
-test('a wrong upstream password: clients get an error document naming the authentication failure', async () => {
-  const p = await proxyFor('svc:wrong');
+test('a wrong upstream password: clients get an error document naming the authentication failure', async (t) => {
+  const p = await proxyFor(t, 'svc:wrong');
   const c = new MongoClient(p.uri, { retryReads: false, serverSelectionTimeoutMS: 3000 });
   try {
     await assert.rejects(c.db('app').collection('c').findOne({}), (e: unknown) =>

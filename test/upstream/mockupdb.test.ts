@@ -15,6 +15,7 @@ import { BSON, MongoClient, type Document, type MongoClientOptions } from 'mongo
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { Logger } from '../../runtime/log/index.ts';
+import { until } from '../helpers/until.ts';
 
 const PY = '/usr/bin/python3';
 const probe = spawnSync(PY, ['-c', 'import mockupdb'], { timeout: 30_000 });
@@ -175,7 +176,7 @@ class Mockup {
       else if (typeof ev.done === 'string') m.done.push(ev.done);
       else m.served.push(ev as Served);
     });
-    await until(() => m.ports.length === count, () => `mockupdb to listen (stderr: ${m.stderr})`, 30_000);
+    await until(() => `mockupdb to listen (stderr: ${m.stderr})`, () => m.ports.length === count, 30_000);
     return m;
   }
 
@@ -186,7 +187,7 @@ class Mockup {
   /** Sends a control line and waits until the script has carried it out. */
   async control(line: string): Promise<void> {
     this.proc.stdin.write(`${line}\n`);
-    await until(() => this.done.includes(line), () => `mockupdb to do "${line}" (stderr: ${this.stderr})`);
+    await until(() => `mockupdb to do "${line}" (stderr: ${this.stderr})`, () => this.done.includes(line), 20_000);
   }
 
   of(cmd: string, coll?: string): Served[] {
@@ -200,14 +201,6 @@ class Mockup {
     const timer = setTimeout(() => this.proc.kill('SIGKILL'), 15_000);
     await exited;
     clearTimeout(timer);
-  }
-}
-
-async function until(cond: () => boolean, what: () => string, ms = 20_000): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!cond()) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what()}`);
-    await new Promise((r) => setTimeout(r, 20));
   }
 }
 
@@ -288,7 +281,7 @@ test('an upstream that hangs up during the connection handshake: the request is 
   await stillServes(c);
   assert.equal(up.of('hello-hangup').length, 1);
   await c.close();
-  await until(() => pool.waitingCount === 0 && pool.idleCount > 0, () => 'the pool to settle');
+  await until('the pool to settle', () => pool.waitingCount === 0 && pool.idleCount > 0, 20_000);
   assert.equal(pool.size, pool.idleCount, `pool size ${pool.size} = its idle connections ${pool.idleCount} (a failed handshake counted once)`);
   assert.equal(pool.stats.failedConnects, 1);
 });
@@ -331,7 +324,7 @@ test('a mongos list: a router whose hello fails, then one that stops, is left ou
   const up = await Mockup.start('mongos', 3);
   const p = await proxyFor(up.uri(0, 1, 2), { heartbeat_ms: 500 });
   const t = p.server.router.topology!;
-  await until(() => t.usableServers.length === 3, () => `three routers: ${t.describe?.() ?? ''}`);
+  await until(() => `three routers: ${t.describe?.() ?? ''}`, () => t.usableServers.length === 3, 20_000);
   assert.equal(t.kind, 'Sharded');
   const col = client(p).db('app').collection('spread');
   const finds = (server: number) => up.of('find', 'spread').filter((s) => s.server === server).length;
@@ -339,12 +332,12 @@ test('a mongos list: a router whose hello fails, then one that stops, is left ou
   assert.ok(finds(0) > 0 && finds(1) > 0 && finds(2) > 0, `spread: ${finds(0)} / ${finds(1)} / ${finds(2)}`);
 
   await up.control('hello-error 1');
-  await until(() => t.usableServers.length === 2, () => 'router 1 to be left out');
+  await until('router 1 to be left out', () => t.usableServers.length === 2, 20_000);
   await up.control('stop 2');
   // Requests keep working while the proxy finds out router 2 is gone (its pooled connections fail,
   // the driver retries the read, the monitor drops the router).
   for (let i = 0; i < 30; i++) assert.equal((await col.findOne({}))?._id, 0);
-  await until(() => t.usableServers.length === 1, () => 'router 2 to be left out');
+  await until('router 2 to be left out', () => t.usableServers.length === 1, 20_000);
   const before = [finds(0), finds(1), finds(2)];
   for (let i = 0; i < 30; i++) assert.equal((await col.findOne({}))?._id, 0);
   assert.deepEqual([finds(0) - before[0], finds(1) - before[1], finds(2) - before[2]], [30, 0, 0], 'everything on router 0');

@@ -5,9 +5,9 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { DevMongos, DevReplicaSet } from '../../runtime/devdb/index.ts';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
-import { parseConfig } from '../../runtime/config/index.ts';
+import type { RunningProxy } from '../../runtime/app/serve.ts';
 import { until } from '../helpers/until.ts';
+import { withProxy } from '../helpers/proxy.ts';
 
 const TOKEN = 'readiness-test-admin-token';
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -16,12 +16,11 @@ after(async () => {
 });
 
 async function proxy(uri: string): Promise<RunningProxy> {
-  const p = await startProxy(parseConfig({
-    listen: '127.0.0.1:0', log: { level: 'error' },
+  // Closed with the rest, last opened first.
+  const { proxy: p } = await withProxy({ after: (fn) => cleanups.push(async () => fn()) }, {
     upstream: { uri, connect_timeout_ms: 1000, heartbeat_ms: 500 },
     admin: { listen: '127.0.0.1:0', token: TOKEN },
-  }, null));
-  cleanups.push(() => p.close());
+  });
   return p;
 }
 
