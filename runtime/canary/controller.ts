@@ -64,6 +64,7 @@ class LiveCanary {
   readonly custom = new CustomMetricWindows();
   readonly stage = { baseline: new SideWindow(), candidate: new SideWindow() };
   lastEval: Evaluation | null = null;
+  lastGate: { stage: number; ok: boolean; result: string; ms: number; at: number } | null = null;
   /** When the current evaluation window began. */
   windowStart = 0;
   cancel: (() => void) | null = null;
@@ -443,6 +444,7 @@ export class CanaryController {
       description: r.spec.description,
     });
     const result = { ...res, url: gate.url };
+    c.lastGate = { stage: r.current_stage, ok: res.ok, result: res.detail, ms: res.ms, at: this.clock.now() };
     const e = this.entry(c, res.ok ? 'gate_passed' : 'gate_failed',
       res.ok ? `gate ${gate.url} confirmed the promotion (${res.detail}, ${res.ms} ms)` : `gate ${gate.url} did not confirm the promotion: ${res.detail} (${res.ms} ms); the stage holds`,
       { url: gate.url, ok: res.ok, result: res.detail, ms: res.ms, triggered_by: by });

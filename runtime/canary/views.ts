@@ -9,6 +9,8 @@ export interface CanaryView {
   readonly record: CanaryRecord;
   readonly stage: { baseline: SideWindow; candidate: SideWindow };
   readonly lastEval: Evaluation | null;
+  /** The last answer of a stage's gate (gate.ts), with the stage it was for. */
+  readonly lastGate?: { stage: number; ok: boolean; result: string; ms: number; at: number } | null;
 }
 
 export function iso(ms: number): string {
@@ -53,6 +55,11 @@ export function statusView(c: CanaryView, now: number): Record<string, unknown> 
       rules: ev?.rules ?? pending!.rules,
       promotion: {
         eligible: ev?.promotable ?? false, manual_gate: stage.manual_gate === true, conditions,
+        gate: stage.gate === undefined ? null : {
+          url: stage.gate.url, timeout_ms: stage.gate.timeout_ms,
+          last: c.lastGate == null || c.lastGate.stage !== r.current_stage ? null
+            : { ok: c.lastGate.ok, result: c.lastGate.result, ms: c.lastGate.ms, at: iso(c.lastGate.at) },
+        },
       },
       evaluation: {
         result: ev === null ? 'pending' : ev.result, window_requests: ev?.window_requests ?? { baseline: 0, candidate: 0 },

@@ -51,6 +51,11 @@ test('a gate answering 500 holds the stage, in the history; at the next evaluati
     assert.match(failed.message, /did not confirm the promotion: HTTP 500/);
     assert.equal(failed.details!.url, hook.url);
     assert.deepEqual(h.sink.types(), ['canary.started']);
+    const st = h.controller.status(id) as any;
+    assert.equal(st.promotion.eligible, true);
+    assert.equal(st.promotion.gate.url, hook.url);
+    assert.equal(st.promotion.gate.last.ok, false);
+    assert.match(st.promotion.gate.last.result, /HTTP 500/);
     // The next evaluation asks again; the gate now answers 200.
     await tick(h, id);
     assert.equal(h.controller.record(id).current_stage, 2);
