@@ -160,3 +160,36 @@ test('a file that takes the promoted steps (adopt) retires the promotion without
     await stop(p);
   }
 });
+
+test('with several pipelines: a reload that edits another pipeline keeps the promotion; one that edits its pipeline replaces it; the other pipeline never runs it', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'canary-promotion-'));
+  const log = new Lines();
+  const cfg = (defaultRequest: string[], reportsRequest: string[]) => ({
+    ...fileConfig(dir, defaultRequest),
+    pipelines: [{ id: 'reports', match: { app_name: 'reports-*' }, request: reportsRequest, response: [] }],
+  });
+  const p = await start(cfg([], []), log);
+  const reports = new MongoClient(p.proxy.uri, { maxPoolSize: 2, appName: 'reports-v1' });
+  try {
+    const r = await call(p.proxy, 'POST', '', {
+      pipeline_id: 'reports', candidate_config: { steps: [{ type: 'filter', config: DENY_PROBE }] },
+      stages: [{ traffic_pct: 100, min_duration: '0', min_requests: 0 }],
+    });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    assert.equal(await probe(reports), 'promoted');
+    assert.equal(await probe(p.client), 'file', 'the default pipeline does not run the promotion');
+    // Edit the default pipeline only: the reports promotion holds, without a "changed" warning.
+    await p.proxy.reload(parseConfig(cfg(['logging'], []), null));
+    assert.equal(await probe(reports), 'promoted');
+    assert.equal(log.find(/changed the steps/, 'warn').length, 0);
+    assert.equal((await call(p.proxy, 'GET', '/pipelines/reports/baseline')).body.source, 'promotion');
+    assert.equal((await call(p.proxy, 'GET', '/pipelines/default/baseline')).body.source, 'file');
+    // Edit the reports pipeline: the file wins there, with the warning naming it.
+    await p.proxy.reload(parseConfig(cfg(['logging'], ['logging']), null));
+    assert.equal(await probe(reports), 'file');
+    assert.equal(log.find(/changed the steps of pipeline "reports"/, 'warn').length, 1);
+  } finally {
+    await reports.close();
+    await stop(p);
+  }
+});
