@@ -74,18 +74,23 @@ export function fragmentFor(b: BaselineAnswer, doc: Record<string, unknown>): Fr
   return { sets, changedSteps, sharedWith };
 }
 
-/** The fragment as YAML for people (paths folded into nested keys). */
-export function fragmentYaml(f: Fragment): string {
+/**
+ * The fragment as YAML for people (paths folded into nested keys). For an entry of `pipelines` it
+ * is that entry's keys, under a comment naming the entry.
+ */
+export function fragmentYaml(f: Fragment, pipelineId = ''): string {
   const root: Record<string, unknown> = {};
-  for (const { path, value } of f.sets) {
+  const entry = f.sets[0]?.path[0] === 'pipelines';
+  for (const { path: full, value } of f.sets) {
+    const path = entry ? full.slice(2) : full;
     let o: Record<string | number, unknown> = root;
-    path.slice(0, -1).forEach((k, i) => {
-      if (o[k] === undefined) o[k] = typeof path[i + 1] === 'number' ? {} : {};
+    for (const k of path.slice(0, -1)) {
+      if (o[k] === undefined) o[k] = {};
       o = o[k] as Record<string | number, unknown>;
-    });
+    }
     o[path[path.length - 1]] = value;
   }
-  return stringifyYaml(root);
+  return `${entry ? `# in the entry of pipelines whose id is ${pipelineId}\n` : ''}${stringifyYaml(root)}`;
 }
 
 function setPath(obj: Record<string, unknown>, path: (string | number)[], value: unknown): void {

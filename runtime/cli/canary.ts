@@ -300,7 +300,7 @@ async function adopt(c: Ctx): Promise<void> {
     return out(`wrote the steps canary ${String(b.canary_id)} promoted on pipeline ${pipelineId} into ${file} (${f.sets.map((s) => s.path.join('.')).join(', ')}); a reload now finds the file matching what runs and retires the promotion\n`);
   }
   process.stderr.write(`# pipeline ${pipelineId} runs the baseline canary ${String(b.canary_id)} promoted at ${String(b.promoted_at)} (${b.version}), not the file's steps.\n# Put this in the configuration file (or run: proxy canary adopt ${pipelineId} --write --config <file>):\n${note}`);
-  out(fragmentYaml(f));
+  out(fragmentYaml(f, pipelineId));
 }
 
 const COMMANDS: Record<Action, (c: Ctx) => Promise<void>> = { start, status, promote, rollback, list, history, metrics, adopt };
