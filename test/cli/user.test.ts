@@ -1,27 +1,23 @@
 // `proxy user add`: the printed entry is a SCRAM-SHA-256 credential (no password in it) that a
 // proxy accepts as auth.users, and the Node driver logs in with the password that made it.
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { parse as parseToml } from 'smol-toml';
 import { MongoClient, MongoServerError } from 'mongodb';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { parseConfig } from '../../runtime/config/index.ts';
+import { withProxy } from '../helpers/proxy.ts';
 
 const PROXY = join(resolve('.'), 'bin', 'proxy.mjs');
 const { NODE_TEST_CONTEXT: _inner, ...ENV } = process.env;
-const proxies: RunningProxy[] = [];
-after(async () => {
-  for (const p of proxies) await p.close();
-});
 
 function userAdd(args: string[], stdin: string) {
   return spawnSync(process.execPath, [PROXY, 'user', 'add', ...args], { input: stdin, encoding: 'utf8', env: ENV, timeout: 60_000 });
 }
 
-test('proxy user add prints an entry a proxy accepts, and the password logs in', { timeout: 120_000 }, async () => {
+test('proxy user add prints an entry a proxy accepts, and the password logs in', { timeout: 120_000 }, async (t) => {
   const password = 'correct horse battery';
   const r = userAdd(['carol', '--iterations', '4096'], `${password}\n`);
   assert.equal(r.status, 0, r.stderr);
@@ -31,8 +27,7 @@ test('proxy user add prints an entry a proxy accepts, and the password logs in',
   assert.equal(entry.db, 'admin');
   assert.equal(entry.iterations, 4096);
   assert.ok(!r.stdout.includes(password), 'the password is not in the output');
-  const p = await startProxy(parseConfig({ listen: '127.0.0.1:0', log: { level: 'error' }, auth: { users: [entry] } }, null));
-  proxies.push(p);
+  const { proxy: p } = await withProxy(t, { auth: { users: [entry] } });
   for (const [pw, expect] of [[password, 'ok'], ['correct horse', 'fail']] as const) {
     const c = new MongoClient(`mongodb://carol:${encodeURIComponent(pw)}@127.0.0.1:${p.port}/`, { serverSelectionTimeoutMS: 5000, retryReads: false });
     try {

@@ -10,6 +10,21 @@ export interface Cleanup {
   after(fn: () => unknown): void;
 }
 
+/**
+ * Closes collected to run at a chosen point of a file's teardown: after its clients, before the
+ * upstream the proxies talk to (`after(async () => { …clients; await proxies.run(); …upstream })`).
+ */
+export class Closes implements Cleanup {
+  private readonly fns: Array<() => unknown> = [];
+  after(fn: () => unknown): void {
+    this.fns.push(fn);
+  }
+  /** Runs the closes in the order given. */
+  async run(): Promise<void> {
+    for (const fn of this.fns.splice(0)) await fn();
+  }
+}
+
 export interface WithProxy {
   readonly proxy: RunningProxy;
   /** The proxy's connection string. */

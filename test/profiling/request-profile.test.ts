@@ -6,20 +6,20 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { MongoClient } from 'mongodb';
-import { parseConfig } from '../../runtime/config/index.ts';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
+import type { RunningProxy } from '../../runtime/app/serve.ts';
 import { DevDbServer } from '../../runtime/devdb/index.ts';
 import { Logger } from '../../runtime/log/index.ts';
 import { RawClient, opMsg } from '../helpers/wire.ts';
+import { Closes, withProxy } from '../helpers/proxy.ts';
 
-const running: RunningProxy[] = [];
+const running = new Closes();
 const clients: MongoClient[] = [];
 const raws: RawClient[] = [];
 let devdb: DevDbServer | null = null;
 after(async () => {
   for (const c of clients) await c.close(true).catch(() => {});
   for (const r of raws) r.destroy();
-  for (const p of running) await p.close().catch(() => {});
+  await running.run().catch(() => {});
   await devdb?.close();
 });
 
@@ -27,14 +27,13 @@ const quiet = () => new Logger('test', 'error', 'json', { write: () => {} });
 
 async function proxyTo(uri: string, profiling: Record<string, unknown> | undefined): Promise<RunningProxy> {
   const raw: Record<string, unknown> = {
-    listen: '127.0.0.1:0', upstream: { uri }, log: { level: 'error' },
+    upstream: { uri },
     pipeline: { request: ['filter'], response: ['logging'] },
     steps: { filter: { config: { rules: [], default: 'allow' } }, logging: { config: { sample_rate: 0 } } },
   };
   if (profiling !== undefined) raw.profiling = { port: 0, ...profiling };
-  const p = await startProxy(parseConfig(raw, null), { log: quiet() });
-  running.push(p);
-  return p;
+  const { proxy } = await withProxy(running, raw, { log: quiet() });
+  return proxy;
 }
 
 async function raw(port: number): Promise<RawClient> {

@@ -8,7 +8,7 @@ import { createServer, connect, type Socket } from 'node:net';
 import { deserialize, Binary, type Document } from 'bson';
 import { MongoClient, MongoServerError } from 'mongodb';
 import { DevDbServer } from '../../runtime/devdb/index.ts';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
+import type { RunningProxy } from '../../runtime/app/serve.ts';
 import { ConfigError, parseConfig } from '../../runtime/config/index.ts';
 import { Logger, LogRing } from '../../runtime/log/index.ts';
 import { ScramClient } from '../../runtime/upstream/index.ts';
@@ -16,6 +16,7 @@ import { scramUserEntry } from '../../runtime/cli/user.ts';
 import { ScramServerConversation, parseClientFirst } from '../../runtime/server/client-auth-scram.ts';
 import { RawClient, opMsg, opQuery, decodeReply } from '../helpers/wire.ts';
 import { pymongoLoginCheck, pythonSkip } from '../helpers/python.ts';
+import { Closes, withProxy } from '../helpers/proxy.ts';
 
 const ANN = 'ann-s3cret,=é';
 const BOB = 'bob-pw';
@@ -24,10 +25,10 @@ const USERS = [scramUserEntry('ann', 'admin', ANN, 4096), scramUserEntry('bob', 
 
 const devdb = new DevDbServer(undefined, { users: { svc: 'upstream-pw' } });
 const devdbAddress = devdb.listen(0);
-const proxies: RunningProxy[] = [];
+const proxies = new Closes();
 const taps: Recorder[] = [];
 after(async () => {
-  for (const p of proxies) await p.close();
+  await proxies.run();
   for (const t of taps) await t.close();
   await devdb.close();
 });
@@ -90,15 +91,13 @@ interface Started { proxy: RunningProxy; lines: string[] }
 
 async function start(auth: Record<string, unknown>, extra: Record<string, unknown> = {}, upstreamPort?: number): Promise<Started> {
   const d = await devdbAddress;
-  const config = parseConfig({
-    listen: '127.0.0.1:0', log: { level: 'info' },
-    upstream: { uri: `mongodb://svc:upstream-pw@127.0.0.1:${upstreamPort ?? d.port}/?authSource=admin`, connect_timeout_ms: 3000 },
-    auth, ...extra,
-  }, null);
   const lines: string[] = [];
   const log = new Logger('proxy', 'info', 'json', { write: (l) => { lines.push(l); } }, new LogRing(0));
-  const proxy = await startProxy(config, { log });
-  proxies.push(proxy);
+  const { proxy } = await withProxy(proxies, {
+    log: { level: 'info' },
+    upstream: { uri: `mongodb://svc:upstream-pw@127.0.0.1:${upstreamPort ?? d.port}/?authSource=admin`, connect_timeout_ms: 3000 },
+    auth, ...extra,
+  }, { log });
   return { proxy, lines };
 }
 
@@ -213,11 +212,7 @@ test('mode optional: anonymous clients are served, credentials must still be rig
 
 test('without auth configured, a client with credentials gets AuthenticationFailed saying so', async () => {
   const d = await devdbAddress;
-  const proxy = await startProxy(parseConfig({
-    listen: '127.0.0.1:0', log: { level: 'error' },
-    upstream: { uri: `mongodb://svc:upstream-pw@127.0.0.1:${d.port}/?authSource=admin` },
-  }, null));
-  proxies.push(proxy);
+  const { proxy } = await withProxy(proxies, { upstream: { uri: `mongodb://svc:upstream-pw@127.0.0.1:${d.port}/?authSource=admin` } });
   await withClient(uri(proxy, 'ann', ANN), async (c) => {
     await assert.rejects(c.db('app').collection('x').findOne({}), isCode(18, /client authentication is not enabled on this proxy/));
   });

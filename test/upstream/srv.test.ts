@@ -14,7 +14,8 @@ import { join } from 'node:path';
 import { MongoClient, MongoServerError } from 'mongodb';
 import { DevDbServer } from '../../runtime/devdb/index.ts';
 import { ConfigError, parseConfig } from '../../runtime/config/index.ts';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
+import type { RunningProxy } from '../../runtime/app/serve.ts';
+import { Closes, withProxy } from '../helpers/proxy.ts';
 import { parseUpstreamUri, resolveUpstreamUri, type UpstreamAddress, type UpstreamConnection } from '../../runtime/upstream/index.ts';
 import { SrvHostSource, targetInDomain } from '../../runtime/upstream/srv.ts';
 import { Logger } from '../../runtime/log/index.ts';
@@ -23,7 +24,7 @@ import { DevMongos } from '../../runtime/devdb/replica-set.ts';
 import { until } from '../helpers/until.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'proxy-srv-'));
-const running: RunningProxy[] = [];
+const running = new Closes();
 const clients: MongoClient[] = [];
 const devdbs: DevDbServer[] = [];
 const addresses: UpstreamAddress[] = [];
@@ -31,7 +32,7 @@ const dns = new TestDnsServer();
 const dnsServer = await dns.start();
 after(async () => {
   for (const c of clients) await c.close(true).catch(() => {});
-  for (const p of running) await p.close().catch(() => {});
+  await running.run().catch(() => {});
   for (const d of devdbs) await d.close().catch(() => {});
   for (const a of addresses) a.hosts.close();
   await dns.close();
@@ -65,12 +66,8 @@ async function devdb(opts: { tls?: boolean; users?: Record<string, string>; auth
 }
 
 async function proxyTo(uri: string, upstream: Record<string, unknown> = {}, log: Logger = quiet): Promise<RunningProxy> {
-  const p = await startProxy(parseConfig({
-    listen: '127.0.0.1:0', log: { level: 'error' },
-    upstream: { uri, connect_timeout_ms: 3000, dns_servers: [dnsServer], ...upstream },
-  }, null), { log });
-  running.push(p);
-  return p;
+  const { proxy } = await withProxy(running, { upstream: { uri, connect_timeout_ms: 3000, dns_servers: [dnsServer], ...upstream } }, { log });
+  return proxy;
 }
 
 function client(uri: string): MongoClient {

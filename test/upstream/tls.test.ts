@@ -12,19 +12,20 @@ import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
 import { DevDbServer } from '../../runtime/devdb/index.ts';
 import { parseConfig } from '../../runtime/config/index.ts';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
+import type { RunningProxy } from '../../runtime/app/serve.ts';
+import { Closes, withProxy } from '../helpers/proxy.ts';
 import { parseUpstreamUri } from '../../runtime/upstream/uri.ts';
 import { Logger } from '../../runtime/log/index.ts';
 import { proxyMetricsRegistry } from '../../runtime/app/proxy-metrics.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'proxy-tls-'));
-const running: RunningProxy[] = [];
+const running = new Closes();
 const clients: MongoClient[] = [];
 const devdbs: DevDbServer[] = [];
 const quiet = new Logger('test', 'error', 'json', { write: () => {} });
 after(async () => {
   for (const c of clients) await c.close(true).catch(() => {});
-  for (const p of running) await p.close().catch(() => {});
+  await running.run().catch(() => {});
   for (const d of devdbs) await d.close().catch(() => {});
   rmSync(dir, { recursive: true, force: true });
 });
@@ -60,10 +61,8 @@ async function tlsDevdb(): Promise<number> {
 }
 
 async function proxyTo(uri: string, extra: Record<string, unknown> = {}, configFile: string | null = null): Promise<RunningProxy> {
-  const p = await startProxy(parseConfig({ listen: '127.0.0.1:0', upstream: { uri, connect_timeout_ms: 3000 }, log: { level: 'error' }, ...extra }, null),
-    { log: quiet, configFile });
-  running.push(p);
-  return p;
+  const { proxy } = await withProxy(running, { upstream: { uri, connect_timeout_ms: 3000 }, ...extra }, { log: quiet, configFile });
+  return proxy;
 }
 
 function client(uri: string, opts: Record<string, unknown> = {}): MongoClient {

@@ -9,13 +9,13 @@ import { performance } from 'node:perf_hooks';
 import { Long, UUID, type Document } from 'bson';
 import { MongoClient } from 'mongodb';
 import { DevMongos } from '../../runtime/devdb/index.ts';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
-import { parseConfig } from '../../runtime/config/index.ts';
+import type { RunningProxy } from '../../runtime/app/serve.ts';
 import { until } from '../helpers/until.ts';
+import { Closes, withProxy } from '../helpers/proxy.ts';
 import { RawClient, opMsg } from '../helpers/wire.ts';
 
 let routers: DevMongos[];
-const proxies: RunningProxy[] = [];
+const proxies = new Closes();
 const clients: MongoClient[] = [];
 
 before(async () => {
@@ -23,17 +23,13 @@ before(async () => {
 });
 after(async () => {
   for (const c of clients) await c.close(true);
-  for (const p of proxies) await p.close();
+  await proxies.run();
   for (const r of routers) await r.server!.close();
 });
 
 async function proxyFor(uri: string): Promise<RunningProxy> {
-  const p = await startProxy(parseConfig({
-    listen: '127.0.0.1:0', log: { level: 'error' },
-    upstream: { uri, connect_timeout_ms: 2000 },
-  }, null));
-  proxies.push(p);
-  return p;
+  const { proxy } = await withProxy(proxies, { upstream: { uri, connect_timeout_ms: 2000 } });
+  return proxy;
 }
 
 function client(p: RunningProxy): MongoClient {
@@ -220,12 +216,10 @@ test('killCursors naming several cursors: sent whole to the first pinned cursor\
 });
 
 test('metrics: pinned cursors and transactions, and servers by type, are gauges on /metrics', async () => {
-  const p = await startProxy(parseConfig({
-    listen: '127.0.0.1:0', log: { level: 'error' },
+  const { proxy: p } = await withProxy(proxies, {
     upstream: { uri: `mongodb://${routers[0].address},${routers[1].address}`, connect_timeout_ms: 2000 },
     profiling: { host: '127.0.0.1', port: 0 },
-  }, null));
-  proxies.push(p);
+  });
   await until('two routers', () => p.server.router.topology!.usableServers.length === 2);
   const col = client(p).db('app').collection<{ _id: number }>('cursors');
   const cur = col.find({}, { batchSize: 2 });

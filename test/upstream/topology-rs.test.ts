@@ -10,12 +10,12 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { MongoClient, ReadPreference, type CommandFailedEvent } from 'mongodb';
 import { DevReplicaSet } from '../../runtime/devdb/index.ts';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
-import { parseConfig } from '../../runtime/config/index.ts';
+import type { RunningProxy } from '../../runtime/app/serve.ts';
 import { until } from '../helpers/until.ts';
+import { Closes, withProxy } from '../helpers/proxy.ts';
 
 let rs: DevReplicaSet;
-const proxies: RunningProxy[] = [];
+const proxies = new Closes();
 const clients: MongoClient[] = [];
 
 before(async () => {
@@ -23,17 +23,13 @@ before(async () => {
 });
 after(async () => {
   for (const c of clients) await c.close(true);
-  for (const p of proxies) await p.close();
+  await proxies.run();
   await rs.close();
 });
 
 async function proxyFor(uri: string, upstream: Record<string, unknown> = {}): Promise<RunningProxy> {
-  const p = await startProxy(parseConfig({
-    listen: '127.0.0.1:0', log: { level: 'error' },
-    upstream: { uri, connect_timeout_ms: 2000, ...upstream },
-  }, null));
-  proxies.push(p);
-  return p;
+  const { proxy } = await withProxy(proxies, { upstream: { uri, connect_timeout_ms: 2000, ...upstream } });
+  return proxy;
 }
 
 function client(p: RunningProxy, opts: ConstructorParameters<typeof MongoClient>[1] = {}): MongoClient {
