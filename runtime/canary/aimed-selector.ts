@@ -74,7 +74,7 @@ export class AimedSelector implements GraphSelector {
     let f = this.conns.get(conn);
     // Matched once per connection; again only when its login or appName changed.
     if (f === undefined) {
-      f = new ConnFacts(conn.user, conn.appName, this.match !== null && this.match.matches(conn), this.random() * 100);
+      f = new ConnFacts(conn.user, conn.appName, this.match !== null && this.match.matches(conn), this.sticky === 'connection' ? this.random() * 100 : 0);
       this.conns.set(conn, f);
     } else if (f.user !== conn.user || f.appName !== conn.appName) {
       f.user = conn.user;
