@@ -13,7 +13,8 @@ export interface Status {
   metrics?: { window?: string; baseline: Side; candidate: Side };
   rollback_status?: { error_rate_sustained_for?: string; latency_sustained_for?: string; healthy?: boolean; evidence?: string };
   rules?: Rule[];
-  promotion?: { eligible?: boolean; manual_gate?: boolean; conditions?: Condition[] };
+  promotion?: { eligible?: boolean; manual_gate?: boolean; conditions?: Condition[]; gate?: { url: string; last: { ok: boolean; result: string; at: string } | null } | null };
+  match?: Record<string, string | string[]> | null; sticky?: string | null;
   evaluation?: { result?: string; window_requests?: { baseline: number; candidate: number }; min_window_requests?: number };
 }
 /** GET …/report: how a finished canary ended. */
@@ -58,6 +59,12 @@ export function renderStatus(s: Status, verbose: boolean, now: number, report: R
   }
   if (s.baseline_version !== undefined) lines.push(`  versions   baseline ${s.baseline_version}, candidate ${s.candidate_version ?? '-'}`);
   if (s.description) lines.push(`  about      ${s.description}`);
+  if (s.match != null || s.sticky != null) {
+    const aim = s.match == null ? 'everyone by the stage\'s share' : `always ${Object.entries(s.match).map(([k, v]) => `${k} ${([] as string[]).concat(v).join('|')}`).join(' and ')}; the others by the stage's share`;
+    lines.push(`  aimed      ${aim}${s.sticky != null ? `; sticky per ${s.sticky}` : ''}`);
+  }
+  const gate = s.promotion?.gate;
+  if (gate != null) lines.push(`  gate       ${gate.url}: ${gate.last === null ? 'not asked yet at this stage' : `${gate.last.ok ? 'confirmed' : 'HOLDING'} (${gate.last.result}, ${gate.last.at})`}`);
   const ev = s.evaluation;
   if (ev?.result !== undefined) {
     const counts = ev.window_requests ? ` (last window: baseline ${ev.window_requests.baseline}, candidate ${ev.window_requests.candidate} requests${ev.result === 'inconclusive' && ev.min_window_requests !== undefined ? `; ${ev.min_window_requests} needed on each side` : ''})` : '';
