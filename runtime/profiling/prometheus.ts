@@ -1,13 +1,10 @@
 // Prometheus text for the profiler's distributions, built at scrape time from plain numbers (no
-// prom-client call on the request path). Names and labels as SPEC §2.5; every series also carries
-// the graph it comes from: pipeline_id and pipeline (baseline/candidate).
-//   proxy_step_latency_us{pipeline_id,pipeline,step,phase,le}  histogram, buckets in µs
-//   proxy_step_slow_total{pipeline_id,pipeline,step,phase}     counter
-//   proxy_step_slow_log_suppressed_total{pipeline_id,pipeline,step,phase} counter: slow-step lines the rate limit held back
-//   proxy_requests_total{pipeline_id,pipeline,status}          counter, status ok|error
-//   proxy_request_duration_seconds{pipeline_id,pipeline,quantile} summary (0.5, 0.95, 0.99)
+// prom-client call on the request path). Names, help, types and label names are the metric table's
+// (runtime/metrics/table.ts); every series carries the graph it comes from: pipeline_id and
+// pipeline (baseline/candidate).
 import type { Profiler } from './profiler.ts';
 import type { Distribution } from './latency-stats.ts';
+import { expositionHeader } from '../metrics/index.ts';
 
 function esc(v: string): string {
   return v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
@@ -25,11 +22,11 @@ function histogram(out: string[], name: string, labels: string, s: Distribution)
 }
 
 export function profilingMetricsText(p: Profiler): string {
-  const lat: string[] = ['# HELP proxy_step_latency_us Latency of one pipeline step invocation, microseconds', '# TYPE proxy_step_latency_us histogram'];
-  const slow: string[] = ['# HELP proxy_step_slow_total Step invocations slower than their threshold (profiling.slow_step_threshold_us or per_step_thresholds)', '# TYPE proxy_step_slow_total counter'];
-  const suppressed: string[] = ['# HELP proxy_step_slow_log_suppressed_total Slow-step log lines not written because of the per-step rate limit (each is still counted in proxy_step_slow_total)', '# TYPE proxy_step_slow_log_suppressed_total counter'];
-  const req: string[] = ['# HELP proxy_requests_total Requests that ran through a pipeline graph, by graph and status', '# TYPE proxy_requests_total counter'];
-  const dur: string[] = ['# HELP proxy_request_duration_seconds End-to-end request latency through the proxy, seconds', '# TYPE proxy_request_duration_seconds summary'];
+  const lat = expositionHeader('proxy_step_latency_us');
+  const slow = expositionHeader('proxy_step_slow_total');
+  const suppressed = expositionHeader('proxy_step_slow_log_suppressed_total');
+  const req = expositionHeader('proxy_requests_total');
+  const dur = expositionHeader('proxy_request_duration_seconds');
   for (const g of p.allGraphs()) {
     const gl = `pipeline_id="${esc(g.pipelineId)}",pipeline="${esc(g.variant)}"`;
     for (const s of g.rows) {

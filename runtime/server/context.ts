@@ -9,47 +9,11 @@ import type { LogThrottle } from './log-throttle.ts';
 import type { Profiler } from '../profiling/index.ts';
 import type { Tracing } from '../telemetry/index.ts';
 import type { ClientAuth } from './client-auth.ts';
+import type { ServerStats } from '../metrics/index.ts';
 
-export interface ServerStats {
-  connectionsOpened: number;
-  connectionsActive: number;
-  requests: number;
-  /** Error documents written to clients by the proxy itself. */
-  errorReplies: number;
-  /**
-   * Requests the proxy refused or failed without an error document being written: moreToCome
-   * requests (their client expects no reply) and requests whose connection had closed.
-   */
-  errorsWithoutReply: number;
-  decodeErrors: number;
-  upstreamErrors: number;
-  /** Requests a pipeline step rejected. */
-  rejected: number;
-  /** Requests a pipeline step answered without the upstream. */
-  localReplies: number;
-  /** Times a client's unread replies exceeded clients.max_pending_reply_bytes and its reading stopped. */
-  backpressurePauses: number;
-  /** Requests answered with ShutdownInProgress because they were read during a drain. */
-  shutdownRefused: number;
-  /** Requests re-sent on a fresh upstream connection because the one they got was dead before they were written. */
-  retriedUnsent: number;
-  /** Client TLS handshakes that failed (or presented a certificate that did not verify). */
-  tlsHandshakeFailures: number;
-  /** Connections refused because clients.max_connections were open. */
-  connectionsRefused: number;
-  /** Requests answered with BSONObjectTooLarge or a message-size error. */
-  oversizeRequests: number;
-  /** Load-balanced clients that closed with a transaction open: abortTransaction sent upstream. */
-  lbTransactionsAborted: number;
-  /** Load-balanced clients that closed with cursors open: cursors killed upstream. */
-  lbCursorsKilled: number;
-  /** Upstream state-change errors (not primary, shutting down) answered as HostUnreachable (state-change.ts). */
-  stateChangeErrorsRewritten: number;
-  /** Client SCRAM conversations that ended logged in (config `auth`). */
-  authSucceeded: number;
-  /** Client authentication attempts refused (unknown user, wrong password, malformed, wrong mechanism). */
-  authFailed: number;
-}
+/** The server's counters, typed from the metric table (runtime/metrics/table.ts): each is a plain
+ *  number bumped in place on the request path and read by the registry at scrape time. */
+export type { ServerStats } from '../metrics/index.ts';
 
 /** Per-client bounds (config `clients`). */
 export interface ClientLimits {

@@ -10,6 +10,7 @@ import { InflatePool, type CompressorName, type InflatePoolOptions } from '../wi
 import { ClientConnection } from './client-connection.ts';
 import { DEFAULT_CLIENT_LIMITS, type ClientLimits, type ServerContext, type ServerStats } from './context.ts';
 import { LogThrottle } from './log-throttle.ts';
+import { newServerStats } from '../metrics/index.ts';
 import { ClientAuth, newDecoyKey, type ClientAuthSettings } from './client-auth.ts';
 import type { Profiler } from '../profiling/index.ts';
 import type { Tracing } from '../telemetry/index.ts';
@@ -51,12 +52,7 @@ export class ProxyServer implements ServerContext {
   readonly compression: readonly CompressorName[];
   readonly zlibLevel: number;
   readonly requestTimeoutMs: number;
-  readonly stats: ServerStats = {
-    connectionsOpened: 0, connectionsActive: 0, requests: 0, errorReplies: 0, errorsWithoutReply: 0, decodeErrors: 0, upstreamErrors: 0,
-    rejected: 0, localReplies: 0, backpressurePauses: 0, shutdownRefused: 0, retriedUnsent: 0, tlsHandshakeFailures: 0,
-    connectionsRefused: 0, oversizeRequests: 0, lbTransactionsAborted: 0, lbCursorsKilled: 0, stateChangeErrorsRewritten: 0,
-    authSucceeded: 0, authFailed: 0,
-  };
+  readonly stats: ServerStats = newServerStats();
   /** Answered as `serviceId` to load-balanced clients (hello with loadBalanced: true): stable for this process. */
   readonly serviceId = new ObjectId();
   readonly clientLimits: ClientLimits;

@@ -13,6 +13,7 @@
 // cut to MAX_LABEL_VALUE_CHARS characters.
 import type { Registry, Counter as PromCounter } from 'prom-client';
 import { Counter } from 'prom-client';
+import { promOptions, type MetricName } from '../metrics/index.ts';
 import { MetricKind, PLUGIN_METRIC_NAME, MAX_METRIC_LABELS, MAX_LABEL_SETS, MAX_LABEL_VALUE_CHARS } from './abi.ts';
 
 /** A plugin metric's series bound to one graph and one label set: what increment/record update. */
@@ -33,7 +34,7 @@ export interface MetricBinding {
   readonly cacheable: boolean;
 }
 
-export const OVERFLOW_METRIC = 'proxy_plugin_label_overflow_total';
+export const OVERFLOW_METRIC = 'proxy_plugin_label_overflow_total' satisfies MetricName;
 const LABEL_NAME = /^[a-z_][a-z0-9_]*$/;
 const RESERVED_LABELS = new Set(['pipeline', 'pipeline_id', 'le', 'quantile']);
 const PLUGIN_BUCKETS = [1, 5, 10, 50, 100, 500, 1000, 5000, 10000, 50000, 100000];
@@ -231,12 +232,7 @@ export class PluginMetricRegistry {
 
   constructor(registry: Registry) {
     this.registry = registry;
-    this.overflow = new Counter({
-      name: OVERFLOW_METRIC,
-      help: `Plugin metric observations past the label-set cap (${MAX_LABEL_SETS} per metric per graph), counted into the label set "other"`,
-      labelNames: ['metric', 'pipeline_id', 'pipeline'] as const,
-      registers: [registry],
-    });
+    this.overflow = new Counter({ ...promOptions(OVERFLOW_METRIC), registers: [registry] });
   }
 
   /**

@@ -1,6 +1,7 @@
 // Everything the plugin host keeps beyond one graph, owned by one object instead of module-level
 // singletons (STYLE.md 12): two proxies in one process, or a test beside a proxy, share nothing.
-// The PipelineManager owns one; graphs built by it get their state from it, keyed by graph.
+// The PipelineManager owns one; graphs built by it get their state from it, keyed by graph. Metric
+// names, help and labels come from the metric table (runtime/metrics/table.ts).
 //   registry        prom-client registry of the host's metrics (merged into /metrics)
 //   pluginMetrics   the `proxy_plugin_*` families, one series per graph
 //   stepErrors      proxy_step_errors_total{pipeline_id, pipeline, step, phase}
@@ -9,6 +10,7 @@
 //   components      loaded components likewise (bounded)
 //   kv              host-side key/value stores, by graph variant, step and config (see kv-stores.ts)
 import { Counter, Registry } from 'prom-client';
+import { promOptions } from '../metrics/index.ts';
 import { PluginMetricRegistry } from './plugin-metrics.ts';
 import { BoundedCache } from './bounded-cache.ts';
 import { KvStores } from './kv-stores.ts';
@@ -19,18 +21,8 @@ export const MAX_CACHED_MODULES = 64;
 export class WasmHost {
   readonly registry = new Registry();
   readonly pluginMetrics = new PluginMetricRegistry(this.registry);
-  readonly stepErrors = new Counter({
-    name: 'proxy_step_errors_total',
-    help: 'Non-fatal errors inside a pipeline step (traps, fuel exhausted, disabled after a crash loop)',
-    labelNames: ['pipeline_id', 'pipeline', 'step', 'phase'] as const,
-    registers: [this.registry],
-  });
-  readonly instanceRebuilds = new Counter({
-    name: 'proxy_step_instance_rebuilds_total',
-    help: 'Plugin instances rebuilt after a trap',
-    labelNames: ['pipeline_id', 'pipeline', 'step'] as const,
-    registers: [this.registry],
-  });
+  readonly stepErrors = new Counter({ ...promOptions('proxy_step_errors_total'), registers: [this.registry] });
+  readonly instanceRebuilds = new Counter({ ...promOptions('proxy_step_instance_rebuilds_total'), registers: [this.registry] });
   readonly modules = new BoundedCache<string, Promise<WebAssembly.Module>>(MAX_CACHED_MODULES);
   readonly components = new BoundedCache<string, Promise<unknown>>(MAX_CACHED_MODULES);
   readonly kv = new KvStores();

@@ -1,6 +1,8 @@
-// The notifier's metrics, declared in one place, read from its counters at scrape time.
+// The notifier's metrics (declared in the metric table, runtime/metrics/table.ts), read from its
+// counters at scrape time.
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { CHANNEL_TYPES, type Notifier } from './notifier.ts';
+import { promOptions, type MetricName } from '../../metrics/index.ts';
 
 export const NOTIFICATION_METRICS = {
   delivered: 'proxy_notifications_delivered_total',
@@ -8,24 +10,25 @@ export const NOTIFICATION_METRICS = {
   retries: 'proxy_notifications_retries_total',
   refused: 'proxy_notifications_refused_total',
   pending: 'proxy_notifications_pending',
-} as const;
+} as const satisfies Record<string, MetricName>;
 
-/** Registers the notifier's metrics in `registry` (label `channel`: webhook, email, pager). */
+/** Registers the notifier's metrics in `registry` (label `channel`: webhook, email, pager); names,
+ *  help and labels from the metric table. */
 export function registerNotificationMetrics(registry: Registry, notifier: Notifier): void {
-  const perChannel = (name: string, help: string, field: 'delivered' | 'failed' | 'retries' | 'refused') =>
+  const perChannel = (name: (typeof NOTIFICATION_METRICS)[Exclude<keyof typeof NOTIFICATION_METRICS, 'pending'>], field: 'delivered' | 'failed' | 'retries' | 'refused') =>
     new Counter({
-      name, help, labelNames: ['channel'] as const, registers: [registry],
+      ...promOptions(name), registers: [registry],
       collect() {
         this.reset();
         for (const t of CHANNEL_TYPES) this.inc({ channel: t }, notifier.stats[t][field]);
       },
     });
-  perChannel(NOTIFICATION_METRICS.delivered, 'Notification messages delivered (2xx, or accepted by the SMTP server), by channel type', 'delivered');
-  perChannel(NOTIFICATION_METRICS.failed, 'Notification messages given up (refused by the receiver, or max_attempts reached), by channel type', 'failed');
-  perChannel(NOTIFICATION_METRICS.retries, 'Failed notification attempts that were scheduled again, by channel type', 'retries');
-  perChannel(NOTIFICATION_METRICS.refused, 'Messages not queued because their channel was invalid (e.g. a webhook without a secret), by channel type', 'refused');
+  perChannel(NOTIFICATION_METRICS.delivered, 'delivered');
+  perChannel(NOTIFICATION_METRICS.failed, 'failed');
+  perChannel(NOTIFICATION_METRICS.retries, 'retries');
+  perChannel(NOTIFICATION_METRICS.refused, 'refused');
   new Gauge({
-    name: NOTIFICATION_METRICS.pending, help: 'Notification messages in the outbox not yet delivered or given up', registers: [registry],
+    ...promOptions(NOTIFICATION_METRICS.pending), registers: [registry],
     collect() { this.set(notifier.counts().pending); },
   });
 }
