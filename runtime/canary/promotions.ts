@@ -72,6 +72,16 @@ export class Promotions {
   settle(choice: BaselineChoice, when: 'start' | 'reload'): void {
     this.files.set(choice.pipelineId, choice.file);
     const pid = choice.pipelineId;
+    const now = this.store.promotion(pid);
+    const seen = choice.promotion ?? choice.superseded ?? choice.adopted;
+    if (now !== null && now.canary_id !== seen?.canary_id) {
+      // A canary completed while this reload built its graphs: the reload published what it chose
+      // before. Not silent: the next reload (or restart) applies the promotion again.
+      this.log.warn(`canary ${now.canary_id} completed on pipeline "${pid}" while the configuration was being reloaded: the reload's graph runs until the next reload or restart, which applies the promotion`, {
+        pipeline_id: pid, canary_id: now.canary_id, at: when,
+      });
+      return;
+    }
     if (choice.superseded !== null) {
       const p = choice.superseded;
       this.store.setPromotion(pid, null);
