@@ -265,7 +265,10 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     // Connections settle their pipeline again at their next request; removed pipelines' graphs go
     // once no connection routes to them (requests under way finish on the graph they hold).
     server.setRouting(routingOf(pipelines, applied));
-    for (const id of removed) pipelines.remove(id);
+    for (const id of removed) {
+      pipelines.remove(id);
+      canaryGraphs?.removePipeline(id);
+    }
     for (const g of loaded) pipelineLog.info('pipeline loaded', { pipeline: g.id, graph: g.key.toString(), request: g.requestSteps.map((s) => s.id), response: g.responseSteps.map((s) => s.id) });
     notifier?.configure(next.notifications);
     if (tracing !== null && next.telemetry !== undefined) tracing.setSampleRate(next.telemetry.sample_rate);

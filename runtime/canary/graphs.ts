@@ -110,6 +110,11 @@ export class PipelineCanaryGraphs implements CanaryGraphs {
     this.baselines.set(config.pipeline.id, config);
   }
 
+  /** A reload removed a pipeline (config `pipelines`): no canary can start on it any more. */
+  removePipeline(pipelineId: string): void {
+    this.baselines.delete(pipelineId);
+  }
+
   hasPipeline(pipelineId: string): boolean {
     return this.baselines.has(pipelineId);
   }

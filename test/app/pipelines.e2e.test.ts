@@ -203,6 +203,13 @@ test('a reload replaces the pipelines: an open connection is routed by the new m
   assert.ok(!proxy.pipelines.ids().includes('audit'), 'the removed pipeline\'s graphs are let go');
   const graphs = await (await fetch(`${proxy.profilingUrl}/api/profile/graphs`)).json() as { pipelines: string[] };
   assert.deepEqual(graphs.pipelines, ['orders', 'reports', 'default']);
+  // A removed pipeline takes no canary; an added one does.
+  const gone = await canary('POST', '', { pipeline_id: 'audit', candidate_config: { steps: [{ type: 'logging' }] } });
+  assert.equal(gone.status, 400, JSON.stringify(gone.body));
+  assert.equal(gone.body.error.code, 'PROXY_ERR_CANARY_UNKNOWN_PIPELINE');
+  const added = await canary('POST', '', { pipeline_id: 'orders', auto_promote: false, rollback_rules: { check_interval: '1h' }, candidate_config: { steps: [{ type: 'logging' }] } });
+  assert.equal(added.status, 201, JSON.stringify(added.body));
+  assert.equal((await canary('POST', `/${added.body.canary_id}/rollback`, { reason: 'done' })).status, 200);
 });
 
 test('match.user routes by the logged-in user (auth optional: anonymous connections take the default)', async () => {
