@@ -13,7 +13,6 @@ import { join } from 'node:path';
 import * as hdr from 'hdr-histogram-js';
 import { MongoClient } from 'mongodb';
 import { parseConfig } from '../../runtime/config/index.ts';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
 import { GraphKey } from '../../runtime/pipeline/index.ts';
 import { Profiler, SnapshotStore, seriesFileName, type SeriesRecord, type StepStats } from '../../runtime/profiling/index.ts';
@@ -22,14 +21,15 @@ import { encodeCompressedBase64 } from '../../runtime/profiling/profiler-state.t
 import { MemorySeries } from '../../runtime/profiling/series-memory.ts';
 import { fixture } from '../wasm/fixtures.ts';
 import { until } from '../helpers/until.ts';
+import { Closes, withProxy } from '../helpers/proxy.ts';
 
-const running: RunningProxy[] = [];
+const running = new Closes();
 const clients: MongoClient[] = [];
 const children: ChildProcess[] = [];
 const dirs: string[] = [];
 after(async () => {
   for (const c of clients) await c.close(true).catch(() => {});
-  for (const p of running) await p.close().catch(() => {});
+  await running.run().catch(() => {});
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
@@ -57,8 +57,7 @@ async function start(dir: string, profiling: Record<string, unknown> = {}) {
     listen: '127.0.0.1:0', log: { level: 'info' }, ...await pipelineConfig(),
     profiling: { enabled: true, port: 0, slow_step_threshold_us: 1_000_000, snapshot_dir: dir, snapshot_interval_s: 3600, ...profiling },
   };
-  const proxy = await startProxy(parseConfig(raw, null), { log });
-  running.push(proxy);
+  const { proxy } = await withProxy(running, raw, { log });
   const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 5000 });
   clients.push(client);
   return { proxy, client, lines, store: proxy.snapshots! };
@@ -238,8 +237,7 @@ test('without snapshot_dir the series is kept in memory: a proxy with a 1 s snap
   const lines: Array<Record<string, unknown>> = [];
   const log = new Logger('test', 'info', 'json', { write: (l: string) => { for (const x of l.split('\n')) if (x.trim() !== '') lines.push(JSON.parse(x)); } });
   const raw = { listen: '127.0.0.1:0', log: { level: 'info' }, ...await pipelineConfig(), profiling: { enabled: true, port: 0, slow_step_threshold_us: 1_000_000, snapshot_interval_s: 1 } };
-  const proxy = await startProxy(parseConfig(raw, null), { log });
-  running.push(proxy);
+  const { proxy } = await withProxy(running, raw, { log });
   assert.equal(proxy.snapshots!.persistent, false);
   assert.ok(lines.some((l) => l.msg === 'profiling snapshots kept in memory (statistics reset on restart; set profiling.snapshot_dir to persist them)' && l.interval_s === 1 && l.retention === '24h'));
   const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 5000 });
@@ -268,8 +266,7 @@ test('without snapshot_dir the series is kept in memory: a proxy with a 1 s snap
   assert.equal(proxy.snapshots!.dir, null);
   assert.equal(proxy.snapshots!.statePath, null, 'no state.json');
   // Statistics are not persisted: a new proxy (its own memory) starts from zero.
-  const again = await startProxy(parseConfig(raw, null), { log: new Logger('test', 'error', 'json', { write: () => {} }) });
-  running.push(again);
+  const { proxy: again } = await withProxy(running, raw, { log: new Logger('test', 'error', 'json', { write: () => {} }) });
   assert.equal((await getJson(`${again.profilingUrl}/api/profile`)).body.total_requests, 0);
   assert.deepEqual((await getJson(`${again.profilingUrl}/api/profile/series`)).body.points.filter((p: Point) => p.total.count > 0), []);
 });

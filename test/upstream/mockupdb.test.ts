@@ -12,10 +12,10 @@ import { createInterface } from 'node:readline';
 import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { BSON, MongoClient, type Document, type MongoClientOptions } from 'mongodb';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
-import { parseConfig } from '../../runtime/config/index.ts';
+import type { RunningProxy } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
 import { until } from '../helpers/until.ts';
+import { Closes, withProxy } from '../helpers/proxy.ts';
 
 const PY = '/usr/bin/python3';
 const probe = spawnSync(PY, ['-c', 'import mockupdb'], { timeout: 30_000 });
@@ -146,12 +146,12 @@ for s in servers:
 `;
 
 const quiet = new Logger('test', 'error', 'json', { write: () => {} });
-const proxies: RunningProxy[] = [];
+const proxies = new Closes();
 const clients: MongoClient[] = [];
 const upstreams: Mockup[] = [];
 after(async () => {
   for (const c of clients) await c.close(true).catch(() => {});
-  for (const p of proxies) await p.close().catch(() => {});
+  await proxies.run().catch(() => {});
   for (const u of upstreams) await u.close();
 });
 
@@ -205,12 +205,8 @@ class Mockup {
 }
 
 async function proxyFor(uri: string, upstream: Record<string, unknown> = {}): Promise<RunningProxy> {
-  const p = await startProxy(parseConfig({
-    listen: '127.0.0.1:0', log: { level: 'error' },
-    upstream: { uri, connect_timeout_ms: 3000, ...upstream },
-  }, null), { log: quiet });
-  proxies.push(p);
-  return p;
+  const { proxy } = await withProxy(proxies, { upstream: { uri, connect_timeout_ms: 3000, ...upstream } }, { log: quiet });
+  return proxy;
 }
 
 function client(p: RunningProxy, opts: MongoClientOptions = {}): MongoClient {

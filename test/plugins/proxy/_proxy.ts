@@ -3,10 +3,10 @@
 // the commands devdb actually receives, and small helpers around the prom-client registry.
 import { MongoClient, type MongoClientOptions } from 'mongodb';
 import type { Document } from 'bson';
-import { parseConfig } from '../../../runtime/config/index.ts';
-import { startProxy, type RunningProxy } from '../../../runtime/app/serve.ts';
+import type { RunningProxy } from '../../../runtime/app/serve.ts';
 import { Logger } from '../../../runtime/log/index.ts';
 import type { Registry } from 'prom-client';
+import { Closes, withProxy } from '../../helpers/proxy.ts';
 
 export interface ProxyUnderTest {
   proxy: RunningProxy;
@@ -35,12 +35,12 @@ export async function startPipelineProxy(spec: PipelineSpec): Promise<ProxyUnder
   const log = new Logger('test', spec.logLevel ?? 'info', 'json', {
     write: (l: string) => { for (const s of l.split('\n')) if (s.trim() !== '') lines.push(JSON.parse(s)); },
   });
-  const config = parseConfig({
-    listen: '127.0.0.1:0',
+  const closes = new Closes();
+  const { proxy } = await withProxy(closes, {
+    log: { level: 'info' },
     pipeline: { id: spec.id, request: spec.request ?? [], response: spec.response ?? [] },
     steps: spec.steps ?? {},
-  }, null);
-  const proxy = await startProxy(config, { log });
+  }, { log });
   hostRegistries.set(spec.id, proxy.pipelines.host.registry);
   const devdb = proxy.devdb!;
   const upstreamCommands: Document[] = [];
@@ -61,7 +61,7 @@ export async function startPipelineProxy(spec: PipelineSpec): Promise<ProxyUnder
     },
     async close() {
       for (const c of clients) await c.close(true).catch(() => {});
-      await proxy.close();
+      await closes.run();
     },
   };
 }
