@@ -18,7 +18,7 @@ export { renderConfigDocs, CONFIG_DOCS_PATH } from './docs.ts';
 export { restartKeys } from './reload.ts';
 export { pipelineEntries, defaultPipelineId, matchesAll, RESERVED_PIPELINE_IDS, type PipelineEntry } from './pipeline-list.ts';
 export {
-  MATCH_KEYS, CONNECTION_KEYS, REQUEST_KEYS, GLOB_KEYS, compileGlob, compileCidrs, parseCidr, valuesOf, matchCovers,
+  MATCH_KEYS, CONNECTION_KEYS, REQUEST_KEYS, GLOB_KEYS, compileGlob, globRegExp, compileCidrs, parseCidr, valuesOf, matchCovers,
   type MatchKey, type MatchSpec, type StringTest, type Cidr,
 } from './pipeline-match.ts';
 export { appliesOf, type Applies } from './applies.ts';

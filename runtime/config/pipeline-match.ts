@@ -30,6 +30,11 @@ export function hasWildcard(pattern: string): boolean {
   return pattern.includes('*') || pattern.includes('?');
 }
 
+/** A glob as a RegExp: `*` any run of characters, `?` one character, everything else literal. */
+export function globRegExp(glob: string): RegExp {
+  return new RegExp(`^${glob.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`, 's');
+}
+
 /** `orders` exact, `orders_*` prefix, `*_archive` suffix, `*` anything, other forms a RegExp. */
 export function compileGlob(pattern: string): StringTest {
   if (pattern === '*') return () => true;
@@ -38,7 +43,7 @@ export function compileGlob(pattern: string): StringTest {
   if (pattern.endsWith('*') && !hasWildcard(body)) return (s) => s.startsWith(body);
   const tail = pattern.slice(1);
   if (pattern.startsWith('*') && !hasWildcard(tail)) return (s) => s.endsWith(tail);
-  const re = new RegExp(`^${pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`, 's');
+  const re = globRegExp(pattern);
   return (s) => re.test(s);
 }
 
