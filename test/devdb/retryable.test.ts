@@ -69,7 +69,7 @@ describe('devdb retryable writes (engine)', () => {
     assert.equal(run({ insert: 'c', documents: [{ _id: 1 }], lsid: { id: s } }).n, 1);
     assert.equal(run({ insert: 'c', documents: [{ _id: 1 }], lsid: { id: s } }).writeErrors[0].code, 11000);
     const txn = { insert: 'c', documents: [{ _id: 2 }], lsid: { id: s }, txnNumber: 9, autocommit: false };
-    assert.equal(run(txn).n, 1);
+    assert.equal(run({ ...txn, startTransaction: true }).n, 1);
     assert.equal(run(txn).writeErrors[0].code, 11000);
   });
 

@@ -3,9 +3,10 @@
 // THIS IS A DEVELOPMENT UPSTREAM, NOT A DATABASE. It exists so the proxy can be
 // demoed, tested and benchmarked on machines where no MongoDB server can be
 // installed. It keeps everything in memory (no durability: data vanishes with
-// the process), applies every write immediately (no isolation, no transactions:
-// commitTransaction/abortTransaction are accepted but do nothing), and answers
-// as a single standalone node (no replication, no sharding, no auth).
+// the process), applies every write immediately (no isolation: a transaction's
+// writes are seen by everyone at once; abortTransaction undoes them, see
+// transactions.ts), and answers as a single standalone node (no replication,
+// no sharding, no auth).
 //
 // The engine is pure and socket-free: the wire-protocol server decodes a
 // command, calls `DevEngine.run`, and encodes the reply. Query, projection,
@@ -18,6 +19,7 @@ import { CursorManager } from './cursors.ts';
 import { CommandError, codeName, ErrorCodes } from './errors.ts';
 import { RETRYABLE_WRITE_COMMANDS, RetryableWrites, sessionKey, txnNumberOf } from './retryable.ts';
 import { Store } from './store.ts';
+import { Transactions } from './transactions.ts';
 import { isPlainObject } from './values.ts';
 
 export interface DevEngineOptions {
@@ -31,6 +33,8 @@ export interface DevEngineOptions {
   maxRetryableSessions?: number;
   /** A session's retryable-write record is forgotten after this many idle ms (default 30 minutes). */
   sessionTimeoutMs?: number;
+  /** An open transaction with no command for this many ms is aborted (default 60 s, mongod's transactionLifetimeLimitSeconds). */
+  transactionIdleTimeoutMs?: number;
   /** Clock, for tests (default Date.now). */
   now?: () => number;
 }
@@ -46,8 +50,9 @@ export class DevEngine {
 
   constructor(opts: DevEngineOptions = {}) {
     const now = opts.now ?? Date.now;
+    const store = new Store();
     this.state = {
-      store: new Store(),
+      store,
       cursors: new CursorManager({
         maxBatchBytes: opts.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES,
         idleTimeoutMs: opts.cursorTimeoutMs ?? 10 * 60 * 1000,
@@ -57,6 +62,11 @@ export class DevEngine {
       retryableWrites: new RetryableWrites({
         maxSessions: opts.maxRetryableSessions ?? 10000,
         idleTimeoutMs: opts.sessionTimeoutMs ?? 30 * 60 * 1000,
+        now,
+      }),
+      transactions: new Transactions(store, {
+        maxSessions: opts.maxRetryableSessions ?? 10000,
+        idleTimeoutMs: opts.transactionIdleTimeoutMs ?? 60 * 1000,
         now,
       }),
       startedAt: now(),
@@ -94,6 +104,9 @@ export class DevEngine {
         return new CommandError(ErrorCodes.InvalidNamespace, `Invalid database name: '${String(db)}'`).toReply();
       }
       const ctx: Ctx = { ...this.state, db, connectionId };
+      const transactions = this.state.transactions;
+      if (transactions.size > 0) transactions.sweep();
+      if (full.autocommit === false) return transactions.run(name, full, ctx, handler);
       if (RETRYABLE_WRITE_COMMANDS.has(name) && full.txnNumber !== undefined && full.autocommit !== false) {
         return this.retryableWrite(full, ctx, handler);
       }
@@ -132,11 +145,17 @@ export class DevEngine {
     }
   }
 
-  /** Drops all databases, cursors and retryable-write records. */
+  /** Drops all databases, cursors, retryable-write records and transactions. */
   reset(): void {
     this.state.store.reset();
     this.state.cursors.reset();
     this.state.retryableWrites.reset();
+    this.state.transactions.reset();
+  }
+
+  /** Open transactions (tests). */
+  get openTransactions(): number {
+    return this.state.transactions.open;
   }
 }
 

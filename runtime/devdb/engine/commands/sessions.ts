@@ -1,8 +1,8 @@
-// Sessions and transactions. devdb has NO isolation and NO atomicity across
-// operations: transaction commands are accepted (ok: 1) so drivers work, but
-// every write is applied immediately and abortTransaction does not roll back.
-// Retried writes are recognised by (lsid, txnNumber) — see ../retryable.ts;
-// ending or killing a session forgets its record.
+// Sessions. Retried writes are recognised by (lsid, txnNumber) — see ../retryable.ts;
+// a transaction's statements, commit and abort (autocommit: false) are run by
+// ../transactions.ts before they reach a handler. Ending or killing a session
+// forgets its records and aborts its open transaction. commitTransaction and
+// abortTransaction without a transaction's fields are answered ok.
 import { UUID } from 'bson';
 import type { Handler } from '../context.ts';
 
@@ -15,13 +15,16 @@ const startSession: Handler = () => ({
 });
 
 const endSessions: Handler = (cmd, ctx) => {
-  ctx.retryableWrites.forget(cmd[Object.keys(cmd)[0]]);
+  const lsids = cmd[Object.keys(cmd)[0]];
+  ctx.retryableWrites.forget(lsids);
+  ctx.transactions.forget(lsids);
   return { ok: 1 };
 };
 
 // devdb has no users to match patterns against: killing "all" forgets every session.
 const killAll: Handler = (_cmd, ctx) => {
   ctx.retryableWrites.reset();
+  ctx.transactions.abortAll();
   return { ok: 1 };
 };
 
