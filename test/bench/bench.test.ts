@@ -10,6 +10,7 @@ import { DevDbServer } from '../../runtime/devdb/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { runBench, parseDuration, BenchError } from '../../runtime/bench/index.ts';
+import { withProxy } from '../helpers/proxy.ts';
 
 describe('runBench through the proxy', () => {
   let devdb: DevDbServer;
@@ -97,23 +98,16 @@ describe('bench options', () => {
 });
 
 describe('proxy bench pipeline overhead', () => {
-  it('reads the overhead of the run from the proxy\'s profiling endpoint (total − upstream), or says why not', async () => {
-    const devdb = new DevDbServer();
-    const { uri } = await devdb.listen();
-    const p = await startProxy(parseConfig({ listen: '127.0.0.1:0', upstream: { uri }, log: { level: 'error' }, profiling: { enabled: true, port: 0 } }, null));
-    try {
-      const r = await runBench({ target: p.uri, connections: 2, durationMs: 500, op: 'find', profilingUrl: p.profilingUrl });
-      assert.ok(r.overhead !== null, r.overheadNote);
-      assert.ok(r.overhead.requests >= r.requests, `sampled ${r.overhead.requests} of ${r.requests} (plus the seeding)`);
-      assert.equal(r.overhead.avgOverheadUs, r.overhead.avgTotalUs - r.overhead.avgUpstreamUs);
-      assert.ok(r.overhead.avgTotalUs > 0);
-      assert.match(r.overheadNote, /^\d+ µs per request \(total \d+ µs − upstream \d+ µs; \d+ requests sampled at http:/);
-      const none = await runBench({ target: p.uri, connections: 1, durationMs: 100, op: 'ping', profilingUrl: 'http://127.0.0.1:1' });
-      assert.equal(none.overhead, null);
-      assert.match(none.overheadNote, /^n\/a \(profiling endpoint not reachable at http:\/\/127\.0\.0\.1:1\)$/);
-    } finally {
-      await p.close();
-      await devdb.close();
-    }
+  it('reads the overhead of the run from the proxy\'s profiling endpoint (total − upstream), or says why not', async (t) => {
+    const { proxy: p } = await withProxy(t, { profiling: { enabled: true, port: 0 } });
+    const r = await runBench({ target: p.uri, connections: 2, durationMs: 500, op: 'find', profilingUrl: p.profilingUrl });
+    assert.ok(r.overhead !== null, r.overheadNote);
+    assert.ok(r.overhead.requests >= r.requests, `sampled ${r.overhead.requests} of ${r.requests} (plus the seeding)`);
+    assert.equal(r.overhead.avgOverheadUs, r.overhead.avgTotalUs - r.overhead.avgUpstreamUs);
+    assert.ok(r.overhead.avgTotalUs > 0);
+    assert.match(r.overheadNote, /^\d+ µs per request \(total \d+ µs − upstream \d+ µs; \d+ requests sampled at http:/);
+    const none = await runBench({ target: p.uri, connections: 1, durationMs: 100, op: 'ping', profilingUrl: 'http://127.0.0.1:1' });
+    assert.equal(none.overhead, null);
+    assert.match(none.overheadNote, /^n\/a \(profiling endpoint not reachable at http:\/\/127\.0\.0\.1:1\)$/);
   });
 });

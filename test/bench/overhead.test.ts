@@ -4,15 +4,14 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { MongoClient } from 'mongodb';
-import { parseConfig } from '../../runtime/config/index.ts';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { overheadBetween, readTotals, totalsOf } from '../../runtime/bench/index.ts';
+import { Closes, withProxy } from '../helpers/proxy.ts';
 
-const running: RunningProxy[] = [];
+const running = new Closes();
 const clients: MongoClient[] = [];
 after(async () => {
   for (const c of clients) await c.close(true).catch(() => {});
-  for (const p of running) await p.close().catch(() => {});
+  await running.run().catch(() => {});
 });
 
 test('the run\'s mean comes from exact sums: a long history before the run does not skew it (rounded average × count would be off by 400 µs here)', () => {
@@ -28,8 +27,7 @@ test('the run\'s mean comes from exact sums: a long history before the run does 
 });
 
 test('readTotals: exact sums and counts of the default pipeline\'s baseline and candidate graphs from a running proxy; other pipeline ids left out', { timeout: 60_000 }, async () => {
-  const proxy = await startProxy(parseConfig({ listen: '127.0.0.1:0', log: { level: 'error' }, profiling: { enabled: true, port: 0 } }, null));
-  running.push(proxy);
+  const { proxy } = await withProxy(running, { profiling: { enabled: true, port: 0 } });
   const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 5000 });
   clients.push(client);
   const coll = client.db('bench').collection('c');
