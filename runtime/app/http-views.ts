@@ -3,6 +3,7 @@
 import type { AdminSurface, MetricsSource, PipelineView, ProfilingSurface, Readiness } from '../http/surface.ts';
 import { metricsText, proxyMetricsRegistry } from './proxy-metrics.ts';
 import type { RunningProxy } from './serve.ts';
+import { pipelineEntries } from '../config/index.ts';
 
 /** The proxy's metrics and the plugin host's, one registry for every /metrics of the proxy. */
 export function proxyMetrics(running: RunningProxy): MetricsSource {
@@ -39,8 +40,13 @@ export async function readiness(running: RunningProxy): Promise<Readiness> {
 }
 
 export function defaultPipeline(running: RunningProxy): PipelineView {
-  const p = running.pipelines.get(running.config.pipeline.id);
-  return { id: p.id, request: p.requestSteps.map((s) => s.id), response: p.responseSteps.map((s) => s.id) };
+  const p = running.pipelines.get(running.server.pipelineId);
+  const matches = new Map(pipelineEntries(running.config).map((e) => [e.id, e.match]));
+  const pipelines = running.server.routing.ids.map((id) => {
+    const g = running.pipelines.get(id);
+    return { id, match: (matches.get(id) ?? {}) as Record<string, unknown>, request: g.requestSteps.map((s) => s.id), response: g.responseSteps.map((s) => s.id), generation: g.key.generation };
+  });
+  return { id: p.id, request: p.requestSteps.map((s) => s.id), response: p.responseSteps.map((s) => s.id), pipelines };
 }
 
 export function adminSurface(running: RunningProxy, metrics: MetricsSource): AdminSurface {

@@ -19,6 +19,8 @@ export interface PipelineView {
   id: string;
   request: string[];
   response: string[];
+  /** Every pipeline in matching order, the default last (config `pipelines`), with its match and graph generation. */
+  pipelines?: Array<{ id: string; match: Record<string, unknown>; request: string[]; response: string[]; generation: number }>;
 }
 
 export interface AdminSurface {

@@ -25,6 +25,7 @@ function rawConfig(dataDir: string, pipelines: unknown[]): Record<string, unknow
     listen: '127.0.0.1:0', log: { level: 'error' },
     profiling: { enabled: true, port: 0, alert_on_slow_step: false },
     control_plane: { port: 0, tokens: [TOKEN] }, canary: { data_dir: dataDir },
+    admin: { listen: '127.0.0.1:0', token: TOKEN },
     steps: { filter: deny('default-filter', 'nobody') },
     pipelines,
   };
@@ -121,6 +122,13 @@ test('each pipeline has its own profile: /api/profile?pipeline_id= selects its g
   assert.match(none.body.error.message, /no pipeline "nope"/);
   const graphs = await (await fetch(`${proxy.profilingUrl}/api/profile/graphs`)).json() as { pipelines: string[]; default_pipeline_id: string };
   assert.deepEqual(graphs.pipelines, ['reports', 'audit', 'default'], 'configured pipelines, in matching order');
+  // The admin API shows every pipeline, its match and its graph's generation.
+  const admin = await (await fetch(`${proxy.adminUrl}/api/v1/pipeline`, { headers: { authorization: `Bearer ${TOKEN}` } })).json() as { id: string; pipelines: Array<{ id: string; match: unknown; request: string[]; generation: number }> };
+  assert.equal(admin.id, 'default');
+  assert.deepEqual(admin.pipelines.map((p) => [p.id, p.match, p.request]), [
+    ['reports', { app_name: 'reports-*' }, ['wasm:filter']], ['audit', { collection: 'audit_*', command: ['insert', 'find'] }, ['wasm:filter']], ['default', {}, []],
+  ]);
+  assert.ok(admin.pipelines.every((p) => p.generation >= 1));
   // Metrics carry each pipeline's id.
   const metrics = await (await fetch(`${proxy.profilingUrl}/metrics`)).text();
   assert.match(metrics, /proxy_step_latency_us_count\{[^}]*pipeline_id="reports"[^}]*step="wasm:filter"/);
