@@ -8,17 +8,21 @@ import { execFileSync } from 'node:child_process';
 import { loadConfig } from '../../runtime/config/index.ts';
 import { PipelineManager } from '../../runtime/pipeline/index.ts';
 import { BUILTIN_PLUGIN_DIR } from '../../runtime/app/serve.ts';
+import { pipelineConfigs } from '../../runtime/app/pipelines.ts';
 
-const files = ['examples/proxy.yaml', 'examples/builtins.yaml', 'examples/redact/proxy.yaml', 'examples/tracing/proxy.yaml'];
+const files = ['examples/proxy.yaml', 'examples/builtins.yaml', 'examples/redact/proxy.yaml', 'examples/tracing/proxy.yaml', 'examples/pipelines/proxy.yaml'];
 
 test('example configurations are valid and their pipelines load', async () => {
   execFileSync(process.execPath, ['scripts/build-plugins.mjs'], { stdio: 'inherit' });
   for (const file of files) {
     const { config } = await loadConfig({ file });
     const manager = new PipelineManager({ pluginDir: BUILTIN_PLUGIN_DIR, logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {} } });
-    const p = await manager.load({ pipeline: config.pipeline, steps: config.steps });
-    assert.equal(p.requestSteps.length, config.pipeline.request.length, file);
-    assert.equal(p.responseSteps.length, config.pipeline.response.length, file);
+    // Every pipeline of the file (config `pipelines`; else the one `pipeline`).
+    for (const c of pipelineConfigs(config)) {
+      const p = await manager.load(c);
+      assert.equal(p.requestSteps.length, c.pipeline.request.length, `${file}: ${c.pipeline.id}`);
+      assert.equal(p.responseSteps.length, c.pipeline.response.length, `${file}: ${c.pipeline.id}`);
+    }
   }
   // Nothing in examples/ is forgotten by this test.
   const yamls = readdirSync('examples', { recursive: true }).map(String).filter((f) => /proxy\.ya?ml$|builtins\.yaml$/.test(f));

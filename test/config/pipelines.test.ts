@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConfigError, parseConfig, pipelineEntries } from '../../runtime/config/index.ts';
 import { globCovers, matchCovers, parseCidr, compileCidrs, compileGlob } from '../../runtime/config/pipeline-match.ts';
+import { mmapFitIssue } from '../../runtime/profiling/index.ts';
 
 /** The single issue line of the refused configuration (`<config>: <path>: <reason>`). */
 function refused(raw: Record<string, unknown>): string[] {
@@ -100,4 +101,15 @@ test('match primitives: globs, CIDR blocks (IPv4-mapped clients), coverage', () 
   assert.ok(typeof v6 !== 'string' && compileCidrs([v6])('2001:db8:1::5') && !compileCidrs([v6])('2001:db9::1'));
   assert.ok(globCovers('rep*', 'report?') && globCovers('*', 'x*') && !globCovers('rep*', '*rep') && !globCovers('a?', 'ab*'));
   assert.ok(matchCovers({}, { db: 'x' }) && !matchCovers({ db: 'x' }, {}) && matchCovers({ user: ['a', 'b'] }, { user: 'a', db: 'q' }));
+});
+
+test('profiling.storage "mmap": the histogram file must hold every pipeline\'s two graphs', () => {
+  const p = (id: string, n: number) => ({ id, request: Array.from({ length: n }, (_, i) => `s${i}`), response: [] });
+  // 1 MiB holds 178 rows; a pipeline of N steps needs 2 × (4 + 2N).
+  assert.equal(mmapFitIssue([p('a', 20), p('default', 20)], 1), null, '2 × 88 = 176 rows fit');
+  const issue = mmapFitIssue([p('a', 20), p('b', 1), p('default', 20)], 1);
+  assert.ok(issue !== null);
+  assert.equal(issue.path, 'profiling.mmap_size_mb');
+  assert.match(issue.message, /these pipelines need 188 \(3 pipelines, each 2 graphs × \(4 \+ 2 phases × its steps\)\): set at least 2$/);
+  assert.match(mmapFitIssue([p('x'.repeat(70), 1), p('default', 0)], 1)?.message ?? '', /^pipeline "x+": id must be at most 63 bytes/);
 });
