@@ -19,9 +19,17 @@ export class Closes implements Cleanup {
   after(fn: () => unknown): void {
     this.fns.push(fn);
   }
-  /** Runs the closes in the order given. */
+  /** Runs every close in the order given; then throws the first that failed, if any. */
   async run(): Promise<void> {
-    for (const fn of this.fns.splice(0)) await fn();
+    let failed: { err: unknown } | null = null;
+    for (const fn of this.fns.splice(0)) {
+      try {
+        await fn();
+      } catch (err) {
+        failed ??= { err };
+      }
+    }
+    if (failed !== null) throw failed.err;
   }
 }
 

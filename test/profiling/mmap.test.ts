@@ -14,19 +14,20 @@ import { ConfigError, parseConfig } from '../../runtime/config/index.ts';
 import { GraphKey } from '../../runtime/pipeline/index.ts';
 import { Profiler, fileSnapshot, readHistogramFile, type StepStats } from '../../runtime/profiling/index.ts';
 import { BUCKETS, bucketHighUs, bucketIndex, rowCapacity } from '../../runtime/profiling/mmap-layout.ts';
-import { profilingSettings, startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
+import { profilingSettings } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
 import { fixture } from '../wasm/fixtures.ts';
 import { until } from '../helpers/until.ts';
+import { Closes, withProxy } from '../helpers/proxy.ts';
 
 const bin = join(process.cwd(), 'bin/proxy.mjs');
 const dir = mkdtempSync(join(tmpdir(), 'proxy-mmap-'));
 const children: ChildProcess[] = [];
 const clients: MongoClient[] = [];
-const running: RunningProxy[] = [];
+const running = new Closes();
 after(async () => {
   for (const c of clients) await c.close(true).catch(() => {});
-  for (const p of running) await p.close().catch(() => {});
+  await running.run().catch(() => {});
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   rmSync(dir, { recursive: true, force: true });
 });
@@ -204,8 +205,7 @@ test('with mmap the rest works from the file\'s rows: /metrics, histograms, flam
     steps: { spin: { module: await fixture('spin'), config: {} }, filter: { config: { rules: [], default: 'allow' } } },
     profiling: { enabled: true, port: 0, slow_step_threshold_us: 1_000_000, storage: 'mmap', mmap_path: path, snapshot_dir: join(dir, 'snapshots'), snapshot_interval_s: 3600 },
   };
-  const proxy = await startProxy(parseConfig(raw, null), { log: new Logger('test', 'error', 'json', { write: () => {} }) });
-  running.push(proxy);
+  const { proxy } = await withProxy(running, raw, { log: new Logger('test', 'error', 'json', { write: () => {} }) });
   const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 10_000 });
   clients.push(client);
   for (let i = 0; i < 20; i++) await client.db('mm').collection('us_300').findOne({});
