@@ -80,7 +80,7 @@ test('401 without a token, with a wrong one; the configured token and the enviro
 test('400s on start: malformed JSON, not an object, invalid stages, rules, traffic, unknown pipeline, candidate refused', async () => {
   expectError(await call('POST', '', undefined, { raw: '{"pipeline_id": ' }), 400, 'PROXY_ERR_BAD_BODY');
   expectError(await call('POST', '', [1, 2]), 400, 'PROXY_ERR_BAD_BODY');
-  expectError(await call('POST', '', { candidate_config: CANDIDATE }), 400, 'PROXY_ERR_BAD_BODY');
+  expectError(await call('POST', '', { pipeline_id: 7, candidate_config: CANDIDATE }), 400, 'PROXY_ERR_BAD_BODY');
   const ok = { pipeline_id: 'default', candidate_config: CANDIDATE, stages: STAGES };
   expectError(await call('POST', '', { ...ok, stages: [] }), 400, 'PROXY_ERR_CANARY_INVALID_STAGES');
   expectError(await call('POST', '', { ...ok, stages: [{ traffic_pct: -1, min_duration: '0', min_requests: 0 }] }), 400, 'PROXY_ERR_CANARY_INVALID_STAGES');

@@ -85,9 +85,16 @@ test('start: invalid stages, rules, traffic and body are refused with their code
   await rejects(h.controller.start(body({ rollback_rules: { custom_metrics: [{ metric: 'proxy_plugin_x', threshold_delta: 1, comparison: 'about' }] } })), 'PROXY_ERR_CANARY_INVALID_RULES');
   await rejects(h.controller.start(body({ initial_traffic_pct: 150 })), 'PROXY_ERR_CANARY_INVALID_TRAFFIC');
   await rejects(h.controller.start(body({ initial_traffic_pct: 2.5 })), 'PROXY_ERR_CANARY_INVALID_TRAFFIC');
-  await rejects(h.controller.start({ candidate_config: LOGGING_CANDIDATE }), 'PROXY_ERR_BAD_BODY');
+  await rejects(h.controller.start({ pipeline_id: 7, candidate_config: LOGGING_CANDIDATE }), 'PROXY_ERR_BAD_BODY');
   await rejects(h.controller.start([]), 'PROXY_ERR_BAD_BODY');
   await rejects(h.controller.start(body({ surprise: 1 })), 'PROXY_ERR_BAD_BODY');
+});
+
+test('start without pipeline_id: the default pipeline', async () => {
+  const h = harness();
+  const r = await h.controller.start({ candidate_config: LOGGING_CANDIDATE }) as Record<string, any>;
+  assert.equal(r.pipeline_id, 'default');
+  assert.notEqual(h.manager.candidate('default'), null);
 });
 
 test('config defaults apply to a canary started without stages or rules; the request overrides them key by key', async () => {
