@@ -66,7 +66,8 @@ export function renderStatus(s: Status, verbose: boolean, now: number, report: R
   const gate = s.promotion?.gate;
   if (gate != null) lines.push(`  gate       ${gate.url}: ${gate.last === null ? 'not asked yet at this stage' : `${gate.last.ok ? 'confirmed' : 'HOLDING'} (${gate.last.result}, ${gate.last.at})`}`);
   const ev = s.evaluation;
-  if (ev?.result !== undefined) {
+  // A canary that ended before its first evaluation has no evaluation to show, not a pending one.
+  if (ev?.result !== undefined && !(finished && ev.result === 'pending')) {
     const counts = ev.window_requests ? ` (last window: baseline ${ev.window_requests.baseline}, candidate ${ev.window_requests.candidate} requests${ev.result === 'inconclusive' && ev.min_window_requests !== undefined ? `; ${ev.min_window_requests} needed on each side` : ''})` : '';
     lines.push(`  evaluation ${ev.result}${counts}`);
   }

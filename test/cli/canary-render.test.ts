@@ -52,6 +52,17 @@ test('status of an automatically rolled-back canary: ended when, after how long,
   assert.doesNotMatch(text, /ago\); stage entered/, 'the run\'s length is not shown as "ago"');
 });
 
+test('status of a rollback before any evaluation: no "evaluation pending" line', async () => {
+  const h = harness();
+  const id = await start(h);
+  h.clock.advance(2000);
+  h.controller.rollback(id, { reason: 'wrong candidate' });
+  const { status, report } = views(h, id);
+  const text = renderStatus(status, false, h.clock.now(), report);
+  assert.doesNotMatch(text, /evaluation/);
+  assert.match(text, /ended \S+ \(0s ago\), after 2s\n  outcome    rolled back \(manual\): wrong candidate\n/);
+});
+
 test('status of a manual rollback with no breach: not UNHEALTHY; the start is "ago" from now, not the run\'s length', async () => {
   const h = harness();
   const id = await start(h);
