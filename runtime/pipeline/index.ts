@@ -8,12 +8,12 @@ export {
 export { StepRunner, defaultOnError } from './step-runner.ts';
 export { GraphKey, type Variant } from './graph-key.ts';
 export { GraphSlot } from './graph-slot.ts';
-export { PipelineRouting, ConnectionRoute, MEMO_LIMIT, type RouteEntry } from './routing.ts';
+export { PipelineRouting, ConnectionRoute, MEMO_LIMIT, MEMO_BUDGET, type RouteEntry } from './routing.ts';
 export { PercentSelector, type GraphSelector } from './selector.ts';
 export { ClientMatch, globRegExp, parseCidr, hostOf, type ClientMatchSpec } from './client-match.ts';
 export type { ArmRecorder } from './arm-recorder.ts';
 export { RejectionCounts, MAX_REJECTION_SERIES, type RejectionSeries } from './rejections.ts';
 export { callbackRecorder, type StepRecorder, type StepTimer } from './recorder.ts';
 export { RequestTimings } from './request-timings.ts';
-export type { Logger } from '../wasm/index.ts';
+export type { HostLog } from '../wasm/index.ts';
 export type { DocSequence } from '../wire/index.ts';

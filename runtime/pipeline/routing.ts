@@ -7,7 +7,8 @@
 //     When that is the first, the route is `fixed` and the connection holds the slot itself.
 //     Otherwise each request is one memo lookup over the request keys the candidates test
 //     (command, db, collection, read from the CommandPeek the connection already has); a miss
-//     tests the candidates in order and remembers the answer (bounded).
+//     tests the candidates in order and remembers the answer (bounded per route, MEMO_LIMIT, and
+//     across the routing's routes, MEMO_BUDGET).
 import {
   compileCidrs, compileGlob, parseCidr, valuesOf,
   type Cidr, type MatchSpec, type StringTest,
@@ -25,6 +26,14 @@ export interface RouteEntry {
 export const MEMO_LIMIT = 4096;
 /** ConnectionRoutes kept per routing (connections with the same candidates share one and its memo). */
 const ROUTE_CACHE_LIMIT = 1024;
+/**
+ * Answers remembered across all routes of one routing: clients choosing their appName can make
+ * many candidate sets, and each set's memo must not add up to more than this (then they scan).
+ */
+export const MEMO_BUDGET = 65536;
+
+/** What is left of a routing's MEMO_BUDGET, shared by its routes. */
+interface MemoBudget { left: number }
 
 /** Any of `values` matched by its compiled test (one test when there is one value). */
 function anyOf(tests: StringTest[]): StringTest {
@@ -90,9 +99,11 @@ export class ConnectionRoute {
   private readonly byCollection: boolean;
   private readonly memo: Memo = new Map();
   private memoSize = 0;
+  private readonly budget: MemoBudget;
 
-  constructor(candidates: CompiledPipeline[]) {
+  constructor(candidates: CompiledPipeline[], budget: MemoBudget = { left: MEMO_LIMIT }) {
     this.candidates = candidates;
+    this.budget = budget;
     this.fixed = candidates[0].perRequest ? null : candidates[0].slot;
     this.byCommand = candidates.some((c) => c.command !== null);
     this.byDb = candidates.some((c) => c.db !== null);
@@ -126,7 +137,7 @@ export class ConnectionRoute {
         break;
       }
     }
-    if (this.memoSize < MEMO_LIMIT) this.remember(op, db, collection, slot);
+    if (this.memoSize < MEMO_LIMIT && this.budget.left > 0) this.remember(op, db, collection, slot);
     return slot;
   }
 
@@ -143,6 +154,7 @@ export class ConnectionRoute {
     }
     m.set(keys[keys.length - 1], slot);
     this.memoSize++;
+    this.budget.left--;
   }
 }
 
@@ -154,6 +166,7 @@ export class PipelineRouting {
   readonly defaultSlot: GraphSlot;
   private readonly pipelines: CompiledPipeline[];
   private readonly routes = new Map<string, ConnectionRoute>();
+  private readonly budget: MemoBudget = { left: MEMO_BUDGET };
 
   /** `entries` in matching order, the default (match-all) last. */
   constructor(entries: readonly RouteEntry[]) {
@@ -190,7 +203,7 @@ export class PipelineRouting {
     for (const c of candidates) key += `${c.index},`;
     let route = this.routes.get(key);
     if (route === undefined) {
-      route = new ConnectionRoute(candidates);
+      route = new ConnectionRoute(candidates, this.budget);
       if (this.routes.size < ROUTE_CACHE_LIMIT) this.routes.set(key, route);
     }
     return route;

@@ -3,7 +3,7 @@
 // picks among them by command, db and collection (a bounded memo in front of the ordered scan).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { PipelineManager, PipelineRouting, MEMO_LIMIT, type RouteEntry } from '../../runtime/pipeline/index.ts';
+import { PipelineManager, PipelineRouting, MEMO_LIMIT, MEMO_BUDGET, type RouteEntry } from '../../runtime/pipeline/index.ts';
 import type { MatchSpec } from '../../runtime/config/index.ts';
 
 const manager = new PipelineManager();
@@ -66,4 +66,18 @@ test('the memo is bounded: a client naming ever new collections is answered righ
   }
   assert.equal((route as unknown as { memoSize: number }).memoSize, MEMO_LIMIT);
   assert.equal(route.pick('find', 'db', 'hot_new'), manager.slot('hot'), 'past the bound the scan still answers');
+});
+
+test('the memos of all routes of a routing share one budget: many candidate sets cannot add up past it', () => {
+  // 20 app_name pipelines testing a collection each: an appName reaching pipeline i makes its own route.
+  const entries = Array.from({ length: 20 }, (_, i) => entry(`p${i}`, { app_name: `app${i}`, collection: `hot${i}_*` }));
+  const r = new PipelineRouting([...entries, entry('default')]);
+  let remembered = 0;
+  for (let i = 0; i < 20; i++) {
+    const route = r.forConnection(`app${i}`, '', '127.0.0.1');
+    for (let c = 0; c < MEMO_LIMIT; c++) route.pick('find', 'db', `c${c}`);
+    remembered += (route as unknown as { memoSize: number }).memoSize;
+    assert.equal(route.pick('find', 'db', `hot${i}_x`), manager.slot(`p${i}`));
+  }
+  assert.equal(remembered, MEMO_BUDGET, `20 × ${MEMO_LIMIT} asked, the budget kept`);
 });
