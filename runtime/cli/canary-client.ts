@@ -1,7 +1,7 @@
 // The HTTP client of `proxy canary`: the control-plane API of docs/canary.md (SPEC §4.2), with a
 // bearer token, and the errors the command reports (its exit codes are documented in docs/cli.md).
 import { httpRequest, REQUEST_TIMEOUT_MS, type HttpAnswer } from './http-client.ts';
-import { ERRORS } from '../errors/catalogue.ts';
+import { ERRORS, isErrorCode, type ProxyErrorCode } from '../errors/catalogue.ts';
 
 /** Exit codes of `proxy canary` (docs/cli.md); those of the command's own codes are the catalogue's. */
 export const EXIT = {
@@ -18,12 +18,14 @@ export const EXIT = {
   unreachable: ERRORS.PROXY_ERR_CANARY_CLI_UNREACHABLE.exit,
 } as const;
 
+/** A code of the catalogue (the control plane's, or the command's own), or `HTTP_<status>` for an answer without one. */
+export type CanaryCliCode = ProxyErrorCode | `HTTP_${number}`;
+
 export class CanaryCliError extends Error {
-  /** The API's error code (PROXY_ERR_…), or the CLI's own for usage and connection errors. */
-  readonly code: string;
+  readonly code: CanaryCliCode;
   readonly exitCode: number;
   readonly status: number | null;
-  constructor(code: string, message: string, exitCode: number, status: number | null = null) {
+  constructor(code: CanaryCliCode, message: string, exitCode: number, status: number | null = null) {
     super(message);
     this.name = 'CanaryCliError';
     this.code = code;
@@ -66,7 +68,7 @@ export class CanaryClient {
     if (res.status >= 200 && res.status < 300) return res.body;
     let error: { code?: string; message?: string; details?: unknown } = {};
     try { error = (JSON.parse(res.body) as { error?: typeof error }).error ?? {}; } catch { /* not the control plane's error body */ }
-    const code = error.code ?? `HTTP_${res.status}`;
+    const code: CanaryCliCode = isErrorCode(error.code) ? error.code : `HTTP_${res.status}`;
     let message = error.message ?? (res.body.slice(0, 200) || `HTTP ${res.status}`);
     if (res.status === 401) {
       if (this.token === null) message += ' (no token given: --token or PROXY_CONTROL_TOKEN)';

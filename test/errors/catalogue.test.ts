@@ -68,13 +68,22 @@ test('each line of docs/errors.md shows the entry\'s HTTP status, exit code and 
   }
 });
 
-test('a code the other docs name is in the catalogue, and a table row\'s status is the catalogue\'s', () => {
+test('a code the other docs name is in the catalogue, and a table row\'s status or exit code is the catalogue\'s', () => {
   for (const file of files('docs', /\.md$/)) {
     const text = readFileSync(file, 'utf8');
     for (const m of text.matchAll(CODE)) assert.ok(isErrorCode(m[0]), `${file} names ${m[0]}, which is not in the catalogue`);
     for (const m of text.matchAll(/^\| (\d{3}) \| `(PROXY_ERR_[A-Z0-9_]+)` \|/gm)) {
       const e = ERRORS[m[2] as ProxyErrorCode] as ErrorEntry;
       assert.equal(String(e.status), m[1], `${file}: ${m[2]} is answered ${e.status}, not ${m[1]}`);
+    }
+    // A table of exit codes (`| 3 | … PROXY_ERR_… |`): a code the catalogue gives an exit code has that one.
+    for (const line of text.split('\n')) {
+      const exit = /^\| (\d{1,2}) \|/.exec(line);
+      if (exit === null) continue;
+      for (const m of line.matchAll(CODE)) {
+        const e = ERRORS[m[0] as ProxyErrorCode] as ErrorEntry | undefined;
+        if (e?.exit !== undefined) assert.equal(String(e.exit), exit[1], `${file}: ${m[0]} exits ${e.exit}, not ${exit[1]}`);
+      }
     }
   }
 });
