@@ -13,11 +13,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MongoClient, MongoServerError } from 'mongodb';
 import { DevDbServer } from '../../runtime/devdb/index.ts';
-import { parseConfig } from '../../runtime/config/index.ts';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
 import { scramUserEntry } from '../../runtime/cli/user.ts';
 import { pymongoLoginCheck, pythonSkip } from '../helpers/python.ts';
+import { withProxy } from '../helpers/proxy.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'proxy-production-'));
 const f = (name: string) => join(dir, name);
@@ -64,17 +63,15 @@ async function relay(target: number): Promise<Relay> {
 }
 
 const upstreamRelay = await relay(devdbPort);
-const proxy: RunningProxy = await startProxy(parseConfig({
-  listen: '127.0.0.1:0',
-  log: { level: 'error' },
+// Closed by the file's first after hook, before the relay and the upstream.
+const { proxy } = await withProxy({ after }, {
   // The upstream's name is checked against its certificate (DNS:localhost), through the relay.
   upstream: { uri: `mongodb://svc:${UPSTREAM_PASSWORD}@localhost:${upstreamRelay.port}/?tls=true&tlsCAFile=${f('ca.pem')}` },
   tls: { cert_file: f('proxy.pem'), key_file: f('proxy.key') },
   auth: { users: [scramUserEntry('app', 'admin', APP_PASSWORD, 4096)] },
-}, null), { log: quiet });
+}, { log: quiet });
 
 after(async () => {
-  await proxy.close();
   upstreamRelay.server.close();
   await devdb.close();
   rmSync(dir, { recursive: true, force: true });
