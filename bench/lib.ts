@@ -10,7 +10,6 @@ import { runBench } from '../runtime/bench/index.ts';
 import { BenchConnection, RunTally } from '../runtime/bench/bench-connection.ts';
 import { encodeOpMsg } from '../runtime/wire/index.ts';
 import { Logger, BufferedFdSink } from '../runtime/log/index.ts';
-import type { Logger as HostLogger } from '../runtime/wasm/index.ts';
 import type { PipelineConfig } from '../runtime/pipeline/index.ts';
 
 export function arg(name: string, fallback: string): string {
@@ -117,16 +116,8 @@ export async function runRounds<T extends string, R extends { throughput: number
 
 /** The host logger of the in-process benches: the proxy's own logger and batching sink, writing to
  *  /dev/null, so a logging step's lines cost what they cost in `proxy serve`, minus the disk. */
-export function devNullHostLogger(): HostLogger {
-  const log = new Logger('pipeline', 'info', 'json', new BufferedFdSink(openSync('/dev/null', 'w')));
-  return {
-    trace: (o: object, m: string) => log.trace(m, o as Record<string, unknown>),
-    debug: (o: object, m: string) => log.debug(m, o as Record<string, unknown>),
-    info: (o: object, m: string) => log.info(m, o as Record<string, unknown>),
-    warn: (o: object, m: string) => log.warn(m, o as Record<string, unknown>),
-    error: (o: object, m: string) => log.error(m, o as Record<string, unknown>),
-    record: (l: 'trace' | 'debug' | 'info' | 'warn' | 'error', p: string, m: Uint8Array) => log.record(l, p, m),
-  };
+export function devNullHostLogger(): Logger {
+  return new Logger('pipeline', 'info', 'json', new BufferedFdSink(openSync('/dev/null', 'w')));
 }
 
 /** The eight built-ins of bench/pipeline-bench.ts for the in-process benches: every step on its

@@ -11,7 +11,6 @@ import { PipelineManager, type Pipeline } from '../pipeline/index.ts';
 import { loadPipelines, pipelineConfigs, removedPipelines, routingOf } from './pipelines.ts';
 import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
-import type { Logger as HostLogger } from '../wasm/index.ts';
 import { HttpSurfaces } from './http-surfaces.ts';
 export { watchReload, type WatchReloadOptions } from './reload-watch.ts';
 import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, Promotions, defaultsFromConfig, type BaselineChoice, type CanaryEventSink, type Clock } from '../canary/index.ts';
@@ -22,18 +21,6 @@ import { Tracing, TracingRecorder, tracesUrl, type TracingSettings } from '../te
 
 /** Built-in plugins are compiled here by `npm run build` (scripts/build-plugins.mjs). */
 export const BUILTIN_PLUGIN_DIR = fileURLToPath(new URL('../../build/plugins/', import.meta.url));
-
-/** The plugin host logs pino-style (fields, message); our logger takes (message, fields). */
-function hostLogger(log: Logger): HostLogger {
-  return {
-    trace: (o, m) => log.trace(m, o as Record<string, unknown>),
-    debug: (o, m) => log.debug(m, o as Record<string, unknown>),
-    info: (o, m) => log.info(m, o as Record<string, unknown>),
-    warn: (o, m) => log.warn(m, o as Record<string, unknown>),
-    error: (o, m) => log.error(m, o as Record<string, unknown>),
-    record: (level, prefix, members) => log.record(level, prefix, members),
-  };
-}
 
 export interface RunningProxy {
   readonly config: ProxyConfig;
@@ -113,7 +100,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   // With tracing, graphs are timed for sampled requests only (TracingRecorder), or for all while profiling is on.
   const recorder = tracing !== null ? new TracingRecorder(profiler) : profiler ?? undefined;
   const pipelines = new PipelineManager({
-    logger: hostLogger(pipelineLog), pluginDir: opts.pluginDir ?? BUILTIN_PLUGIN_DIR, recorder,
+    logger: pipelineLog, pluginDir: opts.pluginDir ?? BUILTIN_PLUGIN_DIR, recorder,
   });
   // Load the pipeline before opening any port: a refused plugin config stops startup.
   try {

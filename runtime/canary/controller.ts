@@ -5,6 +5,7 @@
 // Transitions are compare-and-set on the record's `version`. Everything after the one await of a
 // transition (building a graph) re-checks the version, so a concurrent promote and rollback end with
 // exactly one winner; a rollback never waits and always wins a race it takes part in.
+import type { Log } from '../log/index.ts';
 import { randomBytes } from 'node:crypto';
 import { canaryDurationMs } from '../config/index.ts';
 import { transitionEventId, warningEventId, type CanaryEvent, type CanaryEventSink, type CanaryEventType, type RuleReading, type SideMetrics } from './events.ts';
@@ -30,13 +31,7 @@ export const intervalScheduler: Scheduler = (ms, fn) => {
   return () => clearInterval(t);
 };
 
-export interface ControllerLog {
-  info(msg: string, fields?: Record<string, unknown>): void;
-  warn(msg: string, fields?: Record<string, unknown>): void;
-  error(msg: string, fields?: Record<string, unknown>): void;
-}
-
-const silentLog: ControllerLog = { info() {}, warn() {}, error() {} };
+const silentLog: Pick<Log, 'info' | 'warn' | 'error'> = { info() {}, warn() {}, error() {} };
 
 export interface ControllerOptions {
   store: CanaryStore;
@@ -49,7 +44,7 @@ export interface ControllerOptions {
   scheduler?: Scheduler | null;
   warningShare?: number;
   gracePeriodMs?: number;
-  log?: ControllerLog;
+  log?: Pick<Log, 'info' | 'warn' | 'error'>;
   /** Where a completion makes its graph the pipeline's baseline durably; null: only in memory. */
   promotions?: Promotions | null;
   /** How a stage's pre-promotion gate is called (tests may replace it); default: an HTTP POST. */
@@ -96,7 +91,7 @@ export class CanaryController {
   private readonly scheduler: Scheduler | null;
   private readonly warningShare: number;
   readonly gracePeriodMs: number;
-  private readonly log: ControllerLog;
+  private readonly log: Pick<Log, 'info' | 'warn' | 'error'>;
   private readonly promotions: Promotions | null;
   private readonly gate: GateCaller;
   private readonly canaries = new Map<string, LiveCanary>();

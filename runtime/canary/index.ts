@@ -1,6 +1,6 @@
 // Public surface of the canary subsystem: the controller (state machine, evaluation, persistence),
 // its graphs and metrics interfaces, the event contract with the notification channels.
-export { CanaryController, systemClock, intervalScheduler, type Clock, type Scheduler, type ControllerOptions, type ControllerLog, type Listener } from './controller.ts';
+export { CanaryController, systemClock, intervalScheduler, type Clock, type Scheduler, type ControllerOptions, type Listener } from './controller.ts';
 export { CanaryError, CANARY_ERROR_CODES, type CanaryErrorCode } from './errors.ts';
 export { PipelineCanaryGraphs, candidatePipelineConfig, type Aim, type CanaryGraphs, type PreparedCandidate, type RetainedBaseline } from './graphs.ts';
 export { AimedSelector, sessionDraw, saltOf, type Sticky } from './aimed-selector.ts';

@@ -6,10 +6,10 @@
 //
 // Two steps per start or reload, so a refused reload changes nothing: choose() decides (pure),
 // the caller builds and publishes that configuration, then settle() records the decision.
+import type { Log } from '../log/index.ts';
 import { createHash } from 'node:crypto';
 import { stepName, type PipelineConfig } from '../pipeline/index.ts';
 import type { CanaryStore, PromotionRecord } from './store.ts';
-import type { ControllerLog } from './controller.ts';
 
 /** What a pipeline's steps are: order per phase and each listed step's settings, key order ignored. */
 export function stepsFingerprint(config: PipelineConfig): string {
@@ -47,11 +47,11 @@ export interface BaselineChoice {
 
 export class Promotions {
   private readonly store: CanaryStore;
-  private readonly log: ControllerLog;
+  private readonly log: Pick<Log, 'info' | 'warn' | 'error'>;
   /** The file's configuration of each pipeline at the last settled start or reload. */
   private readonly files = new Map<string, PipelineConfig>();
 
-  constructor(store: CanaryStore, log: ControllerLog) {
+  constructor(store: CanaryStore, log: Pick<Log, 'info' | 'warn' | 'error'>) {
     this.store = store;
     this.log = log;
   }

@@ -5,7 +5,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { CAC } from 'cac';
 import { loadConfig } from '../config/index.ts';
-import { prettyLine } from '../log/index.ts';
+import { prettyLine, isLogLevel, LOG_LEVELS } from '../log/index.ts';
 import { openRequest, REQUEST_TIMEOUT_MS } from './http-client.ts';
 
 interface LogsOptions {
@@ -18,8 +18,6 @@ interface LogsOptions {
   json?: boolean;
   follow?: boolean;
 }
-
-const LEVELS = ['trace', 'debug', 'info', 'warn', 'error'];
 
 export class LogsError extends Error {}
 
@@ -39,7 +37,7 @@ async function endpoint(opts: LogsOptions): Promise<{ url: string; token: string
 /** Prints the lines through `out` until the proxy closes the stream or `signal` aborts (then it returns). */
 export async function runLogs(opts: LogsOptions, out: (s: string) => void = (s) => process.stdout.write(s), signal?: AbortSignal): Promise<void> {
   const level = opts.level === undefined ? 'trace' : String(opts.level);
-  if (!LEVELS.includes(level)) throw new LogsError(`--level must be one of ${LEVELS.join(', ')}`);
+  if (!isLogLevel(level)) throw new LogsError(`--level must be one of ${LOG_LEVELS.join(', ')}`);
   const tail = opts.tail === undefined ? 20 : Number(opts.tail);
   if (!Number.isInteger(tail) || tail < 0) throw new LogsError('--tail must be an integer >= 0');
   const { url, token } = await endpoint(opts);

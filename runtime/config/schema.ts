@@ -2,6 +2,7 @@
 // its generated reference (docs/configuration.md, rendered by docs.ts). Change a key here and
 // the loader, the error messages and the docs all follow.
 import * as v from 'valibot';
+import { LOG_LEVELS } from '../log/levels.ts';
 import { EXPECTS, expects, int, type Expects } from './expects.ts';
 import { appliesOf, onReload, onRestart, partlyOnReload, type Applies } from './applies.ts';
 import { hostPortSchema, hostSchema } from './address.ts';
@@ -170,7 +171,7 @@ const devdb = v.strictObject({
 const log = v.strictObject({
   level: onRestart(v.optional(
     v.pipe(
-      v.picklist(['trace', 'debug', 'info', 'warn', 'error']),
+      v.picklist(LOG_LEVELS),
       v.description('Lowest log level written.'),
     ),
     'info',

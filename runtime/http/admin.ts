@@ -8,6 +8,7 @@ import { sendError } from './reply.ts';
 import { createApp, listenApp } from './app.ts';
 import { Tokens } from './tokens.ts';
 import type { AdminSurface } from './surface.ts';
+import { LOG_LEVELS, LOG_LEVEL_VALUES, isLogLevel } from '../log/index.ts';
 
 export interface AdminOptions {
   /** `admin.token`, or a live holder of the accepted tokens (a reload replaces them). */
@@ -24,14 +25,12 @@ const send = sendError;
 /** Routes answered without the admin token (health probes). */
 const PROBES: ReadonlySet<string> = new Set(['/healthz', '/readyz']);
 
-const LOG_LEVELS = { trace: 10, debug: 20, info: 30, warn: 40, error: 50 } as const;
-
 /** Whether a JSON log line is at `min` or above and contains `filter` (case-insensitive; '' matches all). */
 function logMatcher(min: number, filter: string): (line: string) => boolean {
   const needle = filter.toLowerCase();
   return (line) => {
     const m = /"level":"(\w+)"/.exec(line);
-    const lv = m === null ? 30 : LOG_LEVELS[m[1] as keyof typeof LOG_LEVELS] ?? 30;
+    const lv = m !== null && isLogLevel(m[1]!) ? LOG_LEVEL_VALUES[m[1]] : LOG_LEVEL_VALUES.info;
     return lv >= min && (needle === '' || line.toLowerCase().includes(needle));
   };
 }
@@ -74,8 +73,8 @@ export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyI
     const tail = q.tail === undefined ? 100 : Number(q.tail);
     if (!Number.isInteger(tail) || tail < 0) return send(reply, 'PROXY_ERR_BAD_QUERY', 'tail must be an integer >= 0');
     const level = q.level ?? 'trace';
-    if (!(level in LOG_LEVELS)) return send(reply, 'PROXY_ERR_BAD_QUERY', `level must be one of ${Object.keys(LOG_LEVELS).join(', ')}`);
-    const match = logMatcher(LOG_LEVELS[level as keyof typeof LOG_LEVELS], q.filter ?? '');
+    if (!isLogLevel(level)) return send(reply, 'PROXY_ERR_BAD_QUERY', `level must be one of ${LOG_LEVELS.join(', ')}`);
+    const match = logMatcher(LOG_LEVEL_VALUES[level], q.filter ?? '');
     const lines = tail === 0 ? [] : ring.recent(ring.capacity).filter(match).slice(-tail);
     const text = lines.map((l) => l + '\n').join('');
     if (q.follow !== 'true' && q.follow !== '1') {

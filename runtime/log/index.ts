@@ -5,13 +5,12 @@
 import { writeSync } from 'node:fs';
 import { pino, type Logger as PinoLogger } from 'pino';
 import type { LogRing } from './ring.ts';
+import { LOG_LEVEL_VALUES as LEVELS, type LogLevel } from './levels.ts';
+import type { Log, LogFn } from './log.ts';
 export { LogRing, type LogFollower } from './ring.ts';
+export { LOG_LEVELS, LOG_LEVEL_VALUES, isLogLevel, type LogLevel } from './levels.ts';
+export type { Log, LogFields, LogFn } from './log.ts';
 
-export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error';
-export type LogFields = Record<string, unknown>;
-type LogFn = (msg: string, fields?: LogFields) => void;
-
-const LEVELS: Record<LogLevel, number> = { trace: 10, debug: 20, info: 30, warn: 40, error: 50 };
 const noop: LogFn = () => {};
 
 export interface LogSink {
@@ -152,7 +151,7 @@ export function prettyLine(json: string): string {
  * surface as before; children share the root's pino instance (pino's bindings: the logger name is
  * serialised once per child, not per line).
  */
-export class Logger {
+export class Logger implements Log {
   readonly name: string;
   trace: LogFn = noop;
   debug: LogFn = noop;

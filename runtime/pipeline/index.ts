@@ -15,5 +15,5 @@ export type { ArmRecorder } from './arm-recorder.ts';
 export { RejectionCounts, MAX_REJECTION_SERIES, type RejectionSeries } from './rejections.ts';
 export { callbackRecorder, type StepRecorder, type StepTimer } from './recorder.ts';
 export { RequestTimings } from './request-timings.ts';
-export type { Logger } from '../wasm/index.ts';
+export type { HostLog } from '../wasm/index.ts';
 export type { DocSequence } from '../wire/index.ts';

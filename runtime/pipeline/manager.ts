@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import {
   compilePluginFile, PluginSlot, WasmHost, defaultLogger, DEFAULT_FUEL, DEFAULT_KV_MAX_BYTES, type KvStore,
-  PluginLoadError, type Logger, type SubopSink,
+  PluginLoadError, type HostLog, type SubopSink,
   isComponentFile, compileComponentFile, ComponentSlot,
 } from '../wasm/index.ts';
 import { Pipeline } from './pipeline.ts';
@@ -36,7 +36,7 @@ export interface PipelineConfig {
 
 export interface PipelineManagerOptions {
   recorder?: StepRecorder;
-  logger?: Logger;
+  logger?: HostLog;
   pluginDir?: string;
   /** The plugin host's state (metrics, kv stores, compile caches); a new one when not given. */
   host?: WasmHost;
@@ -52,7 +52,7 @@ export function stepName(identifier: string): string {
 
 export class PipelineManager {
   private readonly recorder: StepRecorder | null;
-  private readonly logger: Logger;
+  private readonly logger: HostLog;
   /** Where a step without a module or package loads `<name>.wasm` from (the built-in plugins). */
   readonly pluginDir: string;
   /** The plugin host state every graph of this manager draws from. */
@@ -116,7 +116,7 @@ export class PipelineManager {
     if (variant === 'baseline') slot.setBaseline(pipeline);
     else slot.setCandidate(pipeline);
     this.dropUnusedState();
-    this.logger.info({ pipeline: pipeline.id, graph: pipeline.key.toString(), request: config.pipeline.request, response: config.pipeline.response }, 'pipeline loaded');
+    this.logger.info('pipeline loaded', { pipeline: pipeline.id, graph: pipeline.key.toString(), request: config.pipeline.request, response: config.pipeline.response });
     return pipeline;
   }
 
@@ -190,8 +190,8 @@ export class PipelineManager {
       }));
     } catch (err) {
       const running = this.slots.get(id)?.[variant === 'baseline' ? 'baseline' : 'candidate'];
-      this.logger.error({ pipeline: id, graph: key.toString(), err: err instanceof Error ? err.message : String(err) },
-        running != null && running.key.generation > 0 ? 'pipeline refused; the previous graph keeps running' : 'pipeline refused');
+      this.logger.error(running != null && running.key.generation > 0 ? 'pipeline refused; the previous graph keeps running' : 'pipeline refused',
+        { pipeline: id, graph: key.toString(), err: err instanceof Error ? err.message : String(err) });
       throw err;
     }
     const pick = (list: string[]): StepRunner[] => list.map((s) => runners.get(stepName(s))!);

@@ -9,7 +9,7 @@ import type { ArmRecorder } from './arm-recorder.ts';
 import { StepRunner, STOP, ERROR } from './step-runner.ts';
 import type { GraphKey } from './graph-key.ts';
 import { RejectionCounts } from './rejections.ts';
-import type { Logger } from '../wasm/index.ts';
+import type { HostLog } from '../wasm/index.ts';
 
 type RunFn = (ex: Exchange) => void;
 
@@ -37,7 +37,7 @@ export class Pipeline {
   evidence: ArmRecorder | null = null;
 
   constructor(key: GraphKey, requestSteps: StepRunner[], responseSteps: StepRunner[], steps: Map<string, StepRunner>,
-    recorder: StepRecorder | null, logger: Logger | null = null, rejections = new RejectionCounts()) {
+    recorder: StepRecorder | null, logger: HostLog | null = null, rejections = new RejectionCounts()) {
     this.key = key;
     this.rejections = rejections;
     const id = key.pipelineId;
@@ -47,7 +47,7 @@ export class Pipeline {
     this.steps = steps;
     const onReject: OnReject = (step, ex) => {
       rejections.add(step.id, ex.rejectCode);
-      logger?.debug({ graph: key.toString(), step: step.id, op: ex.op, code: ex.rejectCode, reason: ex.rejectMessage }, 'request rejected by a step');
+      logger?.debug('request rejected by a step', { graph: key.toString(), step: step.id, op: ex.op, code: ex.rejectCode, reason: ex.rejectMessage });
     };
     const timed = recorder !== null && recorder.enabled;
     this.timed = timed;

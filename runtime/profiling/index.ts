@@ -2,10 +2,10 @@
 // per-request frames and the Prometheus exposition.
 export {
   Profiler, StepStats, GraphStats, MAX_SUBOPS_PER_STEP, SLOW_LINES_PER_SECOND, SLOW_SUPPRESSED_MESSAGE,
-  type ProfilingSettings, type ProfilingLog, type MmapStorage, type ProfileSnapshot, type StepRow, type CompletedRequest, type RestoreSummary,
+  type ProfilingSettings, type MmapStorage, type ProfileSnapshot, type StepRow, type CompletedRequest, type RestoreSummary,
 } from './profiler.ts';
 export { StateFormatError, type ProfilerState } from './profiler-state.ts';
-export { SnapshotStore, durationToMs, STATE_FILE, type SnapshotLog, type SnapshotStoreOptions } from './snapshot-store.ts';
+export { SnapshotStore, durationToMs, STATE_FILE, type SnapshotStoreOptions } from './snapshot-store.ts';
 export { MAX_SERIES_POINTS, seriesFileName, type SeriesQuery, type SeriesPoint, type SeriesStepPoint } from './series-file.ts';
 export { type SeriesRecord } from './interval-stats.ts';
 export { LatencyStats, initHistograms, newHdr, HIGHEST_TRACKABLE_US, type Distribution } from './latency-stats.ts';

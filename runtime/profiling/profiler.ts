@@ -10,6 +10,7 @@
 // A request's timings are gathered in its RequestTimings and committed here when it ends, so the
 // sampling filters (operations, collections, minimum upstream latency) decide over the whole
 // request; a request that does not match is not recorded at all.
+import type { Log } from '../log/index.ts';
 import { performance } from 'node:perf_hooks';
 import { GraphKey, type RequestTimings, type StepRecorder, type StepTimer } from '../pipeline/index.ts';
 import { LatencyStats, initHistograms, type Distribution } from './latency-stats.ts';
@@ -38,10 +39,6 @@ export interface MmapStorage {
   sizeMb: number;
   /** The proxy's pipeline.id, written in the file's header for readers. */
   defaultPipelineId: string;
-}
-
-export interface ProfilingLog {
-  warn(msg: string, fields?: Record<string, unknown>): void;
 }
 
 /** Distinct sub-operation names kept per step; more are counted under "other". */
@@ -253,7 +250,7 @@ export class GraphStats {
 
 export class Profiler implements StepRecorder {
   settings: ProfilingSettings;
-  readonly log: ProfilingLog;
+  readonly log: Pick<Log, 'warn'>;
   current: RequestTimings | null = null;
   readonly frames: FrameRing;
   private readonly graphs = new Map<string, GraphStats>();
@@ -270,7 +267,7 @@ export class Profiler implements StepRecorder {
   readonly file: HistogramFile | null;
   private fileFullLogged = false;
 
-  private constructor(settings: ProfilingSettings, log: ProfilingLog, file: HistogramFile | null) {
+  private constructor(settings: ProfilingSettings, log: Pick<Log, 'warn'>, file: HistogramFile | null) {
     this.settings = settings;
     this.log = log;
     this.file = file;
@@ -284,7 +281,7 @@ export class Profiler implements StepRecorder {
    * graph and step distributions live in that file (created or cleared here; a ConfigError when it
    * cannot be mapped); sub-operations stay in process memory.
    */
-  static async create(settings: ProfilingSettings, log: ProfilingLog, mmap: MmapStorage | null = null): Promise<Profiler> {
+  static async create(settings: ProfilingSettings, log: Pick<Log, 'warn'>, mmap: MmapStorage | null = null): Promise<Profiler> {
     await initHistograms();
     const file = mmap === null ? null : HistogramFile.create(mmap.path, mmap.sizeMb, mmap.defaultPipelineId);
     return new Profiler(settings, log, file);

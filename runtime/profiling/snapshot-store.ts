@@ -13,6 +13,7 @@
 // to `state.json.corrupt` and ignored — never fatal. A reset of the profiler rewrites `state.json`
 // at once (empty); series points are kept (they hold per-interval figures, which a reset does not
 // make wrong). One proxy per directory.
+import type { Log } from '../log/index.ts';
 import { appendFile, mkdir, open, readFile, rename, rm, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { IntervalTracker } from './interval-stats.ts';
@@ -23,18 +24,12 @@ import { MemorySeries } from './series-memory.ts';
 const HOUR_MS = 3_600_000;
 export const STATE_FILE = 'state.json';
 
-export interface SnapshotLog {
-  info(msg: string, fields?: Record<string, unknown>): void;
-  warn(msg: string, fields?: Record<string, unknown>): void;
-  error(msg: string, fields?: Record<string, unknown>): void;
-}
-
 export interface SnapshotStoreOptions {
   /** Where state.json and the series files go; null: the series is kept in memory, nothing is persisted. */
   dir: string | null;
   intervalMs: number;
   retentionMs: number;
-  log: SnapshotLog;
+  log: Pick<Log, 'info' | 'warn' | 'error'>;
   /** The clock (ms since the epoch); tests move it. */
   now?: () => number;
 }
@@ -72,7 +67,7 @@ export class SnapshotStore {
   readonly intervalMs: number;
   readonly retentionMs: number;
   private readonly profiler: Profiler;
-  private readonly log: SnapshotLog;
+  private readonly log: Pick<Log, 'info' | 'warn' | 'error'>;
   private readonly now: () => number;
   private readonly tracker: IntervalTracker;
   private readonly unsubscribe: () => void;

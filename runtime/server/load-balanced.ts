@@ -8,12 +8,13 @@
 //
 // Per reply this reads the cursor id with a ReplyPeek (no decode); the rarer events — a new cursor
 // (its namespace), a transaction start (its lsid), killCursors — decode only what they need.
+import type { Log } from '../log/index.ts';
 import { deserialize, serialize, Long, type Document } from 'bson';
 import {
   BSON_DOCUMENT, BSON_STRING, ElementCursor, ReplyPeek, encodeOpMsg, utf8, type CommandPeek,
 } from '../wire/index.ts';
 import {
-  UpstreamCleanup, newRequestId, type PoolLogger, type UpstreamCall, type UpstreamConnection, type UpstreamPool, type UpstreamRouter,
+  UpstreamCleanup, newRequestId, type UpstreamCall, type UpstreamConnection, type UpstreamPool, type UpstreamRouter,
 } from '../upstream/index.ts';
 import type { ServerContext } from './context.ts';
 
@@ -132,7 +133,7 @@ export class LoadBalancedState {
  * pool for what no pin names when there is no pinned connection.
  */
 export function endLoadBalancedUpstream(lb: LoadBalancedState, pinned: { conn: UpstreamConnection; pool: UpstreamPool } | null,
-  router: UpstreamRouter, fallback: UpstreamPool, log: PoolLogger, client: string): { cursors: number; transaction: boolean } {
+  router: UpstreamRouter, fallback: UpstreamPool, log: Pick<Log, 'info' | 'warn'>, client: string): { cursors: number; transaction: boolean } {
   if (!lb.open) {
     if (pinned !== null) pinned.pool.release(pinned.conn);
     return { cursors: 0, transaction: false };

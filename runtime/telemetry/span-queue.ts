@@ -3,6 +3,7 @@
 // an export that failed or timed out — is counted (proxy_trace_spans_dropped_total in /metrics).
 // One export is in flight at a time: a slow or down collector holds that one request, the queue
 // fills, and later spans are dropped and counted; requests never wait for any of it.
+import type { Log } from '../log/index.ts';
 import type { ReadableSpan, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-node';
 
 /** ExportResultCode.SUCCESS (@opentelemetry/core). */
@@ -12,10 +13,6 @@ export interface SpanQueueOptions {
   maxQueue: number;
   maxBatch: number;
   intervalMs: number;
-}
-
-export interface SpanQueueLog {
-  warn(msg: string, fields?: Record<string, unknown>): void;
 }
 
 /** How often at most a failing export is logged (the counter counts every dropped span). */
@@ -30,7 +27,7 @@ export class BoundedSpanQueue implements SpanProcessor {
   droppedExportFailed = 0;
   private readonly exporter: SpanExporter;
   private readonly opts: SpanQueueOptions;
-  private readonly log: SpanQueueLog;
+  private readonly log: Pick<Log, 'warn'>;
   private queue: ReadableSpan[] = [];
   private inFlight = false;
   private timer: NodeJS.Timeout | null = null;
@@ -43,7 +40,7 @@ export class BoundedSpanQueue implements SpanProcessor {
     this.exportBatch();
   };
 
-  constructor(exporter: SpanExporter, opts: SpanQueueOptions, log: SpanQueueLog) {
+  constructor(exporter: SpanExporter, opts: SpanQueueOptions, log: Pick<Log, 'warn'>) {
     this.exporter = exporter;
     this.opts = opts;
     this.log = log;

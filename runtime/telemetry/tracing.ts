@@ -15,6 +15,7 @@
 // ~60 µs per request of 12 spans (context objects, attribute sanitising, clock reads the explicit
 // times make useless); the records cost a few µs. A down or slow collector costs dropped spans,
 // counted, never request time.
+import type { Log } from '../log/index.ts';
 import { performance } from 'node:perf_hooks';
 import { randomFillSync } from 'node:crypto';
 import { SpanKind, SpanStatusCode, type Attributes, type HrTime, type SpanContext, type SpanStatus } from '@opentelemetry/api';
@@ -23,7 +24,7 @@ import { resourceFromAttributes, type Resource } from '@opentelemetry/resources'
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import type { RequestTimings } from '../pipeline/index.ts';
 import { knownCodeName } from '../errors/index.ts';
-import { BoundedSpanQueue, type SpanQueueLog } from './span-queue.ts';
+import { BoundedSpanQueue } from './span-queue.ts';
 import { OtlpProtoTraceExporter } from './otlp-encoder.ts';
 import { TraceContextReader, parseTraceparent, type TraceParent } from './traceparent.ts';
 
@@ -39,10 +40,6 @@ export interface TracingSettings {
   maxBatchSpans: number;
   exportIntervalMs: number;
   exportTimeoutMs: number;
-}
-
-export interface TracingLog extends SpanQueueLog {
-  debug(msg: string, fields?: Record<string, unknown>): void;
 }
 
 /** What the connection hands over when a sampled request ends. Times are performance.now() ms. */
@@ -188,11 +185,11 @@ export class Tracing {
   invalidTraceparents = 0;
   private readonly resource: Resource;
   private readonly ids = new IdSource();
-  private readonly log: TracingLog;
+  private readonly log: Pick<Log, 'warn' | 'debug'>;
   private readonly reader = new TraceContextReader();
   private readonly origin = performance.timeOrigin;
 
-  constructor(settings: TracingSettings, log: TracingLog, exporter?: SpanExporter) {
+  constructor(settings: TracingSettings, log: Pick<Log, 'warn' | 'debug'>, exporter?: SpanExporter) {
     this.settings = settings;
     this.log = log;
     const exp = exporter ?? (settings.protocol === 'http/json'

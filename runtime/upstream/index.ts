@@ -1,4 +1,4 @@
-export { UpstreamPool, type PoolWaiter, type PoolOptions, type PoolLogger, type ConnectionSource } from './pool.ts';
+export { UpstreamPool, type PoolWaiter, type PoolOptions, type ConnectionSource } from './pool.ts';
 export { UpstreamConnection, newRequestId, type ReplyHandler, type UpstreamInfo } from './connection.ts';
 export { parseUpstreamUri, resolveUpstreamUri, type UpstreamAddress, type ResolveOptions } from './uri.ts';
 export { StaticHostSource, hostKey, type HostSource, type HostAddress } from './host-source.ts';

@@ -5,6 +5,7 @@
 // The host comes from the address's HostSource, read when a connection is opened: the first
 // reachable host of the current list. When the list changes (a mongodb+srv:// rescan), idle
 // connections to hosts that left it are closed and busy ones are closed when released.
+import type { Log } from '../log/index.ts';
 import { performance } from 'node:perf_hooks';
 import { ErrorCodes, ProxyError } from '../errors/index.ts';
 import { UpstreamConnection, type UpstreamInfo } from './connection.ts';
@@ -38,11 +39,6 @@ export interface PoolOptions {
   waitQueueTimeoutMs: number;
 }
 
-export interface PoolLogger {
-  info(msg: string, fields?: Record<string, unknown>): void;
-  warn(msg: string, fields?: Record<string, unknown>): void;
-}
-
 const MAX_CONNECTING = 2;
 
 interface Waiting { waiter: PoolWaiter; deadline: number }
@@ -50,7 +46,7 @@ interface Waiting { waiter: PoolWaiter; deadline: number }
 export class UpstreamPool implements ConnectionSource {
   readonly address: UpstreamAddress;
   private readonly opts: PoolOptions;
-  private readonly log: PoolLogger;
+  private readonly log: Pick<Log, 'info' | 'warn'>;
   /** Idle connections, most recently used last (LIFO keeps the warmest ones busy). */
   private readonly idle: UpstreamConnection[] = [];
   private readonly waiting: Waiting[] = [];
@@ -80,7 +76,7 @@ export class UpstreamPool implements ConnectionSource {
   /** Bumped by clear(): connections of an older generation are closed instead of pooled again. */
   private generation = 0;
 
-  constructor(address: UpstreamAddress, opts: PoolOptions, log: PoolLogger) {
+  constructor(address: UpstreamAddress, opts: PoolOptions, log: Pick<Log, 'info' | 'warn'>) {
     this.address = address;
     this.opts = opts;
     this.log = log;

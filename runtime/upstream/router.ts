@@ -7,9 +7,10 @@
 // entries) with a TTL refreshed on use, and dropped when the cursor is exhausted or killed, the
 // transaction committed or aborted. With one upstream server and no routed pool (the usual single
 // host case) nothing is looked up.
+import type { Log } from '../log/index.ts';
 import { performance } from 'node:perf_hooks';
 import { BSON_ARRAY, BSON_DOCUMENT, BSON_INT64, ElementCursor, ReplyPeek, utf8, type CommandPeek } from '../wire/index.ts';
-import { UpstreamPool, type ConnectionSource, type PoolLogger, type PoolOptions } from './pool.ts';
+import { UpstreamPool, type ConnectionSource, type PoolOptions } from './pool.ts';
 import type { Topology, TxnPinner } from './topology.ts';
 import type { UpstreamInfo } from './connection.ts';
 import { parseUpstreamUri } from './uri.ts';
@@ -33,7 +34,7 @@ export class UpstreamRouter implements TxnPinner {
   /** Set for a multi-host upstream (replica set, mongos list): it selects the server. */
   readonly topology: Topology | null;
   private readonly poolOptions: PoolOptions | undefined;
-  private readonly log: PoolLogger;
+  private readonly log: Pick<Log, 'info' | 'warn'>;
   private readonly routed = new Map<string, UpstreamPool>();
   private readonly cursors = new Map<bigint, CursorPin>();
   private readonly txns = new Map<string, TxnPin>();
@@ -41,7 +42,7 @@ export class UpstreamRouter implements TxnPinner {
   private readonly cur = new ElementCursor();
   private readonly inner = new ElementCursor();
 
-  constructor(main: UpstreamPool, poolOptions: PoolOptions | undefined, log: PoolLogger, topology: Topology | null = null) {
+  constructor(main: UpstreamPool, poolOptions: PoolOptions | undefined, log: Pick<Log, 'info' | 'warn'>, topology: Topology | null = null) {
     this.main = main;
     this.poolOptions = poolOptions;
     this.log = log;

@@ -9,12 +9,12 @@
 // - the list is re-resolved periodically; a failed or empty rescan keeps the last good list.
 // Node's resolver does not report the TTL of SRV records, so rescans run every
 // `rescanIntervalMs` — what the polling specification prescribes when TTLs cannot be read.
+import type { Log } from '../log/index.ts';
 import { Resolver } from 'node:dns/promises';
 import { isIP, type LookupFunction } from 'node:net';
 import type { LookupAddress } from 'node:dns';
 import { ErrorCodes, ProxyError } from '../errors/index.ts';
 import { hostKey, type HostAddress, type HostSource } from './host-source.ts';
-import type { PoolLogger } from './pool.ts';
 
 /** The rescan interval when none is configured (the polling specification's 60 s). */
 export const DEFAULT_SRV_RESCAN_INTERVAL_MS = 60_000;
@@ -183,7 +183,7 @@ export interface SrvHostSourceOptions {
   /** srvMaxHosts: 0 is no limit. */
   maxHosts: number;
   rescanIntervalMs: number;
-  log: PoolLogger;
+  log: Pick<Log, 'info' | 'warn'>;
 }
 
 /**

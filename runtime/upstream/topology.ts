@@ -14,13 +14,14 @@
 //   healthy routers within the latency window. When no server fits, the request waits (up to
 //   upstream.server_selection_timeout_ms) for the next change of the topology, then fails with a
 //   retryable error.
+import type { Log } from '../log/index.ts';
 import { performance } from 'node:perf_hooks';
 import type { Document } from 'bson';
 import { ErrorCodes, ProxyError } from '../errors/index.ts';
 import type { CommandPeek } from '../wire/index.ts';
 import { infoFromHello, type UpstreamInfo } from './connection.ts';
 export { TopologyServer, type ServerType } from './topology-server.ts';
-import { UpstreamPool, type ConnectionSource, type PoolHealthListener, type PoolLogger, type PoolOptions, type PoolWaiter } from './pool.ts';
+import { UpstreamPool, type ConnectionSource, type PoolHealthListener, type PoolOptions, type PoolWaiter } from './pool.ts';
 import { PRIMARY, ReadPreferenceReader, ReplicaSetSelector, describeReadPreference, type ReadPreference } from './read-preference.ts';
 import { MIN_HEARTBEAT_MS, ServerMonitor, type MonitorListener } from './server-monitor.ts';
 import { TopologyServer, compareElection, memberList, serverType, splitAddress } from './topology-server.ts';
@@ -87,7 +88,7 @@ export class Topology implements MonitorListener, PoolHealthListener {
   setName: string | null;
   private readonly opts: TopologyOptions;
   private readonly poolOptions: PoolOptions;
-  private readonly log: PoolLogger;
+  private readonly log: Pick<Log, 'info' | 'warn'>;
   private readonly servers = new Map<string, TopologyServer>();
   private readonly byMonitor = new Map<ServerMonitor, TopologyServer>();
   /** Each server's last hello reply (its member lists). */
@@ -107,7 +108,7 @@ export class Topology implements MonitorListener, PoolHealthListener {
   primaryChanges = 0;
   pinner: TxnPinner | null = null;
 
-  constructor(address: UpstreamAddress, poolOptions: PoolOptions, opts: TopologyOptions, log: PoolLogger) {
+  constructor(address: UpstreamAddress, poolOptions: PoolOptions, opts: TopologyOptions, log: Pick<Log, 'info' | 'warn'>) {
     this.address = address;
     this.opts = opts;
     this.poolOptions = poolOptions;

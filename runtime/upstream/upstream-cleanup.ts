@@ -3,18 +3,19 @@
 // connection — the client's pinned one when it is still alive, else one from the pool — which then
 // returns to the pool. Nobody waits for the outcome; a failure is logged. The rare path: one object
 // per closing client with something open.
+import type { Log } from '../log/index.ts';
 import { ErrorCodes, ProxyError } from '../errors/index.ts';
-import type { PoolLogger, PoolWaiter, UpstreamPool } from './pool.ts';
+import type { PoolWaiter, UpstreamPool } from './pool.ts';
 import type { ReplyHandler, UpstreamConnection } from './connection.ts';
 
 export class UpstreamCleanup implements PoolWaiter, ReplyHandler {
   private readonly pool: UpstreamPool;
   private readonly frames: Buffer[];
-  private readonly log: PoolLogger;
+  private readonly log: Pick<Log, 'info' | 'warn'>;
   private readonly what: string;
   private next = 0;
 
-  constructor(pool: UpstreamPool, frames: Buffer[], log: PoolLogger, what: string) {
+  constructor(pool: UpstreamPool, frames: Buffer[], log: Pick<Log, 'info' | 'warn'>, what: string) {
     this.pool = pool;
     this.frames = frames;
     this.log = log;

@@ -9,6 +9,7 @@
 // TLS options are spelled as drivers spell them (URI option names are case-insensitive): tls (or
 // ssl), tlsCAFile, tlsCertificateKeyFile, tlsCertificateKeyFilePassword,
 // tlsAllowInvalidCertificates, tlsAllowInvalidHostnames, tlsInsecure (both of the last two).
+import type { Log } from '../log/index.ts';
 import { readFileSync } from 'node:fs';
 import { ProxyError, ErrorCodes } from '../errors/index.ts';
 import type { LookupFunction } from 'node:net';
@@ -17,7 +18,6 @@ import { StaticHostSource, type HostSource } from './host-source.ts';
 import {
   DEFAULT_SRV_RESCAN_INTERVAL_MS, SrvHostSource, createResolver, lookupSrv, parseTxtOptions, pickHosts, resolverLookup,
 } from './srv.ts';
-import type { PoolLogger } from './pool.ts';
 
 export interface UpstreamAddress {
   readonly uri: string;
@@ -159,7 +159,7 @@ export interface ResolveOptions {
   dnsServers?: readonly string[];
   /** How often the SRV records are re-resolved. */
   rescanIntervalMs?: number;
-  log: PoolLogger;
+  log: Pick<Log, 'info' | 'warn'>;
 }
 
 const HOSTNAME = /^[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?)*\.?$/;

@@ -1,5 +1,6 @@
 // The host's view of the ABI: names and enum values taken from abi-spec.ts (the one source), plus
 // the host-only constants. See abi-spec.ts for what is generated from it.
+import type { LogLevel } from '../log/index.ts';
 import {
   ACTION, CALL_FLAG, PROPERTY, PHASE_BIT, METRIC_KIND, LOG_LEVEL, enumValues, CORE_EXPORTS, ABI_VERSION_EXPORT, limit,
 } from './abi-spec.ts';
@@ -44,11 +45,12 @@ export type PhaseBit = (typeof PhaseBit)[keyof typeof PhaseBit];
 export const MetricKind = enumValues(METRIC_KIND);
 export type MetricKind = (typeof MetricKind)[keyof typeof MetricKind];
 
-export const LogLevel = enumValues(LOG_LEVEL);
-export type LogLevel = (typeof LogLevel)[keyof typeof LogLevel];
-type LogLevelName = (typeof LOG_LEVEL.members)[keyof typeof LOG_LEVEL.members]['wit'];
-/** Logger method names by LogLevel value (the WIT case names are the logger's method names). */
-export const LOG_LEVEL_NAMES: readonly LogLevelName[] = Object.values(LOG_LEVEL.members).sort((a, b) => a.value - b.value).map((m) => m.wit);
+/** The ABI's numbers of the log levels (proxy_log's `level`; the SDK's LogLevel). */
+export const AbiLogLevel = enumValues(LOG_LEVEL);
+export type AbiLogLevel = (typeof AbiLogLevel)[keyof typeof AbiLogLevel];
+/** The log level (runtime/log/levels.ts) of each AbiLogLevel value: the WIT case names are the
+ *  level names (a case name that is not one does not compile here). */
+export const LOG_LEVEL_NAMES: readonly LogLevel[] = Object.values(LOG_LEVEL.members).sort((a, b) => a.value - b.value).map((m) => m.wit);
 
 /** Label names a plugin metric may declare. */
 export const MAX_METRIC_LABELS = limit('MAX_METRIC_LABELS');

@@ -11,7 +11,7 @@ export { PluginMetricRegistry, type BoundMetric } from './plugin-metrics.ts';
 export { WasmHost, MAX_CACHED_MODULES } from './wasm-host.ts';
 export { BoundedCache } from './bounded-cache.ts';
 export { type HostExchange, type HostConnection, VERDICT_CONTINUE, VERDICT_REJECT, VERDICT_LOCAL_REPLY } from './host-exchange.ts';
-export { type Logger, defaultLogger } from './logger.ts';
+export { type HostLog, defaultLogger } from './logger.ts';
 export {
   isComponentHeader, isComponentFile, compileComponentFile, compileComponentBytes,
   type CompiledComponent, type ComponentCompileOptions, type ComponentHostImports, type ComponentStepExports,

@@ -11,7 +11,7 @@ import type { KvStore } from './kv-store.ts';
 import type { PluginMetricRegistry } from './plugin-metrics.ts';
 import { StepHost } from './step-host.ts';
 import { RequestContexts } from './request-contexts.ts';
-import type { Logger } from './logger.ts';
+import type { HostLog } from './logger.ts';
 import type { CompiledPlugin } from './compile.ts';
 
 /** Receives sub-operation timings (name, phase, duration ns). Null = recording off. */
@@ -24,7 +24,7 @@ export interface PluginServices {
   readonly pipelineId: string;
   /** The graph's variant: "baseline" or "candidate" (the `pipeline` label of its metrics). */
   readonly variant: string;
-  readonly logger: Logger;
+  readonly logger: HostLog;
   /** This step's kv store in this graph (WasmHost.kv). */
   readonly kv: KvStore;
   /** Where its plugin metrics are defined (WasmHost.pluginMetrics). */

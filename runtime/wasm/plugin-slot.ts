@@ -129,14 +129,14 @@ export class InstanceSlot implements StepSlot {
     const log = this.services.logger;
     if (this.windowTraps >= CRASH_LIMIT) {
       this.disabledUntil = now + this.backoffMs;
-      log.error({ step: this.services.step, pipeline: this.services.pipelineId, backoff_ms: this.backoffMs, err: this.lastError },
-        'plugin crash loop: step disabled for the backoff period');
+      log.error('plugin crash loop: step disabled for the backoff period',
+        { step: this.services.step, pipeline: this.services.pipelineId, backoff_ms: this.backoffMs, err: this.lastError });
       this.backoffMs = Math.min(this.backoffMs * 2, BACKOFF_MAX_MS);
       this.windowTraps = 0;
       this.windowStart = now;
     } else {
-      log.warn({ step: this.services.step, pipeline: this.services.pipelineId, err: this.lastError },
-        'plugin trapped; instance discarded and will be rebuilt');
+      log.warn('plugin trapped; instance discarded and will be rebuilt',
+        { step: this.services.step, pipeline: this.services.pipelineId, err: this.lastError });
     }
   }
 }

@@ -202,7 +202,7 @@ export class StepHost {
     if (this.configuring) this.configNotes.add(name, msg);
     const ex = this.ex;
     const s = this.services;
-    s.logger[name]({ step: s.step, pipeline: s.pipelineId, op: ex === null ? undefined : ex.op }, msg);
+    s.logger[name](msg, { step: s.step, pipeline: s.pipelineId, op: ex === null ? undefined : ex.op });
   }
 
   /**
@@ -218,7 +218,7 @@ export class StepHost {
       logger.record(name, this.recordPrefix, members);
       return;
     }
-    logger[name]({ step: this.services.step, pipeline: this.services.pipelineId }, utf8.decode(members));
+    logger[name](utf8.decode(members), { step: this.services.step, pipeline: this.services.pipelineId });
   }
 
   // ---- metrics ------------------------------------------------------------------------------
@@ -231,7 +231,7 @@ export class StepHost {
     const s = this.services;
     const binding = s.metrics.define(kind, name, labelNames, s.pipelineId, s.variant);
     if (typeof binding === 'string') {
-      s.logger.warn({ step: s.step, metric: name }, `plugin metric refused: ${binding}`);
+      s.logger.warn(`plugin metric refused: ${binding}`, { step: s.step, metric: name });
       return -1;
     }
     const key = encodeLabelKey(labelNames.map(() => ''));

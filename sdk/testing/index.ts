@@ -4,7 +4,7 @@
 // sub-operations. No proxy, no sockets.
 import { serialize, deserialize, type Document } from 'bson';
 import { PipelineManager, Exchange, Verdict, type Pipeline, type StepSettings, type ConnectionInfo, type StepRecorder, type DocSequence, callbackRecorder } from '../../runtime/pipeline/index.ts';
-import type { KvStore, Logger } from '../../runtime/wasm/index.ts';
+import type { KvStore, HostLog } from '../../runtime/wasm/index.ts';
 
 export interface LogLine { level: string; msg: string; fields: Record<string, unknown> }
 export interface StepRecord { step: string; phase: 0 | 1; durationNs: number; error: boolean }
@@ -50,14 +50,14 @@ export class PluginHarness {
     this.name = name;
     this.pipelineId = pipelineId;
     const logs = this.logs;
-    const line = (level: string) => (fields: object, msg: string) => { logs.push({ level, msg, fields: fields as Record<string, unknown> }); };
+    const line = (level: string) => (msg: string, fields?: Record<string, unknown>) => { logs.push({ level, msg, fields: fields ?? {} }); };
     // Structured records (proxy_log_fields) arrive as JSON members: kept as one JSON object text in
     // `msg` (what the proxy's json log format would write) and parsed in `fields`.
     const structured = (level: string, prefix: string, members: Uint8Array) => {
       const msg = `{${prefix}${new TextDecoder().decode(members)}}`;
       logs.push({ level, msg, fields: JSON.parse(msg) as Record<string, unknown> });
     };
-    const logger: Logger = { trace: line('trace'), debug: line('debug'), info: line('info'), warn: line('warn'), error: line('error'), record: structured };
+    const logger: HostLog = { trace: line('trace'), debug: line('debug'), info: line('info'), warn: line('warn'), error: line('error'), record: structured };
     const recorder: StepRecorder = callbackRecorder(record,
       (_p, step, phase, durationNs, error) => { this.records.push({ step, phase, durationNs, error }); },
       (_p, step, phase, name, durationNs) => { this.subops.push({ step, phase, name, durationNs }); });

@@ -13,7 +13,7 @@ import { readModuleInterface, abiProblems, declaredAbiVersion, HOST_FUNCTION_TYP
 import { componentAbiProblem, STEP_INTERFACE, type CompiledComponent } from '../../runtime/wasm/component-compile.ts';
 import {
   compilePluginBytes, compilePluginFile, PluginInstance, ComponentInstance, PluginLoadError, KvStore, PluginMetricRegistry,
-  type PluginServices, type Logger,
+  type PluginServices, type HostLog,
 } from '../../runtime/wasm/index.ts';
 import { PluginHarness } from '../../sdk/testing/index.ts';
 
@@ -55,7 +55,7 @@ test('every built plugin declares this ABI version and imports only host functio
   }
 });
 
-const logger: Logger = { trace() {}, debug() {}, info() {}, warn() {}, error() {} };
+const logger: HostLog = { trace() {}, debug() {}, info() {}, warn() {}, error() {} };
 function services(step: string): PluginServices {
   return {
     step, pipelineId: 'abi', variant: 'baseline', logger, kv: new KvStore(1 << 20), metrics: new PluginMetricRegistry(new Registry()),
