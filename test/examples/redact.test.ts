@@ -7,9 +7,9 @@ import { Long } from 'bson';
 import { MongoClient } from 'mongodb';
 import { buildPlugins } from '../../scripts/build-plugins.mjs';
 import { PluginHarness, Verdict } from '../../sdk/testing/index.ts';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
-import { parseConfig } from '../../runtime/config/index.ts';
+import type { RunningProxy } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
+import { Closes, withProxy } from '../helpers/proxy.ts';
 
 const OUT = resolve('build/plugins');
 const CONFIG = { fields: ['ssn', 'card.number'], replacement: '***', collections: ['users'] };
@@ -126,15 +126,14 @@ describe('redact end to end: mongodb driver → proxy → devdb', () => {
   let proxy: RunningProxy;
   let client: MongoClient;
   let getMores = 0;
+  const proxies = new Closes();
 
   before(async () => {
     const module = await wasm();
-    proxy = await startProxy(parseConfig({
-      listen: '127.0.0.1:0',
-      log: { level: 'error' },
+    ({ proxy } = await withProxy(proxies, {
       pipeline: { response: ['wasm:redact'] },
       steps: { redact: { module, config: CONFIG } },
-    }, null), { log: new Logger('test', 'error') });
+    }, { log: new Logger('test', 'error') }));
     client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 5000, monitorCommands: true });
     client.on('commandStarted', (e) => { if (e.commandName === 'getMore') getMores++; });
     await client.connect();
@@ -142,7 +141,7 @@ describe('redact end to end: mongodb driver → proxy → devdb', () => {
 
   after(async () => {
     await client?.close();
-    await proxy?.close();
+    await proxies.run();
   });
 
   test('every ssn and card.number is redacted across find and getMore batches; the rest is untouched', { timeout: 60_000 }, async () => {

@@ -10,9 +10,9 @@ import { resolve } from 'node:path';
 import { MongoClient, MongoServerError } from 'mongodb';
 import { PluginHarness, Verdict } from '../../sdk/testing/index.ts';
 import { isComponentFile, isComponentHeader, CALL_FAILED, PluginConfigRefusedError } from '../../runtime/wasm/index.ts';
-import { parseConfig } from '../../runtime/config/index.ts';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
+import type { RunningProxy } from '../../runtime/app/serve.ts';
 import { fixture } from './fixtures.ts';
+import { Closes, withProxy } from '../helpers/proxy.ts';
 
 const COMPONENT = resolve('build/components/component_js.wasm');
 let built = false;
@@ -161,22 +161,20 @@ test('per-call cost: component vs AssemblyScript core module', async () => {
 describe('component step through the proxy (mongodb driver)', () => {
   let proxy: RunningProxy;
   let client: MongoClient;
+  const proxies = new Closes();
 
   before(async () => {
-    const config = parseConfig({
-      listen: '127.0.0.1:0',
-      log: { level: 'error' },
+    ({ proxy } = await withProxy(proxies, {
       pipeline: { request: ['wasm:component_js'] },
       steps: { component_js: { module: buildComponent(), on_error: 'closed' } },
-    }, null);
-    proxy = await startProxy(config);
+    }));
     client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 5000, connectTimeoutMS: 5000 });
     await client.connect();
   });
 
   after(async () => {
     await client?.close();
-    await proxy?.close();
+    await proxies.run();
   });
 
   test('local reply, drop rejected with 13, CRUD passes, trap fails closed', { timeout: 60_000 }, async () => {
