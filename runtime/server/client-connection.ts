@@ -151,11 +151,6 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.route = null;
   }
 
-  /** The pipelines this connection reaches (null until its first routed request); for tests and views. */
-  get pipelineRoute(): ConnectionRoute | null {
-    return this.route;
-  }
-
   /**
    * The slot of this request (several pipelines): the connection's route is settled once per
    * identity, and then either fixes the slot for every later request or picks it by the request's
