@@ -12,12 +12,12 @@ import { runInNewContext } from 'node:vm';
 import { serialize } from 'bson';
 import { MongoClient } from 'mongodb';
 import { DevDbServer } from '../../runtime/devdb/index.ts';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
-import { parseConfig } from '../../runtime/config/index.ts';
+import type { RunningProxy } from '../../runtime/app/serve.ts';
 import { compressFrame } from '../../runtime/wire/index.ts';
 import { RawClient, decodeReply, opMsg, requestId } from '../helpers/wire.ts';
 import { ZLIB, ZSTD, compressedFrame, zlibCompressed, zstdZeros } from '../helpers/compressed.ts';
 import { until } from '../helpers/until.ts';
+import { withProxy } from '../helpers/proxy.ts';
 
 const GiB = 2 ** 30;
 const BIG = 47_000_000; // inside maxMessageSizeBytes (48,000,000 with the header)
@@ -31,8 +31,8 @@ after(async () => {
 
 async function proxy(): Promise<RunningProxy> {
   const d = await devdbAddress;
-  const p = await startProxy(parseConfig({ listen: '127.0.0.1:0', log: { level: 'error' }, upstream: { uri: d.uri } }, null));
-  cleanups.push(() => p.close());
+  // Closed with the rest, last opened first.
+  const { proxy: p } = await withProxy({ after: (fn) => cleanups.push(async () => fn()) }, { upstream: { uri: d.uri } });
   return p;
 }
 

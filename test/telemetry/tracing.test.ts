@@ -13,11 +13,12 @@ import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
 import { deserialize, type Document } from 'bson';
 import { parseConfig } from '../../runtime/config/index.ts';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
+import type { RunningProxy } from '../../runtime/app/serve.ts';
 import { DevDbServer } from '../../runtime/devdb/index.ts';
 import { Framer, parseOpMsg, decompressFrame, OP_MSG, OP_COMPRESSED } from '../../runtime/wire/index.ts';
 import { Logger } from '../../runtime/log/index.ts';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.ts';
+import { withProxy } from '../helpers/proxy.ts';
 import { fixture } from '../wasm/fixtures.ts';
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -75,7 +76,7 @@ async function start(telemetry: Record<string, unknown>, extra: Record<string, u
     write: (l: string) => { for (const s of l.split('\n')) if (s.trim() !== '') logLines.push(JSON.parse(s)); },
   });
   const raw = {
-    listen: '127.0.0.1:0',
+    log: { level: 'info' },
     upstream: { uri: upstream.uri },
     pipeline: { request: ['filter', 'cache'], response: ['cache'] },
     steps: {
@@ -89,10 +90,10 @@ async function start(telemetry: Record<string, unknown>, extra: Record<string, u
     telemetry: { service_name: 'proxy-test', sample_rate: 1, resource_attributes: { 'deployment.environment': 'test' }, export_interval_ms: 20, ...telemetry },
     ...extra,
   };
-  const proxy = await startProxy(parseConfig(raw, null), { log });
+  // Closed with the rest, last opened first: the client, then the proxy.
+  const { proxy } = await withProxy({ after: (fn) => cleanups.push(async () => fn()) }, raw, { log });
   const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 5000, monitorCommands: false });
   await client.connect();
-  cleanups.push(() => proxy.close());
   cleanups.push(() => client.close(true));
   return { proxy, client, upstream, logLines };
 }
