@@ -1,17 +1,16 @@
 // The running proxy as the HTTP apps see it: objects satisfying the interfaces http/ declares
 // (runtime/http/surface.ts), so http/ never reaches into the server, its router or its pools.
 import type { AdminSurface, MetricsSource, PipelineView, ProfilingSurface, Readiness } from '../http/surface.ts';
-import { metricsText, proxyMetricsRegistry } from './proxy-metrics.ts';
 import type { RunningProxy } from './serve.ts';
 import { pipelineEntries } from '../config/index.ts';
 
-/** The proxy's metrics and the plugin host's, one registry for every /metrics of the proxy. */
+/** The proxy's one registry, for every /metrics of the proxy. */
 export function proxyMetrics(running: RunningProxy): MetricsSource {
-  const own = proxyMetricsRegistry(running.server);
+  const registry = running.metrics;
   return {
-    contentType: own.contentType,
-    // The host registry is read at each scrape: a reload may have given plugins new metrics.
-    text: () => metricsText(own, running.pipelines.host.registry),
+    contentType: registry.contentType,
+    // Read at each scrape: a reload may have given plugins new metrics.
+    text: () => registry.metrics(),
   };
 }
 

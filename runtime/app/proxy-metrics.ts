@@ -1,7 +1,7 @@
 // The proxy's own metrics, as the metric table (runtime/metrics/table.ts) declares them. Values are
 // read from the server's counters and pools at scrape time (collect callbacks), so the request path
 // only bumps plain integer fields.
-import { Counter, Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import { METRICS, type MetricName, type MetricSpec, type ServerStatField } from '../metrics/index.ts';
 import type { ProxyServer } from '../server/index.ts';
 import type { UpstreamPool } from '../upstream/index.ts';
@@ -9,18 +9,11 @@ import type { UpstreamPool } from '../upstream/index.ts';
 /** Label values of proxy_upstream_servers (any other type counts as `other`). */
 const SERVER_TYPES = ['RSPrimary', 'RSSecondary', 'Mongos', 'Unknown', 'other'] as const;
 
-/** Prometheus text of the proxy's metrics and the plugin host's (`host`: its WasmHost's registry;
- *  read at scrape time, so metrics plugins define after a reload appear too). */
-export async function metricsText(own: Registry, host: Registry): Promise<string> {
-  const [a, b] = await Promise.all([own.metrics(), host.metrics()]);
-  return a.endsWith('\n') || a === '' ? a + b : `${a}\n${b}`;
-}
-
-/** The proxy's own metrics (the plugin host's live in its WasmHost's registry; see metricsText):
- *  every entry of the metric table owned by the server, the upstream, the pipelines or tracing, in
- *  the table's order; tracing's and the multi-host upstream's only when the proxy has them. */
-export function proxyMetricsRegistry(server: ProxyServer): Registry {
-  const registry = new Registry();
+/** Registers the proxy's own metrics in `registry` (the proxy's one registry, which the plugin
+ *  host's and the notifier's metrics share): every entry of the metric table owned by the server,
+ *  the upstream, the pipelines or tracing, in the table's order; tracing's and the multi-host
+ *  upstream's only when the proxy has them. */
+export function registerProxyMetrics(registry: Registry, server: ProxyServer): void {
   const stats = server.stats;
   const pools = (f: (p: UpstreamPool) => number) => () => server.router.serverPools().reduce((n, p) => n + f(p), 0);
   const topology = server.router.topology;
@@ -91,5 +84,4 @@ export function proxyMetricsRegistry(server: ProxyServer): Registry {
     if (m.type === 'counter') new Counter(options);
     else new Gauge(options);
   }
-  return registry;
 }

@@ -12,6 +12,9 @@ import { loadPipelines, pipelineConfigs, removedPipelines, routingOf } from './p
 import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
 import { HttpSurfaces } from './http-surfaces.ts';
+import { registerProxyMetrics } from './proxy-metrics.ts';
+import { Registry } from 'prom-client';
+import { WasmHost } from '../wasm/index.ts';
 export { watchReload, type WatchReloadOptions } from './reload-watch.ts';
 import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, Promotions, defaultsFromConfig, type BaselineChoice, type CanaryEventSink, type Clock } from '../canary/index.ts';
 import { ProfilerCanaryMetrics } from './canary-metrics.ts';
@@ -42,6 +45,8 @@ export interface RunningProxy {
   /** The connection string clients should use. */
   readonly uri: string;
   readonly pipelines: PipelineManager;
+  /** The proxy's one metrics registry (the metric table's metrics and plugins' `proxy_plugin_*`): what every /metrics serves. */
+  readonly metrics: Registry;
   /** Base URL of the admin HTTP API, or null when admin.listen is not set. */
   readonly adminUrl: string | null;
   /** The canary controller when `control_plane` is configured, else null. */
@@ -99,8 +104,11 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   const tracing = config.telemetry?.otlp_endpoint === undefined ? null : new Tracing(tracingSettings(config.telemetry), log.child('proxy::telemetry'));
   // With tracing, graphs are timed for sampled requests only (TracingRecorder), or for all while profiling is on.
   const recorder = tracing !== null ? new TracingRecorder(profiler) : profiler ?? undefined;
+  // One registry for every metric of this proxy: the plugin host's (plugin metrics, step errors),
+  // the notifier's and the proxy's own (registerProxyMetrics, once the server exists).
+  const metrics = new Registry();
   const pipelines = new PipelineManager({
-    logger: pipelineLog, pluginDir: opts.pluginDir ?? BUILTIN_PLUGIN_DIR, recorder,
+    host: new WasmHost(metrics), logger: pipelineLog, pluginDir: opts.pluginDir ?? BUILTIN_PLUGIN_DIR, recorder,
   });
   // Load the pipeline before opening any port: a refused plugin config stops startup.
   try {
@@ -122,8 +130,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     if (opts.canarySink === undefined) {
       // The outbox is opened (and undelivered messages resumed) before the controller resumes.
       notifier = new Notifier({ settings: config.notifications, defaultOutboxPath: resolve(outboxPath(config)), log: log.child('proxy::canary::notify') });
-      // Read at scrape time by every /metrics (metricsText reads the host registry), like plugin metrics.
-      registerNotificationMetrics(pipelines.host.registry, notifier);
+      // Read at scrape time by every /metrics, like plugin metrics.
+      registerNotificationMetrics(metrics, notifier);
     }
     canaryStore = new CanaryStore(resolve(config.canary.data_dir), config.canary.max_samples);
     // A completed canary's graph stays its pipeline's baseline across restarts (canary/promotions.ts).
@@ -132,7 +140,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     for (const c of pipelineConfigs(config)) baselines.push(await promotions.start(c, (x) => pipelines.load(x)));
     canaryGraphs = new PipelineCanaryGraphs(pipelines, baselines);
     canary = new CanaryController({
-      store: canaryStore, graphs: canaryGraphs, metrics: new ProfilerCanaryMetrics(profiler, pipelines.host.registry),
+      store: canaryStore, graphs: canaryGraphs, metrics: new ProfilerCanaryMetrics(profiler, metrics),
       sink: opts.canarySink ?? notifier ?? new LogEventSink((m, f) => canaryLog.info(m, f)), defaults: () => defaultsFromConfig(current),
       clock: opts.canaryClock, warningShare: config.canary.warning_share, gracePeriodMs: canaryDurationMs(config.canary.baseline_grace_period),
       log: canaryLog, promotions,
@@ -197,6 +205,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     },
     profiler, tracing, topology, clientAuth: clientAuthSettings(config.auth),
   });
+  registerProxyMetrics(metrics, server);
   if (config.auth !== undefined) log.info('clients authenticate', { mode: config.auth.mode, users: config.auth.users.length });
   const bound = await server.listen();
   const uri = `mongodb://${formatHostPort(bound.host, bound.port)}/${listenerTls === null ? '' : '?tls=true'}`;
@@ -277,7 +286,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     get controlPlaneUrl() { return surfaces.controlPlane?.url ?? null; },
     canary,
     profiler, snapshots, tracing, logRing: log.ring,
-    server, pool, devdb, host: bound.host, port: bound.port, uri, pipelines,
+    server, pool, devdb, host: bound.host, port: bound.port, uri, pipelines, metrics,
     reload(next: ProxyConfig) {
       const run = reloading.then(() => applyReload(next));
       reloading = run.catch(() => undefined);

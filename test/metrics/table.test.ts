@@ -112,6 +112,13 @@ test('the profiling endpoint\'s /metrics is every table metric, with the table\'
   checkAgainstTable(profilingText, Object.keys(METRICS) as MetricName[], 'profiling /metrics');
 });
 
+test('one registry: the plugin host\'s metrics and the proxy\'s own are in the registry every /metrics reads', async () => {
+  assert.equal(proxy.pipelines.host.registry, proxy.metrics);
+  const names = [...families(await proxy.metrics.metrics()).keys()].sort();
+  assert.deepEqual(names, [...families(adminText).keys()].sort());
+  assert.ok(names.includes('proxy_wire_requests_total') && names.includes('proxy_step_errors_total') && names.includes('proxy_notifications_pending'));
+});
+
 test('the server\'s counters are the table\'s stat fields, each counted in /metrics', () => {
   const stats = newServerStats();
   const fromTable = Object.values(METRICS as Record<string, MetricSpec>).flatMap((m) => [

@@ -16,7 +16,6 @@ import type { RunningProxy } from '../../runtime/app/serve.ts';
 import { Closes, withProxy } from '../helpers/proxy.ts';
 import { parseUpstreamUri } from '../../runtime/upstream/uri.ts';
 import { Logger } from '../../runtime/log/index.ts';
-import { proxyMetricsRegistry } from '../../runtime/app/proxy-metrics.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'proxy-tls-'));
 const running = new Closes();
@@ -134,7 +133,7 @@ test('client-facing TLS: drivers connect with tls=true; plain TCP is refused; a 
   const plain = client(`mongodb://127.0.0.1:${proxy.port}/`, { serverSelectionTimeoutMS: 1500 });
   await assert.rejects(plain.db('t').command({ ping: 1 }), 'a plain-TCP client cannot talk to a TLS listener');
   assert.ok(proxy.server.stats.tlsHandshakeFailures >= 1, 'failed handshakes are counted');
-  const metrics = await proxyMetricsRegistry(proxy.server).metrics();
+  const metrics = await proxy.metrics.metrics();
   assert.match(metrics, /^proxy_client_tls_handshake_failures_total [1-9]/m);
 
   assert.equal((await servedSerial(proxy.port)).replace(/^0+/, ''), '2001');
