@@ -37,7 +37,7 @@ export const ERRORS = {
   PROXY_ERR_PLUGIN_FUEL: { class: 'WasmHostError', meaning: 'a plugin call ran out of its instruction budget (fuel); the step fails as its on_error says' },
 
   // Configuration.
-  PROXY_ERR_CONFIG: { class: 'ConfigError', status: 400, exit: 2, meaning: 'configuration refused' },
+  PROXY_ERR_CONFIG: { class: 'ConfigError', status: 400, exit: 2, meaning: 'configuration refused: a key fails the schema, or a reload finds what a key names unusable (an address that cannot be bound, a TLS file that cannot be read)' },
 
   // The HTTP APIs (admin API, profiling endpoint, control plane) and their common base.
   PROXY_ERR_UNAUTHORIZED: { class: 'HttpError', status: 401, meaning: 'missing or invalid bearer token' },
