@@ -6,7 +6,7 @@
 // tokens and configuration stay.
 import type { FastifyInstance } from 'fastify';
 import { ConfigError, type ProxyConfig } from '../config/index.ts';
-import type { Logger } from '../log/index.ts';
+import type { Log } from '../log/index.ts';
 import type { CanaryController } from '../canary/index.ts';
 import type { Profiler, SnapshotStore } from '../profiling/index.ts';
 import { Tokens, startAdmin, startControlPlane, startProfilingHttp } from '../http/index.ts';
@@ -22,7 +22,7 @@ export interface HttpSurfaceDeps {
   snapshots: SnapshotStore | null;
   canary: CanaryController | null;
   configFile: string | null;
-  log: Logger;
+  log: Log;
 }
 
 /** The listeners a reload opened, switched to by commit() once the rest of the reload succeeded. */

@@ -7,7 +7,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { ConfigError, parseConfigText, type ProxyConfig } from '../config/index.ts';
-import type { Logger } from '../log/index.ts';
+import type { Log } from '../log/index.ts';
 import { ConfigFileWatcher } from './config-watch.ts';
 
 /** What watchReload needs of a running proxy. */
@@ -59,7 +59,7 @@ export function configFingerprint(text: string, config: ProxyConfig, target: Rel
  * is). A refused configuration is logged with its reason and the running one stays. Returns a
  * stop function.
  */
-export function watchReload(running: ReloadTarget, file: string, log: Logger, opts: WatchReloadOptions = {}): () => void {
+export function watchReload(running: ReloadTarget, file: string, log: Log, opts: WatchReloadOptions = {}): () => void {
   /**
    * What the running configuration was last loaded from, and that configuration: a trigger finding
    * the same fingerprint while the proxy still runs that configuration (no reload through the admin

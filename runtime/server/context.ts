@@ -1,6 +1,6 @@
 // What a client connection needs from the server that owns it.
 import type { ObjectId } from 'bson';
-import type { Logger } from '../log/index.ts';
+import type { Log } from '../log/index.ts';
 import type { UpstreamInfo, UpstreamPool, UpstreamRouter } from '../upstream/index.ts';
 import type { CompressorName, InflatePool } from '../wire/index.ts';
 import type { ClientConnection } from './client-connection.ts';
@@ -26,7 +26,7 @@ export interface ClientLimits {
 export const DEFAULT_CLIENT_LIMITS: ClientLimits = { maxPendingReplyBytes: 16 * 1024 * 1024, maxQueuedRequests: 64, maxConnections: 0 };
 
 export interface ServerContext {
-  readonly log: Logger;
+  readonly log: Log;
   readonly pool: UpstreamPool;
   readonly compression: readonly CompressorName[];
   readonly zlibLevel: number;

@@ -3,7 +3,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { createServer as createTlsServer, type Server as TlsServer, type TlsOptions, type TLSSocket } from 'node:tls';
 import { ObjectId } from 'bson';
 import { refusesPeer } from './listener-tls.ts';
-import type { Logger } from '../log/index.ts';
+import type { Log } from '../log/index.ts';
 import { UpstreamPool, UpstreamRouter, type PoolOptions, type Topology, type UpstreamInfo } from '../upstream/index.ts';
 import { PipelineManager, PipelineRouting } from '../pipeline/index.ts';
 import { InflatePool, type CompressorName, type InflatePoolOptions } from '../wire/index.ts';
@@ -22,7 +22,7 @@ export interface ProxyServerOptions {
   compression: readonly CompressorName[];
   zlibLevel: number;
   requestTimeoutMs?: number;
-  log: Logger;
+  log: Log;
   /** Pipeline graphs (an empty manager when not given: every request takes the direct path). */
   pipelines?: PipelineManager;
   pipelineId?: string;
@@ -47,7 +47,7 @@ export interface ProxyServerOptions {
 }
 
 export class ProxyServer implements ServerContext {
-  readonly log: Logger;
+  readonly log: Log;
   readonly pool: UpstreamPool;
   readonly compression: readonly CompressorName[];
   readonly zlibLevel: number;

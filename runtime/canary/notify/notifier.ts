@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { channelProblems, PAGER_EVENTS, type NotificationChannelConfig, type NotificationsConfig, type ProxyConfig } from '../../config/index.ts';
-import type { Logger } from '../../log/index.ts';
+import type { Log } from '../../log/index.ts';
 import type { CanaryEvent, CanaryEventSink, NotificationChannel } from '../events.ts';
 import { EmailSender } from './email.ts';
 import type { Outcome } from './outcome.ts';
@@ -27,7 +27,7 @@ export interface NotifierOptions {
   settings: NotificationsConfig;
   /** The outbox file when settings.outbox_path is absent (outboxPath(config) gives the configured default). */
   defaultOutboxPath?: string;
-  log: Logger;
+  log: Log;
   /** Wall clock (epoch ms); injectable for tests. */
   now?: () => number;
   /** [0,1) source of the backoff jitter. */
@@ -63,7 +63,7 @@ export class Notifier implements CanaryEventSink {
   private instance: string;
   private email: EmailSender | null;
   private readonly outbox: Outbox;
-  private readonly log: Logger;
+  private readonly log: Log;
   private readonly now: () => number;
   private readonly random: () => number;
   private readonly inFlight = new Map<string, Promise<void>>();
