@@ -8,10 +8,10 @@ import assert from 'node:assert/strict';
 import { Long, ObjectId, UUID, type Document } from 'bson';
 import { MongoClient } from 'mongodb';
 import { DevDbServer, DevEngine } from '../../runtime/devdb/index.ts';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
-import { parseConfig } from '../../runtime/config/index.ts';
+import type { RunningProxy } from '../../runtime/app/serve.ts';
 import { RawClient, opMsg } from '../helpers/wire.ts';
 import { until } from '../helpers/until.ts';
+import { Closes, withProxy } from '../helpers/proxy.ts';
 
 interface Seen { name: string; conn: number; cmd: Document }
 
@@ -26,20 +26,21 @@ class RecordingEngine extends DevEngine {
 const engine = new RecordingEngine();
 const devdb = new DevDbServer(engine);
 let proxy: RunningProxy;
+const proxies = new Closes();
 const clients: MongoClient[] = [];
 const raws: RawClient[] = [];
 
 after(async () => {
   for (const r of raws) r.destroy();
   for (const c of clients) await c.close().catch(() => {});
-  await proxy?.close();
+  await proxies.run();
   await devdb.close();
 });
 
 async function start(): Promise<RunningProxy> {
   if (proxy !== undefined) return proxy;
   const d = await devdb.listen(0);
-  proxy = await startProxy(parseConfig({ listen: '127.0.0.1:0', log: { level: 'error' }, upstream: { uri: d.uri, pool_size: 8 } }, null));
+  ({ proxy } = await withProxy(proxies, { upstream: { uri: d.uri, pool_size: 8 } }));
   return proxy;
 }
 

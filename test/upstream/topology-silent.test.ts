@@ -10,12 +10,12 @@ import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { MongoClient, MongoServerError } from 'mongodb';
 import { DevMongos, DevReplicaSet } from '../../runtime/devdb/index.ts';
-import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
-import { parseConfig } from '../../runtime/config/index.ts';
+import type { RunningProxy } from '../../runtime/app/serve.ts';
 
 const ADMIN_TOKEN = 'silent-test-token-0123';
 import { TcpTap } from '../helpers/wire.ts';
 import { until } from '../helpers/until.ts';
+import { Closes, withProxy } from '../helpers/proxy.ts';
 
 const HEARTBEAT_MS = 500;
 const CONNECT_TIMEOUT_MS = 1000;
@@ -25,20 +25,21 @@ const ANSWERED_WITHIN_MS = 10_000;
 let routers: DevMongos[];
 let taps: TcpTap[];
 let proxy: RunningProxy;
+const proxies = new Closes();
 const clients: MongoClient[] = [];
 
 before(async () => {
   routers = await DevMongos.startMany(2);
   taps = routers.map((r) => new TcpTap(r.port));
   for (const t of taps) await t.listen();
-  proxy = await startProxy(parseConfig({
-    listen: '127.0.0.1:0', log: { level: 'error' }, admin: { listen: '127.0.0.1:0', token: ADMIN_TOKEN },
+  ({ proxy } = await withProxy(proxies, {
+    admin: { listen: '127.0.0.1:0', token: ADMIN_TOKEN },
     upstream: { uri: `mongodb://${taps.map((t) => `127.0.0.1:${t.port}`).join(',')}/`, connect_timeout_ms: CONNECT_TIMEOUT_MS, heartbeat_ms: HEARTBEAT_MS },
-  }, null));
+  }));
 });
 after(async () => {
   for (const c of clients) await c.close(true);
-  await proxy.close();
+  await proxies.run();
   for (const t of taps) await t.close();
   for (const r of routers) await r.server!.close();
 });
@@ -133,10 +134,8 @@ test('with the driver\'s retries on, nothing fails: reads and retryable writes i
 
 test('replica set: the primary goes silent and another member is elected: writes and reads in flight on it get a retryable error, the driver retries them on the new primary', async () => {
   const rs = await DevReplicaSet.start(3, 'rs-silent');
-  const p = await startProxy(parseConfig({
-    listen: '127.0.0.1:0', log: { level: 'error' },
-    upstream: { uri: rs.uri(), connect_timeout_ms: CONNECT_TIMEOUT_MS, heartbeat_ms: HEARTBEAT_MS },
-  }, null));
+  const closes = new Closes();
+  const { proxy: p } = await withProxy(closes, { upstream: { uri: rs.uri(), connect_timeout_ms: CONNECT_TIMEOUT_MS, heartbeat_ms: HEARTBEAT_MS } });
   const c = new MongoClient(p.uri, { maxPoolSize: 20, serverSelectionTimeoutMS: 15_000 });
   try {
     const t = p.server.router.topology!;
@@ -162,7 +161,7 @@ test('replica set: the primary goes silent and another member is elected: writes
   } finally {
     rs.members[0].silent = false;
     await c.close(true);
-    await p.close();
+    await closes.run();
     await rs.close();
   }
 });
