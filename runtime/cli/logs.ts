@@ -93,7 +93,7 @@ export function registerLogs(cli: CAC): void {
     .option('--token <token>', 'admin bearer token (default $PROXY_ADMIN_TOKEN)')
     .option('--config <file>', 'read admin.listen and admin.token from the proxy\'s configuration file')
     .option('--filter <text>', 'only lines containing this text (case-insensitive)')
-    .option('--level <level>', 'only lines at this level or above: trace, debug, info, warn, error')
+    .option('--level <level>', `only lines at this level or above: ${LOG_LEVELS.join(', ')}`)
     .option('--tail <n>', 'recent lines shown first (default 20)')
     .option('--json', 'print the JSON lines as they are (for machines)')
     // Declared as --follow (default true), not --no-follow: cac prints a negated option's implied
