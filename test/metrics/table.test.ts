@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { MongoClient } from 'mongodb';
 import { DevMongos } from '../../runtime/devdb/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
@@ -128,6 +129,18 @@ test('the server\'s counters are the table\'s stat fields, each counted in /metr
   assert.ok(proxy.server.stats.requests > 0);
   const requests = /^proxy_wire_requests_total (\d+)$/m.exec(adminText);
   assert.ok(requests !== null && Number(requests[1]) > 0, 'proxy_wire_requests_total carries stats.requests');
+});
+
+test('the server\'s counters are one fast-properties object (not a dictionary) before and after counting', () => {
+  // V8's own answer (%HasFastProperties), in a child process started with --allow-natives-syntax.
+  const script = `
+    import { newServerStats } from ${JSON.stringify(new URL('../../runtime/metrics/index.ts', import.meta.url).href)};
+    const a = newServerStats(), b = newServerStats();
+    for (const k of Object.keys(b)) b[k]++;
+    console.log(JSON.stringify([%HasFastProperties(a), %HasFastProperties(b), %HaveSameMap(a, b)]));`;
+  const r = spawnSync(process.execPath, ['--allow-natives-syntax', '--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout.trim()), [true, true, true]);
 });
 
 test('the overflow counter\'s help states the ABI\'s label-set cap', () => {
