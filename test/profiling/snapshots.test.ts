@@ -227,7 +227,10 @@ test('GET /api/profile/series: one point per interval with that interval\'s figu
   const fromMs = Date.parse(p2.t) + 1;
   assert.deepEqual((await getJson(`${base}?from=${fromMs}`)).body.points.map((p: { t: string }) => p.t), [p3.t]);
   assert.deepEqual((await getJson(`${base}?from=${encodeURIComponent(p2.t)}&to=${encodeURIComponent(p2.t)}`)).body.points.map((p: { t: string }) => p.t), [p2.t]);
-  assert.equal((await getJson(`${base}?pipeline_id=other`)).body.points[2].total.count, 0, 'another graph: zeros');
+  const other = await getJson(`${base}?pipeline_id=other`);
+  assert.equal(other.status, 404, 'a pipeline neither configured nor recorded');
+  assert.equal(other.body.error.code, 'PROXY_ERR_NOT_FOUND');
+  assert.equal((await getJson(`${base}?pipeline=candidate`)).body.points[2].total.count, 0, 'another graph of the pipeline (no canary ran): zeros');
   const bad = await getJson(`${base}?from=yesterday`);
   assert.equal(bad.status, 400);
   assert.equal(bad.body.error.code, 'PROXY_ERR_BAD_QUERY');
