@@ -6,7 +6,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { LOG_LEVELS, LOG_LEVEL_VALUES, Logger, type LogLevel } from '../../runtime/log/index.ts';
+import { LOG_LEVELS, LOG_LEVEL_VALUES, Logger, LogRing, type LogLevel } from '../../runtime/log/index.ts';
+import { buildAdminApp } from '../../runtime/http/admin.ts';
+import type { AdminSurface } from '../../runtime/http/surface.ts';
 import { parseConfig, ConfigError } from '../../runtime/config/index.ts';
 import { LOG_LEVEL_NAMES, AbiLogLevel } from '../../runtime/wasm/abi.ts';
 import { runLogs, LogsError } from '../../runtime/cli/logs.ts';
@@ -72,4 +74,34 @@ test('every log call gives the message first, then the fields', () => {
     }
   }
   assert.deepEqual(found, []);
+});
+
+test('the admin API\'s level filter (GET /api/v1/logs?level=) takes the table\'s levels and keeps the lines at or above', async () => {
+  const ring = new LogRing(100);
+  const log = new Logger('t', 'trace', 'json', { write() {} }, ring);
+  for (const l of LOG_LEVELS) log[l](`at ${l}`);
+  const surface: AdminSurface = {
+    readiness: async () => ({ ready: true, upstream: null }),
+    metrics: { contentType: 'text/plain', text: async () => '' },
+    logRing: ring,
+    pipeline: () => ({ id: 'default', request: [], response: [] }),
+    reload: async () => {},
+  };
+  const app = buildAdminApp(surface, { token: 'admin-token-0123456789', configFile: null });
+  try {
+    const get = (level: string) => app.inject({ url: `/api/v1/logs?tail=100&follow=false&level=${level}`, headers: { authorization: 'Bearer admin-token-0123456789' } });
+    for (const [i, level] of LOG_LEVELS.entries()) {
+      const r = await get(level);
+      assert.equal(r.statusCode, 200, level);
+      const levels = r.body.split('\n').filter((l) => l !== '').map((l) => (JSON.parse(l) as { level: string }).level);
+      assert.deepEqual(levels, LOG_LEVELS.slice(i), level);
+    }
+    for (const bad of ['loud', 'toString', 'constructor']) {
+      const r = await get(bad);
+      assert.equal(r.statusCode, 400, bad);
+      assert.match(r.body, new RegExp(`level must be one of ${LOG_LEVELS.join(', ')}`));
+    }
+  } finally {
+    await app.close();
+  }
 });
