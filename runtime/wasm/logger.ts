@@ -12,6 +12,6 @@ export const defaultLogger: HostLog = {
   trace: noop,
   debug: noop,
   info: noop,
-  warn: (msg, fields) => console.warn(msg, fields),
-  error: (msg, fields) => console.error(msg, fields),
+  warn: (msg, fields) => (fields === undefined ? console.warn(msg) : console.warn(msg, fields)),
+  error: (msg, fields) => (fields === undefined ? console.error(msg) : console.error(msg, fields)),
 };
