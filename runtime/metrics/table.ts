@@ -1,8 +1,8 @@
 // Every metric the proxy exposes on /metrics, declared once: name, type, help and label names.
 // The server's counters (ServerStats, runtime/server/context.ts) are typed from the `stat` fields
-// here, the registries (app/proxy-metrics.ts, the plugin host's, the notifier's) and the
-// profiler's hand-built exposition (profiling/prometheus.ts) take their names, help and labels from
-// here, and test/metrics/table.test.ts checks a running proxy's /metrics and docs/http-api.md
+// here; the proxy's one registry (its own metrics registered by app/proxy-metrics.ts, the plugin
+// host's by wasm/wasm-host.ts, the notifier's by canary/notify/metrics.ts) and the profiler's
+// hand-built exposition (profiling/prometheus.ts) take their names, help and labels from here, and test/metrics/table.test.ts checks a running proxy's /metrics and docs/http-api.md
 // against it. Metrics plugins define (`proxy_plugin_*`, docs/plugins.md) are not in it: their
 // names come from the plugins.
 //
@@ -66,11 +66,11 @@ export const METRICS = {
   proxy_trace_spans_dropped_total: { type: 'counter', owner: 'tracing', labels: ['reason'], help: 'Spans not delivered to the OTLP collector: reason queue_full (telemetry.max_queue_spans reached) or export_failed (collector down, refused or timed out)' },
   proxy_trace_spans_queued: { type: 'gauge', owner: 'tracing', labels: [], help: 'Spans waiting for export now' },
   proxy_trace_invalid_traceparent_total: { type: 'counter', owner: 'tracing', labels: [], help: 'Client traceparent values ignored as invalid (wrong length, bad version, all-zero ids)' },
-  // The plugin host's registry (runtime/wasm/wasm-host.ts, plugin-metrics.ts).
+  // The plugin host's (runtime/wasm/wasm-host.ts, plugin-metrics.ts).
   proxy_plugin_label_overflow_total: { type: 'counter', owner: 'plugin-host', labels: ['metric', 'pipeline_id', 'pipeline'], help: 'Plugin metric observations past the label-set cap (1000 per metric per graph), counted into the label set "other"' },
   proxy_step_errors_total: { type: 'counter', owner: 'plugin-host', labels: STEP, help: 'Non-fatal errors inside a pipeline step (traps, fuel exhausted, disabled after a crash loop)' },
   proxy_step_instance_rebuilds_total: { type: 'counter', owner: 'plugin-host', labels: ['pipeline_id', 'pipeline', 'step'], help: 'Plugin instances rebuilt after a trap' },
-  // Only with a control plane (runtime/canary/notify/metrics.ts), in the plugin host's registry.
+  // Only with a control plane (runtime/canary/notify/metrics.ts).
   proxy_notifications_delivered_total: { type: 'counter', owner: 'notifier', labels: ['channel'], help: 'Notification messages delivered (2xx, or accepted by the SMTP server), by channel type' },
   proxy_notifications_failed_total: { type: 'counter', owner: 'notifier', labels: ['channel'], help: 'Notification messages given up (refused by the receiver, or max_attempts reached), by channel type' },
   proxy_notifications_retries_total: { type: 'counter', owner: 'notifier', labels: ['channel'], help: 'Failed notification attempts that were scheduled again, by channel type' },
