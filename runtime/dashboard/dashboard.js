@@ -136,6 +136,11 @@
   // ---- trends ------------------------------------------------------------------------------
   const PALETTE = ['#0a58ca', '#d63384', '#198754', '#fd7e14', '#6f42c1', '#20c997', '#dc3545', '#6c757d', '#0dcaf0', '#ffc107'];
 
+  /** Seconds the running interval has lasted so far. */
+  function liveSeconds(live) {
+    return Math.round((Date.parse(live.t) - Date.parse(live.since)) / 1000);
+  }
+
   async function refreshTrends() {
     const info = $('trends-info');
     const figure = $('figure').value;
@@ -150,17 +155,21 @@
         : 'Series: ' + err.message;
       return;
     }
+    // The interval still running (`live`, partial) is drawn as the last point, so the chart shows
+    // the traffic since the last snapshot, and has a point before the first one.
+    const points = series.live ? series.points.concat([series.live]) : series.points;
     const keys = [];
-    for (const p of series.points) for (const s of p.steps) {
+    for (const p of points) for (const s of p.steps) {
       const k = s.name + ' (' + s.phase + ')';
       if (!keys.includes(k)) keys.push(k);
     }
-    const xs = series.points.map((p) => Date.parse(p.t) / 1000);
-    const data = [xs].concat(keys.map((k) => series.points.map((p) => {
+    const xs = points.map((p) => Date.parse(p.t) / 1000);
+    const data = [xs].concat(keys.map((k) => points.map((p) => {
       const s = p.steps.find((x) => x.name + ' (' + x.phase + ')' === k);
       return s === undefined || s.count === 0 ? null : s[figure];
     })));
     info.textContent = series.points.length + ' snapshots, one every ' + series.interval_s + ' s'
+      + (series.live ? ', and the current interval so far (' + liveSeconds(series.live) + ' s)' : '')
       + (series.truncated ? ' (truncated: narrow the range)' : '');
     const el = $('chart');
     if (state.chart) { state.chart.destroy(); state.chart = null; }
@@ -170,12 +179,19 @@
     const axis = { stroke: dark ? '#9da7b3' : '#57606a', grid: { stroke: dark ? '#30363d' : '#e5e8eb' } };
     state.chart = new uPlot({
       width: Math.min(1100, el.clientWidth || 1100), height: 360,
-      series: [{}].concat(keys.map((k, i) => ({ label: k, stroke: PALETTE[i % PALETTE.length], width: 1.5, spanGaps: false }))),
+      // Points shown on every series: a single point (the live one, right after a start) has no line to draw.
+      series: [{}].concat(keys.map((k, i) => ({
+        label: k, stroke: PALETTE[i % PALETTE.length], width: 1.5, spanGaps: false,
+        points: { show: true, size: 6, fill: PALETTE[i % PALETTE.length] },
+      }))),
       axes: [axis, Object.assign({ label: $('figure').selectedOptions[0].textContent + ' (µs)' }, axis)],
-      scales: { x: { time: true } },
+      // One x value (the live point alone, right after a start): uPlot would span years around it;
+      // show one snapshot interval either side instead.
+      scales: { x: { time: true, range: () => (xs.length === 1 ? [xs[0] - series.interval_s, xs[0] + series.interval_s] : [xs[0], xs[xs.length - 1]]) } },
     }, data, el);
     el.dataset.figure = figure;
-    el.dataset.points = String(xs.length);
+    el.dataset.points = String(series.points.length);
+    el.dataset.live = series.live ? 'true' : 'false';
   }
 
   // ---- flame graph -------------------------------------------------------------------------

@@ -155,7 +155,8 @@ export function buildProfilingApp(proxy: ProfilingSurface, profiler: Profiler, o
     return renderFlameGraph(folded, { title: q.title ?? `Pipeline Proxy — ${g.id}/${g.variant}, last ${q.duration ?? '60s'}`, minWidthPct: minWidth });
   });
 
-  // Trend charts: one point per snapshot interval in [from, to] (default: the retention up to now).
+  // Trend charts: one point per snapshot interval in [from, to] (default: the retention up to now),
+  // and `live`, the interval still running.
   app.get('/api/profile/series', async (req, reply) => {
     const q = req.query as Record<string, string | undefined>;
     const g = graphOf(q, reply);
@@ -167,8 +168,11 @@ export function buildProfilingApp(proxy: ProfilingSurface, profiler: Profiler, o
     const fromMs = q.from === undefined ? toMs - store.retentionMs : timeMs(q.from);
     if (Number.isNaN(fromMs) || Number.isNaN(toMs)) return send(reply, 'PROXY_ERR_BAD_QUERY', 'from and to must be ISO 8601 times or milliseconds since the epoch');
     const step = q.step === undefined || q.step === '' ? null : q.step.startsWith('wasm:') ? q.step : `wasm:${q.step}`;
-    const r = await store.series({ pipelineId: g.id, variant: g.variant, step, fromMs, toMs });
-    return { interval_s: store.intervalMs / 1000, truncated: r.truncated, points: r.points };
+    const query = { pipelineId: g.id, variant: g.variant, step, fromMs, toMs };
+    const r = await store.series(query);
+    // The interval still running, so a chart has a point before the first snapshot (null when it
+    // lies outside [from, to] or profiling is disabled).
+    return { interval_s: store.intervalMs / 1000, truncated: r.truncated, points: r.points, live: store.live(query) };
   });
 
   registerDashboard(app, { controlPlaneUrl: () => proxy.controlPlaneUrl() });

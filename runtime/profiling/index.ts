@@ -5,7 +5,7 @@ export {
   type ProfilingSettings, type MmapStorage, type ProfileSnapshot, type StepRow, type CompletedRequest, type RestoreSummary,
 } from './profiler.ts';
 export { StateFormatError, type ProfilerState } from './profiler-state.ts';
-export { SnapshotStore, durationToMs, STATE_FILE, type SnapshotStoreOptions } from './snapshot-store.ts';
+export { SnapshotStore, durationToMs, STATE_FILE, type SnapshotStoreOptions, type LivePoint } from './snapshot-store.ts';
 export { MAX_SERIES_POINTS, seriesFileName, type SeriesQuery, type SeriesPoint, type SeriesStepPoint } from './series-file.ts';
 export { type SeriesRecord } from './interval-stats.ts';
 export { LatencyStats, initHistograms, newHdr, HIGHEST_TRACKABLE_US, type Distribution } from './latency-stats.ts';

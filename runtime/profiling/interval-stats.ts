@@ -96,6 +96,26 @@ export class IntervalTracker {
 
   /** The figures since the last call (or construction), and the baselines move to now. */
   take(nowMs: number): SeriesRecord {
+    const record = this.collect(nowMs, true);
+    this.lastMs = nowMs;
+    return record;
+  }
+
+  /**
+   * The figures of the interval still running (since the last take), leaving the baselines where
+   * they are: the live point of GET /api/profile/series. Costs what a take costs (a histogram copy
+   * and subtract per step that ran), paid per request to that endpoint, not on the request path.
+   */
+  peek(nowMs: number): SeriesRecord {
+    return this.collect(nowMs, false);
+  }
+
+  /** Start of the interval still running (ms since the epoch). */
+  get since(): number {
+    return this.lastMs;
+  }
+
+  private collect(nowMs: number, move: boolean): SeriesRecord {
     const graphs: SeriesGraph[] = [];
     for (const g of this.profiler.allGraphs()) {
       const b = this.graphBaseline(g);
@@ -104,7 +124,7 @@ export class IntervalTracker {
       if (count === 0) continue;
       const rows: SeriesStepRow[] = [];
       for (const s of g.rows) {
-        const row = this.stepRow(s);
+        const row = this.stepRow(s, move);
         if (row !== null) rows.push(row);
       }
       graphs.push({
@@ -113,11 +133,9 @@ export class IntervalTracker {
         avg_upstream_latency_us: Math.round((g.upstream.sumNs - b.upstreamSumNs) / count / 1000),
         steps: rows,
       });
-      this.moveGraph(g);
+      if (move) this.moveGraph(g);
     }
-    const record = { v: SERIES_VERSION, t: new Date(nowMs).toISOString(), interval_s: Math.max(0, nowMs - this.lastMs) / 1000, graphs };
-    this.lastMs = nowMs;
-    return record;
+    return { v: SERIES_VERSION, t: new Date(nowMs).toISOString(), interval_s: Math.max(0, nowMs - this.lastMs) / 1000, graphs };
   }
 
   destroy(): void {
@@ -127,7 +145,7 @@ export class IntervalTracker {
     this.graphs.clear();
   }
 
-  private stepRow(s: StepStats): SeriesStepRow | null {
+  private stepRow(s: StepStats, move: boolean): SeriesStepRow | null {
     const cur = s.latency;
     const b = this.stepBaseline(s);
     if (cur.count < b.count) clearStep(b);
@@ -145,7 +163,7 @@ export class IntervalTracker {
       Math.min(Math.round(h.getValueAtPercentile(50)), max), Math.min(Math.round(h.getValueAtPercentile(95)), max),
       Math.min(Math.round(h.getValueAtPercentile(99)), max), max,
     ];
-    this.moveStep(s, b);
+    if (move) this.moveStep(s, b);
     return row;
   }
 

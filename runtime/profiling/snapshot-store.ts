@@ -18,11 +18,17 @@ import { appendFile, mkdir, open, readFile, rename, rm, unlink } from 'node:fs/p
 import { join } from 'node:path';
 import { IntervalTracker } from './interval-stats.ts';
 import type { Profiler, RestoreSummary } from './profiler.ts';
-import { listSeriesFiles, readSeries, seriesFileName, type SeriesQuery } from './series-file.ts';
+import { listSeriesFiles, readSeries, seriesFileName, toPoint, type SeriesPoint, type SeriesQuery } from './series-file.ts';
 import { MemorySeries } from './series-memory.ts';
 
 const HOUR_MS = 3_600_000;
 export const STATE_FILE = 'state.json';
+
+/** The interval still running, as a series point: `t` is now, `since` its start. */
+export interface LivePoint extends SeriesPoint {
+  partial: true;
+  since: string;
+}
 
 export interface SnapshotStoreOptions {
   /** Where state.json and the series files go; null: the series is kept in memory, nothing is persisted. */
@@ -165,6 +171,19 @@ export class SnapshotStore {
   /** The stored points of one graph (series-file.ts). */
   async series(q: SeriesQuery): ReturnType<typeof readSeries> {
     return this.memory !== null ? this.memory.read(q) : readSeries(this.disk, q);
+  }
+
+  /**
+   * The point of the interval still running (from the last snapshot, or the start, to now), or null
+   * while profiling is disabled (nothing is recorded then). Not stored: the next snapshot takes the
+   * same figures over the whole interval.
+   */
+  live(q: SeriesQuery): LivePoint | null {
+    if (!this.profiler.enabled || this.closed) return null;
+    const nowMs = this.now();
+    if (nowMs < q.fromMs || this.tracker.since > q.toMs) return null;
+    const since = new Date(this.tracker.since).toISOString();
+    return { ...toPoint(this.tracker.peek(nowMs), q), partial: true, since };
   }
 
   /** Stops the timer, writes a last snapshot (a graceful stop loses nothing) and frees the baselines. */

@@ -84,6 +84,32 @@ test('trend chart without snapshot_dir: drawn from the snapshots kept in memory'
   await page.close();
 });
 
+/** Pixels of the chart's canvas in a saturated colour: the series' lines and points, not the grey axes and grid. */
+const seriesPixels = (page: Page) => page.$eval('#chart canvas', (c) => {
+  const cv = c as HTMLCanvasElement;
+  const d = cv.getContext('2d')!.getImageData(0, 0, cv.width, cv.height).data;
+  let n = 0;
+  for (let i = 0; i < d.length; i += 4) {
+    if (d[i + 3] > 128 && Math.max(d[i], d[i + 1], d[i + 2]) - Math.min(d[i], d[i + 1], d[i + 2]) > 80) n++;
+  }
+  return n;
+});
+
+test('trend chart right after a start (30 s snapshot interval, no snapshot yet): the interval so far is drawn at once', { timeout: 90_000 }, async () => {
+  const startedMs = Date.now();
+  const { proxy, client } = await start({ snapshot_dir: undefined, snapshot_interval_s: 30 });
+  for (let i = 0; i < 10; i++) await client.db('dash').collection('us_300').findOne({});
+  const page = await openTrends(proxy.profilingUrl!);
+  assert.ok(Date.now() - startedMs < 30_000, 'drawn before the first snapshot');
+  assert.match(await page.textContent('#trends-info') ?? '', /^0 snapshots, one every 30 s, and the current interval so far \(\d+ s\)/);
+  assert.equal(await page.getAttribute('#chart', 'data-live'), 'true');
+  assert.equal(await page.getAttribute('#chart', 'data-points'), '0');
+  const drawn = await seriesPixels(page);
+  assert.ok(drawn > 20, `${drawn} pixels of the series drawn`);
+  await page.screenshot({ path: join(ARTIFACTS, 'trends-live.png'), fullPage: true });
+  await page.close();
+});
+
 test('trend chart: drawn from the persisted snapshots, with a range picker', { timeout: 90_000 }, async () => {
   const { proxy, client } = await start({});
   const db = client.db('dash');

@@ -274,6 +274,41 @@ test('without snapshot_dir the series is kept in memory: a proxy with a 1 s snap
   assert.deepEqual((await getJson(`${again.profilingUrl}/api/profile/series`)).body.points.filter((p: Point) => p.total.count > 0), []);
 });
 
+test('GET /api/profile/series answers the interval still running as `live` (partial): a proxy with a 30 s snapshot_interval_s has a point of its traffic before the first snapshot', { timeout: 60_000 }, async () => {
+  const raw = {
+    listen: '127.0.0.1:0', log: { level: 'error' }, ...await pipelineConfig(),
+    profiling: { enabled: true, port: 0, slow_step_threshold_us: 1_000_000, snapshot_interval_s: 30 },
+  };
+  const { proxy } = await withProxy(running, raw, { log: new Logger('test', 'error', 'json', { write: () => {} }) });
+  const startedMs = Date.now();
+  const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 5000 });
+  clients.push(client);
+  for (let i = 0; i < 7; i++) await client.db('snap').collection('us_300').findOne({});
+  const base = `${proxy.profilingUrl}/api/profile/series`;
+  const { status, body } = await getJson(base);
+  assert.equal(status, 200);
+  assert.ok(Date.now() - startedMs < 30_000, 'asked before the first snapshot');
+  assert.deepEqual(body.points, [], 'no snapshot yet');
+  const live = body.live;
+  assert.equal(live.partial, true);
+  assert.ok(Date.parse(live.since) <= Date.parse(live.t), `since ${live.since} ≤ t ${live.t}`);
+  assert.equal(live.total.count, 7);
+  const spin = live.steps.find((s: { name: string }) => s.name === 'wasm:spin');
+  assert.equal(spin.count, 7);
+  assert.ok(spin.p50_latency_us >= 300, `p50 ${spin.p50_latency_us}`);
+  // Step filter and range apply to it as to the points; a range that ended before it leaves it out.
+  assert.deepEqual((await getJson(`${base}?step=spin`)).body.live.steps.map((s: { name: string }) => s.name), ['wasm:spin']);
+  assert.equal((await getJson(`${base}?to=${startedMs - 60_000}`)).body.live, null);
+  // Peeking moves nothing: the snapshot takes the whole interval, and the live point starts again.
+  assert.equal((await getJson(base)).body.live.total.count, 7);
+  await proxy.snapshots!.snapshot();
+  const after1 = (await getJson(base)).body;
+  assert.equal(after1.points.length, 1);
+  assert.equal(after1.points[0].total.count, 7, 'the snapshot holds the requests the live point showed');
+  assert.equal(after1.live.total.count, 0);
+  assert.ok(Date.parse(after1.live.since) >= Date.parse(after1.points[0].t) - 1);
+});
+
 test('the in-memory series is bounded: points older than the retention are dropped, and past its byte bound the oldest go first', () => {
   const rec = (ms: number, pad: number) => ({ v: 1, t: new Date(ms).toISOString(), interval_s: 30, graphs: [{ pipeline_id: 'default', pipeline: 'baseline', count: 1, errors: 0, avg_total_latency_us: 1, avg_upstream_latency_us: 1, steps: [['wasm:x'.padEnd(pad, 'x'), 'request', 1, 0, 1, 1, 1, 1, 1] as SeriesRecord['graphs'][0]['steps'][0]] }] });
   const q = { pipelineId: 'default', variant: 'baseline', step: null, fromMs: 0, toMs: Number.MAX_SAFE_INTEGER };
