@@ -1,7 +1,7 @@
 // One request's state as it travels through the pipeline. Every field is initialised in the
 // constructor so all exchanges share one hidden class.
 import { foldSequences, ElementCursor, BSON_DOCUMENT, utf8, type DocSequence } from '../wire/index.ts';
-import type { HostExchange } from '../wasm/index.ts';
+import { Phase, type HostExchange } from '../wasm/index.ts';
 import type { RequestTimings } from './request-timings.ts';
 
 export const enum Verdict { Continue = 0, Reject = 1, LocalReply = 2 }
@@ -18,7 +18,7 @@ export class Exchange implements HostExchange {
   readonly sequences: DocSequence[] | null;
   /** Client request id (set by the server; property `request_id`). */
   requestId: number;
-  phase: 0 | 1;
+  phase: Phase;
   verdict: Verdict;
   rejectCode: number;
   rejectCodeName: string;
@@ -48,7 +48,7 @@ export class Exchange implements HostExchange {
     this.requestBody = requestBody;
     this.sequences = sequences;
     this.requestId = 0;
-    this.phase = 0;
+    this.phase = Phase.Request;
     this.verdict = Verdict.Continue;
     this.rejectCode = 0;
     this.rejectCodeName = '';

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import {
   compilePluginFile, PluginSlot, WasmHost, defaultLogger, DEFAULT_FUEL, DEFAULT_KV_MAX_BYTES, type KvStore,
-  PluginLoadError, type HostLog, type SubopSink,
+  PluginLoadError, Phase, type HostLog, type SubopSink,
   isComponentFile, compileComponentFile, ComponentSlot,
 } from '../wasm/index.ts';
 import { Pipeline } from './pipeline.ts';
@@ -215,7 +215,7 @@ export class PipelineManager {
     let subop: SubopSink | null = null;
     let subopActive: (() => boolean) | null = null;
     if (recorder !== null && recorder.enabled) {
-      const t: [StepTimer, StepTimer] = [recorder.bind(key, step, 0), recorder.bind(key, step, 1)];
+      const t: [StepTimer, StepTimer] = [recorder.bind(key, step, Phase.Request), recorder.bind(key, step, Phase.Response)];
       timers = t;
       // A sub-operation belongs to the request running now (the timed loop sets it), else straight to the timer.
       subop = (sub, phase, ns) => {

@@ -9,7 +9,7 @@ import type { ArmRecorder } from './arm-recorder.ts';
 import { StepRunner, STOP, ERROR } from './step-runner.ts';
 import type { GraphKey } from './graph-key.ts';
 import { RejectionCounts } from './rejections.ts';
-import type { HostLog } from '../wasm/index.ts';
+import { Phase, phaseBit, type HostLog } from '../wasm/index.ts';
 
 type RunFn = (ex: Exchange) => void;
 
@@ -51,24 +51,24 @@ export class Pipeline {
     };
     const timed = recorder !== null && recorder.enabled;
     this.timed = timed;
-    this.runRequest = requestSteps.length === 0 ? setPhase0
-      : timed ? timedLoop(requestSteps, 0, recorder, onReject) : untimedLoop(requestSteps, 0, onReject);
-    this.runResponse = responseSteps.length === 0 ? setPhase1
-      : timed ? timedLoop(responseSteps, 1, recorder, onReject) : untimedLoop(responseSteps, 1, onReject);
+    this.runRequest = requestSteps.length === 0 ? setRequestPhase
+      : timed ? timedLoop(requestSteps, Phase.Request, recorder, onReject) : untimedLoop(requestSteps, Phase.Request, onReject);
+    this.runResponse = responseSteps.length === 0 ? setResponsePhase
+      : timed ? timedLoop(responseSteps, Phase.Response, recorder, onReject) : untimedLoop(responseSteps, Phase.Response, onReject);
   }
 }
 
-function setPhase0(ex: Exchange): void { ex.phase = 0; }
-function setPhase1(ex: Exchange): void { ex.phase = 1; }
+function setRequestPhase(ex: Exchange): void { ex.phase = Phase.Request; }
+function setResponsePhase(ex: Exchange): void { ex.phase = Phase.Response; }
 
-/** The steps of a phase that act in it: a step that declared it does nothing there (PhaseBit) is
+/** The steps of a phase that act in it: a step that declared it does nothing there (PhaseMask) is
  *  skipped, so listing logging in both phases costs nothing in the request phase. */
-function acting(steps: readonly StepRunner[], phase: 0 | 1): StepRunner[] {
-  const bit = phase === 0 ? 1 : 2;
+function acting(steps: readonly StepRunner[], phase: Phase): StepRunner[] {
+  const bit = phaseBit(phase);
   return steps.filter((s) => (s.slot.phases & bit) !== 0);
 }
 
-function untimedLoop(all: readonly StepRunner[], phase: 0 | 1, onReject: OnReject): RunFn {
+function untimedLoop(all: readonly StepRunner[], phase: Phase, onReject: OnReject): RunFn {
   const steps = acting(all, phase);
   const n = steps.length;
   return (ex) => {
@@ -82,7 +82,7 @@ function untimedLoop(all: readonly StepRunner[], phase: 0 | 1, onReject: OnRejec
   };
 }
 
-function timedLoop(all: readonly StepRunner[], phase: 0 | 1, recorder: StepRecorder, onReject: OnReject): RunFn {
+function timedLoop(all: readonly StepRunner[], phase: Phase, recorder: StepRecorder, onReject: OnReject): RunFn {
   const steps = acting(all, phase);
   const n = steps.length;
   const timers = steps.map((s) => s.timers![phase]);

@@ -3,13 +3,14 @@
 // no lookup, no string hashing and no prom-client call per step: it hands the measured time to the
 // request's RequestTimings (committed, or dropped by the sampling filters, when the request ends),
 // or straight to the timer when there is no request context (the SDK harness, benches).
+import type { Phase } from '../wasm/index.ts';
 import type { GraphKey } from './graph-key.ts';
 import type { RequestTimings } from './request-timings.ts';
 
 export interface StepTimer {
   /** "wasm:<name>" */
   readonly step: string;
-  readonly phase: 0 | 1;
+  readonly phase: Phase;
   record(durationNs: number, error: boolean): void;
   subop(name: string, durationNs: number): void;
 }
@@ -25,7 +26,7 @@ export interface StepRecorder {
   readonly timingsOnly?: boolean;
   /** The request whose steps are running now (set by the timed loop, read by sub-operation sinks). */
   current: RequestTimings | null;
-  bind(key: GraphKey, step: string, phase: 0 | 1): StepTimer;
+  bind(key: GraphKey, step: string, phase: Phase): StepTimer;
   /**
    * Called when a graph has been built, with its steps (`wasm:<name>`) of each phase in pipeline
    * order (steps are bound in whatever order they finish compiling): the profiler reports rows in
@@ -37,8 +38,8 @@ export interface StepRecorder {
 /** A recorder made of two callbacks (tests, benches and the SDK harness). */
 export function callbackRecorder(
   enabled: boolean,
-  record: (pipelineId: string, step: string, phase: 0 | 1, durationNs: number, error: boolean) => void,
-  subop: (pipelineId: string, step: string, phase: 0 | 1, name: string, durationNs: number) => void = () => {},
+  record: (pipelineId: string, step: string, phase: Phase, durationNs: number, error: boolean) => void,
+  subop: (pipelineId: string, step: string, phase: Phase, name: string, durationNs: number) => void = () => {},
 ): StepRecorder {
   return {
     enabled,

@@ -1,5 +1,5 @@
 // One step of a pipeline: the plugin slot plus the on_error policy. run() never throws.
-import { CALL_FAILED, type StepSlot } from '../wasm/index.ts';
+import { CALL_FAILED, Phase, type StepSlot } from '../wasm/index.ts';
 import { Verdict, type Exchange } from './exchange.ts';
 import type { StepTimer } from './recorder.ts';
 
@@ -34,11 +34,11 @@ export class StepRunner {
   }
 
   /** Calls the step; returns 0 (next step), STOP, or ERROR|STOP / ERROR per on_error. */
-  run(ex: Exchange, phase: 0 | 1): number {
+  run(ex: Exchange, phase: Phase): number {
     const rc = this.slot.call(ex, phase);
     if (rc !== CALL_FAILED) {
       if (rc !== 0) return STOP;
-      if (phase === 0 ? ex.verdict !== Verdict.Continue : ex.verdict === Verdict.Reject) return STOP;
+      if (phase === Phase.Request ? ex.verdict !== Verdict.Continue : ex.verdict === Verdict.Reject) return STOP;
       return 0;
     }
     this.errorCounters[phase].inc();

@@ -5,6 +5,7 @@
 //   → sub-operations (cache.lookup, connection.acquire …)
 // A parent's own time is its own line (a step's time minus its sub-operations'), so widths add up.
 import type { RequestFrame } from './frames.ts';
+import { Phase } from '../wasm/index.ts';
 
 export const TOP_REQUEST = 'request pipeline';
 export const TOP_UPSTREAM = 'upstream';
@@ -24,7 +25,7 @@ export function foldFrames(frames: readonly RequestFrame[]): Map<string, number>
     weight = f.weight;
     let stepsNs = 0;
     for (const s of f.steps) {
-      const top = s.phase === 0 ? TOP_REQUEST : TOP_RESPONSE;
+      const top = s.phase === Phase.Request ? TOP_REQUEST : TOP_RESPONSE;
       let subNs = 0;
       for (const o of s.subops) {
         add(`${top};${s.name};${o.name}`, o.ns);

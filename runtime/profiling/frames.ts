@@ -23,13 +23,14 @@
 import { performance } from 'node:perf_hooks';
 import type { CompletedRequest } from './profiler.ts';
 import type { StepTimer } from '../pipeline/recorder.ts';
+import type { Phase } from '../wasm/index.ts';
 
 export interface FrameSubop { name: string; ns: number }
 
 export interface FrameStep {
   /** "wasm:<name>" */
   name: string;
-  phase: 0 | 1;
+  phase: Phase;
   ns: number;
   subops: FrameSubop[];
   /** Entries of `subops` in use. */

@@ -13,6 +13,7 @@
 import type { Log } from '../log/index.ts';
 import { performance } from 'node:perf_hooks';
 import { GraphKey, type RequestTimings, type StepRecorder, type StepTimer } from '../pipeline/index.ts';
+import { Phase, phaseName, type PhaseName } from '../wasm/index.ts';
 import { LatencyStats, initHistograms, type Distribution } from './latency-stats.ts';
 import { FrameRing, type RequestFrame } from './frames.ts';
 import { HistogramFile, MappedLatencyStats } from './mmap-store.ts';
@@ -60,7 +61,7 @@ export interface RestoreSummary {
 
 export interface StepRow {
   name: string;
-  phase: 'request' | 'response';
+  phase: PhaseName;
   avg_latency_us: number;
   p50_latency_us: number;
   p95_latency_us: number;
@@ -102,7 +103,7 @@ export interface CompletedRequest {
 
 export class StepStats implements StepTimer {
   readonly step: string;
-  readonly phase: 0 | 1;
+  readonly phase: Phase;
   readonly graph: GraphStats;
   readonly latency: Distribution;
   slow = 0;
@@ -119,7 +120,7 @@ export class StepStats implements StepTimer {
   private suppressed = 0;
   private suppressedTimer: NodeJS.Timeout | null = null;
 
-  constructor(profiler: Profiler, graph: GraphStats, step: string, phase: 0 | 1) {
+  constructor(profiler: Profiler, graph: GraphStats, step: string, phase: Phase) {
     this.profiler = profiler;
     this.graph = graph;
     this.step = step;
@@ -179,7 +180,7 @@ export class StepStats implements StepTimer {
     }
     this.logged++;
     p.log.warn('slow step detected', {
-      step: this.step, phase: this.phase === 0 ? 'request' : 'response',
+      step: this.step, phase: phaseName(this.phase),
       latency_us: Math.round(ns / 1000), threshold_us: Math.round(this.thresholdNs / 1000),
     });
   }
@@ -194,7 +195,7 @@ export class StepStats implements StepTimer {
     const n = this.suppressed;
     this.suppressed = 0;
     this.profiler.log.warn(SLOW_SUPPRESSED_MESSAGE, {
-      step: this.step, phase: this.phase === 0 ? 'request' : 'response', suppressed: n,
+      step: this.step, phase: phaseName(this.phase), suppressed: n,
       threshold_us: Math.round(this.thresholdNs / 1000),
     });
   }
@@ -341,7 +342,7 @@ export class Profiler implements StepRecorder {
     return this.graphs.values();
   }
 
-  bind(key: GraphKey, step: string, phase: 0 | 1): StepTimer {
+  bind(key: GraphKey, step: string, phase: Phase): StepTimer {
     const id = `${key.pipelineId}\0${key.variant}\0${step}\0${phase}`;
     let s = this.stepStats.get(id);
     if (s === undefined) {
@@ -358,14 +359,14 @@ export class Profiler implements StepRecorder {
   order(key: GraphKey, request: readonly string[], response: readonly string[]): void {
     const g = this.graph(key.pipelineId, key.variant);
     for (const s of g.steps) s.position = Number.MAX_SAFE_INTEGER;
-    const place = (list: readonly string[], phase: 0 | 1) => {
+    const place = (list: readonly string[], phase: Phase) => {
       list.forEach((step, i) => {
         const s = this.stepStats.get(`${key.pipelineId}\0${key.variant}\0${step}\0${phase}`);
         if (s !== undefined && s.position === Number.MAX_SAFE_INTEGER) s.position = i;
       });
     };
-    place(request, 0);
-    place(response, 1);
+    place(request, Phase.Request);
+    place(response, Phase.Response);
     g.sortRows();
   }
 
@@ -452,7 +453,7 @@ export class Profiler implements StepRecorder {
     }
     const rows = g.rows.filter((s) => s.latency.count > 0).map((s): StepRow => ({
       name: s.step,
-      phase: s.phase === 0 ? 'request' : 'response',
+      phase: phaseName(s.phase),
       avg_latency_us: s.latency.avgUs(),
       p50_latency_us: s.latency.percentileUs(50),
       p95_latency_us: s.latency.percentileUs(95),
@@ -475,7 +476,7 @@ export class Profiler implements StepRecorder {
     const g = this.graphs.get(`${pipelineId}\0${variant}`);
     if (g === undefined) return [];
     const want = step.startsWith('wasm:') ? step : `wasm:${step}`;
-    return g.rows.filter((s) => s.step === want).map((s) => ({ phase: s.phase === 0 ? 'request' : 'response', stats: s.latency, subops: s.subops, slow: s.slow }));
+    return g.rows.filter((s) => s.step === want).map((s) => ({ phase: phaseName(s.phase), stats: s.latency, subops: s.subops, slow: s.slow }));
   }
 
   /** Frames of requests that ended in the last `windowMs`, oldest first. */
@@ -515,7 +516,7 @@ export class Profiler implements StepRecorder {
         pipeline_id: g.pipelineId, pipeline: g.variant as 'baseline' | 'candidate', ok: g.ok, errors: g.errors,
         total: enc(g.total), upstream: enc(g.upstream), overhead: enc(g.overhead), acquire: enc(g.acquire),
         steps: g.rows.filter((s) => s.latency.count > 0 || s.subops.size > 0 || s.slow > 0).map((s) => ({
-          name: s.step, phase: s.phase === 0 ? 'request' as const : 'response' as const, slow: s.slow, slow_log_suppressed: s.suppressedTotal,
+          name: s.step, phase: phaseName(s.phase), slow: s.slow, slow_log_suppressed: s.suppressedTotal,
           latency: enc(s.latency),
           subops: [...s.subops].filter(([, d]) => d.count > 0).map(([name, d]) => ({ name, dist: enc(d) })),
         })),
@@ -553,7 +554,7 @@ export class Profiler implements StepRecorder {
         for (const d of [g.total, g.upstream, g.overhead, g.acquire]) mergeDist(d, dists[i], decoded[i++]);
         const key = new GraphKey(gs.pipeline_id, gs.pipeline, 0);
         for (const ss of gs.steps) {
-          const s = this.bind(key, ss.name, ss.phase === 'request' ? 0 : 1) as StepStats;
+          const s = this.bind(key, ss.name, ss.phase === 'request' ? Phase.Request : Phase.Response) as StepStats;
           steps++;
           s.slow += ss.slow;
           s.suppressedTotal += ss.slow_log_suppressed;

@@ -5,6 +5,7 @@
 import type { Profiler } from './profiler.ts';
 import type { Distribution } from './latency-stats.ts';
 import { expositionHeader } from '../metrics/index.ts';
+import { phaseName } from '../wasm/index.ts';
 
 function esc(v: string): string {
   return v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
@@ -31,7 +32,7 @@ export function profilingMetricsText(p: Profiler): string {
     const gl = `pipeline_id="${esc(g.pipelineId)}",pipeline="${esc(g.variant)}"`;
     for (const s of g.rows) {
       if (s.latency.count === 0 && s.slow === 0) continue;
-      const sl = `${gl},step="${esc(s.step)}",phase="${s.phase === 0 ? 'request' : 'response'}"`;
+      const sl = `${gl},step="${esc(s.step)}",phase="${phaseName(s.phase)}"`;
       histogram(lat, 'proxy_step_latency_us', sl, s.latency);
       slow.push(`proxy_step_slow_total{${sl}} ${s.slow}`);
       suppressed.push(`proxy_step_slow_log_suppressed_total{${sl}} ${s.suppressedTotal}`);

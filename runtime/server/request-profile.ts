@@ -4,11 +4,12 @@
 // re-encoded); every other client's replies stay byte-identical to the upstream's.
 import { serialize, type Document } from 'bson';
 import type { RequestTimings } from '../pipeline/index.ts';
+import { phaseName } from '../wasm/index.ts';
 
 export function profileDocument(totalNs: number, upstreamNs: number, t: RequestTimings): Document {
   const steps: Document[] = [];
   for (let i = 0; i < t.count; i++) {
-    steps.push({ name: t.timers[i].step, phase: t.timers[i].phase === 0 ? 'request' : 'response', us: Math.round(t.ns[i] / 1000) });
+    steps.push({ name: t.timers[i].step, phase: phaseName(t.timers[i].phase), us: Math.round(t.ns[i] / 1000) });
   }
   return { total_us: Math.round(totalNs / 1000), upstream_us: Math.round(upstreamNs / 1000), steps };
 }

@@ -4,12 +4,13 @@
 // connection gave it RequestTimings (it is sampled, or profiled). While profiling is on, this is
 // the profiler: same timers, same per-request path, every request timed as before.
 import type { GraphKey, RequestTimings, StepRecorder, StepTimer } from '../pipeline/index.ts';
+import type { Phase } from '../wasm/index.ts';
 
 /** A timer that only names its step: tracing reads the request's RequestTimings, not the timer. */
 class NamedTimer implements StepTimer {
   readonly step: string;
-  readonly phase: 0 | 1;
-  constructor(step: string, phase: 0 | 1) {
+  readonly phase: Phase;
+  constructor(step: string, phase: Phase) {
     this.step = step;
     this.phase = phase;
   }
@@ -34,7 +35,7 @@ export class TracingRecorder implements StepRecorder {
     return this.profiler === null || !this.profiler.enabled;
   }
 
-  bind(key: GraphKey, step: string, phase: 0 | 1): StepTimer {
+  bind(key: GraphKey, step: string, phase: Phase): StepTimer {
     return this.profiler !== null && this.profiler.enabled ? this.profiler.bind(key, step, phase) : new NamedTimer(step, phase);
   }
 

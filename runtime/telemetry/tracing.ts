@@ -23,6 +23,7 @@ import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-node';
 import { resourceFromAttributes, type Resource } from '@opentelemetry/resources';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import type { RequestTimings } from '../pipeline/index.ts';
+import { Phase, phaseName } from '../wasm/index.ts';
 import { knownCodeName } from '../errors/index.ts';
 import { BoundedSpanQueue } from './span-queue.ts';
 import { OtlpProtoTraceExporter } from './otlp-encoder.ts';
@@ -273,7 +274,7 @@ export class Tracing {
       const timer = t.timers[i];
       if (timer.phase !== phase) {
         phase = timer.phase;
-        at = phase === 0 ? r.requestPhaseAt : r.responsePhaseAt;
+        at = phase === Phase.Request ? r.requestPhaseAt : r.responsePhaseAt;
         order = 0;
       }
       order++;
@@ -283,7 +284,7 @@ export class Tracing {
       // A step that failed (trap, fuel, disabled) or stopped the request with a rejection.
       const rejected = i === t.rejectedAt;
       const stepError = t.errors[i] || rejected;
-      const stepAttrs = a.step(timer.step, phase === 0 ? 'request' : 'response', Math.round(ns / 1000), stepError, order);
+      const stepAttrs = a.step(timer.step, phaseName(timer.phase), Math.round(ns / 1000), stepError, order);
       if (rejected) addError(stepAttrs, r.errorCode, errorType);
       const step = this.span(`proxy.step.${name}`, SpanKind.INTERNAL, traceId, root, at, end, stepAttrs, stepError);
       // Sub-operations: their durations are measured; laid out in order from the step's start.

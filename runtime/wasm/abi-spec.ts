@@ -135,7 +135,8 @@ export const PROPERTY = defineEnum('Property', 'Ids for proxy_get_property / pro
   witDoc: 'Core ABI Property ids, in the same order. Numeric properties (the ids, phase, wall clock, elapsed-ns, reply-ok, reply-code) are decimal strings here.',
 });
 
-export const PHASE_BIT = defineEnum('PhaseBit', 'Bits of proxy_set_phases: the phases whose callback does something (the host never calls the others).', {
+// The host's TypeScript names a set of phases `PhaseMask` (one phase is `Phase`); the SDK keeps `Phases`.
+export const PHASE_MASK = defineEnum('PhaseMask', 'Bits of proxy_set_phases: the phases whose callback does something (the host never calls the others).', {
   Request: { value: 1 },
   Response: { value: 2 },
   Both: { value: 3 },
@@ -156,7 +157,7 @@ export const LOG_LEVEL = defineEnum('LogLevel', 'Levels of proxy_log / proxy_log
 }, { wit: 'log-level', witDoc: 'Core ABI LogLevel 0..4.' });
 
 /** Every enum, in the order the generated files list them. */
-export const ENUMS: readonly EnumSpec[] = [ACTION, PHASE, CALL_FLAG, PROPERTY, PHASE_BIT, METRIC_KIND, LOG_LEVEL];
+export const ENUMS: readonly EnumSpec[] = [ACTION, PHASE, CALL_FLAG, PROPERTY, PHASE_MASK, METRIC_KIND, LOG_LEVEL];
 
 // ---- core module: host functions (imports) and callbacks (exports) -----------------------------
 
@@ -222,7 +223,7 @@ export const HOST_FUNCTIONS: readonly HostFunction[] = [
     wit('log-fields', [['level', 'log-level'], ['members', 'string']], null,
       'A structured line: JSON object members (`"k":v,...`, no braces) written as fields of the proxy\'s own log line (after time, level, logger, step, pipeline) without re-encoding.')),
   fn('proxy_set_phases', [['mask', 'i32']], null,
-    'only during `proxy_on_configure`: the phases the step acts in (`PhaseBit`); the pipeline skips the step in the others',
+    'only during `proxy_on_configure`: the phases the step acts in (`PhaseMask`, SDK `Phases`); the pipeline skips the step in the others',
     null),
   fn('proxy_request_contexts', [['max', 'i32']], 'i32',
     'only during `proxy_on_configure`: the step wants a context per request (at most `max` open, capped at `MAX_REQUEST_CONTEXTS`); it must export `proxy_on_request_done`, and gets contexts only when it acts in both phases. Returns the granted maximum',

@@ -2,7 +2,7 @@
 // the host-only constants. See abi-spec.ts for what is generated from it.
 import type { LogLevel } from '../log/index.ts';
 import {
-  ACTION, CALL_FLAG, PROPERTY, PHASE_BIT, METRIC_KIND, LOG_LEVEL, enumValues, CORE_EXPORTS, ABI_VERSION_EXPORT, limit,
+  ACTION, PHASE, CALL_FLAG, PROPERTY, PHASE_MASK, METRIC_KIND, LOG_LEVEL, enumValues, CORE_EXPORTS, ABI_VERSION_EXPORT, limit,
 } from './abi-spec.ts';
 
 export { ABI_VERSION, IMPORT_MODULE, ABI_VERSION_EXPORT, WIT_PACKAGE, WIT_VERSION } from './abi-spec.ts';
@@ -38,9 +38,26 @@ export type CallFlag = (typeof CallFlag)[keyof typeof CallFlag];
 export const Property = enumValues(PROPERTY);
 export type Property = (typeof Property)[keyof typeof Property];
 
-/** Bits of proxy_set_phases: the phases whose callback does something (others are not called). */
-export const PhaseBit = enumValues(PHASE_BIT);
-export type PhaseBit = (typeof PhaseBit)[keyof typeof PhaseBit];
+/** Which phase of an exchange: `Phase.Request` (0) or `Phase.Response` (1), the core ABI's numbers
+ *  (Property.Phase). The one spelling of "a phase" in the runtime. */
+export const Phase = enumValues(PHASE);
+export type Phase = (typeof Phase)[keyof typeof Phase];
+/** The name of each Phase (its WIT case): what the Phase property, profiles and logs show. */
+const PHASE_NAMES = Object.values(PHASE.members).sort((a, b) => a.value - b.value).map((m) => m.wit);
+export type PhaseName = (typeof PHASE_NAMES)[number];
+export function phaseName(phase: Phase): PhaseName {
+  return PHASE_NAMES[phase]!;
+}
+
+/** A set of phases, as the bits of proxy_set_phases: the phases whose callback does something
+ *  (others are not called); 0 is the empty set. The SDK calls it `Phases`. */
+export const PhaseMask = enumValues(PHASE_MASK);
+export type PhaseMask = 0 | (typeof PhaseMask)[keyof typeof PhaseMask];
+
+/** The bit of `phase` in a PhaseMask. */
+export function phaseBit(phase: Phase): PhaseMask {
+  return phase === Phase.Request ? PhaseMask.Request : PhaseMask.Response;
+}
 
 export const MetricKind = enumValues(METRIC_KIND);
 export type MetricKind = (typeof MetricKind)[keyof typeof MetricKind];

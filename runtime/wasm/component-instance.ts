@@ -4,7 +4,7 @@
 // (step-host.ts), shared with core modules; the WIT names map to the core ABI's ids through
 // abi-spec.ts.
 import { PROPERTY, LOG_LEVEL, METRIC_KIND, PHASE, type EnumSpec } from './abi-spec.ts';
-import type { MetricKind } from './abi.ts';
+import { PhaseMask, type MetricKind } from './abi.ts';
 import { PluginConfigRefusedError } from './errors.ts';
 import { type HostExchange, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags } from './host-exchange.ts';
 import { StepHost } from './step-host.ts';
@@ -31,7 +31,7 @@ export class ComponentInstance {
   private readonly refuel: () => void;
   private readonly host: StepHost;
   /** Components are called in every phase they are listed in. */
-  readonly phases = 3;
+  readonly phases: PhaseMask = PhaseMask.Both;
 
   /** Instantiates synchronously from the compiled core modules; throws on a trap. */
   constructor(component: CompiledComponent, services: PluginServices) {

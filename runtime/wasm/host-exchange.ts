@@ -1,6 +1,6 @@
 // What the host functions need from the request being processed. runtime/pipeline's Exchange
 // implements it; declared here so the wasm layer does not depend on the pipeline layer.
-import { CallFlag } from './abi.ts';
+import { CallFlag, Phase } from './abi.ts';
 
 export interface HostConnection { readonly id: number; appName: string; clientAddress: string; user: string }
 
@@ -13,7 +13,7 @@ export interface HostExchange {
   readonly requestBody: Uint8Array;
   readonly sequences: readonly unknown[] | null;
   requestId: number;
-  phase: 0 | 1;
+  phase: Phase;
   verdict: number;
   rejectCode: number;
   rejectCodeName: string;
@@ -65,7 +65,7 @@ export function responseCallFlags(ex: HostExchange): number {
 /** Offset of the first occurrence of `needle` in the command (phase 0) or the current reply
  *  (phase 1), -1 when absent or there is no body: a plugin rules a body out without copying it. */
 export function findInBody(ex: HostExchange, phase: number, needle: Uint8Array): number {
-  const body = phase === 0 ? ex.requestDocument() : (ex.newReply ?? ex.replyBody ?? ex.localReply);
+  const body = phase === Phase.Request ? ex.requestDocument() : (ex.newReply ?? ex.replyBody ?? ex.localReply);
   if (body === null) return -1;
   const hay = body instanceof Buffer ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
   return hay.indexOf(needle);

@@ -4,7 +4,7 @@
 // Hot-path rules (notes/wasm-host.md): copy into plugin memory with Uint8Array.set, never slice out
 // of it except to keep a result (replaced body, local reply); no clock reads here unless a sub-op
 // sink is installed; imports are closures created once per instance, not per call.
-import { IMPORT_MODULE, Export, PhaseBit, type MetricKind } from './abi.ts';
+import { IMPORT_MODULE, Export, PhaseMask, type MetricKind, type Phase } from './abi.ts';
 import { PluginTrap, FuelExhaustedError, PluginConfigRefusedError } from './errors.ts';
 import { type HostExchange, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags } from './host-exchange.ts';
 import type { KvStore } from './kv-store.ts';
@@ -15,7 +15,7 @@ import type { HostLog } from './logger.ts';
 import type { CompiledPlugin } from './compile.ts';
 
 /** Receives sub-operation timings (name, phase, duration ns). Null = recording off. */
-export type SubopSink = (name: string, phase: 0 | 1, durationNs: number) => void;
+export type SubopSink = (name: string, phase: Phase, durationNs: number) => void;
 
 /** What the host gives one step of one graph, bound when the graph is built (shared by the
  *  successive instances of the step). */
@@ -87,8 +87,8 @@ export class PluginInstance {
     this.onRequestDoneFn = (e[Export.onRequestDone] as Fn | undefined) ?? null;
   }
 
-  /** PhaseBit mask the plugin set while configuring (default: both). */
-  get phases(): number {
+  /** The phases the plugin set while configuring (default: both). */
+  get phases(): PhaseMask {
     return this.host.phases;
   }
 
@@ -112,7 +112,7 @@ export class PluginInstance {
       host.endConfigure();
     }
     if (rc !== 0) throw new PluginConfigRefusedError(this.services.step, host.refusalReason(`on_configure returned ${rc}`));
-    if (host.contextsWanted > 0 && host.phases === PhaseBit.Both && this.onRequestFn !== null && this.onResponseFn !== null) {
+    if (host.contextsWanted > 0 && host.phases === PhaseMask.Both && this.onRequestFn !== null && this.onResponseFn !== null) {
       const done = this.onRequestDoneFn;
       if (done === null) throw new PluginConfigRefusedError(this.services.step, `asks for request contexts but exports no ${Export.onRequestDone}`);
       this.contexts = new RequestContexts(host.contextsWanted, (context) => { done(context); });

@@ -9,6 +9,7 @@ import { PluginInstance, type PluginServices } from './plugin-instance.ts';
 import type { CompiledPlugin } from './compile.ts';
 import type { HostExchange } from './host-exchange.ts';
 import type { KvStore } from './kv-store.ts';
+import { Phase, type PhaseMask } from './abi.ts';
 
 /** Returned by call() when the step could not run (trap, fuel, disabled). */
 export const CALL_FAILED = -1;
@@ -22,17 +23,17 @@ export const BACKOFF_MAX_MS = 60_000;
 export interface SlotInstance {
   /** Hands the step its config; throws when refused. */
   configure(): void;
-  /** PhaseBit mask of the phases the step acts in, known after configure(). */
-  readonly phases: number;
+  /** The phases the step acts in, known after configure(). */
+  readonly phases: PhaseMask;
   callRequest(ex: HostExchange): number;
   callResponse(ex: HostExchange): number;
 }
 
 /** What the pipeline's StepRunner and the tests use of a slot. */
 export interface StepSlot {
-  call(ex: HostExchange, phase: 0 | 1): number;
-  /** PhaseBit mask the step declared when configured: a phase it leaves out is not called at all. */
-  readonly phases: number;
+  call(ex: HostExchange, phase: Phase): number;
+  /** The phases the step declared when configured: a phase it leaves out is not called at all. */
+  readonly phases: PhaseMask;
   readonly traps: number;
   readonly rebuilds: number;
   readonly lastError: string;
@@ -55,7 +56,7 @@ export class InstanceSlot implements StepSlot {
   traps: number;
   rebuilds: number;
   lastError: string;
-  readonly phases: number;
+  readonly phases: PhaseMask;
   private disabledUntil: number;
   private backoffMs: number;
   private windowStart: number;
@@ -84,14 +85,14 @@ export class InstanceSlot implements StepSlot {
   get live(): boolean { return this.instance !== null; }
 
   /** Runs the phase callback; returns the plugin's Action (0 continue, 1 stop) or CALL_FAILED. Never throws. */
-  call(ex: HostExchange, phase: 0 | 1): number {
+  call(ex: HostExchange, phase: Phase): number {
     let inst = this.instance;
     if (inst === null) {
       inst = this.rebuild();
       if (inst === null) return CALL_FAILED;
     }
     try {
-      return (phase === 0 ? inst.callRequest(ex) : inst.callResponse(ex)) === 0 ? 0 : 1;
+      return (phase === Phase.Request ? inst.callRequest(ex) : inst.callResponse(ex)) === 0 ? 0 : 1;
     } catch (err) {
       this.trapped(err);
       return CALL_FAILED;

@@ -8,7 +8,7 @@
 // Hot path: no allocation here beyond what a function returns to keep (a replaced body, a string
 // property); the exchange is a field set around each call, not a closure.
 import { performance } from 'node:perf_hooks';
-import { Property, PhaseBit, CallFlag, LOG_LEVEL_NAMES, MAX_REQUEST_CONTEXTS, type MetricKind } from './abi.ts';
+import { Property, Phase, PhaseMask, phaseName, CallFlag, LOG_LEVEL_NAMES, MAX_REQUEST_CONTEXTS, type MetricKind } from './abi.ts';
 import { PluginTrap, ConfigureNotes } from './errors.ts';
 import { type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, findInBody } from './host-exchange.ts';
 import { encodeLabelKey, type BoundMetric, type MetricBinding } from './plugin-metrics.ts';
@@ -21,8 +21,8 @@ export class StepHost {
   readonly services: PluginServices;
   /** The exchange of the callback in progress; null between calls (and while configuring). */
   ex: HostExchange | null;
-  /** PhaseBit mask from set_phases during configure (default: both). */
-  phases: number;
+  /** The phases from set_phases during configure (default: both). */
+  phases: PhaseMask;
   /** Request contexts the plugin asked for while configuring (0: none). */
   contextsWanted: number;
   /** True during on_configure: set_phases is accepted, warnings and errors are kept as the refusal's reason. */
@@ -49,7 +49,7 @@ export class StepHost {
   constructor(services: PluginServices) {
     this.services = services;
     this.ex = null;
-    this.phases = PhaseBit.Both;
+    this.phases = PhaseMask.Both;
     this.contextsWanted = 0;
     this.configuring = false;
     this.configNotes = new ConfigureNotes();
@@ -99,7 +99,7 @@ export class StepHost {
   /** The command (phase 0, sequences folded in) or the current reply (phase 1); null when none. */
   body(phase: number): Uint8Array | null {
     const ex = this.current();
-    return phase === 0 ? ex.requestDocument() : (ex.newReply ?? ex.replyBody ?? ex.localReply);
+    return phase === Phase.Request ? ex.requestDocument() : (ex.newReply ?? ex.replyBody ?? ex.localReply);
   }
 
   bodyFind(phase: number, needle: Uint8Array): number {
@@ -109,7 +109,7 @@ export class StepHost {
   /** `bson` must be the host's own (a copy out of plugin memory): it outlives the call. */
   setBody(phase: number, bson: Uint8Array): void {
     const ex = this.current();
-    if (phase === 0) ex.newRequest = bson;
+    if (phase === Phase.Request) ex.newRequest = bson;
     else ex.newReply = bson;
   }
 
@@ -124,7 +124,7 @@ export class StepHost {
   /** Request phase: answer without the upstream; response phase: replace the reply. */
   replyLocal(bson: Uint8Array): void {
     const ex = this.current();
-    if (ex.phase === 0) {
+    if (ex.phase === Phase.Request) {
       ex.verdict = VERDICT_LOCAL_REPLY;
       ex.localReply = bson;
     } else {
@@ -144,7 +144,7 @@ export class StepHost {
 
   /** Only while configuring: the phases the step acts in (the pipeline skips the others). */
   setPhases(mask: number): void {
-    if (this.configuring) this.phases = mask & PhaseBit.Both;
+    if (this.configuring) this.phases = (mask & PhaseMask.Both) as PhaseMask;
   }
 
   /** Only while configuring: the step wants a context per request, at most `max` open at once
@@ -170,7 +170,7 @@ export class StepHost {
       case Property.ClientAddress: return ex.conn.clientAddress;
       case Property.User: return ex.conn.user;
       case Property.PipelineId: return ex.pipelineId;
-      case Property.Phase: return ex.phase === 0 ? 'request' : 'response';
+      case Property.Phase: return phaseName(ex.phase);
       case Property.Route: return ex.route ?? '';
       case Property.RequestId: case Property.ConnectionId:
       case Property.ElapsedNs: case Property.ReplyOk: case Property.ReplyCode:
@@ -188,8 +188,8 @@ export class StepHost {
       case Property.ConnectionId: return ex.conn.id;
       case Property.Phase: return ex.phase;
       case Property.ElapsedNs: return Math.round((performance.now() - ex.startedAt) * 1e6);
-      case Property.ReplyOk: return ex.phase === 1 ? ex.replyOk() : -1;
-      case Property.ReplyCode: return ex.phase === 1 ? ex.replyCode() : 0;
+      case Property.ReplyOk: return ex.phase === Phase.Response ? ex.replyOk() : -1;
+      case Property.ReplyCode: return ex.phase === Phase.Response ? ex.replyCode() : 0;
       default: return NaN;
     }
   }
@@ -314,7 +314,7 @@ export class StepHost {
     const start = this.subopStarts[d]!;
     if (start < 0) return;
     const ex = this.ex;
-    sink(this.subopNames[d]!, ex === null ? 0 : ex.phase, Math.round((performance.now() - start) * 1e6));
+    sink(this.subopNames[d]!, ex === null ? Phase.Request : ex.phase, Math.round((performance.now() - start) * 1e6));
   }
 
   // ---- kv and clock -------------------------------------------------------------------------

@@ -144,7 +144,7 @@ export declare function proxy_log(level: i32, ptr: usize, len: i32): void;
 // @ts-ignore: decorator
 @external("proxy", "proxy_log_fields")
 export declare function proxy_log_fields(level: i32, ptr: usize, len: i32): void;
-/** only during `proxy_on_configure`: the phases the step acts in (`PhaseBit`); the pipeline skips the step in the others */
+/** only during `proxy_on_configure`: the phases the step acts in (`PhaseMask`, SDK `Phases`); the pipeline skips the step in the others */
 // @ts-ignore: decorator
 @external("proxy", "proxy_set_phases")
 export declare function proxy_set_phases(mask: i32): void;
