@@ -16,6 +16,7 @@ export {
 } from './schema.ts';
 export { renderConfigDocs, CONFIG_DOCS_PATH } from './docs.ts';
 export { restartKeys } from './reload.ts';
+export { VARIANTS, isVariant, type Variant } from './variant.ts';
 export { pipelineEntries, defaultPipelineId, matchesAll, RESERVED_PIPELINE_IDS, type PipelineEntry } from './pipeline-list.ts';
 export {
   MATCH_KEYS, CONNECTION_KEYS, REQUEST_KEYS, GLOB_KEYS, compileGlob, globRegExp, compileCidrs, parseCidr, valuesOf, matchCovers,

@@ -4,7 +4,10 @@
 // stores, plugin metrics, error and rejection counters, recorder handles — is keyed by it and bound
 // when the graph is built, so the request path never looks anything up by string.
 
-export type Variant = 'baseline' | 'candidate';
+import type { Variant } from '../config/index.ts';
+
+// Defined in config/variant.ts (the plugin host below this layer names it too).
+export type { Variant };
 
 export class GraphKey {
   readonly pipelineId: string;

@@ -6,7 +6,8 @@ export {
   type StepSettings, type PipelineConfig, type PipelineManagerOptions,
 } from './manager.ts';
 export { StepRunner, defaultOnError } from './step-runner.ts';
-export { GraphKey, type Variant } from './graph-key.ts';
+export { GraphKey } from './graph-key.ts';
+export { VARIANTS, isVariant, type Variant } from '../config/index.ts';
 export { GraphSlot } from './graph-slot.ts';
 export { PipelineRouting, ConnectionRoute, MEMO_LIMIT, MEMO_BUDGET, type RouteEntry } from './routing.ts';
 export { PercentSelector, type GraphSelector } from './selector.ts';

@@ -9,6 +9,7 @@
 import { deflateSync } from 'node:zlib';
 import * as hdr from 'hdr-histogram-js';
 import * as v from 'valibot';
+import { VARIANTS } from '../pipeline/index.ts';
 import type { Distribution } from './latency-stats.ts';
 import { MappedLatencyStats } from './mmap-store.ts';
 
@@ -29,7 +30,7 @@ const stateSchema = v.object({
   since: v.string(),
   graphs: v.array(v.object({
     pipeline_id: v.string(),
-    pipeline: v.picklist(['baseline', 'candidate']),
+    pipeline: v.picklist(VARIANTS),
     ok: count, errors: count,
     total: distSchema, upstream: distSchema, overhead: distSchema, acquire: distSchema,
     steps: v.array(v.object({

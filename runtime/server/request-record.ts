@@ -164,7 +164,7 @@ export class RequestRecord {
     if (!this.profiling) return;
     const upstream = call.repliedAt > 0 && call.startedAt >= this.readAt;
     const r = (this.completed ??= {
-      pipelineId: '', variant: '', op: '', collection: '', totalNs: 0, acquireNs: 0, upstreamNs: 0, ok: true, timings: this.timings!, framed: false,
+      pipelineId: '', variant: 'baseline', op: '', collection: '', totalNs: 0, acquireNs: 0, upstreamNs: 0, ok: true, timings: this.timings!, framed: false,
     });
     r.pipelineId = graph.id;
     r.variant = graph.key.variant;

@@ -22,7 +22,7 @@ import { SpanKind, SpanStatusCode, type Attributes, type HrTime, type SpanContex
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-node';
 import { resourceFromAttributes, type Resource } from '@opentelemetry/resources';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import type { RequestTimings } from '../pipeline/index.ts';
+import type { RequestTimings, Variant } from '../pipeline/index.ts';
 import { Phase, phaseName } from '../wasm/index.ts';
 import { knownCodeName } from '../errors/index.ts';
 import { BoundedSpanQueue } from './span-queue.ts';
@@ -47,8 +47,8 @@ export interface TracingSettings {
 export interface TracedRequest {
   parent: TraceParent | null;
   pipelineId: string;
-  /** baseline or candidate */
-  variant: string;
+  /** Its graph's variant (the span attribute `proxy.pipeline`). */
+  variant: Variant;
   op: string;
   db: string;
   collection: string;
@@ -355,7 +355,7 @@ class SpanAttrs {
   private readonly host: string | undefined;
   private readonly port: number | undefined;
   private readonly pipelineId: string;
-  private readonly variant: string;
+  private readonly variant: Variant;
 
   constructor(r: TracedRequest) {
     this.op = r.op;

@@ -6,6 +6,7 @@
 // any more are dropped by retain().
 import { createHash } from 'node:crypto';
 import { KvStore } from './kv-store.ts';
+import type { Variant } from '../config/index.ts';
 
 export class KvStores {
   private readonly stores = new Map<string, KvStore>();
@@ -15,7 +16,7 @@ export class KvStores {
   }
 
   /** The store of `step` in graph (`pipelineId`, `variant`) with this `config`, capped at `maxBytes`. */
-  for(pipelineId: string, variant: string, step: string, config: unknown, maxBytes: number): KvStore {
+  for(pipelineId: string, variant: Variant, step: string, config: unknown, maxBytes: number): KvStore {
     const digest = createHash('sha256').update(JSON.stringify(config ?? {})).digest('base64url');
     const key = `${pipelineId}\0${variant}\0${step}\0${digest}`;
     let store = this.stores.get(key);

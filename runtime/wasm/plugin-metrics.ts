@@ -94,6 +94,7 @@ class GraphSeries implements MetricBinding {
     this.family = family;
     this.labelNames = labelNames;
     this.labelCount = labelNames.length;
+    // The public label `pipeline` is the graph's variant (config/variant.ts says why the names differ).
     this.graph = { pipeline_id: pipelineId, pipeline: variant };
   }
 
