@@ -49,7 +49,8 @@ const SIZES = arg('--sizes', ALL_SIZES.join(',')).split(',').filter((s): s is Si
 const TTL_MS = 3_600_000; // nothing expires during the run: entries leave by eviction only
 
 const conn = { id: 1, appName: 'proxy bench', clientAddress: '127.0.0.1:50000', user: '' };
-const reply = Buffer.from(serialize({ cursor: { firstBatch: [{ _id: 5, name: 'item-5', qty: 5, tags: ['a', 'b'] }], id: Long.ZERO, ns: 'bench.items' }, ok: 1 }));
+const reply = Buffer.from(serialize({ cursor: { firstBatch: [{ _id: 5, name: 'item-5', qty: 5, tags: ['a', 'b'] }], id: Long.ZERO,
+  ns: 'bench.items' }, ok: 1 }));
 
 // One command buffer, its filter's int32 `_id` patched per request: a distinct key each time,
 // the same entry size, no BSON encoding in the loop.
@@ -106,7 +107,8 @@ async function build(manager: PipelineManager, size: SizeName, entryBytes: numbe
     maxBytes = size === '768k' ? 786_432 : 16 << 20;
   }
   // The plugin's eviction ledger takes ~40 bytes of plugin memory per entry (a million: ~40 MiB).
-  const settings = { module: join(BUILTIN_PLUGIN_DIR, 'cache.wasm'), config: { ttl_ms: TTL_MS, max_bytes: maxBytes }, kv_max_bytes: kvMax, max_memory_pages: 2048 };
+  const settings = { module: join(BUILTIN_PLUGIN_DIR, 'cache.wasm'), config: { ttl_ms: TTL_MS, max_bytes: maxBytes }, kv_max_bytes: kvMax,
+    max_memory_pages: 2048 };
   const steps: Record<string, unknown> = { [name]: settings };
   let request = [name];
   let response = [name];
@@ -171,7 +173,8 @@ async function inProcess(): Promise<string[]> {
       const s = drive(t.pipeline, REQUESTS);
       if (!samples.has(t.size)) samples.set(t.size, []);
       samples.get(t.size)!.push(s);
-      process.stderr.write(`round ${r + 1}/${ROUNDS} ${t.size.padEnd(8)} cache step ${(s.step / 1000).toFixed(2)} µs/request, loop CPU ${(s.cpu / 1000).toFixed(2)} µs/request\n`);
+      process.stderr.write(`round ${r + 1}/${ROUNDS} ${t.size.padEnd(8)} cache step ${(s.step / 1000).toFixed(2)} µs/request, loop ` +
+        `CPU ${(s.cpu / 1000).toFixed(2)} µs/request\n`);
     }
   }
   const med = (size: string, f: (s: Sample) => number) => median(samples.get(size)!.map(f));
@@ -179,8 +182,10 @@ async function inProcess(): Promise<string[]> {
   const cost = (size: string) => ({ step: med(size, (s) => s.step), cpu: med(size, (s) => s.cpu) - harness });
   const base = SIZES.includes('100') ? cost('100') : null;
   const L: string[] = [];
-  L.push(`Entry: ${entryBytes} bytes (UTF-16 key + entry); a distinct key per request (miss, store, eviction); ${REQUESTS.toLocaleString('en-US')} requests per round, ${ROUNDS} rounds interleaved, medians. ` +
-    `"step" is the recorder's time inside the cache step's two calls; "CPU" is the process's CPU time for the whole loop minus that of the same loop with no step (${(harness / 1000).toFixed(2)} µs/request), GC included.`);
+  L.push(`Entry: ${entryBytes} bytes (UTF-16 key + entry); a distinct key per request (miss, store, eviction); ${REQUESTS.toLocaleString('en-US')} ` +
+    `requests per round, ${ROUNDS} rounds interleaved, medians. ` +
+    `"step" is the recorder's time inside the cache step's two calls; "CPU" is the process's CPU time for the whole loop minus that of the same ` +
+      `loop with no step (${(harness / 1000).toFixed(2)} µs/request), GC included.`);
   L.push('');
   L.push('| cache | max_bytes | kv_max_bytes | entries held (host) | host evictions | step µs/request | vs 100 entries | CPU µs/request | vs 100 entries |');
   L.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
@@ -192,8 +197,10 @@ async function inProcess(): Promise<string[]> {
     const b = eight ? baseEight : base;
     // In the eight-step pipeline the loop's CPU is the whole pipeline's: shown, not compared.
     const cpu = eight ? `(${(c.cpu / 1000).toFixed(2)} all steps)` : (c.cpu / 1000).toFixed(2);
-    L.push(`| ${LABELS[t.size]} | ${t.maxBytes.toLocaleString('en-US')} | ${t.kv.maxBytes.toLocaleString('en-US')} | ${t.kv.size.toLocaleString('en-US')} | ${t.kv.evictions.toLocaleString('en-US')} | ` +
-      `${(c.step / 1000).toFixed(2)} | ${b === null ? '—' : (c.step / b.step).toFixed(2) + '×'} | ${cpu} | ${b === null || eight ? '—' : (c.cpu / b.cpu).toFixed(2) + '×'} |`);
+    L.push(`| ${LABELS[t.size]} | ${t.maxBytes.toLocaleString('en-US')} | ${t.kv.maxBytes.toLocaleString('en-US')} ` +
+      `| ${t.kv.size.toLocaleString('en-US')} | ${t.kv.evictions.toLocaleString('en-US')} | ` +
+      `${(c.step / 1000).toFixed(2)} | ${b === null ? '—' : (c.step / b.step).toFixed(2) + '×'} | ${cpu} ` +
+        `| ${b === null || eight ? '—' : (c.cpu / b.cpu).toFixed(2) + '×'} |`);
   }
   const ok = (x: number) => (x <= 1.2 ? 'PASS' : 'FAIL');
   // Paired: the two sizes' runs of the same round, so a busy spell of the machine weighs on both.
@@ -202,8 +209,10 @@ async function inProcess(): Promise<string[]> {
   if (base !== null && SIZES.includes('1m')) {
     const c = cost('1m');
     L.push('');
-    L.push(`- Target: the cache step with 1,000,000 entries ≤ 1.2× its cost with 100 entries, alone: step time ${(c.step / base.step).toFixed(2)}× — **${ok(c.step / base.step)}**; ` +
-      `CPU ${(c.cpu / base.cpu).toFixed(2)}× — **${ok(c.cpu / base.cpu)}**; median of the per-round ratios: step time ${paired('1m', '100', (s) => s.step).toFixed(2)}×, ` +
+    L.push(`- Target: the cache step with 1,000,000 entries ≤ 1.2× its cost with 100 entries, alone: step time ${(c.step / base.step).toFixed(2)}× ` +
+      `— **${ok(c.step / base.step)}**; ` +
+      `CPU ${(c.cpu / base.cpu).toFixed(2)}× — **${ok(c.cpu / base.cpu)}**; median of the per-round ratios: step ` +
+        `time ${paired('1m', '100', (s) => s.step).toFixed(2)}×, ` +
       `CPU ${paired('1m', '100', (s) => s.cpu - harness).toFixed(2)}×`);
   }
   if (SIZES.includes('100-eight') && SIZES.includes('1m-eight')) {
@@ -268,7 +277,8 @@ async function wire(): Promise<string[]> {
       const cpu = (cpuMicros(w.pid) - before) / Math.max(1, res.requests);
       if (!samples.has(t)) samples.set(t, []);
       samples.get(t)!.push({ tp: res.throughput, p50: res.p50, cpu, errors: res.errors });
-      process.stderr.write(`wire round ${r + 1}/${rounds} ${t.padEnd(9)} ${res.throughput} req/s, p50 ${res.p50} µs, cpu ${cpu.toFixed(1)} µs/req, errors ${res.errors}\n`);
+      process.stderr.write(`wire round ${r + 1}/${rounds} ${t.padEnd(9)} ${res.throughput} req/s, p50 ${res.p50} µs, cpu ${cpu.toFixed(1)} µs/req, ` +
+        `errors ${res.errors}\n`);
     }
   }
   stopChildren();
@@ -349,7 +359,8 @@ async function storeAlone(): Promise<string[]> {
       const c = new LRUCache({ maxSize: m });
       return {
         get(key) { const e = c.get(key); return e === undefined || (e.expiresAt !== 0 && e.expiresAt <= performance.now()) ? undefined : e.value; },
-        set(key, v, ttl) { c.set(key, { value: v.slice(), expiresAt: ttl > 0 ? performance.now() + ttl : 0 }, { size: key.length * 2 + v.length }); return true; },
+        set(key, v, ttl) { c.set(key, { value: v.slice(), expiresAt: ttl > 0 ? performance.now() + ttl : 0 }, { size: key.length * 2 + v.length });
+          return true; },
       };
     }]);
   } catch { /* not installed: compared without it */ }
@@ -379,7 +390,9 @@ async function storeAlone(): Promise<string[]> {
     return max;
   };
   const L: string[] = [];
-  L.push(`Store alone, per request as the cache step makes them: get of the version key, get of a new key (miss), set of it (${value.length}-byte value, evicting); CPU ns per request (GC included), median of 5 rounds of 200,000 after filling twice over; then the longest single set() over 2,000,000 more (a million-entry store turns over twice).`);
+  L.push(`Store alone, per request as the cache step makes them: get of the version key, get of a new key (miss), set of it (${value.length}-byte ` +
+    `value, evicting); CPU ns per request (GC included), median of 5 rounds of 200,000 after filling twice over; then the longest single set() ` +
+    `over 2,000,000 more (a million-entry store turns over twice).`);
   L.push('');
   L.push('| store | 100 entries | 1,000,000 entries | ratio | longest set(), 1,000,000 entries |');
   L.push('|---|---:|---:|---:|---:|');

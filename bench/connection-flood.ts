@@ -285,14 +285,17 @@ export function formatFlood(r: FloodResult): string {
   return [
     `connection flood: ${r.connections} idle connections (each after one OP_MSG hello), proxy + devdb in a child process`,
     `  idle RSS            ${mb(r.idle.rss)}  (anon ${mb(r.idle.anon)}, file ${mb(r.idle.file)})`,
-    `  RSS with ${String(r.connections).padEnd(6)}     ${mb(r.flooded.rss)}  (anon ${mb(r.flooded.anon)}, file ${mb(r.flooded.file)}; peak ${mb(r.flooded.peak)})`,
+    `  RSS with ${String(r.connections).padEnd(6)}     ${mb(r.flooded.rss)}  (anon ${mb(r.flooded.anon)}, file ${mb(r.flooded.file)}; ` +
+      `peak ${mb(r.flooded.peak)})`,
     `  delta               ${mb(r.deltaBytes)}  = ${r.bytesPerConnection} bytes per connection`,
     `  after close         ${mb(r.afterClose.rss)}`,
     `  opened in           ${(r.openMs / 1000).toFixed(2)} s`,
     `  client gauge        idle ${r.gauge.idle}, flooded ${r.gauge.flooded}, after close ${r.gauge.afterClose}`,
     `  driver during flood ${r.duringFlood.ok} finds ok, ${r.duringFlood.errors} errors, slowest ${r.duringFlood.maxMs.toFixed(0)} ms`,
     `  fresh driver        ping + insert + find in ${r.freshDriverMs.toFixed(0)} ms (${r.freshDriverFound} found)`,
-    `  goal                10,000 idle connections within 150 MB: ${r.connections >= 10_000 && r.deltaBytes <= 150 * MB ? 'met' : r.connections < 10_000 ? `not measured at 10,000 (${mb((r.bytesPerConnection * 10_000))} extrapolated)` : 'NOT met'}`,
+    `  goal                10,000 idle connections within 150 MB: ${r.connections >= 10_000 &&
+      r.deltaBytes <= 150 * MB ? 'met' : r.connections < 10_000 ? `not measured at 10,000 (${mb((r.bytesPerConnection * 10_000))} ` +
+      `extrapolated)` : 'NOT met'}`,
   ].join('\n');
 }
 

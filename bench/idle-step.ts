@@ -15,8 +15,8 @@ const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {} };
 const path = await fixture('continue');
 
 async function pipeline(steps: number, recording: boolean) {
-  let sink = 0;
-  const recorder: StepRecorder = callbackRecorder(recording, (_p, _s, _ph, ns) => { sink += ns; });
+  let _sink = 0;
+  const recorder: StepRecorder = callbackRecorder(recording, (_p, _s, _ph, ns) => { _sink += ns; });
   const m = new PipelineManager({ recorder, logger: quiet });
   const names = Array.from({ length: steps }, (_, i) => `idle${i}`);
   const cfg: PipelineConfig = { pipeline: { id: 'bench', request: names, response: [] }, steps: {} };

@@ -48,7 +48,8 @@ async function measure(modulePath: string): Promise<void> {
 }
 
 function child(modulePath: string): { meanNs: number; longestMs: number; over1ms: number } {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', new URL(import.meta.url).pathname, '--entries', String(entries), '--module', modulePath], { cwd: ROOT, encoding: 'utf8' });
+  const r = spawnSync(process.execPath, ['--import', 'tsx', new URL(import.meta.url).pathname, '--entries', String(entries), '--module', modulePath],
+    { cwd: ROOT, encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`measuring ${modulePath} failed: ${r.stderr}`);
   return JSON.parse(r.stdout.trim().split('\n').pop()!);
 }
@@ -69,7 +70,8 @@ if (moduleArg !== '') {
   } finally {
     if (tmp !== null) rmSync(tmp, { recursive: true, force: true });
   }
-  console.log(`${entries.toLocaleString('en-US')} entries (88-byte key, 230-byte value), distinct keys, every write evicting; ${(2 * entries).toLocaleString('en-US')} writes after the fill and one turnover, each timed.\n`);
+  console.log(`${entries.toLocaleString('en-US')} entries (88-byte key, 230-byte value), distinct keys, every write ` +
+    `evicting; ${(2 * entries).toLocaleString('en-US')} writes after the fill and one turnover, each timed.\n`);
   console.log('| store | mean set() | longest set() | writes over 1 ms |');
   console.log('|---|---:|---:|---:|');
   for (const [name, r] of rows) console.log(`| ${name} | ${r.meanNs.toFixed(0)} ns | ${r.longestMs.toFixed(1)} ms | ${r.over1ms} |`);

@@ -126,7 +126,8 @@ export function devNullHostLogger(): Logger {
 export function eightBuiltinsInProcess(): PipelineConfig {
   const page = { max_memory_pages: 256 };
   return {
-    pipeline: { id: 'bench', request: ['metrics', 'logging', 'auth', 'rate_limit', 'filter', 'cache', 'route'], response: ['transform', 'cache', 'logging', 'metrics'] },
+    pipeline: { id: 'bench', request: ['metrics', 'logging', 'auth', 'rate_limit', 'filter', 'cache', 'route'],
+      response: ['transform', 'cache', 'logging', 'metrics'] },
     steps: {
       logging: { config: { sample_rate: 1, level: 'info' }, ...page }, metrics: { config: {}, ...page },
       auth: { config: { provider: 'static', apps: ['proxy bench'] }, ...page },
@@ -167,7 +168,8 @@ export async function startSeededDevdb(root: string): Promise<string> {
  * path, none rejecting the bench load; the route rule sends `bench` to `devUri`. `cache` is the
  * cache step's config (and its kv_max_bytes when given).
  */
-export function eightBuiltinsWire(devUri: string, cache: object, kvMaxBytes?: number): { pipeline: { id: string; request: string[]; response: string[] }; steps: Record<string, object> } {
+export function eightBuiltinsWire(devUri: string, cache: object, kvMaxBytes?: number): { pipeline: { id: string; request: string[];
+  response: string[] }; steps: Record<string, object> } {
   return {
     pipeline: {
       id: 'bench',
@@ -196,7 +198,8 @@ let distinctRuns = 0;
  * A run of `find`s by `_id` on `bench.items` where every command is a distinct cache key (a
  * distinct `comment`), `connections` connections for `ms`, one request in flight each.
  */
-export async function distinctKeyRun(port: number, connections: number, ms: number): Promise<{ throughput: number; requests: number; p50: number; errors: number }> {
+export async function distinctKeyRun(port: number, connections: number, ms: number): Promise<{ throughput: number; requests: number; p50: number;
+  errors: number }> {
   const conns = await Promise.all(Array.from({ length: connections }, () => BenchConnection.open('127.0.0.1', port, 5000)));
   try {
     const hello = encodeOpMsg(0, 0, 0, serialize({ hello: 1, client: { application: { name: 'proxy bench' } }, $db: 'admin' }));

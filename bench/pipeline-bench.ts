@@ -24,7 +24,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runBench, parseDuration, type BenchResult } from '../runtime/bench/index.ts';
-import { arg, CLK_TCK, cpuMicros, eightBuiltinsWire, freePort, median, runRounds, startChild, stopChildren, writeResultsSection, type Sample as LibSample } from './lib.ts';
+import { arg, cpuMicros, eightBuiltinsWire, freePort, median, runRounds, startChild, stopChildren, writeResultsSection,
+  type Sample as LibSample } from './lib.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const CONNECTION_COUNTS = [1, 16] as const;
@@ -89,7 +90,8 @@ async function main(): Promise<void> {
     // the default threshold); its endpoint on a free port.
     'eight-prof': { ...eightPipeline(devUri, 1), profiling: { enabled: true, port: await freePort() } },
     // The same with the histograms in the shared-memory file (profiling.storage: mmap).
-    'eight-prof-mmap': { ...eightPipeline(devUri, 1), profiling: { enabled: true, port: await freePort(), storage: 'mmap', mmap_path: join(tmp, 'eight-prof-mmap.hist') } },
+    'eight-prof-mmap': { ...eightPipeline(devUri, 1), profiling: { enabled: true, port: await freePort(), storage: 'mmap',
+      mmap_path: join(tmp, 'eight-prof-mmap.hist') } },
     'eight-trace': { ...eightPipeline(devUri, 1), telemetry: { otlp_endpoint: collectorUrl, sample_rate: 0.01 } },
   };
   const where = new Map<TargetName, { uri: string; pid: number; logFile: string }>();
@@ -159,17 +161,26 @@ async function main(): Promise<void> {
   const L: string[] = [];
   L.push(`## Pipeline bench — ${label}`, '');
   L.push(`- Command: \`node --import tsx bench/pipeline-bench.ts ${argvText}\`${argvText ? '' : ' (defaults: --duration 3s --rounds 3)'}`);
-  L.push(`- Date: ${new Date().toISOString()}; git ${spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim()} + working tree`);
-  L.push(`- Machine: ${cpus().length} cores (${cpus()[0]?.model.trim() ?? '?'}), Node ${process.version}; shared and noisy (load generator, devdb and the proxy share the cores). Medians of ${rounds} interleaved ${durationText} runs per cell.`);
-  L.push('- Load: `runBench` `find` by `_id` on `bench.items`, one request in flight per connection. Each target is its own `proxy serve` child process in front of the same `proxy devdb` child.');
-  L.push('- Eight built-ins: request `metrics, logging, auth, rate_limit, filter, cache, route`, response `transform, cache, logging, metrics`; logging `sample_rate: 1, level: info` with proxy `log.level: info` and stdout to a file (every request logged, as in production with full access logs); auth static `apps: ["proxy bench"]`; rate_limit `max_rps: 1e7`; filter one allow-all rule (default deny); route one rule `dbs: [bench]` → the same devdb; transform one response `rename` of a field no document has; metrics. The proxy\'s log (stderr) goes to a file; "log sink off" sets the proxy\'s `log.level: warn`, so the step builds and hands over its line but the host drops it. Cache: "misses" uses `ttl_ms: 1` (entries expire before reuse: each find pays lookup + upstream + store), "hits" `ttl_ms: 60000`.');
+  L.push(`- Date: ${new Date().toISOString()}; git ${spawnSync('git', ['rev-parse', '--short', 'HEAD'],
+    { cwd: ROOT, encoding: 'utf8' }).stdout.trim()} + working tree`);
+  L.push(`- Machine: ${cpus().length} cores (${cpus()[0]?.model.trim() ?? '?'}), Node ${process.version}; shared and noisy (load generator, devdb ` +
+    `and the proxy share the cores). Medians of ${rounds} interleaved ${durationText} runs per cell.`);
+  L.push('- Load: `runBench` `find` by `_id` on `bench.items`, one request in flight per connection. Each target is its own `proxy serve` child ' +
+    'process in front of the same `proxy devdb` child.');
+  L.push('- Eight built-ins: request `metrics, logging, auth, rate_limit, filter, cache, route`, response `transform, cache, logging, metrics`; ' +
+    'logging `sample_rate: 1, level: info` with proxy `log.level: info` and stdout to a file (every request logged, as in production with full ' +
+    'access logs); auth static `apps: ["proxy bench"]`; rate_limit `max_rps: 1e7`; filter one allow-all rule (default deny); route one rule `dbs: ' +
+    '[bench]` → the same devdb; transform one response `rename` of a field no document has; metrics. The proxy\'s log (stderr) goes to a file; ' +
+    '"log sink off" sets the proxy\'s `log.level: warn`, so the step builds and hands over its line but the host drops it. Cache: "misses" uses ' +
+    '`ttl_ms: 1` (entries expire before reuse: each find pays lookup + upstream + store), "hits" `ttl_ms: 60000`.');
   for (const [t, h] of hitRatio) L.push(`- Cache hit ratio, ${names[t]}: ${h}`);
   L.push('');
   L.push('| pipeline | connections | throughput (req/s) | p50 (µs) | p99 (µs) | proxy CPU µs/request | throughput vs empty | errors |');
   L.push('|---|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of rows) {
     const e = row('empty', r.c);
-    L.push(`| ${names[r.t]} | ${r.c} | ${Math.round(r.tp).toLocaleString('en-US')} | ${r.p50} | ${r.p99} | ${r.cpu.toFixed(1)} | ${e ? (r.tp / e.tp).toFixed(2) + '×' : '—'} | ${r.errors} |`);
+    L.push(`| ${names[r.t]} | ${r.c} | ${Math.round(r.tp).toLocaleString('en-US')} | ${r.p50} | ${r.p99} | ${r.cpu.toFixed(1)} ` +
+      `| ${e ? (r.tp / e.tp).toFixed(2) + '×' : '—'} | ${r.errors} |`);
   }
   L.push('', '### Targets', '');
   const e1 = row('empty', 1), i1 = row('idle16', 1), e16 = row('empty', 16), i16 = row('idle16', 16);
@@ -177,16 +188,22 @@ async function main(): Promise<void> {
     const latStep = (i1.p50 - e1.p50) / IDLE_STEPS;
     const cpuStep1 = (i1.cpu - e1.cpu) / IDLE_STEPS;
     const cpuStep16 = (i16.cpu - e16.cpu) / IDLE_STEPS;
-    L.push(`- Idle step ≤ 0.3 µs per invocation (timing included): from p50 at 1 connection (${i1.p50} − ${e1.p50}) / 16 = ${latStep.toFixed(2)} µs; from proxy CPU/request (${i1.cpu.toFixed(1)} − ${e1.cpu.toFixed(1)}) / 16 = ${cpuStep1.toFixed(2)} µs at 1 connection, ${cpuStep16.toFixed(2)} µs at 16. The wire numbers resolve 1 µs p50 steps and 10 ms CPU ticks, and run-to-run noise is several µs, so they can only bound the cost coarsely; the in-process micro-benchmark below measures it directly.`);
+    L.push(`- Idle step ≤ 0.3 µs per invocation (timing included): from p50 at 1 connection (${i1.p50} − ${e1.p50}) / 16 = ${latStep.toFixed(2)} ` +
+      `µs; from proxy CPU/request (${i1.cpu.toFixed(1)} − ${e1.cpu.toFixed(1)}) / 16 = ${cpuStep1.toFixed(2)} µs at 1 ` +
+      `connection, ${cpuStep16.toFixed(2)} µs at 16. The wire numbers resolve 1 µs p50 steps and 10 ms CPU ticks, and run-to-run noise is several ` +
+      `µs, so they can only bound the cost coarsely; the in-process micro-benchmark below measures it directly.`);
     const microMatch = /recorder on : .*→ ([\d.]+) ns per idle step/.exec(micro);
     const microNs = microMatch ? Number(microMatch[1]) : NaN;
     const pass = Number.isFinite(microNs) && microNs <= 300 && latStep <= 0.3 + 1 / IDLE_STEPS;
-    L.push(`  - Micro-benchmark (\`node --import tsx bench/idle-step.ts\`, same run), timed (recorder on): ${Number.isFinite(microNs) ? microNs + ' ns' : '?'} per idle step. **${pass ? 'PASS' : 'FAIL'}** (verdict: micro-benchmark ≤ 300 ns and wire p50 difference within 0.3 µs/step + the 1 µs p50 resolution)`);
+    L.push(`  - Micro-benchmark (\`node --import tsx bench/idle-step.ts\`, same run), timed (recorder ` +
+      `on): ${Number.isFinite(microNs) ? microNs + ' ns' : '?'} per idle step. **${pass ? 'PASS' : 'FAIL'}** (verdict: micro-benchmark ≤ 300 ns ` +
+      `and wire p50 difference within 0.3 µs/step + the 1 µs p50 resolution)`);
   }
   const x16 = row('eight', 16), h16 = row('eight-hit', 16);
   if (e16 && x16) {
     const ratio = x16.tp / e16.tp;
-    L.push(`- Eight-step pipeline throughput ≥ 0.85× empty (16 connections, cache misses): ${Math.round(x16.tp)} / ${Math.round(e16.tp)} req/s = ${ratio.toFixed(2)}× — **${ratio >= 0.85 ? 'PASS' : 'FAIL'}**` +
+    L.push(`- Eight-step pipeline throughput ≥ 0.85× empty (16 connections, cache misses): ${Math.round(x16.tp)} / ${Math.round(e16.tp)} req/s ` +
+      `= ${ratio.toFixed(2)}× — **${ratio >= 0.85 ? 'PASS' : 'FAIL'}**` +
       (h16 ? `; with cache hits ${(h16.tp / e16.tp).toFixed(2)}× (a hit skips the upstream, so this one flatters the pipeline)` : '') +
       (row('eight', 1) && e1 ? `; at 1 connection ${(row('eight', 1)!.tp / e1.tp).toFixed(2)}×` : ''));
   }
@@ -194,18 +211,23 @@ async function main(): Promise<void> {
     const off = row('eight', c), on = row('eight-prof', c);
     if (off && on) {
       const ratio = on.tp / off.tp;
-      L.push(`- Profiling costs ≤ 3% (eight built-ins, profiling on vs off, ${c} connection${c === 1 ? '' : 's'}): ${Math.round(on.tp)} / ${Math.round(off.tp)} req/s = ${ratio.toFixed(3)}×, proxy CPU ${on.cpu.toFixed(1)} vs ${off.cpu.toFixed(1)} µs/request — **${ratio >= 0.97 ? 'PASS' : 'FAIL'}**`);
+      L.push(`- Profiling costs ≤ 3% (eight built-ins, profiling on vs off, ${c} connection${c === 1 ? '' : 's'}): ${Math.round(on.tp)} ` +
+        `/ ${Math.round(off.tp)} req/s = ${ratio.toFixed(3)}×, proxy CPU ${on.cpu.toFixed(1)} vs ${off.cpu.toFixed(1)} µs/request — ` +
+        `**${ratio >= 0.97 ? 'PASS' : 'FAIL'}**`);
     }
     const mm = row('eight-prof-mmap', c);
     if (mm && on) {
-      L.push(`- storage mmap vs memory (eight built-ins, profiling on, ${c} connection${c === 1 ? '' : 's'}): ${Math.round(mm.tp)} / ${Math.round(on.tp)} req/s = ${(mm.tp / on.tp).toFixed(3)}×, proxy CPU ${mm.cpu.toFixed(1)} vs ${on.cpu.toFixed(1)} µs/request`);
+      L.push(`- storage mmap vs memory (eight built-ins, profiling on, ${c} connection${c === 1 ? '' : 's'}): ${Math.round(mm.tp)} ` +
+        `/ ${Math.round(on.tp)} req/s = ${(mm.tp / on.tp).toFixed(3)}×, proxy CPU ${mm.cpu.toFixed(1)} vs ${on.cpu.toFixed(1)} µs/request`);
     }
   }
   for (const c of CONNECTION_COUNTS) {
     const off = row('eight', c), on = row('eight-trace', c);
     if (off && on) {
       const ratio = on.tp / off.tp;
-      L.push(`- Tracing at sample_rate 0.01 ≥ 0.98× tracing off (eight built-ins, ${c} connection${c === 1 ? '' : 's'}): ${Math.round(on.tp)} / ${Math.round(off.tp)} req/s = ${ratio.toFixed(3)}×, proxy CPU ${on.cpu.toFixed(1)} vs ${off.cpu.toFixed(1)} µs/request — **${ratio >= 0.98 ? 'PASS' : 'FAIL'}** (${exportRequests} export requests reached the collector stand-in)`);
+      L.push(`- Tracing at sample_rate 0.01 ≥ 0.98× tracing off (eight built-ins, ${c} connection${c === 1 ? '' : 's'}): ${Math.round(on.tp)} ` +
+        `/ ${Math.round(off.tp)} req/s = ${ratio.toFixed(3)}×, proxy CPU ${on.cpu.toFixed(1)} vs ${off.cpu.toFixed(1)} µs/request — ` +
+        `**${ratio >= 0.98 ? 'PASS' : 'FAIL'}** (${exportRequests} export requests reached the collector stand-in)`);
     }
   }
   L.push('', '`bench/idle-step.ts` output (same run):', '', '```', micro, '```', '');

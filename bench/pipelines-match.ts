@@ -75,7 +75,8 @@ const cases: Case[] = [
   { name: '1 pipeline', conn: new Conn(PipelineRouting.single(manager.slot('default'))), bodies: recycled },
   { name: '20, by app_name', conn: new Conn(routing(20, (i) => ({ app_name: `app${i}-*` }))), bodies: recycled },
   { name: '20, by collection (memo)', conn: new Conn(routing(20, (i) => ({ collection: `other${i}_*` }))), bodies: recycled },
-  { name: '20, by db+collection+command', conn: new Conn(routing(20, (i) => ({ db: `db${i}`, collection: `other${i}_*`, command: ['insert', 'update'] }))), bodies: recycled },
+  { name: '20, by db+collection+command', conn: new Conn(routing(20, (i) => ({ db: `db${i}`, collection: `other${i}_*`,
+    command: ['insert', 'update'] }))), bodies: recycled },
   { name: '20, no memo (scan)', conn: new Conn(routing(20, (i) => ({ collection: `other${i}_*` }))), bodies: fresh },
 ];
 

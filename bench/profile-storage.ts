@@ -34,7 +34,8 @@ async function setup(mmap: boolean, dir: string) {
   const req = REQUEST.map((s) => p.bind(key, `wasm:${s}`, 0) as StepStats);
   const res = RESPONSE.map((s) => p.bind(key, `wasm:${s}`, 1) as StepStats);
   const timings = new RequestTimings();
-  const done: CompletedRequest = { pipelineId: 'bench', variant: 'baseline', op: 'find', collection: 'items', totalNs: 0, acquireNs: 0, upstreamNs: 0, ok: true, timings };
+  const done: CompletedRequest = { pipelineId: 'bench', variant: 'baseline', op: 'find', collection: 'items', totalNs: 0, acquireNs: 0, upstreamNs: 0,
+    ok: true, timings };
   return { p, req, res, timings, done };
 }
 
@@ -77,7 +78,8 @@ async function main(): Promise<void> {
   rmSync(dir, { recursive: true, force: true });
   const f = (x: number) => x.toFixed(1);
   process.stdout.write([
-    `record(), one distribution:       memory (HDR, WebAssembly) ${f(best.recMem)} ns, mmap ${f(best.recMap)} ns → mmap/memory ${(best.recMap / best.recMem).toFixed(2)}×`,
+    `record(), one distribution:       memory (HDR, WebAssembly) ${f(best.recMem)} ns, mmap ${f(best.recMap)} ns → ` +
+      `mmap/memory ${(best.recMap / best.recMem).toFixed(2)}×`,
     `commit(), eight built-ins request: memory ${f(best.comMem)} ns, mmap ${f(best.comMap)} ns → mmap/memory ${(best.comMap / best.comMem).toFixed(2)}×`,
     `(best of ${ROUNDS} interleaved rounds; ${N} records, ${N / 10} commits per round)`,
   ].join('\n') + '\n');

@@ -23,10 +23,12 @@ const off = await new PipelineManager({ pluginDir: BUILTIN_PLUGIN_DIR, logger: h
 const on = await new PipelineManager({ pluginDir: BUILTIN_PLUGIN_DIR, logger: hostLog, recorder: profiler }).load(config);
 
 const conn = { id: 1, appName: 'proxy bench', clientAddress: '127.0.0.1:50000', user: '' };
-const reply = Buffer.from(serialize({ cursor: { firstBatch: [{ _id: 5, name: 'item-5', qty: 5, tags: ['a', 'b'] }], id: Long.ZERO, ns: 'bench.items' }, ok: 1 }));
+const reply = Buffer.from(serialize({ cursor: { firstBatch: [{ _id: 5, name: 'item-5', qty: 5, tags: ['a', 'b'] }], id: Long.ZERO,
+  ns: 'bench.items' }, ok: 1 }));
 const bodies = Array.from({ length: 1000 }, (_, i) => Buffer.from(serialize({ find: 'items', filter: { _id: i }, limit: 1, $db: 'bench' })));
 const timings = new RequestTimings();
-const completed: CompletedRequest = { pipelineId: 'bench', variant: 'baseline', op: 'find', collection: 'items', totalNs: 0, acquireNs: 0, upstreamNs: 0, ok: true, timings };
+const completed: CompletedRequest = { pipelineId: 'bench', variant: 'baseline', op: 'find', collection: 'items', totalNs: 0, acquireNs: 0,
+  upstreamNs: 0, ok: true, timings };
 
 function run(p: Pipeline, timed: boolean): number {
   const t0 = process.hrtime.bigint();

@@ -47,7 +47,8 @@ async function main(): Promise<void> {
   });
   writeFileSync(file, config(false));
   const profDir = join(tmp, 'prof');
-  const proxy = await startChild('proxy', process.execPath, ['--cpu-prof', `--cpu-prof-dir=${profDir}`, proxyBin, 'serve', '--config', file], port, ROOT, logFile);
+  const proxy = await startChild('proxy', process.execPath, ['--cpu-prof', `--cpu-prof-dir=${profDir}`, proxyBin, 'serve', '--config', file], port,
+    ROOT, logFile);
   const uri = `mongodb://127.0.0.1:${port}`;
 
   let reloads = 0;
@@ -98,15 +99,18 @@ async function main(): Promise<void> {
     if (cf.functionName === '(idle)') continue;
     matched++;
     const caller = cf.url === '' && !cf.functionName.startsWith('(') ? parent.get(node.id)?.callFrame.functionName : undefined;
-    const key = `${cf.functionName || '(anonymous)'} ${cf.url.split('/').slice(-2).join('/')}:${cf.lineNumber + 1}${caller === undefined ? '' : ` < ${caller || '(anonymous)'}`}`;
+    const key = `${cf.functionName || '(anonymous)'} ${cf.url.split('/').slice(-2).join('/')}:${cf.lineNumber + 1}${caller === undefined ? '' : ` ` +
+      `< ${caller || '(anonymous)'}`}`;
     const m = self[w.on ? 1 : 0];
     m.set(key, (m.get(key) ?? 0) + (prof.timeDeltas[i + 1] ?? prof.timeDeltas[i]));
   }
   if (matched === 0) throw new Error('no profile sample fell in a measured window (clock bases differ?)');
   const perReq = (s: 0 | 1, k: string) => (self[s].get(k) ?? 0) / requests[s];
   const busy = (s: 0 | 1) => [...self[s].values()].reduce((a, b) => a + b, 0) / requests[s];
-  console.log(`${rounds} rounds of ${durationMs / 1000} s per state, ${connections} connections; ${requests[0]} requests with ${STATES[0]}, ${requests[1]} with ${STATES[1]}`);
-  console.log(`main thread busy: ${busy(0).toFixed(2)} µs/request with ${STATES[0]}, ${busy(1).toFixed(2)} with ${STATES[1]} (${(busy(1) - busy(0) >= 0 ? '+' : '')}${(busy(1) - busy(0)).toFixed(2)})`);
+  console.log(`${rounds} rounds of ${durationMs / 1000} s per state, ${connections} connections; ${requests[0]} requests ` +
+    `with ${STATES[0]}, ${requests[1]} with ${STATES[1]}`);
+  console.log(`main thread busy: ${busy(0).toFixed(2)} µs/request with ${STATES[0]}, ${busy(1).toFixed(2)} with ${STATES[1]} ` +
+    `(${(busy(1) - busy(0) >= 0 ? '+' : '')}${(busy(1) - busy(0)).toFixed(2)})`);
   const keys = [...new Set([...self[0].keys(), ...self[1].keys()])];
   keys.sort((a, b) => Math.abs(perReq(1, b) - perReq(0, b)) - Math.abs(perReq(1, a) - perReq(0, a)));
   console.log(`${'A'.padStart(8)} ${'B'.padStart(8)}   change  function (µs/request; A: ${STATES[0]}, B: ${STATES[1]})`);

@@ -33,7 +33,7 @@
 //        [--output bench/RESULTS.md] [--skip-cache-full]
 import { spawnSync } from 'node:child_process';
 import { createServer } from 'node:http';
-import { closeSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runBench, parseDuration } from '../runtime/bench/index.ts';
@@ -83,7 +83,8 @@ class Reloadable {
       await new Promise((r) => setTimeout(r, 20));
       text += this.newLog();
     }
-    if (text.includes('configuration reload refused')) throw new Error(`${this.name}: reload refused: ${text.slice(text.indexOf('configuration reload refused') - 200, text.indexOf('configuration reload refused') + 400)}`);
+    if (text.includes('configuration reload refused')) throw new Error(`${this.name}: reload ` +
+      `refused: ${text.slice(text.indexOf('configuration reload refused') - 200, text.indexOf('configuration reload refused') + 400)}`);
     if (text.includes('take effect only after a restart')) throw new Error(`${this.name}: a switch needed a restart (${this.logFile})`);
     this.state = state;
   }
@@ -170,9 +171,11 @@ async function main(): Promise<void> {
         const key = `${s}/${c}`;
         if (!samplesA.has(key)) samplesA.set(key, []);
         samplesA.get(key)!.push(x);
-        process.stderr.write(`A round ${r + 1}/${rounds} ${s.padEnd(11)} c=${String(c).padStart(2)}: ${x.tp} req/s, p50 ${x.p50} µs, cpu ${x.cpu.toFixed(1)} µs/req, errors ${x.errors}\n`);
+        process.stderr.write(`A round ${r + 1}/${rounds} ${s.padEnd(11)} c=${String(c).padStart(2)}: ${x.tp} req/s, p50 ${x.p50} µs, ` +
+          `cpu ${x.cpu.toFixed(1)} µs/req, errors ${x.errors}\n`);
       }
-      for (const [v, b] of [['eight', 'empty'], ['eight-prof', 'eight'], ['eight-trace', 'eight'], ...(calibrate ? [['eight-spin2', 'eight'] as const] : [])] as const) {
+      for (const [v, b] of [['eight', 'empty'], ['eight-prof', 'eight'], ['eight-trace', 'eight'],
+        ...(calibrate ? [['eight-spin2', 'eight'] as const] : [])] as const) {
         const k = `${v}/${b}/${c}`;
         if (!perRound.has(k)) perRound.set(k, []);
         perRound.get(k)!.push(got.get(v)!.tp / got.get(b)!.tp);
@@ -203,7 +206,8 @@ async function main(): Promise<void> {
         got.set(s, x);
         if (!samplesB.has(s)) samplesB.set(s, []);
         samplesB.get(s)!.push(x);
-        process.stderr.write(`B round ${r + 1}/${rounds} ${s.padEnd(14)}: ${x.tp} req/s, p50 ${x.p50} µs, cpu ${x.cpu.toFixed(1)} µs/req, errors ${x.errors}\n`);
+        process.stderr.write(`B round ${r + 1}/${rounds} ${s.padEnd(14)}: ${x.tp} req/s, p50 ${x.p50} µs, cpu ${x.cpu.toFixed(1)} µs/req, ` +
+          `errors ${x.errors}\n`);
       }
       const k = 'eight-16m/empty-distinct/16';
       if (!perRound.has(k)) perRound.set(k, []);
@@ -223,17 +227,22 @@ async function main(): Promise<void> {
   const L: string[] = [];
   L.push(`## Same-process A/B — ${label}`, '');
   L.push(`- Command: \`node --import tsx bench/same-process.ts ${argvText}\``);
-  L.push(`- Date: ${new Date().toISOString()}; git ${spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim()} + working tree`);
-  L.push(`- Machine: ${cpus().length} cores (${cpus()[0]?.model.trim() ?? '?'}), Node ${process.version}; load generator, devdb and the proxy share the cores. ${rounds} rounds of ${durationText} per cell after a ${WARMUP_MS} ms warm-up; variants switched by reload inside one proxy process (bench/same-process.ts header).`);
+  L.push(`- Date: ${new Date().toISOString()}; git ${spawnSync('git', ['rev-parse', '--short', 'HEAD'],
+    { cwd: ROOT, encoding: 'utf8' }).stdout.trim()} + working tree`);
+  L.push(`- Machine: ${cpus().length} cores (${cpus()[0]?.model.trim() ?? '?'}), Node ${process.version}; load generator, devdb and the proxy ` +
+    `share the cores. ${rounds} rounds of ${durationText} per cell after a ${WARMUP_MS} ms warm-up; variants switched by reload inside one proxy ` +
+    `process (bench/same-process.ts header).`);
   L.push('');
   L.push('| process | state | connections | throughput (req/s) | p50 (µs) | proxy CPU µs/request | errors |');
   L.push('|---|---|---:|---:|---:|---:|---:|');
   for (const c of CONNECTION_COUNTS) for (const s of STATES_A) {
     const ss = samplesA.get(`${s}/${c}`)!;
-    L.push(`| A | ${names[s]} | ${c} | ${Math.round(median(ss.map((x) => x.tp))).toLocaleString('en-US')} | ${median(ss.map((x) => x.p50))} | ${median(ss.map((x) => x.cpu)).toFixed(1)} | ${ss.reduce((n, x) => n + x.errors, 0)} |`);
+    L.push(`| A | ${names[s]} | ${c} | ${Math.round(median(ss.map((x) => x.tp))).toLocaleString('en-US')} | ${median(ss.map((x) => x.p50))} ` +
+      `| ${median(ss.map((x) => x.cpu)).toFixed(1)} | ${ss.reduce((n, x) => n + x.errors, 0)} |`);
   }
   for (const [s, ss] of samplesB) {
-    L.push(`| B | ${names[s]} | 16 | ${Math.round(median(ss.map((x) => x.tp))).toLocaleString('en-US')} | ${median(ss.map((x) => x.p50))} | ${median(ss.map((x) => x.cpu)).toFixed(1)} | ${ss.reduce((n, x) => n + x.errors, 0)} |`);
+    L.push(`| B | ${names[s]} | 16 | ${Math.round(median(ss.map((x) => x.tp))).toLocaleString('en-US')} | ${median(ss.map((x) => x.p50))} ` +
+      `| ${median(ss.map((x) => x.cpu)).toFixed(1)} | ${ss.reduce((n, x) => n + x.errors, 0)} |`);
   }
   L.push('', '### Targets (median of the per-round ratios; range over rounds)', '');
   const ratio = (k: string) => {
@@ -250,7 +259,8 @@ async function main(): Promise<void> {
     if (c === 16) line(`Issue 8: eight built-ins vs empty pipeline, ${cs}`, `eight/empty/${c}`, 0.85);
     else {
       const r = ratio(`eight/empty/${c}`);
-      L.push(`- (Issue 8's target is at 16 connections; at ${cs} the eight built-ins make ${r.m.toFixed(3)}× of the empty pipeline, rounds ${r.lo.toFixed(3)}–${r.hi.toFixed(3)}: one request at a time pays every step's latency.)`);
+      L.push(`- (Issue 8's target is at 16 connections; at ${cs} the eight built-ins make ${r.m.toFixed(3)}× of the empty pipeline, ` +
+        `rounds ${r.lo.toFixed(3)}–${r.hi.toFixed(3)}: one request at a time pays every step's latency.)`);
     }
     line(`Issue 9: profiling on vs off (eight built-ins), ${cs}`, `eight-prof/eight/${c}`, 0.97);
     line(`Issue 10: tracing at sample_rate 0.01 vs 0 (eight built-ins), ${cs}`, `eight-trace/eight/${c}`, 0.98);
@@ -258,7 +268,8 @@ async function main(): Promise<void> {
       const k = `eight-spin2/eight/${c}`;
       const r = ratio(k);
       const cpu = (st: StateA) => median(samplesA.get(`${st}/${c}`)!.map((x) => x.cpu));
-      L.push(`- Calibration, ${cs}: a known 2 µs busy-wait step: ${r.m.toFixed(3)}× (rounds ${r.lo.toFixed(3)}–${r.hi.toFixed(3)}), proxy CPU +${(cpu('eight-spin2') - cpu('eight')).toFixed(1)} µs/request (profiling on: +${(cpu('eight-prof') - cpu('eight')).toFixed(1)})`);
+      L.push(`- Calibration, ${cs}: a known 2 µs busy-wait step: ${r.m.toFixed(3)}× (rounds ${r.lo.toFixed(3)}–${r.hi.toFixed(3)}), proxy CPU ` +
+        `+${(cpu('eight-spin2') - cpu('eight')).toFixed(1)} µs/request (profiling on: +${(cpu('eight-prof') - cpu('eight')).toFixed(1)})`);
     }
   }
   line('Issue 8: eight built-ins with a full 16 MiB cache, distinct keys, vs empty pipeline, 16 connections', 'eight-16m/empty-distinct/16', 0.85);

@@ -43,7 +43,8 @@ const cases = [
   { name: 'single host', router: new UpstreamRouter(single, POOL, quiet), body: body({}) },
   { name: 'rs, no $readPreference', router: new UpstreamRouter(single, POOL, quiet, rs), body: body({}) },
   { name: 'rs, secondary', router: new UpstreamRouter(single, POOL, quiet, rs), body: body({ $readPreference: { mode: 'secondary' } }) },
-  { name: 'rs, secondary + tags', router: new UpstreamRouter(single, POOL, quiet, rs), body: body({ $readPreference: { mode: 'secondary', tags: [{ dc: 'east' }] } }) },
+  { name: 'rs, secondary + tags', router: new UpstreamRouter(single, POOL, quiet, rs),
+    body: body({ $readPreference: { mode: 'secondary', tags: [{ dc: 'east' }] } }) },
   { name: 'mongos list of 3', router: new UpstreamRouter(single, POOL, quiet, mongos), body: body({ $readPreference: { mode: 'secondary' } }) },
 ];
 
@@ -64,7 +65,8 @@ for (let r = 0; r < ROUNDS; r++) {
   });
 }
 for (let k = 0; k < runs.length; k += 2) {
-  console.log(`  ${runs[k].name.padEnd(24)} ${best[k].toFixed(0).padStart(5)} ns/request  (+${(best[k] - best[k + 1]).toFixed(0)} ns over the single-host path, same command: ${best[k + 1].toFixed(0)} ns)`);
+  console.log(`  ${runs[k].name.padEnd(24)} ${best[k].toFixed(0).padStart(5)} ns/request  (+${(best[k] - best[k + 1]).toFixed(0)} ns over the ` +
+    `single-host path, same command: ${best[k + 1].toFixed(0)} ns)`);
 }
 if (sink === 0) console.log('');
 for (const t of [rs, mongos]) t.close();

@@ -18,7 +18,8 @@ const quiet = devNullHostLogger();
 const manager = new PipelineManager({ recorder, pluginDir: BUILTIN_PLUGIN_DIR, logger: quiet });
 const pipeline = await manager.load(eightBuiltinsInProcess());
 const conn = { id: 1, appName: 'proxy bench', clientAddress: '127.0.0.1:50000', user: '' };
-const reply = Buffer.from(serialize({ cursor: { firstBatch: [{ _id: 5, name: 'item-5', qty: 5, tags: ['a', 'b'] }], id: Long.ZERO, ns: 'bench.items' }, ok: 1 }));
+const reply = Buffer.from(serialize({ cursor: { firstBatch: [{ _id: 5, name: 'item-5', qty: 5, tags: ['a', 'b'] }], id: Long.ZERO,
+  ns: 'bench.items' }, ok: 1 }));
 const t0 = performance.now();
 for (let i = 0; i < N; i++) {
   const body = Buffer.from(serialize({ find: 'items', filter: { _id: i % 1000 }, limit: 1, $db: 'bench' }));

@@ -163,11 +163,13 @@ console.log(`${STEPS} continue steps, ${ITER} requests per round, min of ${ROUND
 for (const c of cases) {
   const ns = best.get(c.name)!;
   const ex = exportPerRequest.get(c.name) ?? 0;
-  console.log(`  tracing ${c.name.padEnd(16)} ${ns.toFixed(0).padStart(6)} ns/request  (${(off / ns).toFixed(3)}× the throughput of off, +${(ns - off).toFixed(0)} ns)` +
+  console.log(`  tracing ${c.name.padEnd(16)} ${ns.toFixed(0).padStart(6)} ns/request  (${(off / ns).toFixed(3)}× the throughput of off, ` +
+    `+${(ns - off).toFixed(0)} ns)` +
     `; with export encoding +${(ns + ex - off).toFixed(0)} ns (${(off / (ns + ex)).toFixed(3)}×)` +
     (encodingPerSpan.has(c.name) ? `; encoding ${encodingPerSpan.get(c.name)!.toFixed(0)} ns/span` : ''));
 }
-console.log(`  spans exported: ${exportedSpans} (${(exportedBytes / Math.max(1, exportedSpans)).toFixed(0)} protobuf bytes and ${(exportNs / Math.max(1, exportedSpans)).toFixed(0)} ns of encoding per span, over all rounds)`);
+console.log(`  spans exported: ${exportedSpans} (${(exportedBytes / Math.max(1, exportedSpans)).toFixed(0)} protobuf bytes ` +
+  `and ${(exportNs / Math.max(1, exportedSpans)).toFixed(0)} ns of encoding per span, over all rounds)`);
 console.log(`  ${comparedSpans} of those spans encoded again after their round: ours ${(oursNs / Math.max(1, comparedSpans)).toFixed(0)} ns per span, ` +
   `the SDK's ProtobufTraceSerializer ${(sdkNs / Math.max(1, comparedSpans)).toFixed(0)} ns per span` +
   (mismatches === 0 ? ' (the same bytes)' : `; ${mismatches} batches encoded DIFFERENTLY`));

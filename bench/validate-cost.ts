@@ -18,7 +18,8 @@ const msgs = fixtureIndex()
   .filter((e) => e.opcode === 'OP_MSG' && e.compressor === null)
   .map((e) => parseOpMsg(fixtureFrame(e.file)))
   .filter((m) => m.body.length > 0);
-const batch = Buffer.concat(Array.from({ length: 100 }, (_, i) => Buffer.from(serialize({ _id: i, name: `user ${i}`, email: `u${i}@example.com`, tags: ['a', 'b'], at: new Date(0) }))));
+const batch = Buffer.concat(Array.from({ length: 100 }, (_, i) => Buffer.from(serialize({ _id: i, name: `user ${i}`, email: `u${i}@example.com`,
+  tags: ['a', 'b'], at: new Date(0) }))));
 
 function timePeek(): number {
   const peek = new CommandPeek();

@@ -76,7 +76,8 @@ export class HttpSurfaces {
 
   openProfiling(p: NonNullable<ProxyConfig['profiling']>): Promise<Http> {
     this.metrics ??= proxyMetrics(this.deps.running);
-    return startProfilingHttp(profilingSurface(this.deps.running, this.metrics), this.deps.profiler!, { host: p.host, port: p.port, token: this.profilingTokens, snapshots: this.deps.snapshots });
+    return startProfilingHttp(profilingSurface(this.deps.running, this.metrics), this.deps.profiler!, { host: p.host, port: p.port,
+      token: this.profilingTokens, snapshots: this.deps.snapshots });
   }
 
   openControlPlane(cp: NonNullable<ProxyConfig['control_plane']>): Promise<Http> {
@@ -118,12 +119,16 @@ export class HttpSurfaces {
     }
     const p = next.profiling;
     // Without a running endpoint (no `profiling` block at start) adding one is a restart.
-    if (this.profiling !== null && p !== undefined && current.profiling !== undefined && (p.host !== current.profiling.host || p.port !== current.profiling.port)) {
-      opened.profiling = await bind(p.host !== current.profiling.host ? 'profiling.host' : 'profiling.port', `${p.host} port ${p.port}`, () => this.openProfiling(p));
+    if (this.profiling !== null && p !== undefined && current.profiling !== undefined
+      && (p.host !== current.profiling.host || p.port !== current.profiling.port)) {
+      opened.profiling = await bind(p.host !== current.profiling.host ? 'profiling.host' : 'profiling.port', `${p.host} port ${p.port}`,
+        () => this.openProfiling(p));
     }
     const cp = next.control_plane;
-    if (this.controlPlane !== null && cp !== undefined && current.control_plane !== undefined && (cp.host !== current.control_plane.host || cp.port !== current.control_plane.port)) {
-      opened.controlPlane = await bind(cp.host !== current.control_plane.host ? 'control_plane.host' : 'control_plane.port', `${cp.host} port ${cp.port}`, () => this.openControlPlane(cp));
+    if (this.controlPlane !== null && cp !== undefined && current.control_plane !== undefined
+      && (cp.host !== current.control_plane.host || cp.port !== current.control_plane.port)) {
+      opened.controlPlane = await bind(cp.host !== current.control_plane.host ? 'control_plane.host' : 'control_plane.port', `${cp.host} ` +
+        `port ${cp.port}`, () => this.openControlPlane(cp));
     }
     return {
       abort,

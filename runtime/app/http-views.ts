@@ -33,7 +33,8 @@ export async function readiness(running: RunningProxy): Promise<Readiness> {
   }
   const pool = server.pool;
   if (!(await pool.probe())) {
-    return { ready: false, reason: 'upstream_unreachable', upstream: pool.describe(), message: `no connection to the upstream: ${pool.lastError || 'connect failed'}` };
+    return { ready: false, reason: 'upstream_unreachable', upstream: pool.describe(), message: `no connection to the ` +
+      `upstream: ${pool.lastError || 'connect failed'}` };
   }
   return { ready: true, upstream: pool.describe() };
 }
@@ -43,7 +44,8 @@ export function defaultPipeline(running: RunningProxy): PipelineView {
   const matches = new Map(pipelineEntries(running.config).map((e) => [e.id, e.match]));
   const pipelines = running.server.routing.ids.map((id) => {
     const g = running.pipelines.get(id);
-    return { id, match: (matches.get(id) ?? {}) as Record<string, unknown>, request: g.requestSteps.map((s) => s.id), response: g.responseSteps.map((s) => s.id), generation: g.key.generation };
+    return { id, match: (matches.get(id) ?? {}) as Record<string, unknown>, request: g.requestSteps.map((s) => s.id),
+      response: g.responseSteps.map((s) => s.id), generation: g.key.generation };
   });
   return { id: p.id, request: p.requestSteps.map((s) => s.id), response: p.responseSteps.map((s) => s.id), pipelines };
 }

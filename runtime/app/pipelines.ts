@@ -24,7 +24,8 @@ export function routingOf(manager: PipelineManager, config: ProxyConfig): Pipeli
  * Builds the baseline graph of every pipeline of `config`, then publishes them all; throws (and
  * publishes nothing) when any is refused. Returns the graphs published.
  */
-export async function loadPipelines(manager: PipelineManager, config: ProxyConfig, baselineOf: (file: PipelineConfig) => PipelineConfig = (c) => c): Promise<Pipeline[]> {
+export async function loadPipelines(manager: PipelineManager, config: ProxyConfig,
+  baselineOf: (file: PipelineConfig) => PipelineConfig = (c) => c): Promise<Pipeline[]> {
   const configs = pipelineConfigs(config);
   const built: Pipeline[] = [];
   // baselineOf: what runs instead of the file's steps (a completed canary's promotion, canary/promotions.ts).

@@ -16,7 +16,8 @@ import { registerProxyMetrics } from './proxy-metrics.ts';
 import { Registry } from 'prom-client';
 import { WasmHost } from '../wasm/index.ts';
 export { watchReload, type WatchReloadOptions } from './reload-watch.ts';
-import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, Promotions, defaultsFromConfig, type BaselineChoice, type CanaryEventSink, type Clock } from '../canary/index.ts';
+import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, Promotions, defaultsFromConfig, type BaselineChoice, type CanaryEventSink,
+  type Clock } from '../canary/index.ts';
 import { ProfilerCanaryMetrics } from './canary-metrics.ts';
 import { Notifier, outboxPath, registerNotificationMetrics } from '../canary/notify/index.ts';
 import { Profiler, SnapshotStore, durationToMs, mmapFitIssue, type MmapStorage, type ProfilingSettings } from '../profiling/index.ts';
@@ -90,7 +91,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   const pipelineLog = log.child('proxy::pipeline');
   // The canary decides on the profiler's per-graph figures: with a control plane and no `profiling`
   // block, a profiler with the default settings records them (no profiling endpoint is opened).
-  const profilerConfig = config.profiling ?? (config.control_plane === undefined ? undefined : parseConfig({ profiling: { enabled: true, alert_on_slow_step: false } }, null).profiling);
+  const profilerConfig = config.profiling ?? (config.control_plane === undefined ? undefined
+    : parseConfig({ profiling: { enabled: true, alert_on_slow_step: false } }, null).profiling);
   const profiler = profilerConfig === undefined ? null
     : await Profiler.create(profilingSettings(profilerConfig), log.child('proxy::profiling'), mmapStorage(config, opts.configFile ?? null));
   // Restored before the pipeline binds its steps, so rows keep the order they had.
@@ -113,7 +115,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   // Load the pipeline before opening any port: a refused plugin config stops startup.
   try {
     for (const g of await loadPipelines(pipelines, config)) {
-      pipelineLog.info('pipeline loaded', { pipeline: g.id, graph: g.key.toString(), request: g.requestSteps.map((s) => s.id), response: g.responseSteps.map((s) => s.id) });
+      pipelineLog.info('pipeline loaded', { pipeline: g.id, graph: g.key.toString(), request: g.requestSteps.map((s) => s.id),
+        response: g.responseSteps.map((s) => s.id) });
     }
   } catch (err) {
     configured?.hosts.close();
@@ -167,7 +170,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     });
   }
   if (address.credentials !== null) {
-    log.info('upstream connections authenticate', { user: address.credentials.username, mechanism: address.credentials.mechanism, authSource: address.credentials.source });
+    log.info('upstream connections authenticate', { user: address.credentials.username, mechanism: address.credentials.mechanism,
+      authSource: address.credentials.source });
   }
   const poolOptions = {
     poolSize: config.upstream.pool_size,
@@ -242,7 +246,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       const busy = canary === null ? [] : (canary.list('all').canaries as Array<{ canary_id: string; pipeline_id: string; status: string }>)
         .filter((c) => removed.includes(c.pipeline_id) && (c.status === 'active' || c.status === 'paused'));
       if (busy.length > 0) {
-        throw new ConfigError(opts.configFile ?? null, busy.map((c) => ({ path: 'pipelines', message: `removes pipeline "${c.pipeline_id}", which canary ${c.canary_id} is ${c.status} on; roll the canary back (or let it finish) first` })));
+        throw new ConfigError(opts.configFile ?? null, busy.map((c) => ({ path: 'pipelines', message: `removes pipeline "${c.pipeline_id}", which ` +
+          `canary ${c.canary_id} is ${c.status} on; roll the canary back (or let it finish) first` })));
       }
       // A promotion outranks the file's steps until the file changes them (settled below).
       loaded = await loadPipelines(pipelines, applied, (c) => {
@@ -265,7 +270,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       pipelines.remove(id);
       canaryGraphs?.removePipeline(id);
     }
-    for (const g of loaded) pipelineLog.info('pipeline loaded', { pipeline: g.id, graph: g.key.toString(), request: g.requestSteps.map((s) => s.id), response: g.responseSteps.map((s) => s.id) });
+    for (const g of loaded) pipelineLog.info('pipeline loaded', { pipeline: g.id, graph: g.key.toString(), request: g.requestSteps.map((s) => s.id),
+      response: g.responseSteps.map((s) => s.id) });
     notifier?.configure(next.notifications);
     if (tracing !== null && next.telemetry !== undefined) tracing.setSampleRate(next.telemetry.sample_rate);
     if (nextTls !== null) server.setTls(nextTls);
@@ -273,7 +279,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     // Rotated tokens: refused or accepted from the next request on, on every HTTP surface.
     surfaces.setTokens(next);
     moved.commit();
-    if (restartOnly.length > 0) log.warn('configuration reloaded; these keys take effect only after a restart', { keys: restartOnly, request: next.pipeline.request, response: next.pipeline.response });
+    if (restartOnly.length > 0) log.warn('configuration reloaded; these keys take effect only after a restart',
+      { keys: restartOnly, request: next.pipeline.request, response: next.pipeline.response });
     else log.info('configuration reloaded', { request: next.pipeline.request, response: next.pipeline.response });
     current = next;
   };
@@ -320,11 +327,14 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   if (profiler !== null && config.profiling !== undefined) {
     const p = config.profiling;
     surfaces.profiling = await surfaces.openProfiling(p);
-    log.info(p.enabled ? 'profiling endpoint listening' : 'profiling endpoint listening; profiling is disabled (profiling.enabled: false)', { url: surfaces.profiling.url });
+    log.info(p.enabled ? 'profiling endpoint listening' : 'profiling endpoint listening; profiling is disabled (profiling.enabled: false)',
+      { url: surfaces.profiling.url });
     if (snapshots !== null) {
       snapshots.start();
-      if (snapshots.dir !== null) log.info('profiling snapshots persisted', { dir: snapshots.dir, interval_s: p.snapshot_interval_s, retention: p.snapshot_retention });
-      else log.info('profiling snapshots kept in memory (statistics reset on restart; set profiling.snapshot_dir to persist them)', { interval_s: p.snapshot_interval_s, retention: p.snapshot_retention });
+      if (snapshots.dir !== null) log.info('profiling snapshots persisted',
+        { dir: snapshots.dir, interval_s: p.snapshot_interval_s, retention: p.snapshot_retention });
+      else log.info('profiling snapshots kept in memory (statistics reset on restart; set profiling.snapshot_dir to persist them)',
+        { interval_s: p.snapshot_interval_s, retention: p.snapshot_retention });
     }
   }
   if (canary !== null && config.control_plane !== undefined) {

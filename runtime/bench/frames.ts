@@ -19,7 +19,8 @@ function msg(doc: Document): Buffer {
 
 /** `hello` with `$db: admin` — the OP_MSG handshake current drivers use (no legacy OP_QUERY). */
 export function helloFrame(): Buffer {
-  return msg({ hello: 1, helloOk: true, client: { application: { name: 'proxy bench' }, driver: { name: 'pipeline-proxy-bench', version: '0' } }, $db: 'admin' });
+  return msg({ hello: 1, helloOk: true, client: { application: { name: 'proxy bench' }, driver: { name: 'pipeline-proxy-bench', version: '0' } },
+    $db: 'admin' });
 }
 
 export function dropFrame(collection: string): Buffer {

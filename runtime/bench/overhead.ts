@@ -43,7 +43,8 @@ export const DEFAULT_PROFILING_URL = 'http://127.0.0.1:9091';
 export async function readTotals(url: string, token: string | null): Promise<ProfileTotals | string> {
   let r: Response;
   try {
-    r = await fetch(`${url}/api/profile/histograms`, { headers: token === null ? {} : { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(3000) });
+    r = await fetch(`${url}/api/profile/histograms`, { headers: token === null ? {} : { authorization: `Bearer ${token}` },
+      signal: AbortSignal.timeout(3000) });
   } catch {
     return `n/a (profiling endpoint not reachable at ${url})`;
   }

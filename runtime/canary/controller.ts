@@ -8,11 +8,12 @@
 import type { Log } from '../log/index.ts';
 import { randomBytes } from 'node:crypto';
 import { canaryDurationMs } from '../config/index.ts';
-import { transitionEventId, warningEventId, type CanaryEvent, type CanaryEventSink, type CanaryEventType, type RuleReading, type SideMetrics } from './events.ts';
+import { transitionEventId, warningEventId, type CanaryEvent, type CanaryEventSink, type CanaryEventType, type RuleReading,
+  type SideMetrics } from './events.ts';
 import { CanaryError } from './errors.ts';
 import { evaluate, formatDuration, volumeConditions, type CustomValues, type Evaluation } from './evaluator.ts';
 import type { Aim, CanaryGraphs, PreparedCandidate, RetainedBaseline } from './graphs.ts';
-import { parseStartRequest, type CanaryDefaults, type CanarySpec } from './spec.ts';
+import { parseStartRequest, type CanaryDefaults } from './spec.ts';
 import type { CanaryRecord, CanaryStatus, CanaryStore, HistoryEntry, PromotionRecord, Sample } from './store.ts';
 import type { Promotions } from './promotions.ts';
 import { httpGate, type GateCaller } from './gate.ts';
@@ -232,7 +233,8 @@ export class CanaryController {
   private checkFree(pid: string): void {
     for (const c of this.canaries.values()) {
       if (c.record.pipeline_id === pid && ACTIVE.has(c.record.status)) {
-        throw new CanaryError('PROXY_ERR_CANARY_EXISTS', `canary ${c.record.id} is already ${c.record.status} on pipeline "${pid}"`, { canary_id: c.record.id });
+        throw new CanaryError('PROXY_ERR_CANARY_EXISTS', `canary ${c.record.id} is already ${c.record.status} on pipeline "${pid}"`,
+          { canary_id: c.record.id });
       }
     }
     if (this.starting.has(pid)) throw new CanaryError('PROXY_ERR_CANARY_EXISTS', `a canary is starting on pipeline "${pid}"`);
@@ -260,10 +262,12 @@ export class CanaryController {
     }
     if (r.status === 'active' && opts.force !== true) {
       const stage = r.spec.stages[r.current_stage - 1];
-      const conds = volumeConditions({ spec: r.spec, stage, now: this.clock.now(), stageEnteredAt: r.stage_entered_at, stageCandidateRequests: r.stage_candidate_requests });
+      const conds = volumeConditions({ spec: r.spec, stage, now: this.clock.now(), stageEnteredAt: r.stage_entered_at,
+        stageCandidateRequests: r.stage_candidate_requests });
       const unmet = conds.filter((x) => !x.met);
       if (unmet.length > 0) {
-        throw new CanaryError('PROXY_ERR_CANARY_INVALID_STATE', `stage ${r.current_stage} conditions unmet: ${unmet.map((x) => `${x.condition} ${x.value} < ${x.threshold}`).join(', ')} (force skips them)`, { conditions: conds });
+        throw new CanaryError('PROXY_ERR_CANARY_INVALID_STATE', `stage ${r.current_stage} conditions ` +
+          `unmet: ${unmet.map((x) => `${x.condition} ${x.value} < ${x.threshold}`).join(', ')} (force skips them)`, { conditions: conds });
       }
     }
     const previous = r.current_stage;
@@ -271,9 +275,11 @@ export class CanaryController {
       const version = r.version;
       const gate = await this.passGate(c, 'manual');
       if (gate !== null && !gate.ok) {
-        throw new CanaryError('PROXY_ERR_CANARY_INVALID_STATE', `stage ${previous}'s gate did not confirm the promotion: ${gate.detail} (force skips it)`, { gate });
+        throw new CanaryError('PROXY_ERR_CANARY_INVALID_STATE', `stage ${previous}'s gate did not confirm the promotion: ${gate.detail} (force ` +
+          `skips it)`, { gate });
       }
-      if (r.version !== version || !ACTIVE.has(r.status)) throw new CanaryError('PROXY_ERR_CANARY_CONFLICT', `canary ${id} changed while its gate was asked (now ${r.status})`);
+      if (r.version !== version || !ACTIVE.has(r.status)) throw new CanaryError('PROXY_ERR_CANARY_CONFLICT', `canary ${id} changed while its gate ` +
+        `was asked (now ${r.status})`);
     }
     await this.advance(c, 'manual');
     const now = this.clock.now();
@@ -286,7 +292,8 @@ export class CanaryController {
   }
 
   /** POST …/rollback (and the rollback engine). Never awaits: it always wins a race. */
-  rollback(id: string, opts: { reason?: string; expectedVersion?: number; triggeredBy?: 'manual' | 'automatic'; rules?: RuleReading[] } = {}): Record<string, unknown> {
+  rollback(id: string, opts: { reason?: string; expectedVersion?: number; triggeredBy?: 'manual' | 'automatic';
+    rules?: RuleReading[] } = {}): Record<string, unknown> {
     const c = this.live(id);
     this.checkVersion(c, opts.expectedVersion);
     this.checkActive(c, 'roll back');
@@ -298,10 +305,12 @@ export class CanaryController {
     const now = this.clock.now();
     const triggeredBy = opts.triggeredBy ?? 'manual';
     const reason = opts.reason ?? (triggeredBy === 'manual' ? 'manual rollback' : 'rollback rule breached');
-    r.outcome = { at: now, reason, triggered_by: triggeredBy, rules: opts.rules ?? [], final: { baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() } };
+    r.outcome = { at: now, reason, triggered_by: triggeredBy, rules: opts.rules ?? [],
+      final: { baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() } };
     r.status = 'rolled_back';
     this.leaveStage(c, now);
-    this.commit(c, 'rolled_back', `rolled back (${triggeredBy}): ${reason}`, 'canary.rolled_back', { triggered_by: triggeredBy, reason, rules: r.outcome.rules });
+    this.commit(c, 'rolled_back', `rolled back (${triggeredBy}): ${reason}`, 'canary.rolled_back',
+      { triggered_by: triggeredBy, reason, rules: r.outcome.rules });
     this.log.warn('canary rolled back', { canary_id: id, pipeline_id: r.pipeline_id, triggered_by: triggeredBy, reason });
     const pick = (m: SideMetrics) => ({ requests: m.requests, error_rate_pct: m.error_rate_pct, latency_p95_ms: m.latency_p95_ms });
     return {
@@ -323,21 +332,24 @@ export class CanaryController {
     c.record.traffic_pct = trafficPct;
     this.graphs.setTraffic(c.record.pipeline_id, trafficPct);
     this.commit(c, 'traffic_changed', `traffic ${from}% → ${trafficPct}% (stage ${c.record.current_stage} unchanged)`, null, { previous_traffic_pct: from });
-    return { canary_id: id, traffic_pct: trafficPct, updated_at: iso(this.clock.now()), message: `traffic set to ${trafficPct}% at stage ${c.record.current_stage}` };
+    return { canary_id: id, traffic_pct: trafficPct, updated_at: iso(this.clock.now()), message: `traffic set to ${trafficPct}% at ` +
+      `stage ${c.record.current_stage}` };
   }
 
   /** POST …/restore-baseline: the old baseline back, within the grace period. */
   restoreBaseline(id: string): Record<string, unknown> {
     const c = this.live(id);
     if (c.record.status !== 'completed' || c.retained === null) {
-      throw new CanaryError('PROXY_ERR_CANARY_INVALID_STATE', `canary ${id} retains no old baseline (${c.record.status !== 'completed' ? `it is ${c.record.status}` : 'grace period over or restarted since'})`);
+      throw new CanaryError('PROXY_ERR_CANARY_INVALID_STATE', `canary ${id} retains no old baseline (${c.record.status !== 'completed' ? `it ` +
+        `is ${c.record.status}` : 'grace period over or restarted since'})`);
     }
     const old = c.retained;
     this.graphs.restore(c.record.pipeline_id, old);
     this.promotions?.restore(c.record.pipeline_id, c.replacedPromotion);
     this.release(c);
     this.commit(c, 'baseline_restored', `old baseline ${old.version} restored`, null);
-    return { canary_id: id, restored_at: iso(this.clock.now()), baseline_version: old.version, message: `baseline ${old.version} of "${c.record.pipeline_id}" restored` };
+    return { canary_id: id, restored_at: iso(this.clock.now()), baseline_version: old.version, message: `baseline ${old.version} of ` +
+      `"${c.record.pipeline_id}" restored` };
   }
 
   /** One evaluation now (the timer calls this every check_interval). */
@@ -377,10 +389,12 @@ export class CanaryController {
     c.windowStart = now;
     const entries: HistoryEntry[] = [];
     for (const rule of Object.keys(ev.timers)) {
-      if (r.timers[rule] === undefined) entries.push(this.entry(c, 'breach_started', `${rule} beyond its threshold`, { rule, reading: ev.rules.find((x) => x.rule === rule) }, ev.timers[rule]));
+      if (r.timers[rule] === undefined) entries.push(this.entry(c, 'breach_started', `${rule} beyond its threshold`,
+        { rule, reading: ev.rules.find((x) => x.rule === rule) }, ev.timers[rule]));
     }
     for (const rule of Object.keys(r.timers)) {
-      if (ev.timers[rule] === undefined && ev.result !== 'inconclusive') entries.push(this.entry(c, 'breach_cleared', `${rule} back within its threshold`, { rule }, now));
+      if (ev.timers[rule] === undefined && ev.result !== 'inconclusive') entries.push(this.entry(c, 'breach_cleared', `${rule} back within its ` +
+        `threshold`, { rule }, now));
     }
     r.timers = ev.timers;
     r.warned = ev.warned;
@@ -391,11 +405,13 @@ export class CanaryController {
     };
     this.store.addSample(r.id, sample);
     if (ev.warnings.length > 0) {
-      entries.push(this.entry(c, 'threshold_warning', ev.warnings.map((w) => `${w.rule} ${w.value} (threshold ${w.threshold})`).join('; '), { rules: ev.warnings }, now));
+      entries.push(this.entry(c, 'threshold_warning', ev.warnings.map((w) => `${w.rule} ${w.value} (threshold ${w.threshold})`).join('; '),
+        { rules: ev.warnings }, now));
     }
     this.store.save(r, entries);
     for (const e of entries) this.notify(r.id, e);
-    if (ev.warnings.length > 0) this.emit(c, 'canary.threshold_warning', { rules: ev.warnings, metrics: { baseline: window.baseline.metrics(), candidate: window.candidate.metrics() } }, warningEventId(r.id, now));
+    if (ev.warnings.length > 0) this.emit(c, 'canary.threshold_warning', { rules: ev.warnings,
+      metrics: { baseline: window.baseline.metrics(), candidate: window.candidate.metrics() } }, warningEventId(r.id, now));
     if (ev.rollback.length > 0) {
       const reason = ev.rollback.map((x) => `${x.rule} ${x.value} > ${x.threshold} for ${x.sustained_for}`).join('; ');
       this.rollback(r.id, { reason, triggeredBy: 'automatic', rules: ev.rollback });
@@ -441,11 +457,13 @@ export class CanaryController {
     const result = { ...res, url: gate.url };
     c.lastGate = { stage: r.current_stage, ok: res.ok, result: res.detail, ms: res.ms, at: this.clock.now() };
     const e = this.entry(c, res.ok ? 'gate_passed' : 'gate_failed',
-      res.ok ? `gate ${gate.url} confirmed the promotion (${res.detail}, ${res.ms} ms)` : `gate ${gate.url} did not confirm the promotion: ${res.detail} (${res.ms} ms); the stage holds`,
+      res.ok ? `gate ${gate.url} confirmed the promotion (${res.detail}, ${res.ms} ms)` : `gate ${gate.url} did not confirm the ` +
+        `promotion: ${res.detail} (${res.ms} ms); the stage holds`,
       { url: gate.url, ok: res.ok, result: res.detail, ms: res.ms, triggered_by: by });
     this.store.save(r, [e]);
     this.notify(r.id, e);
-    if (!res.ok) this.log.warn('canary gate did not confirm the promotion; the stage holds', { canary_id: r.id, stage: r.current_stage, url: gate.url, result: res.detail });
+    if (!res.ok) this.log.warn('canary gate did not confirm the promotion; the stage holds',
+      { canary_id: r.id, stage: r.current_stage, url: gate.url, result: res.detail });
     return result;
   }
 
@@ -504,9 +522,11 @@ export class CanaryController {
     // Durable before the completion is told: a restart or reload from here on keeps this graph.
     if (this.promotions !== null) c.replacedPromotion = this.promotions.promote(r.pipeline_id, r.id, prepared.config, r.candidate_version, now);
     r.status = 'completed';
-    r.outcome = { at: now, reason: 'completed', triggered_by: by, rules: [], final: { baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() } };
+    r.outcome = { at: now, reason: 'completed', triggered_by: by, rules: [],
+      final: { baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() } };
     this.leaveStage(c, now);
-    this.commit(c, 'completed', `completed: candidate ${r.candidate_version} is the baseline; old baseline ${r.baseline_version} kept for ${formatDuration(this.gracePeriodMs)}`, 'canary.completed', { triggered_by: by });
+    this.commit(c, 'completed', `completed: candidate ${r.candidate_version} is the baseline; old baseline ${r.baseline_version} kept ` +
+      `for ${formatDuration(this.gracePeriodMs)}`, 'canary.completed', { triggered_by: by });
     c.graceTimer = setTimeout(() => {
       if (c.retained === null) return;
       this.release(c);
@@ -543,7 +563,8 @@ export class CanaryController {
       }
       this.graphs.activate(c.prepared, r.traffic_pct, aimOf(r));
       this.primeWindows(c);
-      const entry = this.entry(c, 'resumed', `resumed after a restart at stage ${r.current_stage} (${r.traffic_pct}%), timers from persisted times`, { timers: r.timers });
+      const entry = this.entry(c, 'resumed', `resumed after a restart at stage ${r.current_stage} (${r.traffic_pct}%), timers from persisted times`,
+        { timers: r.timers });
       this.store.save(r, [entry]);
       this.notify(r.id, entry);
       this.schedule(c);

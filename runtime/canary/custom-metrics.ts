@@ -18,7 +18,8 @@ export class CustomMetricWindows {
   }
 
   /** `requests`: each graph's cumulative requests now (a counter's increase is divided by their increase). */
-  async read(metrics: CanaryMetricsSource, pipelineId: string, rules: ReadonlyArray<{ metric: string }>, requests: Record<Variant, number>): Promise<CustomValues> {
+  async read(metrics: CanaryMetricsSource, pipelineId: string, rules: ReadonlyArray<{ metric: string }>, requests: Record<Variant,
+    number>): Promise<CustomValues> {
     const out: CustomValues = new Map();
     if (rules.length === 0) return out;
     for (const rule of rules) {

@@ -110,7 +110,8 @@ export function volumeConditions(input: Pick<EvaluationInput, 'spec' | 'stage' |
  * spec has, the ones that need a window's data shown as `no_data` / null (so a status read in the
  * first check_interval lists the same rows as any later one).
  */
-export function pendingStatus(input: Pick<EvaluationInput, 'spec' | 'stage' | 'now' | 'stageEnteredAt' | 'stageCandidateRequests'>): { rules: RuleStatus[]; conditions: ConditionStatus[] } {
+export function pendingStatus(input: Pick<EvaluationInput,
+  'spec' | 'stage' | 'now' | 'stageEnteredAt' | 'stageCandidateRequests'>): { rules: RuleStatus[]; conditions: ConditionStatus[] } {
   const { spec } = input;
   const rr = spec.rollback_rules;
   const none = (rule: string, threshold: number, comparison?: 'greater_than' | 'less_than'): RuleStatus =>
@@ -149,7 +150,8 @@ export function evaluate(input: EvaluationInput): Evaluation {
     const since = timers[rule];
     if (!evidence || !Number.isFinite(value)) {
       // No evidence: the timer neither starts nor resets.
-      rules.push({ rule, value: null, threshold, comparison, met: false, state: 'no_data', sustained_for: formatDuration(since === undefined ? 0 : now - since) });
+      rules.push({ rule, value: null, threshold, comparison, met: false, state: 'no_data',
+        sustained_for: formatDuration(since === undefined ? 0 : now - since) });
       return;
     }
     const beyond = comparison === 'greater_than' ? value > threshold : value < threshold;
@@ -183,7 +185,8 @@ export function evaluate(input: EvaluationInput): Evaluation {
       }
       if (!near) warned.delete(rule); // the episode is over: a later approach warns again
     }
-    const status: RuleStatus = { rule, value: round(value), threshold, met, state, sustained_for: formatDuration(timers[rule] === undefined ? 0 : now - timers[rule]) };
+    const status: RuleStatus = { rule, value: round(value), threshold, met, state,
+      sustained_for: formatDuration(timers[rule] === undefined ? 0 : now - timers[rule]) };
     if (rule.startsWith('custom:')) status.comparison = comparison;
     if (p !== undefined) status.p_value = round(p, 6);
     rules.push(status);
@@ -210,8 +213,10 @@ export function evaluate(input: EvaluationInput): Evaluation {
   const latD = stageEvidence ? p95Delta(sb, sc) : NaN;
   const conditions: ConditionStatus[] = [
     ...volumeConditions(input),
-    { condition: 'max_error_rate_delta_pct', value: Number.isFinite(errD) ? round(errD) : null, threshold: apr.max_error_rate_delta_pct, met: Number.isFinite(errD) && errD <= apr.max_error_rate_delta_pct },
-    { condition: 'max_latency_p95_delta_ms', value: Number.isFinite(latD) ? round(latD) : null, threshold: apr.max_latency_p95_delta_ms, met: Number.isFinite(latD) && latD <= apr.max_latency_p95_delta_ms },
+    { condition: 'max_error_rate_delta_pct', value: Number.isFinite(errD) ? round(errD) : null, threshold: apr.max_error_rate_delta_pct,
+      met: Number.isFinite(errD) && errD <= apr.max_error_rate_delta_pct },
+    { condition: 'max_latency_p95_delta_ms', value: Number.isFinite(latD) ? round(latD) : null, threshold: apr.max_latency_p95_delta_ms,
+      met: Number.isFinite(latD) && latD <= apr.max_latency_p95_delta_ms },
   ];
   if (judge) {
     let pMin: number | null = null;
@@ -222,7 +227,9 @@ export function evaluate(input: EvaluationInput): Evaluation {
   }
   const breaching = Object.keys(timers).length > 0;
   const promotable = evidence && !breaching && conditions.every((x) => x.met);
-  const result = !evidence ? 'inconclusive' : rules.some((r) => r.state === 'breaching') ? 'breaching' : rules.some((r) => r.state === 'warning') ? 'warning' : 'ok';
+  const result = !evidence ? 'inconclusive'
+    : rules.some((r) => r.state === 'breaching') ? 'breaching'
+      : rules.some((r) => r.state === 'warning') ? 'warning' : 'ok';
   return {
     at: now, result, window_requests: { baseline: b.requests, candidate: c.requests }, rules, timers, rollback, warnings,
     warned: [...warned], conditions, promotable,

@@ -9,7 +9,8 @@ export { Promotions, stepsFingerprint, type BaselineChoice } from './promotions.
 export { parseStartRequest, defaultsFromConfig, type CanarySpec, type CanaryDefaults, type Stage, type CandidateConfig } from './spec.ts';
 export { evaluate, formatDuration, type Evaluation, type RuleStatus, type ConditionStatus } from './evaluator.ts';
 export { mannWhitneyWorse, twoProportionWorse, errorRateWorse, fisherWorse, logGamma, normalUpperTail, FISHER_MAX_ERRORS } from './judge.ts';
-export { SideWindow, WindowTracker, emptyHistogram, jsCopy, buckets, HIGHEST_TRACKABLE_US, type CanaryMetricsSource, type GraphTotals, type CustomReading } from './windows.ts';
+export { SideWindow, WindowTracker, emptyHistogram, jsCopy, buckets, HIGHEST_TRACKABLE_US, type CanaryMetricsSource, type GraphTotals,
+  type CustomReading } from './windows.ts';
 export { ArmEvidence, CanaryEvidence } from './arm-evidence.ts';
 export * from './events.ts';
 export { LogEventSink, RecordingEventSink } from './sinks.ts';

@@ -15,7 +15,8 @@ const PACKAGE_NAME = /^(?:@[a-z0-9][a-z0-9._~-]*\/)?[a-z0-9][a-z0-9._~-]*$/;
 
 export class PluginNotAllowedError extends Error {
   constructor(step: string, pluginId: string) {
-    super(`step ${step}: plugin_id ${JSON.stringify(pluginId)} is not an allowed plugin (a .wasm file in an allowed plugin directory — the built-in one, those of the configured steps' modules, canary.plugin_dirs — or an installed npm package)`);
+    super(`step ${step}: plugin_id ${JSON.stringify(pluginId)} is not an allowed plugin (a .wasm file in an allowed plugin directory — the ` +
+      `built-in one, those of the configured steps' modules, canary.plugin_dirs — or an installed npm package)`);
     this.name = 'PluginNotAllowedError';
   }
 }

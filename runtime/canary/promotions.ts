@@ -77,7 +77,8 @@ export class Promotions {
     if (now !== null && now.canary_id !== seen?.canary_id) {
       // A canary completed while this reload built its graphs: the reload published what it chose
       // before. Not silent: the next reload (or restart) applies the promotion again.
-      this.log.warn(`canary ${now.canary_id} completed on pipeline "${pid}" while the configuration was being reloaded: the reload's graph runs until the next reload or restart, which applies the promotion`, {
+      this.log.warn(`canary ${now.canary_id} completed on pipeline "${pid}" while the configuration was being reloaded: the reload's graph runs ` +
+        `until the next reload or restart, which applies the promotion`, {
         pipeline_id: pid, canary_id: now.canary_id, at: when,
       });
       return;
@@ -92,10 +93,12 @@ export class Promotions {
       });
     } else if (choice.adopted !== null) {
       this.store.setPromotion(pid, null);
-      this.log.info(`the configuration file of pipeline "${pid}" now has the steps canary ${choice.adopted.canary_id} promoted; the file is the baseline again`, { pipeline_id: pid, canary_id: choice.adopted.canary_id, at: when });
+      this.log.info(`the configuration file of pipeline "${pid}" now has the steps canary ${choice.adopted.canary_id} promoted; the file is the ` +
+        `baseline again`, { pipeline_id: pid, canary_id: choice.adopted.canary_id, at: when });
     } else if (choice.promotion !== null) {
       const p = choice.promotion;
-      this.log.warn(`pipeline "${pid}" runs the baseline promoted by canary ${p.canary_id}, not the steps of the configuration file (proxy canary adopt ${pid} prints the file's fragment)`, {
+      this.log.warn(`pipeline "${pid}" runs the baseline promoted by canary ${p.canary_id}, not the steps of the configuration file (proxy canary ` +
+        `adopt ${pid} prints the file's fragment)`, {
         pipeline_id: pid, canary_id: p.canary_id, promoted_version: p.version, promoted_at: new Date(p.promoted_at).toISOString(), at: when,
       });
     }
@@ -112,7 +115,8 @@ export class Promotions {
       try {
         await load(choice.config);
       } catch (err) {
-        this.log.error(`the baseline promoted by canary ${choice.promotion.canary_id} failed to build; pipeline "${choice.pipelineId}" runs the steps of the configuration file`, {
+        this.log.error(`the baseline promoted by canary ${choice.promotion.canary_id} failed to build; pipeline "${choice.pipelineId}" runs the ` +
+          `steps of the configuration file`, {
           pipeline_id: choice.pipelineId, canary_id: choice.promotion.canary_id, error: (err as Error).message,
         });
         choice = { ...choice, config: file, promotion: null };

@@ -8,7 +8,8 @@ export class LogEventSink implements CanaryEventSink {
     this.log = log;
   }
   emit(event: CanaryEvent): void {
-    this.log('canary event', { id: event.id, type: event.type, canary_id: event.canary_id, pipeline_id: event.pipeline_id, stage: event.stage, traffic_pct: event.traffic_pct });
+    this.log('canary event', { id: event.id, type: event.type, canary_id: event.canary_id, pipeline_id: event.pipeline_id, stage: event.stage,
+      traffic_pct: event.traffic_pct });
   }
   async close(): Promise<void> {}
 }

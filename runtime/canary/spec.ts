@@ -85,9 +85,11 @@ const candidateStepSchema = v.strictObject({
 
 // Bounded like the configuration's phases (MAX_STEPS_PER_PHASE), so a start request cannot make
 // the proxy compile and instantiate an unbounded graph.
-const candidatePhase = v.pipe(v.array(v.pipe(v.string(), v.regex(STEP_TYPE))), v.maxLength(MAX_STEPS_PER_PHASE, `at most ${MAX_STEPS_PER_PHASE} steps per phase`));
+const candidatePhase = v.pipe(v.array(v.pipe(v.string(), v.regex(STEP_TYPE))),
+  v.maxLength(MAX_STEPS_PER_PHASE, `at most ${MAX_STEPS_PER_PHASE} steps per phase`));
 const candidateConfigSchema = v.strictObject({
-  steps: v.pipe(v.array(candidateStepSchema), v.maxLength(2 * MAX_STEPS_PER_PHASE, `at most ${2 * MAX_STEPS_PER_PHASE} steps (${MAX_STEPS_PER_PHASE} per phase)`)),
+  steps: v.pipe(v.array(candidateStepSchema), v.maxLength(2 * MAX_STEPS_PER_PHASE, `at most ${2 * MAX_STEPS_PER_PHASE} steps ` +
+    `(${MAX_STEPS_PER_PHASE} per phase)`)),
   pipeline: v.optional(v.strictObject({
     request: v.optional(candidatePhase),
     response: v.optional(candidatePhase),
@@ -113,21 +115,24 @@ function isObject(x: unknown): x is Record<string, unknown> {
 /** Every stage's durations parse (the regex has checked the form; this guards the sums). */
 function checkDurations(stages: Stage[]): void {
   stages.forEach((s, i) => {
-    if (!Number.isFinite(canaryDurationMs(s.min_duration))) throw new CanaryError('PROXY_ERR_CANARY_INVALID_STAGES', `stages.${i}.min_duration: bad duration "${s.min_duration}"`);
+    if (!Number.isFinite(canaryDurationMs(s.min_duration))) throw new CanaryError('PROXY_ERR_CANARY_INVALID_STAGES', `stages.${i}.min_duration: ` +
+      `bad duration "${s.min_duration}"`);
   });
 }
 
 /** Validates a POST /api/v1/canary body and fills in the defaults. Throws CanaryError (400 codes). */
 export function parseStartRequest(body: unknown, defaults: CanaryDefaults): CanarySpec {
   if (!isObject(body)) throw new CanaryError('PROXY_ERR_BAD_BODY', 'expected a JSON object');
-  const known = new Set(['pipeline_id', 'candidate_config', 'initial_traffic_pct', 'rollback_rules', 'stages', 'auto_promote', 'auto_promote_rules', 'judge', 'notifications', 'description', 'match', 'sticky']);
+  const known = new Set(['pipeline_id', 'candidate_config', 'initial_traffic_pct', 'rollback_rules', 'stages', 'auto_promote', 'auto_promote_rules',
+    'judge', 'notifications', 'description', 'match', 'sticky']);
   for (const k of Object.keys(body)) if (!known.has(k)) throw new CanaryError('PROXY_ERR_BAD_BODY', `unknown field "${k}"`);
   // No pipeline_id: the default pipeline (the one requests no `pipelines` match go through).
   const pipelineId = body.pipeline_id === undefined ? defaults.default_pipeline_id ?? 'default' : body.pipeline_id;
   if (typeof pipelineId !== 'string' || pipelineId === '') throw new CanaryError('PROXY_ERR_BAD_BODY', 'pipeline_id: expected a non-empty string');
   if (body.candidate_config === undefined) throw new CanaryError('PROXY_ERR_BAD_BODY', 'candidate_config: required');
   const candidate = parsePart(candidateConfigSchema, body.candidate_config, 'candidate_config', 'PROXY_ERR_BAD_BODY');
-  let stages = body.stages === undefined ? defaults.stages.map((s) => ({ ...s })) : parsePart(stagesSchema, body.stages, 'stages', 'PROXY_ERR_CANARY_INVALID_STAGES');
+  let stages = body.stages === undefined ? defaults.stages.map((s) => ({ ...s })) : parsePart(stagesSchema, body.stages, 'stages',
+    'PROXY_ERR_CANARY_INVALID_STAGES');
   checkDurations(stages);
   const match = parseMatch(body.match);
   if (body.sticky !== undefined && body.sticky !== 'connection' && body.sticky !== 'session') {
@@ -137,19 +142,25 @@ export function parseStartRequest(body: unknown, defaults: CanaryDefaults): Cana
   if (match !== null && body.initial_traffic_pct === undefined) stages = [{ ...stages[0], traffic_pct: 0 }, ...stages.slice(1)];
   if (body.initial_traffic_pct !== undefined) {
     const t = body.initial_traffic_pct;
-    if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > 100) throw new CanaryError('PROXY_ERR_CANARY_INVALID_TRAFFIC', `initial_traffic_pct: expected an integer 0..100, received ${JSON.stringify(t)}`);
-    if (stages.length > 1 && t > stages[1].traffic_pct) throw new CanaryError('PROXY_ERR_CANARY_INVALID_STAGES', `initial_traffic_pct ${t} is above stage 2's traffic_pct ${stages[1].traffic_pct}`);
+    if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > 100) throw new CanaryError('PROXY_ERR_CANARY_INVALID_TRAFFIC',
+      `initial_traffic_pct: expected an integer 0..100, received ${JSON.stringify(t)}`);
+    if (stages.length > 1 && t > stages[1].traffic_pct) throw new CanaryError('PROXY_ERR_CANARY_INVALID_STAGES', `initial_traffic_pct ${t} is ` +
+      `above stage 2's traffic_pct ${stages[1].traffic_pct}`);
     stages = [{ ...stages[0], traffic_pct: t }, ...stages.slice(1)];
   }
-  if (body.auto_promote !== undefined && typeof body.auto_promote !== 'boolean') throw new CanaryError('PROXY_ERR_BAD_BODY', 'auto_promote: expected a boolean');
+  if (body.auto_promote !== undefined && typeof body.auto_promote !== 'boolean') throw new CanaryError('PROXY_ERR_BAD_BODY', 'auto_promote: ' +
+    'expected a boolean');
   const merge = (name: string, given: unknown, base: object): Record<string, unknown> => {
     if (given === undefined) return { ...base };
     if (!isObject(given)) throw new CanaryError(name === 'judge' ? 'PROXY_ERR_BAD_BODY' : 'PROXY_ERR_CANARY_INVALID_RULES', `${name}: expected an object`);
     return { ...base, ...given };
   };
-  const rollback = parsePart(rollbackRulesSchema, merge('rollback_rules', body.rollback_rules, defaults.rollback_rules), 'rollback_rules', 'PROXY_ERR_CANARY_INVALID_RULES');
-  if (canaryDurationMs(rollback.check_interval) <= 0) throw new CanaryError('PROXY_ERR_CANARY_INVALID_RULES', 'rollback_rules.check_interval: must be longer than 0');
-  const promote = parsePart(autoPromoteRulesSchema, merge('auto_promote_rules', body.auto_promote_rules, defaults.auto_promote_rules), 'auto_promote_rules', 'PROXY_ERR_CANARY_INVALID_RULES');
+  const rollback = parsePart(rollbackRulesSchema, merge('rollback_rules', body.rollback_rules, defaults.rollback_rules), 'rollback_rules',
+    'PROXY_ERR_CANARY_INVALID_RULES');
+  if (canaryDurationMs(rollback.check_interval) <= 0) throw new CanaryError('PROXY_ERR_CANARY_INVALID_RULES', 'rollback_rules.check_interval: must ' +
+    'be longer than 0');
+  const promote = parsePart(autoPromoteRulesSchema, merge('auto_promote_rules', body.auto_promote_rules, defaults.auto_promote_rules),
+    'auto_promote_rules', 'PROXY_ERR_CANARY_INVALID_RULES');
   const judge = parsePart(judgeSchema, merge('judge', body.judge, defaults.judge), 'judge', 'PROXY_ERR_BAD_BODY');
   let channels: NotificationChannel[] | null = null;
   if (body.notifications !== undefined) {
@@ -177,7 +188,8 @@ export function parseStartRequest(body: unknown, defaults: CanaryDefaults): Cana
 function parseMatch(x: unknown): ClientMatchSpec | null {
   if (x === undefined || x === null) return null;
   if (!isObject(x)) throw new CanaryError('PROXY_ERR_BAD_BODY', 'match: expected an object { app_name?, user?, client? }');
-  for (const k of Object.keys(x)) if (k !== 'app_name' && k !== 'user' && k !== 'client') throw new CanaryError('PROXY_ERR_BAD_BODY', `match: unknown field "${k}" (app_name, user, client)`);
+  for (const k of Object.keys(x)) if (k !== 'app_name' && k !== 'user' && k !== 'client') throw new CanaryError('PROXY_ERR_BAD_BODY', `match: ` +
+    `unknown field "${k}" (app_name, user, client)`);
   try {
     return new ClientMatch(x as ClientMatchSpec).spec;
   } catch (err) {

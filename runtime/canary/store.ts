@@ -102,7 +102,8 @@ export class CanaryStore {
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = FULL');
     this.db.exec(`
-      CREATE TABLE IF NOT EXISTS canaries (id TEXT PRIMARY KEY, pipeline_id TEXT NOT NULL, status TEXT NOT NULL, created_at INTEGER NOT NULL, record TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS canaries (id TEXT PRIMARY KEY, pipeline_id TEXT NOT NULL, status TEXT NOT NULL, created_at INTEGER NOT NULL,
+        record TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS history (seq INTEGER PRIMARY KEY AUTOINCREMENT, canary_id TEXT NOT NULL, at INTEGER NOT NULL, entry TEXT NOT NULL);
       CREATE INDEX IF NOT EXISTS history_canary ON history (canary_id, seq);
       CREATE TABLE IF NOT EXISTS samples (seq INTEGER PRIMARY KEY AUTOINCREMENT, canary_id TEXT NOT NULL, at INTEGER NOT NULL, sample TEXT NOT NULL);
@@ -110,14 +111,17 @@ export class CanaryStore {
       CREATE TABLE IF NOT EXISTS promotions (pipeline_id TEXT PRIMARY KEY, record TEXT NOT NULL);
     `);
     this.stmts = {
-      upsert: this.db.prepare('INSERT INTO canaries (id, pipeline_id, status, created_at, record) VALUES (@id, @pipeline_id, @status, @created_at, @record) ON CONFLICT(id) DO UPDATE SET status = excluded.status, record = excluded.record'),
+      upsert: this.db.prepare('INSERT INTO canaries (id, pipeline_id, status, created_at, record) VALUES (@id, @pipeline_id, @status, @created_at, ' +
+        '@record) ON CONFLICT(id) DO UPDATE SET status = excluded.status, record = excluded.record'),
       all: this.db.prepare('SELECT record FROM canaries ORDER BY created_at DESC, id'),
       addHistory: this.db.prepare('INSERT INTO history (canary_id, at, entry) VALUES (?, ?, ?)'),
       history: this.db.prepare('SELECT entry FROM history WHERE canary_id = ? ORDER BY seq'),
       addSample: this.db.prepare('INSERT INTO samples (canary_id, at, sample) VALUES (?, ?, ?)'),
       samples: this.db.prepare('SELECT sample FROM samples WHERE canary_id = ? ORDER BY seq'),
-      trimSamples: this.db.prepare('DELETE FROM samples WHERE canary_id = ? AND seq <= (SELECT seq FROM samples WHERE canary_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)'),
-      putPromotion: this.db.prepare('INSERT INTO promotions (pipeline_id, record) VALUES (?, ?) ON CONFLICT(pipeline_id) DO UPDATE SET record = excluded.record'),
+      trimSamples: this.db.prepare('DELETE FROM samples WHERE canary_id = ? AND seq <= (SELECT seq FROM samples WHERE canary_id = ? ORDER BY seq ' +
+        'DESC LIMIT 1 OFFSET ?)'),
+      putPromotion: this.db.prepare('INSERT INTO promotions (pipeline_id, record) VALUES (?, ?) ON CONFLICT(pipeline_id) DO UPDATE SET record = ' +
+        'excluded.record'),
       promotion: this.db.prepare('SELECT record FROM promotions WHERE pipeline_id = ?'),
       dropPromotion: this.db.prepare('DELETE FROM promotions WHERE pipeline_id = ?'),
     };

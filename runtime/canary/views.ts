@@ -34,7 +34,8 @@ export function statusView(c: CanaryView, now: number): Record<string, unknown> 
     // lasted then, not a counter that runs on after the rollback.
     const timerFor = (rule: string) => formatDuration(r.timers[rule] === undefined ? 0 : end - r.timers[rule]);
     const stage = r.spec.stages[r.current_stage - 1];
-    const pending = ev === null ? pendingStatus({ spec: r.spec, stage, now, stageEnteredAt: r.stage_entered_at, stageCandidateRequests: r.stage_candidate_requests }) : null;
+    const pending = ev === null ? pendingStatus({ spec: r.spec, stage, now, stageEnteredAt: r.stage_entered_at,
+      stageCandidateRequests: r.stage_candidate_requests }) : null;
     const conditions = ev?.conditions ?? pending!.conditions;
     const inconclusive = ev?.result === 'inconclusive';
     return {
@@ -94,7 +95,8 @@ export function reportView(c: CanaryView, now: number): Record<string, unknown> 
       })),
       final_comparison: {
         baseline: final.baseline, candidate: final.candidate,
-        deltas: { error_rate_pct: round(final.candidate.error_rate_pct - final.baseline.error_rate_pct), latency_p95_ms: round(final.candidate.latency_p95_ms - final.baseline.latency_p95_ms) },
+        deltas: { error_rate_pct: round(final.candidate.error_rate_pct - final.baseline.error_rate_pct),
+          latency_p95_ms: round(final.candidate.latency_p95_ms - final.baseline.latency_p95_ms) },
       },
       candidate_config: r.spec.candidate_config,
     };

@@ -42,7 +42,8 @@ export function jsCopy(h: hdr.Histogram): hdr.Histogram {
 export const HIGHEST_TRACKABLE_US = 60_000_000;
 
 export function emptyHistogram(): hdr.Histogram {
-  return hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: HIGHEST_TRACKABLE_US, numberOfSignificantValueDigits: 3, bitBucketSize: 32, useWebAssembly: false });
+  return hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: HIGHEST_TRACKABLE_US, numberOfSignificantValueDigits: 3, bitBucketSize: 32,
+    useWebAssembly: false });
 }
 
 /** Requests, errors and latency of one side over a span of time. */
@@ -129,7 +130,8 @@ export class WindowTracker {
 export function buckets(h: hdr.Histogram): Array<[number, number]> {
   const out: Array<[number, number]> = [];
   if (h.totalCount === 0) return out;
-  const js = h as unknown as { recordedValuesIterator?: { reset(): void; hasNext(): boolean; next(): { valueIteratedTo: number; countAtValueIteratedTo: number } } };
+  const js = h as unknown as { recordedValuesIterator?: { reset(): void; hasNext(): boolean;
+    next(): { valueIteratedTo: number; countAtValueIteratedTo: number } } };
   const it = js.recordedValuesIterator ?? (jsCopy(h) as unknown as typeof js).recordedValuesIterator!;
   it.reset();
   while (it.hasNext()) {

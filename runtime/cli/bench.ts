@@ -24,7 +24,8 @@ export function registerBench(cli: CAC): void {
     .option('--target <uri>', 'mongodb://host:port of the proxy or server under test', { default: 'mongodb://127.0.0.1:27018' })
     .option('--op <op>', `operation: ${BENCH_OPS.join(' | ')}`, { default: 'find' })
     .option('--json', 'print the result as JSON on stdout')
-    .option('--profiling-url <url>', `the target proxy's profiling endpoint, for the pipeline overhead (default $PROXY_PROFILE_URL, else ${DEFAULT_PROFILING_URL}; "none" skips it)`)
+    .option('--profiling-url <url>', `the target proxy's profiling endpoint, for the pipeline overhead (default $PROXY_PROFILE_URL, ` +
+      `else ${DEFAULT_PROFILING_URL}; "none" skips it)`)
     .option('--profiling-token <token>', 'bearer token of the profiling endpoint (default $PROXY_PROFILE_TOKEN)')
     .action(benchCommand);
 }

@@ -63,7 +63,8 @@ export class CanaryClient {
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       const why = code === 'ETIMEDOUT' ? `did not answer within ${REQUEST_TIMEOUT_MS / 1000} s` : `is not reachable${code ? ` (${code})` : ''}`;
-      throw new CanaryCliError('PROXY_ERR_CANARY_CLI_UNREACHABLE', `the control plane at ${this.url} ${why}; is control_plane configured? (--url or PROXY_CONTROL_URL)`, EXIT.unreachable);
+      throw new CanaryCliError('PROXY_ERR_CANARY_CLI_UNREACHABLE', `the control plane at ${this.url} ${why}; is control_plane configured? (--url ` +
+        `or PROXY_CONTROL_URL)`, EXIT.unreachable);
     }
     if (res.status >= 200 && res.status < 300) return res.body;
     let error: { code?: string; message?: string; details?: unknown } = {};

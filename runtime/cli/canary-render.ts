@@ -13,14 +13,16 @@ export interface Status {
   metrics?: { window?: string; baseline: Side; candidate: Side };
   rollback_status?: { error_rate_sustained_for?: string; latency_sustained_for?: string; healthy?: boolean; evidence?: string };
   rules?: Rule[];
-  promotion?: { eligible?: boolean; manual_gate?: boolean; conditions?: Condition[]; gate?: { url: string; last: { ok: boolean; result: string; at: string } | null } | null };
+  promotion?: { eligible?: boolean; manual_gate?: boolean; conditions?: Condition[];
+    gate?: { url: string; last: { ok: boolean; result: string; at: string } | null } | null };
   match?: Record<string, string | string[]> | null; sticky?: string | null;
   evaluation?: { result?: string; window_requests?: { baseline: number; candidate: number }; min_window_requests?: number };
 }
 /** GET …/report: how a finished canary ended. */
 export interface Report { outcome: string | null; ended_at: string | null; duration: string; reason: string | null; triggered_by: string | null }
 export interface HistoryEntry { at: string; event: string; stage?: number; traffic_pct?: number; message?: string; details?: Record<string, unknown> }
-export interface History { canary_id: string; pipeline_id: string; description?: string; status?: string; baseline_version?: string; candidate_version?: string; history: HistoryEntry[] }
+export interface History { canary_id: string; pipeline_id: string; description?: string; status?: string; baseline_version?: string;
+  candidate_version?: string; history: HistoryEntry[] }
 
 export function table(headers: string[], rows: string[][]): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
@@ -28,7 +30,8 @@ export function table(headers: string[], rows: string[][]): string {
   return [line(headers), ...rows.map(line)].join('\n') + '\n';
 }
 
-export const num = (n: number | null | undefined, digits = 2) => (n === null || n === undefined || Number.isNaN(n) ? '-' : Number.isInteger(n) ? String(n) : n.toFixed(digits).replace(/\.?0+$/, ''));
+export const num = (n: number | null | undefined, digits = 2) => (n === null || n === undefined ||
+  Number.isNaN(n) ? '-' : Number.isInteger(n) ? String(n) : n.toFixed(digits).replace(/\.?0+$/, ''));
 /** A condition's value or threshold: numbers rounded, null (no evidence yet) said so. */
 const shown = (x: unknown) => (x === null || x === undefined ? 'no data' : typeof x === 'number' ? num(x, 3) : String(x));
 
@@ -47,11 +50,13 @@ export function renderStatus(s: Status, verbose: boolean, now: number, report: R
   const finished = !isRunning(s.status);
   const lines: string[] = [
     `canary ${s.canary_id}  pipeline ${s.pipeline_id}  ${s.status.toUpperCase()}`,
-    `  stage      ${s.current_stage}${stages ? ` of ${stages}` : ''}, ${s.traffic_pct}% to the candidate${s.auto_promote === undefined ? '' : s.auto_promote ? ' (auto-promote)' : ' (manual promotion)'}`,
+    `  stage      ${s.current_stage}${stages ? ` of ${stages}` : ''}, ${s.traffic_pct}% to the ` +
+      `candidate${s.auto_promote === undefined ? '' : s.auto_promote ? ' (auto-promote)' : ' (manual promotion)'}`,
   ];
   // `elapsed` is the time since the start while the canary runs, and its whole length once it has ended.
   if (!finished) lines.push(`  started    ${s.started_at} (${s.elapsed} ago); stage entered ${s.stage_entered_at}`);
-  else if (report?.ended_at != null) lines.push(`  started    ${s.started_at}; ended ${report.ended_at} (${ago(report.ended_at, now)} ago), after ${s.elapsed}`);
+  else if (report?.ended_at != null) lines.push(`  started    ${s.started_at}; ended ${report.ended_at} (${ago(report.ended_at, now)} ago), ` +
+    `after ${s.elapsed}`);
   else lines.push(`  started    ${s.started_at} (${ago(s.started_at, now)} ago); ran ${s.elapsed}`);
   if (finished && report?.outcome != null) {
     const how = report.outcome === 'rolled_back' ? 'rolled back' : report.outcome;
@@ -60,15 +65,19 @@ export function renderStatus(s: Status, verbose: boolean, now: number, report: R
   if (s.baseline_version !== undefined) lines.push(`  versions   baseline ${s.baseline_version}, candidate ${s.candidate_version ?? '-'}`);
   if (s.description) lines.push(`  about      ${s.description}`);
   if (s.match != null || s.sticky != null) {
-    const aim = s.match == null ? 'everyone by the stage\'s share' : `always ${Object.entries(s.match).map(([k, v]) => `${k} ${([] as string[]).concat(v).join('|')}`).join(' and ')}; the others by the stage's share`;
+    const aim = s.match == null ? 'everyone by the stage\'s share' : `always ${Object.entries(s.match).map(([k,
+      v]) => `${k} ${([] as string[]).concat(v).join('|')}`).join(' and ')}; the others by the stage's share`;
     lines.push(`  aimed      ${aim}${s.sticky != null ? `; sticky per ${s.sticky}` : ''}`);
   }
   const gate = s.promotion?.gate;
-  if (gate != null) lines.push(`  gate       ${gate.url}: ${gate.last === null ? 'not asked yet at this stage' : `${gate.last.ok ? 'confirmed' : 'HOLDING'} (${gate.last.result}, ${gate.last.at})`}`);
+  if (gate != null) lines.push(`  gate       ${gate.url}: ${gate.last === null ? 'not asked yet at this ' +
+    'stage' : `${gate.last.ok ? 'confirmed' : 'HOLDING'} (${gate.last.result}, ${gate.last.at})`}`);
   const ev = s.evaluation;
   // A canary that ended before its first evaluation has no evaluation to show, not a pending one.
   if (ev?.result !== undefined && !(finished && ev.result === 'pending')) {
-    const counts = ev.window_requests ? ` (last window: baseline ${ev.window_requests.baseline}, candidate ${ev.window_requests.candidate} requests${ev.result === 'inconclusive' && ev.min_window_requests !== undefined ? `; ${ev.min_window_requests} needed on each side` : ''})` : '';
+    const counts = ev.window_requests ? ` (last window: baseline ${ev.window_requests.baseline}, candidate ${ev.window_requests.candidate} ` +
+      `requests${ev.result === 'inconclusive' && ev.min_window_requests !== undefined ? `; ${ev.min_window_requests} needed on each ` +
+      `side` : ''})` : '';
     lines.push(`  evaluation ${ev.result}${counts}`);
   }
   const rs = s.rollback_status;

@@ -40,7 +40,8 @@ const FLAG: Record<string, string> = {
 
 // ---- What the control plane answers (docs/canary.md) -----------------------------------------
 
-interface ListItem { canary_id: string; pipeline_id: string; status: string; current_stage: number; traffic_pct: number; started_at: string; description?: string }
+interface ListItem { canary_id: string; pipeline_id: string; status: string; current_stage: number; traffic_pct: number; started_at: string;
+  description?: string }
 
 // ---- Helpers -----------------------------------------------------------------------------------
 
@@ -61,7 +62,8 @@ function baseUrl(text: string): string {
 /** A JSON or YAML file (by extension; JSON is also YAML). */
 function readData(file: string, flag: string): unknown {
   let text: string;
-  try { text = readFileSync(file, 'utf8'); } catch (err) { return usage(`${flag} ${file}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}`); }
+  try { text = readFileSync(file, 'utf8'); } catch (err) { return usage(`${flag} ${file}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no ' +
+    'such file' : (err as Error).message}`); }
   try {
     return /\.json$/i.test(file) ? JSON.parse(text) : parseYaml(text);
   } catch (err) {
@@ -91,7 +93,8 @@ async function canaryOf(c: Ctx, pipelineId: string, orLatest: boolean): Promise<
   const found = all.find((x) => running(x.status)) ?? (orLatest ? all[0] : undefined);
   if (found === undefined) {
     const finished = all.length > 0 ? ` (its last canary ${all[0].canary_id} is ${all[0].status})` : '';
-    throw new CanaryCliError('PROXY_ERR_CANARY_NOT_FOUND', `no ${orLatest ? '' : 'active or paused '}canary on pipeline "${pipelineId}"${finished}`, EXIT.notFound, null);
+    throw new CanaryCliError('PROXY_ERR_CANARY_NOT_FOUND', `no ${orLatest ? '' : 'active or paused '}canary on pipeline "${pipelineId}"${finished}`,
+      EXIT.notFound, null);
   }
   return found;
 }
@@ -151,7 +154,8 @@ async function start(c: Ctx): Promise<void> {
     return String(v);
   }));
   const match: Record<string, string[]> = {};
-  for (const [key, name, x] of [['app_name', 'match-app', o.matchApp], ['user', 'match-user', o.matchUser], ['client', 'match-client', o.matchClient]] as const) {
+  for (const [key, name, x] of [['app_name', 'match-app', o.matchApp], ['user', 'match-user', o.matchUser],
+    ['client', 'match-client', o.matchClient]] as const) {
     const values = many(name, x);
     if (values !== undefined) match[key] = values;
   }
@@ -163,7 +167,8 @@ async function start(c: Ctx): Promise<void> {
   }
   const r = await c.client.json<Record<string, unknown>>('POST', '/api/v1/canary', body);
   if (c.json) return printJson(r);
-  out(`canary ${String(r.canary_id)} started on pipeline ${String(r.pipeline_id)}: stage ${String(r.current_stage)}, ${String(r.traffic_pct)}% to the candidate\n`
+  out(`canary ${String(r.canary_id)} started on pipeline ${String(r.pipeline_id)}: stage ${String(r.current_stage)}, ${String(r.traffic_pct)}% to ` +
+    `the candidate\n`
     + `  baseline  ${String(r.baseline_version)}\n  candidate ${String(r.candidate_version)}\n`
     + `  metrics   ${String(r.metrics_url)}\n`
     + `follow it with: proxy canary status ${String(r.pipeline_id)} --watch\n`);
@@ -189,7 +194,8 @@ async function status(c: Ctx): Promise<void> {
   for (;;) {
     const { s, report } = await once();
     if (c.json) out(`${JSON.stringify(s)}\n`);
-    else out(`${tty ? '\x1b[2J\x1b[H' : ''}${new Date().toISOString()}  (every ${WATCH_INTERVAL_MS / 1000} s, Ctrl-C to stop)\n${renderStatus(s, verbose, Date.now(), report)}${tty ? '' : '\n'}`);
+    else out(`${tty ? '\x1b[2J\x1b[H' : ''}${new Date().toISOString()}  (every ${WATCH_INTERVAL_MS / 1000} s, Ctrl-C to ` +
+      `stop)\n${renderStatus(s, verbose, Date.now(), report)}${tty ? '' : '\n'}`);
     if (!running(s.status)) return;
     await new Promise((r) => setTimeout(r, WATCH_INTERVAL_MS));
   }
@@ -201,7 +207,9 @@ async function promote(c: Ctx): Promise<void> {
   const body = c.o.force === true ? { force: true } : {};
   const r = await c.client.json<Record<string, unknown>>('POST', `/api/v1/canary/${encodeURIComponent(item.canary_id)}/promote`, body);
   if (c.json) return printJson(r);
-  out(`canary ${String(r.canary_id)} on ${pipelineId}: stage ${String(r.previous_stage)} → ${String(r.current_stage)}, ${String(r.traffic_pct)}% to the candidate${r.status === 'completed' ? ' — completed: the candidate is the baseline' : ''}\n${r.message ? `  ${String(r.message)}\n` : ''}`);
+  out(`canary ${String(r.canary_id)} on ${pipelineId}: stage ${String(r.previous_stage)} → ${String(r.current_stage)}, ${String(r.traffic_pct)}% ` +
+    `to the candidate${r.status === 'completed' ? ' — completed: the candidate is the ' +
+    'baseline' : ''}\n${r.message ? `  ${String(r.message)}\n` : ''}`);
 }
 
 async function rollback(c: Ctx): Promise<void> {
@@ -224,7 +232,9 @@ async function rollback(c: Ctx): Promise<void> {
       if (!c.json) {
         const f = r.final_metrics;
         out(`canary ${item.canary_id} on ${item.pipeline_id}: rolled back at ${String(r.rolled_back_at)} (${String(r.triggered_by)}): ${String(r.reason)}\n`
-          + (f ? `  final: baseline ${f.baseline.requests} requests, ${num(f.baseline.error_rate_pct, 3)}% errors, p95 ${num(f.baseline.latency_p95_ms)} ms; candidate ${f.candidate.requests} requests, ${num(f.candidate.error_rate_pct, 3)}% errors, p95 ${num(f.candidate.latency_p95_ms)} ms\n` : ''));
+          + (f ? `  final: baseline ${f.baseline.requests} requests, ${num(f.baseline.error_rate_pct, 3)}% errors, ` +
+            `p95 ${num(f.baseline.latency_p95_ms)} ms; candidate ${f.candidate.requests} requests, ${num(f.candidate.error_rate_pct, 3)}% errors, ` +
+            `p95 ${num(f.candidate.latency_p95_ms)} ms\n` : ''));
       }
     } catch (err) {
       if (!(err instanceof CanaryCliError) || c.o.all !== true) throw err;
@@ -293,13 +303,17 @@ async function adopt(c: Ctx): Promise<void> {
   }
   const f = fragmentFor(b, doc);
   if (c.json && c.o.write !== true) return printJson({ ...b, fragment: f.sets });
-  const note = f.sharedWith.length > 0 ? `note: pipelines ${f.sharedWith.join(', ')} list ${f.changedSteps.join(', ')} from the top-level steps too; the fragment changes them for those pipelines as well\n` : '';
+  const note = f.sharedWith.length > 0 ? `note: pipelines ${f.sharedWith.join(', ')} list ${f.changedSteps.join(', ')} from the top-level steps ` +
+    `too; the fragment changes them for those pipelines as well\n` : '';
   if (c.o.write === true) {
     await writeFragment(file!, f);
     process.stderr.write(note);
-    return out(`wrote the steps canary ${String(b.canary_id)} promoted on pipeline ${pipelineId} into ${file} (${f.sets.map((s) => s.path.join('.')).join(', ')}); a reload now finds the file matching what runs and retires the promotion\n`);
+    return out(`wrote the steps canary ${String(b.canary_id)} promoted on pipeline ${pipelineId} into ${file} ` +
+      `(${f.sets.map((s) => s.path.join('.')).join(', ')}); a reload now finds the file matching what runs and retires the promotion\n`);
   }
-  process.stderr.write(`# pipeline ${pipelineId} runs the baseline canary ${String(b.canary_id)} promoted at ${String(b.promoted_at)} (${b.version}), not the file's steps.\n# Put this in the configuration file (or run: proxy canary adopt ${pipelineId} --write --config <file>):\n${note}`);
+  process.stderr.write(`# pipeline ${pipelineId} runs the baseline canary ${String(b.canary_id)} promoted at ${String(b.promoted_at)} ` +
+    `(${b.version}), not the file's steps.\n# Put this in the configuration file (or run: proxy canary adopt ${pipelineId} --write --config ` +
+    `<file>):\n${note}`);
   out(fragmentYaml(f, pipelineId));
 }
 
@@ -320,7 +334,8 @@ export async function canaryCommand(action: string, target: string | undefined, 
 }
 
 export function registerCanary(cli: CAC): void {
-  cli.command('canary <action> [target]', 'Canary deployments through the control plane: start, status <pipeline_id>, promote <pipeline_id>, rollback <pipeline_id>|--all, list, history <canary_id>, metrics <canary_id>, adopt <pipeline_id>')
+  cli.command('canary <action> [target]', 'Canary deployments through the control plane: start, status <pipeline_id>, promote <pipeline_id>, ' +
+    'rollback <pipeline_id>|--all, list, history <canary_id>, metrics <canary_id>, adopt <pipeline_id>')
     .option('--url <url>', `control-plane URL (default $PROXY_CONTROL_URL, else ${DEFAULT_URL})`)
     .option('--token <token>', 'bearer token (default $PROXY_CONTROL_TOKEN, else $PROXY_CONTROL_PLANE_TOKEN)')
     .option('--json', 'machine-readable output (the API\'s JSON) on stdout')

@@ -94,7 +94,8 @@ cli.command('devdb', 'Run the embedded development upstream alone (in-memory; no
   .option('--user <name:password>', 'require SCRAM-SHA-256 authentication with this user (repeatable)')
   .option('--tls-cert <file>', 'listen with TLS: PEM certificate (with --tls-key)')
   .option('--tls-key <file>', 'PEM private key of --tls-cert')
-  .option('--replica-set <members>', 'run as a replica set "rs0" of this many members on 127.0.0.1, ports --port, --port + 1, … (one shared in-memory store; not replication)')
+  .option('--replica-set <members>', 'run as a replica set "rs0" of this many members on 127.0.0.1, ports --port, --port + 1, … (one shared ' +
+    'in-memory store; not replication)')
   .action(async (opts: { port: number; host: string; user?: string | string[]; tlsCert?: string; tlsKey?: string; replicaSet?: number }) => {
     const log = new Logger('proxy::devdb', 'info', 'pretty');
     if (opts.replicaSet !== undefined) {

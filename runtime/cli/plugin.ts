@@ -242,7 +242,8 @@ export function registerPlugin(cli: CAC): void {
         const parent = opts.dir === undefined ? undefined : String(opts.dir);
         const r = scaffoldPlugin({ name, ...(parent !== undefined ? { parent } : {}) });
         const shown = relative(process.cwd(), r.dir) || '.';
-        process.stdout.write(`created ${shown}/\n${r.files.map((f) => `  ${f}\n`).join('')}\nnext:\n  cd ${shown}\n${r.inRepo ? '' : '  npm install\n'}  npm run build && npm test\n`);
+        process.stdout.write(`created ${shown}/\n${r.files.map((f) => `  ${f}\n`).join('')}\nnext:\n  cd ${shown}\n${r.inRepo ? '' : '  npm ' +
+          'install\n'}  npm run build && npm test\n`);
       } catch (err) {
         if (!(err instanceof PluginScaffoldError)) throw err;
         process.stderr.write(`proxy plugin: ${err.message}\n`);

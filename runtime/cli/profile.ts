@@ -86,21 +86,25 @@ class ProfileClient {
       res = await httpRequest(u, { method, headers, timeoutMs: REQUEST_TIMEOUT_MS });
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ETIMEDOUT') throw new ProfileError('PROXY_ERR_PROFILE_UNREACHABLE', `profiling endpoint at ${this.url} did not answer within ${REQUEST_TIMEOUT_MS / 1000} s`);
-      throw new ProfileError('PROXY_ERR_PROFILE_UNREACHABLE', `profiling endpoint not reachable at ${this.url} (is profiling configured? see docs/profiling.md)${code === undefined ? '' : ` [${code}]`}`);
+      if (code === 'ETIMEDOUT') throw new ProfileError('PROXY_ERR_PROFILE_UNREACHABLE', `profiling endpoint at ${this.url} did not answer ` +
+        `within ${REQUEST_TIMEOUT_MS / 1000} s`);
+      throw new ProfileError('PROXY_ERR_PROFILE_UNREACHABLE', `profiling endpoint not reachable at ${this.url} (is profiling configured? see ` +
+        `docs/profiling.md)${code === undefined ? '' : ` [${code}]`}`);
     }
     const body = res.body;
     if (res.status >= 200 && res.status < 300) return body;
     let error: { code?: string; message?: string } = {};
     try { error = (JSON.parse(body) as { error?: typeof error }).error ?? {}; } catch { /* not the proxy's error body */ }
     if (res.status === 401) {
-      throw new ProfileError('PROXY_ERR_PROFILE_TOKEN', `token rejected by ${this.url}${this.token === null ? ' (the endpoint requires one: --token or PROXY_PROFILE_TOKEN)' : ''}`);
+      throw new ProfileError('PROXY_ERR_PROFILE_TOKEN', `token rejected by ${this.url}${this.token === null ? ' (the endpoint requires one: ' +
+        '--token or PROXY_PROFILE_TOKEN)' : ''}`);
     }
     // A 404 that names a missing resource (an unknown step) is that; any other 404 is the disabled profiler.
     if (res.status === 404 && error.code !== 'PROXY_ERR_NOT_FOUND') {
       throw new ProfileError('PROXY_ERR_PROFILE_DISABLED', `profiling is disabled at ${this.url} (profiling.enabled: false)`);
     }
-    throw new ProfileError('PROXY_ERR_PROFILE_HTTP', `${method} ${u.pathname} at ${this.url} answered ${res.status}: ${error.message ?? body.slice(0, 200)}`, res.status);
+    throw new ProfileError('PROXY_ERR_PROFILE_HTTP', `${method} ${u.pathname} at ${this.url} ` +
+      `answered ${res.status}: ${error.message ?? body.slice(0, 200)}`, res.status);
   }
 
   async json<T>(method: 'GET' | 'POST', path: string, query: Record<string, string | undefined> = {}): Promise<T> {
@@ -229,12 +233,14 @@ export interface ProfileReport extends Snapshot {
   slowest_step: { name: string; phase: string; p99_latency_us: number } | null;
   /** Folded stacks (`a;b;c µs` lines) of the window, for a differential flame graph; null if not available. */
   folded: string | null;
-  instances?: Array<{ url: string; total_requests: number; errors: number; throughput_rps: number; avg_total_latency_us: number; p99_total_latency_us: number }>;
+  instances?: Array<{ url: string; total_requests: number; errors: number; throughput_rps: number; avg_total_latency_us: number;
+    p99_total_latency_us: number }>;
 }
 
 const round1 = (n: number) => Math.round(n * 10) / 10;
 
-function buildReport(g: WindowGraph | null, o: { source: string[]; pipelineId?: string; variant: string; startedAt: number; elapsedMs: number; resetDuringWindow: boolean; folded: string | null }): ProfileReport {
+function buildReport(g: WindowGraph | null, o: { source: string[]; pipelineId?: string; variant: string; startedAt: number; elapsedMs: number;
+  resetDuringWindow: boolean; folded: string | null }): ProfileReport {
   const total = g?.total.count ?? 0;
   const errors = g?.errors ?? 0;
   const steps = (g?.steps ?? []).map(stepRow).sort((a, b) => b.p99_latency_us - a.p99_latency_us || b.avg_latency_us - a.avg_latency_us);
@@ -279,9 +285,11 @@ function stepsTable(rows: StepRow[]): string {
 function formatReport(r: ProfileReport): string {
   const where = r.pipeline_id === null ? r.pipeline : `${r.pipeline_id}/${r.pipeline}`;
   return [
-    `profile of ${where} over ${r.duration_s.toFixed(2)} s (${r.source.join(', ')})${r.reset_during_window ? ' — statistics were reset during the window' : ''}`,
+    `profile of ${where} over ${r.duration_s.toFixed(2)} s (${r.source.join(', ')})${r.reset_during_window ? ' — statistics were reset during the ' +
+      'window' : ''}`,
     `requests:  ${int(r.total_requests)} (${r.throughput_rps.toLocaleString('en-US')} req/s), errors ${int(r.errors)} (${r.error_rate_pct.toFixed(2)}%)`,
-    `latency:   avg ${int(r.avg_total_latency_us)} µs, p50 ${int(r.p50_total_latency_us)}, p95 ${int(r.p95_total_latency_us)}, p99 ${int(r.p99_total_latency_us)}, max ${int(r.max_total_latency_us)}`,
+    `latency:   avg ${int(r.avg_total_latency_us)} µs, p50 ${int(r.p50_total_latency_us)}, p95 ${int(r.p95_total_latency_us)}, ` +
+      `p99 ${int(r.p99_total_latency_us)}, max ${int(r.max_total_latency_us)}`,
     `upstream:  avg ${int(r.avg_upstream_latency_us)} µs`,
     `overhead:  avg ${int(r.avg_pipeline_overhead_us)} µs (total minus upstream)`,
     `slowest:   ${r.slowest_step === null ? '-' : `${r.slowest_step.name} (${r.slowest_step.phase}) p99 ${int(r.slowest_step.p99_latency_us)} µs`}`,
@@ -299,7 +307,8 @@ function bucketBars(buckets: Bucket[]): string {
   const most = Math.max(...buckets.map((b) => b.count));
   const rows = buckets.slice(first, last + 1).map((b, i) => {
     const label = b.le_us === '+Inf' ? `> ${int(Number(buckets[buckets.length - 2]?.le_us ?? 0))} µs` : `≤ ${int(b.le_us)} µs`;
-    return [`  ${label}`, int(b.count), '█'.repeat(Math.round((b.count / most) * BAR_WIDTH)).padEnd(BAR_WIDTH), `${((100 * b.count) / total).toFixed(1)}%`, String(first + i)];
+    return [`  ${label}`, int(b.count), '█'.repeat(Math.round((b.count / most) * BAR_WIDTH)).padEnd(BAR_WIDTH),
+      `${((100 * b.count) / total).toFixed(1)}%`, String(first + i)];
   });
   const w0 = Math.max(...rows.map((r) => r[0].length));
   const w1 = Math.max(...rows.map((r) => r[1].length));
@@ -405,7 +414,8 @@ export function registerProfile(cli: CAC): void {
   cli.command('profile [experiment]', 'Read the profiling endpoint: snapshot, window report, live tail, flame graph, step detail, compare, export, aggregate')
     .option('--url <url>', `profiling endpoint (default $PROXY_PROFILE_URL, else ${DEFAULT_URL})`)
     .option('--token <token>', 'bearer token of the endpoint (default $PROXY_PROFILE_TOKEN)')
-    .option('--pipeline <id>', 'pipeline whose graph to read (default: the default pipeline; windows: the busiest graph); "baseline" or "candidate" here still mean --variant')
+    .option('--pipeline <id>', 'pipeline whose graph to read (default: the default pipeline; windows: the busiest graph); "baseline" or ' +
+      '"candidate" here still mean --variant')
     .option('--pipeline-id <id>', 'the same as --pipeline <id>')
     .option('--variant <variant>', 'baseline | candidate (default baseline)')
     .option('--json', 'machine-readable output on stdout')
@@ -443,13 +453,15 @@ async function profileCommand(experiment: string | undefined, o: ProfileCliOptio
     ['compare', o.compare !== undefined], ['export', o.export === true], ['aggregate', o.aggregate === true], ['mmap', o.mmap !== undefined],
   ];
   const chosen = flags.filter((f) => f[1]).map((f) => f[0]);
-  if (chosen.length > 1) usage(`choose one of --live, --flamegraph, --step, --compare, --export, --aggregate, --mmap (got ${chosen.map((m) => `--${m}`).join(', ')})`);
+  if (chosen.length > 1) usage(`choose one of --live, --flamegraph, --step, --compare, --export, --aggregate, --mmap ` +
+    `(got ${chosen.map((m) => `--${m}`).join(', ')})`);
   const mode: Mode = chosen[0] ?? (o.duration !== undefined ? 'report' : 'snapshot');
   // The file form reads no endpoint: --url and --token would be silently ignored, so they are refused.
   const allowed = new Set([...(mode === 'mmap' ? [] : ['url', 'token']), 'pipelineId', 'pipeline', 'variant', 'json', mode, ...MODE_OPTIONS[mode]]);
   for (const [k, v] of Object.entries(o)) {
     if (k === '--' || k.includes('-') || v === undefined) continue;
-    if (!allowed.has(k)) usage(`${FLAG_OF[k] ?? `--${k}`} does not apply to ${mode === 'snapshot' ? 'the snapshot' : mode === 'report' ? '--duration' : `--${mode}`}`);
+    if (!allowed.has(k)) usage(`${FLAG_OF[k] ?? `--${k}`} does not apply to ${mode === 'snapshot' ? 'the ' +
+      'snapshot' : mode === 'report' ? '--duration' : `--${mode}`}`);
   }
   if (experiment !== undefined && mode !== 'compare') usage(`unexpected argument "${experiment}"`);
   // --pipeline names a pipeline; its old meaning, the graph variant, is kept for "baseline" and
@@ -458,14 +470,17 @@ async function profileCommand(experiment: string | undefined, o: ProfileCliOptio
   const legacyVariant = pipelineArg === 'baseline' || pipelineArg === 'candidate' ? pipelineArg : undefined;
   const pipelineIdArg = raw('pipeline-id', o.pipelineId);
   const pipelineId = legacyVariant === undefined ? pipelineArg : undefined;
-  if (pipelineId !== undefined && pipelineIdArg !== undefined && pipelineId !== pipelineIdArg) usage(`--pipeline ${pipelineId} and --pipeline-id ${pipelineIdArg} name different pipelines`);
+  if (pipelineId !== undefined && pipelineIdArg !== undefined && pipelineId !== pipelineIdArg) usage(`--pipeline ${pipelineId} and ` +
+    `--pipeline-id ${pipelineIdArg} name different pipelines`);
   const variantArg = raw('variant', o.variant);
-  if (variantArg !== undefined && legacyVariant !== undefined && variantArg !== legacyVariant) usage(`--variant ${variantArg} and --pipeline ${legacyVariant} disagree`);
+  if (variantArg !== undefined && legacyVariant !== undefined && variantArg !== legacyVariant) usage(`--variant ${variantArg} and ` +
+    `--pipeline ${legacyVariant} disagree`);
   const variant = variantArg ?? legacyVariant ?? 'baseline';
   if (variant !== 'baseline' && variant !== 'candidate') usage(`--variant must be baseline or candidate, got "${variant}"`);
   const url = baseUrl(raw('url', o.url) ?? process.env.PROXY_PROFILE_URL ?? DEFAULT_URL, '--url');
   const token = raw('token', o.token) ?? process.env.PROXY_PROFILE_TOKEN ?? null;
-  const ctx: Ctx = { client: new ProfileClient(url, token === '' ? null : token), pipelineId: pipelineId ?? pipelineIdArg, variant, json: o.json === true, o, experiment };
+  const ctx: Ctx = { client: new ProfileClient(url, token === '' ? null : token), pipelineId: pipelineId ?? pipelineIdArg, variant,
+    json: o.json === true, o, experiment };
   switch (mode) {
     case 'snapshot': return snapshotCommand(ctx);
     case 'report': return reportCommand(ctx);
@@ -504,13 +519,15 @@ async function mmapCommand(c: Ctx): Promise<void> {
 function printSnapshot(c: Ctx, s: Snapshot): void {
   if (c.json) { process.stdout.write(`${JSON.stringify(s, null, 2)}\n`); return; }
   process.stdout.write([
-    `requests: ${int(s.total_requests)} since the last reset; avg total ${int(s.avg_total_latency_us)} µs, upstream ${int(s.avg_upstream_latency_us)} µs, overhead ${int(s.avg_pipeline_overhead_us)} µs`,
+    `requests: ${int(s.total_requests)} since the last reset; avg total ${int(s.avg_total_latency_us)} µs, ` +
+      `upstream ${int(s.avg_upstream_latency_us)} µs, overhead ${int(s.avg_pipeline_overhead_us)} µs`,
     '', stepsTable(s.steps),
   ].join('\n'));
 }
 
 /** Reads histograms now, waits `ms` (progress on a terminal), reads again: the window of every graph. */
-async function measure(clients: ProfileClient[], ms: number | null, reset: boolean): Promise<{ windows: WindowGraph[][]; startedAt: number; elapsedMs: number; resetDuringWindow: boolean }> {
+async function measure(clients: ProfileClient[], ms: number | null, reset: boolean): Promise<{ windows: WindowGraph[][]; startedAt: number;
+  elapsedMs: number; resetDuringWindow: boolean }> {
   if (reset) await Promise.all(clients.map((cl) => cl.text('POST', '/api/profile/reset')));
   const startedAt = Date.now();
   const starts = ms === null ? clients.map(() => null) : await Promise.all(clients.map((cl) => cl.json<HistBody>('GET', '/api/profile/histograms')));
@@ -529,7 +546,8 @@ async function measure(clients: ProfileClient[], ms: number | null, reset: boole
 async function foldedWindow(client: ProfileClient, g: WindowGraph | null, elapsedMs: number): Promise<Map<string, number> | null> {
   if (g === null) return null;
   try {
-    const text = await client.text('GET', '/api/profile/flamegraph', { format: 'folded', duration: `${Math.ceil(elapsedMs)}ms`, pipeline_id: g.pipelineId, pipeline: g.variant });
+    const text = await client.text('GET', '/api/profile/flamegraph', { format: 'folded', duration: `${Math.ceil(elapsedMs)}ms`,
+      pipeline_id: g.pipelineId, pipeline: g.variant });
     return parseFolded(text);
   } catch (err) {
     process.stderr.write(`proxy profile: no folded stacks in the report: ${(err as Error).message}\n`);
@@ -548,7 +566,8 @@ async function reportCommand(c: Ctx): Promise<void> {
   const m = await measure([c.client], ms, c.o.reset === true);
   const g = pickGraph(m.windows[0], c.pipelineId, c.variant);
   const folded = await foldedWindow(c.client, g, m.elapsedMs);
-  emitReport(c, buildReport(g, { source: [c.client.url], pipelineId: c.pipelineId, variant: c.variant, startedAt: m.startedAt, elapsedMs: m.elapsedMs, resetDuringWindow: m.resetDuringWindow, folded: folded === null ? null : foldedText(folded) }));
+  emitReport(c, buildReport(g, { source: [c.client.url], pipelineId: c.pipelineId, variant: c.variant, startedAt: m.startedAt, elapsedMs: m.elapsedMs,
+    resetDuringWindow: m.resetDuringWindow, folded: folded === null ? null : foldedText(folded) }));
 }
 
 async function aggregateCommand(c: Ctx, token: string | null): Promise<void> {
@@ -569,19 +588,25 @@ async function aggregateCommand(c: Ctx, token: string | null): Promise<void> {
       for (const [k, v] of p) folded.set(k, (folded.get(k) ?? 0) + v);
     }
   }
-  const r = buildReport(g, { source: urls, pipelineId: c.pipelineId, variant: c.variant, startedAt: m.startedAt, elapsedMs: m.elapsedMs, resetDuringWindow: m.resetDuringWindow, folded: folded === null ? null : foldedText(folded) });
+  const r = buildReport(g, { source: urls, pipelineId: c.pipelineId, variant: c.variant, startedAt: m.startedAt, elapsedMs: m.elapsedMs,
+    resetDuringWindow: m.resetDuringWindow, folded: folded === null ? null : foldedText(folded) });
   r.instances = urls.map((url, i) => {
-    const one = buildReport(g === null ? null : pickGraph(m.windows[i], g.pipelineId, g.variant), { source: [url], variant: c.variant, startedAt: m.startedAt, elapsedMs: m.elapsedMs, resetDuringWindow: false, folded: null });
-    return { url, total_requests: one.total_requests, errors: one.errors, throughput_rps: one.throughput_rps, avg_total_latency_us: one.avg_total_latency_us, p99_total_latency_us: one.p99_total_latency_us };
+    const one = buildReport(g === null ? null : pickGraph(m.windows[i], g.pipelineId, g.variant),
+      { source: [url], variant: c.variant, startedAt: m.startedAt, elapsedMs: m.elapsedMs, resetDuringWindow: false, folded: null });
+    return { url, total_requests: one.total_requests, errors: one.errors, throughput_rps: one.throughput_rps,
+      avg_total_latency_us: one.avg_total_latency_us, p99_total_latency_us: one.p99_total_latency_us };
   });
   emitReport(c, r);
-  if (!c.json) process.stdout.write(table(['instance', 'requests', 'req/s', 'avg µs', 'p99 µs', 'errors'], r.instances.map((x) => [x.url, int(x.total_requests), x.throughput_rps.toLocaleString('en-US'), int(x.avg_total_latency_us), int(x.p99_total_latency_us), int(x.errors)]), 1).replace(/^/, '\n'));
+  if (!c.json) process.stdout.write(table(['instance', 'requests', 'req/s', 'avg µs', 'p99 µs', 'errors'],
+    r.instances.map((x) => [x.url, int(x.total_requests), x.throughput_rps.toLocaleString('en-US'), int(x.avg_total_latency_us),
+    int(x.p99_total_latency_us), int(x.errors)]), 1).replace(/^/, '\n'));
 }
 
 /** Merging adds into the first graph's histograms: copies keep each instance's own numbers intact. */
 function copyGraph(g: WindowGraph): WindowGraph {
   const cp = <T extends Dist>(d: T): T => {
-    const h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: d.hdr.highestTrackableValue, numberOfSignificantValueDigits: 3, bitBucketSize: 32, useWebAssembly: false });
+    const h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: d.hdr.highestTrackableValue, numberOfSignificantValueDigits: 3,
+      bitBucketSize: 32, useWebAssembly: false });
     h.add(d.hdr);
     return { ...d, hdr: h };
   };
@@ -595,7 +620,8 @@ async function flamegraphCommand(c: Ctx): Promise<void> {
   if (format !== 'svg' && format !== 'folded') usage(`--format for --flamegraph is svg or folded, got "${format}"`);
   const minWidth = raw('min-width', c.o.minWidth);
   if (minWidth !== undefined && !(Number(minWidth) >= 0 && Number(minWidth) <= 100)) usage(`--min-width must be a percentage 0..100, got "${minWidth}"`);
-  const body = await c.client.text('GET', '/api/profile/flamegraph', { ...graphQuery(c), duration: d, format, min_width: minWidth, title: raw('title', c.o.title) });
+  const body = await c.client.text('GET', '/api/profile/flamegraph', { ...graphQuery(c), duration: d, format, min_width: minWidth,
+    title: raw('title', c.o.title) });
   const file = output(c);
   writeOut(file, body);
   if (file !== undefined) process.stdout.write(`flame graph of the last ${d} written to ${file}\n`);
@@ -605,7 +631,8 @@ async function exportCommand(c: Ctx): Promise<void> {
   const format = raw('format', c.o.format) ?? 'jsonl';
   if (format !== 'jsonl' && format !== 'csv') usage(`--format for --export is jsonl or csv, got "${format}"`);
   const s = await c.client.json<Snapshot>('GET', '/api/profile', graphQuery(c));
-  const fields: Array<keyof StepRow> = ['name', 'phase', 'avg_latency_us', 'p50_latency_us', 'p95_latency_us', 'p99_latency_us', 'max_latency_us', 'invocations', 'errors'];
+  const fields: Array<keyof StepRow> = ['name', 'phase', 'avg_latency_us', 'p50_latency_us', 'p95_latency_us', 'p99_latency_us', 'max_latency_us',
+    'invocations', 'errors'];
   const csv = (v: unknown) => (/[",\n\r]/.test(String(v)) ? `"${String(v).replace(/"/g, '""')}"` : String(v));
   const text = format === 'jsonl'
     ? s.steps.map((r) => `${JSON.stringify(Object.fromEntries(fields.map((f) => [f, r[f]])))}\n`).join('')
@@ -668,8 +695,10 @@ async function liveCommand(c: Ctx): Promise<void> {
         t.worstP99 = Math.max(t.worstP99, p99);
         if (over === 0) continue;
         t.intervals++;
-        const line = { time: at, pipeline_id: g.pipelineId, step: s.name, phase: s.phase, calls: s.count, over_threshold: over, p99_latency_us: p99, max_latency_us: Math.round(s.maxUs) };
-        process.stdout.write(c.json ? `${JSON.stringify(line)}\n` : `${at}  ${s.name} ${s.phase}: ${int(over)} of ${int(s.count)} calls over ${int(thresholdUs)} µs, p99 ${int(p99)} µs, max ${int(line.max_latency_us)} µs\n`);
+        const line = { time: at, pipeline_id: g.pipelineId, step: s.name, phase: s.phase, calls: s.count, over_threshold: over, p99_latency_us: p99,
+          max_latency_us: Math.round(s.maxUs) };
+        process.stdout.write(c.json ? `${JSON.stringify(line)}\n` : `${at}  ${s.name} ${s.phase}: ${int(over)} of ${int(s.count)} calls ` +
+          `over ${int(thresholdUs)} µs, p99 ${int(p99)} µs, max ${int(line.max_latency_us)} µs\n`);
       }
     }
     prev = cur;
@@ -677,11 +706,14 @@ async function liveCommand(c: Ctx): Promise<void> {
   const rows = [...totals.values()].sort((a, b) => b.over - a.over || b.worstP99 - a.worstP99);
   const elapsed = (Date.now() - t0) / 1000;
   if (c.json) {
-    process.stdout.write(`${JSON.stringify({ summary: { duration_s: elapsed, intervals, threshold_us: thresholdUs, steps: rows.map((r) => ({ pipeline_id: r.pipelineId, step: r.name, phase: r.phase, calls: r.calls, over_threshold: r.over, slow_intervals: r.intervals, worst_p99_latency_us: r.worstP99, max_latency_us: r.max })) } })}\n`);
+    process.stdout.write(`${JSON.stringify({ summary: { duration_s: elapsed, intervals, threshold_us: thresholdUs,
+      steps: rows.map((r) => ({ pipeline_id: r.pipelineId, step: r.name, phase: r.phase, calls: r.calls, over_threshold: r.over,
+      slow_intervals: r.intervals, worst_p99_latency_us: r.worstP99, max_latency_us: r.max })) } })}\n`);
   } else {
     process.stdout.write(`\nsummary: ${elapsed.toFixed(1)} s, ${intervals} intervals, threshold ${int(thresholdUs)} µs\n`);
     process.stdout.write(rows.length === 0 ? '(no step invocations)\n' : table(['step', 'phase', 'calls', 'over', 'slow intervals', 'worst p99 µs', 'max µs'],
-      rows.map((r) => [r.name, r.phase, int(r.calls), `${int(r.over)} (${((100 * r.over) / Math.max(1, r.calls)).toFixed(2)}%)`, int(r.intervals), int(r.worstP99), int(r.max)])));
+      rows.map((r) => [r.name, r.phase, int(r.calls), `${int(r.over)} (${((100 * r.over) / Math.max(1, r.calls)).toFixed(2)}%)`, int(r.intervals),
+        int(r.worstP99), int(r.max)])));
   }
   process.exitCode = 0;
 }
@@ -720,15 +752,18 @@ async function stepCommand(c: Ctx): Promise<void> {
   const cacheStep = name === 'cache' || name === 'wasm:cache';
   const metrics = () => (cacheStep ? c.client.text('GET', '/metrics') : Promise.resolve(''));
   if (ms !== null && c.o.reset === true) await c.client.text('POST', '/api/profile/reset');
-  const [start, startHist, startMetrics] = ms === null ? [null, null, ''] : await Promise.all([stepDetailOrNull(c, name), c.client.json<HistBody>('GET', '/api/profile/histograms'), metrics()]);
+  const [start, startHist, startMetrics] = ms === null ? [null, null, ''] : await Promise.all([stepDetailOrNull(c, name),
+    c.client.json<HistBody>('GET', '/api/profile/histograms'), metrics()]);
   const t0 = performance.now();
   if (ms !== null) {
     const stop = startProgress(`profiling ${name}`, ms);
     await sleep(ms);
     stop();
   }
-  const [end, endHist, endMetrics] = await Promise.all([stepDetailOrNull(c, name), ms === null ? null : c.client.json<HistBody>('GET', '/api/profile/histograms'), metrics()]);
-  if (end === null) throw new ProfileError('PROXY_ERR_PROFILE_HTTP', `no statistics for step ${name} in ${c.pipelineId ?? 'the proxy\'s pipeline'}/${c.variant} at ${c.client.url}`);
+  const [end, endHist, endMetrics] = await Promise.all([stepDetailOrNull(c, name),
+    ms === null ? null : c.client.json<HistBody>('GET', '/api/profile/histograms'), metrics()]);
+  if (end === null) throw new ProfileError('PROXY_ERR_PROFILE_HTTP', `no statistics for step ${name} in ${c.pipelineId ?? 'the proxy\'s ' +
+    'pipeline'}/${c.variant} at ${c.client.url}`);
   let detail = end;
   if (ms !== null && endHist !== null) {
     // Phase numbers from the subtracted HDR histograms; sub-operations have only bucket counts to
@@ -769,7 +804,8 @@ async function stepCommand(c: Ctx): Promise<void> {
   }
   const window_s = ms === null ? null : Math.round(performance.now() - t0) / 1000;
   if (c.json) { process.stdout.write(`${JSON.stringify({ ...detail, window_s, cache }, null, 2)}\n`); return; }
-  const out = [`${detail.name} in ${detail.pipeline_id}/${detail.pipeline}, ${window_s === null ? 'since the last reset' : `over ${window_s.toFixed(2)} s`}`, ''];
+  const out = [`${detail.name} in ${detail.pipeline_id}/${detail.pipeline}, ${window_s === null ? 'since the last ' +
+    'reset' : `over ${window_s.toFixed(2)} s`}`, ''];
   out.push(table(['phase', 'calls', 'errors', 'slow', 'avg µs', 'p50', 'p90', 'p95', 'p99', 'p99.9', 'max'], detail.phases.map((p) => [
     p.phase, int(p.invocations), int(p.errors), int(p.slow), opt(p.avg_latency_us), opt(p.p50_latency_us), opt(p.p90_latency_us),
     opt(p.p95_latency_us), opt(p.p99_latency_us), opt(p.p999_latency_us), opt(p.max_latency_us),
@@ -780,7 +816,8 @@ async function stepCommand(c: Ctx): Promise<void> {
     if (p.subops.length === 0) continue;
     out.push(`${p.phase} sub-operations${window_s === null ? '' : ' (window percentiles are bucket bounds)'}`);
     out.push(table(['name', 'calls', 'errors', 'avg µs', 'p50', 'p99', 'max'], p.subops.map((s) => [
-      s.name, int(s.invocations), int(s.errors), opt(s.avg_latency_us), le(s.p50_latency_us, window_s !== null), le(s.p99_latency_us, window_s !== null), opt(s.max_latency_us),
+      s.name, int(s.invocations), int(s.errors), opt(s.avg_latency_us), le(s.p50_latency_us, window_s !== null),
+        le(s.p99_latency_us, window_s !== null), opt(s.max_latency_us),
     ]), 1));
   }
   if (cacheStep) {
@@ -799,12 +836,14 @@ function readReport(file: string): ProfileReport {
   } catch (err) {
     return usage(`cannot read report ${file}: ${(err as Error).message}`);
   }
-  if (r === null || typeof r !== 'object' || r.report !== 'proxy-profile' || !Array.isArray(r.steps)) usage(`${file} is not a report of \`proxy profile --duration --output\``);
+  if (r === null || typeof r !== 'object' || r.report !== 'proxy-profile' || !Array.isArray(r.steps)) usage(`${file} is not a report of \`proxy ` +
+    `profile --duration --output\``);
   return r;
 }
 
 interface Change { baseline: number; experiment: number; delta: number; delta_pct: number | null }
-const change = (a: number, b: number): Change => ({ baseline: a, experiment: b, delta: Math.round((b - a) * 100) / 100, delta_pct: a === 0 ? null : Math.round(((b - a) / a) * 1e4) / 100 });
+const change = (a: number, b: number): Change => ({ baseline: a, experiment: b, delta: Math.round((b - a) * 100) / 100,
+  delta_pct: a === 0 ? null : Math.round(((b - a) / a) * 1e4) / 100 });
 
 /** A report's folded stacks per request, so that windows of different length or load compare what each request cost. */
 function perRequest(r: ProfileReport): Map<string, number> {
@@ -840,7 +879,8 @@ async function compareCommand(c: Ctx): Promise<void> {
   let svg: string | null = null;
   const file = output(c);
   if (file !== undefined) {
-    if (a.folded === null || b.folded === null) throw new ProfileError('PROXY_ERR_PROFILE_DATA', `${a.folded === null ? bFile : c.experiment} carries no folded stacks: no differential flame graph`);
+    if (a.folded === null || b.folded === null) throw new ProfileError('PROXY_ERR_PROFILE_DATA', `${a.folded === null ? bFile : c.experiment} ` +
+      `carries no folded stacks: no differential flame graph`);
     const { renderDiffFlameGraph } = await import('../profiling/flamegraph-diff.ts');
     svg = renderDiffFlameGraph(perRequest(a), perRequest(b), { title: `${bFile} → ${c.experiment} (µs per request)`, minWidthPct: 0.1 });
   }
@@ -848,7 +888,8 @@ async function compareCommand(c: Ctx): Promise<void> {
   if (c.json) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   else {
     const pct = (ch: Change | null, pp = false) => (ch === null ? '-' : pp ? `${ch.delta >= 0 ? '+' : ''}${ch.delta.toFixed(2)} pp`
-      : `${ch.delta >= 0 ? '+' : ''}${ch.delta.toLocaleString('en-US')}${ch.delta_pct === null ? '' : ` (${ch.delta_pct >= 0 ? '+' : ''}${ch.delta_pct.toFixed(1)}%)`}`);
+      : `${ch.delta >= 0 ? '+' : ''}${ch.delta.toLocaleString('en-US')}${ch.delta_pct === null ? '' : ` ` +
+        `(${ch.delta_pct >= 0 ? '+' : ''}${ch.delta_pct.toFixed(1)}%)`}`);
     const num = (v: number) => v.toLocaleString('en-US');
     const m = metrics;
     process.stdout.write(table(['', 'baseline', 'experiment', 'change'], [

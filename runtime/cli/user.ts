@@ -99,7 +99,8 @@ async function readPassword(name: string): Promise<string> {
 }
 
 export function registerUser(cli: CAC): void {
-  cli.command('user <action> [name]', 'Client users: `user add <name>` prints the auth.users entry (a SCRAM-SHA-256 credential) for a password read from standard input or a prompt')
+  cli.command('user <action> [name]', 'Client users: `user add <name>` prints the auth.users entry (a SCRAM-SHA-256 credential) for a password ' +
+    'read from standard input or a prompt')
     .option('--db <db>', 'authentication database (the client\'s authSource)', { default: 'admin' })
     .option('--iterations <n>', 'PBKDF2 iterations (at least 4096)', { default: DEFAULT_ITERATIONS })
     .option('--format <format>', 'json (the entry), yaml or toml (an auth.users fragment)', { default: 'json' })

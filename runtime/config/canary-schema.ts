@@ -20,7 +20,8 @@ export function canaryDurationMs(s: string): number {
   return ms;
 }
 
-const duration = (desc: string) => v.pipe(v.string(), v.regex(CANARY_DURATION_PATTERN, 'expected a duration like "30s", "10m", "1h30m", "250ms" or "0"'), v.description(desc));
+const duration = (desc: string) => v.pipe(v.string(), v.regex(CANARY_DURATION_PATTERN, 'expected a duration like "30s", "10m", "1h30m", "250ms" or ' +
+  '"0"'), v.description(desc));
 const pct = (desc: string) => v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(100), v.description(desc));
 const nonNeg = (desc: string) => v.pipe(v.number(), v.minValue(0), v.description(desc));
 const count = (desc: string) => v.pipe(v.number(), v.integer(), v.minValue(0), v.description(desc));
@@ -31,9 +32,12 @@ export const stageSchema = v.strictObject({
   min_requests: onReload(count('Minimum candidate requests since entering the stage before it may be promoted.')),
   manual_gate: onReload(v.optional(v.pipe(v.boolean(), v.description('With auto_promote, the canary pauses here (status `paused`) until promoted by hand.')))),
   gate: onReload(v.optional(v.pipe(v.strictObject({
-    url: onReload(v.pipe(v.string(), v.url('expected an http:// or https:// URL'), v.regex(/^https?:\/\//i, 'expected an http:// or https:// URL'), v.description('Where the gate is POSTed the canary\'s state.'))),
-    timeout_ms: onReload(v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(60_000), v.description('How long the gate has to answer, ms.')), 5000)),
-  }), v.description('Pre-promotion webhook: the canary leaves this stage only after a POST to `url` answers 2xx within `timeout_ms` (default 5000); a failure or timeout holds the stage and is retried at each evaluation.')))),
+    url: onReload(v.pipe(v.string(), v.url('expected an http:// or https:// URL'), v.regex(/^https?:\/\//i, 'expected an http:// or https:// URL'),
+      v.description('Where the gate is POSTed the canary\'s state.'))),
+    timeout_ms: onReload(v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(60_000),
+      v.description('How long the gate has to answer, ms.')), 5000)),
+  }), v.description('Pre-promotion webhook: the canary leaves this stage only after a POST to `url` answers 2xx within `timeout_ms` (default ' +
+    '5000); a failure or timeout holds the stage and is retried at each evaluation.')))),
 });
 
 export const stagesSchema = v.pipe(
@@ -50,30 +54,39 @@ export const DEFAULT_STAGES = [
 ];
 
 export const customMetricSchema = v.strictObject({
-  metric: onReload(v.pipe(v.string(), v.regex(/^proxy_plugin_[a-zA-Z0-9_]+$/, 'expected a plugin metric name (proxy_plugin_…)'), v.description('Plugin metric (proxy_plugin_…) compared between the graphs.'))),
+  metric: onReload(v.pipe(v.string(), v.regex(/^proxy_plugin_[a-zA-Z0-9_]+$/, 'expected a plugin metric name (proxy_plugin_…)'),
+    v.description('Plugin metric (proxy_plugin_…) compared between the graphs.'))),
   threshold_delta: onReload(v.pipe(v.number(), v.description('Candidate minus baseline beyond which the rule is breached.'))),
-  comparison: onReload(v.optional(v.pipe(v.picklist(['greater_than', 'less_than']), v.description('`greater_than`: breached when the delta exceeds threshold_delta; `less_than`: when it is below it.')), 'greater_than')),
+  comparison: onReload(v.optional(v.pipe(v.picklist(['greater_than', 'less_than']),
+    v.description('`greater_than`: breached when the delta exceeds threshold_delta; `less_than`: when it is below it.')), 'greater_than')),
 });
 
 export const rollbackRulesSchema = v.strictObject({
-  error_rate_delta_pct: onReload(v.optional(nonNeg('Roll back when the candidate error rate exceeds the baseline\'s by more than this many percentage points (additive: baseline 0.02 and 5.0 trigger above 5.02).'), 5)),
-  latency_p95_delta_ms: onReload(v.optional(nonNeg('Roll back when the candidate P95 latency exceeds the baseline\'s by more than this many milliseconds.'), 100)),
+  error_rate_delta_pct: onReload(v.optional(nonNeg('Roll back when the candidate error rate exceeds the baseline\'s by more than this many ' +
+    'percentage points (additive: baseline 0.02 and 5.0 trigger above 5.02).'), 5)),
+  latency_p95_delta_ms: onReload(v.optional(nonNeg('Roll back when the candidate P95 latency exceeds the baseline\'s by more than this many ' +
+    'milliseconds.'), 100)),
   sustained_duration: onReload(v.optional(duration('How long a breach must persist, evaluation after evaluation, before the rollback.'), '20s')),
   check_interval: onReload(v.optional(duration('How often the canary is evaluated (the evaluation window).'), '5s')),
   custom_metrics: onReload(v.optional(v.pipe(v.array(customMetricSchema), v.description('Extra rules over plugin metrics (see docs/canary.md).')), [])),
-  min_window_requests: onReload(v.optional(count('Fewer requests than this on either side in a window is no evidence: the window neither starts nor resets a timer and never promotes.'), 20)),
+  min_window_requests: onReload(v.optional(count('Fewer requests than this on either side in a window is no evidence: the window neither starts ' +
+    'nor resets a timer and never promotes.'), 20)),
 });
 
 export const autoPromoteRulesSchema = v.strictObject({
   min_duration: onReload(v.optional(duration('Floor on every stage\'s min_duration for automatic promotion.'), '0')),
   min_requests: onReload(v.optional(count('Floor on every stage\'s min_requests for automatic promotion.'), 0)),
-  max_error_rate_delta_pct: onReload(v.optional(nonNeg('Promote only when the candidate error rate exceeds the baseline\'s by at most this many points (stage window).'), 1)),
-  max_latency_p95_delta_ms: onReload(v.optional(nonNeg('Promote only when the candidate P95 exceeds the baseline\'s by at most this many ms (stage window).'), 20)),
+  max_error_rate_delta_pct: onReload(v.optional(nonNeg('Promote only when the candidate error rate exceeds the baseline\'s by at most this many ' +
+    'points (stage window).'), 1)),
+  max_latency_p95_delta_ms: onReload(v.optional(nonNeg('Promote only when the candidate P95 exceeds the baseline\'s by at most this many ms (stage ' +
+    'window).'), 20)),
 });
 
 export const judgeSchema = v.strictObject({
-  enabled: onReload(v.optional(v.pipe(v.boolean(), v.description('Statistical judge: a breach or a promotion also needs a one-sided significance test (errors: Fisher exact test, z-test past 5000 errors; latency: Mann-Whitney U on the windows\' histograms).')), false)),
-  confidence: onReload(v.optional(v.pipe(v.number(), v.minValue(0.5), v.maxValue(0.9999), v.description('Confidence of the judge\'s one-sided tests (0.5..0.9999).')), 0.98)),
+  enabled: onReload(v.optional(v.pipe(v.boolean(), v.description('Statistical judge: a breach or a promotion also needs a one-sided significance ' +
+    'test (errors: Fisher exact test, z-test past 5000 errors; latency: Mann-Whitney U on the windows\' histograms).')), false)),
+  confidence: onReload(v.optional(v.pipe(v.number(), v.minValue(0.5), v.maxValue(0.9999),
+    v.description('Confidence of the judge\'s one-sided tests (0.5..0.9999).')), 0.98)),
 });
 
 // Notifications (channelSchema, notificationsSchema) live in notifications-schema.ts.
@@ -82,17 +95,32 @@ export { notificationChannel as channelSchema, notificationsSchema } from './not
 export const canarySchema = v.strictObject({
   stages: onReload(v.optional(v.pipe(stagesSchema, v.description('Default stages of a canary started without `stages`.')), DEFAULT_STAGES)),
   auto_promote: onReload(v.optional(v.pipe(v.boolean(), v.description('Default: promote automatically when the four auto-promote conditions hold.')), false)),
-  data_dir: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('Directory of the canary store (canary.db, SQLite; created if missing; relative to the working directory).')), 'data/canary')),
-  baseline_grace_period: onRestart(v.optional(duration('How long the old baseline graph is kept after a canary completes (restorable with POST /api/v1/canary/{id}/restore-baseline).'), '15m')),
-  warning_share: onRestart(v.optional(v.pipe(v.number(), v.minValue(0.01), v.maxValue(1), v.description('canary.threshold_warning is emitted when a delta passes this share of its rollback threshold.')), 0.8)),
-  max_samples: onRestart(v.optional(v.pipe(v.number(), v.integer(), v.minValue(10), v.description('Evaluation samples kept per canary (GET …/metrics); older ones are dropped.')), 10000)),
+  data_dir: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('Directory of the canary store (canary.db, SQLite; created if ' +
+    'missing; relative to the working directory).')), 'data/canary')),
+  baseline_grace_period: onRestart(v.optional(duration('How long the old baseline graph is kept after a canary completes (restorable with POST ' +
+    '/api/v1/canary/{id}/restore-baseline).'), '15m')),
+  warning_share: onRestart(v.optional(v.pipe(v.number(), v.minValue(0.01), v.maxValue(1),
+    v.description('canary.threshold_warning is emitted when a delta passes this share of its rollback threshold.')), 0.8)),
+  max_samples: onRestart(v.optional(v.pipe(v.number(), v.integer(), v.minValue(10),
+    v.description('Evaluation samples kept per canary (GET …/metrics); older ones are dropped.')), 10000)),
   judge: onReload(v.optional(v.pipe(judgeSchema, v.description('Optional statistical judge (docs/canary.md).')), {})),
-  plugin_dirs: onReload(v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(1))), v.description('Directories a candidate step\'s `plugin_id` path may load a .wasm module from (relative to the working directory), besides the built-in plugin directory and the directories of the configured steps\' modules; a path is allowed when its real location (symlinks followed) is inside one of them. Any other `plugin_id` must name an installed npm package. Read when a canary starts or resumes.')), [])),
+  plugin_dirs: onReload(v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(1))),
+    v.description('Directories a candidate step\'s `plugin_id` path may load a .wasm module from (relative to the working directory), besides the ' +
+    'built-in plugin directory and the directories of the configured steps\' modules; a path is allowed when its real location (symlinks followed) ' +
+    'is inside one of them. Any other `plugin_id` must name an installed npm package. Read when a canary starts or resumes.')), [])),
 });
 
 export const controlPlaneSchema = v.strictObject({
-  host: onReload(v.optional(hostSchema('Address the canary control plane binds (a host name, IPv4 or IPv6 address). A reload that changes it opens the new address first and then closes the old one; an address that cannot be bound refuses the reload (the old listener and configuration stay).'), '127.0.0.1')),
-  port: onReload(v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(65535), v.description('Port of the canary control-plane API (/api/v1/canary); 0 picks a free one. A reload that changes it opens the new address first and then closes the old one; an address that cannot be bound refuses the reload (the old listener and configuration stay).')), 9092)),
-  tokens: onReload(v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(16))), v.description('Bearer tokens accepted (each at least 16 characters). With none here and the environment variable unset, every request is refused (401). A reload replaces them: a removed token is refused from the next request on, and a WebSocket feed opened with it is closed (code 4401).')), [])),
-  token_env: onReload(v.optional(v.pipe(v.string(), v.minLength(1), v.description('Environment variable whose value is also accepted as a bearer token; read at start and on every reload.')), 'PROXY_CONTROL_PLANE_TOKEN')),
+  host: onReload(v.optional(hostSchema('Address the canary control plane binds (a host name, IPv4 or IPv6 address). A reload that changes it opens ' +
+    'the new address first and then closes the old one; an address that cannot be bound refuses the reload (the old listener and configuration ' +
+    'stay).'), '127.0.0.1')),
+  port: onReload(v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(65535),
+    v.description('Port of the canary control-plane API (/api/v1/canary); 0 picks a free one. A reload that changes it opens the new address first ' +
+    'and then closes the old one; an address that cannot be bound refuses the reload (the old listener and configuration stay).')), 9092)),
+  tokens: onReload(v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(16))),
+    v.description('Bearer tokens accepted (each at least 16 characters). With none here and the environment variable unset, every request is ' +
+    'refused (401). A reload replaces them: a removed token is refused from the next request on, and a WebSocket feed opened with it is closed ' +
+    '(code 4401).')), [])),
+  token_env: onReload(v.optional(v.pipe(v.string(), v.minLength(1), v.description('Environment variable whose value is also accepted as a bearer ' +
+    'token; read at start and on every reload.')), 'PROXY_CONTROL_PLANE_TOKEN')),
 });

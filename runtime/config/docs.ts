@@ -80,10 +80,16 @@ export function renderConfigDocs(): string {
     'Rules that involve more than one key:',
     '',
     '- `upstream.min_idle` must not exceed `upstream.pool_size`.',
-    '- `pipelines[]` ids are unique; the entry whose id is `pipeline.id` (default `"default"`) is the default pipeline: it has no `match`, and then the `pipeline` block has no steps. The ids `baseline` and `candidate` are refused.',
-    '- A `pipelines[]` entry that can never match is refused: an earlier entry has no `match`, the same `match`, or a `match` whose every key covers this one\'s (globs: `*`, a literal value the glob matches, a literal prefix `p*`; CIDR: a containing block).',
-    `- Every step in \`pipeline.request\`, \`pipeline.response\`, \`pipelines[].request\` and \`pipelines[].response\` that is not a built-in (${BUILTIN_STEPS.map((s) => `\`${s}\``).join(', ')}) — including every \`wasm:<name>\` step — needs a \`steps.<name>\` entry (in a \`pipelines[]\` entry, its own \`steps.<name>\` or the top-level one) with \`module\` or \`package\`.`,
-    '- Each `notifications.channels[]` entry needs the keys of its `type` and no keys of another type: `webhook` a `url` and a `secret` (or `notifications.webhook_secret`); `email` `addresses` and `notifications.smtp`; `pager` an `integration_key`, and `events` only among `canary.rolled_back`, `canary.threshold_warning`, `canary.completed`.',
+    '- `pipelines[]` ids are unique; the entry whose id is `pipeline.id` (default `"default"`) is the default pipeline: it has no `match`, and ' +
+      'then the `pipeline` block has no steps. The ids `baseline` and `candidate` are refused.',
+    '- A `pipelines[]` entry that can never match is refused: an earlier entry has no `match`, the same `match`, or a `match` whose every key ' +
+      'covers this one\'s (globs: `*`, a literal value the glob matches, a literal prefix `p*`; CIDR: a containing block).',
+    `- Every step in \`pipeline.request\`, \`pipeline.response\`, \`pipelines[].request\` and \`pipelines[].response\` that is not a built-in ` +
+      `(${BUILTIN_STEPS.map((s) => `\`${s}\``).join(', ')}) — including every \`wasm:<name>\` step — needs a \`steps.<name>\` entry (in a ` +
+      `\`pipelines[]\` entry, its own \`steps.<name>\` or the top-level one) with \`module\` or \`package\`.`,
+    '- Each `notifications.channels[]` entry needs the keys of its `type` and no keys of another type: `webhook` a `url` and a `secret` (or ' +
+      '`notifications.webhook_secret`); `email` `addresses` and `notifications.smtp`; `pager` an `integration_key`, and `events` only among ' +
+      '`canary.rolled_back`, `canary.threshold_warning`, `canary.completed`.',
     '- `notifications.initial_backoff_ms` must not exceed `notifications.max_backoff_ms`.',
     '- `auth.users[]` entries must differ in `name` or `db`.',
     '',

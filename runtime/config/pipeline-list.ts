@@ -62,18 +62,22 @@ export function pipelineListProblems(cfg: ListConfig): ListProblem[] {
   const defaultId = defaultPipelineId(cfg);
   const seen = new Map<string, number>();
   list.forEach((p, i) => {
-    if (RESERVED_PIPELINE_IDS.has(p.id)) problems.push({ path: ['pipelines', i, 'id'], message: `"${p.id}" names a graph variant and cannot be a pipeline id` });
+    if (RESERVED_PIPELINE_IDS.has(p.id)) problems.push({ path: ['pipelines', i, 'id'], message: `"${p.id}" names a graph variant and cannot be a ` +
+      `pipeline id` });
     const first = seen.get(p.id);
     if (first !== undefined) problems.push({ path: ['pipelines', i, 'id'], message: `duplicate pipeline id "${p.id}" (also pipelines[${first}])` });
     else seen.set(p.id, i);
     if (p.id === defaultId) {
-      if (!matchesAll(p.match)) problems.push({ path: ['pipelines', i, 'match'], message: `pipeline "${p.id}" is the default pipeline (it takes every request no other pipeline matches) and has no match; give this pipeline another id, or remove its match` });
+      if (!matchesAll(p.match)) problems.push({ path: ['pipelines', i, 'match'], message: `pipeline "${p.id}" is the default pipeline (it takes ` +
+        `every request no other pipeline matches) and has no match; give this pipeline another id, or remove its match` });
       if (cfg.pipeline.request.length > 0 || cfg.pipeline.response.length > 0) {
-        problems.push({ path: ['pipelines', i, 'id'], message: `pipeline "${p.id}" is defined twice: here and by the pipeline block's steps; list its steps in one place` });
+        problems.push({ path: ['pipelines', i, 'id'], message: `pipeline "${p.id}" is defined twice: here and by the pipeline block's steps; list ` +
+          `its steps in one place` });
       }
     }
   });
-  if (RESERVED_PIPELINE_IDS.has(cfg.pipeline.id)) problems.push({ path: ['pipeline', 'id'], message: `"${cfg.pipeline.id}" names a graph variant and cannot be a pipeline id` });
+  if (RESERVED_PIPELINE_IDS.has(cfg.pipeline.id)) problems.push({ path: ['pipeline', 'id'], message: `"${cfg.pipeline.id}" names a graph variant ` +
+    `and cannot be a pipeline id` });
   // Shadowing, in matching order (the default entry, wherever listed, is tried last).
   const order = list.map((p, i) => ({ p, i })).filter((x) => x.p.id !== defaultId);
   for (let b = 0; b < order.length; b++) {
@@ -82,7 +86,8 @@ export function pipelineListProblems(cfg: ListConfig): ListProblem[] {
       const later = order[b].p.match ?? {};
       if (!matchCovers(earlier, later)) continue;
       const how = matchesAll(earlier) ? 'has no match (it takes every request)' : 'matches every request this one matches';
-      problems.push({ path: ['pipelines', order[b].i, 'match'], message: `pipeline "${order[b].p.id}" can never match: pipelines[${order[a].i}] ("${order[a].p.id}") comes first and ${how}` });
+      problems.push({ path: ['pipelines', order[b].i, 'match'], message: `pipeline "${order[b].p.id}" can never match: pipelines[${order[a].i}] ` +
+        `("${order[a].p.id}") comes first and ${how}` });
       break;
     }
   }
@@ -104,7 +109,8 @@ export function pipelineListProblems(cfg: ListConfig): ListProblem[] {
 type StepList<P> = { path: (string | number)[]; list: string[]; owner: P | null };
 
 /** The step lists of each pipeline with their key paths and their `pipelines` entry (for the unknown-step check). */
-export function stepLists<P extends { request: string[]; response: string[] }>(cfg: { pipeline: { request: string[]; response: string[] }; pipelines?: readonly P[] }): StepList<P>[] {
+export function stepLists<P extends { request: string[]; response: string[] }>(cfg: { pipeline: { request: string[]; response: string[] };
+  pipelines?: readonly P[] }): StepList<P>[] {
   const out: StepList<P>[] = [];
   for (const phase of ['request', 'response'] as const) out.push({ path: ['pipeline', phase], list: cfg.pipeline[phase], owner: null });
   (cfg.pipelines ?? []).forEach((p, i) => {

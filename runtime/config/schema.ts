@@ -42,7 +42,15 @@ const upstream = v.strictObject({
         v.string(),
         v.regex(MONGODB_URI_PATTERN),
         v.description(
-          'Upstream connection URI, mongodb://[user:password@]host[:port][,host…][/authdb][?authSource=…&authMechanism=SCRAM-SHA-256|SCRAM-SHA-1&replicaSet=…], or mongodb+srv://[user:password@]name[/authdb][?options] (one DNS name, no port): the hosts come from the SRV records of _mongodb._tcp.<name> (srvServiceName=… changes "mongodb", srvMaxHosts=N keeps N of them at random), which must lie in the parent domain of <name>; the one TXT record of <name> may set authSource, replicaSet and loadBalanced (the URI\'s own options win); TLS is on unless the URI says tls=false; the SRV records are re-resolved every srv_rescan_interval_ms. Several hosts, or replicaSet=name: a replica set (members discovered, writes to the primary, reads by the client\'s $readPreference) or a list of mongos routers (requests spread over the healthy ones); see docs/operations.md. With a user, every pooled connection authenticates (SCRAM); clients never send these credentials (they log in to the proxy only when `auth` is set). When absent, the embedded development upstream starts in-process.',
+          'Upstream connection URI, ' +
+            'mongodb://[user:password@]host[:port][,host…][/authdb][?authSource=…&authMechanism=SCRAM-SHA-256|SCRAM-SHA-1&replicaSet=…], or ' +
+            'mongodb+srv://[user:password@]name[/authdb][?options] (one DNS name, no port): the hosts come from the SRV records of ' +
+            '_mongodb._tcp.<name> (srvServiceName=… changes "mongodb", srvMaxHosts=N keeps N of them at random), which must lie in the parent ' +
+            'domain of <name>; the one TXT record of <name> may set authSource, replicaSet and loadBalanced (the URI\'s own options win); TLS is ' +
+            'on unless the URI says tls=false; the SRV records are re-resolved every srv_rescan_interval_ms. Several hosts, or replicaSet=name: a ' +
+            'replica set (members discovered, writes to the primary, reads by the client\'s $readPreference) or a list of mongos routers (requests ' +
+            'spread over the healthy ones); see docs/operations.md. With a user, every pooled connection authenticates (SCRAM); clients never send ' +
+            'these credentials (they log in to the proxy only when `auth` is set). When absent, the embedded development upstream starts in-process.',
         ),
       ),
       'string mongodb:// or mongodb+srv:// URI',
@@ -66,58 +74,74 @@ const upstream = v.strictObject({
     10000,
   )),
   request_timeout_ms: onRestart(v.optional(
-    int(0, undefined, 'Milliseconds allowed for one upstream round trip; 0 means no limit. With a single upstream host (no server monitor) this is the only bound on a request written to a server that stopped answering without closing its connection; a replica set or mongos list also has its monitors, which clear a silent server\'s pool (see docs/operations.md, "A silent server"). Set it above your slowest legitimate command when the upstream is one host.'),
+    int(0, undefined, 'Milliseconds allowed for one upstream round trip; 0 means no limit. With a single upstream host (no server monitor) this is ' +
+      'the only bound on a request written to a server that stopped answering without closing its connection; a replica set or mongos list also ' +
+      'has its monitors, which clear a silent server\'s pool (see docs/operations.md, "A silent server"). Set it above your slowest legitimate ' +
+      'command when the upstream is one host.'),
     0,
   )),
   dns_servers: onRestart(v.optional(
     expects(
       v.pipe(
         v.array(v.pipe(v.string(), v.regex(DNS_SERVER_PATTERN))),
-        v.description('DNS servers asked for a mongodb+srv:// upstream.uri: its SRV and TXT records and the addresses (A, then AAAA) of the SRV targets, as "ip" or "ip:port" ("[ipv6]:port"). Absent: the system\'s resolver (its configured name servers for SRV and TXT, the usual host lookup for the targets).'),
+        v.description('DNS servers asked for a mongodb+srv:// upstream.uri: its SRV and TXT records and the addresses (A, then AAAA) of the SRV ' +
+          'targets, as "ip" or "ip:port" ("[ipv6]:port"). Absent: the system\'s resolver (its configured name servers for SRV and TXT, the usual ' +
+          'host lookup for the targets).'),
       ),
       'array of "ip" or "ip:port" strings',
     ),
   )),
   srv_rescan_interval_ms: onRestart(v.optional(
-    int(100, undefined, 'Milliseconds between re-resolutions of a mongodb+srv:// upstream\'s SRV records (counted from the end of the previous one; after a failed one, the next comes after at most 10000). Node\'s resolver does not report SRV record TTLs, so they cannot shorten it.'),
+    int(100, undefined, 'Milliseconds between re-resolutions of a mongodb+srv:// upstream\'s SRV records (counted from the end of the previous ' +
+      'one; after a failed one, the next comes after at most 10000). Node\'s resolver does not report SRV record TTLs, so they cannot shorten it.'),
     60000,
   )),
   heartbeat_ms: onRestart(v.optional(
-    int(500, undefined, 'Multi-host upstreams (replica set, mongos list): milliseconds between two hello checks of each server (every 500 ms while a replica set has no known primary; at once after a network or "not primary" error).'),
+    int(500, undefined, 'Multi-host upstreams (replica set, mongos list): milliseconds between two hello checks of each server (every 500 ms while ' +
+      'a replica set has no known primary; at once after a network or "not primary" error).'),
     10000,
   )),
   local_threshold_ms: onRestart(v.optional(
-    int(0, undefined, 'Multi-host upstreams: requests are spread over the eligible servers whose hello round trip is within this many milliseconds of the fastest one.'),
+    int(0, undefined, 'Multi-host upstreams: requests are spread over the eligible servers whose hello round trip is within this many milliseconds ' +
+      'of the fastest one.'),
     15,
   )),
   server_selection_timeout_ms: onRestart(v.optional(
-    int(1, undefined, 'Multi-host upstreams: milliseconds a request waits for a server it can go to (a primary, a secondary its read preference accepts, a healthy mongos) before it fails with a retryable FailedToSatisfyReadPreference error.'),
+    int(1, undefined, 'Multi-host upstreams: milliseconds a request waits for a server it can go to (a primary, a secondary its read preference ' +
+      'accepts, a healthy mongos) before it fails with a retryable FailedToSatisfyReadPreference error.'),
     10000,
   )),
 });
 
 const clients = v.strictObject({
   max_connections: onRestart(v.optional(
-    int(0, 1_000_000, 'Client connections served at once; 0 means no limit. A connection past the limit is accepted, its first request (the driver\'s handshake) is answered with error 9001 SocketException "connection limit reached", and it is closed; counted in proxy_client_connections_refused_total.'),
+    int(0, 1_000_000, 'Client connections served at once; 0 means no limit. A connection past the limit is accepted, its first request (the ' +
+      'driver\'s handshake) is answered with error 9001 SocketException "connection limit reached", and it is closed; counted in ' +
+      'proxy_client_connections_refused_total.'),
     0,
   )),
   max_pending_reply_bytes: onRestart(v.optional(
-    int(65536, undefined, 'Bytes of replies a client may leave unread before the proxy stops reading (and forwarding) its requests; reading resumes when its socket drains. One reply is always written whole, so a client holds at most this plus one reply (≤ 48,000,000 bytes).'),
+    int(65536, undefined, 'Bytes of replies a client may leave unread before the proxy stops reading (and forwarding) its requests; reading ' +
+      'resumes when its socket drains. One reply is always written whole, so a client holds at most this plus one reply (≤ 48,000,000 bytes).'),
     16 * 1024 * 1024,
   )),
   max_queued_requests: onRestart(v.optional(
-    int(1, 10000, 'Requests read from one client and not yet started; past this the proxy stops reading that client until the queue halves (drivers do not pipeline, so this only bounds misbehaving clients).'),
+    int(1, 10000, 'Requests read from one client and not yet started; past this the proxy stops reading that client until the queue halves ' +
+      '(drivers do not pipeline, so this only bounds misbehaving clients).'),
     64,
   )),
 });
 
 const tls = v.strictObject({
-  cert_file: onReload(v.pipe(v.string(), v.minLength(1), v.description('PEM certificate (chain) the proxy presents to clients. Re-read on reload: renewed certificates apply to new connections, open ones stay.'))),
+  cert_file: onReload(v.pipe(v.string(), v.minLength(1), v.description('PEM certificate (chain) the proxy presents to clients. Re-read on reload: ' +
+    'renewed certificates apply to new connections, open ones stay.'))),
   key_file: onReload(v.pipe(v.string(), v.minLength(1), v.description('PEM private key of cert_file.'))),
   key_passphrase: onReload(v.optional(v.pipe(v.string(), v.description('Passphrase of an encrypted key_file.')))),
-  ca_file: onReload(v.optional(v.pipe(v.string(), v.minLength(1), v.description('PEM authorities whose client certificates are accepted (needed with client_certificates "optional" or "required").')))),
+  ca_file: onReload(v.optional(v.pipe(v.string(), v.minLength(1), v.description('PEM authorities whose client certificates are accepted (needed ' +
+    'with client_certificates "optional" or "required").')))),
   client_certificates: onReload(v.optional(
-    v.pipe(v.picklist(['none', 'optional', 'required']), v.description('"none": clients are not asked for a certificate; "optional": asked, and one that does not verify against ca_file is refused; "required": a client without a valid certificate is refused.')),
+    v.pipe(v.picklist(['none', 'optional', 'required']), v.description('"none": clients are not asked for a certificate; "optional": asked, and ' +
+      'one that does not verify against ca_file is refused; "required": a client without a valid certificate is refused.')),
     'none',
   )),
 });
@@ -136,7 +160,8 @@ const base64Bytes = (bytes: number, description: string) => expects(
 
 const authUser = v.strictObject({
   name: onReload(v.pipe(v.string(), v.minLength(1), v.description('User name, as clients give it (the `user` request property once logged in).'))),
-  db: onReload(v.optional(v.pipe(v.string(), v.minLength(1), v.description('Authentication database: the client\'s authSource (drivers default to the URI\'s database, else "admin").')), 'admin')),
+  db: onReload(v.optional(v.pipe(v.string(), v.minLength(1), v.description('Authentication database: the client\'s authSource (drivers default to ' +
+    'the URI\'s database, else "admin").')), 'admin')),
   iterations: onReload(int(4096, undefined, 'PBKDF2 iteration count the credential was made with (SCRAM i=; mongod\'s iterationCount).')),
   salt: onReload(base64Bytes(0, 'Salt of the credential, base64 (mongod\'s salt).')),
   stored_key: onReload(base64Bytes(32, 'SCRAM-SHA-256 StoredKey, base64 (mongod\'s storedKey).')),
@@ -145,18 +170,23 @@ const authUser = v.strictObject({
 
 const auth = v.strictObject({
   mode: onReload(v.optional(
-    v.pipe(v.picklist(['required', 'optional']), v.description('"required": a connection must log in before any command other than hello, saslStart, saslContinue, logout, ping and buildInfo (others get code 13 Unauthorized); "optional": clients without credentials are served anonymously (`user` ""), clients with credentials must give correct ones.')),
+    v.pipe(v.picklist(['required', 'optional']), v.description('"required": a connection must log in before any command other than hello, ' +
+      'saslStart, saslContinue, logout, ping and buildInfo (others get code 13 Unauthorized); "optional": clients without credentials are served ' +
+      'anonymously (`user` ""), clients with credentials must give correct ones.')),
     'required',
   )),
   users: onReload(expects(
-    v.pipe(v.array(authUser), v.minLength(1), v.description('Users clients log in as with SCRAM-SHA-256, stored as SCRAM credentials (never passwords): make an entry with `proxy user add <name>`, or copy the SCRAM-SHA-256 credential of a mongod user. A reload applies changes; a connection logged in as a removed or changed user must log in again.')),
+    v.pipe(v.array(authUser), v.minLength(1), v.description('Users clients log in as with SCRAM-SHA-256, stored as SCRAM credentials (never ' +
+      'passwords): make an entry with `proxy user add <name>`, or copy the SCRAM-SHA-256 credential of a mongod user. A reload applies changes; a ' +
+      'connection logged in as a removed or changed user must log in again.')),
     'non-empty array of users',
   )),
 });
 
 const shutdown = v.strictObject({
   drain_timeout_ms: onReload(v.optional(
-    int(0, undefined, 'On SIGTERM/SIGINT: milliseconds allowed for requests in flight to be answered before the remaining connections are closed. Requests read but not started are answered with ShutdownInProgress (code 91).'),
+    int(0, undefined, 'On SIGTERM/SIGINT: milliseconds allowed for requests in flight to be answered before the remaining connections are closed. ' +
+      'Requests read but not started are answered with ShutdownInProgress (code 91).'),
     10000,
   )),
 });
@@ -183,13 +213,15 @@ const log = v.strictObject({
     ),
     'json',
   )),
-  ring_lines: onRestart(v.optional(int(0, 100_000, 'Recent log lines kept in memory for `proxy logs` (GET /api/v1/logs on the admin port); 0 keeps none.'), 1000)),
+  ring_lines: onRestart(v.optional(int(0, 100_000, 'Recent log lines kept in memory for `proxy logs` (GET /api/v1/logs on the admin port); 0 keeps ' +
+    'none.'), 1000)),
 });
 
 /** Steps per phase at most: a graph is compiled and instantiated whole on every reload and canary. */
 export const MAX_STEPS_PER_PHASE = 64;
 const maxSteps = v.rawCheck<string[]>(({ dataset, addIssue }) => {
-  if (dataset.typed && dataset.value.length > MAX_STEPS_PER_PHASE) addIssue({ message: `at most ${MAX_STEPS_PER_PHASE} steps per phase, got ${dataset.value.length}` });
+  if (dataset.typed && dataset.value.length > MAX_STEPS_PER_PHASE) addIssue({ message: `at most ${MAX_STEPS_PER_PHASE} steps per phase, ` +
+    `got ${dataset.value.length}` });
 });
 
 /** A pipeline id: a metrics label value and a URL query value, so a plain name. */
@@ -238,11 +270,15 @@ const matchValues = (desc: string, phrase: string, check?: (s: string) => string
 const GLOB_NOTE = '`*` matches any run of characters, `?` one character.';
 const match = v.strictObject({
   db: matchValues(`Database name(s) (the command's $db); globs: ${GLOB_NOTE}`, 'glob string or array of globs'),
-  collection: matchValues(`Collection name(s) the command names (find, insert, aggregate, getMore …; a command on no collection has ""); globs: ${GLOB_NOTE}`, 'glob string or array of globs'),
-  command: matchValues('Command name(s), exactly as sent (the command document\'s first key: find, insert, aggregate, getMore …).', 'string or array of strings'),
+  collection: matchValues(`Collection name(s) the command names (find, insert, aggregate, getMore …; a command on no collection has ""); ` +
+    `globs: ${GLOB_NOTE}`, 'glob string or array of globs'),
+  command: matchValues('Command name(s), exactly as sent (the command document\'s first key: find, insert, aggregate, getMore …).', 'string or ' +
+    'array of strings'),
   app_name: matchValues(`The client's appName (its connection string's appName, without "?" parameters); globs: ${GLOB_NOTE}`, 'glob string or array of globs'),
-  user: matchValues('The user the connection logged in as (`auth`), or one an auth step set; an anonymous connection matches no `user`.', 'string or array of strings'),
-  client: matchValues('Client address block(s) in CIDR notation ("10.0.0.0/8", "2001:db8::/32"; an address alone is a block of one). An IPv4 client on a dual-stack listener matches IPv4 blocks.', 'CIDR string or array of CIDR strings', (s) => {
+  user: matchValues('The user the connection logged in as (`auth`), or one an auth step set; an anonymous connection matches no `user`.', 'string ' +
+    'or array of strings'),
+  client: matchValues('Client address block(s) in CIDR notation ("10.0.0.0/8", "2001:db8::/32"; an address alone is a block of one). An IPv4 ' +
+    'client on a dual-stack listener matches IPv4 blocks.', 'CIDR string or array of CIDR strings', (s) => {
     const c = parseCidr(s);
     return typeof c === 'string' ? c : null;
   }),
@@ -275,16 +311,24 @@ const step = v.strictObject({
     256,
   )),
   kv_max_bytes: onReload(v.optional(
-    int(4096, undefined, 'Byte cap of the step\'s host-side key/value store (keys count 2 bytes a character, values their length); default 1 MiB. A full store evicts least recently used entries. Memory: a full store holds about twice the cap (its record area keeps room to reuse) plus 50–100 bytes of index per entry. Each graph (baseline, candidate) has its own store per step; a reload keeps the data while the step\'s config is unchanged, and a changed cap applies without losing what fits.'),
+    int(4096, undefined, 'Byte cap of the step\'s host-side key/value store (keys count 2 bytes a character, values their length); default 1 MiB. ' +
+      'A full store evicts least recently used entries. Memory: a full store holds about twice the cap (its record area keeps room to reuse) plus ' +
+      '50–100 bytes of index per entry. Each graph (baseline, candidate) has its own store per step; a reload keeps the data while the step\'s ' +
+      'config is unchanged, and a changed cap applies without losing what fits.'),
   )),
   fuel: onReload(v.optional(
-    int(0, undefined, 'Instruction budget per plugin call (fuel: one unit per function entry and loop iteration); default 50,000,000. A call that runs out traps and counts as a step error.'),
+    int(0, undefined, 'Instruction budget per plugin call (fuel: one unit per function entry and loop iteration); default 50,000,000. A call that ' +
+      'runs out traps and counts as a step error.'),
   )),
 });
 
 const pipelineEntry = v.strictObject({
-  id: onReload(expects(v.pipe(v.string(), v.regex(PIPELINE_ID_PATTERN), v.maxLength(48), v.description('Name of the pipeline: its metrics\' and profile\'s pipeline_id, the canary\'s pipeline_id. The entry whose id is the pipeline block\'s id (default "default") is the default pipeline.')), 'pipeline id: letters, digits, "_", "-" and ".", at most 48 characters')),
-  match: onReload(v.optional(v.pipe(match, v.description('What a request must carry for this pipeline to take it: every key given must match (a key with a list: any of its values). Absent or empty: every request. app_name, user and client are settled once per connection; db, collection and command per request.')))),
+  id: onReload(expects(v.pipe(v.string(), v.regex(PIPELINE_ID_PATTERN), v.maxLength(48),
+    v.description('Name of the pipeline: its metrics\' and profile\'s pipeline_id, the canary\'s pipeline_id. The entry whose id is the pipeline ' +
+    'block\'s id (default "default") is the default pipeline.')), 'pipeline id: letters, digits, "_", "-" and ".", at most 48 characters')),
+  match: onReload(v.optional(v.pipe(match, v.description('What a request must carry for this pipeline to take it: every key given must match (a ' +
+    'key with a list: any of its values). Absent or empty: every request. app_name, user and client are settled once per connection; db, ' +
+    'collection and command per request.')))),
   request: onReload(v.optional(
     v.pipe(v.array(stepId), maxSteps, v.description('Ordered step identifiers of the request phase. At most 64 steps.')),
     [],
@@ -296,7 +340,8 @@ const pipelineEntry = v.strictObject({
   steps: onReload(v.optional(
     v.pipe(
       v.record(expects(v.pipe(v.string(), v.regex(STEP_NAME_PATTERN)), 'step name matching ^[a-z][a-z0-9_-]*$'), step),
-      v.description('Step settings of this pipeline only, keyed by step name: an entry here replaces the top-level `steps` entry of that name for this pipeline (so two pipelines can run one step with different configs).'),
+      v.description('Step settings of this pipeline only, keyed by step name: an entry here replaces the top-level `steps` entry of that name for ' +
+        'this pipeline (so two pipelines can run one step with different configs).'),
     ),
   )),
 });
@@ -304,17 +349,23 @@ const pipelineEntry = v.strictObject({
 
 const admin = v.strictObject({
   reload_on_change: onReload(v.optional(
-    v.pipe(v.boolean(), v.description('Reload the configuration when its file is saved: written in place, replaced by a rename (most editors, `sed -i`) or swapped through a symlink (a Kubernetes ConfigMap). A save that leaves the file as it was reloads nothing; a bad file is refused and the old configuration kept.')),
+    v.pipe(v.boolean(), v.description('Reload the configuration when its file is saved: written in place, replaced by a rename (most editors, `sed ' +
+      '-i`) or swapped through a symlink (a Kubernetes ConfigMap). A save that leaves the file as it was reloads nothing; a bad file is refused ' +
+      'and the old configuration kept.')),
     true,
   )),
   listen: onReload(v.optional(hostPortSchema(
-    'Address of the admin HTTP API ("host:port", or "[ipv6]:port"): GET /metrics (Prometheus text), GET /api/v1/pipeline, POST /api/v1/reload, and the health probes GET /healthz (liveness) and GET /readyz (readiness). Absent: no admin API. A reload that changes it opens the new address first and then closes the old one; an address that cannot be bound refuses the reload (the old listener and configuration stay).',
+    'Address of the admin HTTP API ("host:port", or "[ipv6]:port"): GET /metrics (Prometheus text), GET /api/v1/pipeline, POST /api/v1/reload, and ' +
+      'the health probes GET /healthz (liveness) and GET /readyz (readiness). Absent: no admin API. A reload that changes it opens the new address ' +
+      'first and then closes the old one; an address that cannot be bound refuses the reload (the old listener and configuration stay).',
   ))),
   token: onReload(v.optional(expects(
     v.pipe(
       v.string(),
       v.minLength(16),
-      v.description('Bearer token the admin API requires (Authorization: Bearer <token>) on every route except the health probes /healthz and /readyz; at least 16 characters. Required when admin.listen is set; ${ENV} is not expanded. A reload replaces it: the old token is refused and the new one accepted from the next request on.'),
+      v.description('Bearer token the admin API requires (Authorization: Bearer <token>) on every route except the health probes /healthz and ' +
+        '/readyz; at least 16 characters. Required when admin.listen is set; ${ENV} is not expanded. A reload replaces it: the old token is ' +
+        'refused and the new one accepted from the next request on.'),
     ),
     'string of at least 16 characters',
   ))),
@@ -323,42 +374,88 @@ const admin = v.strictObject({
 const DURATION_PATTERN = /^\d+(ms|s|m|h|d)$/;
 
 const profiling = v.strictObject({
-  enabled: onReload(v.optional(v.pipe(v.boolean(), v.description('Times every step of every graph and serves GET /api/profile (and the flame graph). Off: graphs run the untimed loop and /api/profile answers 404.')), false)),
-  port: onReload(v.optional(int(0, 65535, 'Port of the profiling HTTP endpoint (/api/profile, /api/profile/flamegraph, /metrics); separate from the wire-protocol port. 0 picks a free one. A reload that changes it opens the new address first and then closes the old one; an address that cannot be bound refuses the reload (the old listener and configuration stay).'), 9091)),
-  host: onReload(v.optional(hostSchema('Address the profiling endpoint binds (a host name, IPv4 or IPv6 address); the default keeps it on this machine. Bind another address only together with `token`. A reload that changes it opens the new address first and then closes the old one; an address that cannot be bound refuses the reload (the old listener and configuration stay).'), '127.0.0.1')),
-  token: onReload(v.optional(expects(v.pipe(v.string(), v.minLength(16), v.description('Bearer token the profiling endpoint requires (Authorization: Bearer <token>), at least 16 characters; absent: no authentication (then keep `host` on loopback). A reload replaces it: the old token is refused and the new one accepted from the next request on.')), 'string of at least 16 characters'))),
-  slow_step_threshold_us: onReload(v.optional(int(1, undefined, 'A step invocation slower than this many microseconds counts as slow (proxy_step_slow_total) and, with alert_on_slow_step, logs "slow step detected".'), 1000)),
-  alert_on_slow_step: onReload(v.optional(v.pipe(v.boolean(), v.description('Log a warning (logger proxy::profiling) for slow step invocations, at most one line per step per second; the lines held back are counted (proxy_step_slow_log_suppressed_total) and reported by a "slow step lines suppressed" line when the second ends or the proxy stops.')), true)),
-  per_step_thresholds: onReload(v.optional(expects(v.pipe(v.record(v.string(), v.pipe(v.number(), v.integer(), v.minValue(1))), v.description('Per-step overrides of slow_step_threshold_us, keyed by step identifier ("wasm:cache" or "cache").')), 'object of step → integer µs'), {})),
-  histogram_buckets: onRestart(v.optional(expects(v.pipe(v.array(v.pipe(v.number(), v.integer(), v.minValue(1))), v.minLength(1), v.check((a) => a.every((x, i) => i === 0 || x > a[i - 1]), 'must be strictly increasing'), v.description('Upper bounds (µs) of the proxy_step_latency_us buckets in /metrics; +Inf is added. Percentiles in /api/profile come from HDR histograms and do not depend on these. Statistics restored from snapshot_dir are re-bucketed to new bounds at start.')), 'array of increasing integers (µs)'), [50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 1000000])),
-  snapshot_dir: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('Directory that persists the snapshots (created if missing; relative to the working directory): state.json, the cumulative statistics restored on start, and per-hour series-<YYYYMMDDHH>.jsonl files for GET /api/profile/series. Absent: the time series is kept in memory (bounded; docs/profiling.md) and statistics reset when the proxy restarts. One proxy per directory.')))),
-  snapshot_interval_s: onRestart(v.optional(int(1, undefined, 'Seconds between snapshots: one time-series point (GET /api/profile/series, the dashboard\'s trend charts) is taken, and with snapshot_dir state.json is rewritten and the point appended to its hour file.'), 30)),
-  snapshot_retention: onRestart(v.optional(expects(v.pipe(v.string(), v.regex(DURATION_PATTERN), v.description('How long time-series points are kept: in memory, points older than this are dropped (and past 16 MiB of them the oldest go first); with snapshot_dir, an hour file is deleted once its whole hour is older than this, and state.json is always kept.')), 'duration like "24h" (ms, s, m, h, d)'), '24h')),
+  enabled: onReload(v.optional(v.pipe(v.boolean(), v.description('Times every step of every graph and serves GET /api/profile (and the flame ' +
+    'graph). Off: graphs run the untimed loop and /api/profile answers 404.')), false)),
+  port: onReload(v.optional(int(0, 65535, 'Port of the profiling HTTP endpoint (/api/profile, /api/profile/flamegraph, /metrics); separate from ' +
+    'the wire-protocol port. 0 picks a free one. A reload that changes it opens the new address first and then closes the old one; an address that ' +
+    'cannot be bound refuses the reload (the old listener and configuration stay).'), 9091)),
+  host: onReload(v.optional(hostSchema('Address the profiling endpoint binds (a host name, IPv4 or IPv6 address); the default keeps it on this ' +
+    'machine. Bind another address only together with `token`. A reload that changes it opens the new address first and then closes the old one; ' +
+    'an address that cannot be bound refuses the reload (the old listener and configuration stay).'), '127.0.0.1')),
+  token: onReload(v.optional(expects(v.pipe(v.string(), v.minLength(16), v.description('Bearer token the profiling endpoint requires ' +
+    '(Authorization: Bearer <token>), at least 16 characters; absent: no authentication (then keep `host` on loopback). A reload replaces it: the ' +
+    'old token is refused and the new one accepted from the next request on.')), 'string of at least 16 characters'))),
+  slow_step_threshold_us: onReload(v.optional(int(1, undefined, 'A step invocation slower than this many microseconds counts as slow ' +
+    '(proxy_step_slow_total) and, with alert_on_slow_step, logs "slow step detected".'), 1000)),
+  alert_on_slow_step: onReload(v.optional(v.pipe(v.boolean(), v.description('Log a warning (logger proxy::profiling) for slow step invocations, at ' +
+    'most one line per step per second; the lines held back are counted (proxy_step_slow_log_suppressed_total) and reported by a "slow step lines ' +
+    'suppressed" line when the second ends or the proxy stops.')), true)),
+  per_step_thresholds: onReload(v.optional(expects(v.pipe(v.record(v.string(), v.pipe(v.number(), v.integer(), v.minValue(1))),
+    v.description('Per-step overrides of slow_step_threshold_us, keyed by step identifier ("wasm:cache" or "cache").')), 'object of step → integer ' +
+    'µs'), {})),
+  histogram_buckets: onRestart(v.optional(expects(v.pipe(v.array(v.pipe(v.number(), v.integer(), v.minValue(1))), v.minLength(1),
+    v.check((a) => a.every((x, i) => i === 0 || x > a[i - 1]), 'must be strictly increasing'),
+    v.description('Upper bounds (µs) of the proxy_step_latency_us buckets in /metrics; +Inf is added. Percentiles in /api/profile come from HDR ' +
+    'histograms and do not depend on these. Statistics restored from snapshot_dir are re-bucketed to new bounds at start.')), 'array of increasing ' +
+    'integers (µs)'), [50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 1000000])),
+  snapshot_dir: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('Directory that persists the snapshots (created if missing; ' +
+    'relative to the working directory): state.json, the cumulative statistics restored on start, and per-hour series-<YYYYMMDDHH>.jsonl files for ' +
+    'GET /api/profile/series. Absent: the time series is kept in memory (bounded; docs/profiling.md) and statistics reset when the proxy restarts. ' +
+    'One proxy per directory.')))),
+  snapshot_interval_s: onRestart(v.optional(int(1, undefined, 'Seconds between snapshots: one time-series point (GET /api/profile/series, the ' +
+    'dashboard\'s trend charts) is taken, and with snapshot_dir state.json is rewritten and the point appended to its hour file.'), 30)),
+  snapshot_retention: onRestart(v.optional(expects(v.pipe(v.string(), v.regex(DURATION_PATTERN),
+    v.description('How long time-series points are kept: in memory, points older than this are dropped (and past 16 MiB of them the oldest go ' +
+    'first); with snapshot_dir, an hour file is deleted once its whole hour is older than this, and state.json is always kept.')), 'duration like ' +
+    '"24h" (ms, s, m, h, d)'), '24h')),
   filters: onReload(v.optional(v.pipe(v.strictObject({
     operations: onReload(v.optional(v.pipe(v.array(v.string()), v.description('Only requests with these command names are sampled.')))),
     collections: onReload(v.optional(v.pipe(v.array(v.string()), v.description('Only requests on these collections are sampled.')))),
-    min_upstream_latency_us: onReload(v.optional(int(0, undefined, 'Only requests whose upstream time (waiting for a pooled connection plus the round trip, as avg_upstream_latency_us) took at least this many microseconds are sampled.'), 0)),
-  }), v.description('Conditional profiling: when set, only requests matching every given criterion are sampled (recorded in histograms, counts and the flame graph); the others are not recorded, but their steps are still checked against the slow-step thresholds.')), {})),
-  flamegraph_frames: onRestart(v.optional(int(100, 1_000_000, 'Per-request frames kept (a ring) for the flame graph, sampled at most this many per 60 s on average (bursts of a tenth of it), each kept frame weighted by the requests skipped before it; a window longer than what the ring holds shows the newest frames. Plugin sub-operations are timed in the kept requests only, so their statistics are of the same sample.'), 20000)),
-  storage: onRestart(v.optional(v.pipe(v.picklist(['memory', 'mmap']), v.description('Where graph and step histograms live: "memory" (default; HDR histograms in process memory) or "mmap" (a fixed-layout file at `mmap_path`, mapped into the proxy, that other processes read while it runs: `proxy profile --mmap <path>`; see docs/profiling.md).')), 'memory')),
-  mmap_path: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('Path of the shared-memory histogram file (required with storage "mmap"; relative to the working directory). Created, or cleared, at start; one proxy per file.')))),
-  mmap_size_mb: onRestart(v.optional(int(1, 4096, 'Size of the histogram file in MiB (storage "mmap"): (size − 512 bytes) / 5888 rows, 178 in 1 MiB; a pipeline of N steps needs 2 × (4 + 2N) rows (baseline and candidate graphs, each step in both phases), and with `pipelines` every pipeline needs its own; checked at start and on reload.'), 1)),
+    min_upstream_latency_us: onReload(v.optional(int(0, undefined, 'Only requests whose upstream time (waiting for a pooled connection plus the ' +
+      'round trip, as avg_upstream_latency_us) took at least this many microseconds are sampled.'), 0)),
+  }), v.description('Conditional profiling: when set, only requests matching every given criterion are sampled (recorded in histograms, counts and ' +
+    'the flame graph); the others are not recorded, but their steps are still checked against the slow-step thresholds.')), {})),
+  flamegraph_frames: onRestart(v.optional(int(100, 1_000_000, 'Per-request frames kept (a ring) for the flame graph, sampled at most this many per ' +
+    '60 s on average (bursts of a tenth of it), each kept frame weighted by the requests skipped before it; a window longer than what the ring ' +
+    'holds shows the newest frames. Plugin sub-operations are timed in the kept requests only, so their statistics are of the same sample.'), 20000)),
+  storage: onRestart(v.optional(v.pipe(v.picklist(['memory', 'mmap']), v.description('Where graph and step histograms live: "memory" (default; HDR ' +
+    'histograms in process memory) or "mmap" (a fixed-layout file at `mmap_path`, mapped into the proxy, that other processes read while it runs: ' +
+    '`proxy profile --mmap <path>`; see docs/profiling.md).')), 'memory')),
+  mmap_path: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('Path of the shared-memory histogram file (required with ' +
+    'storage "mmap"; relative to the working directory). Created, or cleared, at start; one proxy per file.')))),
+  mmap_size_mb: onRestart(v.optional(int(1, 4096, 'Size of the histogram file in MiB (storage "mmap"): (size − 512 bytes) / 5888 rows, 178 in 1 ' +
+    'MiB; a pipeline of N steps needs 2 × (4 + 2N) rows (baseline and candidate graphs, each step in both phases), and with `pipelines` every ' +
+    'pipeline needs its own; checked at start and on reload.'), 1)),
 });
 
 const OTLP_URL_PATTERN = /^https?:\/\/[^\s/]+(\/\S*)?$/;
 const RESOURCE_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
 
 const telemetry = v.strictObject({
-  otlp_endpoint: onRestart(v.optional(expects(v.pipe(v.string(), v.regex(OTLP_URL_PATTERN), v.description('OTLP/HTTP collector address. A URL without a path gets /v1/traces appended (http://127.0.0.1:4318 → http://127.0.0.1:4318/v1/traces); a URL with a path is used as is. Absent: tracing is off and costs nothing.')), 'URL "http(s)://host:port[/path]"'))),
-  protocol: onRestart(v.optional(v.pipe(v.picklist(['http/protobuf', 'http/json']), v.description('OTLP encoding: protobuf (application/x-protobuf) or JSON (application/json).')), 'http/protobuf')),
-  service_name: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('service.name resource attribute put on every exported span.')), 'proxy')),
-  sample_rate: onReload(v.optional(expects(v.pipe(v.number(), v.minValue(0), v.maxValue(1), v.description('Fraction of requests traced when the client sent no trace context (parent-based ratio sampling: a client traceparent\'s sampled flag decides for its requests). Recommended: 1.0 development, 0.1 staging, 0.01 production, 0.001 above 100 000 requests per second.')), 'number 0..1'), 0.01)),
-  propagation: onRestart(v.optional(v.pipe(v.picklist(['tracecontext']), v.description('Trace context propagation: W3C traceparent, read from a command\'s $traceparent field (or its comment) and stripped before forwarding.')), 'tracecontext')),
-  resource_attributes: onRestart(v.optional(expects(v.pipe(v.record(expects(v.pipe(v.string(), v.regex(RESOURCE_KEY_PATTERN)), 'an attribute name: letters, digits, "_", "." and "-", starting with a letter or "_"'), v.string()), v.description('Resource attributes attached to exported traces, e.g. deployment.environment, service.version, service.namespace.')), 'object of attribute name → string'), {})),
-  max_queue_spans: onRestart(v.optional(int(64, 1_000_000, 'Spans waiting for export at most; spans beyond are dropped and counted (proxy_trace_spans_dropped_total), so a down or slow collector never holds requests.'), 2048)),
+  otlp_endpoint: onRestart(v.optional(expects(v.pipe(v.string(), v.regex(OTLP_URL_PATTERN),
+    v.description('OTLP/HTTP collector address. A URL without a path gets /v1/traces appended (http://127.0.0.1:4318 → ' +
+    'http://127.0.0.1:4318/v1/traces); a URL with a path is used as is. Absent: tracing is off and costs nothing.')), 'URL ' +
+    '"http(s)://host:port[/path]"'))),
+  protocol: onRestart(v.optional(v.pipe(v.picklist(['http/protobuf', 'http/json']),
+    v.description('OTLP encoding: protobuf (application/x-protobuf) or JSON (application/json).')), 'http/protobuf')),
+  service_name: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('service.name resource attribute put on every exported span.')),
+    'proxy')),
+  sample_rate: onReload(v.optional(expects(v.pipe(v.number(), v.minValue(0), v.maxValue(1),
+    v.description('Fraction of requests traced when the client sent no trace context (parent-based ratio sampling: a client traceparent\'s sampled ' +
+    'flag decides for its requests). Recommended: 1.0 development, 0.1 staging, 0.01 production, 0.001 above 100 000 requests per second.')),
+    'number 0..1'), 0.01)),
+  propagation: onRestart(v.optional(v.pipe(v.picklist(['tracecontext']), v.description('Trace context propagation: W3C traceparent, read from a ' +
+    'command\'s $traceparent field (or its comment) and stripped before forwarding.')), 'tracecontext')),
+  resource_attributes: onRestart(v.optional(expects(v.pipe(v.record(expects(v.pipe(v.string(), v.regex(RESOURCE_KEY_PATTERN)), 'an attribute name: ' +
+    'letters, digits, "_", "." and "-", starting with a letter or "_"'), v.string()),
+    v.description('Resource attributes attached to exported traces, e.g. deployment.environment, service.version, service.namespace.')), 'object ' +
+    'of attribute name → string'), {})),
+  max_queue_spans: onRestart(v.optional(int(64, 1_000_000, 'Spans waiting for export at most; spans beyond are dropped and counted ' +
+    '(proxy_trace_spans_dropped_total), so a down or slow collector never holds requests.'), 2048)),
   max_batch_spans: onRestart(v.optional(int(1, 100_000, 'Spans per export request at most.'), 512)),
   export_interval_ms: onRestart(v.optional(int(10, 3_600_000, 'Milliseconds between exports of a partly filled batch (a full batch goes at once).'), 1000)),
-  export_timeout_ms: onRestart(v.optional(int(100, 600_000, 'An export request not answered within this many milliseconds fails; its spans are dropped and counted.'), 10000)),
+  export_timeout_ms: onRestart(v.optional(int(100, 600_000, 'An export request not answered within this many milliseconds fails; its spans are ' +
+    'dropped and counted.'), 10000)),
 });
 
 const rootObject = v.strictObject({
@@ -366,8 +463,12 @@ const rootObject = v.strictObject({
   upstream: onRestart(v.optional(v.pipe(upstream, v.description('Connection pool to the upstream database.')), {})),
   devdb: onRestart(v.optional(v.pipe(devdb, v.description('In-process development upstream.')), {})),
   clients: onRestart(v.optional(v.pipe(clients, v.description('Per-client bounds (backpressure): what one client may make the proxy hold for it.')), {})),
-  tls: partlyOnReload(v.optional(v.pipe(tls, v.description('TLS on the client-facing listener (clients then connect with tls=true). Absent: plain TCP.'))), 'Adding or removing the block needs a restart; changes to its keys apply on reload, to new connections (open ones keep their certificate).'),
-  auth: onReload(v.optional(v.pipe(auth, v.description('Client authentication: clients log in to the proxy with SCRAM-SHA-256 as users listed here; the proxy logs in to the upstream with upstream.uri\'s own credentials and never forwards a client\'s. Absent: clients connect without credentials (a client that sends some gets AuthenticationFailed). See docs/operations.md.')))),
+  tls: partlyOnReload(v.optional(v.pipe(tls, v.description('TLS on the client-facing listener (clients then connect with tls=true). Absent: plain ' +
+    'TCP.'))), 'Adding or removing the block needs a restart; changes to its keys apply on reload, to new connections (open ones keep their ' +
+    'certificate).'),
+  auth: onReload(v.optional(v.pipe(auth, v.description('Client authentication: clients log in to the proxy with SCRAM-SHA-256 as users listed ' +
+    'here; the proxy logs in to the upstream with upstream.uri\'s own credentials and never forwards a client\'s. Absent: clients connect without ' +
+    'credentials (a client that sends some gets AuthenticationFailed). See docs/operations.md.')))),
   shutdown: onReload(v.optional(v.pipe(shutdown, v.description('Graceful shutdown.')), {})),
   compression: onRestart(v.optional(
     v.pipe(
@@ -381,8 +482,13 @@ const rootObject = v.strictObject({
     -1,
   )),
   log: onRestart(v.optional(v.pipe(log, v.description('Logging.')), {})),
-  pipeline: partlyOnReload(v.optional(v.pipe(pipeline, v.description('The default pipeline: every request goes through it, or, with `pipelines`, every request no pipeline there matches.')), {}), '`request` and `response` apply on reload; `id` needs a restart.'),
-  pipelines: onReload(v.optional(v.pipe(v.array(pipelineEntry), v.maxLength(MAX_PIPELINES), v.description('Several pipelines, each chosen by a `match`: a request goes through the first pipeline whose match it satisfies, else through the default pipeline (`pipeline`, or the entry with its id). Each pipeline is its own graph, with its own profile, metrics (label pipeline_id), canary and reload generation. A pipeline that can never match (an earlier match covers it) and an unknown step are refused with their key path. See docs/pipelines.md.')))),
+  pipeline: partlyOnReload(v.optional(v.pipe(pipeline, v.description('The default pipeline: every request goes through it, or, with `pipelines`, ' +
+    'every request no pipeline there matches.')), {}), '`request` and `response` apply on reload; `id` needs a restart.'),
+  pipelines: onReload(v.optional(v.pipe(v.array(pipelineEntry), v.maxLength(MAX_PIPELINES),
+    v.description('Several pipelines, each chosen by a `match`: a request goes through the first pipeline whose match it satisfies, else through ' +
+    'the default pipeline (`pipeline`, or the entry with its id). Each pipeline is its own graph, with its own profile, metrics (label ' +
+    'pipeline_id), canary and reload generation. A pipeline that can never match (an earlier match covers it) and an unknown step are refused with ' +
+    'their key path. See docs/pipelines.md.')))),
   steps: onReload(v.optional(
     v.pipe(
       v.record(
@@ -394,13 +500,25 @@ const rootObject = v.strictObject({
     {},
   )),
   admin: onReload(v.optional(v.pipe(admin, v.description('Administrative behaviour of the running proxy.')))),
-  profiling: partlyOnReload(v.optional(v.pipe(profiling, v.description('Per-step profiling: HDR histograms per graph, step and phase; the profiling HTTP endpoint; slow-step detection. Absent: no profiling endpoint (connections to its port are refused).'))), 'Adding or removing the block needs a restart; inside it, storage, histogram layout and snapshot keys need a restart, the others apply on reload.'),
-  telemetry: partlyOnReload(v.optional(v.pipe(telemetry, v.description('OpenTelemetry trace export (OTLP/HTTP) of sampled requests; see docs/tracing.md. `telemetry.sample_rate` applies on reload: raise it during an incident without dropping a connection.'))), 'Adding or removing the block needs a restart; inside it only `sample_rate` applies on reload.'),
-  control_plane: partlyOnReload(v.optional(v.pipe(controlPlaneSchema, v.description('Canary control-plane API (docs/canary.md). Absent: no control plane (its port is refused) and no canary can start. Present without `profiling`: a profiler with default settings runs as well (no profiling endpoint is opened); a canary does not read it, each of its arms counts its own requests.'))), 'Adding or removing the block needs a restart; its keys apply on reload (tokens at once, a new host or port rebinds the listener).'),
-  canary: partlyOnReload(v.optional(v.pipe(canarySchema, v.description('Canary defaults and storage; a canary started through the API may override stages, auto_promote and judge.')), {}), '`stages`, `auto_promote` and `judge` apply on reload to canaries started after it; the others need a restart.'),
-  rollback_rules: onReload(v.optional(v.pipe(rollbackRulesSchema, v.description('Default rollback rules of canaries; a start request\'s rollback_rules are merged over them key by key.')), {})),
-  auto_promote_rules: onReload(v.optional(v.pipe(autoPromoteRulesSchema, v.description('Default auto-promote rules of canaries (merged key by key with a start request\'s).')), {})),
-  notifications: partlyOnReload(v.optional(v.pipe(notificationsSchema, v.description('Canary notifications: default channels, the outbox, retries and the SMTP server. See docs/notifications.md.')), {}), '`outbox_path` needs a restart; the other keys apply on reload.'),
+  profiling: partlyOnReload(v.optional(v.pipe(profiling, v.description('Per-step profiling: HDR histograms per graph, step and phase; the ' +
+    'profiling HTTP endpoint; slow-step detection. Absent: no profiling endpoint (connections to its port are refused).'))), 'Adding or removing ' +
+    'the block needs a restart; inside it, storage, histogram layout and snapshot keys need a restart, the others apply on reload.'),
+  telemetry: partlyOnReload(v.optional(v.pipe(telemetry, v.description('OpenTelemetry trace export (OTLP/HTTP) of sampled requests; see ' +
+    'docs/tracing.md. `telemetry.sample_rate` applies on reload: raise it during an incident without dropping a connection.'))), 'Adding or ' +
+    'removing the block needs a restart; inside it only `sample_rate` applies on reload.'),
+  control_plane: partlyOnReload(v.optional(v.pipe(controlPlaneSchema, v.description('Canary control-plane API (docs/canary.md). Absent: no control ' +
+    'plane (its port is refused) and no canary can start. Present without `profiling`: a profiler with default settings runs as well (no profiling ' +
+    'endpoint is opened); a canary does not read it, each of its arms counts its own requests.'))), 'Adding or removing the block needs a restart; ' +
+    'its keys apply on reload (tokens at once, a new host or port rebinds the listener).'),
+  canary: partlyOnReload(v.optional(v.pipe(canarySchema, v.description('Canary defaults and storage; a canary started through the API may override ' +
+    'stages, auto_promote and judge.')), {}), '`stages`, `auto_promote` and `judge` apply on reload to canaries started after it; the others need ' +
+    'a restart.'),
+  rollback_rules: onReload(v.optional(v.pipe(rollbackRulesSchema, v.description('Default rollback rules of canaries; a start request\'s ' +
+    'rollback_rules are merged over them key by key.')), {})),
+  auto_promote_rules: onReload(v.optional(v.pipe(autoPromoteRulesSchema, v.description('Default auto-promote rules of canaries (merged key by key ' +
+    'with a start request\'s).')), {})),
+  notifications: partlyOnReload(v.optional(v.pipe(notificationsSchema, v.description('Canary notifications: default channels, the outbox, retries ' +
+    'and the SMTP server. See docs/notifications.md.')), {}), '`outbox_path` needs a restart; the other keys apply on reload.'),
 });
 
 type PathItem = { type: 'object'; origin: 'value'; input: Record<string, unknown>; key: string; value: unknown };
@@ -410,7 +528,8 @@ function pathItem(input: Record<string, unknown>, key: string): PathItem {
 }
 
 /** Path items along `keys` (object keys and array indices) from `root`. */
-function pathItems(root: Record<string, unknown>, keys: readonly (string | number)[]): Array<PathItem | { type: 'array'; origin: 'value'; input: unknown[]; key: number; value: unknown }> {
+function pathItems(root: Record<string, unknown>, keys: readonly (string | number)[]): Array<PathItem | { type: 'array'; origin: 'value';
+  input: unknown[]; key: number; value: unknown }> {
   const out: Array<PathItem | { type: 'array'; origin: 'value'; input: unknown[]; key: number; value: unknown }> = [];
   let at: unknown = root;
   for (const k of keys) {
@@ -505,7 +624,8 @@ export const ProxyConfigSchema = v.pipe(
         });
       }
     });
-    for (const problem of pipelineListProblems(cfg)) addIssue({ message: problem.message, path: pathItems(root, problem.path) as [v.IssuePathItem, ...v.IssuePathItem[]] });
+    for (const problem of pipelineListProblems(cfg)) addIssue({ message: problem.message,
+      path: pathItems(root, problem.path) as [v.IssuePathItem, ...v.IssuePathItem[]] });
     for (const { path, list, owner } of stepLists(cfg)) {
       list.forEach((id, i) => {
         if (!STEP_ID_PATTERN.test(id)) return; // already reported as malformed
@@ -517,7 +637,8 @@ export const ProxyConfigSchema = v.pipe(
         if (entry?.module !== undefined || entry?.package !== undefined) return;
         addIssue({
           message: `unknown step type "${id}": not a built-in step (${BUILTIN_STEPS.join(', ')}), and steps.${name} names no "module" or "package"`,
-          path: [...pathItems(root, path), { type: 'array', origin: 'value', input: list, key: i, value: id }] as unknown as [v.IssuePathItem, ...v.IssuePathItem[]],
+          path: [...pathItems(root, path), { type: 'array', origin: 'value', input: list, key: i, value: id }] as unknown as [v.IssuePathItem,
+            ...v.IssuePathItem[]],
         });
       });
     }

@@ -81,20 +81,25 @@
           c.elapsed ? ' · running ' + c.elapsed : ''),
         el('table', { 'aria-label': 'Baseline and candidate' },
           el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, ''), el('th', { scope: 'col' }, 'Baseline'), el('th', { scope: 'col' }, 'Candidate'))),
-          el('tbody', {}, ...rows.map(([label, x, y, d]) => el('tr', {}, el('th', { scope: 'row' }, label), el('td', {}, num(x, d)), el('td', {}, num(y, d)))))),
+          el('tbody', {}, ...rows.map(([label, x, y, d]) => el('tr', {}, el('th', { scope: 'row' }, label), el('td', {}, num(x, d)),
+            el('td', {}, num(y, d)))))),
       ];
       if (hot.length > 0) {
         parts.push(el('p', { class: 'warn', role: 'alert', 'data-field': 'warning' },
-          '⚠ ', hot.map((r) => r.rule + ' ' + (r.state === 'breaching' ? 'breaching' : 'approaching its threshold') + ' for ' + (r.sustained_for || '0s')).join('; ')));
+          '⚠ ', hot.map((r) => r.rule + ' ' + (r.state === 'breaching' ? 'breaching' : 'approaching its threshold') + ' ' +
+            'for ' + (r.sustained_for || '0s')).join('; ')));
       }
       if (ev.result === 'inconclusive') {
         const w = ev.window_requests || {};
-        parts.push(el('p', { class: 'msg' }, 'Inconclusive: too few requests in the last window (baseline ', num(w.baseline, 0), ', candidate ', num(w.candidate, 0), ').'));
+        parts.push(el('p', { class: 'msg' }, 'Inconclusive: too few requests in the last window (baseline ', num(w.baseline, 0), ', candidate ',
+          num(w.candidate, 0), ').'));
       }
       parts.push(el('table', { 'aria-label': 'Rollback rules' },
-        el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Rule'), el('th', { scope: 'col' }, 'Value'), el('th', { scope: 'col' }, 'Threshold'), el('th', { scope: 'col' }, 'Sustained for'))),
+        el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Rule'), el('th', { scope: 'col' }, 'Value'), el('th', { scope: 'col' }, 'Threshold'),
+          el('th', { scope: 'col' }, 'Sustained for'))),
         el('tbody', {}, ...rules.map((r) => el('tr', { 'data-rule': r.rule },
-          el('td', {}, r.rule), el('td', { class: r.state }, num(r.value, 3)), el('td', {}, num(r.threshold, 3)), el('td', { class: r.state }, r.sustained_for || '0s'))))));
+          el('td', {}, r.rule), el('td', { class: r.state }, num(r.value, 3)), el('td', {}, num(r.threshold, 3)),
+            el('td', { class: r.state }, r.sustained_for || '0s'))))));
       if (o.showActions) {
         const live = c.status === 'active' || c.status === 'paused';
         parts.push(el('div', { class: 'actions' },

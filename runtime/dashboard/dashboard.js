@@ -246,12 +246,15 @@
         headers: canary.token ? { authorization: 'Bearer ' + canary.token } : {},
       });
       const body = await res.json();
-      if (!res.ok) { info.textContent = res.status === 401 ? 'Enter a control-plane token (control_plane.tokens).' : body.error.code + ': ' + body.error.message; return; }
+      if (!res.ok) { info.textContent = res.status === 401 ? 'Enter a control-plane token ' +
+        '(control_plane.tokens).' : body.error.code + ': ' + body.error.message; return; }
       const sel = $('canary-select');
       const keep = sel.value;
-      sel.replaceChildren(...body.canaries.map((c) => new Option(c.canary_id + ' — ' + c.pipeline_id + ' (' + c.status + ', ' + c.traffic_pct + '%)', c.canary_id)));
+      sel.replaceChildren(...body.canaries.map((c) => new Option(c.canary_id + ' — ' + c.pipeline_id + ' (' + c.status + ', ' + c.traffic_pct + '%)',
+        c.canary_id)));
       if (keep && body.canaries.some((c) => c.canary_id === keep)) sel.value = keep;
-      info.textContent = body.total === 0 ? 'No canary ' + ($('canary-all').checked ? 'yet' : 'is running') + '.' : body.total + ' canar' + (body.total === 1 ? 'y' : 'ies');
+      info.textContent = body.total === 0 ? 'No canary ' + ($('canary-all').checked ? 'yet' : 'is running') + '.' : body.total + ' ' +
+        'canar' + (body.total === 1 ? 'y' : 'ies');
       if (body.total > 0 && canary.widget === null) showCanary();
     } catch (err) {
       info.textContent = 'The control plane did not answer: ' + err.message;

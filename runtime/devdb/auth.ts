@@ -61,7 +61,8 @@ export class DevAuthSession {
 
   saslStart(cmd: Document): Document {
     if (cmd.mechanism !== 'SCRAM-SHA-256') {
-      return { ok: 0, errmsg: `Received authentication for mechanism ${String(cmd.mechanism)} which is not enabled`, code: 334, codeName: 'MechanismUnavailable' };
+      return { ok: 0, errmsg: `Received authentication for mechanism ${String(cmd.mechanism)} which is not enabled`, code: 334,
+        codeName: 'MechanismUnavailable' };
     }
     const text = Buffer.from((cmd.payload as Binary).buffer).toString('utf8');
     if (!text.startsWith('n,,')) return FAILED;

@@ -69,7 +69,8 @@ class DevConnection implements FrameSink {
         return;
       }
       if (op !== OP_MSG) {
-        this.socket.write(encodeOpMsg(nextId++, requestId, 0, serialize({ ok: 0, errmsg: `unsupported opcode ${op}`, code: 352, codeName: 'UnsupportedOpQueryCommand' })));
+        this.socket.write(encodeOpMsg(nextId++, requestId, 0, serialize({ ok: 0, errmsg: `unsupported opcode ${op}`, code: 352,
+          codeName: 'UnsupportedOpQueryCommand' })));
         return;
       }
       const msg = parseOpMsg(f);
@@ -94,7 +95,8 @@ class DevConnection implements FrameSink {
         return;
       }
       const message = err instanceof Error ? err.message : String(err);
-      this.socket.write(encodeOpMsg(nextId++, requestId, 0, serialize({ ok: 0, errmsg: message, code: err instanceof WireError ? 17 : 22, codeName: err instanceof WireError ? 'ProtocolError' : 'InvalidBSON' })));
+      this.socket.write(encodeOpMsg(nextId++, requestId, 0, serialize({ ok: 0, errmsg: message, code: err instanceof WireError ? 17 : 22,
+        codeName: err instanceof WireError ? 'ProtocolError' : 'InvalidBSON' })));
     }
   }
 

@@ -23,21 +23,27 @@ export interface ErrorEntry {
 
 export const ERRORS = {
   // Wire protocol: a request that cannot be decoded.
-  PROXY_ERR_BAD_LENGTH: { class: 'WireError', mongo: 'ProtocolError', meaning: 'a message\'s length is below the 16-byte header or above the largest message accepted; the stream cannot be framed, so the connection closes after the reply' },
+  PROXY_ERR_BAD_LENGTH: { class: 'WireError', mongo: 'ProtocolError', meaning: 'a message\'s length is below the 16-byte header or above the ' +
+    'largest message accepted; the stream cannot be framed, so the connection closes after the reply' },
   PROXY_ERR_BAD_FLAGS: { class: 'WireError', mongo: 'ProtocolError', meaning: 'an OP_MSG sets a required flag bit the proxy does not know' },
-  PROXY_ERR_BAD_SECTION: { class: 'WireError', mongo: 'ProtocolError', meaning: 'an OP_MSG section or an OP_QUERY is truncated, malformed or has trailing bytes' },
+  PROXY_ERR_BAD_SECTION: { class: 'WireError', mongo: 'ProtocolError', meaning: 'an OP_MSG section or an OP_QUERY is truncated, malformed or has ' +
+    'trailing bytes' },
   PROXY_ERR_BAD_BSON: { class: 'WireError', mongo: 'InvalidBSON', meaning: 'a document in the request is not valid BSON' },
   PROXY_ERR_BAD_CHECKSUM: { class: 'WireError', mongo: 'ProtocolError', meaning: 'an OP_MSG\'s CRC-32C checksum does not match its bytes' },
-  PROXY_ERR_BAD_COMPRESSION: { class: 'WireError', mongo: 'ProtocolError', meaning: 'an OP_COMPRESSED uses a compressor not negotiated on the connection, does not decompress, or decompresses to another size than it declares' },
+  PROXY_ERR_BAD_COMPRESSION: { class: 'WireError', mongo: 'ProtocolError', meaning: 'an OP_COMPRESSED uses a compressor not negotiated on the ' +
+    'connection, does not decompress, or decompresses to another size than it declares' },
 
   // WebAssembly plugin host.
   PROXY_ERR_PLUGIN_LOAD: { class: 'WasmHostError', exit: 1, meaning: 'a plugin module could not be read, instrumented, compiled or instantiated' },
-  PROXY_ERR_PLUGIN_CONFIG_REFUSED: { class: 'WasmHostError', exit: 1, meaning: 'a plugin\'s on_configure refused its config (returned non-zero or trapped); the message carries the warnings it logged' },
-  PROXY_ERR_PLUGIN_TRAP: { class: 'WasmHostError', meaning: 'the plugin aborted, exports no memory, or called a request function outside a request; the step fails as its on_error says' },
+  PROXY_ERR_PLUGIN_CONFIG_REFUSED: { class: 'WasmHostError', exit: 1, meaning: 'a plugin\'s on_configure refused its config (returned non-zero or ' +
+    'trapped); the message carries the warnings it logged' },
+  PROXY_ERR_PLUGIN_TRAP: { class: 'WasmHostError', meaning: 'the plugin aborted, exports no memory, or called a request function outside a ' +
+    'request; the step fails as its on_error says' },
   PROXY_ERR_PLUGIN_FUEL: { class: 'WasmHostError', meaning: 'a plugin call ran out of its instruction budget (fuel); the step fails as its on_error says' },
 
   // Configuration.
-  PROXY_ERR_CONFIG: { class: 'ConfigError', status: 400, exit: 2, meaning: 'configuration refused: a key fails the schema, or a reload finds what a key names unusable (an address that cannot be bound, a TLS file that cannot be read)' },
+  PROXY_ERR_CONFIG: { class: 'ConfigError', status: 400, exit: 2, meaning: 'configuration refused: a key fails the schema, or a reload finds what ' +
+    'a key names unusable (an address that cannot be bound, a TLS file that cannot be read)' },
 
   // The HTTP APIs (admin API, profiling endpoint, control plane) and their common base.
   PROXY_ERR_UNAUTHORIZED: { class: 'HttpError', status: 401, meaning: 'missing or invalid bearer token' },
@@ -47,7 +53,8 @@ export const ERRORS = {
   PROXY_ERR_PLUGIN: { class: 'HttpError', status: 422, meaning: 'a plugin refused its configuration or failed to load' },
   PROXY_ERR_NOT_FOUND: { class: 'HttpError', status: 404, meaning: 'no such resource' },
   PROXY_ERR_PROFILING_DISABLED: { class: 'HttpError', status: 404, meaning: 'profiling is disabled (profiling.enabled: false)' },
-  PROXY_ERR_NO_CONFIG_FILE: { class: 'HttpError', status: 409, meaning: 'the proxy was started without a configuration file; send the configuration in the body' },
+  PROXY_ERR_NO_CONFIG_FILE: { class: 'HttpError', status: 409, meaning: 'the proxy was started without a configuration file; send the ' +
+    'configuration in the body' },
   PROXY_ERR_METHOD_NOT_ALLOWED: { class: 'HttpError', status: 405, meaning: 'the path does not take this method' },
   PROXY_ERR_REQUEST_TIMEOUT: { class: 'HttpError', status: 408, meaning: 'the request was not received in time' },
   PROXY_ERR_BODY_TOO_LARGE: { class: 'HttpError', status: 413, meaning: 'request body is too large' },
@@ -72,15 +79,18 @@ export const ERRORS = {
   PROXY_ERR_PROFILE_DISABLED: { class: 'ProfileError', exit: 1, meaning: 'the profiling endpoint answers that profiling is disabled' },
   PROXY_ERR_PROFILE_TOKEN: { class: 'ProfileError', exit: 1, meaning: 'the profiling endpoint refused the token (or its absence)' },
   PROXY_ERR_PROFILE_HTTP: { class: 'ProfileError', exit: 1, meaning: 'the profiling endpoint answered an error, or has no statistics for the step asked for' },
-  PROXY_ERR_PROFILE_DATA: { class: 'ProfileError', exit: 1, meaning: 'an answer or a file is not what was expected (not JSON, no folded stacks), or an output file cannot be written' },
+  PROXY_ERR_PROFILE_DATA: { class: 'ProfileError', exit: 1, meaning: 'an answer or a file is not what was expected (not JSON, no folded stacks), ' +
+    'or an output file cannot be written' },
 
   // proxy canary (its exit codes for the control plane's own codes follow the status: 404 → 3, 401 → 4, else 1).
-  PROXY_ERR_CANARY_CLI_USAGE: { class: 'CanaryCliError', exit: 2, meaning: 'proxy canary was called with an unknown or missing option, or an unreadable or invalid file' },
+  PROXY_ERR_CANARY_CLI_USAGE: { class: 'CanaryCliError', exit: 2, meaning: 'proxy canary was called with an unknown or missing option, or an ' +
+    'unreadable or invalid file' },
   PROXY_ERR_CANARY_CLI_UNREACHABLE: { class: 'CanaryCliError', exit: 5, meaning: 'the control plane did not answer (connection refused or timeout)' },
   PROXY_ERR_CANARY_CLI_DATA: { class: 'CanaryCliError', exit: 1, meaning: 'the control plane answered something other than JSON' },
 
   // proxy plugin new.
-  PROXY_ERR_PLUGIN_BAD_NAME: { class: 'PluginScaffoldError', exit: 2, meaning: 'the plugin name is missing or not lowercase letters, digits, - and _ starting with a letter' },
+  PROXY_ERR_PLUGIN_BAD_NAME: { class: 'PluginScaffoldError', exit: 2, meaning: 'the plugin name is missing or not lowercase letters, digits, - and ' +
+    '_ starting with a letter' },
   PROXY_ERR_PLUGIN_EXISTS: { class: 'PluginScaffoldError', exit: 2, meaning: 'the plugin folder already exists' },
   PROXY_ERR_PLUGIN_BAD_ACTION: { class: 'PluginScaffoldError', exit: 2, meaning: 'proxy plugin was given an action other than new' },
 

@@ -85,7 +85,8 @@ export function renderErrorDocs(): string {
 /** The columns a section needs: only those some of its codes fill. */
 function columns(entries: ErrorEntry[]): Array<{ head: string; cell: (e: ErrorEntry) => string }> {
   const cols: Array<{ head: string; cell: (e: ErrorEntry) => string }> = [];
-  if (entries.some((e) => e.mongo !== undefined)) cols.push({ head: 'MongoDB error', cell: (e) => (e.mongo === undefined ? '' : `${e.mongo} (${ErrorCodes[e.mongo]})`) });
+  if (entries.some((e) => e.mongo !== undefined)) cols.push({ head: 'MongoDB error',
+    cell: (e) => (e.mongo === undefined ? '' : `${e.mongo} (${ErrorCodes[e.mongo]})`) });
   if (entries.some((e) => e.status !== undefined)) cols.push({ head: 'HTTP status', cell: (e) => (e.status === undefined ? '' : String(e.status)) });
   if (entries.some((e) => e.exit !== undefined)) cols.push({ head: 'Exit code', cell: (e) => (e.exit === undefined ? '' : String(e.exit)) });
   return cols;

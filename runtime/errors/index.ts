@@ -2,10 +2,11 @@
 // (`ok: 0`, `errmsg`, `code`, `codeName`, `errorLabels`) — never a closed socket while the protocol
 // allows a reply (closing is a network error: drivers clear their pool and retry in a storm).
 import { serialize } from 'bson';
-import { codeName, ErrorCodes } from './codes.ts';
+import { codeName } from './codes.ts';
 
 export { ErrorCodes, codeName, knownCodeName, type ErrorCodeName } from './codes.ts';
-export { ERRORS, exitCodeOf, isErrorCode, isHttpErrorCode, type CodesOf, type ErrorClass, type ErrorEntry, type ExitErrorCode, type HttpErrorCode, type ProxyErrorCode } from './catalogue.ts';
+export { ERRORS, exitCodeOf, isErrorCode, isHttpErrorCode, type CodesOf, type ErrorClass, type ErrorEntry, type ExitErrorCode, type HttpErrorCode,
+  type ProxyErrorCode } from './catalogue.ts';
 
 export class ProxyError extends Error {
   readonly code: number;

@@ -101,7 +101,8 @@ function clientError(err: NodeJS.ErrnoException, socket: Socket): void {
   const e = httpError(code, message);
   const body = JSON.stringify(e.body);
   if (socket.writable) {
-    socket.write(`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status]}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    socket.write(`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status]}\r\ncontent-type: application/json; ` +
+      `charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
   }
   socket.destroySoon();
 }

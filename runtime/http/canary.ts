@@ -32,7 +32,8 @@ const STATUSES = new Set(['active', 'paused', 'completed', 'rolled_back', 'all']
 function refuseUpgrade(socket: Duplex, code: HttpErrorCode, message?: string): void {
   const e = httpError(code, message);
   const body = JSON.stringify(e.body);
-  socket.end(`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status]}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  socket.end(`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status]}\r\ncontent-type: application/json; ` +
+    `charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
 }
 
 function fail(reply: FastifyReply, err: unknown): FastifyReply {
@@ -133,7 +134,8 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
   app.patch<P>('/api/v1/canary/:id', async (req, reply) => {
     try {
       const b = objectBody(req.body);
-      for (const k of Object.keys(b)) if (k !== 'traffic_pct' && k !== 'expected_version') throw new CanaryError('PROXY_ERR_BAD_BODY', `unknown field "${k}" (only traffic_pct changes)`);
+      for (const k of Object.keys(b)) if (k !== 'traffic_pct' && k !== 'expected_version') throw new CanaryError('PROXY_ERR_BAD_BODY', `unknown ` +
+        `field "${k}" (only traffic_pct changes)`);
       controller.record(req.params.id);
       if (b.traffic_pct === undefined) throw new CanaryError('PROXY_ERR_BAD_BODY', 'traffic_pct: required');
       return controller.patch(req.params.id, b.traffic_pct, optionalVersion(b));
@@ -221,7 +223,8 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
       const status = () => controller.status(id);
       try {
         unsubscribe = controller.subscribe(id, (entry) => {
-          if (ws.readyState === ws.OPEN) ws.send(JSON.stringify({ type: 'event', at: new Date().toISOString(), event: { ...entry, at: new Date(entry.at).toISOString() }, canary: status() }));
+          if (ws.readyState === ws.OPEN) ws.send(JSON.stringify({ type: 'event', at: new Date().toISOString(),
+            event: { ...entry, at: new Date(entry.at).toISOString() }, canary: status() }));
         });
       } catch {
         ws.close(4404, `no canary "${id}"`);
@@ -255,7 +258,8 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
 }
 
 /** Listens on `control_plane.host` (a host name, IPv4 or IPv6 address, bracketed or not) and port. */
-export async function startControlPlane(controller: CanaryController, host: string, port: number, opts: ControlPlaneOptions): Promise<{ app: FastifyInstance; url: string; tokens: Tokens }> {
+export async function startControlPlane(controller: CanaryController, host: string, port: number,
+  opts: ControlPlaneOptions): Promise<{ app: FastifyInstance; url: string; tokens: Tokens }> {
   const tokens = opts.tokens instanceof Tokens ? opts.tokens : new Tokens(opts.tokens);
   const app = buildControlPlane(controller, { ...opts, tokens });
   const bare = parseHost(host);

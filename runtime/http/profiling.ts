@@ -166,7 +166,8 @@ export function buildProfilingApp(proxy: ProfilingSurface, profiler: Profiler, o
     const now = Date.now();
     const toMs = q.to === undefined ? now : timeMs(q.to);
     const fromMs = q.from === undefined ? toMs - store.retentionMs : timeMs(q.from);
-    if (Number.isNaN(fromMs) || Number.isNaN(toMs)) return send(reply, 'PROXY_ERR_BAD_QUERY', 'from and to must be ISO 8601 times or milliseconds since the epoch');
+    if (Number.isNaN(fromMs) || Number.isNaN(toMs)) return send(reply, 'PROXY_ERR_BAD_QUERY', 'from and to must be ISO 8601 times or milliseconds ' +
+      'since the epoch');
     const step = q.step === undefined || q.step === '' ? null : q.step.startsWith('wasm:') ? q.step : `wasm:${q.step}`;
     const query = { pipelineId: g.id, variant: g.variant, step, fromMs, toMs };
     const r = await store.series(query);
@@ -192,7 +193,8 @@ function profilingTokens(token: string | null | Tokens): Tokens {
 }
 
 /** Listens on `profiling.host` (a host name, IPv4 or IPv6 address, bracketed or not) and port. */
-export async function startProfilingHttp(proxy: ProfilingSurface, profiler: Profiler, opts: ProfilingHttpOptions): Promise<{ app: FastifyInstance; url: string; tokens: Tokens }> {
+export async function startProfilingHttp(proxy: ProfilingSurface, profiler: Profiler, opts: ProfilingHttpOptions): Promise<{ app: FastifyInstance;
+  url: string; tokens: Tokens }> {
   const tokens = profilingTokens(opts.token);
   const app = buildProfilingApp(proxy, profiler, { ...opts, token: tokens });
   const host = parseHost(opts.host);

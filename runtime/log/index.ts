@@ -166,7 +166,8 @@ export class Logger implements Log {
   private readonly sink: LogSink;
   private readonly root: PinoLogger;
 
-  constructor(name: string, level: LogLevel = 'info', format: 'json' | 'pretty' = 'json', sink: LogSink = stderrLogSink(), ring: LogRing | null = null, root?: PinoLogger) {
+  constructor(name: string, level: LogLevel = 'info', format: 'json' | 'pretty' = 'json', sink: LogSink = stderrLogSink(),
+    ring: LogRing | null = null, root?: PinoLogger) {
     this.name = name;
     this.level = level;
     this.format = format;

@@ -116,7 +116,8 @@ export class PipelineManager {
     if (variant === 'baseline') slot.setBaseline(pipeline);
     else slot.setCandidate(pipeline);
     this.dropUnusedState();
-    this.logger.info('pipeline loaded', { pipeline: pipeline.id, graph: pipeline.key.toString(), request: config.pipeline.request, response: config.pipeline.response });
+    this.logger.info('pipeline loaded', { pipeline: pipeline.id, graph: pipeline.key.toString(), request: config.pipeline.request,
+      response: config.pipeline.response });
     return pipeline;
   }
 

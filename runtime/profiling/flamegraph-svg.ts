@@ -207,6 +207,7 @@ export function fitLabel(name: string, widthPx: number): string {
 }
 
 // Characters XML 1.0 forbids (controls, lone surrogates, U+FFFE/U+FFFF) would make the document unreadable.
+// eslint-disable-next-line no-control-regex -- matching the control characters is the point
 const NOT_XML = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
 /** Escapes text for XML content and attribute values. */
@@ -257,7 +258,8 @@ export function flameGraphDocument(layout: FlameLayout, o: DocumentOptions, pain
     '<?xml version="1.0" encoding="UTF-8" standalone="no"?>',
     `<svg id="${P}svg" version="1.1" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" xmlns="http://www.w3.org/2000/svg">`,
     `<title>${xmlEscape(o.title)}</title>`,
-    `<defs><linearGradient id="${P}bg" x1="0" y1="0" x2="0" y2="1"><stop stop-color="${o.background[0]}" offset="5%"/><stop stop-color="${o.background[1]}" offset="95%"/></linearGradient></defs>`,
+    `<defs><linearGradient id="${P}bg" x1="0" y1="0" x2="0" y2="1"><stop stop-color="${o.background[0]}" offset="5%"/><stop ` +
+      `stop-color="${o.background[1]}" offset="95%"/></linearGradient></defs>`,
     `<style type="text/css">#${P}svg text { font-family: Verdana, sans-serif; font-size: ${FONT_SIZE}px; fill: rgb(0,0,0) }` +
       ` #${P}title { font-size: 17px } .${P}button { cursor: pointer } .${P}button:hover { text-decoration: underline }` +
       ` .${P}off { opacity: 0.4 } .${P}on { font-weight: bold } .${P}hidden { display: none } .${P}dim { opacity: 0.5 }` +

@@ -56,7 +56,8 @@ export function readHistogramFile(path: string): FileContents {
   if (magic !== MAGIC) throw new Error(`${path}: not a profiling histogram file (magic ${JSON.stringify(magic)}, expected ${MAGIC})`);
   const version = view.getUint32(H_VERSION, true);
   if (version !== LAYOUT_VERSION) throw new Error(`${path}: layout version ${version}; this reader knows ${LAYOUT_VERSION}`);
-  if (view.getUint32(H_ROW_BYTES, true) !== ROW_BYTES || view.getUint32(H_BUCKETS, true) !== BUCKETS || view.getUint32(H_SUB_BUCKET_BITS, true) !== SUB_BUCKET_BITS) {
+  if (view.getUint32(H_ROW_BYTES, true) !== ROW_BYTES || view.getUint32(H_BUCKETS, true) !== BUCKETS || view.getUint32(H_SUB_BUCKET_BITS,
+    true) !== SUB_BUCKET_BITS) {
     throw new Error(`${path}: unexpected row layout (row ${view.getUint32(H_ROW_BYTES, true)} bytes, ${view.getUint32(H_BUCKETS, true)} buckets)`);
   }
   const capacity = view.getUint32(H_ROW_CAPACITY, true);

@@ -62,10 +62,12 @@ export function mmapFitIssue(pipelines: readonly FitPipeline[] | FitPipeline, si
     const one = list.length === 1;
     const at = one ? 'pipeline' : 'pipelines';
     const who = one ? '' : `pipeline "${p.id}": `;
-    if (enc.encode(p.id).length >= NAME_BYTES) return { path: one ? 'pipeline.id' : at, message: `${who}${one ? "" : "id "}must be at most ${NAME_BYTES - 1} bytes with profiling.storage "mmap" (the file's name field)` };
+    if (enc.encode(p.id).length >= NAME_BYTES) return { path: one ? 'pipeline.id' : at, message: `${who}${one ? "" : "id "}must be at ` +
+      `most ${NAME_BYTES - 1} bytes with profiling.storage "mmap" (the file's name field)` };
     for (const phase of ['request', 'response'] as const) {
       const i = p[phase].findIndex((s) => enc.encode(s.startsWith('wasm:') ? s : `wasm:${s}`).length >= NAME_BYTES);
-      if (i >= 0) return { path: one ? `pipeline.${phase}[${i}]` : at, message: `${who}step names must be at most ${NAME_BYTES - 6} bytes with profiling.storage "mmap" (the file's name field)` };
+      if (i >= 0) return { path: one ? `pipeline.${phase}[${i}]` : at, message: `${who}step names must be at most ${NAME_BYTES - 6} bytes with ` +
+        `profiling.storage "mmap" (the file's name field)` };
     }
     const steps = new Set([...p.request, ...p.response].map((id) => (id.startsWith('wasm:') ? id : `wasm:${id}`))).size;
     need += 2 * rowsPerGraph(steps);
@@ -77,7 +79,8 @@ export function mmapFitIssue(pipelines: readonly FitPipeline[] | FitPipeline, si
   const shape = list.length === 1 ? `2 graphs × (4 + 2 phases × ${total} steps)` : `${list.length} pipelines, each 2 graphs × (4 + 2 phases × its steps)`;
   return {
     path: 'profiling.mmap_size_mb',
-    message: `${sizeMb} MiB holds ${have} histogram rows of ${ROW_BYTES} bytes; ${list.length === 1 ? 'this pipeline needs' : 'these pipelines need'} ${need} (${shape}): set at least ${mb}`,
+    message: `${sizeMb} MiB holds ${have} histogram rows of ${ROW_BYTES} bytes; ${list.length === 1 ? 'this pipeline needs' : 'these pipelines ' +
+      'need'} ${need} (${shape}): set at least ${mb}`,
   };
 }
 

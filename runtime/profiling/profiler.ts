@@ -299,7 +299,8 @@ export class Profiler implements StepRecorder {
     if (row >= 0) return new MappedLatencyStats(this.file, row, buckets);
     if (!this.fileFullLogged) {
       this.fileFullLogged = true;
-      this.log.warn('profiling histogram file is full: further graphs and steps are kept in process memory only, not in the file (raise profiling.mmap_size_mb)', {
+      this.log.warn('profiling histogram file is full: further graphs and steps are kept in process memory only, not in the file (raise ' +
+        'profiling.mmap_size_mb)', {
         file: this.file.path, rows: this.file.capacity, pipeline_id: pipelineId, pipeline: variant, step,
       });
     }
@@ -472,7 +473,8 @@ export class Profiler implements StepRecorder {
   }
 
   /** Step detail (sub-operations included) for `proxy profile --step`. */
-  stepDetail(pipelineId: string, variant: string, step: string): Array<{ phase: string; stats: Distribution; subops: Map<string, Distribution>; slow: number }> {
+  stepDetail(pipelineId: string, variant: string, step: string): Array<{ phase: string; stats: Distribution; subops: Map<string, Distribution>;
+    slow: number }> {
     const g = this.graphs.get(`${pipelineId}\0${variant}`);
     if (g === undefined) return [];
     const want = step.startsWith('wasm:') ? step : `wasm:${step}`;

@@ -99,7 +99,8 @@ export class SnapshotStore {
     this.unsubscribe = profiler.onReset(() => {
       this.tracker.clear();
       if (this.dir === null) return;
-      this.enqueue(() => this.writeState(JSON.stringify(this.profiler.exportState()))).catch((err) => this.failed('rewriting the profiling snapshot after a reset failed', err));
+      this.enqueue(() => this.writeState(JSON.stringify(this.profiler.exportState()))).catch((err) => this.failed('rewriting the profiling ' +
+        'snapshot after a reset failed', err));
     });
   }
 
@@ -233,7 +234,8 @@ export class SnapshotStore {
       this.memory.append(record, nowMs);
       if (this.memory.cappedAt !== null && !this.cappedLogged) {
         this.cappedLogged = true;
-        this.log.warn('the in-memory profiling time series reached its size bound: the oldest points are dropped before snapshot_retention (set profiling.snapshot_dir to keep them on disk)', {
+        this.log.warn('the in-memory profiling time series reached its size bound: the oldest points are dropped before snapshot_retention (set ' +
+          'profiling.snapshot_dir to keep them on disk)', {
           bytes: this.memory.maxBytes, points: this.memory.length,
         });
       }

@@ -99,7 +99,8 @@ export class ClientHandshake implements ConnectionInfo, LoginOwner {
     const auth = this.ctx.clientAuth;
     if (auth === null) {
       throw new ProxyError(ErrorCodes.AuthenticationFailed,
-        `client authentication is not enabled on this proxy (no \`auth\` in its configuration), so ${op} cannot succeed; connect without credentials (the proxy authenticates to the upstream with its own)`);
+        `client authentication is not enabled on this proxy (no \`auth\` in its configuration), so ${op} cannot succeed; connect without ` +
+          `credentials (the proxy authenticates to the upstream with its own)`);
     }
     const reply = (this.login ??= new ClientAuthSession(this)).command(op, cmd, db, auth);
     if (op === 'logout') this.user = '';

@@ -174,7 +174,8 @@ export class UpstreamConnection implements FrameSink {
   private async authenticate(c: Credentials): Promise<void> {
     const scram = new ScramClient(c);
     const fail = (why: string) => new Error(`upstream authentication of "${c.username}" (${c.mechanism}, authSource ${c.source}) failed: ${why}`);
-    let r = await this.command({ saslStart: 1, mechanism: c.mechanism, payload: new Binary(scram.first()), autoAuthorize: 1, options: { skipEmptyExchange: true }, $db: c.source });
+    let r = await this.command({ saslStart: 1, mechanism: c.mechanism, payload: new Binary(scram.first()), autoAuthorize: 1,
+      options: { skipEmptyExchange: true }, $db: c.source });
     if (r.ok !== 1) throw fail(String(r.errmsg));
     const conversationId = r.conversationId;
     let clientFinal: Buffer;

@@ -103,7 +103,8 @@ export class ScramClient {
     const want = this.expectedServerSignature;
     if (v === undefined || want === null) throw new Error('malformed SCRAM server-final message');
     const got = Buffer.from(v, 'base64');
-    if (got.length !== want.length || !timingSafeEqual(got, want)) throw new Error('SCRAM server signature does not match: the upstream does not know this password');
+    if (got.length !== want.length || !timingSafeEqual(got, want)) throw new Error('SCRAM server signature does not match: the upstream does not ' +
+      'know this password');
   }
 }
 

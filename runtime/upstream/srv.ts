@@ -110,7 +110,8 @@ export async function lookupSrv(resolver: Resolver, hostname: string, serviceNam
   const hosts: HostAddress[] = [];
   for (const r of srv) {
     if (!targetInDomain(r.name, hostname)) {
-      throw srvError(`SRV record ${srvName} points at ${r.name}, which is not inside ${srvDomainName(hostname)} (targets must share the parent domain of ${hostname})`);
+      throw srvError(`SRV record ${srvName} points at ${r.name}, which is not inside ${srvDomainName(hostname)} (targets must share the parent ` +
+        `domain of ${hostname})`);
     }
     hosts.push({ host: lower(r.name), port: r.port });
   }
@@ -171,7 +172,8 @@ async function resolveAddresses(resolver: Resolver, hostname: string, family: nu
       first ??= err;
     }
   }
-  const e = new Error(`cannot resolve ${hostname} with upstream.dns_servers ${resolver.getServers().join(',')}: ${first === null ? 'no address records' : dnsReason(first)}`) as NodeJS.ErrnoException;
+  const e = new Error(`cannot resolve ${hostname} with upstream.dns_servers ${resolver.getServers().join(',')}: ${first === null ? 'no address ' +
+    'records' : dnsReason(first)}`) as NodeJS.ErrnoException;
   e.code = (first as NodeJS.ErrnoException | null)?.code ?? 'ENOTFOUND';
   throw e;
 }

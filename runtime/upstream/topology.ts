@@ -197,7 +197,8 @@ export class Topology implements MonitorListener, PoolHealthListener {
       const secondaries = this.usable.length;
       return {
         ready: false, reason: 'no_primary',
-        message: `replica set ${this.setName ?? ''} has no known primary (${secondaries} secondar${secondaries === 1 ? 'y' : 'ies'} reachable): ${this.describe()}`,
+        message: `replica set ${this.setName ?? ''} has no known primary (${secondaries} secondar${secondaries === 1 ? 'y' : 'ies'} ` +
+          `reachable): ${this.describe()}`,
       };
     }
     if (this.kind === 'Sharded') {
@@ -384,7 +385,8 @@ export class Topology implements MonitorListener, PoolHealthListener {
     if (s.electionId !== null && s.setVersion !== null && this.maxElectionId !== null) {
       const c = compareElection(s.electionId, s.setVersion, this.maxElectionId, this.maxSetVersion ?? 0);
       if (c < 0) {
-        this.log.warn('ignoring a stale primary (older electionId/setVersion than the newest seen)', { server: s.address, electionId: s.electionId, setVersion: s.setVersion });
+        this.log.warn('ignoring a stale primary (older electionId/setVersion than the newest seen)',
+          { server: s.address, electionId: s.electionId, setVersion: s.setVersion });
         s.markUnknown('stale primary');
         return;
       }
@@ -488,7 +490,8 @@ export class Topology implements MonitorListener, PoolHealthListener {
       }
       this.waiting.splice(i, 1);
       w.waiter.onPoolError(new ProxyError(ErrorCodes.FailedToSatisfyReadPreference,
-        `no upstream server for read preference ${describeReadPreference(w.pending.rp)} within upstream.server_selection_timeout_ms (${this.opts.serverSelectionTimeoutMs} ms): ${this.describe()}`,
+        `no upstream server for read preference ${describeReadPreference(w.pending.rp)} within upstream.server_selection_timeout_ms ` +
+          `(${this.opts.serverSelectionTimeoutMs} ms): ${this.describe()}`,
         ['RetryableWriteError']));
     }
     if (this.waiting.length === 0 && this.sweeper !== null) {

@@ -140,7 +140,8 @@ function buildAddress(uri: string, parts: UriParts, hosts: HostSource, params: M
 /** Parses a mongodb:// URI. A mongodb+srv:// URI needs DNS: use resolveUpstreamUri. */
 export function parseUpstreamUri(uri: string): UpstreamAddress {
   const parts = splitUri(uri);
-  if (parts.srv) throw bad('mongodb+srv:// is resolved for the configured upstream.uri only (at startup, through DNS); list the hosts as mongodb://host:port,host:port here');
+  if (parts.srv) throw bad('mongodb+srv:// is resolved for the configured upstream.uri only (at startup, through DNS); list the hosts as ' +
+    'mongodb://host:port,host:port here');
   for (const o of ['srvServiceName', 'srvMaxHosts']) {
     if (parts.params.has(o.toLowerCase())) throw bad(`${o} is only allowed with mongodb+srv://`);
   }

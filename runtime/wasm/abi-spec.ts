@@ -42,9 +42,11 @@ export interface Limit { readonly name: string; readonly value: number; readonly
 /** Bounds the host enforces; the SDK gets them as constants. */
 export const LIMITS: readonly Limit[] = [
   { name: 'MAX_METRIC_LABELS', value: 4, doc: 'label names a metric may declare (the host adds pipeline_id and pipeline)' },
-  { name: 'MAX_LABEL_SETS', value: 1000, doc: 'label sets a metric holds per graph; past it, observations go to the set whose every label is `other`, counted in proxy_plugin_label_overflow_total{metric}' },
+  { name: 'MAX_LABEL_SETS', value: 1000, doc: 'label sets a metric holds per graph; past it, observations go to the set whose every label is ' +
+    '`other`, counted in proxy_plugin_label_overflow_total{metric}' },
   { name: 'MAX_LABEL_VALUE_CHARS', value: 128, doc: 'characters of a label value the host keeps (longer values are cut)' },
-  { name: 'MAX_REQUEST_CONTEXTS', value: 65536, doc: 'request contexts open at once per instance; past it one is ended to make room, round robin (proxy_on_request_done)' },
+  { name: 'MAX_REQUEST_CONTEXTS', value: 65536, doc: 'request contexts open at once per instance; past it one is ended to make room, round robin ' +
+    '(proxy_on_request_done)' },
 ];
 
 export function limit(name: string): number {
@@ -106,7 +108,8 @@ export const CALL_FLAG = defineEnum('CallFlag', 'Flag bits passed to on_request 
   SameDb: { value: 16, doc: 'likewise for db' },
   SameCollection: { value: 32, doc: 'likewise for collection' },
   SameAppName: { value: 64, doc: 'likewise for appName' },
-  TimeSubops: { value: 128, doc: 'sub-operations are timed in this call (profiling keeps this request\'s frame, or it is traced): without it a plugin does not call proxy_subop_begin / proxy_subop_end (the SDK\'s subop() does not)' },
+  TimeSubops: { value: 128, doc: 'sub-operations are timed in this call (profiling keeps this request\'s frame, or it is traced): without it a ' +
+    'plugin does not call proxy_subop_begin / proxy_subop_end (the SDK\'s subop() does not)' },
 }, { flags: true });
 
 /** Property kinds: `string` properties are read with proxy_get_property, `both` with either it
@@ -120,19 +123,22 @@ export const PROPERTY = defineEnum('Property', 'Ids for proxy_get_property / pro
   Collection: { value: 2, wit: 'collection', kind: 'string', doc: 'collection (`getMore`: its `collection` field; `""` when none)' },
   AppName: { value: 3, wit: 'app-name', kind: 'string', doc: 'the client\'s appName' },
   ClientAddress: { value: 4, wit: 'client-address', kind: 'string', doc: 'the client\'s address' },
-  User: { value: 5, wit: 'user', kind: 'string', doc: 'the connection\'s user: the one it logged in to the proxy as (config `auth`), or one an auth step set since; `""` when anonymous' },
+  User: { value: 5, wit: 'user', kind: 'string', doc: 'the connection\'s user: the one it logged in to the proxy as (config `auth`), or one an ' +
+    'auth step set since; `""` when anonymous' },
   PipelineId: { value: 6, wit: 'pipeline-id', kind: 'string', doc: 'pipeline id' },
   Phase: { value: 7, wit: 'phase', kind: 'both', doc: '`request` / `response` (number: 0 / 1)' },
   RequestId: { value: 8, wit: 'request-id', kind: 'both', doc: 'the client\'s request id' },
   ConnectionId: { value: 9, wit: 'connection-id', kind: 'both', doc: 'the client connection\'s id' },
   Route: { value: 10, wit: 'route', kind: 'string', doc: 'the upstream chosen so far (`""`)' },
-  WallClockMs: { value: 11, wit: 'wall-clock-ms', kind: 'both', doc: 'wall-clock time, ms since the Unix epoch (for token expiry; proxy_now is monotonic); readable in on_configure too' },
+  WallClockMs: { value: 11, wit: 'wall-clock-ms', kind: 'both', doc: 'wall-clock time, ms since the Unix epoch (for token expiry; proxy_now is ' +
+    'monotonic); readable in on_configure too' },
   ElapsedNs: { value: 12, wit: 'elapsed-ns', kind: 'both', doc: 'ns since the proxy read the request off the socket' },
   ReplyOk: { value: 13, wit: 'reply-ok', kind: 'both', doc: 'the current reply\'s `ok`: 1 when 1/true, 0 otherwise, -1 no reply yet' },
   ReplyCode: { value: 14, wit: 'reply-code', kind: 'both', doc: 'the current reply\'s numeric `code`, 0 when none' },
 } satisfies Record<string, PropertyMember>, {
   wit: 'property',
-  witDoc: 'Core ABI Property ids, in the same order. Numeric properties (the ids, phase, wall clock, elapsed-ns, reply-ok, reply-code) are decimal strings here.',
+  witDoc: 'Core ABI Property ids, in the same order. Numeric properties (the ids, phase, wall clock, elapsed-ns, reply-ok, reply-code) are decimal ' +
+    'strings here.',
 });
 
 // The host's TypeScript names a set of phases `PhaseMask` (one phase is `Phase`); the SDK keeps `Phases`.
@@ -192,13 +198,16 @@ const wit = (name: string, params: WitFunction['params'], result: string | null,
 
 export const HOST_FUNCTIONS: readonly HostFunction[] = [
   fn('proxy_get_body', [['phase', 'i32'], ['dst', 'ptr'], ['max', 'i32']], 'i32',
-    'copies the command (phase 0, document sequences folded in) or the reply (phase 1) to `dst` if it fits in `max` bytes; returns its size, -1 when there is none',
+    'copies the command (phase 0, document sequences folded in) or the reply (phase 1) to `dst` if it fits in `max` bytes; returns its size, -1 ' +
+      'when there is none',
     wit('get-body', [['which', 'phase']], 'option<list<u8>>',
-      'The command (document sequences folded in, or the replacement if a step set one) or the reply document (replacement, upstream reply or local reply), BSON. None: there is none.')),
+      'The command (document sequences folded in, or the replacement if a step set one) or the reply document (replacement, upstream reply or ' +
+        'local reply), BSON. None: there is none.')),
   fn('proxy_body_find', [['phase', 'i32'], ['ptr', 'ptr'], ['len', 'i32']], 'i32',
     'offset of the bytes `[ptr, ptr+len)` in the body, -1 when absent (searched by the host, no copy)',
     wit('body-find', [['which', 'phase'], ['bytes', 'list<u8>']], 's32',
-      'Offset of the first occurrence of these bytes in the command or reply (-1: absent), searched by the host without copying the body: a cheap pre-check before get-body.')),
+      'Offset of the first occurrence of these bytes in the command or reply (-1: absent), searched by the host without copying the body: a cheap ' +
+        'pre-check before get-body.')),
   fn('proxy_set_body', [['phase', 'i32'], ['ptr', 'ptr'], ['len', 'i32']], 'i32',
     'replaces the command / reply with the BSON at `[ptr, ptr+len)`; returns 0',
     wit('set-body', [['which', 'phase'], ['bson', 'list<u8>']], null, 'Replaces the command or the reply with this BSON document.')),
@@ -219,14 +228,17 @@ export const HOST_FUNCTIONS: readonly HostFunction[] = [
     'a log line (levels 0 trace … 4 error) tagged with the step, pipeline and op',
     wit('log', [['level', 'log-level'], ['message', 'string']], null)),
   fn('proxy_log_fields', [['level', 'i32'], ['ptr', 'ptr'], ['len', 'i32']], null,
-    'UTF-8 JSON object members (`"k":v,…`) written as fields of the host\'s line without re-encoding; members that do not start with `"` or contain a raw newline are logged as a plain message instead',
+    'UTF-8 JSON object members (`"k":v,…`) written as fields of the host\'s line without re-encoding; members that do not start with `"` or ' +
+      'contain a raw newline are logged as a plain message instead',
     wit('log-fields', [['level', 'log-level'], ['members', 'string']], null,
-      'A structured line: JSON object members (`"k":v,...`, no braces) written as fields of the proxy\'s own log line (after time, level, logger, step, pipeline) without re-encoding.')),
+      'A structured line: JSON object members (`"k":v,...`, no braces) written as fields of the proxy\'s own log line (after time, level, logger, ' +
+        'step, pipeline) without re-encoding.')),
   fn('proxy_set_phases', [['mask', 'i32']], null,
     'only during `proxy_on_configure`: the phases the step acts in (`PhaseMask`, SDK `Phases`); the pipeline skips the step in the others',
     null),
   fn('proxy_request_contexts', [['max', 'i32']], 'i32',
-    'only during `proxy_on_configure`: the step wants a context per request (at most `max` open, capped at `MAX_REQUEST_CONTEXTS`); it must export `proxy_on_request_done`, and gets contexts only when it acts in both phases. Returns the granted maximum',
+    'only during `proxy_on_configure`: the step wants a context per request (at most `max` open, capped at `MAX_REQUEST_CONTEXTS`); it must export ' +
+      '`proxy_on_request_done`, and gets contexts only when it acts in both phases. Returns the granted maximum',
     null),
   fn('proxy_get_property', [['id', 'i32'], ['dst', 'ptr'], ['max', 'i32']], 'i32',
     'writes the property (`Property`) as UTF-16 to `dst` if it fits in `max` bytes; returns its byte length, -1 for an unknown id',
@@ -235,13 +247,19 @@ export const HOST_FUNCTIONS: readonly HostFunction[] = [
     'a numeric property (`Property` marked string or number) without a decimal round trip; NaN for other ids',
     null),
   fn('proxy_define_metric', [['kind', 'i32'], ['namePtr', 'ptr'], ['nameLen', 'i32'], ['labelsPtr', 'ptr'], ['labelsLen', 'i32']], 'i32',
-    'defines (or reuses) a `proxy_plugin_*` metric of this kind (`MetricKind`) with these label names (UTF-16, comma-separated, `""` for none; at most `MAX_METRIC_LABELS`); returns its id (which observes the series whose label values are all empty), -1 when refused: bad name or label names, or the name exists with another kind',
+    'defines (or reuses) a `proxy_plugin_*` metric of this kind (`MetricKind`) with these label names (UTF-16, comma-separated, `""` for none; at ' +
+      'most `MAX_METRIC_LABELS`); returns its id (which observes the series whose label values are all empty), -1 when refused: bad name or label ' +
+      'names, or the name exists with another kind',
     wit('define-metric', [['kind', 'metric-kind'], ['name', 'string'], ['labels', 'list<string>']], 'option<u32>',
-      'Names must match proxy_plugin_[a-z0-9_]+, label names [a-z_][a-z0-9_]* (at most 4; the host adds pipeline_id and pipeline). Returns an id, or none when refused.')),
+      'Names must match proxy_plugin_[a-z0-9_]+, label names [a-z_][a-z0-9_]* (at most 4; the host adds pipeline_id and pipeline). Returns an id, ' +
+        'or none when refused.')),
   fn('proxy_metric_series', [['id', 'i32'], ['valuesPtr', 'ptr'], ['valuesLen', 'i32']], 'i32',
-    'the id of one label set of metric `id`: the values (UTF-16, each preceded by one unit holding its length in units), one per declared label; -1 for another count. Past `MAX_LABEL_SETS` sets the `other` set (observations counted as overflow). Ids are stable for the instance: a plugin may keep them',
+    'the id of one label set of metric `id`: the values (UTF-16, each preceded by one unit holding its length in units), one per declared label; ' +
+      '-1 for another count. Past `MAX_LABEL_SETS` sets the `other` set (observations counted as overflow). Ids are stable for the instance: a ' +
+      'plugin may keep them',
     wit('metric-series', [['id', 'u32'], ['values', 'list<string>']], 'option<u32>',
-      'The id of one label set of a metric: one value per declared label. Past the cap (1000 sets per metric) the set whose every label is "other". None for another count of values.')),
+      'The id of one label set of a metric: one value per declared label. Past the cap (1000 sets per metric) the set whose every label is ' +
+        '"other". None for another count of values.')),
   fn('proxy_increment_metric', [['id', 'i32'], ['delta', 'f64']], null, 'adds `delta` to a counter or gauge series (a histogram observes it)',
     wit('increment-metric', [['id', 'u32'], ['delta', 'f64']], null)),
   fn('proxy_record_metric', [['id', 'i32'], ['value', 'f64']], null, 'sets a gauge series / observes a histogram value',
@@ -280,13 +298,22 @@ export interface CoreExport {
 
 export const CORE_EXPORTS: readonly CoreExport[] = [
   { name: 'memory', kind: 'memory', doc: 'the plugin\'s own memory (imported memory is refused)', required: true },
-  { name: ABI_VERSION_EXPORT, kind: 'global', result: 'i32', doc: 'the ABI version the plugin was built for (the SDK exports it); any other than the host\'s is refused at load', required: true },
+  { name: ABI_VERSION_EXPORT, kind: 'global', result: 'i32', doc: 'the ABI version the plugin was built for (the SDK exports it); any other than ' +
+    'the host\'s is refused at load', required: true },
   { name: 'proxy_alloc', kind: 'function', params: [['size', 'i32']], result: 'ptr', doc: 'a buffer for the config', required: false },
-  { name: 'proxy_on_configure', kind: 'function', params: [['ptr', 'ptr'], ['len', 'i32']], result: 'i32', doc: 'config JSON (UTF-8); non-zero refuses it', required: false },
-  { name: 'proxy_on_request', kind: 'function', params: [['bodySize', 'i32'], ['flags', 'i32'], ['context', 'i32']], result: 'i32', doc: '`Action`; `bodySize` -1 with `HasSequences`; `context`: this request\'s context, a number below the granted maximum that no other open request has (-1 without contexts)', required: false },
-  { name: 'proxy_on_response', kind: 'function', params: [['replySize', 'i32'], ['flags', 'i32'], ['context', 'i32']], result: 'i32', doc: '`Action`; `context`: the one its request phase got (-1: none, e.g. an earlier step answered locally). The context ends when this returns', required: false },
-  { name: 'proxy_on_request_done', kind: 'function', params: [['context', 'i32']], result: null, doc: 'a request ended without the response callback (a later step rejected it, no reply was due, the upstream call failed, its connection went away: noticed at the connection\'s next request, or when all contexts are open and one is ended for room); host functions that need a request trap here', required: false },
-  { name: '__proxy_fuel', kind: 'global', result: 'i32', doc: 'remaining fuel of the current call, added by the host\'s metering pass', required: false, hostAdded: true },
+  { name: 'proxy_on_configure', kind: 'function', params: [['ptr', 'ptr'], ['len', 'i32']], result: 'i32', doc: 'config JSON (UTF-8); non-zero ' +
+    'refuses it', required: false },
+  { name: 'proxy_on_request', kind: 'function', params: [['bodySize', 'i32'], ['flags', 'i32'], ['context', 'i32']], result: 'i32',
+    doc: '`Action`; `bodySize` -1 with `HasSequences`; `context`: this request\'s context, a number below the granted maximum that no other open ' +
+    'request has (-1 without contexts)', required: false },
+  { name: 'proxy_on_response', kind: 'function', params: [['replySize', 'i32'], ['flags', 'i32'], ['context', 'i32']], result: 'i32',
+    doc: '`Action`; `context`: the one its request phase got (-1: none, e.g. an earlier step answered locally). The context ends when this returns',
+    required: false },
+  { name: 'proxy_on_request_done', kind: 'function', params: [['context', 'i32']], result: null, doc: 'a request ended without the response ' +
+    'callback (a later step rejected it, no reply was due, the upstream call failed, its connection went away: noticed at the connection\'s next ' +
+    'request, or when all contexts are open and one is ended for room); host functions that need a request trap here', required: false },
+  { name: '__proxy_fuel', kind: 'global', result: 'i32', doc: 'remaining fuel of the current call, added by the host\'s metering pass',
+    required: false, hostAdded: true },
 ];
 
 // ---- component: the `step` interface the plugin exports ---------------------------------------

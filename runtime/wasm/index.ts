@@ -4,7 +4,8 @@ export * from './errors.ts';
 export { instrumentModule, capMemory } from './metering.ts';
 export { compilePluginFile, compilePluginBytes, type CompiledPlugin, type CompileOptions } from './compile.ts';
 export { PluginInstance, type PluginServices, type SubopSink } from './plugin-instance.ts';
-export { PluginSlot, InstanceSlot, type StepSlot, type SlotInstance, CALL_FAILED, CRASH_LIMIT, CRASH_WINDOW_MS, BACKOFF_MIN_MS, BACKOFF_MAX_MS } from './plugin-slot.ts';
+export { PluginSlot, InstanceSlot, type StepSlot, type SlotInstance, CALL_FAILED, CRASH_LIMIT, CRASH_WINDOW_MS, BACKOFF_MIN_MS,
+  BACKOFF_MAX_MS } from './plugin-slot.ts';
 export { KvStore, DEFAULT_KV_MAX_BYTES } from './kv-store.ts';
 export { KvStores } from './kv-stores.ts';
 export { PluginMetricRegistry, type BoundMetric } from './plugin-metrics.ts';

@@ -12,7 +12,7 @@
 //  2. Memory cap. The module's own memory gets maximum = max_memory_pages (rewritten in the binary
 //     memory section); a module that imports its memory or starts above the cap is refused.
 import { Worker } from 'node:worker_threads';
-import { IMPORT_MODULE, Export, PAGE_BYTES } from './abi.ts';
+import { IMPORT_MODULE, Export } from './abi.ts';
 import { PluginLoadError } from './errors.ts';
 
 /** Bump when the instrumentation changes: it names the on-disk cache of metered component cores. */

@@ -263,7 +263,8 @@ export class PluginInstance {
       proxy_metric_series: (id: number, valuesPtr: number, valuesLen: number): number => host.metricSeries(id, this.str(valuesPtr, valuesLen)),
       proxy_increment_metric: (id: number, delta: number): void => host.increment(id, delta),
       proxy_record_metric: (id: number, value: number): void => host.record(id, value),
-      proxy_subop_begin: host.timesSubops ? (namePtr: number, nameLen: number): void => host.subopBegin(host.subopRecorded() ? this.subopName(namePtr, nameLen) : null) : noop2,
+      proxy_subop_begin: host.timesSubops ? (namePtr: number, nameLen: number): void => host.subopBegin(host.subopRecorded() ? this.subopName(namePtr,
+        nameLen) : null) : noop2,
       proxy_subop_end: host.timesSubops ? (): void => host.subopEnd() : noop,
       // Keys are read where they lie in plugin memory (KvStore.getAt…), never decoded.
       proxy_kv_get: (keyPtr: number, keyLen: number, dst: number, max: number): number =>

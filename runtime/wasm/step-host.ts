@@ -62,7 +62,8 @@ export class StepHost {
     this.subopNames = [];
     this.subopStarts = new Float64Array(MAX_SUBOP_DEPTH);
     this.subopDepth = 0;
-    this.recordPrefix = `"step":${JSON.stringify(services.step)},"pipeline":${JSON.stringify(services.pipelineId)},"graph":${JSON.stringify(services.variant)},`;
+    this.recordPrefix = `"step":${JSON.stringify(services.step)},"pipeline":${JSON.stringify(services.pipelineId)},`
+      + `"graph":${JSON.stringify(services.variant)},`;
     this.timesSubops = services.subop !== null;
   }
 

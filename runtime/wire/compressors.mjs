@@ -105,7 +105,8 @@ export function inflateBody(id, data, size, out, offset) {
       throw new InflateError(`unknown compressor id ${id}`, false);
   }
   if (plain.length !== size) {
-    if (plain.length > size) throw new InflateError(`${COMPRESSOR_NAMES[id]} data decompresses to ${plain.length} bytes, more than the ${size} the message declares`, true);
+    if (plain.length > size) throw new InflateError(`${COMPRESSOR_NAMES[id]} data decompresses to ${plain.length} bytes, more than the ${size} the ` +
+      `message declares`, true);
     throw new InflateError(`OP_COMPRESSED declared ${size} bytes but decompressed to ${plain.length}`, false);
   }
   out.set(plain, offset);

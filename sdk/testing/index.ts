@@ -3,7 +3,8 @@
 // phases of the real executor, and observe verdicts, replaced documents, logs, metrics, kv and
 // sub-operations. No proxy, no sockets.
 import { serialize, deserialize, type Document } from 'bson';
-import { PipelineManager, Exchange, Verdict, type Pipeline, type StepSettings, type ConnectionInfo, type StepRecorder, type DocSequence, callbackRecorder } from '../../runtime/pipeline/index.ts';
+import { PipelineManager, Exchange, Verdict, type Pipeline, type StepSettings, type ConnectionInfo, type StepRecorder, type DocSequence,
+  callbackRecorder } from '../../runtime/pipeline/index.ts';
 import type { KvStore, HostLog } from '../../runtime/wasm/index.ts';
 
 export interface LogLine { level: string; msg: string; fields: Record<string, unknown> }
@@ -119,7 +120,8 @@ export class PluginHarness {
 export function makeExchange(command: Document, pipelineId: string, opts: CallOptions = {}, requestId = 1): Exchange {
   const op = opts.op ?? Object.keys(command)[0] ?? '';
   const first = command[op];
-  const conn: ConnectionInfo = { id: opts.conn?.id ?? 1, appName: opts.conn?.appName ?? 'harness', clientAddress: opts.conn?.clientAddress ?? '127.0.0.1:50000', user: opts.conn?.user ?? '' };
+  const conn: ConnectionInfo = { id: opts.conn?.id ?? 1, appName: opts.conn?.appName ?? 'harness',
+    clientAddress: opts.conn?.clientAddress ?? '127.0.0.1:50000', user: opts.conn?.user ?? '' };
   const seqs: DocSequence[] | null = opts.sequences === undefined ? null
     : opts.sequences.map((s) => ({ id: s.id, payload: Buffer.concat(s.docs.map((d) => serialize(d))) }));
   const ex = new Exchange(conn, pipelineId, op, opts.db ?? String(command.$db ?? 'test'),

@@ -123,10 +123,12 @@ test('each pipeline has its own profile: /api/profile?pipeline_id= selects its g
   const graphs = await (await fetch(`${proxy.profilingUrl}/api/profile/graphs`)).json() as { pipelines: string[]; default_pipeline_id: string };
   assert.deepEqual(graphs.pipelines, ['reports', 'audit', 'default'], 'configured pipelines, in matching order');
   // The admin API shows every pipeline, its match and its graph's generation.
-  const admin = await (await fetch(`${proxy.adminUrl}/api/v1/pipeline`, { headers: { authorization: `Bearer ${TOKEN}` } })).json() as { id: string; pipelines: Array<{ id: string; match: unknown; request: string[]; generation: number }> };
+  const admin = await (await fetch(`${proxy.adminUrl}/api/v1/pipeline`, { headers: { authorization: `Bearer ${TOKEN}` } })).json() as { id: string;
+    pipelines: Array<{ id: string; match: unknown; request: string[]; generation: number }> };
   assert.equal(admin.id, 'default');
   assert.deepEqual(admin.pipelines.map((p) => [p.id, p.match, p.request]), [
-    ['reports', { app_name: 'reports-*' }, ['wasm:filter']], ['audit', { collection: 'audit_*', command: ['insert', 'find'] }, ['wasm:filter']], ['default', {}, []],
+    ['reports', { app_name: 'reports-*' }, ['wasm:filter']], ['audit', { collection: 'audit_*', command: ['insert', 'find'] }, ['wasm:filter']],
+      ['default', {}, []],
   ]);
   assert.ok(admin.pipelines.every((p) => p.generation >= 1));
   // Metrics carry each pipeline's id.
@@ -140,7 +142,8 @@ test('a canary on one pipeline leaves the other untouched; one canary per pipeli
   const stages = [{ traffic_pct: 100, min_duration: '1h', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }];
   const started = await canary('POST', '', {
     pipeline_id: 'reports', auto_promote: false, stages, rollback_rules: { check_interval: '1h' },
-    candidate_config: { steps: [{ type: 'filter', config: { rules: [{ name: 'candidate', action: 'deny', field: { path: 'filter.k', equals: 'candidate-probe' } }] } }] },
+    candidate_config: { steps: [{ type: 'filter', config: { rules: [{ name: 'candidate', action: 'deny',
+      field: { path: 'filter.k', equals: 'candidate-probe' } }] } }] },
   });
   assert.equal(started.status, 201, JSON.stringify(started.body));
   assert.equal(started.body.pipeline_id, 'reports');
@@ -154,7 +157,8 @@ test('a canary on one pipeline leaves the other untouched; one canary per pipeli
   assert.equal(again.status, 409);
   assert.equal(again.body.error.code, 'PROXY_ERR_CANARY_EXISTS');
   // No pipeline_id: the default pipeline; a second canary on another pipeline is allowed.
-  const onDefault = await canary('POST', '', { auto_promote: false, stages, rollback_rules: { check_interval: '1h' }, candidate_config: { steps: [{ type: 'logging' }] } });
+  const onDefault = await canary('POST', '', { auto_promote: false, stages, rollback_rules: { check_interval: '1h' },
+    candidate_config: { steps: [{ type: 'logging' }] } });
   assert.equal(onDefault.status, 201, JSON.stringify(onDefault.body));
   assert.equal(onDefault.body.pipeline_id, 'default');
   const unknown = await canary('POST', '', { pipeline_id: 'nope', candidate_config: { steps: [{ type: 'logging' }] } });
@@ -215,7 +219,8 @@ test('a reload replaces the pipelines: an open connection is routed by the new m
   const gone = await canary('POST', '', { pipeline_id: 'audit', candidate_config: { steps: [{ type: 'logging' }] } });
   assert.equal(gone.status, 400, JSON.stringify(gone.body));
   assert.equal(gone.body.error.code, 'PROXY_ERR_CANARY_UNKNOWN_PIPELINE');
-  const added = await canary('POST', '', { pipeline_id: 'orders', auto_promote: false, rollback_rules: { check_interval: '1h' }, candidate_config: { steps: [{ type: 'logging' }] } });
+  const added = await canary('POST', '', { pipeline_id: 'orders', auto_promote: false, rollback_rules: { check_interval: '1h' },
+    candidate_config: { steps: [{ type: 'logging' }] } });
   assert.equal(added.status, 201, JSON.stringify(added.body));
   assert.equal((await canary('POST', `/${added.body.canary_id}/rollback`, { reason: 'done' })).status, 200);
 });
@@ -228,7 +233,8 @@ test('match.user routes by the logged-in user (auth optional: anonymous connecti
   }, null), { log: new Logger('test', 'error') });
   const port = p.port;
   const as = (user: string | null) => {
-    const c = new MongoClient(user === null ? `mongodb://127.0.0.1:${port}/` : `mongodb://${user}:${user}-pw@127.0.0.1:${port}/?authSource=admin`, { maxPoolSize: 1 });
+    const c = new MongoClient(user === null ? `mongodb://127.0.0.1:${port}/` : `mongodb://${user}:${user}-pw@127.0.0.1:${port}/?authSource=admin`,
+      { maxPoolSize: 1 });
     clients.push(c);
     return c;
   };

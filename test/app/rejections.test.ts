@@ -59,7 +59,8 @@ test('rejected requests are counted per graph, step and code in /metrics and log
   const res = await fetch(`${proxy.adminUrl}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } });
   assert.equal(res.status, 200);
   const text = await res.text();
-  assert.equal(series(text, 'pipeline_id="shop",pipeline="baseline",step="wasm:filter",code="13"'), 3, text.split('\n').filter((l) => l.includes('rejections')).join('\n'));
+  assert.equal(series(text, 'pipeline_id="shop",pipeline="baseline",step="wasm:filter",code="13"'), 3,
+    text.split('\n').filter((l) => l.includes('rejections')).join('\n'));
   assert.equal([...text.matchAll(/^proxy_pipeline_rejections_total\{/gm)].length, 1, 'allowed requests add no series');
 
   const logged = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request rejected by a step');

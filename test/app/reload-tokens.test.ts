@@ -74,7 +74,8 @@ async function assertRotated(old: Tokens, now: Tokens) {
 }
 
 function feed(id: string, token: string): WebSocket {
-  return new WebSocket(`${proxy.controlPlaneUrl!.replace('http', 'ws')}/api/v1/canary/${id}/feed?interval_ms=200`, { headers: { authorization: `Bearer ${token}` } });
+  return new WebSocket(`${proxy.controlPlaneUrl!.replace('http', 'ws')}/api/v1/canary/${id}/feed?interval_ms=200`,
+    { headers: { authorization: `Bearer ${token}` } });
 }
 
 /** The HTTP status of a refused upgrade, or 101 when the feed opened. */
@@ -117,7 +118,8 @@ test('POST /api/v1/reload rotates the admin, profiling and control-plane tokens 
   assert.equal(await closed, 4401, 'the feed opened with the removed token is closed');
   assert.equal(await upgradeStatus(id, FIRST.control[0]), 401, 'a new feed with the old token is refused');
   assert.equal(await upgradeStatus(id, SECOND.control[0]), 101, 'a new feed with the new token opens');
-  const rolledBack = await fetch(`${proxy.controlPlaneUrl}/api/v1/canary/${id}/rollback`, { method: 'POST', headers: { authorization: `Bearer ${SECOND.control[0]}` } });
+  const rolledBack = await fetch(`${proxy.controlPlaneUrl}/api/v1/canary/${id}/rollback`,
+    { method: 'POST', headers: { authorization: `Bearer ${SECOND.control[0]}` } });
   assert.equal(rolledBack.status, 200);
 });
 

@@ -55,7 +55,8 @@ describe('runBench error counting', () => {
       const framer = new Framer({
         onFrame(frame: Buffer) {
           const body = parseOpMsg(frame).body;
-          const reply = new CommandPeek().read(body).op === 'hello' ? serialize({ ok: 1, isWritablePrimary: true }) : errorDocument(8000, 'refused for the test');
+          const reply = new CommandPeek().read(body).op === 'hello' ? serialize({ ok: 1, isWritablePrimary: true }) : errorDocument(8000, 'refused ' +
+            'for the test');
           socket.write(encodeOpMsg(1, frame.readInt32LE(4), 0, reply));
         },
         onFrameError() { socket.destroy(); },
@@ -85,7 +86,8 @@ describe('bench options', () => {
   });
 
   it('proxy bench with a bad --duration exits 2 with a message', () => {
-    const r = spawnSync(process.execPath, ['bin/proxy.mjs', 'bench', '--duration', '10x', '--target', 'mongodb://127.0.0.1:1'], { encoding: 'utf8', timeout: 30_000 });
+    const r = spawnSync(process.execPath, ['bin/proxy.mjs', 'bench', '--duration', '10x', '--target', 'mongodb://127.0.0.1:1'],
+      { encoding: 'utf8', timeout: 30_000 });
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /--duration "10x" is not a duration/);
   });

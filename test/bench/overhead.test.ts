@@ -20,13 +20,15 @@ test('the run\'s mean comes from exact sums: a long history before the run does 
   const after = { requests: 1_000_010, totalNs: before.totalNs + 10 * 900_000, upstreamNs: before.upstreamNs + 10 * 300_000 };
   const o = overheadBetween(before, after, 'http://x');
   assert.ok(typeof o !== 'string');
-  assert.deepEqual({ total: o.avgTotalUs, upstream: o.avgUpstreamUs, overhead: o.avgOverheadUs, n: o.requests }, { total: 900, upstream: 300, overhead: 600, n: 10 });
+  assert.deepEqual({ total: o.avgTotalUs, upstream: o.avgUpstreamUs, overhead: o.avgOverheadUs, n: o.requests },
+    { total: 900, upstream: 300, overhead: 600, n: 10 });
   // What the old reading did: /api/profile's rounded averages times the counts.
   const rounded = (t: typeof before) => Math.round(t.totalNs / t.requests / 1000) * t.requests;
   assert.equal((rounded(after) - rounded(before)) / 10, 500, 'the rounded reconstruction loses the run');
 });
 
-test('readTotals: exact sums and counts of the default pipeline\'s baseline and candidate graphs from a running proxy; other pipeline ids left out', { timeout: 60_000 }, async () => {
+test('readTotals: exact sums and counts of the default pipeline\'s baseline and candidate graphs from a running proxy; other pipeline ids left out',
+  { timeout: 60_000 }, async () => {
   const { proxy } = await withProxy(running, { profiling: { enabled: true, port: 0 } });
   const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 5000 });
   clients.push(client);
@@ -57,5 +59,6 @@ test('readTotals: exact sums and counts of the default pipeline\'s baseline and 
   assert.equal(o.avgUpstreamUs, Math.round((base.upstream.sumNs - sums0.upstream + 500_000) / 8 / 1000));
   assert.equal(o.avgOverheadUs, o.avgTotalUs - o.avgUpstreamUs);
   // An answer without default_pipeline_id (an older proxy) counts every graph.
-  assert.equal(totalsOf({ graphs: [{ pipeline_id: 'a', pipeline: 'baseline', ok: 1, errors: 1, total_sum_ns: 5, upstream_sum_ns: 2 }, { pipeline_id: 'b', pipeline: 'baseline', ok: 1, errors: 0, total_sum_ns: 3, upstream_sum_ns: 1 }] }).requests, 3);
+  assert.equal(totalsOf({ graphs: [{ pipeline_id: 'a', pipeline: 'baseline', ok: 1, errors: 1, total_sum_ns: 5, upstream_sum_ns: 2 },
+    { pipeline_id: 'b', pipeline: 'baseline', ok: 1, errors: 0, total_sum_ns: 3, upstream_sum_ns: 1 }] }).requests, 3);
 });

@@ -110,7 +110,8 @@ test('match on user: the client logged in as the chosen user reaches the candida
   try {
     const r = await fetch(`${p.controlPlaneUrl}/api/v1/canary`, {
       method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ pipeline_id: 'default', auto_promote: false, candidate_config: CANDIDATE, match: { user: 'ann' }, rollback_rules: { check_interval: '1h' } }),
+      body: JSON.stringify({ pipeline_id: 'default', auto_promote: false, candidate_config: CANDIDATE, match: { user: 'ann' },
+        rollback_rules: { check_interval: '1h' } }),
     });
     assert.equal(r.status, 201, await r.text());
     for (let i = 0; i < 10; i++) {

@@ -84,8 +84,10 @@ test('400s on start: malformed JSON, not an object, invalid stages, rules, traff
   const ok = { pipeline_id: 'default', candidate_config: CANDIDATE, stages: STAGES };
   expectError(await call('POST', '', { ...ok, stages: [] }), 400, 'PROXY_ERR_CANARY_INVALID_STAGES');
   expectError(await call('POST', '', { ...ok, stages: [{ traffic_pct: -1, min_duration: '0', min_requests: 0 }] }), 400, 'PROXY_ERR_CANARY_INVALID_STAGES');
-  expectError(await call('POST', '', { ...ok, stages: [{ traffic_pct: 60, min_duration: '0', min_requests: 0 }, { traffic_pct: 20, min_duration: '0', min_requests: 0 }] }), 400, 'PROXY_ERR_CANARY_INVALID_STAGES');
-  expectError(await call('POST', '', { ...ok, stages: [{ traffic_pct: 5, min_duration: '10 minutes', min_requests: 0 }] }), 400, 'PROXY_ERR_CANARY_INVALID_STAGES');
+  expectError(await call('POST', '', { ...ok, stages: [{ traffic_pct: 60, min_duration: '0', min_requests: 0 },
+    { traffic_pct: 20, min_duration: '0', min_requests: 0 }] }), 400, 'PROXY_ERR_CANARY_INVALID_STAGES');
+  expectError(await call('POST', '', { ...ok, stages: [{ traffic_pct: 5, min_duration: '10 minutes', min_requests: 0 }] }), 400,
+    'PROXY_ERR_CANARY_INVALID_STAGES');
   expectError(await call('POST', '', { ...ok, stages: 'fast' }), 400, 'PROXY_ERR_CANARY_INVALID_STAGES');
   expectError(await call('POST', '', { ...ok, rollback_rules: { error_rate_delta_pct: -2 } }), 400, 'PROXY_ERR_CANARY_INVALID_RULES');
   expectError(await call('POST', '', { ...ok, auto_promote_rules: { min_requests: 'many' } }), 400, 'PROXY_ERR_CANARY_INVALID_RULES');
@@ -105,10 +107,12 @@ test('400s on start: malformed JSON, not an object, invalid stages, rules, traff
 });
 
 test('the six SPEC §4.2 endpoints with their fields; 404, 409 and PATCH errors; history, report, metrics', async () => {
-  const created = await call('POST', '', { pipeline_id: 'default', candidate_config: CANDIDATE, stages: STAGES, auto_promote: false, description: 'logging on', initial_traffic_pct: 5 });
+  const created = await call('POST', '', { pipeline_id: 'default', candidate_config: CANDIDATE, stages: STAGES, auto_promote: false,
+    description: 'logging on', initial_traffic_pct: 5 });
   assert.equal(created.status, 201, JSON.stringify(created.body));
   const c = created.body;
-  for (const k of ['canary_id', 'pipeline_id', 'status', 'current_stage', 'traffic_pct', 'created_at', 'baseline_version', 'candidate_version', 'metrics_url']) assert.ok(k in c, k);
+  for (const k of ['canary_id', 'pipeline_id', 'status', 'current_stage', 'traffic_pct', 'created_at', 'baseline_version', 'candidate_version',
+    'metrics_url']) assert.ok(k in c, k);
   assert.equal(c.status, 'active');
   assert.equal(c.traffic_pct, 5);
   assert.equal(c.metrics_url, `/api/v1/canary/${c.canary_id}/metrics`);
@@ -117,9 +121,11 @@ test('the six SPEC §4.2 endpoints with their fields; 404, 409 and PATCH errors;
 
   const st = await call('GET', `/${id}`);
   assert.equal(st.status, 200);
-  for (const k of ['canary_id', 'pipeline_id', 'status', 'current_stage', 'traffic_pct', 'started_at', 'stage_entered_at', 'elapsed', 'metrics', 'rollback_status']) assert.ok(k in st.body, k);
+  for (const k of ['canary_id', 'pipeline_id', 'status', 'current_stage', 'traffic_pct', 'started_at', 'stage_entered_at', 'elapsed', 'metrics',
+    'rollback_status']) assert.ok(k in st.body, k);
   for (const side of ['baseline', 'candidate']) {
-    for (const k of ['requests', 'error_rate_pct', 'latency_p50_ms', 'latency_p95_ms', 'latency_p99_ms']) assert.equal(typeof st.body.metrics[side][k], 'number', `${side}.${k}`);
+    for (const k of ['requests', 'error_rate_pct', 'latency_p50_ms', 'latency_p95_ms',
+      'latency_p99_ms']) assert.equal(typeof st.body.metrics[side][k], 'number', `${side}.${k}`);
   }
   for (const k of ['error_rate_sustained_for', 'latency_sustained_for', 'healthy']) assert.ok(k in st.body.rollback_status, k);
   // Before the first evaluation (check_interval 1h here) every condition and rule is listed, the
@@ -127,7 +133,8 @@ test('the six SPEC §4.2 endpoints with their fields; 404, 409 and PATCH errors;
   assert.equal(st.body.evaluation.result, 'pending');
   assert.deepEqual(st.body.promotion.conditions.map((x: any) => [x.condition, x.value === null, x.met]),
     [['min_duration', false, false], ['min_requests', false, false], ['max_error_rate_delta_pct', true, false], ['max_latency_p95_delta_ms', true, false]]);
-  assert.deepEqual(st.body.rules.map((r: any) => [r.rule, r.value, r.state]), [['error_rate_delta_pct', null, 'no_data'], ['latency_p95_delta_ms', null, 'no_data']]);
+  assert.deepEqual(st.body.rules.map((r: any) => [r.rule, r.value, r.state]),
+    [['error_rate_delta_pct', null, 'no_data'], ['latency_p95_delta_ms', null, 'no_data']]);
 
   const list = await call('GET', '?status=active');
   assert.equal(list.body.total, 1);
@@ -178,7 +185,8 @@ test('the six SPEC §4.2 endpoints with their fields; 404, 409 and PATCH errors;
   assert.equal(mc.text.split('\n')[0], 'at,stage,traffic_pct,pipeline,requests,errors,error_rate_pct,latency_p50_ms,latency_p95_ms,latency_p99_ms');
   expectError(await call('GET', `/${id}/metrics?format=xml`), 400, 'PROXY_ERR_BAD_QUERY');
 
-  for (const [m, p] of [['GET', '/nope'], ['POST', '/nope/promote'], ['POST', '/nope/rollback'], ['PATCH', '/nope'], ['GET', '/nope/history'], ['GET', '/nope/report'], ['GET', '/nope/metrics']] as const) {
+  for (const [m, p] of [['GET', '/nope'], ['POST', '/nope/promote'], ['POST', '/nope/rollback'], ['PATCH', '/nope'], ['GET', '/nope/history'],
+    ['GET', '/nope/report'], ['GET', '/nope/metrics']] as const) {
     expectError(await call(m, p, m === 'PATCH' ? { traffic_pct: 5 } : undefined), 404, 'PROXY_ERR_CANARY_NOT_FOUND');
   }
   expectError(await call('GET', '/x/y/z'), 404, 'PROXY_ERR_NOT_FOUND');

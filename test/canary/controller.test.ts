@@ -66,9 +66,11 @@ test('start: candidate loaded and split before active; canary.started; a second 
 
 test('start: a candidate that fails to load is refused with the reason and nothing runs', async () => {
   const h = harness();
-  const err = await rejects(h.controller.start(body({ candidate_config: { steps: [{ type: 'redact', plugin_id: 'no/such/module.wasm' }] } })), 'PROXY_ERR_CANARY_CANDIDATE_REFUSED');
+  const err = await rejects(h.controller.start(body({ candidate_config: { steps: [{ type: 'redact', plugin_id: 'no/such/module.wasm' }] } })),
+    'PROXY_ERR_CANARY_CANDIDATE_REFUSED');
   assert.match(err.message, /no\/such\/module\.wasm|ENOENT|not found/i);
-  const err2 = await rejects(h.controller.start(body({ candidate_config: { steps: [{ type: 'filter', config: { rules: [{ action: 'maybe' }] } }] } })), 'PROXY_ERR_CANARY_CANDIDATE_REFUSED');
+  const err2 = await rejects(h.controller.start(body({ candidate_config: { steps: [{ type: 'filter',
+    config: { rules: [{ action: 'maybe' }] } }] } })), 'PROXY_ERR_CANARY_CANDIDATE_REFUSED');
   assert.match(err2.message, /filter/);
   assert.equal(h.manager.candidate('default'), null);
   assert.equal(h.controller.list().total, 0);
@@ -79,10 +81,12 @@ test('start: invalid stages, rules, traffic and body are refused with their code
   const h = harness();
   await rejects(h.controller.start(body({ stages: [] })), 'PROXY_ERR_CANARY_INVALID_STAGES');
   await rejects(h.controller.start(body({ stages: [{ traffic_pct: 101, min_duration: '0', min_requests: 0 }] })), 'PROXY_ERR_CANARY_INVALID_STAGES');
-  await rejects(h.controller.start(body({ stages: [{ traffic_pct: 50, min_duration: '0', min_requests: 0 }, { traffic_pct: 10, min_duration: '0', min_requests: 0 }] })), 'PROXY_ERR_CANARY_INVALID_STAGES');
+  await rejects(h.controller.start(body({ stages: [{ traffic_pct: 50, min_duration: '0', min_requests: 0 },
+    { traffic_pct: 10, min_duration: '0', min_requests: 0 }] })), 'PROXY_ERR_CANARY_INVALID_STAGES');
   await rejects(h.controller.start(body({ stages: [{ traffic_pct: 5, min_duration: 'soon', min_requests: 0 }] })), 'PROXY_ERR_CANARY_INVALID_STAGES');
   await rejects(h.controller.start(body({ rollback_rules: { sustained_duration: '5 minutes' } })), 'PROXY_ERR_CANARY_INVALID_RULES');
-  await rejects(h.controller.start(body({ rollback_rules: { custom_metrics: [{ metric: 'proxy_plugin_x', threshold_delta: 1, comparison: 'about' }] } })), 'PROXY_ERR_CANARY_INVALID_RULES');
+  await rejects(h.controller.start(body({ rollback_rules: { custom_metrics: [{ metric: 'proxy_plugin_x', threshold_delta: 1,
+    comparison: 'about' }] } })), 'PROXY_ERR_CANARY_INVALID_RULES');
   await rejects(h.controller.start(body({ initial_traffic_pct: 150 })), 'PROXY_ERR_CANARY_INVALID_TRAFFIC');
   await rejects(h.controller.start(body({ initial_traffic_pct: 2.5 })), 'PROXY_ERR_CANARY_INVALID_TRAFFIC');
   await rejects(h.controller.start({ pipeline_id: 7, candidate_config: LOGGING_CANDIDATE }), 'PROXY_ERR_BAD_BODY');
@@ -98,8 +102,10 @@ test('start without pipeline_id: the default pipeline', async () => {
 });
 
 test('config defaults apply to a canary started without stages or rules; the request overrides them key by key', async () => {
-  const h = harness({ config: { canary: { auto_promote: true, stages: [{ traffic_pct: 7, min_duration: '1m', min_requests: 5 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }] }, rollback_rules: { error_rate_delta_pct: 2, check_interval: '7s' } } });
-  const r = await h.controller.start({ pipeline_id: 'default', candidate_config: LOGGING_CANDIDATE, rollback_rules: { latency_p95_delta_ms: 3 } }) as Record<string, any>;
+  const h = harness({ config: { canary: { auto_promote: true, stages: [{ traffic_pct: 7, min_duration: '1m', min_requests: 5 },
+    { traffic_pct: 100, min_duration: '0', min_requests: 0 }] }, rollback_rules: { error_rate_delta_pct: 2, check_interval: '7s' } } });
+  const r = await h.controller.start({ pipeline_id: 'default', candidate_config: LOGGING_CANDIDATE,
+    rollback_rules: { latency_p95_delta_ms: 3 } }) as Record<string, any>;
   const rec = h.controller.record(r.canary_id);
   assert.equal(rec.traffic_pct, 7);
   assert.equal(rec.spec.auto_promote, true);
@@ -137,7 +143,9 @@ test('auto-promotion: only when all four conditions hold (min_duration, min_requ
 
 test('windows with too few requests are no evidence: they never promote and neither start nor reset the sustained timer', async () => {
   const h = harness();
-  const { canary_id: id } = await h.controller.start(body({ auto_promote: true, stages: [{ traffic_pct: 10, min_duration: '0', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }] })) as { canary_id: string };
+  const { canary_id: id } = await h.controller.start(body({ auto_promote: true,
+    stages: [{ traffic_pct: 10, min_duration: '0', min_requests: 0 }, { traffic_pct: 100, min_duration: '0',
+    min_requests: 0 }] })) as { canary_id: string };
   // Few requests, even perfect ones: inconclusive, not promoted.
   let ev = await tick(h, id, [5, 0], [5, 0]);
   assert.equal(ev!.result, 'inconclusive');
@@ -207,7 +215,8 @@ test('additive threshold: baseline 0.02 % and threshold 5.0 trigger above 5.02 %
 
 test('P95 latency delta in ms and a custom metric rule roll back; values compared with the threshold, never NaN', async () => {
   const h = harness();
-  const rules = { ...FAST_RULES, sustained_duration: '0', custom_metrics: [{ metric: 'proxy_plugin_x_errors_total', threshold_delta: 0.1, comparison: 'greater_than' }] };
+  const rules = { ...FAST_RULES, sustained_duration: '0', custom_metrics: [{ metric: 'proxy_plugin_x_errors_total', threshold_delta: 0.1,
+    comparison: 'greater_than' }] };
   const { canary_id: id } = await h.controller.start(body({ rollback_rules: rules })) as { canary_id: string };
   // No custom series yet: the custom rule has no data (not a breach).
   let ev = await tick(h, id, [100, 0, 1000], [100, 0, 1000]);
@@ -300,7 +309,8 @@ test('manual gate: auto conditions met → paused; promote resumes; a failing ca
 test('last stage → completed: the candidate becomes the baseline, the old one is retained, restorable, released after the grace period', async () => {
   const h = harness({ gracePeriodMs: 300 });
   const before = h.manager.get('default');
-  const { canary_id: id } = await h.controller.start(body({ stages: [{ traffic_pct: 20, min_duration: '0', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }] })) as { canary_id: string };
+  const { canary_id: id } = await h.controller.start(body({ stages: [{ traffic_pct: 20, min_duration: '0', min_requests: 0 },
+    { traffic_pct: 100, min_duration: '0', min_requests: 0 }] })) as { canary_id: string };
   const r = await h.controller.promote(id) as any;
   assert.equal(r.status, 'completed');
   const now = h.manager.get('default');
@@ -360,7 +370,8 @@ test('PATCH: only traffic_pct changes, stage unchanged; out of range refused', a
 test('race: a promote that completes and a rollback sent together — exactly one wins, the other gets 409', async () => {
   for (const order of ['promote-first', 'rollback-first'] as const) {
     const h = harness();
-    const { canary_id: id } = await h.controller.start(body({ stages: [{ traffic_pct: 10, min_duration: '0', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }] })) as { canary_id: string };
+    const { canary_id: id } = await h.controller.start(body({ stages: [{ traffic_pct: 10, min_duration: '0', min_requests: 0 },
+      { traffic_pct: 100, min_duration: '0', min_requests: 0 }] })) as { canary_id: string };
     const ops = order === 'promote-first'
       ? [h.controller.promote(id), Promise.resolve().then(() => h.controller.rollback(id, { reason: 'race' }))]
       : [Promise.resolve().then(() => h.controller.rollback(id, { reason: 'race' })), h.controller.promote(id)];
@@ -369,7 +380,8 @@ test('race: a promote that completes and a rollback sent together — exactly on
     const lost = results.filter((x) => x.status === 'rejected') as PromiseRejectedResult[];
     assert.equal(won.length, 1, order);
     assert.equal(lost.length, 1, order);
-    assert.ok(lost[0].reason instanceof CanaryError && ['PROXY_ERR_CANARY_CONFLICT', 'PROXY_ERR_CANARY_INVALID_STATE'].includes(lost[0].reason.code), String(lost[0].reason));
+    assert.ok(lost[0].reason instanceof CanaryError && ['PROXY_ERR_CANARY_CONFLICT', 'PROXY_ERR_CANARY_INVALID_STATE'].includes(lost[0].reason.code),
+      String(lost[0].reason));
     // The loser left no trace: one terminal event, and the graphs agree with the status.
     const status = h.controller.record(id).status;
     const types = h.sink.types();

@@ -103,8 +103,10 @@ test('a candidate rejecting a share of requests is rolled back automatically wit
   const rep = (await call('GET', `/${id}/report`)).body;
   const tookMs = Date.parse(rep.ended_at) - startedAt;
   const samples = (await call('GET', `/${id}/metrics`)).body.samples;
-  console.log(`windows (baseline, candidate requests, candidate error %): ${JSON.stringify(samples.map((x: any) => [x.baseline.requests, x.candidate.requests, x.candidate.error_rate_pct]))}`);
-  console.log(`rolled back ${tookMs} ms after start (sustained ${sustainedMs} + interval ${intervalMs}); candidate error rate ${rep.final_comparison.candidate.error_rate_pct} %`);
+  console.log(`windows (baseline, candidate requests, candidate error %): ${JSON.stringify(samples.map((x: any) => [x.baseline.requests,
+    x.candidate.requests, x.candidate.error_rate_pct]))}`);
+  console.log(`rolled back ${tookMs} ms after start (sustained ${sustainedMs} + interval ${intervalMs}); candidate error ` +
+    `rate ${rep.final_comparison.candidate.error_rate_pct} %`);
   // The candidate breaches from its first window, so the rollback is due by sustained + interval;
   // timers firing late on a loaded machine (2 cores shared by several test runs) add up to ~1 s.
   assert.ok(tookMs <= sustainedMs + intervalMs + 1000, `took ${tookMs} ms`);
@@ -201,7 +203,8 @@ test('custom_metrics read a plugin metric per graph from the host registry (coun
     const created = await call2('POST', '', {
       pipeline_id: 'default', candidate_config: { steps: [{ type: 'logging', config: {} }] },
       stages: [{ traffic_pct: 50, min_duration: '1h', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
-      rollback_rules: { check_interval: '300ms', min_window_requests: 5, custom_metrics: [{ metric: 'proxy_plugin_requests_total', threshold_delta: 0.5, comparison: 'greater_than' }] },
+      rollback_rules: { check_interval: '300ms', min_window_requests: 5, custom_metrics: [{ metric: 'proxy_plugin_requests_total',
+        threshold_delta: 0.5, comparison: 'greater_than' }] },
     });
     assert.equal(created.status, 201, JSON.stringify(created.body));
     const id = created.body.canary_id;
@@ -261,7 +264,8 @@ test('kill -9 mid-stage: the canary resumes at its stage with its entry time, ca
   try {
     const created = await c1('POST', '', {
       pipeline_id: 'default', auto_promote: false, candidate_config: { steps: [{ type: 'logging', config: {} }] },
-      stages: [{ traffic_pct: 10, min_duration: '1h', min_requests: 0 }, { traffic_pct: 60, min_duration: '1h', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
+      stages: [{ traffic_pct: 10, min_duration: '1h', min_requests: 0 }, { traffic_pct: 60, min_duration: '1h', min_requests: 0 },
+        { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
       rollback_rules: { check_interval: '200ms', min_window_requests: 5 },
     });
     assert.equal(created.status, 201, JSON.stringify(created.body));

@@ -20,7 +20,8 @@ test('the controller emits transition ids <canary_id>:<version>:<type> and warni
   const h = harness();
   const { canary_id: id } = await h.controller.start({
     pipeline_id: 'default', candidate_config: LOGGING_CANDIDATE, rollback_rules: RULES, auto_promote: false,
-    stages: [{ traffic_pct: 10, min_duration: '0', min_requests: 0 }, { traffic_pct: 50, min_duration: '1h', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
+    stages: [{ traffic_pct: 10, min_duration: '0', min_requests: 0 }, { traffic_pct: 50, min_duration: '1h', min_requests: 0 },
+      { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
   }) as { canary_id: string };
   // 4.5 % candidate errors against 0: past 0.8 of the 5-point threshold, not beyond it.
   h.clock.advance(5000);

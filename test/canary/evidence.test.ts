@@ -77,7 +77,8 @@ async function denyAllIsRolledBack(profiling: Record<string, unknown>): Promise<
         return s.status === 'rolled_back' ? s : null;
       }, 15_000);
       assert.equal(status.status, 'rolled_back');
-      const report = await (await fetch(`${proxy.controlPlaneUrl}/api/v1/canary/${id}/report`, { headers: { authorization: `Bearer ${TOKEN}` } })).json() as any;
+      const report = await (await fetch(`${proxy.controlPlaneUrl}/api/v1/canary/${id}/report`,
+        { headers: { authorization: `Bearer ${TOKEN}` } })).json() as any;
       assert.equal(report.triggered_by, 'automatic');
       assert.equal(report.triggering_rules[0].rule, 'error_rate_delta_pct');
       // The rule saw the candidate's requests: all of them failed.

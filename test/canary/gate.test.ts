@@ -113,7 +113,8 @@ test('manual promote: a failing gate answers 409 with the gate\'s answer; force 
     hook.statuses.push(503);
     const h = harness();
     const { canary_id: id } = await h.controller.start(body({ url: hook.url }, { auto_promote: false })) as { canary_id: string };
-    await assert.rejects(h.controller.promote(id), (err: unknown) => err instanceof CanaryError && err.code === 'PROXY_ERR_CANARY_INVALID_STATE' && /HTTP 503/.test(err.message));
+    await assert.rejects(h.controller.promote(id), (err: unknown) => err instanceof CanaryError && err.code === 'PROXY_ERR_CANARY_INVALID_STATE' &&
+      /HTTP 503/.test(err.message));
     assert.equal(h.controller.record(id).current_stage, 1);
     await h.controller.promote(id, { force: true });
     assert.equal(h.controller.record(id).current_stage, 2);
@@ -125,11 +126,13 @@ test('manual promote: a failing gate answers 409 with the gate\'s answer; force 
 
 test('a gate is validated: an http(s) URL, timeout_ms 1..60000, default 5000', () => {
   const defaults = defaultsFromConfig(parseConfig({}, null));
-  const parse = (gate: unknown) => parseStartRequest({ pipeline_id: 'default', candidate_config: LOGGING_CANDIDATE, stages: [{ traffic_pct: 10, min_duration: '0', min_requests: 0, gate }] }, defaults);
+  const parse = (gate: unknown) => parseStartRequest({ pipeline_id: 'default', candidate_config: LOGGING_CANDIDATE,
+    stages: [{ traffic_pct: 10, min_duration: '0', min_requests: 0, gate }] }, defaults);
   assert.equal(parse({ url: 'http://127.0.0.1:9/ok' }).stages[0].gate!.timeout_ms, 5000);
   assert.throws(() => parse({ url: 'ftp://x/y' }), /PROXY_ERR_CANARY_INVALID_STAGES|http/);
   assert.throws(() => parse({ url: 'http://x/', timeout_ms: 0 }));
   assert.throws(() => parse({ url: 'http://x/', extra: 1 }));
   // The configuration's default stages take a gate too.
-  assert.equal(parseConfig({ canary: { stages: [{ traffic_pct: 5, min_duration: '1m', min_requests: 0, gate: { url: 'https://ci.example/confirm' } }] } }, null).canary.stages[0].gate!.url, 'https://ci.example/confirm');
+  assert.equal(parseConfig({ canary: { stages: [{ traffic_pct: 5, min_duration: '1m', min_requests: 0,
+    gate: { url: 'https://ci.example/confirm' } }] } }, null).canary.stages[0].gate!.url, 'https://ci.example/confirm');
 });

@@ -5,7 +5,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { initHistograms } from '../../runtime/profiling/index.ts';
 import {
-  evaluate, mannWhitneyWorse, normalUpperTail, twoProportionWorse, fisherWorse, errorRateWorse, logGamma, SideWindow, buckets, parseStartRequest, defaultsFromConfig,
+  evaluate, mannWhitneyWorse, normalUpperTail, twoProportionWorse, fisherWorse, errorRateWorse, logGamma, SideWindow, buckets, parseStartRequest,
+    defaultsFromConfig,
 } from '../../runtime/canary/index.ts';
 import { parseConfig } from '../../runtime/config/index.ts';
 

@@ -57,7 +57,8 @@ async function refusal(g: PipelineCanaryGraphs, pluginId: string): Promise<strin
 /** The message with the echoed plugin_id taken out: what remains must not depend on the file. */
 const shape = (message: string, pluginId: string) => message.replace(JSON.stringify(pluginId), '<id>');
 
-test('allowed: the built-in directory, a configured step\'s module directory, canary.plugin_dirs, a link that stays inside; what loads is the real path', async () => {
+test('allowed: the built-in directory, a configured step\'s module directory, canary.plugin_dirs, a link that stays inside; what loads is the real ' +
+  'path', async () => {
   const g = graphs();
   for (const id of [filterWasm, join(configured, 'other.wasm'), join(listed, 'mine.wasm'), relative(process.cwd(), join(listed, 'mine.wasm'))]) {
     const p = await g.prepare('default', step(id), [listed]);
@@ -69,7 +70,8 @@ test('allowed: the built-in directory, a configured step\'s module directory, ca
   await assert.rejects(g.prepare('default', step(join(listed, 'mine.wasm'))), /not an allowed plugin/);
 });
 
-test('refused with one error whether the file exists or not: outside, `..`, symlinks leading out, directories, absent files, bad or absent packages', async () => {
+test('refused with one error whether the file exists or not: outside, `..`, symlinks leading out, directories, absent files, bad or absent packages',
+  async () => {
   const g = graphs();
   const refused = [
     join(outside, 'secret.wasm'), // exists, outside

@@ -21,7 +21,8 @@ class Lines implements LogSink {
   lines: Array<Record<string, any>> = [];
   write(line: string): void { this.lines.push(JSON.parse(line)); }
   find(re: RegExp, level?: string): Array<Record<string, any>> {
-    return this.lines.filter((l) => re.test(String(l.msg ?? l.message ?? '')) && (level === undefined || l.level === level || l.level === ({ warn: 40, info: 30, error: 50 } as Record<string, number>)[level]));
+    return this.lines.filter((l) => re.test(String(l.msg ?? l.message ?? '')) && (level === undefined || l.level === level || l.level === ({ warn: 40,
+      info: 30, error: 50 } as Record<string, number>)[level]));
   }
 }
 
@@ -161,7 +162,8 @@ test('a file that takes the promoted steps (adopt) retires the promotion without
   }
 });
 
-test('with several pipelines: a reload that edits another pipeline keeps the promotion; one that edits its pipeline replaces it; the other pipeline never runs it', async () => {
+test('with several pipelines: a reload that edits another pipeline keeps the promotion; one that edits its pipeline replaces it; the other ' +
+  'pipeline never runs it', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'canary-promotion-'));
   const log = new Lines();
   const cfg = (defaultRequest: string[], reportsRequest: string[]) => ({

@@ -25,5 +25,6 @@ test('an entry of pipelines: its request/response and its own steps, nothing sha
   const f = fragmentFor(answer('reports'), doc);
   assert.deepEqual(f.sets.map((s) => s.path), [['pipelines', 1, 'request'], ['pipelines', 1, 'response'], ['pipelines', 1, 'steps', 'filter']]);
   assert.deepEqual(f.sharedWith, []);
-  assert.match(fragmentYaml(f, 'reports'), /^# in the entry of pipelines whose id is reports\nrequest:\n {2}- logging\n {2}- filter\nresponse: \[\]\nsteps:\n {2}filter:/);
+  assert.match(fragmentYaml(f, 'reports'),
+    /^# in the entry of pipelines whose id is reports\nrequest:\n {2}- logging\n {2}- filter\nresponse: \[\]\nsteps:\n {2}filter:/);
 });

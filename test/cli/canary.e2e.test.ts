@@ -126,7 +126,8 @@ test('start with --auto-promote and 7 stages; promote is refused while auto-prom
   assert.match(all.stdout, /nothing to roll back/);
 });
 
-test('rollback --all rolls back every active canary (here one replacing a plugin: candidate-redact.yaml); status --watch stops by itself on a finished canary', async () => {
+test('rollback --all rolls back every active canary (here one replacing a plugin: candidate-redact.yaml); status --watch stops by itself on a ' +
+  'finished canary', async () => {
   const r = await cli(['start', '--pipeline', 'default', '--candidate-config', 'examples/canary/candidate-redact.yaml', '--json']);
   assert.equal(r.code, 0, r.stderr);
   const id = JSON.parse(r.stdout).canary_id;
@@ -153,13 +154,15 @@ test('history and metrics --format csv --output <file> of a canary id', async ()
   const m = await cli(['metrics', secondId, '--format', 'csv', '--output', file]);
   assert.equal(m.code, 0, m.stderr);
   assert.match(m.stderr, new RegExp(`^wrote ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} \\(csv, \\d+ rows\\)$`, 'm'));
-  assert.equal(readFileSync(file, 'utf8').split('\n')[0], 'at,stage,traffic_pct,pipeline,requests,errors,error_rate_pct,latency_p50_ms,latency_p95_ms,latency_p99_ms');
+  assert.equal(readFileSync(file, 'utf8').split('\n')[0],
+    'at,stage,traffic_pct,pipeline,requests,errors,error_rate_pct,latency_p50_ms,latency_p95_ms,latency_p99_ms');
   const mj = await cli(['metrics', secondId, '--format', 'json']);
   assert.equal(JSON.parse(mj.stdout).canary_id, secondId);
 });
 
 test('notifications of those transitions reached the webhook, signed, one per transition', async () => {
-  await until(() => stack.hook.received.some((r) => JSON.parse(r.body).canary.canary_id === secondId && JSON.parse(r.body).type === 'canary.rolled_back'), 'the rollback notification');
+  await until(() => stack.hook.received.some((r) => JSON.parse(r.body).canary.canary_id === secondId &&
+    JSON.parse(r.body).type === 'canary.rolled_back'), 'the rollback notification');
   for (const r of stack.hook.received) {
     assert.ok(verifySignature(SECRET, String(r.headers['x-proxy-timestamp']), r.body, String(r.headers['x-proxy-signature'])));
   }

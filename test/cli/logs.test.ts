@@ -125,7 +125,8 @@ test('proxy logs reaches an admin API on a port fetch refuses (6000)', async (t)
     t.skip('port 6000 is in use on this machine: the bad-port case is not tested');
     return;
   }
-  await assert.rejects(fetch('http://127.0.0.1:6000/'), (err: Error & { cause?: Error }) => /bad port/.test(String(err.cause?.message)), 'fetch refuses port 6000');
+  await assert.rejects(fetch('http://127.0.0.1:6000/'), (err: Error & { cause?: Error }) => /bad port/.test(String(err.cause?.message)), 'fetch ' +
+    'refuses port 6000');
   const config = parseConfig({ listen: '127.0.0.1:0', admin: { listen: '127.0.0.1:6000', token: TOKEN } }, null);
   const log = new Logger('proxy', 'info', 'json', { write: () => {} }, new LogRing(100));
   const proxy = await startProxy(config, { log });

@@ -77,7 +77,8 @@ async function cumulative(profilingUrl: string, which: 'total' | string): Promis
   return hdr.decodeFromCompressedBase64(b64, 32, false);
 }
 
-test('--aggregate over two real proxies: counts add; merged p50/p95/p99 are those of the added histograms, not averages of per-instance percentiles', { timeout: 300_000 }, async () => {
+test('--aggregate over two real proxies: counts add; merged p50/p95/p99 are those of the added histograms, not averages of per-instance percentiles',
+  { timeout: 300_000 }, async () => {
   const [a, b] = await Promise.all([serve('a', 200), serve('b', 5000)]);
   const seenA: string[] = [];
   const seenB: string[] = [];
@@ -89,7 +90,8 @@ test('--aggregate over two real proxies: counts add; merged p50/p95/p99 are thos
   await Promise.all([ca.connect(), cb.connect()]); // handshakes only: nothing runs through a pipeline yet
 
   const out = join(dir, 'merged.json');
-  const child = spawn(process.execPath, [bin, 'profile', '--aggregate', '--instances', `${hostA},${hostB}`, '--duration', '12s', '--output', out], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [bin, 'profile', '--aggregate', '--instances', `${hostA},${hostB}`, '--duration', '12s', '--output', out],
+    { stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   let stdout = '';
   let stderr = '';
@@ -120,7 +122,8 @@ test('--aggregate over two real proxies: counts add; merged p50/p95/p99 are thos
 
   // Nothing ran through a pipeline before the window, so each instance's window is its cumulative histogram now.
   const union = async (which: string) => {
-    const h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3, bitBucketSize: 32, useWebAssembly: false });
+    const h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3, bitBucketSize: 32,
+      useWebAssembly: false });
     h.add(await cumulative(a.profilingUrl, which));
     h.add(await cumulative(b.profilingUrl, which));
     return h;

@@ -17,7 +17,8 @@ const bin = join(process.cwd(), 'bin/proxy.mjs');
 // ---- fixtures shaped like runtime/http/profiling.ts -----------------------------------------------
 
 function histogram(values: number[]): hdr.Histogram {
-  const h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3, bitBucketSize: 32, autoResize: false, useWebAssembly: false });
+  const h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3, bitBucketSize: 32,
+    autoResize: false, useWebAssembly: false });
   for (const v of values) h.recordValue(v);
   return h;
 }
@@ -64,7 +65,8 @@ async function fixture(route: (req: IncomingMessage, u: URL) => Answer | null): 
 }
 
 /** Runs `proxy profile …` (asynchronously: the fixture servers live in this process). */
-function run(args: string[], opts: { env?: Record<string, string>; onStdout?: (text: string, child: ReturnType<typeof spawn>) => void } = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
+function run(args: string[], opts: { env?: Record<string, string>; onStdout?: (text: string,
+  child: ReturnType<typeof spawn>) => void } = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
   const env = { ...process.env, ...opts.env };
   if (opts.env?.PROXY_PROFILE_URL === undefined) delete env.PROXY_PROFILE_URL;
   if (opts.env?.PROXY_PROFILE_TOKEN === undefined) delete env.PROXY_PROFILE_TOKEN;
@@ -88,7 +90,8 @@ test('--duration: a report of exactly the window (end minus start histograms), w
   const authWindow = repeat(1000, 7);
   const graph = (total: number[], ok: number, errors: number, cache: number[], auth: number[]): GraphState => ({
     pipeline_id: 'main', pipeline: 'baseline', ok, errors, total, upstream: repeat(total.length, 40),
-    steps: [{ name: 'wasm:cache', phase: 'request', values: cache, errors: 0 }, { name: 'wasm:auth', phase: 'request', values: auth, errors: auth.length > 0 ? 5 : 0 }],
+    steps: [{ name: 'wasm:cache', phase: 'request', values: cache, errors: 0 },
+      { name: 'wasm:auth', phase: 'request', values: auth, errors: auth.length > 0 ? 5 : 0 }],
   });
   // A candidate graph with more traffic and an idle old pipeline: neither is the baseline's busiest.
   const others = (n: number): GraphState[] => [
@@ -150,11 +153,13 @@ test('--duration: a report of exactly the window (end minus start histograms), w
 });
 
 test('--reset clears first; a reset by someone else during the window leaves only what followed it', async () => {
-  const g = (n: number): GraphState => ({ pipeline_id: 'p', pipeline: 'baseline', ok: n, errors: 0, total: repeat(n, 300), upstream: repeat(n, 100), steps: [] });
+  const g = (n: number): GraphState => ({ pipeline_id: 'p', pipeline: 'baseline', ok: n, errors: 0, total: repeat(n, 300), upstream: repeat(n, 100),
+    steps: [] });
   let reads = 0;
   const f = await fixture((req, u) => {
     if (req.method === 'POST' && u.pathname === '/api/profile/reset') return { body: { reset: true, since: '2025-01-01T00:00:00.000Z' } };
-    if (u.pathname === '/api/profile/histograms') return { body: reads++ === 0 ? histogramsBody('2025-01-01T00:00:00.000Z', [g(500)]) : histogramsBody('2025-01-01T00:00:01.000Z', [g(200)]) };
+    if (u.pathname === '/api/profile/histograms') return { body: reads++ === 0 ? histogramsBody('2025-01-01T00:00:00.000Z',
+      [g(500)]) : histogramsBody('2025-01-01T00:00:01.000Z', [g(200)]) };
     if (u.pathname === '/api/profile/flamegraph') return { body: '' };
     return null;
   });
@@ -176,8 +181,10 @@ test('--reset clears first; a reset by someone else during the window leaves onl
 const snapshot = {
   total_requests: 10, avg_total_latency_us: 100, avg_upstream_latency_us: 60, avg_pipeline_overhead_us: 40,
   steps: [
-    { name: 'wasm:cache', phase: 'request', avg_latency_us: 5, p50_latency_us: 4, p95_latency_us: 9, p99_latency_us: 12, max_latency_us: 30, invocations: 10, errors: 0 },
-    { name: 'wasm:odd,"name"', phase: 'response', avg_latency_us: 1, p50_latency_us: 1, p95_latency_us: 2, p99_latency_us: 3, max_latency_us: 4, invocations: 10, errors: 2 },
+    { name: 'wasm:cache', phase: 'request', avg_latency_us: 5, p50_latency_us: 4, p95_latency_us: 9, p99_latency_us: 12, max_latency_us: 30,
+      invocations: 10, errors: 0 },
+    { name: 'wasm:odd,"name"', phase: 'response', avg_latency_us: 1, p50_latency_us: 1, p95_latency_us: 2, p99_latency_us: 3, max_latency_us: 4,
+      invocations: 10, errors: 2 },
   ],
 };
 
@@ -241,7 +248,8 @@ function report(o: Partial<Record<string, unknown>>): Record<string, unknown> {
 }
 
 test('--compare: throughput, average latency, P99, overhead, error rate and per-step changes', async () => {
-  const step = (name: string, avg: number, p99: number) => ({ name, phase: 'request', avg_latency_us: avg, p50_latency_us: avg, p95_latency_us: p99, p99_latency_us: p99, max_latency_us: p99, invocations: 10, errors: 0 });
+  const step = (name: string, avg: number, p99: number) => ({ name, phase: 'request', avg_latency_us: avg, p50_latency_us: avg, p95_latency_us: p99,
+    p99_latency_us: p99, max_latency_us: p99, invocations: 10, errors: 0 });
   const a = join(dir, 'base.json');
   const b = join(dir, 'exp.json');
   writeFileSync(a, JSON.stringify(report({ steps: [step('wasm:cache', 20, 80), step('wasm:auth', 5, 10)] })));
@@ -260,7 +268,8 @@ test('--compare: throughput, average latency, P99, overhead, error rate and per-
     error_rate_pct: { baseline: 0, experiment: 0.5, delta: 0.5, delta_pct: null },
   });
   assert.deepEqual(d.steps, [
-    { name: 'wasm:cache', phase: 'request', status: 'both', avg_latency_us: { baseline: 20, experiment: 30, delta: 10, delta_pct: 50 }, p99_latency_us: { baseline: 80, experiment: 60, delta: -20, delta_pct: -25 } },
+    { name: 'wasm:cache', phase: 'request', status: 'both', avg_latency_us: { baseline: 20, experiment: 30, delta: 10, delta_pct: 50 },
+      p99_latency_us: { baseline: 80, experiment: 60, delta: -20, delta_pct: -25 } },
     { name: 'wasm:auth', phase: 'request', status: 'removed', avg_latency_us: null, p99_latency_us: null },
     { name: 'wasm:filter', phase: 'request', status: 'added', avg_latency_us: null, p99_latency_us: null },
   ]);
@@ -309,8 +318,10 @@ test('--aggregate: histograms of several instances added, so the merged p99 is t
   const instance = async (total: number[], cache: number[], errors: number, folded: string) => {
     let reads = 0;
     return fixture((req, u) => {
-      if (req.headers.authorization !== 'Bearer agg-token-0123456789') return { status: 401, body: { error: { code: 'PROXY_ERR_UNAUTHORIZED', message: 'missing or invalid bearer token' } } };
-      if (u.pathname === '/api/profile/histograms') return { body: histogramsBody('2025-01-01T00:00:00.000Z', [reads++ === 0 ? empty : state(total, cache, errors)]) };
+      if (req.headers.authorization !== 'Bearer agg-token-0123456789') return { status: 401,
+        body: { error: { code: 'PROXY_ERR_UNAUTHORIZED', message: 'missing or invalid bearer token' } } };
+      if (u.pathname === '/api/profile/histograms') return { body: histogramsBody('2025-01-01T00:00:00.000Z',
+        [reads++ === 0 ? empty : state(total, cache, errors)]) };
       if (u.pathname === '/api/profile/flamegraph') return { body: folded };
       return null;
     });
@@ -319,7 +330,8 @@ test('--aggregate: histograms of several instances added, so the merged p99 is t
   const b = await instance(bTotal, bCache, 6, 'upstream 5\n');
   try {
     const out = join(dir, 'merged.json');
-    const r = await run(['--aggregate', '--instances', `${a.url.slice(7)},${b.url}`, '--duration', '300ms', '--output', out], { env: { PROXY_PROFILE_TOKEN: 'agg-token-0123456789' } });
+    const r = await run(['--aggregate', '--instances', `${a.url.slice(7)},${b.url}`, '--duration', '300ms', '--output', out],
+      { env: { PROXY_PROFILE_TOKEN: 'agg-token-0123456789' } });
     assert.equal(r.status, 0, r.stderr);
     const m = JSON.parse(readFileSync(out, 'utf8'));
     const union = histogram([...aTotal, ...bTotal]);
@@ -338,7 +350,8 @@ test('--aggregate: histograms of several instances added, so the merged p99 is t
     assert.equal(cache.p95_latency_us, histogram([...aCache, ...bCache]).getValueAtPercentile(95));
     assert.equal(cache.max_latency_us, 700);
     assert.deepEqual(m.source, [a.url, b.url]);
-    assert.deepEqual(m.instances.map((i: { url: string; total_requests: number; errors: number; p99_total_latency_us: number }) => [i.url, i.total_requests, i.errors, i.p99_total_latency_us]), [
+    assert.deepEqual(m.instances.map((i: { url: string; total_requests: number; errors: number; p99_total_latency_us: number }) => [i.url,
+      i.total_requests, i.errors, i.p99_total_latency_us]), [
       [a.url, 1000, 4, histogram(aTotal).getValueAtPercentile(99)],
       [b.url, 100, 6, histogram(bTotal).getValueAtPercentile(99)],
     ]);
@@ -354,7 +367,8 @@ test('--aggregate: histograms of several instances added, so the merged p99 is t
 const buckets = (counts: number[]) => [50, 100, 250].map((le, i) => ({ le_us: le, count: counts[i] })).concat([{ le_us: '+Inf' as never, count: counts[3] }]);
 
 test('--step: phases, distribution as a text histogram, sub-operations, and the cache hit rate from /metrics', async () => {
-  const dist = { invocations: 100, errors: 1, avg_latency_us: 40, p50_latency_us: 30, p90_latency_us: 80, p95_latency_us: 90, p99_latency_us: 200, p999_latency_us: 300, max_latency_us: 310, buckets: buckets([60, 30, 9, 1]) };
+  const dist = { invocations: 100, errors: 1, avg_latency_us: 40, p50_latency_us: 30, p90_latency_us: 80, p95_latency_us: 90, p99_latency_us: 200,
+    p999_latency_us: 300, max_latency_us: 310, buckets: buckets([60, 30, 9, 1]) };
   const detail = {
     name: 'wasm:cache', pipeline_id: 'main', pipeline: 'baseline',
     phases: [{ phase: 'request', slow: 3, ...dist, subops: [{ name: 'cache.lookup', ...dist, invocations: 100 }] }],
@@ -409,7 +423,8 @@ test('--live: a line per interval for steps over the threshold, a summary on SIG
     if (u.pathname !== '/api/profile/histograms') return null;
     const n = reads++;
     const values = [...repeat(100 * n, 10), ...repeat(n, 5000)];
-    return { body: histogramsBody('2025-01-01T00:00:00.000Z', [{ pipeline_id: 'main', pipeline: 'baseline', ok: 0, errors: 0, total: [], upstream: [], steps: [{ name: 'wasm:cache', phase: 'request', values }] }]) };
+    return { body: histogramsBody('2025-01-01T00:00:00.000Z', [{ pipeline_id: 'main', pipeline: 'baseline', ok: 0, errors: 0, total: [], upstream: [],
+      steps: [{ name: 'wasm:cache', phase: 'request', values }] }]) };
   });
   try {
     let signalled = false;
@@ -437,8 +452,10 @@ test('errors: unreachable, disabled, token rejected (exit 1); bad usage (exit 2)
   assert.match(refused.stderr, new RegExp(`profiling endpoint not reachable at ${closed.url} \\(is profiling configured\\? see docs/profiling\\.md\\)`));
 
   const f = await fixture((req, u) => {
-    if (req.headers.authorization !== 'Bearer right-token-0123456789') return { status: 401, body: { error: { code: 'PROXY_ERR_UNAUTHORIZED', message: 'missing or invalid bearer token' } } };
-    if (u.pathname.startsWith('/api/profile')) return { status: 404, body: { error: { code: 'PROXY_ERR_PROFILING_DISABLED', message: 'profiling is disabled (profiling.enabled: false)' } } };
+    if (req.headers.authorization !== 'Bearer right-token-0123456789') return { status: 401,
+      body: { error: { code: 'PROXY_ERR_UNAUTHORIZED', message: 'missing or invalid bearer token' } } };
+    if (u.pathname.startsWith('/api/profile')) return { status: 404, body: { error: { code: 'PROXY_ERR_PROFILING_DISABLED', message: 'profiling is ' +
+      'disabled (profiling.enabled: false)' } } };
     return null;
   });
   try {

@@ -66,11 +66,14 @@ function refusal(config: object): string[] {
 
 test('every listener key takes its address from the one parser: refused at load with the key path', () => {
   assert.deepEqual(refusal({ listen: '::1:27018' }), ['listen: "::1:27018": an IPv6 host goes in brackets, e.g. [::1]:9090']);
-  assert.deepEqual(refusal({ admin: { listen: '[::1]:99999', token: 'a-token-of-16-chars' } }), ['admin.listen: "[::1]:99999": the port must be an integer 0..65535']);
-  assert.deepEqual(refusal({ admin: { listen: 'bad/host:9090', token: 'a-token-of-16-chars' } }), ['admin.listen: "bad/host" is not a host name or IP address']);
+  assert.deepEqual(refusal({ admin: { listen: '[::1]:99999', token: 'a-token-of-16-chars' } }),
+    ['admin.listen: "[::1]:99999": the port must be an integer 0..65535']);
+  assert.deepEqual(refusal({ admin: { listen: 'bad/host:9090', token: 'a-token-of-16-chars' } }),
+    ['admin.listen: "bad/host" is not a host name or IP address']);
   assert.deepEqual(refusal({ profiling: { host: '[::1' } }), ['profiling.host: "[::1" is not a bracketed IPv6 address']);
   assert.deepEqual(refusal({ control_plane: { host: 'a host' } }), ['control_plane.host: "a host" is not a host name or IP address']);
-  const ok = parseConfig({ listen: '[::1]:0', admin: { listen: '[::1]:9090', token: 'a-token-of-16-chars' }, profiling: { host: '::1' }, control_plane: { host: '[::1]' } }, null);
+  const ok = parseConfig({ listen: '[::1]:0', admin: { listen: '[::1]:9090', token: 'a-token-of-16-chars' }, profiling: { host: '::1' },
+    control_plane: { host: '[::1]' } }, null);
   assert.equal(ok.admin?.listen, '[::1]:9090');
 });
 
@@ -78,5 +81,6 @@ test(`a pipeline phase holds at most ${MAX_STEPS_PER_PHASE} steps`, () => {
   const steps = (n: number) => Array.from({ length: n }, () => 'logging');
   assert.equal(parseConfig({ pipeline: { request: steps(MAX_STEPS_PER_PHASE) } }, null).pipeline.request.length, MAX_STEPS_PER_PHASE);
   assert.deepEqual(refusal({ pipeline: { request: steps(100_000) } }), [`pipeline.request: at most ${MAX_STEPS_PER_PHASE} steps per phase, got 100000`]);
-  assert.deepEqual(refusal({ pipeline: { response: steps(MAX_STEPS_PER_PHASE + 1) } }), [`pipeline.response: at most ${MAX_STEPS_PER_PHASE} steps per phase, got ${MAX_STEPS_PER_PHASE + 1}`]);
+  assert.deepEqual(refusal({ pipeline: { response: steps(MAX_STEPS_PER_PHASE + 1) } }),
+    [`pipeline.response: at most ${MAX_STEPS_PER_PHASE} steps per phase, got ${MAX_STEPS_PER_PHASE + 1}`]);
 });

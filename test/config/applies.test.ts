@@ -60,7 +60,8 @@ test('a reload names the changed keys marked restart, and no key that applies', 
   // Credentials and listener addresses apply on reload.
   assert.deepEqual(changed((c) => { c.admin.token = 'admin-token-rotated-0123'; c.admin.listen = '127.0.0.1:1'; }), []);
   assert.deepEqual(changed((c) => { c.profiling.token = 'profiling-token-rotated-01'; c.profiling.port = 1; c.profiling.host = 'localhost'; }), []);
-  assert.deepEqual(changed((c) => { c.control_plane.tokens = ['control-token-rotated-012']; c.control_plane.port = 1; c.control_plane.token_env = 'OTHER'; }), []);
+  assert.deepEqual(changed((c) => { c.control_plane.tokens = ['control-token-rotated-012']; c.control_plane.port = 1;
+    c.control_plane.token_env = 'OTHER'; }), []);
   assert.deepEqual(changed((c) => { delete c.admin; }), []);
   assert.deepEqual(changed((c) => { c.pipeline.request = []; c.steps = { cache: { config: { max_entries: 5 } } }; }), []);
   assert.deepEqual(changed((c) => { c.telemetry = { sample_rate: 0.5 }; }), ['telemetry']);
@@ -68,7 +69,8 @@ test('a reload names the changed keys marked restart, and no key that applies', 
   assert.deepEqual(changed((c) => { c.listen = '127.0.0.1:1'; }), ['listen']);
   assert.deepEqual(changed((c) => { c.upstream = { pool_size: 3 }; }), ['upstream.pool_size']);
   assert.deepEqual(changed((c) => { c.pipeline.id = 'other'; }), ['pipeline.id']);
-  assert.deepEqual(changed((c) => { c.profiling.storage = 'mmap'; c.profiling.mmap_path = 'x.bin'; c.profiling.enabled = false; }), ['profiling.storage', 'profiling.mmap_path']);
+  assert.deepEqual(changed((c) => { c.profiling.storage = 'mmap'; c.profiling.mmap_path = 'x.bin'; c.profiling.enabled = false; }),
+    ['profiling.storage', 'profiling.mmap_path']);
   assert.deepEqual(changed((c) => { delete c.profiling; }), ['profiling']);
   assert.deepEqual(changed((c) => { delete c.control_plane; }), ['control_plane']);
   assert.deepEqual(changed((c) => { c.tls = { cert_file: 'a.pem', key_file: 'a.key' }; }), ['tls']);
@@ -81,7 +83,9 @@ test('within telemetry only sample_rate applies; a changed array item applies as
   const withTelemetry = { ...base, telemetry: { otlp_endpoint: 'http://127.0.0.1:4318', sample_rate: 0.1 } };
   const before = parseConfig(withTelemetry, null);
   assert.deepEqual(restartKeys(before, parseConfig({ ...withTelemetry, telemetry: { ...withTelemetry.telemetry, sample_rate: 1 } }, null)), []);
-  assert.deepEqual(restartKeys(before, parseConfig({ ...withTelemetry, telemetry: { ...withTelemetry.telemetry, service_name: 'x' } }, null)), ['telemetry.service_name']);
-  const users = (name: string) => ({ ...base, auth: { users: [{ name, iterations: 4096, salt: 'c2FsdHNhbHRzYWx0c2FsdA==', stored_key: Buffer.alloc(32).toString('base64'), server_key: Buffer.alloc(32).toString('base64') }] } });
+  assert.deepEqual(restartKeys(before, parseConfig({ ...withTelemetry, telemetry: { ...withTelemetry.telemetry, service_name: 'x' } }, null)),
+    ['telemetry.service_name']);
+  const users = (name: string) => ({ ...base, auth: { users: [{ name, iterations: 4096, salt: 'c2FsdHNhbHRzYWx0c2FsdA==',
+    stored_key: Buffer.alloc(32).toString('base64'), server_key: Buffer.alloc(32).toString('base64') }] } });
   assert.deepEqual(restartKeys(parseConfig(users('a'), null), parseConfig(users('b'), null)), []);
 });

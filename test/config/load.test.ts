@@ -120,7 +120,8 @@ test('an unknown step type names the built-in steps', () => {
   const err = refused(() => parseConfig({ pipeline: { request: ['nosuch'] } }, null));
   assert.equal(err.issues.length, 1);
   assert.equal(err.issues[0].path, 'pipeline.request[0]');
-  assert.match(err.issues[0].message, /^unknown step type "nosuch": not a built-in step \(logging, filter, cache, metrics, rate_limit, auth, transform, route\)/);
+  assert.match(err.issues[0].message,
+    /^unknown step type "nosuch": not a built-in step \(logging, filter, cache, metrics, rate_limit, auth, transform, route\)/);
 });
 
 test('a wrong type is refused with its path, what was expected and what was received', () => {

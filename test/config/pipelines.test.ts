@@ -52,8 +52,10 @@ test('a pipeline after a match-all one can never match: refused at its match wit
 test('an identical or covering earlier match shadows a later pipeline; a narrower earlier one does not', () => {
   assert.match(refused({ pipelines: [{ id: 'a', match: { app_name: 'x', db: 'd' } }, { id: 'b', match: { db: 'd', app_name: 'x' } }] })[0],
     /^pipelines\[1\]\.match: pipeline "b" can never match: pipelines\[0\] \("a"\) comes first and matches every request this one matches$/);
-  assert.match(refused({ pipelines: [{ id: 'a', match: { app_name: 'rep*' } }, { id: 'b', match: { app_name: ['report', 'rep-?'], user: 'u' } }] })[0], /pipelines\[1\]\.match: pipeline "b" can never match/);
-  assert.match(refused({ pipelines: [{ id: 'a', match: { client: '10.0.0.0/8' } }, { id: 'b', match: { client: '10.1.0.0/16' } }] })[0], /pipelines\[1\]\.match/);
+  assert.match(refused({ pipelines: [{ id: 'a', match: { app_name: 'rep*' } },
+    { id: 'b', match: { app_name: ['report', 'rep-?'], user: 'u' } }] })[0], /pipelines\[1\]\.match: pipeline "b" can never match/);
+  assert.match(refused({ pipelines: [{ id: 'a', match: { client: '10.0.0.0/8' } }, { id: 'b', match: { client: '10.1.0.0/16' } }] })[0],
+    /pipelines\[1\]\.match/);
   // Narrower first, wider after: both can match.
   assert.doesNotThrow(() => parseConfig({ pipelines: [{ id: 'a', match: { client: '10.1.0.0/16' } }, { id: 'b', match: { client: '10.0.0.0/8' } }] }, null));
   assert.doesNotThrow(() => parseConfig({ pipelines: [{ id: 'a', match: { db: 'x', user: 'u' } }, { id: 'b', match: { db: 'x' } }] }, null));
@@ -62,7 +64,8 @@ test('an identical or covering earlier match shadows a later pipeline; a narrowe
 
 test('an unknown step, a bad CIDR and an unknown match key are refused with their key path', () => {
   assert.deepEqual(refused({ pipelines: [{ id: 'a', match: { db: 'x' }, response: ['metrics', 'nope'] }] }), [
-    'pipelines[0].response[1]: unknown step type "nope": not a built-in step (logging, filter, cache, metrics, rate_limit, auth, transform, route), and steps.nope names no "module" or "package"',
+    'pipelines[0].response[1]: unknown step type "nope": not a built-in step (logging, filter, cache, metrics, rate_limit, auth, transform, ' +
+      'route), and steps.nope names no "module" or "package"',
   ]);
   // A pipeline's own steps entry names the module.
   assert.doesNotThrow(() => parseConfig({ pipelines: [{ id: 'a', request: ['redact'], steps: { redact: { module: 'build/plugins/redact.wasm' } } }] }, null));
@@ -78,11 +81,14 @@ test('an unknown step, a bad CIDR and an unknown match key are refused with thei
 });
 
 test('ids: unique, not a graph variant, a plain name; the default pipeline has no match and is defined once', () => {
-  assert.deepEqual(refused({ pipelines: [{ id: 'a', match: { db: 'x' } }, { id: 'a', match: { db: 'y' } }] }), ['pipelines[1].id: duplicate pipeline id "a" (also pipelines[0])']);
-  assert.deepEqual(refused({ pipelines: [{ id: 'candidate', match: { db: 'x' } }] }), ['pipelines[0].id: "candidate" names a graph variant and cannot be a pipeline id']);
+  assert.deepEqual(refused({ pipelines: [{ id: 'a', match: { db: 'x' } }, { id: 'a', match: { db: 'y' } }] }),
+    ['pipelines[1].id: duplicate pipeline id "a" (also pipelines[0])']);
+  assert.deepEqual(refused({ pipelines: [{ id: 'candidate', match: { db: 'x' } }] }),
+    ['pipelines[0].id: "candidate" names a graph variant and cannot be a pipeline id']);
   assert.match(refused({ pipelines: [{ id: 'a b' }] })[0], /^pipelines\[0\]\.id: /);
   assert.deepEqual(refused({ pipelines: [{ id: 'default', match: { db: 'x' } }] }), [
-    'pipelines[0].match: pipeline "default" is the default pipeline (it takes every request no other pipeline matches) and has no match; give this pipeline another id, or remove its match',
+    'pipelines[0].match: pipeline "default" is the default pipeline (it takes every request no other pipeline matches) and has no match; give this ' +
+      'pipeline another id, or remove its match',
   ]);
   assert.deepEqual(refused({ pipeline: { request: ['cache'] }, pipelines: [{ id: 'default', request: ['logging'] }] }), [
     'pipelines[0].id: pipeline "default" is defined twice: here and by the pipeline block\'s steps; list its steps in one place',

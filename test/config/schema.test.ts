@@ -31,7 +31,8 @@ test('an empty object takes every default', () => {
       stages: DEFAULT_STAGES, auto_promote: false, data_dir: 'data/canary', baseline_grace_period: '15m', warning_share: 0.8,
       max_samples: 10000, judge: { enabled: false, confidence: 0.98 }, plugin_dirs: [],
     },
-    rollback_rules: { error_rate_delta_pct: 5, latency_p95_delta_ms: 100, sustained_duration: '20s', check_interval: '5s', custom_metrics: [], min_window_requests: 20 },
+    rollback_rules: { error_rate_delta_pct: 5, latency_p95_delta_ms: 100, sustained_duration: '20s', check_interval: '5s', custom_metrics: [],
+      min_window_requests: 20 },
     auto_promote_rules: { min_duration: '0', min_requests: 0, max_error_rate_delta_pct: 1, max_latency_p95_delta_ms: 20 },
     notifications: { channels: [], timeout_ms: 10000, max_attempts: 8, initial_backoff_ms: 1000, max_backoff_ms: 60000 },
   });

@@ -28,9 +28,11 @@ test('canary widget: a refused token and an unknown canary are said in place of 
       el.id = 'refusal-probe';
       document.getElementById('refusal-probe')?.remove();
       document.body.append(el);
-      (window as unknown as { ProxyCanaryWidget: { mount: (e: Element, o: object) => void } }).ProxyCanaryWidget.mount(el, { baseUrl, canaryId: id, token: t, refreshInterval: 5000 });
+      (window as unknown as { ProxyCanaryWidget: { mount: (e: Element, o: object) => void } }).ProxyCanaryWidget.mount(el,
+        { baseUrl, canaryId: id, token: t, refreshInterval: 5000 });
     }, [proxy.controlPlaneUrl!, token, canaryId]);
-    await page.waitForFunction(() => !/Connecting/.test(document.querySelector('#refusal-probe [data-field=message]')?.textContent ?? 'Connecting'), undefined, { timeout: 15_000 });
+    await page.waitForFunction(() => !/Connecting/.test(document.querySelector('#refusal-probe [data-field=message]')?.textContent ?? 'Connecting'),
+      undefined, { timeout: 15_000 });
     return page.textContent('#refusal-probe [data-field=message]');
   };
   assert.equal(await mounted('wrong-token-0123456789', 'c-1'), 'The control plane refused the token.');

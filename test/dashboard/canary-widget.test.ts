@@ -7,12 +7,12 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
-import type { Page } from 'playwright-core';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { startProxy } from '../../runtime/app/serve.ts';
 import { ARTIFACTS, quiet, running, clients, dirs, start, open } from './helpers.ts';
 
-test('canary widget: baseline vs candidate fed over the WebSocket, stage and traffic, rules with thresholds; its buttons promote and roll back', { timeout: 120_000 }, async () => {
+test('canary widget: baseline vs candidate fed over the WebSocket, stage and traffic, rules with thresholds; its buttons promote and roll back',
+  { timeout: 120_000 }, async () => {
   const TOKEN = 'dashboard-canary-token-0123456789';
   const dir = mkdtempSync(join(tmpdir(), 'proxy-dashboard-canary-'));
   dirs.push(dir);
@@ -28,7 +28,8 @@ test('canary widget: baseline vs candidate fed over the WebSocket, stage and tra
     method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
     body: JSON.stringify({
       pipeline_id: 'default', candidate_config: { steps: [{ type: 'logging', config: {} }] }, auto_promote: false,
-      stages: [{ traffic_pct: 50, min_duration: '0', min_requests: 0 }, { traffic_pct: 75, min_duration: '0', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
+      stages: [{ traffic_pct: 50, min_duration: '0', min_requests: 0 }, { traffic_pct: 75, min_duration: '0', min_requests: 0 },
+        { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
     }),
   }).then((r) => r.json());
   assert.match(created.canary_id, /./, JSON.stringify(created));
@@ -49,7 +50,8 @@ test('canary widget: baseline vs candidate fed over the WebSocket, stage and tra
   const head = await widget.locator('table').first().locator('thead th').allTextContents();
   assert.deepEqual(head, ['', 'Baseline', 'Candidate']);
   // Both sides served requests (50 %): the counts arrive over the feed and grow with traffic.
-  const requests = async () => (await widget.locator('table').first().locator('tbody tr').first().locator('td').allTextContents()).map((t) => Number(t.replace(/,/g, '')));
+  const requests = async () => (await widget.locator('table').first().locator('tbody ' +
+    'tr').first().locator('td').allTextContents()).map((t) => Number(t.replace(/,/g, '')));
   await page.waitForFunction(() => {
     const tds = document.querySelectorAll('#canary-widget .pcw table:first-of-type tbody tr:first-child td');
     return tds.length === 2 && Number(tds[0].textContent!.replace(/,/g, '')) > 0 && Number(tds[1].textContent!.replace(/,/g, '')) > 0;
@@ -70,9 +72,11 @@ test('canary widget: baseline vs candidate fed over the WebSocket, stage and tra
   page.once('dialog', (d) => d.accept('from the dashboard test'));
   await widget.locator('[data-action=rollback]').click();
   await widget.locator('[data-status=rolled_back]').waitFor({ timeout: 15_000 });
-  const status = await fetch(`${proxy.controlPlaneUrl}/api/v1/canary/${created.canary_id}`, { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.json());
+  const status = await fetch(`${proxy.controlPlaneUrl}/api/v1/canary/${created.canary_id}`,
+    { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.json());
   assert.equal(status.status, 'rolled_back');
-  const history = await fetch(`${proxy.controlPlaneUrl}/api/v1/canary/${created.canary_id}/history`, { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.json());
+  const history = await fetch(`${proxy.controlPlaneUrl}/api/v1/canary/${created.canary_id}/history`,
+    { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.json());
   assert.ok(JSON.stringify(history).includes('from the dashboard test'), 'the reason typed in the dialog reached the control plane');
   const extra = page as unknown as { errors: string[]; foreign: string[] };
   assert.deepEqual(extra.errors, []);

@@ -4,19 +4,17 @@
 // to test-artifacts/dashboard/.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MongoClient } from 'mongodb';
 import type { Page } from 'playwright-core';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { startProxy } from '../../runtime/app/serve.ts';
-import { ARTIFACTS, quiet, running, clients, dirs, start, open } from './helpers.ts';
+import { ARTIFACTS, quiet, running, start, open } from './helpers.ts';
 
 const column = (page: Page, i: number) => page.$$eval(`#steps tbody tr td:nth-child(${i})`, (tds) => tds.map((t) => t.textContent ?? ''));
 const num = (s: string) => Number(s.replace(/[^\d.]/g, ''));
 
-test('profiling table: live rows from the running proxy, every column sortable, P99 descending in one click, refreshed every 5 s', { timeout: 90_000 }, async () => {
+test('profiling table: live rows from the running proxy, every column sortable, P99 descending in one click, refreshed every 5 s',
+  { timeout: 90_000 }, async () => {
   const { proxy, client } = await start({});
   const db = client.db('dash');
   for (let i = 0; i < 30; i++) await db.collection('us_200').findOne({});

@@ -48,7 +48,8 @@ export async function start(profiling: Record<string, unknown>) {
   const raw = {
     listen: '127.0.0.1:0', log: { level: 'error' },
     pipeline: { request: ['spin', 'filter'], response: ['logging'] },
-    steps: { spin: { module: await fixture('spin'), config: {} }, filter: { config: { rules: [], default: 'allow' } }, logging: { config: { sample_rate: 0 } } },
+    steps: { spin: { module: await fixture('spin'), config: {} }, filter: { config: { rules: [], default: 'allow' } },
+      logging: { config: { sample_rate: 0 } } },
     profiling: { enabled: true, port: 0, slow_step_threshold_us: 1_000_000, snapshot_dir: dir, snapshot_interval_s: 3600, ...profiling },
   };
   const proxy = await startProxy(parseConfig(raw, null), { log: quiet });

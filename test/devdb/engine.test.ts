@@ -315,7 +315,8 @@ describe('count / distinct / aggregate', () => {
     const cd = ok({ aggregate: 'p', pipeline: [{ $match: { cat: 'a' } }, { $group: { _id: 1, n: { $sum: 1 } } }], cursor: {} });
     assert.deepEqual(cd.cursor.firstBatch, [{ _id: 1, n: 2 }]);
     ok({ insert: 'cats', documents: [{ _id: 'a', label: 'Alpha' }] });
-    const lk = ok({ aggregate: 'p', pipeline: [{ $match: { _id: 1 } }, { $lookup: { from: 'cats', localField: 'cat', foreignField: '_id', as: 'c' } }], cursor: {} });
+    const lk = ok({ aggregate: 'p', pipeline: [{ $match: { _id: 1 } }, { $lookup: { from: 'cats', localField: 'cat', foreignField: '_id',
+      as: 'c' } }], cursor: {} });
     assert.equal(lk.cursor.firstBatch[0].c[0].label, 'Alpha');
     const batched = ok({ aggregate: 'p', pipeline: [], cursor: { batchSize: 1 } });
     assert.equal(batched.cursor.firstBatch.length, 1);

@@ -169,7 +169,8 @@ describe('devdb transactions through the Node driver', () => {
   let proxy: RunningProxy;
   before(async () => {
     server = new DevDbServer();
-    proxy = await startProxy(parseConfig({ listen: '127.0.0.1:0', devdb: { port: 0 } }, null), { log: new Logger('proxy', 'warn', 'json', { write: () => {} }) });
+    proxy = await startProxy(parseConfig({ listen: '127.0.0.1:0', devdb: { port: 0 } }, null),
+      { log: new Logger('proxy', 'warn', 'json', { write: () => {} }) });
   });
   after(async () => {
     await proxy?.close();

@@ -16,6 +16,7 @@ test('component-js: a refused config names the reason the component logged', asy
   await assert.rejects(
     PluginHarness.load(COMPONENT, { name: 'component_js_refuse', config: { log_level: 'loud' }, max_memory_pages: 256 }),
     (err: unknown) => err instanceof PluginConfigRefusedError &&
-      err.message === 'plugin wasm:component_js_refuse refused its config: component_js: bad config: log_level must be trace, debug, info, warn or error, got "loud"',
+      err.message === 'plugin wasm:component_js_refuse refused its config: component_js: bad config: log_level must be trace, debug, info, warn or ' +
+        'error, got "loud"',
   );
 });

@@ -188,7 +188,8 @@ describe('wire fuzz (mutated captured frames)', () => {
     assert.ok(bases.length >= 50, `fixtures: ${bases.length}`);
     // What the captures lack: hello over OP_MSG (drivers switch to it after helloOk), a checksummed
     // message, and a moreToCome insert with a document sequence.
-    const client = { driver: { name: 'nodejs', version: '7.0.0' }, os: { type: 'Linux', name: 'linux' }, platform: 'Node.js v20', application: { name: 'fuzz?x=1' } };
+    const client = { driver: { name: 'nodejs', version: '7.0.0' }, os: { type: 'Linux', name: 'linux' }, platform: 'Node.js v20',
+      application: { name: 'fuzz?x=1' } };
     bases.push(
       { name: 'synth-hello', bytes: opMsg({ hello: 1, helloOk: true, client, compression: ['zstd', 'snappy'], $db: 'admin' }) },
       { name: 'synth-isMaster', bytes: opMsg({ isMaster: 1, $db: 'admin', topologyVersion: { processId: 'x', counter: 0n } }) },
@@ -217,7 +218,8 @@ describe('wire fuzz (mutated captured frames)', () => {
     for (const c of stack.proxy.server.connections()) {
       if (c.id !== id) continue;
       const x = c as unknown as Record<string, unknown> & {
-        framer?: { buffered?: number }; queue?: { length: number; paused: boolean }; call?: { active: boolean }; socket: { destroyed: boolean; writableLength: number };
+        framer?: { buffered?: number }; queue?: { length: number; paused: boolean }; call?: { active: boolean };
+          socket: { destroyed: boolean; writableLength: number };
       };
       return {
         busy: x.busy, closed: x.closed, paused: x.queue?.paused, queued: x.queue?.length, framerBuffered: x.framer?.buffered,
@@ -330,7 +332,8 @@ describe('wire fuzz (mutated captured frames)', () => {
           : closedAt !== 0 ? `closed after ${closedAt - sentAt} ms` : 'still nothing 5 s after the batch';
         findings.push({
           kind: 'no-reply', iteration: i, replay, due: `${f.due} (${f.why})`,
-          detail: `frame ${ref.frames.indexOf(f)} of the batch (requestId ${f.requestId}, opcode ${f.opCode}, ${f.bytes.length} bytes): no reply and no close within ${REPLY_MS} ms`,
+          detail: `frame ${ref.frames.indexOf(f)} of the batch (requestId ${f.requestId}, opcode ${f.opCode}, ${f.bytes.length} bytes): no reply ` +
+            `and no close within ${REPLY_MS} ms`,
           frameHex: hex(f.bytes), from: from(f), proxyState: state, eventually,
         });
         count(kindOf(f), 'NO-REPLY');

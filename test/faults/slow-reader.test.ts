@@ -37,7 +37,8 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)];
 }
 
-test(`a client that never reads ${REQUESTS} pipelined 16 MB replies keeps the proxy within +64 MB RSS for ${SECONDS} s, others keep being served, then it gets every reply in order`,
+test(`a client that never reads ${REQUESTS} pipelined 16 MB replies keeps the proxy within +64 MB RSS for ${SECONDS} s, others keep being served, ` +
+  `then it gets every reply in order`,
   { timeout: (SECONDS + 150) * 1000 }, async () => {
     const tmp = mkdtempSync(join(tmpdir(), 'slow-reader-'));
     const port = await freePort();

@@ -473,7 +473,8 @@ const ops: Record<string, { weight: number; op: Op }> = {
         // the inner mutation chose.
         const id = b[24];
         try {
-          return { bytes: wrapCompressed(m.bytes.length >= 16 ? m.bytes : Buffer.concat([m.bytes, Buffer.alloc(16 - m.bytes.length)]), id), desc: `cz-inner(${m.desc})` };
+          return { bytes: wrapCompressed(m.bytes.length >= 16 ? m.bytes : Buffer.concat([m.bytes, Buffer.alloc(16 - m.bytes.length)]), id),
+            desc: `cz-inner(${m.desc})` };
         } catch {
           return null;
         }

@@ -166,7 +166,8 @@ const SpanSchema: MessageSchema = {
     13: ['links', LinkSchema, true], 14: ['dropped_links_count', 'uint32'], 15: ['status', StatusSchema], 16: ['flags', 'fixed32'],
   },
 };
-const ScopeSpansSchema: MessageSchema = { name: 'ScopeSpans', fields: { 1: ['scope', ScopeSchema], 2: ['spans', SpanSchema, true], 3: ['schema_url', 'string'] } };
+const ScopeSpansSchema: MessageSchema = { name: 'ScopeSpans', fields: { 1: ['scope', ScopeSchema], 2: ['spans', SpanSchema, true],
+  3: ['schema_url', 'string'] } };
 const ResourceSpansSchema: MessageSchema = {
   name: 'ResourceSpans', fields: { 1: ['resource', ResourceSchema], 2: ['scope_spans', ScopeSpansSchema, true], 3: ['schema_url', 'string'] },
 };

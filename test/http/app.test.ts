@@ -46,7 +46,8 @@ after(async () => {
 interface Answer { status: number; headers: Record<string, string | string[] | undefined>; body: any }
 
 /** One request with node:http (no client-side limits), the token, and the body as given. */
-function call(base: string, method: string, path: string, opts: { body?: string | Buffer; type?: string | null; headers?: Record<string, string>; chunked?: boolean } = {}): Promise<Answer & { clientError: Error | null }> {
+function call(base: string, method: string, path: string, opts: { body?: string | Buffer; type?: string | null; headers?: Record<string, string>;
+  chunked?: boolean } = {}): Promise<Answer & { clientError: Error | null }> {
   const u = new URL(path, base);
   return new Promise((resolve, reject) => {
     const headers: Record<string, string | number> = { authorization: `Bearer ${TOKEN}`, ...opts.headers };
@@ -146,7 +147,8 @@ for (const app of apps) {
   });
 
   test(`${app.name}: another content type is 415 PROXY_ERR_UNSUPPORTED_MEDIA_TYPE`, async () => {
-    isError(await call(app.url(), 'POST', app.post, { body: 'a=1', type: 'application/x-www-form-urlencoded' }), 415, 'PROXY_ERR_UNSUPPORTED_MEDIA_TYPE', /application\/json/);
+    isError(await call(app.url(), 'POST', app.post, { body: 'a=1', type: 'application/x-www-form-urlencoded' }), 415,
+      'PROXY_ERR_UNSUPPORTED_MEDIA_TYPE', /application\/json/);
   });
 
   test(`${app.name}: unknown path 404, known path with another method 405 with Allow, a path that does not decode 400`, async () => {
@@ -176,7 +178,8 @@ test('admin API: a null body does not reload (it used to re-read the file and an
   assert.equal(reread.body.reloaded, true);
 });
 
-test(`admin API: a 100,000-step pipeline is refused with the key path (at most ${MAX_STEPS_PER_PHASE} a phase); a configuration over the body limit is 413`, async () => {
+test(`admin API: a 100,000-step pipeline is refused with the key path (at most ${MAX_STEPS_PER_PHASE} a phase); a configuration over the body ` +
+  `limit is 413`, async () => {
   const body = JSON.stringify({ pipeline: { request: Array.from({ length: 100_000 }, () => 'logging') } });
   assert.ok(body.length < ADMIN_BODY_LIMIT_BYTES);
   const r = await call(proxy.adminUrl!, 'POST', '/api/v1/reload', { body });
@@ -193,11 +196,13 @@ test('admin API: the health probes answer GET without a token; another method on
   isError(await call(proxy.adminUrl!, 'POST', '/healthz'), 405, 'PROXY_ERR_METHOD_NOT_ALLOWED');
 });
 
-test(`control plane: a candidate of 20,000 steps (inside the body limit) is refused (at most ${2 * MAX_STEPS_PER_PHASE} steps, ${MAX_STEPS_PER_PHASE} a phase)`, async () => {
+test(`control plane: a candidate of 20,000 steps (inside the body limit) is refused (at most ${2 * MAX_STEPS_PER_PHASE} ` +
+  `steps, ${MAX_STEPS_PER_PHASE} a phase)`, async () => {
   const steps = Array.from({ length: 20_000 }, () => ({ type: 'logging' }));
   const r = await call(proxy.controlPlaneUrl!, 'POST', '/api/v1/canary', { body: JSON.stringify({ pipeline_id: 'default', candidate_config: { steps } }) });
   isError(r, 400, 'PROXY_ERR_BAD_BODY', new RegExp(`candidate_config\\.steps: at most ${2 * MAX_STEPS_PER_PHASE} steps`));
   const phase = Array.from({ length: MAX_STEPS_PER_PHASE + 1 }, () => 'logging');
-  const p = await call(proxy.controlPlaneUrl!, 'POST', '/api/v1/canary', { body: JSON.stringify({ pipeline_id: 'default', candidate_config: { steps: [], pipeline: { request: phase } } }) });
+  const p = await call(proxy.controlPlaneUrl!, 'POST', '/api/v1/canary', { body: JSON.stringify({ pipeline_id: 'default',
+    candidate_config: { steps: [], pipeline: { request: phase } } }) });
   isError(p, 400, 'PROXY_ERR_BAD_BODY', new RegExp(`candidate_config\\.pipeline\\.request: at most ${MAX_STEPS_PER_PHASE} steps per phase`));
 });

@@ -37,7 +37,8 @@ test('the schema takes exactly the table\'s levels for log.level', () => {
 });
 
 test('`proxy logs --level` takes the table\'s levels and names them when refusing', async () => {
-  await assert.rejects(runLogs({ level: 'loud', url: 'http://127.0.0.1:9' }), (e: unknown) => e instanceof LogsError && e.message === `--level must be one of ${LOG_LEVELS.join(', ')}`);
+  await assert.rejects(runLogs({ level: 'loud', url: 'http://127.0.0.1:9' }), (e: unknown) => e instanceof LogsError && e.message === `--level ` +
+    `must be one of ${LOG_LEVELS.join(', ')}`);
   // An inherited property of an object is not a level.
   await assert.rejects(runLogs({ level: 'toString', url: 'http://127.0.0.1:9' }), LogsError);
 });
@@ -89,7 +90,8 @@ test('the admin API\'s level filter (GET /api/v1/logs?level=) takes the table\'s
   };
   const app = buildAdminApp(surface, { token: 'admin-token-0123456789', configFile: null });
   try {
-    const get = (level: string) => app.inject({ url: `/api/v1/logs?tail=100&follow=false&level=${level}`, headers: { authorization: 'Bearer admin-token-0123456789' } });
+    const get = (level: string) => app.inject({ url: `/api/v1/logs?tail=100&follow=false&level=${level}`,
+      headers: { authorization: 'Bearer admin-token-0123456789' } });
     for (const [i, level] of LOG_LEVELS.entries()) {
       const r = await get(level);
       assert.equal(r.statusCode, 200, level);

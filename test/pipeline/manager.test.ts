@@ -60,7 +60,8 @@ test('a refused config or a missing module keeps the old graph', async () => {
   const good = await m.load(await config('p3', ['props'], []));
   await assert.rejects(m.load(await config('p3', ['props'], [], { props: { config: { refuse: true } } })), /refused its config/);
   assert.equal(m.get('p3'), good);
-  await assert.rejects(m.load({ pipeline: { id: 'p3', request: ['nope'], response: [] }, steps: { nope: { module: '/nonexistent.wasm', config: {}, max_memory_pages: 8 } } }), /cannot read/);
+  await assert.rejects(m.load({ pipeline: { id: 'p3', request: ['nope'], response: [] },
+    steps: { nope: { module: '/nonexistent.wasm', config: {}, max_memory_pages: 8 } } }), /cannot read/);
   assert.equal(m.get('p3'), good);
 });
 

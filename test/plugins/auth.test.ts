@@ -66,9 +66,11 @@ test('auth hmac_jwt: valid token passes and is stripped; permissions from the db
 
 test('auth hmac_jwt: missing, bad signature, expired, not yet valid, wrong alg, garbage', async () => {
   const h = await load('auth', JWT_CFG);
-  const deny = (cmd: object) => { const r = h.request(cmd); assert.equal(r.reject?.code, 13); assert.equal(r.reject?.codeName, 'Unauthorized'); return r.reject!.message; };
+  const deny = (cmd: object) => { const r = h.request(cmd); assert.equal(r.reject?.code, 13); assert.equal(r.reject?.codeName, 'Unauthorized');
+    return r.reject!.message; };
   assert.match(deny({ find: 'c', $db: 'app' }), /authentication required: send an HS256 JWT in the \$proxyToken field/);
-  assert.match(deny({ find: 'c', $proxyToken: jwt({ sub: 'x', dbs: { app: 'read' } }, 'another-secret-of-enough-length'), $db: 'app' }), /invalid token signature/);
+  assert.match(deny({ find: 'c', $proxyToken: jwt({ sub: 'x', dbs: { app: 'read' } }, 'another-secret-of-enough-length'), $db: 'app' }),
+    /invalid token signature/);
   assert.match(deny({ find: 'c', $proxyToken: jwt({ sub: 'x', dbs: { app: 'read' }, exp: NOW - 1 }, SECRET), $db: 'app' }), /token expired/);
   assert.match(deny({ find: 'c', $proxyToken: jwt({ sub: 'x', dbs: { app: 'read' }, nbf: NOW + 600 }, SECRET), $db: 'app' }), /not valid yet/);
   assert.match(deny({ find: 'c', $proxyToken: jwt({ sub: 'x' }, SECRET, { alg: 'none' }), $db: 'app' }), /must be HS256/);
@@ -85,7 +87,8 @@ test('auth hmac_jwt: missing, bad signature, expired, not yet valid, wrong alg, 
 test('auth hmac_jwt: without now_unix_s, expiry is checked against the host wall clock', async () => {
   const h = await load('auth', { provider: 'hmac_jwt', secret: SECRET });
   const now = Math.floor(Date.now() / 1000);
-  assert.match(h.request({ find: 'c', $proxyToken: jwt({ sub: 'x', dbs: { app: 'read' }, exp: now - 60 }, SECRET), $db: 'app' }).reject?.message ?? '', /expired/);
+  assert.match(h.request({ find: 'c', $proxyToken: jwt({ sub: 'x', dbs: { app: 'read' }, exp: now - 60 }, SECRET),
+    $db: 'app' }).reject?.message ?? '', /expired/);
   assert.equal(h.request({ find: 'c', $proxyToken: jwt({ sub: 'x', dbs: { app: 'read' }, exp: now + 600 }, SECRET), $db: 'app' }).verdict, Verdict.Continue);
   assert.equal(h.request({ find: 'c', $proxyToken: jwt({ sub: 'x', dbs: { app: 'read' } }, SECRET), $db: 'app' }).verdict, Verdict.Continue);
 });

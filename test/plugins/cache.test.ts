@@ -15,7 +15,8 @@ function metric(text: string, name: string, pipeline: string): number {
 
 test('cache: miss stores, hit answers locally; session/gossip fields and field order do not matter', async () => {
   const h = await load('cache', {});
-  const first = h.roundTrip(findCmd({ a: 1 }, { lsid: { id: 1 }, limit: 5 }), { ...reply([{ _id: 1, a: 1 }]), $clusterTime: { clusterTime: new Timestamp({ t: 1, i: 1 }) }, operationTime: new Timestamp({ t: 1, i: 1 }) });
+  const first = h.roundTrip(findCmd({ a: 1 }, { lsid: { id: 1 }, limit: 5 }),
+    { ...reply([{ _id: 1, a: 1 }]), $clusterTime: { clusterTime: new Timestamp({ t: 1, i: 1 }) }, operationTime: new Timestamp({ t: 1, i: 1 }) });
   assert.equal(first.verdict, Verdict.Continue);
   const hit = h.request({ find: 'users', limit: 5, filter: { a: 1 }, lsid: { id: 2 }, $readPreference: { mode: 'primary' }, $db: 'app' });
   assert.equal(hit.verdict, Verdict.LocalReply);

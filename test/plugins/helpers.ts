@@ -49,7 +49,8 @@ export async function load(name: string, config: Record<string, unknown>, opts: 
 export async function refuses(name: string, good: Record<string, unknown>, bad: unknown, why: RegExp): Promise<void> {
   const h = await load(name, good);
   const before = h.logs.length;
-  await assert.rejects(h.reload(await pluginPath(name), { config: bad as Record<string, unknown> }), /refused its config/, `expected ${JSON.stringify(bad)} refused`);
+  await assert.rejects(h.reload(await pluginPath(name), { config: bad as Record<string, unknown> }), /refused its config/,
+    `expected ${JSON.stringify(bad)} refused`);
   const lines = h.logs.slice(before).filter((l) => l.level === 'error').map((l) => l.msg);
   assert.ok(lines.some((m) => why.test(m)), `reason ${why} not in ${JSON.stringify(lines)}`);
 }

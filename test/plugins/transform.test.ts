@@ -18,7 +18,8 @@ test('transform: request edits (set/unset/rename/redact, wildcard, scoping)', as
   const other = h.request({ find: 'orders', filter: { mail: 'x' }, $db: 'app' });
   assert.deepEqual(other.newRequest, { find: 'orders', filter: { mail: 'x' }, $db: 'app', comment: 'via-proxy', maxTimeMS: 5000 });
   const ins = h.request({ insert: 'users', $db: 'app' }, { sequences: [{ id: 'documents', docs: [{ _id: 1 }, { _id: 2 }] }] });
-  assert.deepEqual(ins.newRequest?.documents, [{ _id: 1, meta: { src: 'proxy', tags: ['a', 1, 2.5, true, null] } }, { _id: 2, meta: { src: 'proxy', tags: ['a', 1, 2.5, true, null] } }]);
+  assert.deepEqual(ins.newRequest?.documents, [{ _id: 1, meta: { src: 'proxy', tags: ['a', 1, 2.5, true, null] } },
+    { _id: 2, meta: { src: 'proxy', tags: ['a', 1, 2.5, true, null] } }]);
 });
 
 test('transform: response edits on every batch document and findAndModify value; sub-operations', async () => {
@@ -30,16 +31,19 @@ test('transform: response edits on every batch document and findAndModify value;
       { op: 'rename', path: 'nm', to: 'name', collections: ['users'] },
     ],
   });
-  const reply = { cursor: { firstBatch: [{ _id: 1, ssn: '123-45-6789', nm: 'Ann', internal: 1 }, { _id: 2, card: { number: 4111, exp: '12/30' } }, { _id: 3 }], id: Long.fromNumber(0), ns: 'app.users' }, ok: 1 };
+  const reply = { cursor: { firstBatch: [{ _id: 1, ssn: '123-45-6789', nm: 'Ann', internal: 1 }, { _id: 2, card: { number: 4111, exp: '12/30' } },
+    { _id: 3 }], id: Long.fromNumber(0), ns: 'app.users' }, ok: 1 };
   const r = h.roundTrip({ find: 'users', filter: {}, $db: 'app' }, reply);
   assert.deepEqual(r.newReply?.cursor.firstBatch, [{ _id: 1, ssn: '***', name: 'Ann' }, { _id: 2, card: { number: 'XXXX', exp: '12/30' } }, { _id: 3 }]);
   assert.equal(r.newReply?.ok, 1);
   assert.equal(r.newReply?.cursor.ns, 'app.users');
-  const more = h.roundTrip({ getMore: Long.fromNumber(9), collection: 'users', $db: 'app' }, { cursor: { nextBatch: [{ ssn: 'x' }], id: Long.fromNumber(9), ns: 'app.users' }, ok: 1 }, { collection: 'users' });
+  const more = h.roundTrip({ getMore: Long.fromNumber(9), collection: 'users', $db: 'app' },
+    { cursor: { nextBatch: [{ ssn: 'x' }], id: Long.fromNumber(9), ns: 'app.users' }, ok: 1 }, { collection: 'users' });
   assert.deepEqual(more.newReply?.cursor.nextBatch, [{ ssn: '***' }]);
   const fam = h.roundTrip({ findAndModify: 'users', query: {}, update: {}, $db: 'app' }, { lastErrorObject: { n: 1 }, value: { _id: 1, ssn: 's' }, ok: 1 });
   assert.deepEqual(fam.newReply?.value, { _id: 1, ssn: '***' });
-  const untouched = h.roundTrip({ find: 'users', filter: {}, $db: 'app' }, { cursor: { firstBatch: [{ _id: 1 }], id: Long.fromNumber(0), ns: 'app.users' }, ok: 1 });
+  const untouched = h.roundTrip({ find: 'users', filter: {}, $db: 'app' }, { cursor: { firstBatch: [{ _id: 1 }], id: Long.fromNumber(0),
+    ns: 'app.users' }, ok: 1 });
   assert.equal(untouched.newReply, null, 'no change, no replacement');
   assert.ok(h.subops.some((s) => s.name === 'field.redact'));
   assert.ok(h.subops.some((s) => s.name === 'bson.deserialize'));

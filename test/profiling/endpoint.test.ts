@@ -34,7 +34,8 @@ async function start(profiling: Record<string, unknown> | undefined, extra: Reco
   const raw: Record<string, unknown> = {
     listen: '127.0.0.1:0', log: { level: 'warn' },
     pipeline: { request: ['spin', 'filter'], response: ['logging'] },
-    steps: { spin: { module: spin, config: {} }, filter: { config: { rules: [{ name: 'no-drop', action: 'deny', ops: ['drop'] }], default: 'allow' } }, logging: { config: { sample_rate: 0 } } },
+    steps: { spin: { module: spin, config: {} }, filter: { config: { rules: [{ name: 'no-drop', action: 'deny', ops: ['drop'] }],
+      default: 'allow' } }, logging: { config: { sample_rate: 0 } } },
     ...extra,
   };
   if (profiling !== undefined) raw.profiling = { port: 0, ...profiling };
@@ -47,7 +48,8 @@ async function start(profiling: Record<string, unknown> | undefined, extra: Reco
 
 const get = async (url: string) => {
   const r = await fetch(url);
-  return { status: r.status, type: r.headers.get('content-type') ?? '', body: r.headers.get('content-type')?.includes('json') ? await r.json() : await r.text() };
+  return { status: r.status, type: r.headers.get('content-type') ?? '',
+    body: r.headers.get('content-type')?.includes('json') ? await r.json() : await r.text() };
 };
 
 test('GET /api/profile: SPEC §2.1 fields, integer µs, one row per (step, phase); percentiles match injected latencies', { timeout: 60_000 }, async () => {
@@ -69,7 +71,8 @@ test('GET /api/profile: SPEC §2.1 fields, integer µs, one row per (step, phase
   const rows = body.steps as Array<Record<string, unknown>>;
   assert.deepEqual(rows.map((r) => `${r.name}/${r.phase}`), ['wasm:spin/request', 'wasm:filter/request', 'wasm:logging/response']);
   for (const r of rows) {
-    assert.deepEqual(Object.keys(r).sort(), ['avg_latency_us', 'errors', 'invocations', 'max_latency_us', 'name', 'p50_latency_us', 'p95_latency_us', 'p99_latency_us', 'phase']);
+    assert.deepEqual(Object.keys(r).sort(), ['avg_latency_us', 'errors', 'invocations', 'max_latency_us', 'name', 'p50_latency_us', 'p95_latency_us',
+      'p99_latency_us', 'phase']);
     for (const [k, v] of Object.entries(r)) if (k !== 'name' && k !== 'phase') assert.ok(Number.isInteger(v), `${k} is an integer`);
     assert.equal(r.invocations, 100);
   }
@@ -105,13 +108,16 @@ test('slow steps: counter per step and phase, a "slow step detected" line (logge
 });
 
 const suppressedMetric = (metrics: string, step = 'wasm:spin') => {
-  const m = new RegExp(`proxy_step_slow_log_suppressed_total\\{pipeline_id="default",pipeline="baseline",step="${step}",phase="request"\\} (\\d+)\\n`).exec(metrics);
+  const m = new RegExp(`proxy_step_slow_log_suppressed_total\\{pipeline_id="default",pipeline="baseline",step="${step}",phase="request"\\} ` +
+    `(\\d+)\\n`).exec(metrics);
   assert.ok(m !== null, 'proxy_step_slow_log_suppressed_total is exposed');
   return Number(m[1]);
 };
-const sumSuppressed = (lines: Array<Record<string, unknown>>) => lines.filter((l) => l.msg === SLOW_SUPPRESSED_MESSAGE).reduce((n, l) => n + Number(l.suppressed), 0);
+const sumSuppressed = (lines: Array<Record<string, unknown>>) => lines.filter((l) => l.msg === SLOW_SUPPRESSED_MESSAGE).reduce((n,
+  l) => n + Number(l.suppressed), 0);
 
-test('slow-step lines held back by the rate limit: counted in proxy_step_slow_log_suppressed_total and reported in a summary line when the window closes', { timeout: 60_000 }, async () => {
+test('slow-step lines held back by the rate limit: counted in proxy_step_slow_log_suppressed_total and reported in a summary line when the window ' +
+  'closes', { timeout: 60_000 }, async () => {
   const { proxy, client, lines } = await start({ enabled: true, slow_step_threshold_us: 1_000_000, per_step_thresholds: { 'wasm:spin': 1000 } });
   const db = client.db('prof');
   for (let i = 0; i < 20; i++) await db.collection('us_3000').findOne({});
@@ -143,7 +149,8 @@ test('slow-step lines held back are reported at shutdown: nothing is lost when t
 
   // The shutdown path alone (no timer can run inside synchronous code): the profiler's flush.
   const logged: Array<{ msg: string; fields: Record<string, unknown> }> = [];
-  const profiler = await Profiler.create(profilingSettings(parseConfig({ profiling: { enabled: true, per_step_thresholds: { 'wasm:x': 10 } } }, null).profiling!), { warn: (msg, fields = {}) => logged.push({ msg, fields }) });
+  const profiler = await Profiler.create(profilingSettings(parseConfig({ profiling: { enabled: true, per_step_thresholds: { 'wasm:x': 10 } } },
+    null).profiling!), { warn: (msg, fields = {}) => logged.push({ msg, fields }) });
   const s = profiler.bind(new GraphKey('default', 'baseline', 0), 'wasm:x', 0) as StepStats;
   for (let i = 0; i < 5; i++) s.record(50_000, false);
   assert.deepEqual(logged.map((l) => l.msg), ['slow step detected']);
@@ -156,7 +163,8 @@ test('slow-step lines held back are reported at shutdown: nothing is lost when t
 });
 
 test('slow steps are checked for requests the filters leave out: counted and logged, not recorded', { timeout: 60_000 }, async () => {
-  const { proxy, client, lines } = await start({ enabled: true, slow_step_threshold_us: 1_000_000, per_step_thresholds: { 'wasm:spin': 1000 }, filters: { operations: ['insert'] } });
+  const { proxy, client, lines } = await start({ enabled: true, slow_step_threshold_us: 1_000_000, per_step_thresholds: { 'wasm:spin': 1000 },
+    filters: { operations: ['insert'] } });
   for (let i = 0; i < 3; i++) await client.db('prof').collection('us_3000').findOne({});
   const metrics = (await get(`${proxy.profilingUrl}/metrics`)).body as string;
   assert.match(metrics, /proxy_step_slow_total\{pipeline_id="default",pipeline="baseline",step="wasm:spin",phase="request"\} 3\n/);
@@ -166,7 +174,8 @@ test('slow steps are checked for requests the filters leave out: counted and log
   assert.deepEqual(snap.steps, []);
 });
 
-test('rows follow pipeline order in each phase, whatever order the steps were compiled and bound in; a reload that reorders reorders them', { timeout: 60_000 }, async () => {
+test('rows follow pipeline order in each phase, whatever order the steps were compiled and bound in; a reload that reorders reorders them',
+  { timeout: 60_000 }, async () => {
   // cache and transform run in both phases, in opposite orders: bind order (both phases of a step
   // at once) cannot match both.
   const pipeline = { request: ['cache', 'transform'], response: ['transform', 'logging', 'cache'] };
@@ -188,11 +197,13 @@ test('rows follow pipeline order in each phase, whatever order the steps were co
   await series.snapshot();
   const point = (await get(`${proxy.profilingUrl}/api/profile/series`)).body.points.at(-1);
   assert.deepEqual(point.steps.map((r: { name: string; phase: string }) => `${r.phase}:${r.name}`), expected, 'the series rows too');
-  await proxy.reload(parseConfig({ ...proxy.config, pipeline: { ...proxy.config.pipeline, request: ['transform', 'cache'], response: ['cache', 'logging', 'transform'] } }, null));
+  await proxy.reload(parseConfig({ ...proxy.config, pipeline: { ...proxy.config.pipeline, request: ['transform', 'cache'],
+    response: ['cache', 'logging', 'transform'] } }, null));
   assert.deepEqual(await rowsOf(), ['request:wasm:transform', 'request:wasm:cache', 'response:wasm:cache', 'response:wasm:logging', 'response:wasm:transform']);
 });
 
-test('upstream time has one definition: a request\'s proxy_profile.upstream_us is what /api/profile averages (pool wait included)', { timeout: 60_000 }, async () => {
+test('upstream time has one definition: a request\'s proxy_profile.upstream_us is what /api/profile averages (pool wait included)',
+  { timeout: 60_000 }, async () => {
   const { proxy } = await start({ enabled: true, slow_step_threshold_us: 1_000_000 });
   const pc = new MongoClient(proxy.uri, { appName: 'reporting?proxy_profile=true', serverSelectionTimeoutMS: 5000 });
   clients.push(pc);
@@ -207,10 +218,12 @@ test('upstream time has one definition: a request\'s proxy_profile.upstream_us i
   assert.ok(reply.proxy_profile.upstream_us > 0);
 });
 
-test('a reload applies thresholds at once; histogram_buckets and flamegraph_frames are restart-only: warned, and every distribution keeps its bounds', { timeout: 60_000 }, async () => {
+test('a reload applies thresholds at once; histogram_buckets and flamegraph_frames are restart-only: warned, and every distribution keeps its bounds',
+  { timeout: 60_000 }, async () => {
   const { proxy, client, lines } = await start({ enabled: true, slow_step_threshold_us: 1_000_000, histogram_buckets: [100, 1000], flamegraph_frames: 1000 });
   await client.db('prof').collection('us_10').findOne({});
-  await proxy.reload(parseConfig({ ...proxy.config, profiling: { ...proxy.config.profiling, histogram_buckets: [50, 500, 5000], flamegraph_frames: 5000, per_step_thresholds: { 'wasm:spin': 1000 } } }, null));
+  await proxy.reload(parseConfig({ ...proxy.config, profiling: { ...proxy.config.profiling, histogram_buckets: [50, 500, 5000],
+    flamegraph_frames: 5000, per_step_thresholds: { 'wasm:spin': 1000 } } }, null));
   const warned = lines.find((l) => l.msg === 'configuration reloaded; these keys take effect only after a restart');
   assert.ok(warned !== undefined, 'the restart-only warning');
   assert.deepEqual(warned.keys, ['profiling.histogram_buckets', 'profiling.flamegraph_frames']);
@@ -220,7 +233,8 @@ test('a reload applies thresholds at once; histogram_buckets and flamegraph_fram
   const metrics = (await get(`${proxy.profilingUrl}/metrics`)).body as string;
   const les = [...metrics.matchAll(/proxy_step_latency_us_bucket\{[^}]*step="wasm:spin"[^}]*le="([^"]+)"\}/g)].map((m) => m[1]);
   assert.deepEqual(les, ['100', '1000', '+Inf'], 'the bounds it started with');
-  assert.match(metrics, /proxy_step_slow_total\{pipeline_id="default",pipeline="baseline",step="wasm:spin",phase="request"\} 1\n/, 'the new threshold applies at once');
+  assert.match(metrics, /proxy_step_slow_total\{pipeline_id="default",pipeline="baseline",step="wasm:spin",phase="request"\} 1\n/, 'the new ' +
+    'threshold applies at once');
 });
 
 test('filters sample only matching requests; reset clears; the per-request profile reaches profiling clients only', { timeout: 60_000 }, async () => {
@@ -248,11 +262,13 @@ test('filters sample only matching requests; reset clears; the per-request profi
   const p = profiled.proxy_profile;
   assert.ok(Number.isInteger(p.total_us) && Number.isInteger(p.upstream_us));
   assert.ok(p.total_us >= p.upstream_us);
-  assert.deepEqual(p.steps.map((s: { name: string; phase: string }) => `${s.name}/${s.phase}`), ['wasm:spin/request', 'wasm:filter/request', 'wasm:logging/response']);
+  assert.deepEqual(p.steps.map((s: { name: string; phase: string }) => `${s.name}/${s.phase}`),
+    ['wasm:spin/request', 'wasm:filter/request', 'wasm:logging/response']);
   for (const s of p.steps) assert.ok(Number.isInteger(s.us));
 });
 
-test('every step invocation is counted; sub-operations are timed only for the requests whose flame-graph frame is kept, and the filters give a left-out request\'s token back', { timeout: 60_000 }, async () => {
+test('every step invocation is counted; sub-operations are timed only for the requests whose flame-graph frame is kept, and the filters give a ' +
+  'left-out request\'s token back', { timeout: 60_000 }, async () => {
   // flamegraph_frames 100: a burst of 10 frames, then one per 600 ms. 60 finds back to back keep
   // about 10 frames; the other requests are timed step by step but their sub-operations are not.
   const { proxy, client } = await start({ enabled: true, flamegraph_frames: 100, filters: { collections: ['kept'] } }, {

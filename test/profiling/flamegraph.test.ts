@@ -64,7 +64,8 @@ function parseXml(src: string): El {
   const NAME = /[A-Za-z_:][\w.:-]*/y;
   const name = () => { NAME.lastIndex = i; const m = NAME.exec(src); if (m === null) throw new Error(`name expected at ${i}`); i += m[0].length; return m[0]; };
   const ws = () => { while (/\s/.test(src[i] ?? '')) i++; };
-  const until = (end: string) => { const j = src.indexOf(end, i); if (j < 0) throw new Error(`unterminated, expected ${end} after ${i}`); const s = src.slice(i, j); i = j + end.length; return s; };
+  const until = (end: string) => { const j = src.indexOf(end, i); if (j < 0) throw new Error(`unterminated, expected ${end} after ${i}`);
+    const s = src.slice(i, j); i = j + end.length; return s; };
   while (i < src.length) {
     const top = stack[stack.length - 1];
     if (src.startsWith('<?', i)) { i += 2; until('?>'); continue; }
@@ -113,7 +114,8 @@ function parseXml(src: string): El {
 
 // ---- The embedded script, run against the parsed document ----
 
-interface Page { root: El; byId(id: string): El; frame(stack: string): El; location: { hash: string; search: string; pathname: string }; window: El & { prompt?: (m: string, d: string) => string | null } }
+interface Page { root: El; byId(id: string): El; frame(stack: string): El; location: { hash: string; search: string; pathname: string };
+  window: El & { prompt?: (m: string, d: string) => string | null } }
 
 function load(svg: string, url: { hash?: string; search?: string } = {}, answer: string | null = null): Page {
   const root = parseXml(svg);
@@ -413,7 +415,8 @@ test('script: present, parses, defines zoom, search, reset and URL state handlin
   const svg = renderFlameGraph(PIPELINE, { title: 't', minWidthPct: 0 });
   const src = [...parseXml(svg).all()].find((e) => e.localName === 'script')!.textContent;
   assert.doesNotThrow(() => new Function(src));
-  for (const fn of ['function zoom(', 'function resetZoom(', 'function search(', 'function clearSearch(', 'function saveUrl(', 'function restore(']) assert.ok(src.includes(fn), fn);
+  for (const fn of ['function zoom(', 'function resetZoom(', 'function search(', 'function clearSearch(', 'function saveUrl(', 'function ' +
+    'restore(']) assert.ok(src.includes(fn), fn);
   for (const s of ['location.hash', 'history.replaceState', 'hashchange', "'Escape'", 'window.prompt']) assert.ok(src.includes(s), s);
 });
 

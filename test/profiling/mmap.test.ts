@@ -76,13 +76,15 @@ test('bucket layout: exact below 64 µs, 32 buckets per power of two up to 60 s,
   assert.equal(rowCapacity(1), 178);
 });
 
-test('a second process reads live counts from the histogram file while `proxy serve` runs: `proxy profile --mmap` prints what /api/profile answers', { timeout: 240_000 }, async () => {
+test('a second process reads live counts from the histogram file while `proxy serve` runs: `proxy profile --mmap` prints what /api/profile answers',
+  { timeout: 240_000 }, async () => {
   const path = join(dir, 'live.hist');
   const file = join(dir, 'live.json');
   writeFileSync(file, JSON.stringify({
     listen: '127.0.0.1:0', log: { level: 'info', format: 'json' },
     pipeline: { request: ['spin', 'filter'], response: ['logging'] },
-    steps: { spin: { module: await fixture('spin'), config: {} }, filter: { config: { rules: [], default: 'allow' } }, logging: { config: { sample_rate: 0 } } },
+    steps: { spin: { module: await fixture('spin'), config: {} }, filter: { config: { rules: [], default: 'allow' } },
+      logging: { config: { sample_rate: 0 } } },
     profiling: { enabled: true, port: 0, slow_step_threshold_us: 1_000_000, storage: 'mmap', mmap_path: path, mmap_size_mb: 1 },
   }));
   const proxy = await serve(file);
@@ -156,7 +158,8 @@ test('--mmap: a file that is not a histogram file, or none, exits 1 saying so; -
 });
 
 test('statistics restored from snapshot_dir land in the histogram file: counts add, buckets hold the restored values', async () => {
-  const raw = (extra: Record<string, unknown>) => profilingSettings(parseConfig({ listen: '127.0.0.1:0', profiling: { enabled: true, port: 0, ...extra } }, null).profiling!);
+  const raw = (extra: Record<string, unknown>) => profilingSettings(parseConfig({ listen: '127.0.0.1:0',
+    profiling: { enabled: true, port: 0, ...extra } }, null).profiling!);
   const silent = { warn: () => {} };
   const key = new GraphKey('default', 'baseline', 0);
   const mem = await Profiler.create(raw({}), silent);
@@ -197,13 +200,15 @@ test('a pipeline too large for mmap_size_mb is refused at start with the key pat
   });
 });
 
-test('with mmap the rest works from the file\'s rows: /metrics, histograms, flame graph, snapshots and series; a reload that would not fit is refused', { timeout: 120_000 }, async () => {
+test('with mmap the rest works from the file\'s rows: /metrics, histograms, flame graph, snapshots and series; a reload that would not fit is ' +
+  'refused', { timeout: 120_000 }, async () => {
   const path = join(dir, 'inproc.hist');
   const raw = {
     listen: '127.0.0.1:0', log: { level: 'warn' },
     pipeline: { request: ['spin', 'filter'], response: [] },
     steps: { spin: { module: await fixture('spin'), config: {} }, filter: { config: { rules: [], default: 'allow' } } },
-    profiling: { enabled: true, port: 0, slow_step_threshold_us: 1_000_000, storage: 'mmap', mmap_path: path, snapshot_dir: join(dir, 'snapshots'), snapshot_interval_s: 3600 },
+    profiling: { enabled: true, port: 0, slow_step_threshold_us: 1_000_000, storage: 'mmap', mmap_path: path, snapshot_dir: join(dir, 'snapshots'),
+      snapshot_interval_s: 3600 },
   };
   const { proxy } = await withProxy(running, raw, { log: new Logger('test', 'error', 'json', { write: () => {} }) });
   const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 10_000 });
@@ -225,7 +230,8 @@ test('with mmap the rest works from the file\'s rows: /metrics, histograms, flam
   assert.ok(series.points.at(-1).steps[0].p50_latency_us >= 300);
 
   const names = Array.from({ length: 45 }, (_, i) => `s${i}`);
-  const bigger = parseConfig({ ...raw, pipeline: { request: names, response: [] }, steps: Object.fromEntries(names.map((n) => [n, { module: raw.steps.spin.module, config: {} }])) }, null);
+  const bigger = parseConfig({ ...raw, pipeline: { request: names, response: [] },
+    steps: Object.fromEntries(names.map((n) => [n, { module: raw.steps.spin.module, config: {} }])) }, null);
   await assert.rejects(proxy.reload(bigger), (err: unknown) => {
     assert.ok(err instanceof ConfigError);
     assert.equal(err.issues[0].path, 'profiling.mmap_size_mb');

@@ -48,7 +48,8 @@ test('with a proxy_profile=true client active, another client\'s replies are byt
   const { uri, port: upstreamPort } = await devdb.listen();
   const seed = new MongoClient(uri);
   clients.push(seed);
-  await seed.db('shop').collection<{ _id: number }>('orders').insertMany(Array.from({ length: 20 }, (_, i) => ({ _id: i, sku: `s${i % 4}`, qty: i, tags: ['a', 'b'], nested: { z: 1, a: 2 } })));
+  await seed.db('shop').collection<{ _id: number }>('orders').insertMany(Array.from({ length: 20 },
+    (_, i) => ({ _id: i, sku: `s${i % 4}`, qty: i, tags: ['a', 'b'], nested: { z: 1, a: 2 } })));
 
   const profiling = await proxyTo(uri, { enabled: true, slow_step_threshold_us: 1_000_000 });
   const plain = await proxyTo(uri, undefined);

@@ -43,7 +43,8 @@ function tempDir(): string {
 async function pipelineConfig(): Promise<Record<string, unknown>> {
   return {
     pipeline: { request: ['spin', 'filter'], response: ['logging'] },
-    steps: { spin: { module: await fixture('spin'), config: {} }, filter: { config: { rules: [], default: 'allow' } }, logging: { config: { sample_rate: 0 } } },
+    steps: { spin: { module: await fixture('spin'), config: {} }, filter: { config: { rules: [], default: 'allow' } },
+      logging: { config: { sample_rate: 0 } } },
   };
 }
 
@@ -85,7 +86,8 @@ async function traffic(client: MongoClient, n200: number, n5000: number): Promis
   for (let i = 0; i < n5000; i++) await db.collection('us_5000').findOne({});
 }
 
-test('statistics survive a restart: a second proxy on the same snapshot_dir answers as the first did at its last snapshot, percentiles included', { timeout: 120_000 }, async () => {
+test('statistics survive a restart: a second proxy on the same snapshot_dir answers as the first did at its last snapshot, percentiles included',
+  { timeout: 120_000 }, async () => {
   const dir = tempDir();
   const a = await start(dir);
   await traffic(a.client, 90, 10);
@@ -180,7 +182,8 @@ test('kill -9: `proxy serve` restarted on the same snapshot_dir has the counts o
   assert.equal(stateRequests(join(dir, 'snapshots')), 50);
 });
 
-test('GET /api/profile/series: one point per interval with that interval\'s figures; step, from/to filters; a truncated line is skipped', { timeout: 120_000 }, async () => {
+test('GET /api/profile/series: one point per interval with that interval\'s figures; step, from/to filters; a truncated line is skipped',
+  { timeout: 120_000 }, async () => {
   const dir = tempDir();
   const { proxy, client, store } = await start(dir);
   const base = `${proxy.profilingUrl}/api/profile/series`;
@@ -203,9 +206,11 @@ test('GET /api/profile/series: one point per interval with that interval\'s figu
   assert.ok(Date.parse(p1.t) <= Date.parse(p2.t) && Date.parse(p2.t) <= Date.parse(p3.t));
   assert.deepEqual(p1, { t: p1.t, steps: [], total: { count: 0, avg_total_latency_us: 0, avg_upstream_latency_us: 0 } });
 
-  assert.deepEqual(p2.steps.map((s: { name: string; phase: string }) => `${s.name}/${s.phase}`), ['wasm:spin/request', 'wasm:filter/request', 'wasm:logging/response']);
+  assert.deepEqual(p2.steps.map((s: { name: string; phase: string }) => `${s.name}/${s.phase}`),
+    ['wasm:spin/request', 'wasm:filter/request', 'wasm:logging/response']);
   const s2 = p2.steps[0];
-  assert.deepEqual(Object.keys(s2).sort(), ['avg_latency_us', 'count', 'errors', 'max_latency_us', 'name', 'p50_latency_us', 'p95_latency_us', 'p99_latency_us', 'phase']);
+  assert.deepEqual(Object.keys(s2).sort(), ['avg_latency_us', 'count', 'errors', 'max_latency_us', 'name', 'p50_latency_us', 'p95_latency_us',
+    'p99_latency_us', 'phase']);
   assert.equal(s2.count, 20);
   assert.equal(s2.errors, 0);
   // The median separates the intervals (300 µs here, 3 ms in interval 3); a tail percentile would
@@ -226,7 +231,8 @@ test('GET /api/profile/series: one point per interval with that interval\'s figu
   assert.deepEqual(onlySpin.points[1].steps.map((s: { name: string }) => s.name), ['wasm:spin']);
   const fromMs = Date.parse(p2.t) + 1;
   assert.deepEqual((await getJson(`${base}?from=${fromMs}`)).body.points.map((p: { t: string }) => p.t), [p3.t]);
-  assert.deepEqual((await getJson(`${base}?from=${encodeURIComponent(p2.t)}&to=${encodeURIComponent(p2.t)}`)).body.points.map((p: { t: string }) => p.t), [p2.t]);
+  const onlyP2 = (await getJson(`${base}?from=${encodeURIComponent(p2.t)}&to=${encodeURIComponent(p2.t)}`)).body;
+  assert.deepEqual(onlyP2.points.map((p: { t: string }) => p.t), [p2.t]);
   const other = await getJson(`${base}?pipeline_id=other`);
   assert.equal(other.status, 404, 'a pipeline neither configured nor recorded');
   assert.equal(other.body.error.code, 'PROXY_ERR_NOT_FOUND');
@@ -236,13 +242,16 @@ test('GET /api/profile/series: one point per interval with that interval\'s figu
   assert.equal(bad.body.error.code, 'PROXY_ERR_BAD_QUERY');
 });
 
-test('without snapshot_dir the series is kept in memory: a proxy with a 1 s snapshot_interval_s serves points of its traffic, writes no file, and starts empty again after a restart', { timeout: 120_000 }, async () => {
+test('without snapshot_dir the series is kept in memory: a proxy with a 1 s snapshot_interval_s serves points of its traffic, writes no file, and ' +
+  'starts empty again after a restart', { timeout: 120_000 }, async () => {
   const lines: Array<Record<string, unknown>> = [];
   const log = new Logger('test', 'info', 'json', { write: (l: string) => { for (const x of l.split('\n')) if (x.trim() !== '') lines.push(JSON.parse(x)); } });
-  const raw = { listen: '127.0.0.1:0', log: { level: 'info' }, ...await pipelineConfig(), profiling: { enabled: true, port: 0, slow_step_threshold_us: 1_000_000, snapshot_interval_s: 1 } };
+  const raw = { listen: '127.0.0.1:0', log: { level: 'info' }, ...await pipelineConfig(),
+    profiling: { enabled: true, port: 0, slow_step_threshold_us: 1_000_000, snapshot_interval_s: 1 } };
   const { proxy } = await withProxy(running, raw, { log });
   assert.equal(proxy.snapshots!.persistent, false);
-  assert.ok(lines.some((l) => l.msg === 'profiling snapshots kept in memory (statistics reset on restart; set profiling.snapshot_dir to persist them)' && l.interval_s === 1 && l.retention === '24h'));
+  assert.ok(lines.some((l) => l.msg === 'profiling snapshots kept in memory (statistics reset on restart; set profiling.snapshot_dir to persist ' +
+    'them)' && l.interval_s === 1 && l.retention === '24h'));
   const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 5000 });
   clients.push(client);
   for (let i = 0; i < 12; i++) await client.db('snap').collection('us_300').findOne({});
@@ -264,7 +273,8 @@ test('without snapshot_dir the series is kept in memory: a proxy with a 1 s snap
   assert.equal(spin.reduce((n, s) => n + s.count, 0), 12);
   for (const s of spin) assert.ok(s.p50_latency_us >= 300, `p50 ${s.p50_latency_us}`);
   for (let i = 1; i < body.points.length; i++) assert.ok(Date.parse(body.points[i - 1].t) < Date.parse(body.points[i].t), 'oldest first');
-  assert.deepEqual((await getJson(`${base}?step=spin`)).body.points.flatMap((p: Point) => p.steps.map((s) => s.name)).filter((n: string) => n !== 'wasm:spin'), []);
+  const spinOnly = (await getJson(`${base}?step=spin`)).body;
+  assert.deepEqual(spinOnly.points.flatMap((p: Point) => p.steps.map((s) => s.name)).filter((n: string) => n !== 'wasm:spin'), []);
   assert.ok(proxy.snapshots!.memoryBytes > 0);
   assert.equal(proxy.snapshots!.dir, null);
   assert.equal(proxy.snapshots!.statePath, null, 'no state.json');
@@ -274,7 +284,8 @@ test('without snapshot_dir the series is kept in memory: a proxy with a 1 s snap
   assert.deepEqual((await getJson(`${again.profilingUrl}/api/profile/series`)).body.points.filter((p: Point) => p.total.count > 0), []);
 });
 
-test('GET /api/profile/series answers the interval still running as `live` (partial): a proxy with a 30 s snapshot_interval_s has a point of its traffic before the first snapshot', { timeout: 60_000 }, async () => {
+test('GET /api/profile/series answers the interval still running as `live` (partial): a proxy with a 30 s snapshot_interval_s has a point of its ' +
+  'traffic before the first snapshot', { timeout: 60_000 }, async () => {
   const raw = {
     listen: '127.0.0.1:0', log: { level: 'error' }, ...await pipelineConfig(),
     profiling: { enabled: true, port: 0, slow_step_threshold_us: 1_000_000, snapshot_interval_s: 30 },
@@ -310,7 +321,9 @@ test('GET /api/profile/series answers the interval still running as `live` (part
 });
 
 test('the in-memory series is bounded: points older than the retention are dropped, and past its byte bound the oldest go first', () => {
-  const rec = (ms: number, pad: number) => ({ v: 1, t: new Date(ms).toISOString(), interval_s: 30, graphs: [{ pipeline_id: 'default', pipeline: 'baseline', count: 1, errors: 0, avg_total_latency_us: 1, avg_upstream_latency_us: 1, steps: [['wasm:x'.padEnd(pad, 'x'), 'request', 1, 0, 1, 1, 1, 1, 1] as SeriesRecord['graphs'][0]['steps'][0]] }] });
+  const rec = (ms: number, pad: number) => ({ v: 1, t: new Date(ms).toISOString(), interval_s: 30,
+    graphs: [{ pipeline_id: 'default', pipeline: 'baseline', count: 1, errors: 0, avg_total_latency_us: 1, avg_upstream_latency_us: 1,
+    steps: [['wasm:x'.padEnd(pad, 'x'), 'request', 1, 0, 1, 1, 1, 1, 1] as SeriesRecord['graphs'][0]['steps'][0]] }] });
   const q = { pipelineId: 'default', variant: 'baseline', step: null, fromMs: 0, toMs: Number.MAX_SAFE_INTEGER };
   const t0 = Date.UTC(2030, 0, 1);
   const byTime = new MemorySeries(60_000);
@@ -368,7 +381,8 @@ test('a corrupt or malformed state.json is ignored with a warning (moved aside),
       format: 'proxy-profiling-state', version: 1, written: '2026-01-01T00:00:00.000Z', since: '2026-01-01T00:00:00.000Z',
       graphs: [{
         pipeline_id: 'default', pipeline: 'baseline', ok: 5, errors: 0,
-        ...Object.fromEntries(['total', 'upstream', 'overhead', 'acquire'].map((k) => [k, { count: 5, errors: 0, sum_ns: 5000, max_ns: 1000, le: [], buckets: [5], hdr: 'bm90IGEgaGlzdG9ncmFt' }])),
+        ...Object.fromEntries(['total', 'upstream', 'overhead', 'acquire'].map((k) => [k,
+          { count: 5, errors: 0, sum_ns: 5000, max_ns: 1000, le: [], buckets: [5], hdr: 'bm90IGEgaGlzdG9ncmFt' }])),
         steps: [],
       }],
     })],
@@ -416,8 +430,10 @@ test('bytes per day for a typical pipeline (8 steps × 2 phases, 1 graph, 30 s i
   const profiler = await Profiler.create(profilingSettings(parseConfig({ profiling: { enabled: true } }, null).profiling!), { warn: () => {} });
   const dir = tempDir();
   let clock = Date.UTC(2030, 0, 1, 0, 0, 0);
-  const store = new SnapshotStore(profiler, { dir, intervalMs: 30_000, retentionMs: 86_400_000, log: { info: () => {}, warn: () => {}, error: () => {} }, now: () => clock });
-  const memory = new SnapshotStore(profiler, { dir: null, intervalMs: 30_000, retentionMs: 86_400_000, log: { info: () => {}, warn: () => {}, error: () => {} }, now: () => clock });
+  const store = new SnapshotStore(profiler, { dir, intervalMs: 30_000, retentionMs: 86_400_000,
+    log: { info: () => {}, warn: () => {}, error: () => {} }, now: () => clock });
+  const memory = new SnapshotStore(profiler, { dir: null, intervalMs: 30_000, retentionMs: 86_400_000,
+    log: { info: () => {}, warn: () => {}, error: () => {} }, now: () => clock });
   const key = new GraphKey('default', 'baseline', 1);
   const names = ['rate_limit', 'auth', 'filter', 'transform', 'cache', 'metrics', 'logging', 'route'];
   const steps: StepStats[] = [];
@@ -462,12 +478,16 @@ test('bytes per day for a typical pipeline (8 steps × 2 phases, 1 graph, 30 s i
   const perRecord = statSync(file).size / intervals;
   const perDay = perRecord * 2880;
   const stateBytes = statSync(join(dir, 'state.json')).size;
-  t.diagnostic(`series: ${Math.round(perRecord)} bytes per record, ${(perDay / 1e6).toFixed(2)} MB per day; state.json ${Math.round(stateBytes / 1024)} KiB; snapshot ${median(snapshotMs).toFixed(1)} ms (median; min ${Math.min(...snapshotMs).toFixed(1)}), its interval figures ${median(stallMs).toFixed(1)} ms (min ${Math.min(...stallMs).toFixed(1)})`);
-  assert.equal(encodeCompressedBase64(steps[0].latency.hdr), hdr.encodeIntoCompressedBase64(steps[0].latency.hdr), 'the native encoding is the library\'s, byte for byte');
+  t.diagnostic(`series: ${Math.round(perRecord)} bytes per record, ${(perDay / 1e6).toFixed(2)} MB per day; ` +
+    `state.json ${Math.round(stateBytes / 1024)} KiB; snapshot ${median(snapshotMs).toFixed(1)} ms (median; ` +
+    `min ${Math.min(...snapshotMs).toFixed(1)}), its interval figures ${median(stallMs).toFixed(1)} ms (min ${Math.min(...stallMs).toFixed(1)})`);
+  assert.equal(encodeCompressedBase64(steps[0].latency.hdr), hdr.encodeIntoCompressedBase64(steps[0].latency.hdr), 'the native encoding is the ' +
+    'library\'s, byte for byte');
   assert.ok(perDay < 5e6, `series stays under 5 MB a day: ${perDay}`);
   // In memory the same records are held as the same JSON text (less the newlines).
   assert.equal(memory.memoryBytes, statSync(file).size - intervals);
-  t.diagnostic(`in memory: ${Math.round(memory.memoryBytes / intervals)} bytes per record, ${(memory.memoryBytes / intervals * 2880 / 1e6).toFixed(2)} MB for 24 h at 30 s`);
+  t.diagnostic(`in memory: ${Math.round(memory.memoryBytes / intervals)} bytes per ` +
+    `record, ${(memory.memoryBytes / intervals * 2880 / 1e6).toFixed(2)} MB for 24 h at 30 s`);
   await store.close();
   await memory.close();
 });

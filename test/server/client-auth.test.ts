@@ -183,7 +183,8 @@ test('a wrong password gets AuthenticationFailed (18); an unknown user gets exac
   assert.equal(messages[0], messages[1]);
   assert.equal(messages[0], 'Authentication failed.');
   assert.ok(proxy.server.stats.authFailed >= 2);
-  assert.ok(lines.some((l) => /client authentication failed/.test(l) && /"user":"ann"/.test(l) && /wrong password/.test(l)), 'the reason is logged for the operator');
+  assert.ok(lines.some((l) => /client authentication failed/.test(l) && /"user":"ann"/.test(l) && /wrong password/.test(l)), 'the reason is logged ' +
+    'for the operator');
   // The proxy keeps serving: the right password works right after.
   await withClient(uri(proxy, 'ann', ANN), (c) => c.db('app').command({ ping: 1 }));
 });
@@ -266,12 +267,15 @@ function sasl(cmd: Document): Buffer {
 test('SCRAM server: RFC 7677 test vector (user "user", password "pencil")', () => {
   const salt = Buffer.from('W22ZaJ0SNY7soEsUEjb6gQ==', 'base64');
   const e = scramUserEntry('user', 'admin', 'pencil', 4096, salt);
-  const credential = { name: 'user', db: 'admin', iterations: 4096, salt, storedKey: Buffer.from(e.stored_key, 'base64'), serverKey: Buffer.from(e.server_key, 'base64') };
-  const conv = new ScramServerConversation(parseClientFirst(Buffer.from('n,,n=user,r=rOprNGfwEbeRWgbNEkqO')), credential, true, '%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0');
+  const credential = { name: 'user', db: 'admin', iterations: 4096, salt, storedKey: Buffer.from(e.stored_key, 'base64'),
+    serverKey: Buffer.from(e.server_key, 'base64') };
+  const conv = new ScramServerConversation(parseClientFirst(Buffer.from('n,,n=user,r=rOprNGfwEbeRWgbNEkqO')), credential, true,
+    '%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0');
   assert.equal(conv.serverFirst, 'r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096');
   const final = conv.verify(Buffer.from('c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ='));
   assert.equal(final, 'v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=');
-  const wrong = new ScramServerConversation(parseClientFirst(Buffer.from('n,,n=user,r=rOprNGfwEbeRWgbNEkqO')), credential, true, '%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0');
+  const wrong = new ScramServerConversation(parseClientFirst(Buffer.from('n,,n=user,r=rOprNGfwEbeRWgbNEkqO')), credential, true,
+    '%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0');
   assert.throws(() => wrong.verify(Buffer.from('c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=')), /wrong password/);
 });
 
@@ -328,7 +332,8 @@ test('wire: a reload that removes the user during a conversation fails its login
   const raw = await RawClient.connect(proxy.port);
   try {
     const client = new ScramClient({ username: 'bob', password: BOB, source: 'admin', mechanism: 'SCRAM-SHA-256' });
-    const first = (await raw.roundTrip(sasl({ saslStart: 1, mechanism: 'SCRAM-SHA-256', payload: new Binary(client.first()), options: { skipEmptyExchange: true } }))).body!;
+    const first = (await raw.roundTrip(sasl({ saslStart: 1, mechanism: 'SCRAM-SHA-256', payload: new Binary(client.first()),
+      options: { skipEmptyExchange: true } }))).body!;
     await proxy.reload(parseConfig({ ...structuredClone(proxy.config), auth: { users: [USERS[0]] } }, null));
     const cf = client.next(Buffer.from((first.payload as Binary).buffer));
     const r = (await raw.roundTrip(sasl({ saslContinue: 1, conversationId: 1, payload: new Binary(cf) }))).body!;

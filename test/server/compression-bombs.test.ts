@@ -227,7 +227,8 @@ test('a connection that closes while its message is being inflated: no crash, no
   for (let i = 0; i < 5; i++) {
     const c = await client(p);
     c.write(compressedFrame(ZLIB, BIG, deflateSync(Buffer.alloc(BIG))));
-    await until('the message handed to the inflater', () => p.server.inflater.stats.workersStarted > 0 && [...p.server.connections()].some((x) => !x.idle), 5000);
+    await until('the message handed to the inflater', () => p.server.inflater.stats.workersStarted > 0 &&
+      [...p.server.connections()].some((x) => !x.idle), 5000);
     c.destroy();
   }
   await until('the connections gone', () => p.server.clientCount === 1, 5000);

@@ -22,7 +22,8 @@ await initCompression();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 for (const depth of [1, 64, 100]) {
-  test(`shutdown at pipelining depth ${depth} (clients.max_queued_requests ${MAX_QUEUED}): every request is answered, none dropped`, { timeout: 60_000 }, async () => {
+  test(`shutdown at pipelining depth ${depth} (clients.max_queued_requests ${MAX_QUEUED}): every request is answered, none dropped`,
+    { timeout: 60_000 }, async () => {
     const d = await devdbAddress;
     const tap = new TcpTap(d.port); // holds the upstream's replies: the first request stays in flight
     const tapUri = await tap.listen();
@@ -78,7 +79,8 @@ for (const depth of [1, 64, 100]) {
   });
 }
 
-test('shutdown while a large compressed request is being decompressed: it gets its real reply; those behind it, compressed or not, get 91', { timeout: 60_000 }, async () => {
+test('shutdown while a large compressed request is being decompressed: it gets its real reply; those behind it, compressed or not, get 91',
+  { timeout: 60_000 }, async () => {
   const d = await devdbAddress;
   const proxy = await startProxy(parseConfig({
     listen: '127.0.0.1:0', upstream: { uri: d.uri }, log: { level: 'error' }, shutdown: { drain_timeout_ms: DRAIN_MS },

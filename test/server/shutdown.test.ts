@@ -47,7 +47,8 @@ test('close() drains: a request in flight is answered, then new connections are 
   }
 });
 
-test('the drain deadline: requests whose upstream reply is held past shutdown.drain_timeout_ms get InterruptedAtShutdown (11600); close() ends within the deadline and a margin', async () => {
+test('the drain deadline: requests whose upstream reply is held past shutdown.drain_timeout_ms get InterruptedAtShutdown (11600); close() ends ' +
+  'within the deadline and a margin', async () => {
   const DRAIN_MS = 1000;
   const devdb = new DevDbServer();
   const d = await devdb.listen(0);

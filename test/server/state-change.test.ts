@@ -10,7 +10,8 @@ import { stateChangeReplacement } from '../../runtime/server/state-change.ts';
 const frame = (doc: Document) => encodeOpMsg(77, 12, 0, serialize(doc));
 
 test('a state-change error (ok: 0 first, code 10107 / 91 / 13435 …) becomes HostUnreachable with the upstream\'s words and labels', () => {
-  for (const [code, codeName] of [[10107, 'NotWritablePrimary'], [91, 'ShutdownInProgress'], [13435, 'NotPrimaryNoSecondaryOk'], [11600, 'InterruptedAtShutdown'], [189, 'PrimarySteppedDown']] as const) {
+  for (const [code, codeName] of [[10107, 'NotWritablePrimary'], [91, 'ShutdownInProgress'], [13435, 'NotPrimaryNoSecondaryOk'],
+    [11600, 'InterruptedAtShutdown'], [189, 'PrimarySteppedDown']] as const) {
     const out = stateChangeReplacement(frame({ ok: 0, errmsg: 'not primary', code, codeName, errorLabels: ['RetryableWriteError'] }), 'db1:27017');
     assert.ok(out !== null, `${codeName} is replaced`);
     const msg = parseOpMsg(out);

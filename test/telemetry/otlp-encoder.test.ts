@@ -96,7 +96,8 @@ function attrsOf(m: DecodedMessage): Record<string, DecodedMessage> {
   return Object.fromEntries(arr(m.attributes ?? []).map((kv) => [String(kv.key), msg(kv.value)]));
 }
 
-test('spans from Tracing.record — remote parent, steps, sub-operations, upstream, a failed request, non-ASCII names and values — encode as the SDK serializer encodes them', async () => {
+test('spans from Tracing.record — remote parent, steps, sub-operations, upstream, a failed request, non-ASCII names and values — encode as the SDK ' +
+  'serializer encodes them', async () => {
   const parent = parseTraceparent('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
   assert.ok(typeof parent !== 'string');
   const t0 = performance.now();
@@ -209,7 +210,8 @@ function handSpan(o: {
   return span as unknown as ReadableSpan;
 }
 
-test('the edges: every kind of attribute value, long and non-ASCII strings and keys, trace state, times, kinds, status, flags, dropped counts, span sizes', () => {
+test('the edges: every kind of attribute value, long and non-ASCII strings and keys, trace state, times, kinds, status, flags, dropped counts, ' +
+  'span sizes', () => {
   const resource = resourceFromAttributes({ 'service.name': 'edges', 'int.attr': 42, 'double.attr': 2.5, 'bool.attr': true });
   const scope = { name: 'pipeline-proxy' };
   const traceState: TraceState = {
@@ -322,7 +324,8 @@ test('a batch in which a span has events or links is encoded by the SDK serializ
   });
   const withLink = handSpan({
     name: 'with link', resource: spans[0].resource, scope: spans[0].instrumentationScope,
-    links: [{ context: { traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7', traceFlags: 1, isRemote: true }, attributes: { why: 'retry' } }],
+    links: [{ context: { traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7', traceFlags: 1, isRemote: true },
+      attributes: { why: 'retry' } }],
   });
   for (const [what, batch] of [['an event', [...spans.slice(0, 3), withEvent, ...spans.slice(3)]], ['a link', [withLink, ...spans]]] as const) {
     const decoded = assertSameAsSdk([...batch], `a batch with ${what}`);

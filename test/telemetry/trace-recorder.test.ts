@@ -63,7 +63,8 @@ test('tracing only: an unsampled request reads no clock (steps or sub-operations
   }
 });
 
-test('a request whose RequestTimings do not ask for sub-operations: its steps are timed, and the SDK\'s subop() never calls into the host (CallFlag.TimeSubops absent)', async () => {
+test('a request whose RequestTimings do not ask for sub-operations: its steps are timed, and the SDK\'s subop() never calls into the host ' +
+  '(CallFlag.TimeSubops absent)', async () => {
   const { StepHost } = await import('../../runtime/wasm/step-host.ts');
   const { callbackRecorder } = await import('../../runtime/pipeline/index.ts');
   const recorder = callbackRecorder(true, () => {});

@@ -17,7 +17,7 @@ import type { RunningProxy } from '../../runtime/app/serve.ts';
 import { DevDbServer } from '../../runtime/devdb/index.ts';
 import { Framer, parseOpMsg, decompressFrame, OP_MSG, OP_COMPRESSED } from '../../runtime/wire/index.ts';
 import { Logger } from '../../runtime/log/index.ts';
-import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.ts';
+import { startOtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.ts';
 import { withProxy } from '../helpers/proxy.ts';
 import { fixture } from '../wasm/fixtures.ts';
 
@@ -111,7 +111,8 @@ function metricValue(text: string, series: string): number {
 
 /** The spans of the trace whose root is the `proxy.request` with db.operation.name === op. */
 function traceOf(spans: ReceivedSpan[], op: string, collection: string): { root: ReceivedSpan; all: ReceivedSpan[] } {
-  const roots = spans.filter((s) => s.name === 'proxy.request' && s.attributes['db.operation.name'] === op && s.attributes['db.collection.name'] === collection);
+  const roots = spans.filter((s) => s.name === 'proxy.request' && s.attributes['db.operation.name'] === op &&
+    s.attributes['db.collection.name'] === collection);
   assert.equal(roots.length, 1, `one proxy.request for ${op} ${collection}, got ${roots.length}`);
   const root = roots[0];
   return { root, all: spans.filter((s) => s.traceId === root.traceId) };
@@ -142,7 +143,8 @@ function assertWithin(child: ReceivedSpan, parent: ReceivedSpan): void {
   assert.ok(child.endNs >= child.startNs, `${child.name} ends after it starts`);
 }
 
-test('a find through the real driver exports the SPEC §2.4 tree: root, request steps, proxy.upstream (connection.acquire + operation), response steps, sub-operations, every attribute', async () => {
+test('a find through the real driver exports the SPEC §2.4 tree: root, request steps, proxy.upstream (connection.acquire + operation), response ' +
+  'steps, sub-operations, every attribute', async () => {
   const receiver = await startOtlpReceiver();
   cleanups.push(() => receiver.close());
   const t = await start({ otlp_endpoint: receiver.url });
@@ -175,7 +177,8 @@ test('a find through the real driver exports the SPEC §2.4 tree: root, request 
     'db.system.name': 'mongodb', 'db.operation.name': 'find', 'db.collection.name': 'users', 'db.namespace': 'app',
     'server.address': '127.0.0.1', 'server.port': t.upstream.port,
   };
-  for (const [span, name, phase, order] of [[filter, 'wasm:filter', 'request', 1], [cacheReq, 'wasm:cache', 'request', 2], [cacheResp, 'wasm:cache', 'response', 1]] as const) {
+  for (const [span, name, phase, order] of [[filter, 'wasm:filter', 'request', 1], [cacheReq, 'wasm:cache', 'request', 2],
+    [cacheResp, 'wasm:cache', 'response', 1]] as const) {
     for (const [k, v] of Object.entries(db)) assert.equal(span.attributes[k], v, `${span.name} (${phase}) ${k}`);
     assert.equal(span.attributes['proxy.step.name'], name);
     assert.equal(span.attributes['proxy.step.phase'], phase);
@@ -216,7 +219,8 @@ test('a canary: requests the candidate graph serves carry proxy.pipeline "candid
   const token = 'tracing-canary-token';
   const dataDir = mkdtempSync(join(tmpdir(), 'tracing-canary-'));
   cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
-  const t = await start({ otlp_endpoint: receiver.url }, { control_plane: { port: 0, tokens: [token] }, canary: { data_dir: dataDir }, profiling: { port: 0, enabled: true } });
+  const t = await start({ otlp_endpoint: receiver.url }, { control_plane: { port: 0, tokens: [token] }, canary: { data_dir: dataDir },
+    profiling: { port: 0, enabled: true } });
   const res = await fetch(`${t.proxy.controlPlaneUrl}/api/v1/canary`, {
     method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
     body: JSON.stringify({
@@ -311,7 +315,8 @@ test('a response-phase step rejects a good reply: the step and the root are erro
   }
 });
 
-test('errors the upstream returns: error.type is the code name — DuplicateKey for a duplicate-key insert (a write error), the reply\'s codeName for ok: 0', async () => {
+test('errors the upstream returns: error.type is the code name — DuplicateKey for a duplicate-key insert (a write error), the reply\'s codeName ' +
+  'for ok: 0', async () => {
   const receiver = await startOtlpReceiver();
   cleanups.push(() => receiver.close());
   const t = await start({ otlp_endpoint: receiver.url });
@@ -346,7 +351,8 @@ test('errors the upstream returns: error.type is the code name — DuplicateKey 
   assert.equal(createOp.status, 2);
 });
 
-test('an inbound $traceparent is continued (root is a child of the client span, the exact tree under it) and stripped: the upstream never sees it', async () => {
+test('an inbound $traceparent is continued (root is a child of the client span, the exact tree under it) and stripped: the upstream never sees it',
+  async () => {
   const receiver = await startOtlpReceiver();
   cleanups.push(() => receiver.close());
   const t = await start({ otlp_endpoint: receiver.url, sample_rate: 0 });
@@ -395,7 +401,8 @@ test('a traceparent in comment (the driver\'s find option) is continued; the com
   const t = await start({ otlp_endpoint: receiver.url, sample_rate: 0 });
   const tp = '00-11112222333344445555666677778888-99990000aaaabbbb-01';
   await t.client.db('app').collection('orders').find({}, { comment: tp }).toArray();
-  await t.client.db('app').collection('carts').find({}, { comment: { traceparent: '00-aaaabbbbccccddddeeeeffff00001111-2222333344445555-01', app: 'shop' } }).toArray();
+  await t.client.db('app').collection('carts').find({}, { comment: { traceparent: '00-aaaabbbbccccddddeeeeffff00001111-2222333344445555-01',
+    app: 'shop' } }).toArray();
   await t.proxy.tracing!.flush();
   const spans = await receiver.waitForSpans(1);
   const a = traceOf(spans, 'find', 'orders').root;
@@ -407,7 +414,8 @@ test('a traceparent in comment (the driver\'s find option) is continued; the com
   assert.equal(t.upstream.commands.find((c) => c.find === 'orders')?.comment, tp);
 });
 
-test('a sqlcommenter comment (traceparent=\'00-…\') is continued and forwarded unchanged; ordinary comments are not traceparent attempts, a malformed one is counted', async () => {
+test('a sqlcommenter comment (traceparent=\'00-…\') is continued and forwarded unchanged; ordinary comments are not traceparent attempts, a ' +
+  'malformed one is counted', async () => {
   const receiver = await startOtlpReceiver();
   cleanups.push(() => receiver.close());
   const t = await start({ otlp_endpoint: receiver.url, sample_rate: 0 });
@@ -430,7 +438,8 @@ test('a sqlcommenter comment (traceparent=\'00-…\') is continued and forwarded
   assert.equal(metricValue(await metrics(t.proxy), 'proxy_trace_invalid_traceparent_total'), 2, 'and counted');
 });
 
-test('a client traceparent with the sampled flag off is not traced even at sample_rate 1; invalid values are ignored with a debug line, stripped, and the request succeeds', async () => {
+test('a client traceparent with the sampled flag off is not traced even at sample_rate 1; invalid values are ignored with a debug line, stripped, ' +
+  'and the request succeeds', async () => {
   const receiver = await startOtlpReceiver();
   cleanups.push(() => receiver.close());
   const t = await start({ otlp_endpoint: receiver.url, sample_rate: 1 });
@@ -506,7 +515,8 @@ test('telemetry.sample_rate applies on reload (0 → 1 → 0) without a restart;
   await t.proxy.reload(raw(0));
   for (let i = 0; i < 20; i++) await coll.findOne({ i });
   assert.equal(await sampled(), 20, 'back to 0: none more');
-  assert.ok(!t.logLines.some((l) => l.msg === 'configuration reloaded; these keys take effect only after a restart'), 'a sample_rate change is not restart-only');
+  assert.ok(!t.logLines.some((l) => l.msg === 'configuration reloaded; these keys take effect only after a restart'), 'a sample_rate change is not ' +
+    'restart-only');
 
   await t.proxy.reload(raw(1, 'renamed'));
   const warned = t.logLines.find((l) => l.msg === 'configuration reloaded; these keys take effect only after a restart');
@@ -580,7 +590,8 @@ test('bad telemetry config is refused with the key path and the reason', () => {
   assert.throws(() => parseConfig({ telemetry: { sample_rate: 1.5 } }, null), /telemetry\.sample_rate.*(1|number 0\.\.1)/s);
   assert.throws(() => parseConfig({ telemetry: { otlp_endpoint: 'collector:4318' } }, null), /telemetry\.otlp_endpoint/);
   assert.throws(() => parseConfig({ telemetry: { propagation: 'b3' } }, null), /telemetry\.propagation/);
-  assert.throws(() => parseConfig({ telemetry: { resource_attributes: { 'service.version': 3 } } }, null), /telemetry\.resource_attributes\.service\.version: expected string, received 3/);
+  assert.throws(() => parseConfig({ telemetry: { resource_attributes: { 'service.version': 3 } } }, null),
+    /telemetry\.resource_attributes\.service\.version: expected string, received 3/);
   assert.throws(() => parseConfig({ telemetry: { resource_attributes: { 'bad key!': 'x' } } }, null),
     /telemetry\.resource_attributes\.bad key!: invalid key: expected an attribute name: letters, digits.*received "bad key!"/);
 });

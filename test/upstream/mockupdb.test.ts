@@ -223,7 +223,8 @@ async function stillServes(c: MongoClient, coll = 'plain'): Promise<void> {
   assert.deepEqual(ids(await c.db('app').collection(coll).find({}, { batchSize: 2 }).toArray()), ALL);
 }
 
-test('an error document in the middle of a cursor (getMore → CursorNotFound) reaches the client; the next request works', { skip, timeout: 120_000 }, async () => {
+test('an error document in the middle of a cursor (getMore → CursorNotFound) reaches the client; the next request works', { skip, timeout: 120_000 },
+  async () => {
   const up = await Mockup.start('standalone', 1);
   const p = await proxyFor(up.uri(0));
   const c = client(p);
@@ -239,7 +240,8 @@ test('an error document in the middle of a cursor (getMore → CursorNotFound) r
   await stillServes(c);
 });
 
-test('an upstream that hangs up instead of replying: the client gets a retryable HostUnreachable, the retry goes out on a new connection', { skip, timeout: 120_000 }, async () => {
+test('an upstream that hangs up instead of replying: the client gets a retryable HostUnreachable, the retry goes out on a new connection',
+  { skip, timeout: 120_000 }, async () => {
   const up = await Mockup.start('standalone', 1);
   const p = await proxyFor(up.uri(0));
   const noRetry = client(p, { retryReads: false });
@@ -267,7 +269,8 @@ test('an upstream that hangs up instead of replying: the client gets a retryable
   assert.equal(up.of('find', 'hangup').length, 4, 'hung up on once, then served');
 });
 
-test('an upstream that hangs up during the connection handshake: the request is retried, the pool counts its connections right', { skip, timeout: 120_000 }, async () => {
+test('an upstream that hangs up during the connection handshake: the request is retried, the pool counts its connections right',
+  { skip, timeout: 120_000 }, async () => {
   const up = await Mockup.start('standalone', 1);
   await up.control('hello-hangup 0 1');
   // The pool's first connection (opened at start) is hung up on mid-handshake.
@@ -282,7 +285,8 @@ test('an upstream that hangs up during the connection handshake: the request is 
   assert.equal(pool.stats.failedConnects, 1);
 });
 
-test('exhaust getMore: exhaustAllowed is cleared (docs/operations.md), each getMore is answered once and every batch arrives in order', { skip, timeout: 120_000 }, async () => {
+test('exhaust getMore: exhaustAllowed is cleared (docs/operations.md), each getMore is answered once and every batch arrives in order',
+  { skip, timeout: 120_000 }, async () => {
   const up = await Mockup.start('standalone', 1);
   const p = await proxyFor(up.uri(0));
   // The Node driver never sends exhaustAllowed on a getMore (only on its monitoring hello), and
@@ -316,7 +320,8 @@ test('exhaust getMore: exhaustAllowed is cleared (docs/operations.md), each getM
   await stillServes(client(p), 'exhaust');
 });
 
-test('a mongos list: a router whose hello fails, then one that stops, is left out; requests keep flowing to the other', { skip, timeout: 150_000 }, async () => {
+test('a mongos list: a router whose hello fails, then one that stops, is left out; requests keep flowing to the other', { skip, timeout: 150_000 },
+  async () => {
   const up = await Mockup.start('mongos', 3);
   const p = await proxyFor(up.uri(0, 1, 2), { heartbeat_ms: 500 });
   const t = p.server.router.topology!;

@@ -42,11 +42,13 @@ test('tags and maxStalenessSeconds are read; invalid read preferences are errors
   bad({ find: 'c', $readPreference: { mode: 'secondary', tags: 'east' } }, 9, /tag sets/);
 });
 
-interface S { name: string; isPrimary: boolean; isSecondary: boolean; rttMs: number; tags: Record<string, string>; lastWriteDate: number; lastUpdateTime: number }
+interface S { name: string; isPrimary: boolean; isSecondary: boolean; rttMs: number; tags: Record<string, string>; lastWriteDate: number;
+  lastUpdateTime: number }
 const now = Date.now();
 const srv = (name: string, role: 'P' | 'S', rttMs: number, tags: Record<string, string> = {}, lagMs = 0): S =>
   ({ name, isPrimary: role === 'P', isSecondary: role === 'S', rttMs, tags, lastWriteDate: now - lagMs, lastUpdateTime: now });
-const rp = (mode: ReadPreference['mode'], tags: Record<string, string>[] = [], maxStalenessSeconds = -1): ReadPreference => ({ mode, tags, maxStalenessSeconds });
+const rp = (mode: ReadPreference['mode'], tags: Record<string, string>[] = [],
+  maxStalenessSeconds = -1): ReadPreference => ({ mode, tags, maxStalenessSeconds });
 
 test('selection: modes, tag sets in order, staleness, latency window', () => {
   const sel = new ReplicaSetSelector<S>(10_000, 15);

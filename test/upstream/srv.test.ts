@@ -46,7 +46,8 @@ function openssl(...args: string[]): void {
 openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=srv-test-ca', '-keyout', f('ca.key'), '-out', f('ca.pem'));
 openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=db.srv.test', '-keyout', f('db.key'), '-out', f('db.csr'));
 writeFileSync(f('db.ext'), 'subjectAltName=DNS:db1.srv.test,DNS:db2.srv.test,DNS:db3.srv.test,DNS:localhost\nextendedKeyUsage=serverAuth\n');
-openssl('x509', '-req', '-in', f('db.csr'), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-set_serial', '0x5001', '-days', '2', '-extfile', f('db.ext'), '-out', f('db.pem'));
+openssl('x509', '-req', '-in', f('db.csr'), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-set_serial', '0x5001', '-days', '2', '-extfile', f('db.ext'),
+  '-out', f('db.pem'));
 const CA = f('ca.pem');
 
 /** Log lines (JSON) of a proxy or resolver, for the warnings the tests expect. */
@@ -86,7 +87,8 @@ dns.zone.a.set('db1.srv.test', ['127.0.0.1']);
 dns.zone.a.set('db2.srv.test', ['127.0.0.1']);
 dns.zone.a.set('db3.srv.test', ['127.0.0.1']);
 
-test('mongodb+srv: hosts from the SRV record, names from upstream.dns_servers, TLS on by default; the Node driver inserts and finds through the proxy', { timeout: 60_000 }, async () => {
+test('mongodb+srv: hosts from the SRV record, names from upstream.dns_servers, TLS on by default; the Node driver inserts and finds through the ' +
+  'proxy', { timeout: 60_000 }, async () => {
   const a = await devdb();
   dns.zone.srv.set('_mongodb._tcp.cluster.srv.test', [{ target: 'db1.srv.test.', port: a.port }]);
   // tlsCAFile without tls=true is refused for mongodb:// URIs; here TLS is implied by +srv.
@@ -110,7 +112,8 @@ test('mongodb+srv with tls=false in the URI connects in plain TCP', { timeout: 6
   assert.equal((await client(proxy.uri).db('t').command({ ping: 1 })).ok, 1);
 });
 
-test('TXT record options: authSource from the TXT record is used for upstream logins; the URI\'s own authSource overrides it', { timeout: 60_000 }, async () => {
+test('TXT record options: authSource from the TXT record is used for upstream logins; the URI\'s own authSource overrides it', { timeout: 60_000 },
+  async () => {
   // The user exists in "accounts" only; the URI's path says "app", which would be the authSource without the TXT record.
   const secured = await devdb({ users: { svc: 'pw' }, authDb: 'accounts' });
   dns.zone.srv.set('_mongodb._tcp.auth.srv.test', [{ target: 'db3.srv.test', port: secured.port }]);
@@ -130,7 +133,8 @@ test('TXT record options: authSource from the TXT record is used for upstream lo
     e instanceof MongoServerError && /authentication of "svc".*authSource app.*failed/.test(e.message), 'a login against "app" fails');
 });
 
-test('a changed SRV record is picked up after srv_rescan_interval_ms: new connections go to the new target; a DNS failure keeps the last list and warns once', { timeout: 90_000 }, async () => {
+test('a changed SRV record is picked up after srv_rescan_interval_ms: new connections go to the new target; a DNS failure keeps the last list and ' +
+  'warns once', { timeout: 90_000 }, async () => {
   const a = await devdb();
   const b = await devdb();
   dns.zone.srv.set('_mongodb._tcp.moving.srv.test', [{ target: 'db1.srv.test', port: a.port }]);
@@ -179,7 +183,8 @@ test('rescan: targets outside the parent domain are skipped with a warning; an e
   const source = a.hosts as SrvHostSource;
   const changes: string[][] = [];
   source.onChange((hosts) => changes.push(hosts.map((h) => `${h.host}:${h.port}`)));
-  dns.zone.srv.set('_mongodb._tcp.skip.srv.test', [{ target: 'db1.srv.test', port: 1111 }, { target: 'db9.elsewhere.test', port: 2222 }, { target: 'db2.srv.test', port: 3333 }]);
+  dns.zone.srv.set('_mongodb._tcp.skip.srv.test', [{ target: 'db1.srv.test', port: 1111 }, { target: 'db9.elsewhere.test', port: 2222 },
+    { target: 'db2.srv.test', port: 3333 }]);
   await source.rescan();
   assert.deepEqual(changes, [['db1.srv.test:1111', 'db2.srv.test:3333']], 'the host that stayed keeps its place; the new valid one is appended');
   assert.ok(lines.some((l) => /skipped targets outside the parent domain/.test(l) && /db9\.elsewhere\.test:2222/.test(l)));
@@ -217,7 +222,8 @@ test('invalid SRV and TXT records are refused at startup with the record and the
 
   dns.zone.srv.set('_mongodb._tcp.ssltxt.srv.test', [{ target: 'db1.srv.test', port: 1 }]);
   dns.zone.txt.set('ssltxt.srv.test', [['ssl=false']]);
-  await assert.rejects(proxyTo('mongodb+srv://ssltxt.srv.test/'), /TXT record of ssltxt\.srv\.test \("ssl=false"\) sets ssl; only authSource, replicaSet and loadBalanced/);
+  await assert.rejects(proxyTo('mongodb+srv://ssltxt.srv.test/'),
+    /TXT record of ssltxt\.srv\.test \("ssl=false"\) sets ssl; only authSource, replicaSet and loadBalanced/);
 
   await assert.rejects(proxyTo('mongodb+srv://missing.srv.test/'),
     /upstream\.uri mongodb\+srv: DNS SRV lookup of _mongodb\._tcp\.missing\.srv\.test failed: ENOTFOUND/);

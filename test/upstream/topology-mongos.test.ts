@@ -5,7 +5,6 @@
 // each counts the commands it served and refuses a getMore for a cursor it did not open.
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { performance } from 'node:perf_hooks';
 import { Long, UUID, type Document } from 'bson';
 import { MongoClient } from 'mongodb';
 import { DevMongos } from '../../runtime/devdb/index.ts';
@@ -143,7 +142,8 @@ test('a transaction stays on the router it started on (every statement and the c
   assert.equal(used.size, 2, 'transactions started on both routers (so staying on one is not an accident)');
 });
 
-test('a load-balanced client closing after its pinned connection was lost: abortTransaction and killCursors go to the router that owns them, not the first seed', async () => {
+test('a load-balanced client closing after its pinned connection was lost: abortTransaction and killCursors go to the router that owns them, not ' +
+  'the first seed', async () => {
   const p = await proxyFor(`mongodb://${routers[0].address},${routers[1].address}`);
   const t = p.server.router.topology!;
   await until('two routers', () => t.usableServers.length === 2);

@@ -132,7 +132,8 @@ test('with the driver\'s retries on, nothing fails: reads and retryable writes i
   taps[0].release();
 });
 
-test('replica set: the primary goes silent and another member is elected: writes and reads in flight on it get a retryable error, the driver retries them on the new primary', async () => {
+test('replica set: the primary goes silent and another member is elected: writes and reads in flight on it get a retryable error, the driver ' +
+  'retries them on the new primary', async () => {
   const rs = await DevReplicaSet.start(3, 'rs-silent');
   const closes = new Closes();
   const { proxy: p } = await withProxy(closes, { upstream: { uri: rs.uri(), connect_timeout_ms: CONNECT_TIMEOUT_MS, heartbeat_ms: HEARTBEAT_MS } });

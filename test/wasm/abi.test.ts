@@ -90,13 +90,15 @@ test('the host gives a component exactly the WIT host interface\'s functions, wi
 // ---- hand-assembled modules: the load-time refusals ---------------------------------------------
 
 const VT = { i32: 0x7f, f64: 0x7c } as const;
-const u32 = (n: number): number[] => { const o: number[] = []; do { let b = n & 0x7f; n >>>= 7; if (n !== 0) b |= 0x80; o.push(b); } while (n !== 0); return o; };
+const u32 = (n: number): number[] => { const o: number[] = []; do { let b = n & 0x7f; n >>>= 7; if (n !== 0) b |= 0x80; o.push(b); } while (n !== 0);
+  return o; };
 const str = (s: string): number[] => { const b = [...new TextEncoder().encode(s)]; return [...u32(b.length), ...b]; };
 const vec = (items: number[][]): number[] => [...u32(items.length), ...items.flat()];
 const section = (id: number, body: number[]): number[] => [id, ...u32(body.length), ...body];
 
 /** A module importing `imports` (module `proxy` unless given) and exporting memory and, if given, the version global. */
-function module(opts: { version?: number; imports?: { module?: string; name: string; params: (keyof typeof VT)[]; results: (keyof typeof VT)[] }[] }): Uint8Array {
+function module(opts: { version?: number; imports?: { module?: string; name: string; params: (keyof typeof VT)[];
+  results: (keyof typeof VT)[] }[] }): Uint8Array {
   const imports = opts.imports ?? [];
   const types = imports.map((i) => [0x60, ...vec(i.params.map((p) => [VT[p]])), ...vec(i.results.map((r) => [VT[r]]))]);
   const bytes = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
@@ -140,7 +142,8 @@ test('the refusal reaches the pipeline loader and the harness', async () => {
   const dir = mkdtempSync(join((await import('node:os')).tmpdir(), 'abi-'));
   const file = join(dir, 'old.wasm');
   writeFileSync(file, module({ version: ABI_VERSION - 1 }));
-  await assert.rejects(PluginHarness.load(file), new RegExp(`plugin wasm:old: was built for plugin ABI ${ABI_VERSION - 1}, this proxy provides ABI ${ABI_VERSION}`));
+  await assert.rejects(PluginHarness.load(file), new RegExp(`plugin wasm:old: was built for plugin ABI ${ABI_VERSION - 1}, this proxy provides ` +
+    `ABI ${ABI_VERSION}`));
 });
 
 test('a component built against another WIT package version (ABI) is refused naming both', () => {

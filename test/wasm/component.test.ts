@@ -96,7 +96,8 @@ test('component trap: counted, instance rebuilt, on_error open continues, closed
   assert.equal(slot.live, false);
   assert.deepEqual(h.request({ componentHello: 1, $db: 'admin' }, { op: 'componentHello' }).localReply, { ok: 1, from: 'component' }, 'fresh instance');
   assert.equal(slot.rebuilds, 1);
-  assert.match(await h.metrics(), new RegExp(`proxy_step_errors_total\\{pipeline_id="comp${seq}",pipeline="baseline",step="wasm:component_js_t${seq}",phase="request"\\} 1`));
+  assert.match(await h.metrics(),
+    new RegExp(`proxy_step_errors_total\\{pipeline_id="comp${seq}",pipeline="baseline",step="wasm:component_js_t${seq}",phase="request"\\} 1`));
 
   const c = await load({}, 'closed');
   const rc = c.request({ componentTrap: 1, $db: 'x' }, { op: 'componentTrap' });
@@ -191,8 +192,10 @@ describe('component step through the proxy (mongodb driver)', () => {
     await assert.rejects(c.drop(), (err: unknown) => err instanceof MongoServerError && err.code === 13 && /drop is not allowed/.test(err.message));
     assert.equal(await c.countDocuments(), 1, 'the drop did not reach the upstream');
 
-    await assert.rejects(admin.command({ componentTrap: 1 }), (err: unknown) => err instanceof MongoServerError && err.code === 1 && /component_js failed/.test(err.message));
-    assert.match(await proxy.pipelines.host.registry.metrics(), /proxy_step_errors_total\{pipeline_id="default",pipeline="baseline",step="wasm:component_js",phase="request"\} 1/);
+    await assert.rejects(admin.command({ componentTrap: 1 }), (err: unknown) => err instanceof MongoServerError && err.code === 1 &&
+      /component_js failed/.test(err.message));
+    assert.match(await proxy.pipelines.host.registry.metrics(),
+      /proxy_step_errors_total\{pipeline_id="default",pipeline="baseline",step="wasm:component_js",phase="request"\} 1/);
     assert.deepEqual(await admin.command({ componentHello: 1 }), { ok: 1, from: 'component' }, 'rebuilt after the trap');
   });
 });

@@ -25,7 +25,8 @@ test('label names are checked at definition; a name keeps its kind', () => {
   assert.match(m.define(MetricKind.Counter, 'proxy_plugin_a', ['pipeline'], 'p', 'baseline') as string, /reserved/);
   assert.match(m.define(MetricKind.Counter, 'proxy_plugin_a', ['le'], 'p', 'baseline') as string, /reserved/);
   assert.match(m.define(MetricKind.Counter, 'proxy_plugin_a', ['a', 'a'], 'p', 'baseline') as string, /twice/);
-  assert.match(m.define(MetricKind.Counter, 'proxy_plugin_a', ['a', 'b', 'c', 'd', 'e'].slice(0, MAX_METRIC_LABELS + 1), 'p', 'baseline') as string, /at most 4/);
+  assert.match(m.define(MetricKind.Counter, 'proxy_plugin_a', ['a', 'b', 'c', 'd', 'e'].slice(0, MAX_METRIC_LABELS + 1), 'p', 'baseline') as string,
+    /at most 4/);
   bind(m.define(MetricKind.Counter, 'proxy_plugin_a', ['op'], 'p', 'baseline'));
   assert.match(m.define(MetricKind.Gauge, 'proxy_plugin_a', ['op'], 'p', 'baseline') as string, /already defined as a counter/);
 });

@@ -73,7 +73,8 @@ test('zlib bomb: inflating stops just past the declared size', () => {
 
 test('snappy states its length first: one that disagrees with the declared size is refused before decompressing', () => {
   const packed = snappy.compressSync(Buffer.alloc(100_000));
-  refused(() => compressedSize(compressedFrame(SNAPPY, 100, packed)), /the snappy data states 100000 uncompressed bytes but the message declares 100; refused without decompressing/);
+  refused(() => compressedSize(compressedFrame(SNAPPY, 100, packed)),
+    /the snappy data states 100000 uncompressed bytes but the message declares 100; refused without decompressing/);
   refused(() => compressedSize(compressedFrame(SNAPPY, 100, Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff, 0x01]))), /more than 32 bits/);
   refused(() => compressedSize(compressedFrame(NOOP, 100, Buffer.alloc(50))), /\(noop\) declares 100 bytes but carries 50/);
   assert.equal(compressedSize(compressedFrame(SNAPPY, 100_000, packed)), 100_000);

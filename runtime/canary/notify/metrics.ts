@@ -15,7 +15,8 @@ export const NOTIFICATION_METRICS = {
 /** Registers the notifier's metrics in `registry` (label `channel`: webhook, email, pager); names,
  *  help and labels from the metric table. */
 export function registerNotificationMetrics(registry: Registry, notifier: Notifier): void {
-  const perChannel = (name: (typeof NOTIFICATION_METRICS)[Exclude<keyof typeof NOTIFICATION_METRICS, 'pending'>], field: 'delivered' | 'failed' | 'retries' | 'refused') =>
+  const perChannel = (name: (typeof NOTIFICATION_METRICS)[Exclude<keyof typeof NOTIFICATION_METRICS, 'pending'>],
+    field: 'delivered' | 'failed' | 'retries' | 'refused') =>
     new Counter({
       ...promOptions(name), registers: [registry],
       collect() {

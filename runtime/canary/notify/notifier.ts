@@ -118,12 +118,14 @@ export class Notifier implements CanaryEventSink {
         const problems = channelProblems(ch as NotificationChannelConfig, this.settings);
         if (problems.length > 0) {
           (this.stats[ch.type] ?? this.stats.webhook).refused++;
-          this.log.error('notification channel refused', { event_id: event.id, type: ch.type, problems: problems.map((p) => (p.key ? `${p.key}: ${p.message}` : p.message)) });
+          this.log.error('notification channel refused', { event_id: event.id, type: ch.type,
+            problems: problems.map((p) => (p.key ? `${p.key}: ${p.message}` : p.message)) });
           continue;
         }
         if (this.outbox.enqueue(event, channelKey(ch), ch, at)) queued++;
       }
-      this.log.info('canary event', { event_id: event.id, type: event.type, canary_id: event.canary_id, pipeline_id: event.pipeline_id, stage: event.stage, traffic_pct: event.traffic_pct, messages: queued });
+      this.log.info('canary event', { event_id: event.id, type: event.type, canary_id: event.canary_id, pipeline_id: event.pipeline_id,
+        stage: event.stage, traffic_pct: event.traffic_pct, messages: queued });
       if (queued > 0) this.schedule(0);
     } catch (err) {
       this.log.error('notification not recorded', { event_id: event.id, type: event.type, error: (err as Error).message });
@@ -241,7 +243,8 @@ export class Notifier implements CanaryEventSink {
     switch (ch.type) {
       case 'webhook': {
         const secret = ch.secret ?? this.settings.webhook_secret;
-        if (secret === undefined) return Promise.resolve({ ok: false, retry: false, error: 'no webhook secret (channel secret or notifications.webhook_secret)' });
+        if (secret === undefined) return Promise.resolve({ ok: false, retry: false, error: 'no webhook secret (channel secret or ' +
+          'notifications.webhook_secret)' });
         return sendWebhook(row.event, ch, secret, this.instance, attempt, timeout, this.now);
       }
       case 'email':

@@ -92,13 +92,15 @@ export function emailMessage(e: CanaryEvent, instance: string): { subject: strin
   if (e.triggered_by !== undefined) lines.push(`Triggered:   ${e.triggered_by}`);
   if (e.rules !== undefined && e.rules.length > 0) {
     lines.push('', 'Rules:');
-    for (const r of e.rules) lines.push(`  ${r.rule}: ${fmt(r.value)} (threshold ${fmt(r.threshold)})${r.sustained_for ? `, sustained for ${r.sustained_for}` : ''}`);
+    for (const r of e.rules) lines.push(`  ${r.rule}: ${fmt(r.value)} (threshold ${fmt(r.threshold)})${r.sustained_for ? `, sustained ` +
+      `for ${r.sustained_for}` : ''}`);
   }
   if (e.metrics !== undefined) {
     lines.push('', '             requests  error %   p50 ms   p95 ms   p99 ms');
     for (const side of ['baseline', 'candidate'] as const) {
       const m = e.metrics[side];
-      lines.push(`  ${side.padEnd(10)} ${String(m.requests).padStart(9)} ${fmt(m.error_rate_pct).padStart(8)} ${fmt(m.latency_p50_ms).padStart(8)} ${fmt(m.latency_p95_ms).padStart(8)} ${fmt(m.latency_p99_ms).padStart(8)}`);
+      lines.push(`  ${side.padEnd(10)} ${String(m.requests).padStart(9)} ${fmt(m.error_rate_pct).padStart(8)} `
+        + `${fmt(m.latency_p50_ms).padStart(8)} ${fmt(m.latency_p95_ms).padStart(8)} ${fmt(m.latency_p99_ms).padStart(8)}`);
     }
   }
   return { subject, text: `${lines.join('\n')}\n` };

@@ -133,7 +133,8 @@ export class DevEngine {
     if (d.kind === 'tooOld') {
       return new CommandError(
         ErrorCodes.TransactionTooOld,
-        `Retryable write with txnNumber ${d.txnNumber} is prohibited on session ${key} because a newer retryable write with txnNumber ${d.last} has already started on this session.`,
+        `Retryable write with txnNumber ${d.txnNumber} is prohibited on session ${key} because a newer retryable write with txnNumber ${d.last} ` +
+          `has already started on this session.`,
       ).toReply();
     }
     let reply: Document = { ok: 0 }; // a throwing handler records the txnNumber, no reply

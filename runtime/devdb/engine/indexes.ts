@@ -156,13 +156,15 @@ export class IndexSet {
       if (optsKey(sameName) === optsKey(spec)) return false;
       fail(
         'IndexKeySpecsConflict',
-        `An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: ${formatValue(spec)}, existing index: ${formatValue(sameName)}`,
+        `An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause ` +
+          `conflicts. Please refer to our documentation. Requested index: ${formatValue(spec)}, existing index: ${formatValue(sameName)}`,
       );
     }
     if (sameKey && keyOf(sameKey.partialFilterExpression ?? null) === keyOf(spec.partialFilterExpression ?? null)) {
       if (optsKey(sameKey) === optsKey(spec))
         fail('IndexOptionsConflict', `Index already exists with a different name: ${sameKey.name}`);
-      fail('IndexOptionsConflict', `An equivalent index already exists with the same name but different options. Requested index: ${formatValue(spec)}, existing index: ${formatValue(sameKey)}`);
+      fail('IndexOptionsConflict', `An equivalent index already exists with the same name but different options. Requested ` +
+        `index: ${formatValue(spec)}, existing index: ${formatValue(sameKey)}`);
     }
     const idx = new Index(spec);
     if (idx.unique) {

@@ -85,7 +85,8 @@ export class Transactions {
     if (key === null || txnNumber === null) return handler(cmd, ctx);
     let r = this.touch(key);
     if (r !== undefined && txnNumber < r.txnNumber) {
-      return new CommandError(ErrorCodes.TransactionTooOld, `txnNumber ${txnNumber} is less than last txnNumber ${r.txnNumber} seen in session ${key}`).toReply();
+      return new CommandError(ErrorCodes.TransactionTooOld, `txnNumber ${txnNumber} is less than last txnNumber ${r.txnNumber} seen in ` +
+        `session ${key}`).toReply();
     }
     if (name === 'commitTransaction' || name === 'abortTransaction') {
       if (r === undefined || r.txnNumber !== txnNumber) return noSuchTransaction(txnNumber, key, 'was not started');
@@ -94,7 +95,8 @@ export class Transactions {
         this.end(r, 'committed');
         return { ok: 1 };
       }
-      if (r.state === 'committed') return new CommandError(ErrorCodes.TransactionCommitted, `Transaction with txnNumber ${txnNumber} has been committed.`).toReply();
+      if (r.state === 'committed') return new CommandError(ErrorCodes.TransactionCommitted, `Transaction with txnNumber ${txnNumber} has been ` +
+        `committed.`).toReply();
       if (r.state === 'aborted') return noSuchTransaction(txnNumber, key, 'has been aborted');
       this.end(r, 'aborted');
       return { ok: 1 };
@@ -107,7 +109,8 @@ export class Transactions {
       this.bound();
     }
     if (r === undefined || r.txnNumber !== txnNumber || r.state !== 'open') {
-      return noSuchTransaction(txnNumber, key, r?.state === 'committed' ? 'has been committed' : r?.state === 'aborted' ? 'has been aborted' : 'was not started');
+      return noSuchTransaction(txnNumber, key, r?.state === 'committed' ? 'has been committed' : r?.state === 'aborted' ? 'has been ' +
+        'aborted' : 'was not started');
     }
     if (NOT_IN_TRANSACTION.has(name)) {
       return new CommandError(ErrorCodes.OperationNotSupportedInTransaction, `Cannot run '${name}' in a multi-document transaction.`).toReply();

@@ -39,12 +39,14 @@ export function parseUpdate(u: unknown): UpdateSpec {
     if (!UPDATE_OPS.has(k))
       fail('FailedToParse', `Unknown modifier: ${k}. Expected a valid update modifier or pipeline-style update specified as an array`);
     const arg = u[k];
-    if (!isPlainObject(arg)) fail('FailedToParse', `Modifiers operate on fields but we found type ${typeof arg} instead. For example: {$mod: {<field>: ...}} not {$set: ${formatValue(arg)}}`);
+    if (!isPlainObject(arg)) fail('FailedToParse', `Modifiers operate on fields but we found type ${typeof arg} instead. For example: {$mod: ` +
+      `{<field>: ...}} not {$set: ${formatValue(arg)}}`);
     const paths = Object.keys(arg);
     if (k === '$rename') for (const p of paths) if (typeof arg[p] === 'string') paths.push(arg[p]);
     for (const p of paths) {
       const clash = seen.find((s) => s === p || s.startsWith(`${p}.`) || p.startsWith(`${s}.`));
-      if (clash !== undefined) fail('ConflictingUpdateOperators', `Updating the path '${p}' would create a conflict at '${clash.length < p.length ? clash : p}'`);
+      if (clash !== undefined) fail('ConflictingUpdateOperators', `Updating the path '${p}' would create a conflict at ` +
+        `'${clash.length < p.length ? clash : p}'`);
       seen.push(p);
     }
   }

@@ -179,7 +179,8 @@ export function bsonTypeName(v: unknown): string {
   if (v instanceof Date) return 'date';
   if (v instanceof RegExp) return 'regex';
   const t = bsonTypeOf(v);
-  if (t) return ({ ObjectId: 'objectId', Int32: 'int', Double: 'double', Long: 'long', Decimal128: 'decimal', Binary: 'binData', BSONRegExp: 'regex' } as Record<string, string>)[t] ?? t.toLowerCase();
+  if (t) return ({ ObjectId: 'objectId', Int32: 'int', Double: 'double', Long: 'long', Decimal128: 'decimal', Binary: 'binData',
+    BSONRegExp: 'regex' } as Record<string, string>)[t] ?? t.toLowerCase();
   return 'object';
 }
 

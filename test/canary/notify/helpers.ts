@@ -76,7 +76,8 @@ export async function smtpReceiver(opts: { user?: string; password?: string } = 
 
 /** Settings as the config loader produces them, with fast retries for tests. */
 export function settings(overrides: Record<string, unknown>): NotificationsConfig {
-  return parseConfig({ notifications: { outbox_path: ':memory:', initial_backoff_ms: 20, max_backoff_ms: 200, timeout_ms: 2000, instance_name: 'proxy-test-1', ...overrides } }, 'test').notifications;
+  return parseConfig({ notifications: { outbox_path: ':memory:', initial_backoff_ms: 20, max_backoff_ms: 200, timeout_ms: 2000,
+    instance_name: 'proxy-test-1', ...overrides } }, 'test').notifications;
 }
 
 export class MemoryLog implements LogSink {

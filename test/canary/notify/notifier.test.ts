@@ -14,7 +14,8 @@ import { event, httpReceiver, MemoryLog, settings, sleep, smtpReceiver, testLogg
 const SECRET = 'test-secret-0123456789';
 const dir = mkdtempSync(join(tmpdir(), 'proxy-notify-'));
 
-test('webhook: delivered to a real HTTP server, HMAC-SHA256 signature over timestamp.body verifies, a 500 is retried with the same body and event id', async () => {
+test('webhook: delivered to a real HTTP server, HMAC-SHA256 signature over timestamp.body verifies, a 500 is retried with the same body and event id',
+  async () => {
   const rx = await httpReceiver();
   rx.statuses.push(500);
   const log = new MemoryLog();
@@ -50,7 +51,8 @@ test('webhook: delivered to a real HTTP server, HMAC-SHA256 signature over times
     assert.equal(body.id, e.id);
     assert.equal(body.type, 'canary.rolled_back');
     assert.equal(body.instance, 'proxy-test-1');
-    assert.deepEqual(body.canary, { canary_id: 'cn_test1', pipeline_id: 'orders', stage: 2, traffic_pct: 25, baseline_version: 'redact@1.0.0', candidate_version: 'redact@2.0.0', description: 'redact v2' });
+    assert.deepEqual(body.canary, { canary_id: 'cn_test1', pipeline_id: 'orders', stage: 2, traffic_pct: 25, baseline_version: 'redact@1.0.0',
+      candidate_version: 'redact@2.0.0', description: 'redact v2' });
     assert.equal(body.reason, undefined);
     assert.equal(body.triggered_by, 'automatic');
     assert.deepEqual(body.rules, e.rules);
@@ -68,7 +70,8 @@ test('webhook: a 4xx other than 408/429 is given up after one attempt and logged
   const rx = await httpReceiver();
   const log = new MemoryLog();
   rx.statuses.push(400);
-  const n = new Notifier({ settings: settings({ webhook_secret: SECRET, max_attempts: 3, channels: [{ type: 'webhook', url: rx.url }] }), log: testLogger(log) });
+  const n = new Notifier({ settings: settings({ webhook_secret: SECRET, max_attempts: 3, channels: [{ type: 'webhook', url: rx.url }] }),
+    log: testLogger(log) });
   try {
     n.emit(event('canary.started'), null);
     await until(() => n.counts().failed === 1, 'give-up on 400');
@@ -98,7 +101,8 @@ test('webhook: a 4xx other than 408/429 is given up after one attempt and logged
 test('retries back off exponentially with jitter: gaps grow and stay within 50..100% of initial·2^(n−1)', async () => {
   const rx = await httpReceiver();
   rx.statuses.push(500, 500, 500);
-  const n = new Notifier({ settings: settings({ webhook_secret: SECRET, initial_backoff_ms: 100, max_backoff_ms: 1000, channels: [{ type: 'webhook', url: rx.url }] }), log: testLogger(new MemoryLog()) });
+  const n = new Notifier({ settings: settings({ webhook_secret: SECRET, initial_backoff_ms: 100, max_backoff_ms: 1000,
+    channels: [{ type: 'webhook', url: rx.url }] }), log: testLogger(new MemoryLog()) });
   try {
     n.emit(event('canary.started'), null);
     await until(() => n.counts().delivered === 1, 'delivery');
@@ -144,7 +148,8 @@ test('email: received by a real SMTP server with AUTH, from/to/subject/body as d
   }
 });
 
-test('pager: a rollback triggers and completion resolves on the same dedup_key (PagerDuty Events API v2 shape); starts and promotions are not paged', async () => {
+test('pager: a rollback triggers and completion resolves on the same dedup_key (PagerDuty Events API v2 shape); starts and promotions are not paged',
+  async () => {
   const rx = await httpReceiver();
   rx.statuses.push(202, 202);
   const n = new Notifier({
@@ -260,7 +265,8 @@ test('outbox survives a restart: an undelivered message is delivered once the no
   }
 });
 
-test('emit never throws and never blocks: an invalid inline channel is refused and logged, a closed notifier drops with a warning; metrics count per channel type', async () => {
+test('emit never throws and never blocks: an invalid inline channel is refused and logged, a closed notifier drops with a warning; metrics count ' +
+  'per channel type', async () => {
   const rx = await httpReceiver();
   const log = new MemoryLog();
   const n = new Notifier({ settings: settings({ channels: [] }), log: testLogger(log) });
@@ -314,7 +320,8 @@ test('a slow channel does not hold up another: each channel is delivered indepen
 
 test('config: NOTIFICATION_EVENTS is the contract list CANARY_EVENT_TYPES; checkChannels reports key paths', () => {
   assert.deepEqual([...NOTIFICATION_EVENTS], [...CANARY_EVENT_TYPES]);
-  const bad = checkChannels([{ type: 'webhook', url: 'http://127.0.0.1:1/x' }, { type: 'email', addresses: ['nope'] }, { type: 'pager' }], { webhook_secret: undefined, smtp: undefined });
+  const bad = checkChannels([{ type: 'webhook', url: 'http://127.0.0.1:1/x' }, { type: 'email', addresses: ['nope'] }, { type: 'pager' }],
+    { webhook_secret: undefined, smtp: undefined });
   assert.equal(bad.channels, null);
   assert.deepEqual(bad.issues.map((i) => i.path), ['notifications.channels[1].addresses[0]']);
   const r = checkChannels([{ type: 'webhook', url: 'http://127.0.0.1:1/x' }, { type: 'pager' }], { webhook_secret: undefined, smtp: undefined });
@@ -337,19 +344,24 @@ test('config: a bad notifications section is refused with the key path and the r
     }
     assert.fail('accepted');
   };
-  assert.deepEqual(refused({ notifications: { channels: [{ type: 'sms' }] } }), ['notifications.channels[0].type: expected "webhook" | "email" | "pager", received "sms"']);
+  assert.deepEqual(refused({ notifications: { channels: [{ type: 'sms' }] } }),
+    ['notifications.channels[0].type: expected "webhook" | "email" | "pager", received "sms"']);
   assert.deepEqual(refused({ notifications: { webhook_secret: SECRET, channels: [{ type: 'webhook', url: 'http://h/x', events: ['canary.exploded'] }] } }),
-    ['notifications.channels[0].events[0]: expected "canary.started" | "canary.promoted" | "canary.rolled_back" | "canary.completed" | "canary.threshold_warning", received "canary.exploded"']);
+    ['notifications.channels[0].events[0]: expected "canary.started" | "canary.promoted" | "canary.rolled_back" | "canary.completed" | ' +
+      '"canary.threshold_warning", received "canary.exploded"']);
   assert.deepEqual(refused({ notifications: { channels: [{ type: 'webhook', url: 'http://h/x' }] } }),
     ['notifications.channels[0].secret: is required for a webhook channel when notifications.webhook_secret is not set (webhooks are always signed)']);
   assert.deepEqual(refused({ notifications: { channels: [{ type: 'email', addresses: ['ops@example.com'] }] } }),
     ['notifications.channels[0]: an email channel needs notifications.smtp (host, from)']);
-  assert.deepEqual(refused({ notifications: { channels: [{ type: 'pager', integration_key: 'K', events: ['canary.started'], addresses: ['ops@example.com'] }] } }), [
-    'notifications.channels[0].events: "canary.started" is not sent to a pager channel (allowed: canary.rolled_back, canary.threshold_warning, canary.completed)',
+  assert.deepEqual(refused({ notifications: { channels: [{ type: 'pager', integration_key: 'K', events: ['canary.started'],
+    addresses: ['ops@example.com'] }] } }), [
+    'notifications.channels[0].events: "canary.started" is not sent to a pager channel (allowed: canary.rolled_back, canary.threshold_warning, ' +
+      'canary.completed)',
     'notifications.channels[0].addresses: is not a key of a pager channel',
   ]);
   assert.deepEqual(refused({ notifications: { smtp: { host: 'mail' } } }), ['notifications.smtp.from: is required']);
-  assert.deepEqual(refused({ notifications: { initial_backoff_ms: 5000, max_backoff_ms: 1000 } }), ['notifications.initial_backoff_ms: must be <= notifications.max_backoff_ms (1000), received 5000']);
+  assert.deepEqual(refused({ notifications: { initial_backoff_ms: 5000, max_backoff_ms: 1000 } }),
+    ['notifications.initial_backoff_ms: must be <= notifications.max_backoff_ms (1000), received 5000']);
   assert.deepEqual(refused({ notifications: { max_attempts: 0 } }), ['notifications.max_attempts: expected integer 1..100, received 0']);
   assert.equal(outboxPath(parseConfig({}, null)), join('data/canary', 'outbox.sqlite'), 'default: beside the canary store');
   assert.equal(outboxPath(parseConfig({ notifications: { outbox_path: '/var/lib/proxy/outbox.db' } }, null)), '/var/lib/proxy/outbox.db');
@@ -394,7 +406,8 @@ test('configure (a config reload): new default channels apply to later events; m
   const a = await httpReceiver();
   const b = await httpReceiver();
   a.statuses.push(500);
-  const n = new Notifier({ settings: settings({ webhook_secret: SECRET, initial_backoff_ms: 100, channels: [{ type: 'webhook', url: a.url }] }), log: testLogger(new MemoryLog()) });
+  const n = new Notifier({ settings: settings({ webhook_secret: SECRET, initial_backoff_ms: 100, channels: [{ type: 'webhook', url: a.url }] }),
+    log: testLogger(new MemoryLog()) });
   try {
     const e1 = event('canary.started');
     n.emit(e1, null);

@@ -87,5 +87,4 @@ export async function metricValue(name: string, pipeline: string, extra = ''): P
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Test documents have numeric _ids (the driver's default schema types _id as ObjectId). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Doc = { _id?: number; [k: string]: any };

@@ -27,7 +27,8 @@ test('auth static: per-database read/readWrite and the appName allow list', { ti
     assert.deepEqual(await shop.db('app').collection<Doc>('c').find({}).toArray(), [{ _id: 1 }]);
     assert.deepEqual(await shop.db('reports').collection<Doc>('r').find({}).toArray(), []);
     assert.equal(await shop.db('reports').collection<Doc>('r').countDocuments({}), 0);
-    await assert.rejects(shop.db('reports').collection<Doc>('r').insertOne({ a: 1 }), unauthorized(/not authorized to write on database "reports" \(insert needs readWrite, has read\)/));
+    await assert.rejects(shop.db('reports').collection<Doc>('r').insertOne({ a: 1 }),
+      unauthorized(/not authorized to write on database "reports" \(insert needs readWrite, has read\)/));
     await assert.rejects(shop.db('reports').collection<Doc>('r').updateOne({}, { $set: { a: 1 } }), unauthorized(/update needs readWrite, has read/));
     await assert.rejects(shop.db('reports').collection<Doc>('r').aggregate([{ $out: 'x' }]).toArray(), unauthorized(/needs readWrite/));
     await assert.rejects(shop.db('other').collection<Doc>('c').find({}).toArray(), unauthorized(/database "other"/));
@@ -54,7 +55,8 @@ test('auth static with user_source field: $proxyUser via db.command, stripped be
     const upstream = p.upstreamCommands.filter((c) => c.find === 'c' || c.insert === 'c');
     assert.equal(upstream.length, 2);
     for (const c of upstream) assert.ok(!('$proxyUser' in c), `forwarded without $proxyUser: ${JSON.stringify(c)}`);
-    await assert.rejects(app.command({ insert: 'c', documents: [{ _id: 2 }], $proxyUser: 'bob' }), unauthorized(/user "bob" is not authorized to write on database "app"/));
+    await assert.rejects(app.command({ insert: 'c', documents: [{ _id: 2 }], $proxyUser: 'bob' }),
+      unauthorized(/user "bob" is not authorized to write on database "app"/));
     await assert.rejects(app.command({ find: 'c', filter: {}, $proxyUser: 'eve' }), unauthorized(/user "eve" is not allowed/));
     await assert.rejects(app.collection<Doc>('c').find({}).toArray(), unauthorized(/\$proxyUser/));
   } finally {
@@ -97,7 +99,8 @@ test('auth hmac_jwt: valid token passes and never reaches devdb; bad signature /
     await assert.rejects(app.command({ find: 'c', filter: {}, $proxyToken: `${h}.${b64u(JSON.stringify({ sub: 'svc', dbs: { admin: 'readWrite' } }))}.${s}` }),
       unauthorized(/invalid token signature/));
     // expired
-    await assert.rejects(app.command({ find: 'c', filter: {}, $proxyToken: jwt({ sub: 'svc', dbs: { app: 'read' }, exp: now - 10 }) }), unauthorized(/token expired/));
+    await assert.rejects(app.command({ find: 'c', filter: {}, $proxyToken: jwt({ sub: 'svc', dbs: { app: 'read' }, exp: now - 10 }) }),
+      unauthorized(/token expired/));
     // alg none refused
     await assert.rejects(app.command({ find: 'c', filter: {}, $proxyToken: `${b64u('{"alg":"none"}')}.${b64u('{"sub":"x","dbs":{"app":"read"}}')}.` }),
       unauthorized(/./));

@@ -53,7 +53,8 @@ test('filter: deny rule, allow rule, field regex on inserted documents, default'
     assert.deepEqual(await app.collection<Doc>('users').find({ email: 'a@ok.com' }).toArray(), [{ _id: 1, role: 'user', email: 'a@ok.com' }]);
     // allow rule wins over a later deny rule for the same db; other ops hit the deny rule
     assert.deepEqual(await client.db('locked').collection<Doc>('c').find({}).toArray(), []);
-    await assert.rejects(client.db('locked').collection<Doc>('c').insertOne({ a: 1 }), isUnauthorized(/denied by filter rule "locked-rest" \(insert on locked\.c\)/));
+    await assert.rejects(client.db('locked').collection<Doc>('c').insertOne({ a: 1 }),
+      isUnauthorized(/denied by filter rule "locked-rest" \(insert on locked\.c\)/));
   } finally {
     await p.close();
   }

@@ -11,7 +11,8 @@ function requestLines(p: ProxyUnderTest): Array<Record<string, unknown>> {
 }
 
 test('logging: one JSON line per request with op/db/collection/duration_us/pipeline/status', { timeout: 60_000 }, async () => {
-  const p = await startPipelineProxy({ id: 'px_logging', request: ['logging'], response: ['logging'], steps: { logging: { config: { sample_rate: 1, level: 'info' } } } });
+  const p = await startPipelineProxy({ id: 'px_logging', request: ['logging'], response: ['logging'],
+    steps: { logging: { config: { sample_rate: 1, level: 'info' } } } });
   try {
     const client = await p.client({ appName: 'logtest' });
     const coll = client.db('app').collection<Doc>('users');
@@ -61,7 +62,8 @@ test('logging: sample_rate 0 writes no lines; 0.5 writes exactly half', { timeou
   } finally {
     await p0.close();
   }
-  const p5 = await startPipelineProxy({ id: 'px_logging5', request: ['logging'], response: ['logging'], steps: { logging: { config: { sample_rate: 0.5, level: 'warn' } } } });
+  const p5 = await startPipelineProxy({ id: 'px_logging5', request: ['logging'], response: ['logging'],
+    steps: { logging: { config: { sample_rate: 0.5, level: 'warn' } } } });
   try {
     const c = await p5.client();
     for (let i = 0; i < 10; i++) await c.db('app').collection<Doc>('c').find({ i }).toArray();

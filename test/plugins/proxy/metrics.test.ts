@@ -24,7 +24,8 @@ test('metrics: request counters and histograms by op, db, collection and status'
       unknown: 'op="other",db="app",collection="",status="error"',
     };
     const snap = async () => {
-      const out: Record<string, number> = { all: await metricValue('proxy_plugin_requests_total', PID), durations: await metricValue('proxy_plugin_request_duration_us_count', PID) };
+      const out: Record<string, number> = { all: await metricValue('proxy_plugin_requests_total', PID),
+        durations: await metricValue('proxy_plugin_request_duration_us_count', PID) };
       for (const [k, labels] of Object.entries(series)) out[k] = await metricValue('proxy_plugin_requests_total', PID, labels);
       out.findDurations = await metricValue('proxy_plugin_request_duration_us_count', PID, series.find);
       return out;
@@ -54,7 +55,8 @@ test('metrics: request counters and histograms by op, db, collection and status'
     assert.equal(d('durations'), 10);
     // histogram buckets are cumulative and carry the plugin's labels and the graph's
     const text = await p.proxy.pipelines.host.registry.metrics();
-    assert.match(text, new RegExp(`^proxy_plugin_request_duration_us_bucket\\{le="\\+Inf",${series.find},pipeline_id="${PID}",pipeline="baseline"\\} \\d+$`, 'm'));
+    assert.match(text,
+      new RegExp(`^proxy_plugin_request_duration_us_bucket\\{le="\\+Inf",${series.find},pipeline_id="${PID}",pipeline="baseline"\\} \\d+$`, 'm'));
     assert.ok(await metricValue('proxy_plugin_request_duration_us_sum', PID) > 0);
   } finally {
     await p.close();

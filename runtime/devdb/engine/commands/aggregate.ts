@@ -60,7 +60,8 @@ function writeMerge(ctx: Ctx, spec: unknown, docs: Document[]): void {
   const whenNotMatched = s.whenNotMatched ?? 'insert';
   if (typeof whenMatched !== 'string' || !['merge', 'replace', 'keepExisting', 'fail'].includes(whenMatched))
     fail('CommandNotSupported', `devdb supports $merge whenMatched 'merge', 'replace', 'keepExisting' or 'fail' only`);
-  if (!['insert', 'discard', 'fail'].includes(whenNotMatched)) fail('BadValue', `Enumeration value '${whenNotMatched}' for field 'whenNotMatched' is not a valid value.`);
+  if (!['insert', 'discard', 'fail'].includes(whenNotMatched)) fail('BadValue', `Enumeration value '${whenNotMatched}' for field 'whenNotMatched' ` +
+    `is not a valid value.`);
   const [coll] = ctx.store.ensure(t.db, t.coll);
   for (const d of docs) {
     const q: Document = {};
@@ -71,7 +72,8 @@ function writeMerge(ctx: Ctx, spec: unknown, docs: Document[]): void {
     const [existing] = Object.keys(q).length === on.length ? select(coll, q, { limit: 1 }) : [];
     if (!existing) {
       if (whenNotMatched === 'discard') continue;
-      if (whenNotMatched === 'fail') fail('MergeStageNoMatchingDocument', '$merge could not find a matching document in the target collection for at least one document in the source collection');
+      if (whenNotMatched === 'fail') fail('MergeStageNoMatchingDocument', '$merge could not find a matching document in the target collection for ' +
+        'at least one document in the source collection');
       coll.insert(d);
       continue;
     }

@@ -23,7 +23,7 @@ export function checkCollectionName(v: string, db: string): void {
 }
 
 export function checkDbName(db: string): void {
-  if (!db || /[\/\\. "$\0]/.test(db)) fail('InvalidNamespace', `Invalid database name: '${db}'`);
+  if (!db || /[/\\. "$\0]/.test(db)) fail('InvalidNamespace', `Invalid database name: '${db}'`);
 }
 
 function wrongType(cmd: string, field: string, v: unknown, expected: string): never {

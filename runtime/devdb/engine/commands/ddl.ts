@@ -34,7 +34,8 @@ const create: Handler = (cmd, ctx) => {
   if (ctx.store.get(ctx.db, name)) fail('NamespaceExists', `Collection ${ctx.db}.${name} already exists.`);
   const options: Document = {};
   for (const [k, v] of Object.entries(cmd))
-    if (!k.startsWith('$') && !['create', 'lsid', 'txnNumber', 'autocommit', 'startTransaction', 'writeConcern', 'readConcern', 'apiVersion', 'apiStrict', 'apiDeprecationErrors', 'comment'].includes(k))
+    if (!k.startsWith('$') && !['create', 'lsid', 'txnNumber', 'autocommit', 'startTransaction', 'writeConcern', 'readConcern', 'apiVersion',
+      'apiStrict', 'apiDeprecationErrors', 'comment'].includes(k))
       options[k] = deepCopy(v);
   ctx.store.ensure(ctx.db, name, options);
   return { ok: 1 };
@@ -154,7 +155,8 @@ const dropIndexes: Handler = (cmd, ctx) => {
     const spec = coll.indexes.findByKey(idx);
     if (!spec) fail('IndexNotFound', `can't find index with key: ${keyOf(idx)}`);
     dropOne(spec.name);
-  } else fail(idx === undefined ? 'FailedToParse' : 'TypeMismatch', "BSON field 'dropIndexes.index' must be a string, an array of strings or an index key pattern");
+  } else fail(idx === undefined ? 'FailedToParse' : 'TypeMismatch', "BSON field 'dropIndexes.index' must be a string, an array of strings or an " +
+    "index key pattern");
   return { nIndexesWas: was, ok: 1 };
 };
 

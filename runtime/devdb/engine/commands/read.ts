@@ -1,5 +1,5 @@
 // Read commands: find, getMore, killCursors, count, distinct.
-import { Long, type Document } from 'bson';
+import { Long } from 'bson';
 import type { Handler } from '../context.ts';
 import { fail } from '../errors.ts';
 import { cursorIdOf } from '../cursors.ts';
