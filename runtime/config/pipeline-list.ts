@@ -3,6 +3,7 @@
 // checks across entries the schema runs at load: unique ids, one default, no pipeline that can
 // never match (an earlier one's match covers its own).
 import { matchCovers, valuesOf, MATCH_KEYS, type MatchSpec } from './pipeline-match.ts';
+import { VARIANTS } from './variant.ts';
 
 /** One pipeline as the runtime needs it: id, match (empty: everything) and the steps of each phase. */
 export interface PipelineEntry {
@@ -15,7 +16,7 @@ export interface PipelineEntry {
 }
 
 /** Ids a pipeline may not take: they name a graph's variant (`proxy profile --pipeline candidate`). */
-export const RESERVED_PIPELINE_IDS: ReadonlySet<string> = new Set(['baseline', 'candidate']);
+export const RESERVED_PIPELINE_IDS: ReadonlySet<string> = new Set(VARIANTS);
 
 interface ListConfig {
   pipeline: { id: string; request: string[]; response: string[] };

@@ -15,12 +15,13 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import * as hdr from 'hdr-histogram-js';
 import { foldFrames, foldedText, profilingMetricsText, type Profiler, type Distribution, type SnapshotStore } from '../profiling/index.ts';
-import { parseHost } from '../config/index.ts';
+import { parseHost, isVariant, type Variant } from '../config/index.ts';
 import { sendError } from './reply.ts';
 import { createApp, listenApp } from './app.ts';
 import { Tokens } from './tokens.ts';
 import { registerDashboard, isDashboardAsset } from './dashboard.ts';
 import type { ProfilingSurface } from './surface.ts';
+import { phaseName } from '../wasm/index.ts';
 
 export interface ProfilingHttpOptions {
   host: string;
@@ -71,9 +72,10 @@ export function buildProfilingApp(proxy: ProfilingSurface, profiler: Profiler, o
   });
 
   /** The graph a request names: ?pipeline_id= and ?pipeline= (baseline | candidate). */
-  const graphOf = (q: Record<string, string | undefined>, reply: FastifyReply): { id: string; variant: string } | null => {
+  const graphOf = (q: Record<string, string | undefined>, reply: FastifyReply): { id: string; variant: Variant } | null => {
+    // The query's `pipeline` is the graph's Variant: a public name kept from before pipeline_id (config/variant.ts).
     const variant = q.pipeline ?? 'baseline';
-    if (variant !== 'baseline' && variant !== 'candidate') {
+    if (!isVariant(variant)) {
       send(reply, 'PROXY_ERR_BAD_QUERY', `pipeline must be "baseline" or "candidate", got "${variant}"`);
       return null;
     }
@@ -128,7 +130,7 @@ export function buildProfilingApp(proxy: ProfilingSurface, profiler: Profiler, o
         total: hdr.encodeIntoCompressedBase64(g.total.hdr), total_sum_ns: g.total.sumNs,
         upstream: hdr.encodeIntoCompressedBase64(g.upstream.hdr), upstream_sum_ns: g.upstream.sumNs,
         steps: g.rows.filter((s) => s.latency.count > 0).map((s) => ({
-          name: s.step, phase: s.phase === 0 ? 'request' : 'response', invocations: s.latency.count, errors: s.latency.errors,
+          name: s.step, phase: phaseName(s.phase), invocations: s.latency.count, errors: s.latency.errors,
           sum_ns: s.latency.sumNs, max_ns: s.latency.maxNs, slow: s.slow, hdr: hdr.encodeIntoCompressedBase64(s.latency.hdr),
         })),
       });

@@ -6,9 +6,6 @@
 
 import type { Variant } from '../config/index.ts';
 
-// Defined in config/variant.ts (the plugin host below this layer names it too).
-export type { Variant };
-
 export class GraphKey {
   readonly pipelineId: string;
   readonly variant: Variant;

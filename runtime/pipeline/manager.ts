@@ -12,7 +12,8 @@ import {
 import { Pipeline } from './pipeline.ts';
 import { StepRunner, defaultOnError } from './step-runner.ts';
 import type { StepRecorder, StepTimer } from './recorder.ts';
-import { GraphKey, type Variant } from './graph-key.ts';
+import { GraphKey } from './graph-key.ts';
+import type { Variant } from '../config/index.ts';
 import { GraphSlot } from './graph-slot.ts';
 import type { GraphSelector } from './selector.ts';
 import type { ArmRecorder } from './arm-recorder.ts';

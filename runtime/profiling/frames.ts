@@ -23,6 +23,7 @@
 import { performance } from 'node:perf_hooks';
 import type { CompletedRequest } from './profiler.ts';
 import type { StepTimer } from '../pipeline/recorder.ts';
+import type { Variant } from '../pipeline/index.ts';
 import type { Phase } from '../wasm/index.ts';
 
 export interface FrameSubop { name: string; ns: number }
@@ -41,7 +42,7 @@ export interface RequestFrame {
   /** When the request ended, ms since the epoch. */
   at: number;
   pipelineId: string;
-  variant: string;
+  variant: Variant;
   op: string;
   collection: string;
   totalNs: number;
@@ -74,7 +75,7 @@ export class FrameRing {
   private readonly ok: Uint8Array;
   private readonly weight: Float64Array;
   private readonly pipelineId: string[];
-  private readonly variant: string[];
+  private readonly variant: Variant[];
   private readonly op: string[];
   private readonly collection: string[];
   /** Absolute index of the frame's first step / sub-operation, and how many. */
@@ -219,7 +220,7 @@ export class FrameRing {
   }
 
   /** Frames that ended at or after `fromMs` (optionally of one graph), oldest first, as objects. */
-  since(fromMs: number, pipelineId: string | null, variant: string | null): RequestFrame[] {
+  since(fromMs: number, pipelineId: string | null, variant: Variant | null): RequestFrame[] {
     const out: RequestFrame[] = [];
     const n = this.filled;
     const first = n < this.capacity ? 0 : this.next;

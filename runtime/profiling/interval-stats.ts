@@ -11,6 +11,7 @@
 import type * as hdr from 'hdr-histogram-js';
 import { newHdr } from './latency-stats.ts';
 import type { GraphStats, Profiler, StepStats } from './profiler.ts';
+import { phaseName } from '../wasm/index.ts';
 
 export const SERIES_VERSION = 1;
 
@@ -157,7 +158,7 @@ export class IntervalTracker {
     h.subtract(b.hdr);
     const max = cur.maxNs > b.maxNs ? cur.maxUs() : Math.min(h.maxValue, cur.maxUs());
     const row: SeriesStepRow = [
-      s.step, s.phase === 0 ? 'request' : 'response', count, cur.errors - b.errors,
+      s.step, phaseName(s.phase), count, cur.errors - b.errors,
       Math.round((cur.sumNs - b.sumNs) / count / 1000),
       // HDR's bucket values can pass the exact max: percentiles are capped at it.
       Math.min(Math.round(h.getValueAtPercentile(50)), max), Math.min(Math.round(h.getValueAtPercentile(95)), max),

@@ -12,7 +12,7 @@
 // request; a request that does not match is not recorded at all.
 import type { Log } from '../log/index.ts';
 import { performance } from 'node:perf_hooks';
-import { GraphKey, type RequestTimings, type StepRecorder, type StepTimer } from '../pipeline/index.ts';
+import { GraphKey, type RequestTimings, type StepRecorder, type StepTimer, type Variant } from '../pipeline/index.ts';
 import { Phase, phaseName, type PhaseName } from '../wasm/index.ts';
 import { LatencyStats, initHistograms, type Distribution } from './latency-stats.ts';
 import { FrameRing, type RequestFrame } from './frames.ts';
@@ -82,7 +82,7 @@ export interface ProfileSnapshot {
 /** What the connection knows when a request ends. */
 export interface CompletedRequest {
   pipelineId: string;
-  variant: string;
+  variant: Variant;
   op: string;
   collection: string;
   /** From reading the request off the socket to its reply being written, ns. */
@@ -210,7 +210,7 @@ export class StepStats implements StepTimer {
 
 export class GraphStats {
   readonly pipelineId: string;
-  readonly variant: string;
+  readonly variant: Variant;
   readonly total: Distribution;
   readonly upstream: Distribution;
   readonly overhead: Distribution;
@@ -222,7 +222,7 @@ export class GraphStats {
   /** The same steps as rows: request phase first, each phase in pipeline order (then bind order). */
   rows: StepStats[] = [];
 
-  constructor(profiler: Profiler, pipelineId: string, variant: string) {
+  constructor(profiler: Profiler, pipelineId: string, variant: Variant) {
     this.pipelineId = pipelineId;
     this.variant = variant;
     this.total = profiler.dist(KIND_TOTAL, pipelineId, variant, '', 0);
@@ -292,7 +292,7 @@ export class Profiler implements StepRecorder {
    * A new distribution: a row of the histogram file when there is one, else (or when the file is
    * full, which is logged once with what to change) in process memory.
    */
-  dist(kind: number, pipelineId: string, variant: string, step: string, phase: number): Distribution {
+  dist(kind: number, pipelineId: string, variant: Variant, step: string, phase: number): Distribution {
     const buckets = this.settings.histogramBuckets;
     if (this.file === null) return new LatencyStats(buckets);
     const row = this.file.allocate(kind, pipelineId, variant, step, phase);
@@ -328,7 +328,7 @@ export class Profiler implements StepRecorder {
     return t[step] ?? t[step.startsWith('wasm:') ? step.slice(5) : `wasm:${step}`] ?? this.settings.slowStepThresholdUs;
   }
 
-  graph(pipelineId: string, variant: string): GraphStats {
+  graph(pipelineId: string, variant: Variant): GraphStats {
     const key = `${pipelineId}\0${variant}`;
     let g = this.graphs.get(key);
     if (g === undefined) {
@@ -447,7 +447,7 @@ export class Profiler implements StepRecorder {
   }
 
   /** SPEC §2.1 for one graph. */
-  snapshot(pipelineId: string, variant: string): ProfileSnapshot {
+  snapshot(pipelineId: string, variant: Variant): ProfileSnapshot {
     const g = this.graphs.get(`${pipelineId}\0${variant}`);
     if (g === undefined) {
       return { total_requests: 0, avg_total_latency_us: 0, avg_upstream_latency_us: 0, avg_pipeline_overhead_us: 0, steps: [] };
@@ -473,7 +473,7 @@ export class Profiler implements StepRecorder {
   }
 
   /** Step detail (sub-operations included) for `proxy profile --step`. */
-  stepDetail(pipelineId: string, variant: string, step: string): Array<{ phase: string; stats: Distribution; subops: Map<string, Distribution>;
+  stepDetail(pipelineId: string, variant: Variant, step: string): Array<{ phase: string; stats: Distribution; subops: Map<string, Distribution>;
     slow: number }> {
     const g = this.graphs.get(`${pipelineId}\0${variant}`);
     if (g === undefined) return [];
@@ -482,7 +482,7 @@ export class Profiler implements StepRecorder {
   }
 
   /** Frames of requests that ended in the last `windowMs`, oldest first. */
-  recentFrames(windowMs: number, pipelineId: string | null = null, variant: string | null = null): RequestFrame[] {
+  recentFrames(windowMs: number, pipelineId: string | null = null, variant: Variant | null = null): RequestFrame[] {
     return this.frames.since(Date.now() - windowMs, pipelineId, variant);
   }
 
@@ -515,7 +515,7 @@ export class Profiler implements StepRecorder {
     const graphs: ProfilerState['graphs'] = [];
     for (const g of this.graphs.values()) {
       graphs.push({
-        pipeline_id: g.pipelineId, pipeline: g.variant as 'baseline' | 'candidate', ok: g.ok, errors: g.errors,
+        pipeline_id: g.pipelineId, pipeline: g.variant, ok: g.ok, errors: g.errors,
         total: enc(g.total), upstream: enc(g.upstream), overhead: enc(g.overhead), acquire: enc(g.acquire),
         steps: g.rows.filter((s) => s.latency.count > 0 || s.subops.size > 0 || s.slow > 0).map((s) => ({
           name: s.step, phase: phaseName(s.phase), slow: s.slow, slow_log_suppressed: s.suppressedTotal,

@@ -4,6 +4,7 @@
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SeriesRecord, SeriesStepRow } from './interval-stats.ts';
+import type { Variant } from '../pipeline/index.ts';
 
 export const SERIES_FILE_PATTERN = /^series-(\d{4})(\d\d)(\d\d)(\d\d)\.jsonl$/;
 const HOUR_MS = 3_600_000;
@@ -41,7 +42,7 @@ export async function listSeriesFiles(dir: string): Promise<Array<{ name: string
 
 export interface SeriesQuery {
   pipelineId: string;
-  variant: string;
+  variant: Variant;
   /** `wasm:<name>`, or null for every step. */
   step: string | null;
   fromMs: number;

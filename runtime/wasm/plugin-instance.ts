@@ -13,6 +13,7 @@ import { StepHost } from './step-host.ts';
 import { RequestContexts } from './request-contexts.ts';
 import type { HostLog } from './logger.ts';
 import type { CompiledPlugin } from './compile.ts';
+import type { Variant } from '../config/index.ts';
 
 /** Receives sub-operation timings (name, phase, duration ns). Null = recording off. */
 export type SubopSink = (name: string, phase: Phase, durationNs: number) => void;
@@ -22,8 +23,8 @@ export type SubopSink = (name: string, phase: Phase, durationNs: number) => void
 export interface PluginServices {
   readonly step: string; // "wasm:<name>"
   readonly pipelineId: string;
-  /** The graph's variant: "baseline" or "candidate" (the `pipeline` label of its metrics). */
-  readonly variant: string;
+  /** The graph's variant (the `pipeline` label of its metrics). */
+  readonly variant: Variant;
   readonly logger: HostLog;
   /** This step's kv store in this graph (WasmHost.kv). */
   readonly kv: KvStore;

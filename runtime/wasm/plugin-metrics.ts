@@ -14,6 +14,7 @@
 import type { Registry, Counter as PromCounter } from 'prom-client';
 import { Counter } from 'prom-client';
 import { promOptions, type MetricName } from '../metrics/index.ts';
+import type { Variant } from '../config/index.ts';
 import { MetricKind, PLUGIN_METRIC_NAME, MAX_METRIC_LABELS, MAX_LABEL_SETS, MAX_LABEL_VALUE_CHARS } from './abi.ts';
 
 /** A plugin metric's series bound to one graph and one label set: what increment/record update. */
@@ -85,12 +86,12 @@ class GraphSeries implements MetricBinding {
   cacheable = false;
   readonly labelNames: readonly string[];
   private readonly family: PluginMetricFamily;
-  private readonly graph: { pipeline_id: string; pipeline: string };
+  private readonly graph: { pipeline_id: string; pipeline: Variant };
   readonly byKey = new Map<string, Series>();
   private readonly bound = new Map<Series, BoundMetric>();
   private overflow: BoundMetric | null = null;
 
-  constructor(family: PluginMetricFamily, labelNames: readonly string[], pipelineId: string, variant: string) {
+  constructor(family: PluginMetricFamily, labelNames: readonly string[], pipelineId: string, variant: Variant) {
     this.family = family;
     this.labelNames = labelNames;
     this.labelCount = labelNames.length;
@@ -179,7 +180,7 @@ class PluginMetricFamily {
     this.type = kind === MetricKind.Counter ? 'counter' : kind === MetricKind.Gauge ? 'gauge' : 'histogram';
   }
 
-  of(labelNames: readonly string[], pipelineId: string, variant: string): GraphSeries {
+  of(labelNames: readonly string[], pipelineId: string, variant: Variant): GraphSeries {
     const key = `${pipelineId}\0${variant}\0${labelNames.join(',')}`;
     let g = this.graphs.get(key);
     if (g === undefined) {
@@ -190,7 +191,7 @@ class PluginMetricFamily {
   }
 
   /** Counter / gauge: the sum of one graph's series; histogram: their observation count; 0 if none. */
-  valueOf(pipelineId: string, variant: string): number {
+  valueOf(pipelineId: string, variant: Variant): number {
     const prefix = `${pipelineId}\0${variant}\0`;
     let t = 0;
     for (const [key, g] of this.graphs) if (key.startsWith(prefix)) t += g.total();
@@ -241,7 +242,7 @@ export class PluginMetricRegistry {
    * Returns why it is refused as a string: a name that is not `proxy_plugin_*` or is the host's,
    * bad or too many label names, or a name that exists with another kind.
    */
-  define(kind: MetricKind, name: string, labelNames: readonly string[], pipelineId: string, variant: string): MetricBinding | string {
+  define(kind: MetricKind, name: string, labelNames: readonly string[], pipelineId: string, variant: Variant): MetricBinding | string {
     if (!PLUGIN_METRIC_NAME.test(name)) return 'the name must match proxy_plugin_[a-z0-9_]+';
     if (name === OVERFLOW_METRIC) return `${OVERFLOW_METRIC} is the host's`;
     if (kind !== MetricKind.Counter && kind !== MetricKind.Gauge && kind !== MetricKind.Histogram) return `unknown kind ${kind}`;
@@ -264,7 +265,7 @@ export class PluginMetricRegistry {
 
   /** A plugin metric's value for one graph, summed over its label sets (what the canary's custom
    *  rules compare); 0 when absent. */
-  value(name: string, pipelineId: string, variant: string): number {
+  value(name: string, pipelineId: string, variant: Variant): number {
     return this.families.get(name)?.valueOf(pipelineId, variant) ?? 0;
   }
 

@@ -13,6 +13,7 @@ import { MongoClient, MongoServerError } from 'mongodb';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
+import type { Variant } from '../../runtime/pipeline/index.ts';
 
 const TOKEN = 'canary-e2e-token-0123456789';
 
@@ -172,7 +173,7 @@ test('the split: the candidate share matches traffic_pct within 4 standard devia
     rollback_rules: { check_interval: '1h' },
   });
   const id = created.body.canary_id;
-  const g = (v: string) => { const x = proxy.profiler!.graph('default', v); return x.ok + x.errors; };
+  const g = (v: Variant) => { const x = proxy.profiler!.graph('default', v); return x.ok + x.errors; };
   const b0 = g('baseline');
   const c0 = g('candidate');
   const n = 3000;

@@ -254,7 +254,7 @@ test('a sampled frame counts for the requests it stands for: its weight scales e
 test('the frame ring samples above capacity per minute: a burst of capacity / 10 is kept whole, then frames carry the skipped requests as weight', () => {
   const ring = new FrameRing(1000);
   const timings = new RequestTimings();
-  const r = { pipelineId: 'p', variant: 'baseline', op: 'find', collection: 'c', totalNs: 1000, acquireNs: 0, upstreamNs: 500, ok: true, timings };
+  const r = { pipelineId: 'p', variant: 'baseline' as const, op: 'find', collection: 'c', totalNs: 1000, acquireNs: 0, upstreamNs: 500, ok: true, timings };
   let kept = 0;
   let skippedAtLastKept = 0;
   for (let i = 0; i < 5000; i++) {

@@ -324,7 +324,7 @@ test('the in-memory series is bounded: points older than the retention are dropp
   const rec = (ms: number, pad: number) => ({ v: 1, t: new Date(ms).toISOString(), interval_s: 30,
     graphs: [{ pipeline_id: 'default', pipeline: 'baseline', count: 1, errors: 0, avg_total_latency_us: 1, avg_upstream_latency_us: 1,
     steps: [['wasm:x'.padEnd(pad, 'x'), 'request', 1, 0, 1, 1, 1, 1, 1] as SeriesRecord['graphs'][0]['steps'][0]] }] });
-  const q = { pipelineId: 'default', variant: 'baseline', step: null, fromMs: 0, toMs: Number.MAX_SAFE_INTEGER };
+  const q = { pipelineId: 'default', variant: 'baseline' as const, step: null, fromMs: 0, toMs: Number.MAX_SAFE_INTEGER };
   const t0 = Date.UTC(2030, 0, 1);
   const byTime = new MemorySeries(60_000);
   for (let k = 0; k <= 10; k++) byTime.append(rec(t0 + k * 30_000, 10), t0 + k * 30_000);
