@@ -18,6 +18,7 @@ import { httpRequest } from './http-client.ts';
 import { exitCodeOf, type CodesOf } from '../errors/catalogue.ts';
 import { parseDuration } from '../bench/index.ts';
 import { fileSnapshot, foldedText, readHistogramFile } from '../profiling/index.ts';
+import { isVariant, type Variant } from '../config/index.ts';
 
 const DEFAULT_URL = 'http://127.0.0.1:9091';
 const REQUEST_TIMEOUT_MS = 10_000;
@@ -239,7 +240,7 @@ export interface ProfileReport extends Snapshot {
 
 const round1 = (n: number) => Math.round(n * 10) / 10;
 
-function buildReport(g: WindowGraph | null, o: { source: string[]; pipelineId?: string; variant: string; startedAt: number; elapsedMs: number;
+function buildReport(g: WindowGraph | null, o: { source: string[]; pipelineId?: string; variant: Variant; startedAt: number; elapsedMs: number;
   resetDuringWindow: boolean; folded: string | null }): ProfileReport {
   const total = g?.total.count ?? 0;
   const errors = g?.errors ?? 0;
@@ -408,7 +409,7 @@ function parseThresholdUs(text: string): number {
   return Number(m[1]) * (m[2] === 'ms' ? 1000 : 1);
 }
 
-interface Ctx { client: ProfileClient; pipelineId?: string; variant: string; json: boolean; o: ProfileCliOptions; experiment?: string }
+interface Ctx { client: ProfileClient; pipelineId?: string; variant: Variant; json: boolean; o: ProfileCliOptions; experiment?: string }
 
 export function registerProfile(cli: CAC): void {
   cli.command('profile [experiment]', 'Read the profiling endpoint: snapshot, window report, live tail, flame graph, step detail, compare, export, aggregate')
@@ -467,7 +468,7 @@ async function profileCommand(experiment: string | undefined, o: ProfileCliOptio
   // --pipeline names a pipeline; its old meaning, the graph variant, is kept for "baseline" and
   // "candidate" (ids a configuration refuses, so no pipeline is shadowed by it).
   const pipelineArg = raw('pipeline', o.pipeline);
-  const legacyVariant = pipelineArg === 'baseline' || pipelineArg === 'candidate' ? pipelineArg : undefined;
+  const legacyVariant = pipelineArg !== undefined && isVariant(pipelineArg) ? pipelineArg : undefined;
   const pipelineIdArg = raw('pipeline-id', o.pipelineId);
   const pipelineId = legacyVariant === undefined ? pipelineArg : undefined;
   if (pipelineId !== undefined && pipelineIdArg !== undefined && pipelineId !== pipelineIdArg) usage(`--pipeline ${pipelineId} and ` +
@@ -475,8 +476,8 @@ async function profileCommand(experiment: string | undefined, o: ProfileCliOptio
   const variantArg = raw('variant', o.variant);
   if (variantArg !== undefined && legacyVariant !== undefined && variantArg !== legacyVariant) usage(`--variant ${variantArg} and ` +
     `--pipeline ${legacyVariant} disagree`);
-  const variant = variantArg ?? legacyVariant ?? 'baseline';
-  if (variant !== 'baseline' && variant !== 'candidate') usage(`--variant must be baseline or candidate, got "${variant}"`);
+  const variantName = variantArg ?? legacyVariant ?? 'baseline';
+  const variant = isVariant(variantName) ? variantName : usage(`--variant must be baseline or candidate, got "${variantName}"`);
   const url = baseUrl(raw('url', o.url) ?? process.env.PROXY_PROFILE_URL ?? DEFAULT_URL, '--url');
   const token = raw('token', o.token) ?? process.env.PROXY_PROFILE_TOKEN ?? null;
   const ctx: Ctx = { client: new ProfileClient(url, token === '' ? null : token), pipelineId: pipelineId ?? pipelineIdArg, variant,

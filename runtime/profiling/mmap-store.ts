@@ -13,7 +13,7 @@ import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as hdr from 'hdr-histogram-js';
-import { ConfigError, type ConfigIssue } from '../config/index.ts';
+import { ConfigError, type ConfigIssue, type Variant } from '../config/index.ts';
 import { newHdr, type Distribution } from './latency-stats.ts';
 import {
   BUCKETS, HEADER_BYTES, H_BUCKETS, H_DEFAULT_PIPELINE_ID, H_HEADER_BYTES, H_MAGIC, H_PID, H_ROWS_USED, H_ROW_BYTES,
@@ -139,7 +139,7 @@ export class HistogramFile {
   }
 
   /** Claims the next row for a distribution; -1 when the file is full. */
-  allocate(kind: number, pipelineId: string, variant: string, step: string, phase: number): number {
+  allocate(kind: number, pipelineId: string, variant: Variant, step: string, phase: number): number {
     if (this.used >= this.capacity) return -1;
     const row = this.used;
     const at = HEADER_BYTES + row * ROW_BYTES;
