@@ -6,6 +6,7 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 import globals from 'globals';
+import stylistic from '@stylistic/eslint-plugin';
 
 export default tseslint.config(
   {
@@ -20,6 +21,7 @@ export default tseslint.config(
       'eslint.config.js',
     ],
     extends: [js.configs.recommended, ...tseslint.configs.recommended],
+    plugins: { '@stylistic': stylistic },
     languageOptions: {
       ecmaVersion: 2022,
       sourceType: 'module',
@@ -39,9 +41,23 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', {
         args: 'none', caughtErrors: 'none', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', ignoreRestSiblings: true,
       }],
-      'max-len': ['error', {
+      '@stylistic/max-len': ['error', {
         code: 160, tabWidth: 2, ignoreUrls: true, ignoreRegExpLiterals: true,
       }],
+      // The layout the tree is written in, applied by `npm run format` (eslint --fix).
+      '@stylistic/semi': ['error', 'always'],
+      '@stylistic/quotes': ['error', 'single', { avoidEscape: true, allowTemplateLiterals: 'always' }],
+      '@stylistic/indent': ['error', 2, { SwitchCase: 1, flatTernaryExpressions: true, ignoredNodes: ['TemplateLiteral *'] }],
+      '@stylistic/comma-dangle': ['error', 'always-multiline'],
+      '@stylistic/comma-spacing': 'error',
+      '@stylistic/keyword-spacing': 'error',
+      '@stylistic/space-infix-ops': 'error',
+      '@stylistic/space-before-blocks': 'error',
+      '@stylistic/object-curly-spacing': ['error', 'always'],
+      '@stylistic/arrow-parens': ['error', 'always'],
+      '@stylistic/no-trailing-spaces': 'error',
+      '@stylistic/eol-last': 'error',
+      '@stylistic/no-multiple-empty-lines': ['error', { max: 1, maxEOF: 0 }],
     },
   },
   {

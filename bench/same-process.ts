@@ -106,7 +106,6 @@ class Reloadable {
   }
 }
 
-
 interface Sample { tp: number; p50: number; cpu: number; errors: number }
 
 async function main(): Promise<void> {

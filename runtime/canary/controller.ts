@@ -287,7 +287,7 @@ export class CanaryController {
       canary_id: id, previous_stage: previous, current_stage: c.record.current_stage, traffic_pct: c.record.traffic_pct,
       promoted_at: iso(now), status: c.record.status,
       message: c.record.status === 'completed' ? `canary completed: the candidate is the baseline of "${r.pipeline_id}"`
-        : `promoted to stage ${c.record.current_stage} of ${r.spec.stages.length} (${c.record.traffic_pct}%)`,
+      : `promoted to stage ${c.record.current_stage} of ${r.spec.stages.length} (${c.record.traffic_pct}%)`,
     };
   }
 
@@ -657,4 +657,3 @@ export class CanaryController {
     }
   }
 }
-

@@ -229,7 +229,7 @@ export function evaluate(input: EvaluationInput): Evaluation {
   const promotable = evidence && !breaching && conditions.every((x) => x.met);
   const result = !evidence ? 'inconclusive'
     : rules.some((r) => r.state === 'breaching') ? 'breaching'
-      : rules.some((r) => r.state === 'warning') ? 'warning' : 'ok';
+    : rules.some((r) => r.state === 'warning') ? 'warning' : 'ok';
   return {
     at: now, result, window_requests: { baseline: b.requests, candidate: c.requests }, rules, timers, rollback, warnings,
     warned: [...warned], conditions, promotable,

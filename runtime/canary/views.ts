@@ -27,48 +27,47 @@ export function listRow(r: CanaryRecord): Record<string, unknown> {
 
 /** GET /api/v1/canary/{id}. */
 export function statusView(c: CanaryView, now: number): Record<string, unknown> {
-    const r = c.record;
-    const end = r.outcome?.at ?? now;
-    const ev = c.lastEval;
-    // A finished canary's timers stop where it ended: "breached for" is how long the breach had
-    // lasted then, not a counter that runs on after the rollback.
-    const timerFor = (rule: string) => formatDuration(r.timers[rule] === undefined ? 0 : end - r.timers[rule]);
-    const stage = r.spec.stages[r.current_stage - 1];
-    const pending = ev === null ? pendingStatus({ spec: r.spec, stage, now, stageEnteredAt: r.stage_entered_at,
-      stageCandidateRequests: r.stage_candidate_requests }) : null;
-    const conditions = ev?.conditions ?? pending!.conditions;
-    const inconclusive = ev?.result === 'inconclusive';
-    return {
-      canary_id: r.id, pipeline_id: r.pipeline_id, status: r.status, current_stage: r.current_stage, traffic_pct: r.traffic_pct,
-      started_at: iso(r.created_at), stage_entered_at: iso(r.stage_entered_at), elapsed: formatDuration(end - r.created_at),
-      version: r.version, description: r.spec.description, auto_promote: r.spec.auto_promote,
-      baseline_version: r.baseline_version, candidate_version: r.candidate_version, stages: r.spec.stages,
-      match: r.spec.match ?? null, sticky: r.spec.sticky ?? null,
-      metrics: { window: 'stage', baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() },
-      rollback_status: {
-        error_rate_sustained_for: timerFor('error_rate_delta_pct'), latency_sustained_for: timerFor('latency_p95_delta_ms'),
-        // No rollback rule breached (for a finished canary: when it ended). A manual rollback of a
-        // candidate that breached nothing was healthy; the outcome is in `status` and the report.
-        healthy: Object.keys(r.timers).length === 0,
-        evidence: ev === null ? 'pending' : inconclusive ? 'inconclusive' : 'sufficient',
-        last_evaluated_at: ev === null ? null : iso(ev.at),
+  const r = c.record;
+  const end = r.outcome?.at ?? now;
+  const ev = c.lastEval;
+  // A finished canary's timers stop where it ended: "breached for" is how long the breach had
+  // lasted then, not a counter that runs on after the rollback.
+  const timerFor = (rule: string) => formatDuration(r.timers[rule] === undefined ? 0 : end - r.timers[rule]);
+  const stage = r.spec.stages[r.current_stage - 1];
+  const pending = ev === null ? pendingStatus({ spec: r.spec, stage, now, stageEnteredAt: r.stage_entered_at,
+    stageCandidateRequests: r.stage_candidate_requests }) : null;
+  const conditions = ev?.conditions ?? pending!.conditions;
+  const inconclusive = ev?.result === 'inconclusive';
+  return {
+    canary_id: r.id, pipeline_id: r.pipeline_id, status: r.status, current_stage: r.current_stage, traffic_pct: r.traffic_pct,
+    started_at: iso(r.created_at), stage_entered_at: iso(r.stage_entered_at), elapsed: formatDuration(end - r.created_at),
+    version: r.version, description: r.spec.description, auto_promote: r.spec.auto_promote,
+    baseline_version: r.baseline_version, candidate_version: r.candidate_version, stages: r.spec.stages,
+    match: r.spec.match ?? null, sticky: r.spec.sticky ?? null,
+    metrics: { window: 'stage', baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() },
+    rollback_status: {
+      error_rate_sustained_for: timerFor('error_rate_delta_pct'), latency_sustained_for: timerFor('latency_p95_delta_ms'),
+      // No rollback rule breached (for a finished canary: when it ended). A manual rollback of a
+      // candidate that breached nothing was healthy; the outcome is in `status` and the report.
+      healthy: Object.keys(r.timers).length === 0,
+      evidence: ev === null ? 'pending' : inconclusive ? 'inconclusive' : 'sufficient',
+      last_evaluated_at: ev === null ? null : iso(ev.at),
+    },
+    rules: ev?.rules ?? pending!.rules,
+    promotion: {
+      eligible: ev?.promotable ?? false, manual_gate: stage.manual_gate === true, conditions,
+      gate: stage.gate === undefined ? null : {
+        url: stage.gate.url, timeout_ms: stage.gate.timeout_ms,
+        last: c.lastGate == null || c.lastGate.stage !== r.current_stage ? null
+        : { ok: c.lastGate.ok, result: c.lastGate.result, ms: c.lastGate.ms, at: iso(c.lastGate.at) },
       },
-      rules: ev?.rules ?? pending!.rules,
-      promotion: {
-        eligible: ev?.promotable ?? false, manual_gate: stage.manual_gate === true, conditions,
-        gate: stage.gate === undefined ? null : {
-          url: stage.gate.url, timeout_ms: stage.gate.timeout_ms,
-          last: c.lastGate == null || c.lastGate.stage !== r.current_stage ? null
-            : { ok: c.lastGate.ok, result: c.lastGate.result, ms: c.lastGate.ms, at: iso(c.lastGate.at) },
-        },
-      },
-      evaluation: {
-        result: ev === null ? 'pending' : ev.result, window_requests: ev?.window_requests ?? { baseline: 0, candidate: 0 },
-        min_window_requests: r.spec.rollback_rules.min_window_requests,
-      },
-    };
-  }
-
+    },
+    evaluation: {
+      result: ev === null ? 'pending' : ev.result, window_requests: ev?.window_requests ?? { baseline: 0, candidate: 0 },
+      min_window_requests: r.spec.rollback_rules.min_window_requests,
+    },
+  };
+}
 
 export function historyView(r: CanaryRecord, entries: HistoryEntry[]): Record<string, unknown> {
   return {
@@ -80,25 +79,24 @@ export function historyView(r: CanaryRecord, entries: HistoryEntry[]): Record<st
 
 /** GET …/report: the rollback (or completion) report; for an active canary, the same shape so far. */
 export function reportView(c: CanaryView, now: number): Record<string, unknown> {
-    const r = c.record;
-    const o = r.outcome;
-    const final = o?.final ?? { baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() };
-    const outcome = r.status === 'completed' || r.status === 'rolled_back' ? r.status : null;
-    return {
-      canary_id: r.id, pipeline_id: r.pipeline_id, description: r.spec.description,
-      baseline_version: r.baseline_version, candidate_version: r.candidate_version, outcome,
-      started_at: iso(r.created_at), ended_at: o === null ? null : iso(o.at), duration: formatDuration((o?.at ?? now) - r.created_at),
-      reason: o?.reason ?? null, triggered_by: o?.triggered_by ?? null, triggering_rules: o?.rules ?? [],
-      timeline: r.stages_visited.map((v) => ({
-        stage: v.stage, traffic_pct: v.traffic_pct, entered_at: iso(v.entered_at), left_at: v.left_at === null ? null : iso(v.left_at),
-        duration: formatDuration((v.left_at ?? o?.at ?? now) - v.entered_at), candidate_requests: v.candidate_requests,
-      })),
-      final_comparison: {
-        baseline: final.baseline, candidate: final.candidate,
-        deltas: { error_rate_pct: round(final.candidate.error_rate_pct - final.baseline.error_rate_pct),
-          latency_p95_ms: round(final.candidate.latency_p95_ms - final.baseline.latency_p95_ms) },
-      },
-      candidate_config: r.spec.candidate_config,
-    };
-  }
-
+  const r = c.record;
+  const o = r.outcome;
+  const final = o?.final ?? { baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() };
+  const outcome = r.status === 'completed' || r.status === 'rolled_back' ? r.status : null;
+  return {
+    canary_id: r.id, pipeline_id: r.pipeline_id, description: r.spec.description,
+    baseline_version: r.baseline_version, candidate_version: r.candidate_version, outcome,
+    started_at: iso(r.created_at), ended_at: o === null ? null : iso(o.at), duration: formatDuration((o?.at ?? now) - r.created_at),
+    reason: o?.reason ?? null, triggered_by: o?.triggered_by ?? null, triggering_rules: o?.rules ?? [],
+    timeline: r.stages_visited.map((v) => ({
+      stage: v.stage, traffic_pct: v.traffic_pct, entered_at: iso(v.entered_at), left_at: v.left_at === null ? null : iso(v.left_at),
+      duration: formatDuration((v.left_at ?? o?.at ?? now) - v.entered_at), candidate_requests: v.candidate_requests,
+    })),
+    final_comparison: {
+      baseline: final.baseline, candidate: final.candidate,
+      deltas: { error_rate_pct: round(final.candidate.error_rate_pct - final.baseline.error_rate_pct),
+        latency_p95_ms: round(final.candidate.latency_p95_ms - final.baseline.latency_p95_ms) },
+    },
+    candidate_config: r.spec.candidate_config,
+  };
+}

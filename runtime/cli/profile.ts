@@ -600,7 +600,7 @@ async function aggregateCommand(c: Ctx, token: string | null): Promise<void> {
   emitReport(c, r);
   if (!c.json) process.stdout.write(table(['instance', 'requests', 'req/s', 'avg µs', 'p99 µs', 'errors'],
     r.instances.map((x) => [x.url, int(x.total_requests), x.throughput_rps.toLocaleString('en-US'), int(x.avg_total_latency_us),
-    int(x.p99_total_latency_us), int(x.errors)]), 1).replace(/^/, '\n'));
+      int(x.p99_total_latency_us), int(x.errors)]), 1).replace(/^/, '\n'));
 }
 
 /** Merging adds into the first graph's histograms: copies keep each instance's own numbers intact. */
@@ -818,7 +818,7 @@ async function stepCommand(c: Ctx): Promise<void> {
     out.push(`${p.phase} sub-operations${window_s === null ? '' : ' (window percentiles are bucket bounds)'}`);
     out.push(table(['name', 'calls', 'errors', 'avg µs', 'p50', 'p99', 'max'], p.subops.map((s) => [
       s.name, int(s.invocations), int(s.errors), opt(s.avg_latency_us), le(s.p50_latency_us, window_s !== null),
-        le(s.p99_latency_us, window_s !== null), opt(s.max_latency_us),
+      le(s.p99_latency_us, window_s !== null), opt(s.max_latency_us),
     ]), 1));
   }
   if (cacheStep) {

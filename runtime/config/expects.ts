@@ -21,4 +21,3 @@ export const int = (min: number, max: number | undefined, desc: string) => {
       : v.pipe(v.number(), v.integer(), v.minValue(min), v.maxValue(max), v.description(desc));
   return expects(base, max === undefined ? `integer >= ${min}` : `integer ${min}..${max}`);
 };
-

@@ -95,4 +95,3 @@ export function channelProblems(ch: NotificationChannelConfig, settings: Pick<No
   }
   return out;
 }
-

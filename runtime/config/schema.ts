@@ -346,7 +346,6 @@ const pipelineEntry = v.strictObject({
   )),
 });
 
-
 const admin = v.strictObject({
   reload_on_change: onReload(v.optional(
     v.pipe(v.boolean(), v.description('Reload the configuration when its file is saved: written in place, replaced by a rename (most editors, `sed ' +
@@ -443,12 +442,12 @@ const telemetry = v.strictObject({
   sample_rate: onReload(v.optional(expects(v.pipe(v.number(), v.minValue(0), v.maxValue(1),
     v.description('Fraction of requests traced when the client sent no trace context (parent-based ratio sampling: a client traceparent\'s sampled ' +
     'flag decides for its requests). Recommended: 1.0 development, 0.1 staging, 0.01 production, 0.001 above 100 000 requests per second.')),
-    'number 0..1'), 0.01)),
+  'number 0..1'), 0.01)),
   propagation: onRestart(v.optional(v.pipe(v.picklist(['tracecontext']), v.description('Trace context propagation: W3C traceparent, read from a ' +
     'command\'s $traceparent field (or its comment) and stripped before forwarding.')), 'tracecontext')),
   resource_attributes: onRestart(v.optional(expects(v.pipe(v.record(expects(v.pipe(v.string(), v.regex(RESOURCE_KEY_PATTERN)), 'an attribute name: ' +
     'letters, digits, "_", "." and "-", starting with a letter or "_"'), v.string()),
-    v.description('Resource attributes attached to exported traces, e.g. deployment.environment, service.version, service.namespace.')), 'object ' +
+  v.description('Resource attributes attached to exported traces, e.g. deployment.environment, service.version, service.namespace.')), 'object ' +
     'of attribute name → string'), {})),
   max_queue_spans: onRestart(v.optional(int(64, 1_000_000, 'Spans waiting for export at most; spans beyond are dropped and counted ' +
     '(proxy_trace_spans_dropped_total), so a down or slow collector never holds requests.'), 2048)),

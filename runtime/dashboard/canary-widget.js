@@ -99,11 +99,11 @@
           el('th', { scope: 'col' }, 'Sustained for'))),
         el('tbody', {}, ...rules.map((r) => el('tr', { 'data-rule': r.rule },
           el('td', {}, r.rule), el('td', { class: r.state }, num(r.value, 3)), el('td', {}, num(r.threshold, 3)),
-            el('td', { class: r.state }, r.sustained_for || '0s'))))));
+          el('td', { class: r.state }, r.sustained_for || '0s'))))));
       if (o.showActions) {
         const live = c.status === 'active' || c.status === 'paused';
         parts.push(el('div', { class: 'actions' },
-          el('button', { type: 'button', 'data-action': 'promote', onclick: () => act('promote', {}) , ...(live ? {} : { disabled: '' }) }, 'Promote'),
+          el('button', { type: 'button', 'data-action': 'promote', onclick: () => act('promote', {}), ...(live ? {} : { disabled: '' }) }, 'Promote'),
           el('button', { type: 'button', class: 'danger', 'data-action': 'rollback', onclick: () => {
             const reason = prompt('Reason for the rollback', 'rolled back from the dashboard');
             if (reason !== null) act('rollback', { reason });

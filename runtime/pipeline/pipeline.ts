@@ -118,4 +118,3 @@ function timedLoop(all: readonly StepRunner[], phase: Phase, recorder: StepRecor
     recorder.current = null;
   };
 }
-

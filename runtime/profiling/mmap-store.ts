@@ -62,7 +62,7 @@ export function mmapFitIssue(pipelines: readonly FitPipeline[] | FitPipeline, si
     const one = list.length === 1;
     const at = one ? 'pipeline' : 'pipelines';
     const who = one ? '' : `pipeline "${p.id}": `;
-    if (enc.encode(p.id).length >= NAME_BYTES) return { path: one ? 'pipeline.id' : at, message: `${who}${one ? "" : "id "}must be at ` +
+    if (enc.encode(p.id).length >= NAME_BYTES) return { path: one ? 'pipeline.id' : at, message: `${who}${one ? '' : 'id '}must be at ` +
       `most ${NAME_BYTES - 1} bytes with profiling.storage "mmap" (the file's name field)` };
     for (const phase of ['request', 'response'] as const) {
       const i = p[phase].findIndex((s) => enc.encode(s.startsWith('wasm:') ? s : `wasm:${s}`).length >= NAME_BYTES);

@@ -570,4 +570,3 @@ function arenaSize(bytes: number): number {
 
 /** Default per-plugin cap. */
 export const DEFAULT_KV_MAX_BYTES = 1 << 20;
-

@@ -128,7 +128,7 @@ test('each pipeline has its own profile: /api/profile?pipeline_id= selects its g
   assert.equal(admin.id, 'default');
   assert.deepEqual(admin.pipelines.map((p) => [p.id, p.match, p.request]), [
     ['reports', { app_name: 'reports-*' }, ['wasm:filter']], ['audit', { collection: 'audit_*', command: ['insert', 'find'] }, ['wasm:filter']],
-      ['default', {}, []],
+    ['default', {}, []],
   ]);
   assert.ok(admin.pipelines.every((p) => p.generation >= 1));
   // Metrics carry each pipeline's id.
@@ -163,7 +163,7 @@ test('a canary on one pipeline leaves the other untouched; one canary per pipeli
   assert.equal(onDefault.body.pipeline_id, 'default');
   const unknown = await canary('POST', '', { pipeline_id: 'nope', candidate_config: { steps: [{ type: 'logging' }] } });
   assert.equal(unknown.status, 400, JSON.stringify(unknown.body));
-  assert.equal(unknown.body.error.code, "PROXY_ERR_CANARY_UNKNOWN_PIPELINE");
+  assert.equal(unknown.body.error.code, 'PROXY_ERR_CANARY_UNKNOWN_PIPELINE');
   // The candidate's own profile is separate from its baseline's.
   const cand = await profile('?pipeline_id=reports&pipeline=candidate');
   assert.ok(cand.body.total_requests >= 5);

@@ -13,6 +13,8 @@ import WebSocket from 'ws';
 import { parseConfig, type ProxyConfigInput } from '../../runtime/config/index.ts';
 import { startProxy, watchReload, type RunningProxy } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
+import { until } from '../helpers/until.ts';
+import { freePort } from '../helpers/ports.ts';
 
 const ENV = 'PROXY_TEST_ROTATED_CONTROL_TOKEN';
 let proxy: RunningProxy;
@@ -90,14 +92,6 @@ function upgradeStatus(id: string, token: string): Promise<number> {
   });
 }
 
-async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 const SECOND: Tokens = { admin: 'admin-token-second-012345678', profiling: 'profiling-token-second-012', control: ['control-token-second-01234'] };
 
 test('POST /api/v1/reload rotates the admin, profiling and control-plane tokens at once; a feed opened with a removed token is closed', async () => {
@@ -135,7 +129,7 @@ test('SIGHUP rotates them too, the control plane\'s environment-variable token i
     writeFileSync(file, JSON.stringify(config(THIRD)));
     const before = lines.filter((l) => l.includes('"configuration reloaded"')).length;
     process.emit('SIGHUP', 'SIGHUP');
-    await until(() => lines.filter((l) => l.includes('"configuration reloaded"')).length > before, 'the reload');
+    await until('the reload', () => lines.filter((l) => l.includes('"configuration reloaded"')).length > before);
     await assertRotated(SECOND, { ...THIRD, control: [ENV_TOKEN] });
     assert.equal(await controlStatus(SECOND.control[0]), 401);
   } finally {
@@ -145,16 +139,6 @@ test('SIGHUP rotates them too, the control plane\'s environment-variable token i
   // Back to the second set for the tests below.
   assert.equal((await reloadByApi(config(SECOND), THIRD.admin)).status, 200);
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function refusesConnections(url: string): Promise<boolean> {
   try {
@@ -177,7 +161,7 @@ test('a changed admin.listen, profiling.port and control_plane.port rebind on re
   assert.equal(await adminStatus(SECOND.admin), 200);
   assert.equal(await profilingStatus(SECOND.profiling), 200);
   assert.equal(await controlStatus(SECOND.control[0]), 200);
-  for (const url of [old.admin, old.profiling, old.control]) await until(() => refusesConnections(url), `${url} to close`);
+  for (const url of [old.admin, old.profiling, old.control]) await until(`${url} to close`, () => refusesConnections(url));
   assert.ok(!lines.some((l) => l.includes('take effect only after a restart')), 'no key was left for a restart');
 });
 
@@ -236,13 +220,13 @@ test('removing the admin block closes the admin API; adding it back (SIGHUP) ope
   const r = await reloadByApi(next, THIRD.admin);
   assert.equal(r.status, 200, JSON.stringify(r.body));
   assert.equal(proxy.adminUrl, null);
-  await until(() => refusesConnections(url), 'the admin API to close');
+  await until('the admin API to close', () => refusesConnections(url));
   const file = join(dir, 'admin-back.json');
   writeFileSync(file, JSON.stringify({ ...next, admin: { listen: '127.0.0.1:0', token: SECOND.admin, reload_on_change: false } }));
   const stop = watchReload(proxy, file, new Logger('test', 'error'));
   try {
     process.emit('SIGHUP', 'SIGHUP');
-    await until(() => proxy.adminUrl !== null, 'the admin API to open');
+    await until('the admin API to open', () => proxy.adminUrl !== null);
     assert.equal(await adminStatus(SECOND.admin), 200);
     assert.equal(await adminStatus(THIRD.admin), 401);
   } finally {

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { startProxy, watchReload, type RunningProxy } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
+import { until } from '../helpers/until.ts';
 
 let proxy: RunningProxy;
 let root: string;
@@ -41,21 +42,13 @@ function watched(file: string) {
 
 const drain = () => proxy.config.shutdown.drain_timeout_ms;
 
-async function until(cond: () => boolean, what: string, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what} (drain_timeout_ms is ${drain()})`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 const settle = () => new Promise((r) => setTimeout(r, 300));
 
 /** Saves `n` with `save`, then waits until the proxy runs it; checks it took one reload. */
 async function saveAndApply(w: ReturnType<typeof watched>, save: (n: number) => void, n: number): Promise<void> {
   const before = w.reloads();
   save(n);
-  await until(() => drain() === 1000 + n, `save ${n} to apply`);
+  await until(`save ${n} to apply`, () => drain() === 1000 + n);
   await settle(); // a second reload of the same save would show up here
   assert.equal(w.reloads(), before + 1, `save ${n}: one reload\n${w.lines.join('\n')}`);
 }
@@ -144,7 +137,7 @@ test('admin.reload_on_change: false, applied by a reload, stops file reloads; SI
     await settle();
     assert.equal(drain(), 1031, 'the save is not applied');
     process.emit('SIGHUP', 'SIGHUP');
-    await until(() => drain() === 1032, 'the SIGHUP to apply the file');
+    await until('the SIGHUP to apply the file', () => drain() === 1032);
   } finally {
     w.stop();
   }

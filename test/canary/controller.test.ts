@@ -145,7 +145,7 @@ test('windows with too few requests are no evidence: they never promote and neit
   const h = harness();
   const { canary_id: id } = await h.controller.start(body({ auto_promote: true,
     stages: [{ traffic_pct: 10, min_duration: '0', min_requests: 0 }, { traffic_pct: 100, min_duration: '0',
-    min_requests: 0 }] })) as { canary_id: string };
+      min_requests: 0 }] })) as { canary_id: string };
   // Few requests, even perfect ones: inconclusive, not promoted.
   let ev = await tick(h, id, [5, 0], [5, 0]);
   assert.equal(ev!.result, 'inconclusive');

@@ -6,7 +6,6 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MongoClient, MongoServerError } from 'mongodb';
@@ -14,6 +13,7 @@ import { parseConfig } from '../../runtime/config/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
 import type { Variant } from '../../runtime/pipeline/index.ts';
+import { freePort } from '../helpers/ports.ts';
 
 const TOKEN = 'canary-e2e-token-0123456789';
 
@@ -226,16 +226,6 @@ test('custom_metrics read a plugin metric per graph from the host registry (coun
     await p2.close();
   }
 });
-
-// ---- kill -9 and resume, in a child process -------------------------------------------------
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 function serve(file: string): Promise<ChildProcess> {
   const child = spawn(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'serve', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] });

@@ -10,7 +10,8 @@ import { initHistograms } from '../../runtime/profiling/index.ts';
 import { EVENT_ID_PATTERN, transitionEventId, warningEventId } from '../../runtime/canary/index.ts';
 import { Notifier } from '../../runtime/canary/notify/index.ts';
 import { harness, LOGGING_CANDIDATE } from './helpers.ts';
-import { httpReceiver, MemoryLog, settings, smtpReceiver, testLogger, until } from './notify/helpers.ts';
+import { httpReceiver, MemoryLog, settings, smtpReceiver, testLogger } from './notify/helpers.ts';
+import { until } from '../helpers/until.ts';
 
 await initHistograms();
 
@@ -67,7 +68,7 @@ test('the same ids reach a real webhook receiver (X-Proxy-Event-Id, body id) and
   });
   try {
     for (const e of events) n.emit(e, null);
-    await until(() => hook.received.length === 2 && smtp.mails.length === 2, 'two webhooks and two mails');
+    await until('two webhooks and two mails', () => hook.received.length === 2 && smtp.mails.length === 2);
     for (const e of events) {
       const w = hook.received.find((r) => r.headers['x-proxy-event'] === e.type)!;
       assert.equal(w.headers['x-proxy-event-id'], e.id);

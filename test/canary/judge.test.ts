@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { initHistograms } from '../../runtime/profiling/index.ts';
 import {
   evaluate, mannWhitneyWorse, normalUpperTail, twoProportionWorse, fisherWorse, errorRateWorse, logGamma, SideWindow, buckets, parseStartRequest,
-    defaultsFromConfig,
+  defaultsFromConfig,
 } from '../../runtime/canary/index.ts';
 import { parseConfig } from '../../runtime/config/index.ts';
 

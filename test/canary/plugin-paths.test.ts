@@ -72,12 +72,12 @@ test('allowed: the built-in directory, a configured step\'s module directory, ca
 
 test('refused with one error whether the file exists or not: outside, `..`, symlinks leading out, directories, absent files, bad or absent packages',
   async () => {
-  const g = graphs();
-  const refused = [
-    join(outside, 'secret.wasm'), // exists, outside
-    join(outside, 'absent.wasm'), // absent, outside
-    join(listed, 'absent.wasm'), // absent, inside
-    join(listed, '..', 'outside', 'secret.wasm'), // `..` out of an allowed directory
+    const g = graphs();
+    const refused = [
+      join(outside, 'secret.wasm'), // exists, outside
+      join(outside, 'absent.wasm'), // absent, outside
+      join(listed, 'absent.wasm'), // absent, inside
+      join(listed, '..', 'outside', 'secret.wasm'), // `..` out of an allowed directory
     `${BUILTIN_PLUGIN_DIR}/../../../../../../../../etc/passwd.wasm`,
     join(listed, 'link-out.wasm'), // a link in an allowed directory to a file outside
     join(listed, 'dir-out', 'secret.wasm'), // through a linked directory
@@ -87,22 +87,22 @@ test('refused with one error whether the file exists or not: outside, `..`, syml
     'no-such-package-here',
     'no-such-package-here@1.0.0',
     '@scope/../../x',
-  ];
-  const shapes = new Set<string>();
-  for (const id of refused) {
-    const m = await refusal(g, id);
-    assert.match(m, /is not an allowed plugin/, id);
-    shapes.add(shape(m, id));
-  }
-  assert.equal(shapes.size, 1, `one message for every refusal: ${[...shapes].join(' | ')}`);
-  // The same path before and after the file appears outside: the very same error.
-  const later = join(outside, 'later.wasm');
-  const before = await refusal(g, later);
-  copyFileSync(filterWasm, later);
-  assert.equal(await refusal(g, later), before);
-  // An installed package is allowed; its version is checked as before.
-  await assert.rejects(g.prepare('default', step('valibot@0.0.1')), /valibot is version/);
-});
+    ];
+    const shapes = new Set<string>();
+    for (const id of refused) {
+      const m = await refusal(g, id);
+      assert.match(m, /is not an allowed plugin/, id);
+      shapes.add(shape(m, id));
+    }
+    assert.equal(shapes.size, 1, `one message for every refusal: ${[...shapes].join(' | ')}`);
+    // The same path before and after the file appears outside: the very same error.
+    const later = join(outside, 'later.wasm');
+    const before = await refusal(g, later);
+    copyFileSync(filterWasm, later);
+    assert.equal(await refusal(g, later), before);
+    // An installed package is allowed; its version is checked as before.
+    await assert.rejects(g.prepare('default', step('valibot@0.0.1')), /valibot is version/);
+  });
 
 test('through the control plane: an existing file and an absent one outside the allowed directories get the same 400 body', async () => {
   const TOKEN = 'canary-plugin-paths-token-0123';

@@ -5,8 +5,9 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { until } from '../canary/notify/helpers.ts';
+
 import { bin, TOKEN, startStack, type Run, type Stack } from './canary-stack.ts';
+import { until } from '../helpers/until.ts';
 
 let stack: Stack;
 let dir = '';
@@ -60,7 +61,7 @@ test('status --watch redraws every 5 s while the canary runs', async () => {
   const stamps: number[] = [];
   child.stdout.on('data', (d: Buffer) => { stdout += d; for (const _ of String(d).matchAll(/Ctrl-C to stop/g)) stamps.push(Date.now()); });
   try {
-    await until(() => stamps.length >= 2, 'two frames', 15_000);
+    await until('two frames', () => stamps.length >= 2, 15_000);
     const gap = stamps[1] - stamps[0];
     assert.ok(gap >= 4500 && gap < 8000, `frames ${gap} ms apart`);
     assert.match(stdout, /ACTIVE/);

@@ -8,8 +8,9 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { verifySignature } from '../../runtime/canary/notify/index.ts';
-import { until } from '../canary/notify/helpers.ts';
+
 import { SECRET, startStack, type Run, type Stack } from './canary-stack.ts';
+import { until } from '../helpers/until.ts';
 
 let stack: Stack;
 let dir = '';
@@ -161,8 +162,8 @@ test('history and metrics --format csv --output <file> of a canary id', async ()
 });
 
 test('notifications of those transitions reached the webhook, signed, one per transition', async () => {
-  await until(() => stack.hook.received.some((r) => JSON.parse(r.body).canary.canary_id === secondId &&
-    JSON.parse(r.body).type === 'canary.rolled_back'), 'the rollback notification');
+  await until('the rollback notification', () => stack.hook.received.some((r) => JSON.parse(r.body).canary.canary_id === secondId &&
+    JSON.parse(r.body).type === 'canary.rolled_back'));
   for (const r of stack.hook.received) {
     assert.ok(verifySignature(SECRET, String(r.headers['x-proxy-timestamp']), r.body, String(r.headers['x-proxy-signature'])));
   }

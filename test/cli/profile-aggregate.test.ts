@@ -79,69 +79,69 @@ async function cumulative(profilingUrl: string, which: 'total' | string): Promis
 
 test('--aggregate over two real proxies: counts add; merged p50/p95/p99 are those of the added histograms, not averages of per-instance percentiles',
   { timeout: 300_000 }, async () => {
-  const [a, b] = await Promise.all([serve('a', 200), serve('b', 5000)]);
-  const seenA: string[] = [];
-  const seenB: string[] = [];
-  const hostA = await forwarder(a.profilingUrl, seenA);
-  const hostB = await forwarder(b.profilingUrl, seenB);
-  const ca = new MongoClient(a.uri, { serverSelectionTimeoutMS: 10_000, appName: 'agg' });
-  const cb = new MongoClient(b.uri, { serverSelectionTimeoutMS: 10_000, appName: 'agg' });
-  clients.push(ca, cb);
-  await Promise.all([ca.connect(), cb.connect()]); // handshakes only: nothing runs through a pipeline yet
+    const [a, b] = await Promise.all([serve('a', 200), serve('b', 5000)]);
+    const seenA: string[] = [];
+    const seenB: string[] = [];
+    const hostA = await forwarder(a.profilingUrl, seenA);
+    const hostB = await forwarder(b.profilingUrl, seenB);
+    const ca = new MongoClient(a.uri, { serverSelectionTimeoutMS: 10_000, appName: 'agg' });
+    const cb = new MongoClient(b.uri, { serverSelectionTimeoutMS: 10_000, appName: 'agg' });
+    clients.push(ca, cb);
+    await Promise.all([ca.connect(), cb.connect()]); // handshakes only: nothing runs through a pipeline yet
 
-  const out = join(dir, 'merged.json');
-  const child = spawn(process.execPath, [bin, 'profile', '--aggregate', '--instances', `${hostA},${hostB}`, '--duration', '12s', '--output', out],
-    { stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => { stdout += d; });
-  child.stderr.on('data', (d) => { stderr += d; });
-  const done = new Promise<number | null>((r) => child.on('close', r));
+    const out = join(dir, 'merged.json');
+    const child = spawn(process.execPath, [bin, 'profile', '--aggregate', '--instances', `${hostA},${hostB}`, '--duration', '12s', '--output', out],
+      { stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(child);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => { stdout += d; });
+    child.stderr.on('data', (d) => { stderr += d; });
+    const done = new Promise<number | null>((r) => child.on('close', r));
 
-  // The window opens with the command's first read of both instances; the traffic goes in it.
-  await until('the window to open', () => seenA.length > 0 && seenB.length > 0, 60_000);
-  const opened = Date.now();
-  const nA = 120;
-  const nB = 30;
-  await Promise.all([
-    (async () => { for (let i = 0; i < nA; i++) await ca.db('agg').collection('items').findOne({}); })(),
-    (async () => { for (let i = 0; i < nB; i++) await cb.db('agg').collection('items').findOne({}); })(),
-  ]);
-  assert.ok(Date.now() - opened < 11_000, 'the traffic fit in the 12 s window');
-  assert.equal(await done, 0, stderr);
-  assert.match(stdout, /report written to /);
-  assert.deepEqual(seenA.filter((p) => p.startsWith('/api/profile/histograms')).length, 2, 'one read at each end of the window');
+    // The window opens with the command's first read of both instances; the traffic goes in it.
+    await until('the window to open', () => seenA.length > 0 && seenB.length > 0, 60_000);
+    const opened = Date.now();
+    const nA = 120;
+    const nB = 30;
+    await Promise.all([
+      (async () => { for (let i = 0; i < nA; i++) await ca.db('agg').collection('items').findOne({}); })(),
+      (async () => { for (let i = 0; i < nB; i++) await cb.db('agg').collection('items').findOne({}); })(),
+    ]);
+    assert.ok(Date.now() - opened < 11_000, 'the traffic fit in the 12 s window');
+    assert.equal(await done, 0, stderr);
+    assert.match(stdout, /report written to /);
+    assert.deepEqual(seenA.filter((p) => p.startsWith('/api/profile/histograms')).length, 2, 'one read at each end of the window');
 
-  const m = JSON.parse(readFileSync(out, 'utf8'));
-  assert.equal(m.total_requests, nA + nB);
-  assert.equal(m.errors, 0);
-  assert.deepEqual(m.instances.map((i: { total_requests: number }) => i.total_requests), [nA, nB]);
-  const spin = m.steps.find((s: { name: string }) => s.name === 'wasm:spin');
-  assert.equal(spin.invocations, nA + nB);
+    const m = JSON.parse(readFileSync(out, 'utf8'));
+    assert.equal(m.total_requests, nA + nB);
+    assert.equal(m.errors, 0);
+    assert.deepEqual(m.instances.map((i: { total_requests: number }) => i.total_requests), [nA, nB]);
+    const spin = m.steps.find((s: { name: string }) => s.name === 'wasm:spin');
+    assert.equal(spin.invocations, nA + nB);
 
-  // Nothing ran through a pipeline before the window, so each instance's window is its cumulative histogram now.
-  const union = async (which: string) => {
-    const h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3, bitBucketSize: 32,
-      useWebAssembly: false });
-    h.add(await cumulative(a.profilingUrl, which));
-    h.add(await cumulative(b.profilingUrl, which));
-    return h;
-  };
-  const spinUnion = await union('wasm:spin');
-  assert.equal(spinUnion.totalCount, nA + nB);
-  for (const p of [50, 95, 99]) assert.equal(spin[`p${p}_latency_us`], Math.round(spinUnion.getValueAtPercentile(p)), `spin p${p} from the added histograms`);
-  const totalUnion = await union('total');
-  assert.equal(m.p99_total_latency_us, Math.round(totalUnion.getValueAtPercentile(99)));
-  assert.equal(m.p50_total_latency_us, Math.round(totalUnion.getValueAtPercentile(50)));
+    // Nothing ran through a pipeline before the window, so each instance's window is its cumulative histogram now.
+    const union = async (which: string) => {
+      const h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3, bitBucketSize: 32,
+        useWebAssembly: false });
+      h.add(await cumulative(a.profilingUrl, which));
+      h.add(await cumulative(b.profilingUrl, which));
+      return h;
+    };
+    const spinUnion = await union('wasm:spin');
+    assert.equal(spinUnion.totalCount, nA + nB);
+    for (const p of [50, 95, 99]) assert.equal(spin[`p${p}_latency_us`], Math.round(spinUnion.getValueAtPercentile(p)), `spin p${p} from the added histograms`);
+    const totalUnion = await union('total');
+    assert.equal(m.p99_total_latency_us, Math.round(totalUnion.getValueAtPercentile(99)));
+    assert.equal(m.p50_total_latency_us, Math.round(totalUnion.getValueAtPercentile(50)));
 
-  // What the latencies mean: 80% of the calls spin 200 µs, 20% spin 5 ms. The merged median is an
-  // A-sized value and the merged p99 a B-sized one; averaging the instances' medians would give
-  // a value of at least (200 + 5000) / 2 µs.
-  const pA = await cumulative(a.profilingUrl, 'wasm:spin');
-  const pB = await cumulative(b.profilingUrl, 'wasm:spin');
-  assert.ok(pA.getValueAtPercentile(50) >= 200 && pB.getValueAtPercentile(50) >= 5000, 'each instance spun its configured time');
-  assert.ok(spin.p50_latency_us >= 200 && spin.p50_latency_us < 2600, `merged p50 ${spin.p50_latency_us} µs is A's, not an average`);
-  assert.ok(spin.p99_latency_us >= 5000, `merged p99 ${spin.p99_latency_us} µs is B's`);
-  assert.notEqual(spin.p50_latency_us, Math.round((pA.getValueAtPercentile(50) + pB.getValueAtPercentile(50)) / 2));
-});
+    // What the latencies mean: 80% of the calls spin 200 µs, 20% spin 5 ms. The merged median is an
+    // A-sized value and the merged p99 a B-sized one; averaging the instances' medians would give
+    // a value of at least (200 + 5000) / 2 µs.
+    const pA = await cumulative(a.profilingUrl, 'wasm:spin');
+    const pB = await cumulative(b.profilingUrl, 'wasm:spin');
+    assert.ok(pA.getValueAtPercentile(50) >= 200 && pB.getValueAtPercentile(50) >= 5000, 'each instance spun its configured time');
+    assert.ok(spin.p50_latency_us >= 200 && spin.p50_latency_us < 2600, `merged p50 ${spin.p50_latency_us} µs is A's, not an average`);
+    assert.ok(spin.p99_latency_us >= 5000, `merged p99 ${spin.p99_latency_us} µs is B's`);
+    assert.notEqual(spin.p50_latency_us, Math.round((pA.getValueAtPercentile(50) + pB.getValueAtPercentile(50)) / 2));
+  });

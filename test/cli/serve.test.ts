@@ -5,20 +5,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from '../helpers/ports.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'proxy-serve-'));
 const bin = join(process.cwd(), 'bin/proxy.mjs');
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 test('a configuration the schema refuses: exit 2 with key path and reason, never ready', async () => {
   const port = await freePort();

@@ -15,49 +15,49 @@ const num = (s: string) => Number(s.replace(/[^\d.]/g, ''));
 
 test('profiling table: live rows from the running proxy, every column sortable, P99 descending in one click, refreshed every 5 s',
   { timeout: 90_000 }, async () => {
-  const { proxy, client } = await start({});
-  const db = client.db('dash');
-  for (let i = 0; i < 30; i++) await db.collection('us_200').findOne({});
-  for (let i = 0; i < 5; i++) await db.collection('us_3000').findOne({});
-  const page = await open(`${proxy.profilingUrl}/`);
-  assert.match(page.url(), /\/dashboard\/$/, '/ leads to the dashboard');
-  await page.waitForSelector('#steps tbody tr');
-  const headers = await page.$$eval('#steps thead th', (ths) => ths.map((t) => t.textContent?.trim()));
-  assert.deepEqual(headers, ['Step Name', 'Phase', 'Avg (µs)', 'P50', 'P95', 'P99', 'Max', 'Error Rate']);
-  const names = await column(page, 1);
-  assert.deepEqual([...names].sort(), ['wasm:filter', 'wasm:logging', 'wasm:spin']);
-  // Default order: P99 descending, so the busy-waiting step comes first.
-  assert.equal(names[0], 'wasm:spin');
-  const p99 = (await column(page, 6)).map(num);
-  assert.ok(p99[0] >= 3000, `spin p99 ${p99[0]}`);
-  assert.deepEqual(p99, [...p99].sort((a, b) => b - a));
-  assert.match(await page.textContent('#summary') ?? '', /35 requests/);
+    const { proxy, client } = await start({});
+    const db = client.db('dash');
+    for (let i = 0; i < 30; i++) await db.collection('us_200').findOne({});
+    for (let i = 0; i < 5; i++) await db.collection('us_3000').findOne({});
+    const page = await open(`${proxy.profilingUrl}/`);
+    assert.match(page.url(), /\/dashboard\/$/, '/ leads to the dashboard');
+    await page.waitForSelector('#steps tbody tr');
+    const headers = await page.$$eval('#steps thead th', (ths) => ths.map((t) => t.textContent?.trim()));
+    assert.deepEqual(headers, ['Step Name', 'Phase', 'Avg (µs)', 'P50', 'P95', 'P99', 'Max', 'Error Rate']);
+    const names = await column(page, 1);
+    assert.deepEqual([...names].sort(), ['wasm:filter', 'wasm:logging', 'wasm:spin']);
+    // Default order: P99 descending, so the busy-waiting step comes first.
+    assert.equal(names[0], 'wasm:spin');
+    const p99 = (await column(page, 6)).map(num);
+    assert.ok(p99[0] >= 3000, `spin p99 ${p99[0]}`);
+    assert.deepEqual(p99, [...p99].sort((a, b) => b - a));
+    assert.match(await page.textContent('#summary') ?? '', /35 requests/);
 
-  await page.click('#steps th[data-key=name] button');
-  assert.deepEqual(await column(page, 1), ['wasm:filter', 'wasm:logging', 'wasm:spin'], 'name ascending');
-  assert.equal(await page.getAttribute('#steps th[data-key=name]', 'aria-sort'), 'ascending');
-  await page.click('#steps th[data-key=name] button');
-  assert.deepEqual(await column(page, 1), ['wasm:spin', 'wasm:logging', 'wasm:filter'], 'name descending');
-  await page.click('#steps th[data-key=avg_latency_us] button');
-  const avg = (await column(page, 3)).map(num);
-  assert.deepEqual(avg, [...avg].sort((a, b) => b - a), 'Avg descending on first click');
-  // Keyboard: the headers are buttons.
-  await page.focus('#steps th[data-key=phase] button');
-  await page.keyboard.press('Enter');
-  assert.deepEqual(await column(page, 2), ['request', 'request', 'response']);
-  await page.click('#sort-p99');
-  assert.equal(await page.getAttribute('#steps th[data-key=p99_latency_us]', 'aria-sort'), 'descending');
-  assert.equal((await column(page, 1))[0], 'wasm:spin');
+    await page.click('#steps th[data-key=name] button');
+    assert.deepEqual(await column(page, 1), ['wasm:filter', 'wasm:logging', 'wasm:spin'], 'name ascending');
+    assert.equal(await page.getAttribute('#steps th[data-key=name]', 'aria-sort'), 'ascending');
+    await page.click('#steps th[data-key=name] button');
+    assert.deepEqual(await column(page, 1), ['wasm:spin', 'wasm:logging', 'wasm:filter'], 'name descending');
+    await page.click('#steps th[data-key=avg_latency_us] button');
+    const avg = (await column(page, 3)).map(num);
+    assert.deepEqual(avg, [...avg].sort((a, b) => b - a), 'Avg descending on first click');
+    // Keyboard: the headers are buttons.
+    await page.focus('#steps th[data-key=phase] button');
+    await page.keyboard.press('Enter');
+    assert.deepEqual(await column(page, 2), ['request', 'request', 'response']);
+    await page.click('#sort-p99');
+    assert.equal(await page.getAttribute('#steps th[data-key=p99_latency_us]', 'aria-sort'), 'descending');
+    assert.equal((await column(page, 1))[0], 'wasm:spin');
 
-  // Live: new traffic shows up at the next refresh.
-  for (let i = 0; i < 15; i++) await db.collection('us_10').findOne({});
-  await page.waitForFunction(() => /50 requests/.test(document.getElementById('summary')?.textContent ?? ''), undefined, { timeout: 12_000 });
-  await page.screenshot({ path: join(ARTIFACTS, 'profiling-table.png'), fullPage: true });
-  const extra = page as unknown as { errors: string[]; foreign: string[] };
-  assert.deepEqual(extra.errors, []);
-  assert.deepEqual(extra.foreign, []);
-  await page.close();
-});
+    // Live: new traffic shows up at the next refresh.
+    for (let i = 0; i < 15; i++) await db.collection('us_10').findOne({});
+    await page.waitForFunction(() => /50 requests/.test(document.getElementById('summary')?.textContent ?? ''), undefined, { timeout: 12_000 });
+    await page.screenshot({ path: join(ARTIFACTS, 'profiling-table.png'), fullPage: true });
+    const extra = page as unknown as { errors: string[]; foreign: string[] };
+    assert.deepEqual(extra.errors, []);
+    assert.deepEqual(extra.foreign, []);
+    await page.close();
+  });
 
 /** The dashboard's Trends tab, drawn, with the spin step's series in the legend. */
 async function openTrends(profilingUrl: string) {
@@ -179,4 +179,3 @@ test('profiling disabled: the dashboard says so instead of an empty table', { ti
   await page.screenshot({ path: join(ARTIFACTS, 'disabled.png') });
   await page.close();
 });
-

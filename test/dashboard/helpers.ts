@@ -74,5 +74,4 @@ export async function open(url: string): Promise<Page> {
   return page;
 }
 
-
 export type CheckedPage = Page & { errors: string[]; foreign: string[] };

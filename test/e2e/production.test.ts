@@ -119,7 +119,6 @@ test('a client without TLS is not served by the TLS listener', { timeout: 30_000
 
 const pySkip = pythonSkip(['pymongo'], 'python3-pymongo');
 
-
 test('PyMongo over TLS with SCRAM through the same proxy; a wrong password gets 18', { skip: pySkip, timeout: 120_000 }, async () => {
   const out = await pymongoLoginCheck(clientUri(APP_PASSWORD), clientUri('nope'), 'prod', 'py_orders');
   assert.deepEqual(out.doc, { _id: 1, by: 'pymongo' });

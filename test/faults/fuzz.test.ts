@@ -219,7 +219,7 @@ describe('wire fuzz (mutated captured frames)', () => {
       if (c.id !== id) continue;
       const x = c as unknown as Record<string, unknown> & {
         framer?: { buffered?: number }; queue?: { length: number; paused: boolean }; call?: { active: boolean };
-          socket: { destroyed: boolean; writableLength: number };
+        socket: { destroyed: boolean; writableLength: number };
       };
       return {
         busy: x.busy, closed: x.closed, paused: x.queue?.paused, queued: x.queue?.length, framerBuffered: x.framer?.buffered,

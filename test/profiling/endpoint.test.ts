@@ -178,64 +178,66 @@ test('rows follow pipeline order in each phase, whatever order the steps were co
   { timeout: 60_000 }, async () => {
   // cache and transform run in both phases, in opposite orders: bind order (both phases of a step
   // at once) cannot match both.
-  const pipeline = { request: ['cache', 'transform'], response: ['transform', 'logging', 'cache'] };
-  const { proxy, client } = await start({ enabled: true, slow_step_threshold_us: 1_000_000 }, {
-    pipeline,
-    steps: {
-      cache: { config: { ttl_ms: 60000 } }, logging: { config: { sample_rate: 0 } },
-      transform: { config: { request: [{ op: 'unset', path: 'nonexistent_field' }], response: [{ op: 'unset', path: 'nonexistent_field' }] } },
-    },
+    const pipeline = { request: ['cache', 'transform'], response: ['transform', 'logging', 'cache'] };
+    const { proxy, client } = await start({ enabled: true, slow_step_threshold_us: 1_000_000 }, {
+      pipeline,
+      steps: {
+        cache: { config: { ttl_ms: 60000 } }, logging: { config: { sample_rate: 0 } },
+        transform: { config: { request: [{ op: 'unset', path: 'nonexistent_field' }], response: [{ op: 'unset', path: 'nonexistent_field' }] } },
+      },
+    });
+    const rowsOf = async () => {
+      await client.db('prof').collection('order').findOne({});
+      const body = (await get(`${proxy.profilingUrl}/api/profile`)).body as { steps: Array<{ name: string; phase: string }> };
+      return body.steps.map((r) => `${r.phase}:${r.name}`);
+    };
+    const expected = ['request:wasm:cache', 'request:wasm:transform', 'response:wasm:transform', 'response:wasm:logging', 'response:wasm:cache'];
+    assert.deepEqual(await rowsOf(), expected);
+    const series = proxy.snapshots!;
+    await series.snapshot();
+    const point = (await get(`${proxy.profilingUrl}/api/profile/series`)).body.points.at(-1);
+    assert.deepEqual(point.steps.map((r: { name: string; phase: string }) => `${r.phase}:${r.name}`), expected, 'the series rows too');
+    await proxy.reload(parseConfig({ ...proxy.config, pipeline: { ...proxy.config.pipeline, request: ['transform', 'cache'],
+      response: ['cache', 'logging', 'transform'] } }, null));
+    assert.deepEqual(await rowsOf(), [
+      'request:wasm:transform', 'request:wasm:cache', 'response:wasm:cache', 'response:wasm:logging', 'response:wasm:transform',
+    ]);
   });
-  const rowsOf = async () => {
-    await client.db('prof').collection('order').findOne({});
-    const body = (await get(`${proxy.profilingUrl}/api/profile`)).body as { steps: Array<{ name: string; phase: string }> };
-    return body.steps.map((r) => `${r.phase}:${r.name}`);
-  };
-  const expected = ['request:wasm:cache', 'request:wasm:transform', 'response:wasm:transform', 'response:wasm:logging', 'response:wasm:cache'];
-  assert.deepEqual(await rowsOf(), expected);
-  const series = proxy.snapshots!;
-  await series.snapshot();
-  const point = (await get(`${proxy.profilingUrl}/api/profile/series`)).body.points.at(-1);
-  assert.deepEqual(point.steps.map((r: { name: string; phase: string }) => `${r.phase}:${r.name}`), expected, 'the series rows too');
-  await proxy.reload(parseConfig({ ...proxy.config, pipeline: { ...proxy.config.pipeline, request: ['transform', 'cache'],
-    response: ['cache', 'logging', 'transform'] } }, null));
-  assert.deepEqual(await rowsOf(), ['request:wasm:transform', 'request:wasm:cache', 'response:wasm:cache', 'response:wasm:logging', 'response:wasm:transform']);
-});
 
 test('upstream time has one definition: a request\'s proxy_profile.upstream_us is what /api/profile averages (pool wait included)',
   { timeout: 60_000 }, async () => {
-  const { proxy } = await start({ enabled: true, slow_step_threshold_us: 1_000_000 });
-  const pc = new MongoClient(proxy.uri, { appName: 'reporting?proxy_profile=true', serverSelectionTimeoutMS: 5000 });
-  clients.push(pc);
-  await pc.db('prof').command({ ping: 1 });
-  await fetch(`${proxy.profilingUrl}/api/profile/reset`, { method: 'POST' });
-  const reply = await pc.db('prof').command({ find: 'us_200', filter: {} });
-  const snap = (await get(`${proxy.profilingUrl}/api/profile`)).body;
-  assert.equal(snap.total_requests, 1);
-  // The same nanoseconds, rounded once per figure.
-  assert.ok(Math.abs(snap.avg_upstream_latency_us - reply.proxy_profile.upstream_us) <= 1,
+    const { proxy } = await start({ enabled: true, slow_step_threshold_us: 1_000_000 });
+    const pc = new MongoClient(proxy.uri, { appName: 'reporting?proxy_profile=true', serverSelectionTimeoutMS: 5000 });
+    clients.push(pc);
+    await pc.db('prof').command({ ping: 1 });
+    await fetch(`${proxy.profilingUrl}/api/profile/reset`, { method: 'POST' });
+    const reply = await pc.db('prof').command({ find: 'us_200', filter: {} });
+    const snap = (await get(`${proxy.profilingUrl}/api/profile`)).body;
+    assert.equal(snap.total_requests, 1);
+    // The same nanoseconds, rounded once per figure.
+    assert.ok(Math.abs(snap.avg_upstream_latency_us - reply.proxy_profile.upstream_us) <= 1,
     `/api/profile ${snap.avg_upstream_latency_us} µs, proxy_profile ${reply.proxy_profile.upstream_us} µs`);
-  assert.ok(reply.proxy_profile.upstream_us > 0);
-});
+    assert.ok(reply.proxy_profile.upstream_us > 0);
+  });
 
 test('a reload applies thresholds at once; histogram_buckets and flamegraph_frames are restart-only: warned, and every distribution keeps its bounds',
   { timeout: 60_000 }, async () => {
-  const { proxy, client, lines } = await start({ enabled: true, slow_step_threshold_us: 1_000_000, histogram_buckets: [100, 1000], flamegraph_frames: 1000 });
-  await client.db('prof').collection('us_10').findOne({});
-  await proxy.reload(parseConfig({ ...proxy.config, profiling: { ...proxy.config.profiling, histogram_buckets: [50, 500, 5000],
-    flamegraph_frames: 5000, per_step_thresholds: { 'wasm:spin': 1000 } } }, null));
-  const warned = lines.find((l) => l.msg === 'configuration reloaded; these keys take effect only after a restart');
-  assert.ok(warned !== undefined, 'the restart-only warning');
-  assert.deepEqual(warned.keys, ['profiling.histogram_buckets', 'profiling.flamegraph_frames']);
-  assert.deepEqual(proxy.profiler!.settings.histogramBuckets, [100, 1000]);
-  assert.equal(proxy.profiler!.settings.frameCapacity, 1000);
-  await client.db('prof').collection('us_3000').findOne({});
-  const metrics = (await get(`${proxy.profilingUrl}/metrics`)).body as string;
-  const les = [...metrics.matchAll(/proxy_step_latency_us_bucket\{[^}]*step="wasm:spin"[^}]*le="([^"]+)"\}/g)].map((m) => m[1]);
-  assert.deepEqual(les, ['100', '1000', '+Inf'], 'the bounds it started with');
-  assert.match(metrics, /proxy_step_slow_total\{pipeline_id="default",pipeline="baseline",step="wasm:spin",phase="request"\} 1\n/, 'the new ' +
+    const { proxy, client, lines } = await start({ enabled: true, slow_step_threshold_us: 1_000_000, histogram_buckets: [100, 1000], flamegraph_frames: 1000 });
+    await client.db('prof').collection('us_10').findOne({});
+    await proxy.reload(parseConfig({ ...proxy.config, profiling: { ...proxy.config.profiling, histogram_buckets: [50, 500, 5000],
+      flamegraph_frames: 5000, per_step_thresholds: { 'wasm:spin': 1000 } } }, null));
+    const warned = lines.find((l) => l.msg === 'configuration reloaded; these keys take effect only after a restart');
+    assert.ok(warned !== undefined, 'the restart-only warning');
+    assert.deepEqual(warned.keys, ['profiling.histogram_buckets', 'profiling.flamegraph_frames']);
+    assert.deepEqual(proxy.profiler!.settings.histogramBuckets, [100, 1000]);
+    assert.equal(proxy.profiler!.settings.frameCapacity, 1000);
+    await client.db('prof').collection('us_3000').findOne({});
+    const metrics = (await get(`${proxy.profilingUrl}/metrics`)).body as string;
+    const les = [...metrics.matchAll(/proxy_step_latency_us_bucket\{[^}]*step="wasm:spin"[^}]*le="([^"]+)"\}/g)].map((m) => m[1]);
+    assert.deepEqual(les, ['100', '1000', '+Inf'], 'the bounds it started with');
+    assert.match(metrics, /proxy_step_slow_total\{pipeline_id="default",pipeline="baseline",step="wasm:spin",phase="request"\} 1\n/, 'the new ' +
     'threshold applies at once');
-});
+  });
 
 test('filters sample only matching requests; reset clears; the per-request profile reaches profiling clients only', { timeout: 60_000 }, async () => {
   const { proxy, client } = await start({ enabled: true, filters: { operations: ['find'], collections: ['sampled'] } });

@@ -78,70 +78,70 @@ test('bucket layout: exact below 64 µs, 32 buckets per power of two up to 60 s,
 
 test('a second process reads live counts from the histogram file while `proxy serve` runs: `proxy profile --mmap` prints what /api/profile answers',
   { timeout: 240_000 }, async () => {
-  const path = join(dir, 'live.hist');
-  const file = join(dir, 'live.json');
-  writeFileSync(file, JSON.stringify({
-    listen: '127.0.0.1:0', log: { level: 'info', format: 'json' },
-    pipeline: { request: ['spin', 'filter'], response: ['logging'] },
-    steps: { spin: { module: await fixture('spin'), config: {} }, filter: { config: { rules: [], default: 'allow' } },
-      logging: { config: { sample_rate: 0 } } },
-    profiling: { enabled: true, port: 0, slow_step_threshold_us: 1_000_000, storage: 'mmap', mmap_path: path, mmap_size_mb: 1 },
-  }));
-  const proxy = await serve(file);
-  const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 10_000 });
-  clients.push(client);
-  const db = client.db('mm');
-  for (let i = 0; i < 30; i++) await db.collection('us_200').findOne({});
-  for (let i = 0; i < 10; i++) await db.collection('us_3000').findOne({});
+    const path = join(dir, 'live.hist');
+    const file = join(dir, 'live.json');
+    writeFileSync(file, JSON.stringify({
+      listen: '127.0.0.1:0', log: { level: 'info', format: 'json' },
+      pipeline: { request: ['spin', 'filter'], response: ['logging'] },
+      steps: { spin: { module: await fixture('spin'), config: {} }, filter: { config: { rules: [], default: 'allow' } },
+        logging: { config: { sample_rate: 0 } } },
+      profiling: { enabled: true, port: 0, slow_step_threshold_us: 1_000_000, storage: 'mmap', mmap_path: path, mmap_size_mb: 1 },
+    }));
+    const proxy = await serve(file);
+    const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 10_000 });
+    clients.push(client);
+    const db = client.db('mm');
+    for (let i = 0; i < 30; i++) await db.collection('us_200').findOne({});
+    for (let i = 0; i < 10; i++) await db.collection('us_3000').findOne({});
 
-  // This process reads the file too (the proxy is a third one): its header names the writer.
-  await until('the 40 requests in the file', () => fileSnapshot(readHistogramFile(path), 'default', 'baseline').total_requests === 40, 20_000);
-  const f = readHistogramFile(path);
-  assert.equal(f.pid, proxy.child.pid);
-  assert.equal(f.defaultPipelineId, 'default');
-  assert.deepEqual(f.rows.map((r) => `${r.kind}:${r.step}:${r.phase}`), [
-    'total::request', 'upstream::request', 'overhead::request', 'acquire::request',
-    'step:wasm:spin:request', 'step:wasm:spin:response', 'step:wasm:filter:request', 'step:wasm:filter:response',
-    'step:wasm:logging:request', 'step:wasm:logging:response',
-  ]);
-  const spinRow = f.rows[4];
-  assert.equal(spinRow.count, 40);
-  assert.equal(spinRow.buckets.reduce((a, b) => a + b, 0), 40, 'every invocation is in one bucket');
-  const at = (us: number) => spinRow.buckets.slice(bucketIndex(us)).reduce((a, b) => a + b, 0);
-  assert.ok(at(200) === 40 && at(3000) >= 10, 'no invocation shorter than its busy-wait');
+    // This process reads the file too (the proxy is a third one): its header names the writer.
+    await until('the 40 requests in the file', () => fileSnapshot(readHistogramFile(path), 'default', 'baseline').total_requests === 40, 20_000);
+    const f = readHistogramFile(path);
+    assert.equal(f.pid, proxy.child.pid);
+    assert.equal(f.defaultPipelineId, 'default');
+    assert.deepEqual(f.rows.map((r) => `${r.kind}:${r.step}:${r.phase}`), [
+      'total::request', 'upstream::request', 'overhead::request', 'acquire::request',
+      'step:wasm:spin:request', 'step:wasm:spin:response', 'step:wasm:filter:request', 'step:wasm:filter:response',
+      'step:wasm:logging:request', 'step:wasm:logging:response',
+    ]);
+    const spinRow = f.rows[4];
+    assert.equal(spinRow.count, 40);
+    assert.equal(spinRow.buckets.reduce((a, b) => a + b, 0), 40, 'every invocation is in one bucket');
+    const at = (us: number) => spinRow.buckets.slice(bucketIndex(us)).reduce((a, b) => a + b, 0);
+    assert.ok(at(200) === 40 && at(3000) >= 10, 'no invocation shorter than its busy-wait');
 
-  const viaFile = await cli(['profile', '--mmap', path, '--json']);
-  assert.equal(viaFile.status, 0, viaFile.stderr);
-  const fromFile = JSON.parse(viaFile.stdout);
-  const fromHttp = await (await fetch(`${proxy.profilingUrl}/api/profile`)).json();
-  assert.deepEqual(fromFile, fromHttp, 'the file reader computes what the endpoint serves');
-  assert.equal(fromFile.total_requests, 40);
-  const spin = fromFile.steps.find((s: { name: string }) => s.name === 'wasm:spin');
-  assert.equal(spin.invocations, 40);
-  assert.ok(spin.p50_latency_us >= 200 && spin.p50_latency_us < 3000, `p50 ${spin.p50_latency_us}: the 200 µs requests are 75%`);
-  assert.ok(spin.p99_latency_us >= 3000, `p99 ${spin.p99_latency_us}: the 3 ms requests are the top 25%`);
-  assert.ok(spin.max_latency_us >= spin.p99_latency_us);
+    const viaFile = await cli(['profile', '--mmap', path, '--json']);
+    assert.equal(viaFile.status, 0, viaFile.stderr);
+    const fromFile = JSON.parse(viaFile.stdout);
+    const fromHttp = await (await fetch(`${proxy.profilingUrl}/api/profile`)).json();
+    assert.deepEqual(fromFile, fromHttp, 'the file reader computes what the endpoint serves');
+    assert.equal(fromFile.total_requests, 40);
+    const spin = fromFile.steps.find((s: { name: string }) => s.name === 'wasm:spin');
+    assert.equal(spin.invocations, 40);
+    assert.ok(spin.p50_latency_us >= 200 && spin.p50_latency_us < 3000, `p50 ${spin.p50_latency_us}: the 200 µs requests are 75%`);
+    assert.ok(spin.p99_latency_us >= 3000, `p99 ${spin.p99_latency_us}: the 3 ms requests are the top 25%`);
+    assert.ok(spin.max_latency_us >= spin.p99_latency_us);
 
-  // Live: more traffic, and the next read sees it without anything being flushed.
-  for (let i = 0; i < 10; i++) await db.collection('us_200').findOne({});
-  await until('the 50 requests in the file', () => fileSnapshot(readHistogramFile(path), 'default', 'baseline').total_requests === 50, 20_000);
-  const table = await cli(['profile', '--mmap', path]);
-  assert.equal(table.status, 0, table.stderr);
-  assert.match(table.stdout, /^requests: 50 since the last reset; avg total [\d,]+ µs/);
-  assert.match(table.stdout, /wasm:spin\s+request(\s+[\d,]+){5}\s+50\s+0\.00%/);
+    // Live: more traffic, and the next read sees it without anything being flushed.
+    for (let i = 0; i < 10; i++) await db.collection('us_200').findOne({});
+    await until('the 50 requests in the file', () => fileSnapshot(readHistogramFile(path), 'default', 'baseline').total_requests === 50, 20_000);
+    const table = await cli(['profile', '--mmap', path]);
+    assert.equal(table.status, 0, table.stderr);
+    assert.match(table.stdout, /^requests: 50 since the last reset; avg total [\d,]+ µs/);
+    assert.match(table.stdout, /wasm:spin\s+request(\s+[\d,]+){5}\s+50\s+0\.00%/);
 
-  // A reset through the endpoint clears the rows in the file.
-  assert.equal((await fetch(`${proxy.profilingUrl}/api/profile/reset`, { method: 'POST' })).status, 200);
-  assert.equal(JSON.parse((await cli(['profile', '--mmap', path, '--json'])).stdout).total_requests, 0);
-  assert.ok(proxy.child.exitCode === null, 'the proxy ran throughout');
-  const exited = new Promise((r) => proxy.child.once('exit', r));
-  proxy.child.kill('SIGTERM');
-  await exited;
-  // The file outlives the proxy and stays readable.
-  const afterStop = await cli(['profile', '--mmap', path, '--json']);
-  assert.equal(afterStop.status, 0, afterStop.stderr);
-  assert.equal(JSON.parse(afterStop.stdout).total_requests, 0);
-});
+    // A reset through the endpoint clears the rows in the file.
+    assert.equal((await fetch(`${proxy.profilingUrl}/api/profile/reset`, { method: 'POST' })).status, 200);
+    assert.equal(JSON.parse((await cli(['profile', '--mmap', path, '--json'])).stdout).total_requests, 0);
+    assert.ok(proxy.child.exitCode === null, 'the proxy ran throughout');
+    const exited = new Promise((r) => proxy.child.once('exit', r));
+    proxy.child.kill('SIGTERM');
+    await exited;
+    // The file outlives the proxy and stays readable.
+    const afterStop = await cli(['profile', '--mmap', path, '--json']);
+    assert.equal(afterStop.status, 0, afterStop.stderr);
+    assert.equal(JSON.parse(afterStop.stdout).total_requests, 0);
+  });
 
 test('--mmap: a file that is not a histogram file, or none, exits 1 saying so; --url does not apply', async () => {
   const junk = join(dir, 'junk.bin');

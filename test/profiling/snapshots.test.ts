@@ -88,33 +88,33 @@ async function traffic(client: MongoClient, n200: number, n5000: number): Promis
 
 test('statistics survive a restart: a second proxy on the same snapshot_dir answers as the first did at its last snapshot, percentiles included',
   { timeout: 120_000 }, async () => {
-  const dir = tempDir();
-  const a = await start(dir);
-  await traffic(a.client, 90, 10);
-  await a.store.snapshot();
-  const before = await everything(a.proxy.profilingUrl!);
-  assert.equal(before.profile.total_requests, 100);
-  // A crash now: no timer, no last snapshot on close. What happens after it is not persisted.
-  a.store.stopTimer();
-  await traffic(a.client, 5, 0);
+    const dir = tempDir();
+    const a = await start(dir);
+    await traffic(a.client, 90, 10);
+    await a.store.snapshot();
+    const before = await everything(a.proxy.profilingUrl!);
+    assert.equal(before.profile.total_requests, 100);
+    // A crash now: no timer, no last snapshot on close. What happens after it is not persisted.
+    a.store.stopTimer();
+    await traffic(a.client, 5, 0);
 
-  const b = await start(dir);
-  const restored = b.lines.find((l) => l.msg === 'restored profiling statistics from the last snapshot');
-  assert.ok(restored, 'the restore is logged');
-  assert.equal(restored.level, 'info');
-  assert.equal(restored.requests, 100);
-  assert.equal(restored.graphs, 1);
-  assert.equal(restored.steps, 3);
-  const afterRestart = await everything(b.proxy.profilingUrl!);
-  assert.deepEqual(afterRestart, before);
-  const spinRow = afterRestart.profile.steps[0];
-  assert.ok(spinRow.p99_latency_us >= 5000 && spinRow.p50_latency_us >= 200 && spinRow.p50_latency_us < 1500, JSON.stringify(spinRow));
+    const b = await start(dir);
+    const restored = b.lines.find((l) => l.msg === 'restored profiling statistics from the last snapshot');
+    assert.ok(restored, 'the restore is logged');
+    assert.equal(restored.level, 'info');
+    assert.equal(restored.requests, 100);
+    assert.equal(restored.graphs, 1);
+    assert.equal(restored.steps, 3);
+    const afterRestart = await everything(b.proxy.profilingUrl!);
+    assert.deepEqual(afterRestart, before);
+    const spinRow = afterRestart.profile.steps[0];
+    assert.ok(spinRow.p99_latency_us >= 5000 && spinRow.p50_latency_us >= 200 && spinRow.p50_latency_us < 1500, JSON.stringify(spinRow));
 
-  // The restored statistics keep accumulating.
-  await traffic(b.client, 1, 0);
-  assert.equal((await getJson(`${b.proxy.profilingUrl}/api/profile`)).body.total_requests, 101);
-  assert.equal((await getJson(`${b.proxy.profilingUrl}/api/profile`)).body.steps[0].invocations, 101);
-});
+    // The restored statistics keep accumulating.
+    await traffic(b.client, 1, 0);
+    assert.equal((await getJson(`${b.proxy.profilingUrl}/api/profile`)).body.total_requests, 101);
+    assert.equal((await getJson(`${b.proxy.profilingUrl}/api/profile`)).body.steps[0].invocations, 101);
+  });
 
 /** `proxy serve --config file` as a child; resolves once it prints its connection string and profiling URL. */
 async function serve(file: string): Promise<{ child: ChildProcess; uri: string; profilingUrl: string; stderr: () => string }> {
@@ -184,63 +184,63 @@ test('kill -9: `proxy serve` restarted on the same snapshot_dir has the counts o
 
 test('GET /api/profile/series: one point per interval with that interval\'s figures; step, from/to filters; a truncated line is skipped',
   { timeout: 120_000 }, async () => {
-  const dir = tempDir();
-  const { proxy, client, store } = await start(dir);
-  const base = `${proxy.profilingUrl}/api/profile/series`;
-  const db = client.db('snap');
-  await store.snapshot(); // interval 1: nothing yet
-  for (let i = 0; i < 20; i++) await db.collection('us_300').findOne({});
-  await store.snapshot(); // interval 2: 20 × 300 µs
-  // A crash in the middle of an append leaves half a line; the next append starts a new one.
-  appendFileSync(join(dir, seriesFileName(Date.now())), '{"v":1,"t":"2026-01-01T00:00:00.000Z","graphs":[{"pipel');
-  for (let i = 0; i < 10; i++) await db.collection('us_3000').findOne({});
-  await store.snapshot(); // interval 3: 10 × 3000 µs
+    const dir = tempDir();
+    const { proxy, client, store } = await start(dir);
+    const base = `${proxy.profilingUrl}/api/profile/series`;
+    const db = client.db('snap');
+    await store.snapshot(); // interval 1: nothing yet
+    for (let i = 0; i < 20; i++) await db.collection('us_300').findOne({});
+    await store.snapshot(); // interval 2: 20 × 300 µs
+    // A crash in the middle of an append leaves half a line; the next append starts a new one.
+    appendFileSync(join(dir, seriesFileName(Date.now())), '{"v":1,"t":"2026-01-01T00:00:00.000Z","graphs":[{"pipel');
+    for (let i = 0; i < 10; i++) await db.collection('us_3000').findOne({});
+    await store.snapshot(); // interval 3: 10 × 3000 µs
 
-  const { status, body } = await getJson(base);
-  assert.equal(status, 200);
-  assert.equal(body.interval_s, 3600);
-  assert.equal(body.truncated, false);
-  assert.equal(body.points.length, 3);
-  const [p1, p2, p3] = body.points;
-  for (const p of body.points) assert.match(p.t, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
-  assert.ok(Date.parse(p1.t) <= Date.parse(p2.t) && Date.parse(p2.t) <= Date.parse(p3.t));
-  assert.deepEqual(p1, { t: p1.t, steps: [], total: { count: 0, avg_total_latency_us: 0, avg_upstream_latency_us: 0 } });
+    const { status, body } = await getJson(base);
+    assert.equal(status, 200);
+    assert.equal(body.interval_s, 3600);
+    assert.equal(body.truncated, false);
+    assert.equal(body.points.length, 3);
+    const [p1, p2, p3] = body.points;
+    for (const p of body.points) assert.match(p.t, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    assert.ok(Date.parse(p1.t) <= Date.parse(p2.t) && Date.parse(p2.t) <= Date.parse(p3.t));
+    assert.deepEqual(p1, { t: p1.t, steps: [], total: { count: 0, avg_total_latency_us: 0, avg_upstream_latency_us: 0 } });
 
-  assert.deepEqual(p2.steps.map((s: { name: string; phase: string }) => `${s.name}/${s.phase}`),
-    ['wasm:spin/request', 'wasm:filter/request', 'wasm:logging/response']);
-  const s2 = p2.steps[0];
-  assert.deepEqual(Object.keys(s2).sort(), ['avg_latency_us', 'count', 'errors', 'max_latency_us', 'name', 'p50_latency_us', 'p95_latency_us',
-    'p99_latency_us', 'phase']);
-  assert.equal(s2.count, 20);
-  assert.equal(s2.errors, 0);
-  // The median separates the intervals (300 µs here, 3 ms in interval 3); a tail percentile would
-  // not: on a loaded machine a 300 µs busy-wait that is descheduled can take several ms.
-  assert.ok(s2.p50_latency_us >= 300 && s2.p50_latency_us < 3000, `interval 2 is the 300 µs one: p50 ${s2.p50_latency_us}`);
-  assert.ok(s2.avg_latency_us >= 300 && s2.max_latency_us >= s2.p99_latency_us);
-  assert.equal(p2.total.count, 20);
-  assert.ok(p2.total.avg_total_latency_us >= p2.total.avg_upstream_latency_us && p2.total.avg_total_latency_us >= 300);
+    assert.deepEqual(p2.steps.map((s: { name: string; phase: string }) => `${s.name}/${s.phase}`),
+      ['wasm:spin/request', 'wasm:filter/request', 'wasm:logging/response']);
+    const s2 = p2.steps[0];
+    assert.deepEqual(Object.keys(s2).sort(), ['avg_latency_us', 'count', 'errors', 'max_latency_us', 'name', 'p50_latency_us', 'p95_latency_us',
+      'p99_latency_us', 'phase']);
+    assert.equal(s2.count, 20);
+    assert.equal(s2.errors, 0);
+    // The median separates the intervals (300 µs here, 3 ms in interval 3); a tail percentile would
+    // not: on a loaded machine a 300 µs busy-wait that is descheduled can take several ms.
+    assert.ok(s2.p50_latency_us >= 300 && s2.p50_latency_us < 3000, `interval 2 is the 300 µs one: p50 ${s2.p50_latency_us}`);
+    assert.ok(s2.avg_latency_us >= 300 && s2.max_latency_us >= s2.p99_latency_us);
+    assert.equal(p2.total.count, 20);
+    assert.ok(p2.total.avg_total_latency_us >= p2.total.avg_upstream_latency_us && p2.total.avg_total_latency_us >= 300);
 
-  const s3 = p3.steps[0];
-  assert.equal(s3.count, 10, 'only interval 3\'s invocations');
-  assert.ok(s3.p50_latency_us >= 3000 && s3.p50_latency_us > s2.p50_latency_us, `interval 3 is the 3 ms one: p50 ${s3.p50_latency_us}`);
-  assert.ok(s3.avg_latency_us >= 3000);
-  assert.equal(p3.total.count, 10);
-  for (const s of p3.steps) assert.equal(s.count, 10);
+    const s3 = p3.steps[0];
+    assert.equal(s3.count, 10, 'only interval 3\'s invocations');
+    assert.ok(s3.p50_latency_us >= 3000 && s3.p50_latency_us > s2.p50_latency_us, `interval 3 is the 3 ms one: p50 ${s3.p50_latency_us}`);
+    assert.ok(s3.avg_latency_us >= 3000);
+    assert.equal(p3.total.count, 10);
+    for (const s of p3.steps) assert.equal(s.count, 10);
 
-  const onlySpin = (await getJson(`${base}?step=spin`)).body;
-  assert.deepEqual(onlySpin.points[1].steps.map((s: { name: string }) => s.name), ['wasm:spin']);
-  const fromMs = Date.parse(p2.t) + 1;
-  assert.deepEqual((await getJson(`${base}?from=${fromMs}`)).body.points.map((p: { t: string }) => p.t), [p3.t]);
-  const onlyP2 = (await getJson(`${base}?from=${encodeURIComponent(p2.t)}&to=${encodeURIComponent(p2.t)}`)).body;
-  assert.deepEqual(onlyP2.points.map((p: { t: string }) => p.t), [p2.t]);
-  const other = await getJson(`${base}?pipeline_id=other`);
-  assert.equal(other.status, 404, 'a pipeline neither configured nor recorded');
-  assert.equal(other.body.error.code, 'PROXY_ERR_NOT_FOUND');
-  assert.equal((await getJson(`${base}?pipeline=candidate`)).body.points[2].total.count, 0, 'another graph of the pipeline (no canary ran): zeros');
-  const bad = await getJson(`${base}?from=yesterday`);
-  assert.equal(bad.status, 400);
-  assert.equal(bad.body.error.code, 'PROXY_ERR_BAD_QUERY');
-});
+    const onlySpin = (await getJson(`${base}?step=spin`)).body;
+    assert.deepEqual(onlySpin.points[1].steps.map((s: { name: string }) => s.name), ['wasm:spin']);
+    const fromMs = Date.parse(p2.t) + 1;
+    assert.deepEqual((await getJson(`${base}?from=${fromMs}`)).body.points.map((p: { t: string }) => p.t), [p3.t]);
+    const onlyP2 = (await getJson(`${base}?from=${encodeURIComponent(p2.t)}&to=${encodeURIComponent(p2.t)}`)).body;
+    assert.deepEqual(onlyP2.points.map((p: { t: string }) => p.t), [p2.t]);
+    const other = await getJson(`${base}?pipeline_id=other`);
+    assert.equal(other.status, 404, 'a pipeline neither configured nor recorded');
+    assert.equal(other.body.error.code, 'PROXY_ERR_NOT_FOUND');
+    assert.equal((await getJson(`${base}?pipeline=candidate`)).body.points[2].total.count, 0, 'another graph of the pipeline (no canary ran): zeros');
+    const bad = await getJson(`${base}?from=yesterday`);
+    assert.equal(bad.status, 400);
+    assert.equal(bad.body.error.code, 'PROXY_ERR_BAD_QUERY');
+  });
 
 test('without snapshot_dir the series is kept in memory: a proxy with a 1 s snapshot_interval_s serves points of its traffic, writes no file, and ' +
   'starts empty again after a restart', { timeout: 120_000 }, async () => {
@@ -323,7 +323,7 @@ test('GET /api/profile/series answers the interval still running as `live` (part
 test('the in-memory series is bounded: points older than the retention are dropped, and past its byte bound the oldest go first', () => {
   const rec = (ms: number, pad: number) => ({ v: 1, t: new Date(ms).toISOString(), interval_s: 30,
     graphs: [{ pipeline_id: 'default', pipeline: 'baseline', count: 1, errors: 0, avg_total_latency_us: 1, avg_upstream_latency_us: 1,
-    steps: [['wasm:x'.padEnd(pad, 'x'), 'request', 1, 0, 1, 1, 1, 1, 1] as SeriesRecord['graphs'][0]['steps'][0]] }] });
+      steps: [['wasm:x'.padEnd(pad, 'x'), 'request', 1, 0, 1, 1, 1, 1, 1] as SeriesRecord['graphs'][0]['steps'][0]] }] });
   const q = { pipelineId: 'default', variant: 'baseline' as const, step: null, fromMs: 0, toMs: Number.MAX_SAFE_INTEGER };
   const t0 = Date.UTC(2030, 0, 1);
   const byTime = new MemorySeries(60_000);

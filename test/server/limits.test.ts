@@ -37,7 +37,6 @@ async function metric(p: RunningProxy, name: string): Promise<number> {
   return Number(m[1]);
 }
 
-
 test('max_connections: past the limit a driver gets "connection limit reached"; the first connections keep working', async () => {
   const p = await proxy({ clients: { max_connections: 2 } });
   // Two raw connections, each handshaken: the limit is reached.

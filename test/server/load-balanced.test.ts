@@ -50,7 +50,6 @@ function lbClient(p: RunningProxy): MongoClient {
   return c;
 }
 
-
 /** Whether a recorded command's lsid is the session `id` (a UUID; the driver's own bson copy may hand a Binary). */
 const hex = (b: { buffer: Uint8Array }) => Buffer.from(b.buffer).toString('hex');
 const sameLsid = (a: unknown, id: { buffer: Uint8Array }) => hex((a as { id: { buffer: Uint8Array } }).id) === hex(id);

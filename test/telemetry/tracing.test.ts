@@ -353,47 +353,47 @@ test('errors the upstream returns: error.type is the code name — DuplicateKey 
 
 test('an inbound $traceparent is continued (root is a child of the client span, the exact tree under it) and stripped: the upstream never sees it',
   async () => {
-  const receiver = await startOtlpReceiver();
-  cleanups.push(() => receiver.close());
-  const t = await start({ otlp_endpoint: receiver.url, sample_rate: 0 });
-  const traceId = 'a1b2c3d4e5f60718293a4b5c6d7e8f90';
-  const spanId = '0123456789abcdef';
-  const db = t.client.db('app');
-  await db.collection('users').insertOne({ email: 'bob@example.com' });
-  const reply = await db.command({ find: 'users', filter: { email: 'bob@example.com' }, $traceparent: `00-${traceId}-${spanId}-01` });
-  assert.equal(reply.ok, 1);
-  assert.equal((reply.cursor as Document).firstBatch.length, 1);
-  await t.proxy.tracing!.flush();
-  const { root, all } = traceOf(await receiver.waitForSpans(1), 'find', 'users');
-  assert.equal(root.traceId, traceId, 'the proxy continues the client trace');
-  assert.equal(root.parentSpanId, spanId, 'the root span is a child of the client span');
-  // The whole tree, in the client's trace: every span's parent, name and place among its siblings.
-  assert.deepEqual(treeOf(all, root), [
-    'proxy.request',
-    '  proxy.step.filter (request)',
-    '    regex.eval',
-    '  proxy.step.cache (request)',
-    '    cache.lookup',
-    '  proxy.upstream',
-    '    connection.acquire',
-    '    find users',
-    '  proxy.step.cache (response)',
-    '    cache.store',
-  ]);
-  assert.equal(all.filter((s) => s.parentSpanId === spanId).length, 1, 'only the root hangs off the client span');
-  assert.deepEqual(children(all, root).map((s) => s.attributes['proxy.step.order'] ?? '-'), [1, 2, '-', 1]);
-  for (const s of all) {
-    assert.notEqual(s.spanId, spanId, `${s.name} has its own span id`);
-    assert.equal(s.attributes['proxy.pipeline.id'], 'default', `${s.name} names its pipeline`);
-  }
-  // sample_rate 0, yet sampled: the client's sampled flag decides (parent-based).
-  assert.equal(receiver.spans.filter((s) => s.name === 'proxy.request').length, 1, 'the insert (no traceparent) was not sampled');
-  const finds = t.upstream.commands.filter((c) => c.find === 'users');
-  assert.equal(finds.length, 1);
-  assert.equal('$traceparent' in finds[0], false, 'the upstream never sees $traceparent');
-  assert.deepEqual(finds[0].filter, { email: 'bob@example.com' }, 'the rest of the command is forwarded unchanged');
-  assert.ok(t.upstream.commands.every((c) => !('$traceparent' in c)));
-});
+    const receiver = await startOtlpReceiver();
+    cleanups.push(() => receiver.close());
+    const t = await start({ otlp_endpoint: receiver.url, sample_rate: 0 });
+    const traceId = 'a1b2c3d4e5f60718293a4b5c6d7e8f90';
+    const spanId = '0123456789abcdef';
+    const db = t.client.db('app');
+    await db.collection('users').insertOne({ email: 'bob@example.com' });
+    const reply = await db.command({ find: 'users', filter: { email: 'bob@example.com' }, $traceparent: `00-${traceId}-${spanId}-01` });
+    assert.equal(reply.ok, 1);
+    assert.equal((reply.cursor as Document).firstBatch.length, 1);
+    await t.proxy.tracing!.flush();
+    const { root, all } = traceOf(await receiver.waitForSpans(1), 'find', 'users');
+    assert.equal(root.traceId, traceId, 'the proxy continues the client trace');
+    assert.equal(root.parentSpanId, spanId, 'the root span is a child of the client span');
+    // The whole tree, in the client's trace: every span's parent, name and place among its siblings.
+    assert.deepEqual(treeOf(all, root), [
+      'proxy.request',
+      '  proxy.step.filter (request)',
+      '    regex.eval',
+      '  proxy.step.cache (request)',
+      '    cache.lookup',
+      '  proxy.upstream',
+      '    connection.acquire',
+      '    find users',
+      '  proxy.step.cache (response)',
+      '    cache.store',
+    ]);
+    assert.equal(all.filter((s) => s.parentSpanId === spanId).length, 1, 'only the root hangs off the client span');
+    assert.deepEqual(children(all, root).map((s) => s.attributes['proxy.step.order'] ?? '-'), [1, 2, '-', 1]);
+    for (const s of all) {
+      assert.notEqual(s.spanId, spanId, `${s.name} has its own span id`);
+      assert.equal(s.attributes['proxy.pipeline.id'], 'default', `${s.name} names its pipeline`);
+    }
+    // sample_rate 0, yet sampled: the client's sampled flag decides (parent-based).
+    assert.equal(receiver.spans.filter((s) => s.name === 'proxy.request').length, 1, 'the insert (no traceparent) was not sampled');
+    const finds = t.upstream.commands.filter((c) => c.find === 'users');
+    assert.equal(finds.length, 1);
+    assert.equal('$traceparent' in finds[0], false, 'the upstream never sees $traceparent');
+    assert.deepEqual(finds[0].filter, { email: 'bob@example.com' }, 'the rest of the command is forwarded unchanged');
+    assert.ok(t.upstream.commands.every((c) => !('$traceparent' in c)));
+  });
 
 test('a traceparent in comment (the driver\'s find option) is continued; the comment is forwarded unchanged', async () => {
   const receiver = await startOtlpReceiver();

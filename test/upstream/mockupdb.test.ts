@@ -225,125 +225,125 @@ async function stillServes(c: MongoClient, coll = 'plain'): Promise<void> {
 
 test('an error document in the middle of a cursor (getMore → CursorNotFound) reaches the client; the next request works', { skip, timeout: 120_000 },
   async () => {
-  const up = await Mockup.start('standalone', 1);
-  const p = await proxyFor(up.uri(0));
-  const c = client(p);
-  const cursor = c.db('app').collection('cursornotfound').find({}, { batchSize: 2 });
-  assert.deepEqual([(await cursor.next())?._id, (await cursor.next())?._id], [0, 1], 'the first batch arrives');
-  await assert.rejects(cursor.next(), (err: Document) => {
-    assert.equal(err.code, 43);
-    assert.equal(err.codeName, 'CursorNotFound');
-    assert.match(String(err.errmsg ?? err.message), /cursor id 1002 not found/);
-    return true;
+    const up = await Mockup.start('standalone', 1);
+    const p = await proxyFor(up.uri(0));
+    const c = client(p);
+    const cursor = c.db('app').collection('cursornotfound').find({}, { batchSize: 2 });
+    assert.deepEqual([(await cursor.next())?._id, (await cursor.next())?._id], [0, 1], 'the first batch arrives');
+    await assert.rejects(cursor.next(), (err: Document) => {
+      assert.equal(err.code, 43);
+      assert.equal(err.codeName, 'CursorNotFound');
+      assert.match(String(err.errmsg ?? err.message), /cursor id 1002 not found/);
+      return true;
+    });
+    assert.equal(up.of('getMore', 'cursornotfound').length, 1, 'the getMore reached the upstream once');
+    await stillServes(c);
   });
-  assert.equal(up.of('getMore', 'cursornotfound').length, 1, 'the getMore reached the upstream once');
-  await stillServes(c);
-});
 
 test('an upstream that hangs up instead of replying: the client gets a retryable HostUnreachable, the retry goes out on a new connection',
   { skip, timeout: 120_000 }, async () => {
-  const up = await Mockup.start('standalone', 1);
-  const p = await proxyFor(up.uri(0));
-  const noRetry = client(p, { retryReads: false });
-  const col = noRetry.db('app').collection('hangup');
-  await assert.rejects(col.find({ tag: 'a', hangups: 1 }).toArray(), (err: Document) => {
+    const up = await Mockup.start('standalone', 1);
+    const p = await proxyFor(up.uri(0));
+    const noRetry = client(p, { retryReads: false });
+    const col = noRetry.db('app').collection('hangup');
+    await assert.rejects(col.find({ tag: 'a', hangups: 1 }).toArray(), (err: Document) => {
     // An error document from the proxy (the client's own connection stays up), with a code the
     // retryable reads/writes specifications list as retryable.
-    assert.equal(err.name, 'MongoServerError', `${err.name}: ${err.message}`);
-    assert.equal(err.code, 6);
-    assert.equal(err.codeName, 'HostUnreachable');
-    assert.match(err.message, /upstream connection lost during find/);
-    return true;
-  });
-  const finds = up.of('find', 'hangup');
-  assert.equal(finds.length, 1);
-  assert.deepEqual(ids(await col.find({ tag: 'a', hangups: 1 }).toArray()), ALL, 'the retry works');
-  const again = up.of('find', 'hangup');
-  assert.equal(again.length, 2);
-  assert.notEqual(again[1].port, again[0].port, 'the retry came on another upstream connection');
-  await stillServes(noRetry);
+      assert.equal(err.name, 'MongoServerError', `${err.name}: ${err.message}`);
+      assert.equal(err.code, 6);
+      assert.equal(err.codeName, 'HostUnreachable');
+      assert.match(err.message, /upstream connection lost during find/);
+      return true;
+    });
+    const finds = up.of('find', 'hangup');
+    assert.equal(finds.length, 1);
+    assert.deepEqual(ids(await col.find({ tag: 'a', hangups: 1 }).toArray()), ALL, 'the retry works');
+    const again = up.of('find', 'hangup');
+    assert.equal(again.length, 2);
+    assert.notEqual(again[1].port, again[0].port, 'the retry came on another upstream connection');
+    await stillServes(noRetry);
 
-  // A driver with retryable reads (the default) retries by itself: the application sees no error.
-  const retrying = client(p);
-  assert.deepEqual(ids(await retrying.db('app').collection('hangup').find({ tag: 'b', hangups: 1 }).toArray()), ALL);
-  assert.equal(up.of('find', 'hangup').length, 4, 'hung up on once, then served');
-});
+    // A driver with retryable reads (the default) retries by itself: the application sees no error.
+    const retrying = client(p);
+    assert.deepEqual(ids(await retrying.db('app').collection('hangup').find({ tag: 'b', hangups: 1 }).toArray()), ALL);
+    assert.equal(up.of('find', 'hangup').length, 4, 'hung up on once, then served');
+  });
 
 test('an upstream that hangs up during the connection handshake: the request is retried, the pool counts its connections right',
   { skip, timeout: 120_000 }, async () => {
-  const up = await Mockup.start('standalone', 1);
-  await up.control('hello-hangup 0 1');
-  // The pool's first connection (opened at start) is hung up on mid-handshake.
-  const p = await proxyFor(up.uri(0));
-  const pool = p.server.router.serverPools()[0];
-  const c = client(p);
-  await stillServes(c);
-  assert.equal(up.of('hello-hangup').length, 1);
-  await c.close();
-  await until('the pool to settle', () => pool.waitingCount === 0 && pool.idleCount > 0, 20_000);
-  assert.equal(pool.size, pool.idleCount, `pool size ${pool.size} = its idle connections ${pool.idleCount} (a failed handshake counted once)`);
-  assert.equal(pool.stats.failedConnects, 1);
-});
+    const up = await Mockup.start('standalone', 1);
+    await up.control('hello-hangup 0 1');
+    // The pool's first connection (opened at start) is hung up on mid-handshake.
+    const p = await proxyFor(up.uri(0));
+    const pool = p.server.router.serverPools()[0];
+    const c = client(p);
+    await stillServes(c);
+    assert.equal(up.of('hello-hangup').length, 1);
+    await c.close();
+    await until('the pool to settle', () => pool.waitingCount === 0 && pool.idleCount > 0, 20_000);
+    assert.equal(pool.size, pool.idleCount, `pool size ${pool.size} = its idle connections ${pool.idleCount} (a failed handshake counted once)`);
+    assert.equal(pool.stats.failedConnects, 1);
+  });
 
 test('exhaust getMore: exhaustAllowed is cleared (docs/operations.md), each getMore is answered once and every batch arrives in order',
   { skip, timeout: 120_000 }, async () => {
-  const up = await Mockup.start('standalone', 1);
-  const p = await proxyFor(up.uri(0));
-  // The Node driver never sends exhaustAllowed on a getMore (only on its monitoring hello), and
-  // PyMongo refuses exhaust cursors against a mongos (which the proxy says it is): a raw socket
-  // sends the OP_MSG a driver with exhaust cursors would.
-  const wire = await RawClient.open(p);
-  try {
-    let reply = await wire.command(0, { find: 'exhaust', filter: {}, batchSize: 2, $db: 'app' });
-    assert.equal(reply.flags & MORE_TO_COME, 0);
-    const got = ids(reply.doc.cursor.firstBatch as Document[]);
-    let id = reply.doc.cursor.id as BSON.Long;
-    let getMores = 0;
-    while (!id.isZero()) {
-      reply = await wire.command(EXHAUST_ALLOWED, { getMore: id, collection: 'exhaust', batchSize: 2, $db: 'app' });
-      getMores++;
-      assert.equal(Number(reply.doc.ok), 1, JSON.stringify(reply.doc));
-      assert.equal(reply.flags & MORE_TO_COME, 0, 'the proxy answers each getMore with one reply (no moreToCome)');
-      got.push(...ids(reply.doc.cursor.nextBatch as Document[]));
-      id = reply.doc.cursor.id as BSON.Long;
+    const up = await Mockup.start('standalone', 1);
+    const p = await proxyFor(up.uri(0));
+    // The Node driver never sends exhaustAllowed on a getMore (only on its monitoring hello), and
+    // PyMongo refuses exhaust cursors against a mongos (which the proxy says it is): a raw socket
+    // sends the OP_MSG a driver with exhaust cursors would.
+    const wire = await RawClient.open(p);
+    try {
+      let reply = await wire.command(0, { find: 'exhaust', filter: {}, batchSize: 2, $db: 'app' });
+      assert.equal(reply.flags & MORE_TO_COME, 0);
+      const got = ids(reply.doc.cursor.firstBatch as Document[]);
+      let id = reply.doc.cursor.id as BSON.Long;
+      let getMores = 0;
+      while (!id.isZero()) {
+        reply = await wire.command(EXHAUST_ALLOWED, { getMore: id, collection: 'exhaust', batchSize: 2, $db: 'app' });
+        getMores++;
+        assert.equal(Number(reply.doc.ok), 1, JSON.stringify(reply.doc));
+        assert.equal(reply.flags & MORE_TO_COME, 0, 'the proxy answers each getMore with one reply (no moreToCome)');
+        got.push(...ids(reply.doc.cursor.nextBatch as Document[]));
+        id = reply.doc.cursor.id as BSON.Long;
+      }
+      assert.deepEqual(got, ALL, 'every batch, in order');
+      assert.equal(getMores, 3);
+      const seen = up.of('getMore', 'exhaust');
+      assert.equal(seen.length, 3, 'the upstream answered each getMore separately');
+      for (const g of seen) assert.equal(g.flags & EXHAUST_ALLOWED, 0, 'no getMore reached the upstream with exhaustAllowed');
+      // Nothing else is queued on the connection: the next reply is the ping's.
+      assert.equal(Number((await wire.command(0, { ping: 1, $db: 'admin' })).doc.ok), 1);
+    } finally {
+      wire.close();
     }
-    assert.deepEqual(got, ALL, 'every batch, in order');
-    assert.equal(getMores, 3);
-    const seen = up.of('getMore', 'exhaust');
-    assert.equal(seen.length, 3, 'the upstream answered each getMore separately');
-    for (const g of seen) assert.equal(g.flags & EXHAUST_ALLOWED, 0, 'no getMore reached the upstream with exhaustAllowed');
-    // Nothing else is queued on the connection: the next reply is the ping's.
-    assert.equal(Number((await wire.command(0, { ping: 1, $db: 'admin' })).doc.ok), 1);
-  } finally {
-    wire.close();
-  }
-  await stillServes(client(p), 'exhaust');
-});
+    await stillServes(client(p), 'exhaust');
+  });
 
 test('a mongos list: a router whose hello fails, then one that stops, is left out; requests keep flowing to the other', { skip, timeout: 150_000 },
   async () => {
-  const up = await Mockup.start('mongos', 3);
-  const p = await proxyFor(up.uri(0, 1, 2), { heartbeat_ms: 500 });
-  const t = p.server.router.topology!;
-  await until(() => `three routers: ${t.describe?.() ?? ''}`, () => t.usableServers.length === 3, 20_000);
-  assert.equal(t.kind, 'Sharded');
-  const col = client(p).db('app').collection('spread');
-  const finds = (server: number) => up.of('find', 'spread').filter((s) => s.server === server).length;
-  for (let i = 0; i < 30; i++) assert.equal((await col.findOne({}))?._id, 0);
-  assert.ok(finds(0) > 0 && finds(1) > 0 && finds(2) > 0, `spread: ${finds(0)} / ${finds(1)} / ${finds(2)}`);
+    const up = await Mockup.start('mongos', 3);
+    const p = await proxyFor(up.uri(0, 1, 2), { heartbeat_ms: 500 });
+    const t = p.server.router.topology!;
+    await until(() => `three routers: ${t.describe?.() ?? ''}`, () => t.usableServers.length === 3, 20_000);
+    assert.equal(t.kind, 'Sharded');
+    const col = client(p).db('app').collection('spread');
+    const finds = (server: number) => up.of('find', 'spread').filter((s) => s.server === server).length;
+    for (let i = 0; i < 30; i++) assert.equal((await col.findOne({}))?._id, 0);
+    assert.ok(finds(0) > 0 && finds(1) > 0 && finds(2) > 0, `spread: ${finds(0)} / ${finds(1)} / ${finds(2)}`);
 
-  await up.control('hello-error 1');
-  await until('router 1 to be left out', () => t.usableServers.length === 2, 20_000);
-  await up.control('stop 2');
-  // Requests keep working while the proxy finds out router 2 is gone (its pooled connections fail,
-  // the driver retries the read, the monitor drops the router).
-  for (let i = 0; i < 30; i++) assert.equal((await col.findOne({}))?._id, 0);
-  await until('router 2 to be left out', () => t.usableServers.length === 1, 20_000);
-  const before = [finds(0), finds(1), finds(2)];
-  for (let i = 0; i < 30; i++) assert.equal((await col.findOne({}))?._id, 0);
-  assert.deepEqual([finds(0) - before[0], finds(1) - before[1], finds(2) - before[2]], [30, 0, 0], 'everything on router 0');
-  assert.equal(t.usableServers[0].address, `127.0.0.1:${up.ports[0]}`);
-});
+    await up.control('hello-error 1');
+    await until('router 1 to be left out', () => t.usableServers.length === 2, 20_000);
+    await up.control('stop 2');
+    // Requests keep working while the proxy finds out router 2 is gone (its pooled connections fail,
+    // the driver retries the read, the monitor drops the router).
+    for (let i = 0; i < 30; i++) assert.equal((await col.findOne({}))?._id, 0);
+    await until('router 2 to be left out', () => t.usableServers.length === 1, 20_000);
+    const before = [finds(0), finds(1), finds(2)];
+    for (let i = 0; i < 30; i++) assert.equal((await col.findOne({}))?._id, 0);
+    assert.deepEqual([finds(0) - before[0], finds(1) - before[1], finds(2) - before[2]], [30, 0, 0], 'everything on router 0');
+    assert.equal(t.usableServers[0].address, `127.0.0.1:${up.ports[0]}`);
+  });
 
 for (const [coll, what] of [
   ['badbson', 'a reply whose BSON document claims more bytes than the message holds'],

@@ -82,7 +82,6 @@ function direct(port: number): MongoClient {
   return client(`mongodb://localhost:${port}/?tls=true&tlsCAFile=${CA}&directConnection=true`);
 }
 
-
 dns.zone.a.set('db1.srv.test', ['127.0.0.1']);
 dns.zone.a.set('db2.srv.test', ['127.0.0.1']);
 dns.zone.a.set('db3.srv.test', ['127.0.0.1']);
@@ -115,23 +114,23 @@ test('mongodb+srv with tls=false in the URI connects in plain TCP', { timeout: 6
 test('TXT record options: authSource from the TXT record is used for upstream logins; the URI\'s own authSource overrides it', { timeout: 60_000 },
   async () => {
   // The user exists in "accounts" only; the URI's path says "app", which would be the authSource without the TXT record.
-  const secured = await devdb({ users: { svc: 'pw' }, authDb: 'accounts' });
-  dns.zone.srv.set('_mongodb._tcp.auth.srv.test', [{ target: 'db3.srv.test', port: secured.port }]);
-  dns.zone.txt.set('auth.srv.test', [['authSource=accounts&', 'loadBalanced=false']]);
-  const proxy = await proxyTo(`mongodb+srv://svc:pw@auth.srv.test/app?tlsCAFile=${CA}`);
-  assert.equal(proxy.pool.address.credentials?.source, 'accounts');
-  assert.equal(proxy.pool.address.options.get('loadbalanced'), 'false', 'a TXT record of several strings is read as one');
-  const col = client(proxy.uri).db('app').collection<{ _id: number }>('c');
-  await col.insertOne({ _id: 7 });
-  assert.deepEqual(await col.findOne({ _id: 7 }), { _id: 7 });
+    const secured = await devdb({ users: { svc: 'pw' }, authDb: 'accounts' });
+    dns.zone.srv.set('_mongodb._tcp.auth.srv.test', [{ target: 'db3.srv.test', port: secured.port }]);
+    dns.zone.txt.set('auth.srv.test', [['authSource=accounts&', 'loadBalanced=false']]);
+    const proxy = await proxyTo(`mongodb+srv://svc:pw@auth.srv.test/app?tlsCAFile=${CA}`);
+    assert.equal(proxy.pool.address.credentials?.source, 'accounts');
+    assert.equal(proxy.pool.address.options.get('loadbalanced'), 'false', 'a TXT record of several strings is read as one');
+    const col = client(proxy.uri).db('app').collection<{ _id: number }>('c');
+    await col.insertOne({ _id: 7 });
+    assert.deepEqual(await col.findOne({ _id: 7 }), { _id: 7 });
 
-  const overridden = await proxyTo(`mongodb+srv://svc:pw@auth.srv.test/app?tlsCAFile=${CA}&authSource=app`);
-  assert.equal(overridden.pool.address.credentials?.source, 'app');
-  const c = new MongoClient(overridden.uri, { retryReads: false, serverSelectionTimeoutMS: 5000 });
-  clients.push(c);
-  await assert.rejects(c.db('app').collection('c').findOne({}), (e: unknown) =>
-    e instanceof MongoServerError && /authentication of "svc".*authSource app.*failed/.test(e.message), 'a login against "app" fails');
-});
+    const overridden = await proxyTo(`mongodb+srv://svc:pw@auth.srv.test/app?tlsCAFile=${CA}&authSource=app`);
+    assert.equal(overridden.pool.address.credentials?.source, 'app');
+    const c = new MongoClient(overridden.uri, { retryReads: false, serverSelectionTimeoutMS: 5000 });
+    clients.push(c);
+    await assert.rejects(c.db('app').collection('c').findOne({}), (e: unknown) =>
+      e instanceof MongoServerError && /authentication of "svc".*authSource app.*failed/.test(e.message), 'a login against "app" fails');
+  });
 
 test('a changed SRV record is picked up after srv_rescan_interval_ms: new connections go to the new target; a DNS failure keeps the last list and ' +
   'warns once', { timeout: 90_000 }, async () => {

@@ -152,22 +152,22 @@ test('client-facing TLS: drivers connect with tls=true; plain TCP is refused; a 
 
 test('client certificates: "required" refuses a client without one or with one from another CA; "optional" lets one without in', { timeout: 60_000 },
   async () => {
-  const upstream = `mongodb://localhost:${await tlsDevdb()}/?tls=true&tlsCAFile=${f('ca.pem')}`;
-  const base = { cert_file: f('proxy1.pem'), key_file: f('proxy1.key'), ca_file: f('ca.pem') };
-  const required = await proxyTo(upstream, { tls: { ...base, client_certificates: 'required' } });
-  const withCert = client(required.uri, { tlsCAFile: f('ca.pem'), tlsCertificateKeyFile: f('app.both.pem') });
-  assert.equal((await withCert.db('t').command({ ping: 1 })).ok, 1);
-  await assert.rejects(client(required.uri, { tlsCAFile: f('ca.pem'), serverSelectionTimeoutMS: 1500 }).db('t').command({ ping: 1 }));
-  await assert.rejects(client(required.uri, { tlsCAFile: f('ca.pem'), tlsCertificateKeyFile: f('stranger.both.pem'),
-    serverSelectionTimeoutMS: 1500 }).db('t').command({ ping: 1 }));
+    const upstream = `mongodb://localhost:${await tlsDevdb()}/?tls=true&tlsCAFile=${f('ca.pem')}`;
+    const base = { cert_file: f('proxy1.pem'), key_file: f('proxy1.key'), ca_file: f('ca.pem') };
+    const required = await proxyTo(upstream, { tls: { ...base, client_certificates: 'required' } });
+    const withCert = client(required.uri, { tlsCAFile: f('ca.pem'), tlsCertificateKeyFile: f('app.both.pem') });
+    assert.equal((await withCert.db('t').command({ ping: 1 })).ok, 1);
+    await assert.rejects(client(required.uri, { tlsCAFile: f('ca.pem'), serverSelectionTimeoutMS: 1500 }).db('t').command({ ping: 1 }));
+    await assert.rejects(client(required.uri, { tlsCAFile: f('ca.pem'), tlsCertificateKeyFile: f('stranger.both.pem'),
+      serverSelectionTimeoutMS: 1500 }).db('t').command({ ping: 1 }));
 
-  const optional = await proxyTo(upstream, { tls: { ...base, client_certificates: 'optional' } });
-  assert.equal((await client(optional.uri, { tlsCAFile: f('ca.pem') }).db('t').command({ ping: 1 })).ok, 1, 'no certificate: let in');
-  assert.equal((await client(optional.uri, { tlsCAFile: f('ca.pem'), tlsCertificateKeyFile: f('app.both.pem') }).db('t').command({ ping: 1 })).ok, 1);
-  await assert.rejects(client(optional.uri, { tlsCAFile: f('ca.pem'), tlsCertificateKeyFile: f('stranger.both.pem'),
-    serverSelectionTimeoutMS: 1500 }).db('t').command({ ping: 1 }),
+    const optional = await proxyTo(upstream, { tls: { ...base, client_certificates: 'optional' } });
+    assert.equal((await client(optional.uri, { tlsCAFile: f('ca.pem') }).db('t').command({ ping: 1 })).ok, 1, 'no certificate: let in');
+    assert.equal((await client(optional.uri, { tlsCAFile: f('ca.pem'), tlsCertificateKeyFile: f('app.both.pem') }).db('t').command({ ping: 1 })).ok, 1);
+    await assert.rejects(client(optional.uri, { tlsCAFile: f('ca.pem'), tlsCertificateKeyFile: f('stranger.both.pem'),
+      serverSelectionTimeoutMS: 1500 }).db('t').command({ ping: 1 }),
     'a certificate that does not verify: refused');
 
-  assert.throws(() => parseConfig({ tls: { cert_file: 'a', key_file: 'b', client_certificates: 'required' } }, null),
-    /tls\.client_certificates: .*needs tls\.ca_file/);
-});
+    assert.throws(() => parseConfig({ tls: { cert_file: 'a', key_file: 'b', client_certificates: 'required' } }, null),
+      /tls\.client_certificates: .*needs tls\.ca_file/);
+  });

@@ -37,7 +37,6 @@ function client(p: RunningProxy): MongoClient {
   return c;
 }
 
-
 const resetCounts = () => { for (const r of routers) r.resetCounts(); };
 
 test('a mongos list: requests are spread over the routers; one down from the start is skipped', async () => {

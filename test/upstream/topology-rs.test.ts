@@ -38,7 +38,6 @@ function client(p: RunningProxy, opts: ConstructorParameters<typeof MongoClient>
   return c;
 }
 
-
 const sum = (name: string, idx: number[]) => idx.reduce((n, i) => n + rs.members[i].count(name), 0);
 
 test('discovery from a seed list of one secondary: all three members found, the primary known', async () => {

@@ -54,7 +54,6 @@ function topology(uri: string, serverSelectionTimeoutMs = 5000): Topology {
   return t;
 }
 
-
 const eid = (n: number) => ObjectId.createFromHexString(`7fffffff${n.toString(16).padStart(16, '0')}`);
 const rsHello = (setName: string, hosts: string[], primary: boolean, electionId?: ObjectId): Document => ({
   setName, hosts, setVersion: 1, isWritablePrimary: primary, secondary: !primary, electionId: primary ? electionId : undefined,

@@ -9,62 +9,63 @@ import { Registry } from 'prom-client';
 import { Notifier, registerNotificationMetrics, verifySignature, checkChannels, outboxPath, type StoredChannel } from '../../../runtime/canary/notify/index.ts';
 import { CANARY_EVENT_TYPES } from '../../../runtime/canary/events.ts';
 import { NOTIFICATION_EVENTS } from '../../../runtime/config/index.ts';
-import { event, httpReceiver, MemoryLog, settings, sleep, smtpReceiver, testLogger, until } from './helpers.ts';
+import { event, httpReceiver, MemoryLog, settings, sleep, smtpReceiver, testLogger } from './helpers.ts';
+import { until } from '../../helpers/until.ts';
 
 const SECRET = 'test-secret-0123456789';
 const dir = mkdtempSync(join(tmpdir(), 'proxy-notify-'));
 
 test('webhook: delivered to a real HTTP server, HMAC-SHA256 signature over timestamp.body verifies, a 500 is retried with the same body and event id',
   async () => {
-  const rx = await httpReceiver();
-  rx.statuses.push(500);
-  const log = new MemoryLog();
-  const n = new Notifier({ settings: settings({ webhook_secret: SECRET, channels: [{ type: 'webhook', url: rx.url }] }), log: testLogger(log) });
-  try {
-    const e = event('canary.rolled_back', {
-      triggered_by: 'automatic', description: 'redact v2',
-      rules: [{ rule: 'error_rate_delta_pct', value: 7.5, threshold: 5, sustained_for: '30s' }],
-      metrics: {
-        baseline: { requests: 1000, error_rate_pct: 0.1, latency_p50_ms: 1, latency_p95_ms: 2, latency_p99_ms: 3 },
-        candidate: { requests: 100, error_rate_pct: 7.6, latency_p50_ms: 1, latency_p95_ms: 2.5, latency_p99_ms: 4 },
-      },
-    });
-    n.emit(e, null);
-    await until(() => n.counts().delivered === 1, 'delivery after the retry');
-    assert.equal(rx.received.length, 2, 'one failed attempt (500) and one delivered');
-    const [first, second] = rx.received;
-    assert.equal(first.body, second.body, 'the retry sends the same body');
-    for (const r of rx.received) {
-      assert.equal(r.method, 'POST');
-      assert.equal(r.headers['content-type'], 'application/json');
-      assert.equal(r.headers['x-proxy-event-id'], e.id);
-      assert.equal(r.headers['x-proxy-event'], 'canary.rolled_back');
-      const ts = String(r.headers['x-proxy-timestamp']);
-      assert.match(ts, /^\d{10}$/);
-      assert.ok(Math.abs(Number(ts) - Date.now() / 1000) < 10, 'timestamp is the attempt time');
-      assert.ok(verifySignature(SECRET, ts, r.body, String(r.headers['x-proxy-signature'])), 'signature verifies');
-      assert.ok(!verifySignature('another-secret-0123456', ts, r.body, String(r.headers['x-proxy-signature'])), 'a wrong secret does not verify');
-      assert.ok(!verifySignature(SECRET, String(Number(ts) + 1), r.body, String(r.headers['x-proxy-signature'])), 'the timestamp is signed');
+    const rx = await httpReceiver();
+    rx.statuses.push(500);
+    const log = new MemoryLog();
+    const n = new Notifier({ settings: settings({ webhook_secret: SECRET, channels: [{ type: 'webhook', url: rx.url }] }), log: testLogger(log) });
+    try {
+      const e = event('canary.rolled_back', {
+        triggered_by: 'automatic', description: 'redact v2',
+        rules: [{ rule: 'error_rate_delta_pct', value: 7.5, threshold: 5, sustained_for: '30s' }],
+        metrics: {
+          baseline: { requests: 1000, error_rate_pct: 0.1, latency_p50_ms: 1, latency_p95_ms: 2, latency_p99_ms: 3 },
+          candidate: { requests: 100, error_rate_pct: 7.6, latency_p50_ms: 1, latency_p95_ms: 2.5, latency_p99_ms: 4 },
+        },
+      });
+      n.emit(e, null);
+      await until('delivery after the retry', () => n.counts().delivered === 1);
+      assert.equal(rx.received.length, 2, 'one failed attempt (500) and one delivered');
+      const [first, second] = rx.received;
+      assert.equal(first.body, second.body, 'the retry sends the same body');
+      for (const r of rx.received) {
+        assert.equal(r.method, 'POST');
+        assert.equal(r.headers['content-type'], 'application/json');
+        assert.equal(r.headers['x-proxy-event-id'], e.id);
+        assert.equal(r.headers['x-proxy-event'], 'canary.rolled_back');
+        const ts = String(r.headers['x-proxy-timestamp']);
+        assert.match(ts, /^\d{10}$/);
+        assert.ok(Math.abs(Number(ts) - Date.now() / 1000) < 10, 'timestamp is the attempt time');
+        assert.ok(verifySignature(SECRET, ts, r.body, String(r.headers['x-proxy-signature'])), 'signature verifies');
+        assert.ok(!verifySignature('another-secret-0123456', ts, r.body, String(r.headers['x-proxy-signature'])), 'a wrong secret does not verify');
+        assert.ok(!verifySignature(SECRET, String(Number(ts) + 1), r.body, String(r.headers['x-proxy-signature'])), 'the timestamp is signed');
+      }
+      assert.deepEqual([first.headers['x-proxy-delivery-attempt'], second.headers['x-proxy-delivery-attempt']], ['1', '2']);
+      const body = JSON.parse(second.body);
+      assert.equal(body.id, e.id);
+      assert.equal(body.type, 'canary.rolled_back');
+      assert.equal(body.instance, 'proxy-test-1');
+      assert.deepEqual(body.canary, { canary_id: 'cn_test1', pipeline_id: 'orders', stage: 2, traffic_pct: 25, baseline_version: 'redact@1.0.0',
+        candidate_version: 'redact@2.0.0', description: 'redact v2' });
+      assert.equal(body.reason, undefined);
+      assert.equal(body.triggered_by, 'automatic');
+      assert.deepEqual(body.rules, e.rules);
+      assert.deepEqual(body.metrics, e.metrics);
+      assert.match(body.summary, /error_rate_delta_pct 7\.5 > 5 for 30s/);
+      assert.deepEqual(n.stats.webhook, { delivered: 1, failed: 0, retries: 1, refused: 0 });
+      assert.equal(log.find('notification attempt failed; will retry').length, 1);
+    } finally {
+      await n.close();
+      await rx.close();
     }
-    assert.deepEqual([first.headers['x-proxy-delivery-attempt'], second.headers['x-proxy-delivery-attempt']], ['1', '2']);
-    const body = JSON.parse(second.body);
-    assert.equal(body.id, e.id);
-    assert.equal(body.type, 'canary.rolled_back');
-    assert.equal(body.instance, 'proxy-test-1');
-    assert.deepEqual(body.canary, { canary_id: 'cn_test1', pipeline_id: 'orders', stage: 2, traffic_pct: 25, baseline_version: 'redact@1.0.0',
-      candidate_version: 'redact@2.0.0', description: 'redact v2' });
-    assert.equal(body.reason, undefined);
-    assert.equal(body.triggered_by, 'automatic');
-    assert.deepEqual(body.rules, e.rules);
-    assert.deepEqual(body.metrics, e.metrics);
-    assert.match(body.summary, /error_rate_delta_pct 7\.5 > 5 for 30s/);
-    assert.deepEqual(n.stats.webhook, { delivered: 1, failed: 0, retries: 1, refused: 0 });
-    assert.equal(log.find('notification attempt failed; will retry').length, 1);
-  } finally {
-    await n.close();
-    await rx.close();
-  }
-});
+  });
 
 test('webhook: a 4xx other than 408/429 is given up after one attempt and logged; 408 and 429 are retried; attempts stop at max_attempts', async () => {
   const rx = await httpReceiver();
@@ -74,7 +75,7 @@ test('webhook: a 4xx other than 408/429 is given up after one attempt and logged
     log: testLogger(log) });
   try {
     n.emit(event('canary.started'), null);
-    await until(() => n.counts().failed === 1, 'give-up on 400');
+    await until('give-up on 400', () => n.counts().failed === 1);
     assert.equal(rx.received.length, 1);
     const given = log.find('notification given up');
     assert.equal(given.length, 1);
@@ -83,12 +84,12 @@ test('webhook: a 4xx other than 408/429 is given up after one attempt and logged
 
     rx.statuses.push(408, 429);
     n.emit(event('canary.promoted'), null);
-    await until(() => n.counts().delivered === 1, 'delivery after 408 and 429');
+    await until('delivery after 408 and 429', () => n.counts().delivered === 1);
     assert.equal(rx.received.length, 4);
 
     rx.statuses.push(503, 503, 503, 503);
     n.emit(event('canary.completed'), null);
-    await until(() => n.counts().failed === 2, 'give-up after max_attempts');
+    await until('give-up after max_attempts', () => n.counts().failed === 2);
     assert.equal(rx.received.length, 7, 'exactly max_attempts (3) attempts');
     assert.equal(log.find('notification given up')[1].reason, 'max_attempts reached');
     assert.deepEqual(n.stats.webhook, { delivered: 1, failed: 2, retries: 4, refused: 0 });
@@ -105,7 +106,7 @@ test('retries back off exponentially with jitter: gaps grow and stay within 50..
     channels: [{ type: 'webhook', url: rx.url }] }), log: testLogger(new MemoryLog()) });
   try {
     n.emit(event('canary.started'), null);
-    await until(() => n.counts().delivered === 1, 'delivery');
+    await until('delivery', () => n.counts().delivered === 1);
     const gaps = rx.received.slice(1).map((r, i) => r.at - rx.received[i].at);
     assert.equal(gaps.length, 3);
     [100, 200, 400].forEach((base, i) => {
@@ -129,7 +130,7 @@ test('email: received by a real SMTP server with AUTH, from/to/subject/body as d
   try {
     const e = event('canary.rolled_back', { reason: 'p95 too high', triggered_by: 'manual' });
     n.emit(e, null);
-    await until(() => smtp.mails.length === 1 && n.counts().delivered === 1, 'the mail');
+    await until('the mail', () => smtp.mails.length === 1 && n.counts().delivered === 1);
     const m = smtp.mails[0];
     assert.equal(m.user, 'proxy', 'authenticated');
     assert.equal(m.from, 'proxy@example.com');
@@ -150,37 +151,37 @@ test('email: received by a real SMTP server with AUTH, from/to/subject/body as d
 
 test('pager: a rollback triggers and completion resolves on the same dedup_key (PagerDuty Events API v2 shape); starts and promotions are not paged',
   async () => {
-  const rx = await httpReceiver();
-  rx.statuses.push(202, 202);
-  const n = new Notifier({
-    settings: settings({ channels: [{ type: 'pager', integration_key: 'R0UT1NGKEY', severity: 'error', url: rx.url }] }),
-    log: testLogger(new MemoryLog()),
+    const rx = await httpReceiver();
+    rx.statuses.push(202, 202);
+    const n = new Notifier({
+      settings: settings({ channels: [{ type: 'pager', integration_key: 'R0UT1NGKEY', severity: 'error', url: rx.url }] }),
+      log: testLogger(new MemoryLog()),
+    });
+    try {
+      n.emit(event('canary.started', { canary_id: 'cn_a' }), null);
+      n.emit(event('canary.promoted', { canary_id: 'cn_a' }), null);
+      n.emit(event('canary.rolled_back', { canary_id: 'cn_a', reason: 'errors', triggered_by: 'automatic' }), null);
+      n.emit(event('canary.completed', { canary_id: 'cn_a' }), null);
+      await until('trigger and resolve', () => n.counts().delivered === 2);
+      await sleep(100);
+      assert.equal(rx.received.length, 2, 'start and promotion are not sent to a pager');
+      const [trigger, resolve] = rx.received.map((r) => JSON.parse(r.body));
+      assert.equal(trigger.routing_key, 'R0UT1NGKEY');
+      assert.equal(trigger.event_action, 'trigger');
+      assert.equal(trigger.dedup_key, 'proxy-canary-cn_a');
+      assert.equal(trigger.payload.severity, 'error');
+      assert.equal(trigger.payload.source, 'proxy-test-1');
+      assert.equal(trigger.payload.component, 'orders');
+      assert.equal(trigger.payload.class, 'canary.rolled_back');
+      assert.match(trigger.payload.summary, /^Canary rolled back \(automatic\)/);
+      assert.equal(trigger.payload.custom_details.canary.canary_id, 'cn_a');
+      assert.deepEqual(resolve, { routing_key: 'R0UT1NGKEY', event_action: 'resolve', dedup_key: 'proxy-canary-cn_a' });
+      assert.equal(n.stats.pager.delivered, 2);
+    } finally {
+      await n.close();
+      await rx.close();
+    }
   });
-  try {
-    n.emit(event('canary.started', { canary_id: 'cn_a' }), null);
-    n.emit(event('canary.promoted', { canary_id: 'cn_a' }), null);
-    n.emit(event('canary.rolled_back', { canary_id: 'cn_a', reason: 'errors', triggered_by: 'automatic' }), null);
-    n.emit(event('canary.completed', { canary_id: 'cn_a' }), null);
-    await until(() => n.counts().delivered === 2, 'trigger and resolve');
-    await sleep(100);
-    assert.equal(rx.received.length, 2, 'start and promotion are not sent to a pager');
-    const [trigger, resolve] = rx.received.map((r) => JSON.parse(r.body));
-    assert.equal(trigger.routing_key, 'R0UT1NGKEY');
-    assert.equal(trigger.event_action, 'trigger');
-    assert.equal(trigger.dedup_key, 'proxy-canary-cn_a');
-    assert.equal(trigger.payload.severity, 'error');
-    assert.equal(trigger.payload.source, 'proxy-test-1');
-    assert.equal(trigger.payload.component, 'orders');
-    assert.equal(trigger.payload.class, 'canary.rolled_back');
-    assert.match(trigger.payload.summary, /^Canary rolled back \(automatic\)/);
-    assert.equal(trigger.payload.custom_details.canary.canary_id, 'cn_a');
-    assert.deepEqual(resolve, { routing_key: 'R0UT1NGKEY', event_action: 'resolve', dedup_key: 'proxy-canary-cn_a' });
-    assert.equal(n.stats.pager.delivered, 2);
-  } finally {
-    await n.close();
-    await rx.close();
-  }
-});
 
 test('events filter: each channel receives only its events; inline channels replace the configured ones', async () => {
   const a = await httpReceiver();
@@ -200,7 +201,7 @@ test('events filter: each channel receives only its events; inline channels repl
     for (const t of CANARY_EVENT_TYPES) n.emit(event(t), null);
     n.emit(event('canary.started', { canary_id: 'cn_inline' }), [{ type: 'webhook', url: inline.url, events: ['canary.started'] }]);
     n.emit(event('canary.promoted', { canary_id: 'cn_inline' }), [{ type: 'webhook', url: inline.url, events: ['canary.started'] }]);
-    await until(() => n.counts().delivered === 2 + 5 + 1, 'every delivery');
+    await until('every delivery', () => n.counts().delivered === 2 + 5 + 1);
     await sleep(100);
     assert.deepEqual(a.received.map((r) => JSON.parse(r.body).type), ['canary.rolled_back', 'canary.completed']);
     assert.deepEqual(b.received.map((r) => JSON.parse(r.body).type), [...CANARY_EVENT_TYPES], 'no filter: every event, in emission order');
@@ -218,7 +219,7 @@ test('one message per transition per channel: emitting the same event again send
     const e = event('canary.promoted');
     n.emit(e, null);
     n.emit(e, null);
-    await until(() => n.counts().delivered === 1, 'delivery');
+    await until('delivery', () => n.counts().delivered === 1);
     n.emit(e, null);
     await sleep(150);
     assert.equal(rx.received.length, 1);
@@ -241,7 +242,7 @@ test('outbox survives a restart: an undelivered message is delivered once the no
   const delivered = event('canary.started');
   const e = event('canary.rolled_back', { reason: 'restart test' });
   first.emit(e, null);
-  await until(() => first.stats.webhook.retries >= 1, 'a failed attempt');
+  await until('a failed attempt', () => first.stats.webhook.retries >= 1);
   assert.equal(first.counts().pending, 1);
   await first.close();
 
@@ -250,10 +251,10 @@ test('outbox survives a restart: an undelivered message is delivered once the no
   const second = new Notifier({ settings: s, log: testLogger(log) });
   try {
     assert.equal(log.find('notification outbox: resuming undelivered messages')[0]?.pending, 1);
-    await until(() => second.counts().delivered === 1, 'delivery after the restart');
+    await until('delivery after the restart', () => second.counts().delivered === 1);
     second.emit(e, null); // the controller replaying the same transition after its own restart
     second.emit(delivered, null);
-    await until(() => second.counts().delivered === 2, 'the new event');
+    await until('the new event', () => second.counts().delivered === 2);
     await sleep(200);
     assert.deepEqual(rx.received.map((r) => JSON.parse(r.body).id), [e.id, delivered.id], 'each event once');
     const row = second.rows().find((r) => r.event_id === e.id)!;
@@ -280,7 +281,7 @@ test('emit never throws and never blocks: an invalid inline channel is refused a
   const emitMs = Number(process.hrtime.bigint() - t0) / 1e6;
   assert.ok(emitMs < 200, `three emits took ${emitMs} ms (no network in emit)`);
   assert.equal(rx.received.length, 0, 'nothing is sent inside emit');
-  await until(() => n.counts().delivered === 1, 'the valid inline channel');
+  await until('the valid inline channel', () => n.counts().delivered === 1);
   assert.equal(log.find('notification channel refused').length, 2);
   const text = await registry.metrics();
   assert.match(text, /proxy_notifications_delivered_total\{channel="webhook"\} 1/);
@@ -307,9 +308,9 @@ test('a slow channel does not hold up another: each channel is delivered indepen
     const e2 = event('canary.promoted');
     n.emit(e1, null);
     n.emit(e2, null);
-    await until(() => fast.received.length === 2, 'the fast channel');
+    await until('the fast channel', () => fast.received.length === 2);
     assert.ok(slow.received.filter((r) => r.headers['x-proxy-event-id'] === e2.id).length === 0, 'the slow channel has not sent e2 before e1 was delivered');
-    await until(() => n.counts().delivered === 4, 'everything');
+    await until('everything', () => n.counts().delivered === 4);
     const order = slow.received.filter((r) => r.headers['x-proxy-delivery-attempt'] !== undefined).map((r) => r.headers['x-proxy-event-id']);
     assert.deepEqual(order, [e1.id, e1.id, e1.id, e1.id, e2.id]);
   } finally {
@@ -388,11 +389,11 @@ test('email: an SMTP 5xx refusal is given up after one attempt; a 4xx is retried
   const m = new Notifier({ settings: settings({ smtp, channels: [{ type: 'email', addresses: ['ops@example.com'] }] }), log: testLogger(new MemoryLog()) });
   try {
     n.emit(event('canary.rolled_back'), null);
-    await until(() => n.counts().failed === 1, 'give-up on 550');
+    await until('give-up on 550', () => n.counts().failed === 1);
     assert.equal(n.rows()[0].attempts, 1);
     assert.match(String(log.find('notification given up')[0].error), /550|mailbox unavailable/);
     m.emit(event('canary.rolled_back'), null); // rcpt 2 is refused with 451, the retry is accepted
-    await until(() => m.counts().delivered === 1, 'delivery after 451');
+    await until('delivery after 451', () => m.counts().delivered === 1);
     assert.equal(m.rows()[0].attempts, 2);
     assert.deepEqual(m.stats.email, { delivered: 1, failed: 0, retries: 1, refused: 0 });
   } finally {
@@ -411,11 +412,11 @@ test('configure (a config reload): new default channels apply to later events; m
   try {
     const e1 = event('canary.started');
     n.emit(e1, null);
-    await until(() => a.received.length === 1, 'the first (failed) attempt');
+    await until('the first (failed) attempt', () => a.received.length === 1);
     n.configure(settings({ webhook_secret: SECRET, channels: [{ type: 'webhook', url: b.url }] }));
     const e2 = event('canary.promoted');
     n.emit(e2, null);
-    await until(() => n.counts().delivered === 2, 'both');
+    await until('both', () => n.counts().delivered === 2);
     assert.deepEqual(a.received.map((r) => r.headers['x-proxy-event-id']), [e1.id, e1.id]);
     assert.deepEqual(b.received.map((r) => r.headers['x-proxy-event-id']), [e2.id]);
   } finally {

@@ -6,34 +6,25 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { verifySignature } from '../../../runtime/canary/notify/index.ts';
-import { httpReceiver, until } from './helpers.ts';
+import { httpReceiver } from './helpers.ts';
+import { until } from '../../helpers/until.ts';
+import { freePort } from '../../helpers/ports.ts';
 
 const bin = join(process.cwd(), 'bin/proxy.mjs');
 const dir = mkdtempSync(join(tmpdir(), 'proxy-outbox-restart-'));
 const TOKEN = 'restart-control-token-0123456789';
 const SECRET = 'restart-webhook-secret-0123456789';
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 async function serve(config: string): Promise<{ child: ChildProcess; out: () => string }> {
   let out = '';
   const child = spawn(process.execPath, [bin, 'serve', '--config', config], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout!.on('data', (d: Buffer) => { out += d; });
   child.stderr!.on('data', (d: Buffer) => { out += d; });
-  await until(() => out.includes('is ready') || child.exitCode !== null, 'the proxy', 60_000);
+  await until('the proxy', () => out.includes('is ready') || child.exitCode !== null, 60_000);
   assert.ok(out.includes('is ready'), out);
   return { child, out: () => out };
 }
@@ -81,7 +72,7 @@ test('kill -9 with a message pending: the restarted proxy delivers it once, to t
     });
     assert.equal(r.status, 0, r.stderr);
     const canaryId = JSON.parse(r.stdout).canary_id as string;
-    await until(() => pendingRows(outbox).some((row) => row.attempts >= 2), 'two failed attempts', 20_000);
+    await until('two failed attempts', () => pendingRows(outbox).some((row) => row.attempts >= 2), 20_000);
     first.child.kill('SIGKILL');
     await new Promise((res) => first.child.once('exit', res));
     const before = pendingRows(outbox);
@@ -91,8 +82,8 @@ test('kill -9 with a message pending: the restarted proxy delivers it once, to t
     const rx = await httpReceiver(hookPort);
     hook.close = rx.close;
     second = (await serve(config)).child;
-    await until(() => rx.received.length >= 1, 'the delivery after the restart', 20_000);
-    await until(() => pendingRows(outbox)[0].state === 'delivered', 'the row marked delivered');
+    await until('the delivery after the restart', () => rx.received.length >= 1, 20_000);
+    await until('the row marked delivered', () => pendingRows(outbox)[0].state === 'delivered');
     await new Promise((res) => setTimeout(res, 1000));
     assert.equal(rx.received.length, 1, 'exactly once');
     const got = rx.received[0];

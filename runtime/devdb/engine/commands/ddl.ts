@@ -99,12 +99,12 @@ const listCollections: Handler = (cmd, ctx) => {
     nameOnly
       ? { name: c.name, type: 'collection' }
       : {
-          name: c.name,
-          type: 'collection',
-          options: deepCopy(c.options),
-          info: { readOnly: false, uuid: c.uuid },
-          idIndex: { v: 2, key: { _id: 1 }, name: '_id_' },
-        },
+        name: c.name,
+        type: 'collection',
+        options: deepCopy(c.options),
+        info: { readOnly: false, uuid: c.uuid },
+        idIndex: { v: 2, key: { _id: 1 }, name: '_id_' },
+      },
   );
   items = filterWith(items, docArg(cmd, 'filter'));
   return ctx.cursors.first(`${ctx.db}.$cmd.listCollections`, items, { batchSize: nonNegArg(cursor, 'batchSize') });
@@ -156,7 +156,7 @@ const dropIndexes: Handler = (cmd, ctx) => {
     if (!spec) fail('IndexNotFound', `can't find index with key: ${keyOf(idx)}`);
     dropOne(spec.name);
   } else fail(idx === undefined ? 'FailedToParse' : 'TypeMismatch', "BSON field 'dropIndexes.index' must be a string, an array of strings or an " +
-    "index key pattern");
+    'index key pattern');
   return { nIndexesWas: was, ok: 1 };
 };
 

@@ -16,4 +16,3 @@ export const commands: Record<string, Handler> = Object.assign(
   writeCommands,
   aggregateCommands,
 );
-

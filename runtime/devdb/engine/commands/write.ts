@@ -183,4 +183,3 @@ export const writeCommands: Record<string, Handler> = {
   findAndModify,
   findandmodify: findAndModify,
 };
-
