@@ -5,7 +5,7 @@
 #   2. `npm run build` (built-in plugins, native addon) and `proxy serve` with built-in steps,
 # each answering a client's hello, insert and find over the wire (with the clone's own `bson`, since
 # the driver is a development package). Called by .ci/run after `npm test`; about a minute with a
-# warm npm cache, bounded by timeouts well within 3 minutes.
+# warm npm cache (better-sqlite3 compiles from source), bounded by timeouts within 7 minutes.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -21,7 +21,7 @@ fail() { echo "check-prod-install: $*" >&2; exit 1; }
 git clone -q "$root" "$work/app"
 cd "$work/app"
 echo "check-prod-install: npm install --omit=dev in a fresh clone of $(git rev-parse --short HEAD)"
-timeout 150 npm install --omit=dev --prefer-offline --no-audit --no-fund --loglevel=error
+timeout 300 npm install --omit=dev --prefer-offline --no-audit --no-fund --loglevel=error
 # (typescript is absent from dependencies but may still be installed: valibot names it as an
 # optional peer.)
 for dev in mongodb mongosh smtp-server playwright-core assemblyscript-json; do
