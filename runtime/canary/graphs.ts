@@ -15,6 +15,7 @@ import { AimedSelector, saltOf, type Sticky } from './aimed-selector.ts';
 import { CanaryEvidence } from './arm-evidence.ts';
 import { allowedDirs, allowedModulePath, installedPackageVersion, splitPackage } from './plugin-paths.ts';
 import type { GraphTotals } from './windows.ts';
+import { ShadowCanary, ShadowStats, type ShadowSettings } from './shadow.ts';
 
 export interface PreparedCandidate {
   readonly pipelineId: string;
@@ -50,7 +51,11 @@ export interface CanaryGraphs {
    * Publishes the candidate: from now on `trafficPct` % of requests go to it, and every request of
    * either graph is counted to its arm (totals). With `aim` (match or sticky), the aimed split.
    */
-  activate(prepared: PreparedCandidate, trafficPct: number, aim?: Aim): void;
+  activate(prepared: PreparedCandidate, trafficPct: number, aim?: Aim, shadow?: ShadowSettings | null): void;
+  /** A shadow canary's comparison on pipeline `pipelineId` (shadow.ts); null: none runs there. */
+  shadow(pipelineId: string): ShadowCanary | null;
+  /** The share of the baseline's requests a shadow canary shadows (a stage change). */
+  setShadowPct(pipelineId: string, pct: number): void;
   /** An arm's cumulative figures since activate(): every request it served; null without a split. */
   totals(pipelineId: string, variant: Variant): GraphTotals | null;
   setTraffic(pipelineId: string, trafficPct: number): void;
@@ -97,6 +102,10 @@ export class PipelineCanaryGraphs implements CanaryGraphs {
   private readonly selectors = new Map<string, PercentSelector | AimedSelector>();
   /** Each split pipeline's arms, counted by the connections (see arm-evidence.ts). */
   private readonly evidence = new Map<string, CanaryEvidence>();
+  /** Each shadow canary's comparison, by pipeline. */
+  private readonly shadows = new Map<string, ShadowCanary>();
+  /** This proxy's shadow figures across its canaries (the metrics). */
+  readonly shadowStats = new ShadowStats();
   private readonly random: () => number;
 
   constructor(manager: PipelineManager, baselines: PipelineConfig[], random: () => number = Math.random) {
@@ -174,8 +183,15 @@ export class PipelineCanaryGraphs implements CanaryGraphs {
     return { pipelineId, config, graph, version: this.version(config) };
   }
 
-  activate(prepared: PreparedCandidate, trafficPct: number, aim?: Aim): void {
+  activate(prepared: PreparedCandidate, trafficPct: number, aim?: Aim, shadow: ShadowSettings | null = null): void {
     const id = prepared.pipelineId;
+    if (shadow !== null) {
+      // The candidate runs beside the baseline on the sampled requests, from before any is split to it.
+      const sc = new ShadowCanary(prepared.graph, shadow, this.shadowStats, this.random);
+      this.shadows.get(id)?.close();
+      this.shadows.set(id, sc);
+      this.manager.setShadow(id, sc);
+    }
     // The plain split unless the canary is aimed or sticky: then the request path pays only for
     // the PercentSelector's draw, as before.
     const sel = aim === undefined || (aim.match == null && aim.sticky == null) ? new PercentSelector(trafficPct, this.random)
@@ -192,12 +208,24 @@ export class PipelineCanaryGraphs implements CanaryGraphs {
     return this.evidence.get(pipelineId)?.arm(variant) ?? null;
   }
 
+  shadow(pipelineId: string): ShadowCanary | null {
+    return this.shadows.get(pipelineId) ?? null;
+  }
+
+  setShadowPct(pipelineId: string, pct: number): void {
+    const sc = this.shadows.get(pipelineId);
+    if (sc !== undefined) sc.pct = pct;
+  }
+
   setTraffic(pipelineId: string, trafficPct: number): void {
     const sel = this.selectors.get(pipelineId);
     if (sel !== undefined) sel.trafficPct = trafficPct;
   }
 
   remove(pipelineId: string): void {
+    this.manager.setShadow(pipelineId, null);
+    this.shadows.get(pipelineId)?.close();
+    this.shadows.delete(pipelineId);
     this.selectors.delete(pipelineId);
     this.manager.setCandidate(pipelineId, null);
     this.manager.setEvidence(pipelineId, null, null);

@@ -16,3 +16,5 @@ export * from './events.ts';
 export { LogEventSink, RecordingEventSink } from './sinks.ts';
 export { statusView, historyView, reportView, listRow, type CanaryView } from './views.ts';
 export { CustomMetricWindows } from './custom-metrics.ts';
+export { ShadowCanary, ShadowStats, DIVERGENCE_KINDS, MAX_DIFF_ENTRIES, type DivergenceKind, type DiffRecord, type ShadowSettings } from './shadow.ts';
+export { diffBson, typeName, type DiffEntry, type DiffChange, type DiffOptions, type DiffResult } from './bson-diff.ts';

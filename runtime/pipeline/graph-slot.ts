@@ -6,6 +6,7 @@ import type { Pipeline } from './pipeline.ts';
 import type { GraphSelector } from './selector.ts';
 import type { ArmRecorder } from './arm-recorder.ts';
 import type { ConnectionInfo } from './exchange.ts';
+import type { GraphShadow } from './shadow.ts';
 
 export class GraphSlot {
   readonly pipelineId: string;
@@ -19,6 +20,11 @@ export class GraphSlot {
    */
   baselineEvidence: ArmRecorder | null = null;
   candidateEvidence: ArmRecorder | null = null;
+  /**
+   * While a shadow canary runs: the candidate run beside the baseline on a sample of the baseline's
+   * requests (shadow.ts); null otherwise — the one field the request path reads for it.
+   */
+  shadow: GraphShadow | null = null;
 
   constructor(pipelineId: string, baseline: Pipeline) {
     this.pipelineId = pipelineId;

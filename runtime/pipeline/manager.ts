@@ -17,6 +17,7 @@ import type { Variant } from '../config/index.ts';
 import { GraphSlot } from './graph-slot.ts';
 import type { GraphSelector } from './selector.ts';
 import type { ArmRecorder } from './arm-recorder.ts';
+import type { GraphShadow } from './shadow.ts';
 import { RejectionCounts } from './rejections.ts';
 
 export type StepSettings = {
@@ -161,6 +162,11 @@ export class PipelineManager {
    */
   setEvidence(id: string, baseline: ArmRecorder | null, candidate: ArmRecorder | null): void {
     this.slot(id).setEvidence(baseline, candidate);
+  }
+
+  /** Runs `shadow`'s candidate beside pipeline `id`'s baseline on a sample of its requests; null stops it. */
+  setShadow(id: string, shadow: GraphShadow | null): void {
+    this.slot(id).shadow = shadow;
   }
 
   /** Host state no published graph uses any more (a reloaded step's old kv store) is let go. */

@@ -26,7 +26,7 @@ import {
 } from '../wire/index.ts';
 import { UpstreamCall, newRequestId, type ConnectionSource, type UpstreamCallOwner, type UpstreamPool } from '../upstream/index.ts';
 import { ErrorCodes, ProxyError, errorDocument } from '../errors/index.ts';
-import type { ConnectionRoute, GraphSlot } from '../pipeline/index.ts';
+import type { ConnectionRoute, GraphShadow, GraphSlot, Pipeline } from '../pipeline/index.ts';
 import { removeElement } from '../telemetry/index.ts';
 import { HELLO_COMMANDS, type ClientMetadata } from './handshake.ts';
 import { ReplyKind, ReplyWriter, type ReplyWriterOwner } from './reply-writer.ts';
@@ -38,6 +38,7 @@ import { AUTH_COMMANDS, type ClientAuth } from './client-auth.ts';
 import { ClientHandshake, type IdentityOwner } from './client-handshake.ts';
 import { RequestRecord } from './request-record.ts';
 import { RequestSteps } from './request-steps.ts';
+import { ShadowSteps } from './shadow-steps.ts';
 import { RequestQueue } from './request-queue.ts';
 import {
   checkRequestSize, connectionLimitReached, errorForThrown, interruptedAtShutdown, logBadInput, shuttingDown, unsupportedOpcode,
@@ -102,6 +103,10 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   private readonly record: RequestRecord;
   /** Its request and response phases, when its graph has steps. */
   private readonly steps: RequestSteps;
+  /** A shadow canary's candidate beside the baseline (made at the first shadowed request). */
+  private shadowSteps: ShadowSteps | null = null;
+  /** Set while the request in flight is shadowed and its candidate waits for the upstream's reply. */
+  private shadowing: ShadowSteps | null = null;
 
   constructor(id: number, socket: Socket, ctx: ServerContext, refused = false) {
     this.id = id;
@@ -408,8 +413,16 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     if (this.lb !== null) this.lb.requestBody = body;
     // Baseline, or — while a canary runs — the graph its selector picks for this request. The
     // response phase runs on the same graph, whatever loads meanwhile.
-    const pipeline = (this.graphs ?? this.routeRequest()).pick(this.handshake, body, peek.lsidAt);
+    const slot = this.graphs ?? this.routeRequest();
+    const pipeline = slot.pick(this.handshake, body, peek.lsidAt);
     rec.begin(pipeline, traced);
+    this.shadowing = null;
+    // A shadow canary: the one field read when there is none (pipeline/shadow.ts).
+    const shadow = slot.shadow;
+    if (shadow !== null && pipeline === slot.baseline && shadow.sample()) {
+      this.dispatchShadowed(shadow, pipeline, frame, body, sequences, flags);
+      return;
+    }
     const steps = this.steps;
     if (pipeline.requestSteps.length === 0 && pipeline.responseSteps.length === 0) {
       steps.clear();
@@ -430,6 +443,32 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.forward(out, this.ctx.router.choose(peek, body, ex.route));
   }
 
+  /**
+   * dispatch() for a request a shadow canary sampled: the baseline runs as for any request, its
+   * steps timed; the candidate runs after the baseline's command is handed to the upstream or its
+   * answer is written (shadow-steps.ts), so the client waits for nothing of the candidate's.
+   */
+  private dispatchShadowed(shadow: GraphShadow, pipeline: Pipeline, frame: Buffer, body: Buffer, sequences: DocSequence[] | null, flags: number): void {
+    const sh = (this.shadowSteps ??= new ShadowSteps(this.handshake, this.ctx.profiler));
+    const steps = this.steps;
+    const t0 = performance.now();
+    const answer = steps.request(pipeline, body, sequences, this.writer.requestId, this.writer.expectReply);
+    const baselineMs = performance.now() - t0;
+    const ex = steps.current!;
+    if (answer !== null) {
+      this.sendBody(answer);
+      sh.request(shadow, ex, answer, baselineMs, body, sequences, this.record.readAt);
+      return;
+    }
+    let out = frame;
+    if (ex.newRequest !== null) out = encodeOpMsg(0, 0, flags & (MSG_MORE_TO_COME | MSG_EXHAUST_ALLOWED), ex.newRequest);
+    this.forward(out, this.ctx.router.choose(this.peek, body, ex.route));
+    if (sh.request(shadow, ex, null, baselineMs, body, sequences, this.record.readAt)) {
+      if (this.writer.expectReply) this.shadowing = sh;
+      else sh.noReply();
+    }
+  }
+
   // ---- upstream ---------------------------------------------------------------------------
 
   private forward(frame: Buffer, pool: ConnectionSource): void {
@@ -447,6 +486,10 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   }
 
   onCallError(err: ProxyError): void {
+    if (this.shadowing !== null) {
+      this.shadowing.noReply();
+      this.shadowing = null;
+    }
     if (this.lb !== null && !this.lb.open) this.call.unpin();
     this.replyError(err);
     this.finish();
@@ -473,6 +516,10 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       this.ctx.stats.stateChangeErrorsRewritten++;
     }
     rec.readReply(frame);
+    if (this.shadowing !== null) {
+      this.shadowedReply(this.shadowing, frame);
+      return;
+    }
     const answer = this.steps.response(frame);
     if (answer !== null) {
       this.sendBody(answer);
@@ -481,6 +528,21 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     }
     if (rec.attachesProfile) this.sendBody(parseOpMsg(frame).body);
     else this.writer.upstreamFrame(frame);
+    this.finish();
+  }
+
+  /** onCallReply() of a shadowed request: the baseline's answer is written, then the candidate's response phase runs on the same reply. */
+  private shadowedReply(sh: ShadowSteps, frame: Buffer): void {
+    this.shadowing = null;
+    const body = parseOpMsg(frame).body;
+    const t0 = performance.now();
+    const answer = this.steps.response(frame);
+    const baselineMs = performance.now() - t0;
+    if (answer !== null) this.sendBody(answer);
+    else if (this.record.attachesProfile) this.sendBody(body);
+    else this.writer.upstreamFrame(frame);
+    const call = this.call;
+    sh.response(answer ?? body, baselineMs, body, call.repliedAt > call.writtenAt ? (call.repliedAt - call.writtenAt) * 1e6 : 0);
     this.finish();
   }
 

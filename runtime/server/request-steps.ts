@@ -15,6 +15,8 @@ export class RequestSteps {
    * steps, cleared once it is answered. Between, the connection reads `newRequest` and `route`.
    */
   exchange: Exchange | null = null;
+  /** The exchange of the latest request that ran a request phase, kept after it is answered (a shadow canary compares it). */
+  current: Exchange | null = null;
   /** The graph the request runs on: its response phase runs there too. */
   private pipeline: Pipeline | null = null;
   private readonly conn: ConnectionInfo;
@@ -34,6 +36,7 @@ export class RequestSteps {
   /** Nothing left to run for the request in flight (an empty graph, or it was answered). */
   clear(): void {
     this.exchange = null;
+    this.current = null;
     this.pipeline = null;
   }
 
@@ -51,6 +54,7 @@ export class RequestSteps {
     ex.requestId = requestId;
     if (rec.graph !== null) ex.timings = rec.timings;
     this.exchange = ex;
+    this.current = ex;
     this.pipeline = pipeline;
     rec.requestPhase();
     pipeline.runRequest(ex);

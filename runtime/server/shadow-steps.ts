@@ -1,0 +1,141 @@
+// A connection's shadowed request (a shadow canary, runtime/pipeline/shadow.ts): the candidate
+// graph run beside the baseline on its own Exchange over the same request bytes, after the
+// baseline's bytes are on their way — its request phase once the baseline's command is handed to
+// the upstream (or its answer written to the client), its response phase once the baseline's reply
+// is written — so the shadow never sits between the baseline and the client. The candidate never
+// reaches the upstream: its response steps run on the same reply bytes the baseline got (read-only
+// to every step: a step's change is a new buffer), and only when both graphs send the same command.
+//
+// Its cost is profiled as its own graph (variant `candidate`): the candidate's step timings are
+// committed to the profiler as a request of that graph, its upstream time the baseline's.
+//
+// One per connection, made at its first shadowed request; requests that are not shadowed never
+// touch it.
+import { performance } from 'node:perf_hooks';
+import { errorDocument } from '../errors/index.ts';
+import { Exchange, RequestTimings, ShadowRequest, Verdict, type ConnectionInfo, type DocSequence, type GraphShadow } from '../pipeline/index.ts';
+import type { CompletedRequest, Profiler } from '../profiling/index.ts';
+
+export class ShadowSteps {
+  /** The request in flight, as the canary is given it. */
+  readonly req = new ShadowRequest();
+  private readonly conn: ConnectionInfo;
+  private readonly profiler: Profiler | null;
+  private shadow: GraphShadow | null = null;
+  private timings: RequestTimings | null = null;
+  private completed: CompletedRequest | null = null;
+  /** The candidate's timings are committed to the profiler for this request. */
+  private profiled = false;
+
+  constructor(conn: ConnectionInfo, profiler: Profiler | null) {
+    this.conn = conn;
+    this.profiler = profiler;
+  }
+
+  /**
+   * The baseline's request phase ran over `ex` (`baselineMs` its steps' time); `answer`: what the
+   * client was answered without the upstream (already written), or null: the command was handed to
+   * the upstream. Runs the candidate's request phase over the same request and has it compared.
+   * Returns true when the candidate's response phase waits for the upstream's reply (response()).
+   */
+  request(shadow: GraphShadow, ex: Exchange, answer: Uint8Array | null, baselineMs: number, body: Uint8Array, sequences: DocSequence[] | null,
+    readAt: number): boolean {
+    this.shadow = shadow;
+    const s = this.req;
+    s.reset(ex.op, ex.db, ex.collection);
+    s.baseline = ex;
+    s.baselineMs = baselineMs;
+    if (answer !== null) {
+      s.baselineReply = answer;
+      s.baselineRejected = ex.verdict === Verdict.Reject;
+    }
+    const graph = shadow.candidate;
+    const cex = new Exchange(this.conn, graph.id, ex.op, ex.db, ex.collection, body, sequences, readAt);
+    cex.requestId = ex.requestId;
+    const profiler = this.profiler;
+    this.profiled = profiler !== null && profiler.enabled && graph.timed;
+    if (this.profiled) {
+      const t = (this.timings ??= new RequestTimings());
+      t.reset();
+      cex.timings = t;
+    }
+    s.candidate = cex;
+    const t0 = performance.now();
+    graph.runRequest(cex);
+    s.candidateMs = performance.now() - t0;
+    if (cex.verdict === Verdict.Reject) {
+      s.candidateReply = errorDocument(cex.rejectCode, cex.rejectMessage, [], cex.rejectCodeName || undefined);
+      s.candidateRejected = true;
+    }
+    if (!shadow.requestDone(s)) {
+      shadow.ended(s);
+      this.commit(0);
+      return false;
+    }
+    if (answer === null) return true;
+    // Both answered locally: the candidate's response phase runs over its own local answer.
+    this.respond(cex.localReply ?? answer);
+    shadow.responseDone(s);
+    this.commit(0);
+    return false;
+  }
+
+  /**
+   * The upstream's reply reached the baseline and its answer was written: `baselineReply` is what
+   * the client got, `baselineMs` the baseline's response steps' time, `reply` the upstream's body
+   * (the same bytes the baseline's response phase read), `upstreamNs` the upstream's time.
+   */
+  response(baselineReply: Uint8Array, baselineMs: number, reply: Uint8Array, upstreamNs: number): void {
+    const s = this.req;
+    const shadow = this.shadow!;
+    s.baselineReply = baselineReply;
+    s.baselineMs += baselineMs;
+    s.baselineRejected = s.baseline!.verdict === Verdict.Reject;
+    this.respond(reply);
+    shadow.responseDone(s);
+    this.commit(upstreamNs);
+  }
+
+  /** The baseline's request got no reply (moreToCome, or the upstream call failed): the candidate's figures as they are. */
+  noReply(): void {
+    this.shadow!.ended(this.req);
+    this.commit(0);
+  }
+
+  /** The candidate's response phase over `reply`: its answer, or its rejection. */
+  private respond(reply: Uint8Array): void {
+    const s = this.req;
+    const cex = s.candidate!;
+    cex.replyBody = reply;
+    const t0 = performance.now();
+    this.shadow!.candidate.runResponse(cex);
+    s.candidateMs += performance.now() - t0;
+    if ((cex.verdict as Verdict) === Verdict.Reject) {
+      s.candidateReply = errorDocument(cex.rejectCode, cex.rejectMessage, [], cex.rejectCodeName || undefined);
+      s.candidateRejected = true;
+    } else {
+      s.candidateReply = cex.newReply ?? reply;
+    }
+  }
+
+  /** The candidate's timings to the profiler, as a request of its own graph. */
+  private commit(upstreamNs: number): void {
+    if (!this.profiled) return;
+    this.profiled = false;
+    const s = this.req;
+    const cex = s.candidate!;
+    const graph = this.shadow!.candidate;
+    const r = (this.completed ??= {
+      pipelineId: '', variant: 'candidate', op: '', collection: '', totalNs: 0, acquireNs: 0, upstreamNs: 0, ok: true, timings: this.timings!,
+    });
+    r.pipelineId = graph.id;
+    r.variant = graph.key.variant;
+    r.op = s.op;
+    r.collection = s.collection;
+    r.totalNs = s.candidateMs * 1e6 + upstreamNs;
+    r.upstreamNs = upstreamNs;
+    r.ok = !s.candidateRejected && (s.candidateReply === null || cex.replyOk() !== 0);
+    r.timings = this.timings!;
+    this.profiler!.commit(r);
+  }
+}
