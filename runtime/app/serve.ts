@@ -16,7 +16,7 @@ import { registerProxyMetrics } from './proxy-metrics.ts';
 import { Registry } from 'prom-client';
 import { WasmHost } from '../wasm/index.ts';
 export { watchReload, type WatchReloadOptions } from './reload-watch.ts';
-import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, Promotions, defaultsFromConfig, type BaselineChoice, type CanaryEventSink,
+import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, Promotions, defaultsFromConfig, registerShadowMetrics, type BaselineChoice, type CanaryEventSink,
   type Clock } from '../canary/index.ts';
 import { ProfilerCanaryMetrics } from './canary-metrics.ts';
 import { Notifier, outboxPath, registerNotificationMetrics } from '../canary/notify/index.ts';
@@ -142,6 +142,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     const baselines = [];
     for (const c of pipelineConfigs(config)) baselines.push(await promotions.start(c, (x) => pipelines.load(x)));
     canaryGraphs = new PipelineCanaryGraphs(pipelines, baselines);
+    registerShadowMetrics(metrics, canaryGraphs.shadowStats);
     canary = new CanaryController({
       store: canaryStore, graphs: canaryGraphs, metrics: new ProfilerCanaryMetrics(profiler, metrics),
       sink: opts.canarySink ?? notifier ?? new LogEventSink((m, f) => canaryLog.info(m, f)), defaults: () => defaultsFromConfig(current),

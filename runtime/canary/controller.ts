@@ -8,18 +8,20 @@
 import type { Log } from '../log/index.ts';
 import { randomBytes } from 'node:crypto';
 import { canaryDurationMs } from '../config/index.ts';
-import { transitionEventId, warningEventId, type CanaryEvent, type CanaryEventSink, type CanaryEventType, type RuleReading,
+import { divergedEventId, transitionEventId, warningEventId, type CanaryEvent, type CanaryEventSink, type CanaryEventType, type RuleReading,
   type SideMetrics } from './events.ts';
 import { CanaryError } from './errors.ts';
 import { evaluate, formatDuration, volumeConditions, type CustomValues, type Evaluation } from './evaluator.ts';
 import type { Aim, CanaryGraphs, PreparedCandidate, RetainedBaseline } from './graphs.ts';
-import { parseStartRequest, type CanaryDefaults } from './spec.ts';
+import { isShadowStage, parseStartRequest, stageShadowPct, type CanaryDefaults, type CanarySpec } from './spec.ts';
+import { ShadowTracker, ShadowWindow } from './shadow-windows.ts';
+import type { ShadowCanary, ShadowSettings } from './shadow.ts';
 import type { CanaryRecord, CanaryStatus, CanaryStore, HistoryEntry, PromotionRecord, Sample } from './store.ts';
 import type { Promotions } from './promotions.ts';
 import { httpGate, type GateCaller } from './gate.ts';
 import { SideWindow, WindowTracker, type CanaryMetricsSource } from './windows.ts';
 import { CustomMetricWindows } from './custom-metrics.ts';
-import { historyView, iso, listRow, reportView, statusView } from './views.ts';
+import { diffsView, historyView, iso, listRow, reportView, statusView } from './views.ts';
 
 export interface Clock { now(): number }
 export const systemClock: Clock = { now: () => Date.now() };
@@ -71,6 +73,13 @@ class LiveCanary {
   /** The promotion this canary's completion replaced (put back by restore-baseline). */
   replacedPromotion: PromotionRecord | null = null;
   graceTimer: NodeJS.Timeout | null = null;
+  /** A shadow canary's comparison (kept after it ends: its counts stay readable). */
+  shadow: ShadowCanary | null = null;
+  readonly shadowTracker = new ShadowTracker();
+  /** The shadowed requests of the current stage. */
+  readonly shadowStage = new ShadowWindow();
+  /** When the last canary.diverged was emitted (rate limit). */
+  lastDivergedAt = -Infinity;
   constructor(record: CanaryRecord) {
     this.record = record;
   }
@@ -79,6 +88,13 @@ class LiveCanary {
 export type Listener = (entry: HistoryEntry) => void;
 
 const aimOf = (r: CanaryRecord): Aim => ({ match: r.spec.match ?? null, sticky: r.spec.sticky ?? null, canaryId: r.id });
+
+/** What the request path needs of a shadow canary at its current stage; null: mode "split". */
+function shadowSettings(spec: CanarySpec, stage: number): ShadowSettings | null {
+  const sh = spec.shadow;
+  if (sh == null) return null;
+  return { pct: stageShadowPct(spec, spec.stages[stage - 1]), ignorePaths: sh.ignore_paths, showValues: sh.show_values, maxDiffs: sh.max_diffs };
+}
 
 const ACTIVE: ReadonlySet<CanaryStatus> = new Set(['active', 'paused']);
 
@@ -153,6 +169,13 @@ export class CanaryController {
     return reportView(this.live(id), this.clock.now());
   }
 
+  /** GET /api/v1/canary/{id}/diffs: a shadow canary's divergence counts and its ring of diffs. */
+  diffs(id: string): Record<string, unknown> {
+    const c = this.live(id);
+    if (c.record.spec.shadow == null) throw new CanaryError('PROXY_ERR_CANARY_NOT_SHADOW', `canary ${id} is not a shadow canary (mode "split")`);
+    return diffsView(c, this.clock.now());
+  }
+
   samples(id: string): { check_interval: string; samples: Sample[] } {
     const r = this.live(id).record;
     return { check_interval: r.spec.rollback_rules.check_interval, samples: this.store.samples(id) };
@@ -216,7 +239,8 @@ export class CanaryController {
     };
     const c = new LiveCanary(record);
     c.prepared = prepared;
-    this.graphs.activate(prepared, record.traffic_pct, aimOf(record));
+    this.graphs.activate(prepared, record.traffic_pct, aimOf(record), shadowSettings(spec, 1));
+    c.shadow = this.graphs.shadow(pid);
     this.primeWindows(c);
     this.canaries.set(record.id, c);
     this.commit(c, 'started', `canary started at stage 1 of ${spec.stages.length} (${record.traffic_pct}%)`, 'canary.started');
@@ -377,13 +401,16 @@ export class CanaryController {
     };
     c.stage.baseline.add(window.baseline);
     c.stage.candidate.add(window.candidate);
-    r.stage_candidate_requests += window.candidate.requests;
+    const stage = r.spec.stages[r.current_stage - 1];
+    const shadow = r.spec.shadow == null ? null : { window: c.shadowTracker.take(this.graphs.shadow(r.pipeline_id)), stage: c.shadowStage };
+    if (shadow !== null) c.shadowStage.add(shadow.window);
+    // A shadow stage's candidate requests are the shadowed ones (no client is served by it).
+    r.stage_candidate_requests += shadow !== null && isShadowStage(r.spec, stage) ? shadow.window.sampled : window.candidate.requests;
     const visit = r.stages_visited[r.stages_visited.length - 1];
     if (visit !== undefined) visit.candidate_requests = r.stage_candidate_requests;
-    const stage = r.spec.stages[r.current_stage - 1];
     const ev = evaluate({
       spec: r.spec, stage, now, windowStart: c.windowStart, stageEnteredAt: r.stage_entered_at, stageCandidateRequests: r.stage_candidate_requests,
-      timers: r.timers, warned: r.warned, window, stageWindow: c.stage, custom, warningShare: this.warningShare,
+      timers: r.timers, warned: r.warned, window, stageWindow: c.stage, custom, warningShare: this.warningShare, shadow,
     });
     c.lastEval = ev;
     c.windowStart = now;
@@ -412,6 +439,7 @@ export class CanaryController {
     for (const e of entries) this.notify(r.id, e);
     if (ev.warnings.length > 0) this.emit(c, 'canary.threshold_warning', { rules: ev.warnings,
       metrics: { baseline: window.baseline.metrics(), candidate: window.candidate.metrics() } }, warningEventId(r.id, now));
+    if (shadow !== null && shadow.window.diverged > 0) this.reportDivergence(c, shadow.window, now);
     if (ev.rollback.length > 0) {
       const reason = ev.rollback.map((x) => `${x.rule} ${x.value} > ${x.threshold} for ${x.sustained_for}`).join('; ');
       this.rollback(r.id, { reason, triggeredBy: 'automatic', rules: ev.rollback });
@@ -486,7 +514,10 @@ export class CanaryController {
     r.stages_visited.push({ stage: r.current_stage, traffic_pct: st.traffic_pct, entered_at: now, left_at: null, candidate_requests: 0 });
     c.stage.baseline.reset();
     c.stage.candidate.reset();
+    c.shadowStage.reset();
     this.graphs.setTraffic(r.pipeline_id, st.traffic_pct);
+    // Into an exposed stage: the shadowing ends, unless the stage keeps a shadow_pct of its own.
+    if (r.spec.shadow != null) this.graphs.setShadowPct(r.pipeline_id, stageShadowPct(r.spec, st));
     this.commit(c, 'promoted', `promoted (${by}) to stage ${r.current_stage} of ${r.spec.stages.length} (${st.traffic_pct}%)`, 'canary.promoted',
       { previous_stage: previous, triggered_by: by });
     if (this.completesOnEntry(c)) await this.complete(c, by);
@@ -561,7 +592,8 @@ export class CanaryController {
         this.rollback(r.id, { reason: `candidate failed to load on resume: ${(err as Error).message}`, triggeredBy: 'automatic' });
         continue;
       }
-      this.graphs.activate(c.prepared, r.traffic_pct, aimOf(r));
+      this.graphs.activate(c.prepared, r.traffic_pct, aimOf(r), shadowSettings(r.spec, r.current_stage));
+      c.shadow = this.graphs.shadow(r.pipeline_id);
       this.primeWindows(c);
       const entry = this.entry(c, 'resumed', `resumed after a restart at stage ${r.current_stage} (${r.traffic_pct}%), timers from persisted times`,
         { timers: r.timers });
@@ -586,6 +618,7 @@ export class CanaryController {
     const pid = c.record.pipeline_id;
     c.trackers.baseline.prime(this.graphs.totals(pid, 'baseline'));
     c.trackers.candidate.prime(this.graphs.totals(pid, 'candidate'));
+    c.shadowTracker.prime(this.graphs.shadow(pid));
     c.custom.clear();
     c.windowStart = this.clock.now();
   }
@@ -628,8 +661,23 @@ export class CanaryController {
         extra.reason = r.outcome?.reason;
         extra.rules = r.outcome?.rules;
       }
-      this.emit(c, type, extra, transitionEventId(r.id, r.version, type as Exclude<CanaryEventType, 'canary.threshold_warning'>));
+      this.emit(c, type, extra, transitionEventId(r.id, r.version, type as Exclude<CanaryEventType, 'canary.threshold_warning' | 'canary.diverged'>));
     }
+  }
+
+  /**
+   * A window of a shadow canary had divergent requests: canary.diverged, at most once per
+   * shadow.diverged_event_interval (the window's figures, and the latest diffs' paths, never values).
+   */
+  private reportDivergence(c: LiveCanary, w: ShadowWindow, now: number): void {
+    const r = c.record;
+    const every = canaryDurationMs(r.spec.shadow!.diverged_event_interval);
+    if (now - c.lastDivergedAt < every) return;
+    c.lastDivergedAt = now;
+    const latest = (c.shadow?.diffs() ?? []).slice(0, 5).map((d) => ({ kind: d.kind, op: d.op, ns: d.collection === '' ? d.db : `${d.db}.${d.collection}`,
+      paths: d.paths.map((p) => p.path) }));
+    this.emit(c, 'canary.diverged', { divergence: { sampled: w.sampled, diverged: w.diverged, divergence_rate: Math.round((w.diverged / w.sampled) * 1e6) / 1e6,
+      by_kind: { ...w.byKind }, latest } }, divergedEventId(r.id, now));
   }
 
   private emit(c: LiveCanary, type: CanaryEventType, extra: Partial<CanaryEvent>, id: string): void {

@@ -4,8 +4,9 @@
 import { canaryDurationMs } from '../config/index.ts';
 import type { RuleReading } from './events.ts';
 import { mannWhitneyWorse, errorRateWorse } from './judge.ts';
-import type { AutoPromoteRules, CanarySpec, Stage } from './spec.ts';
+import { isShadowStage, type AutoPromoteRules, type CanarySpec, type Stage } from './spec.ts';
 import { buckets, round, type SideWindow } from './windows.ts';
+import type { ShadowWindow } from './shadow-windows.ts';
 
 export type RuleStateName = 'ok' | 'warning' | 'breaching' | 'no_data';
 
@@ -23,7 +24,8 @@ export interface RuleStatus {
 }
 
 export interface ConditionStatus {
-  condition: 'min_duration' | 'min_requests' | 'max_error_rate_delta_pct' | 'max_latency_p95_delta_ms' | 'judge';
+  condition: 'min_duration' | 'min_requests' | 'max_error_rate_delta_pct' | 'max_latency_p95_delta_ms' | 'judge' | 'max_divergence_rate'
+    | 'max_candidate_latency_p95_delta_ms';
   value: string | number | null;
   threshold: string | number;
   met: boolean;
@@ -63,6 +65,12 @@ export interface EvaluationInput {
   stageWindow: { baseline: SideWindow; candidate: SideWindow };
   custom: CustomValues;
   warningShare: number;
+  /**
+   * A shadow canary's shadowed requests, this window's and the stage's (null: not a shadow canary).
+   * In a shadow stage (traffic_pct 0) they are the evidence of every rule and condition; in any
+   * stage they are what divergence_rate and candidate_latency_p95_delta_ms read.
+   */
+  shadow?: { window: ShadowWindow; stage: ShadowWindow } | null;
 }
 
 export function formatDuration(ms: number): string {
@@ -121,12 +129,19 @@ export function pendingStatus(input: Pick<EvaluationInput,
     none('latency_p95_delta_ms', rr.latency_p95_delta_ms),
     ...rr.custom_metrics.map((m) => none(`custom:${m.metric}`, m.threshold_delta, m.comparison)),
   ];
+  if (spec.shadow != null && rr.divergence_rate !== undefined) rules.push(none('divergence_rate', rr.divergence_rate));
+  if (spec.shadow != null && rr.candidate_latency_p95_delta_ms !== undefined) rules.push(none('candidate_latency_p95_delta_ms',
+    rr.candidate_latency_p95_delta_ms));
   const apr = spec.auto_promote_rules;
   const conditions: ConditionStatus[] = [
     ...volumeConditions(input),
     { condition: 'max_error_rate_delta_pct', value: null, threshold: apr.max_error_rate_delta_pct, met: false },
     { condition: 'max_latency_p95_delta_ms', value: null, threshold: apr.max_latency_p95_delta_ms, met: false },
   ];
+  if (spec.shadow != null && apr.max_divergence_rate !== undefined) conditions.push({ condition: 'max_divergence_rate', value: null,
+    threshold: apr.max_divergence_rate, met: false });
+  if (spec.shadow != null && apr.max_candidate_latency_p95_delta_ms !== undefined) conditions.push({ condition: 'max_candidate_latency_p95_delta_ms',
+    value: null, threshold: apr.max_candidate_latency_p95_delta_ms, met: false });
   if (spec.judge.enabled) conditions.push({ condition: 'judge', value: null, threshold: round(1 - spec.judge.confidence, 6), met: false });
   return { rules, conditions };
 }
@@ -137,18 +152,23 @@ export function evaluate(input: EvaluationInput): Evaluation {
   const judge = spec.judge.enabled;
   const alpha = 1 - spec.judge.confidence;
   const sustainedMs = canaryDurationMs(rr.sustained_duration);
-  const b = window.baseline;
-  const c = window.candidate;
+  const shadow = spec.shadow != null ? input.shadow ?? null : null;
+  // A shadow stage serves no client with the candidate: both graphs' figures are those of the shadowed requests.
+  const shadowStage = shadow !== null && isShadowStage(spec, input.stage);
+  const b = shadowStage ? shadow.window.baseline : window.baseline;
+  const c = shadowStage ? shadow.window.candidate : window.candidate;
   const evidence = b.requests >= rr.min_window_requests && c.requests >= rr.min_window_requests && b.requests > 0 && c.requests > 0;
+  const shadowEvidence = shadow !== null && shadow.window.sampled >= rr.min_window_requests && shadow.window.sampled > 0;
   const timers: Record<string, number> = { ...input.timers };
   const warned = new Set(input.warned);
   const rules: RuleStatus[] = [];
   const rollback: RuleReading[] = [];
   const warnings: RuleReading[] = [];
 
-  const judgeRule = (rule: string, value: number, threshold: number, comparison: 'greater_than' | 'less_than', test: (() => number) | null): void => {
+  const judgeRule = (rule: string, value: number, threshold: number, comparison: 'greater_than' | 'less_than', test: (() => number) | null,
+    enough = evidence): void => {
     const since = timers[rule];
-    if (!evidence || !Number.isFinite(value)) {
+    if (!enough || !Number.isFinite(value)) {
       // No evidence: the timer neither starts nor resets.
       rules.push({ rule, value: null, threshold, comparison, met: false, state: 'no_data',
         sustained_for: formatDuration(since === undefined ? 0 : now - since) });
@@ -201,12 +221,20 @@ export function evaluate(input: EvaluationInput): Evaluation {
     const delta = v === undefined ? NaN : v.candidate - v.baseline;
     judgeRule(`custom:${m.metric}`, delta, m.threshold_delta, m.comparison, null);
   }
+  if (shadow !== null) {
+    const w = shadow.window;
+    if (rr.divergence_rate !== undefined) judgeRule('divergence_rate', w.divergenceRate(), rr.divergence_rate, 'greater_than', null, shadowEvidence);
+    if (rr.candidate_latency_p95_delta_ms !== undefined) {
+      judgeRule('candidate_latency_p95_delta_ms', p95Delta(w.baseline, w.candidate), rr.candidate_latency_p95_delta_ms, 'greater_than',
+        () => mannWhitneyWorse(buckets(w.candidate.latencyUs), buckets(w.baseline.latencyUs)).p, shadowEvidence);
+    }
+  }
   // `comparison` is shown for custom rules only (the two built-in rules are always greater_than).
   for (const r of rules) if (!r.rule.startsWith('custom:')) delete r.comparison;
 
   // Auto-promote conditions, over the whole stage.
-  const sb = input.stageWindow.baseline;
-  const sc = input.stageWindow.candidate;
+  const sb = shadowStage ? shadow.stage.baseline : input.stageWindow.baseline;
+  const sc = shadowStage ? shadow.stage.candidate : input.stageWindow.candidate;
   const stageEvidence = sb.requests >= rr.min_window_requests && sc.requests >= rr.min_window_requests;
   const apr = spec.auto_promote_rules;
   const errD = stageEvidence ? errorRateDelta(sb, sc) : NaN;
@@ -218,6 +246,20 @@ export function evaluate(input: EvaluationInput): Evaluation {
     { condition: 'max_latency_p95_delta_ms', value: Number.isFinite(latD) ? round(latD) : null, threshold: apr.max_latency_p95_delta_ms,
       met: Number.isFinite(latD) && latD <= apr.max_latency_p95_delta_ms },
   ];
+  if (shadow !== null) {
+    const st = shadow.stage;
+    const shadowStageEvidence = st.sampled >= rr.min_window_requests && st.sampled > 0;
+    if (apr.max_divergence_rate !== undefined) {
+      const rate = shadowStageEvidence ? st.divergenceRate() : NaN;
+      conditions.push({ condition: 'max_divergence_rate', value: Number.isFinite(rate) ? round(rate, 6) : null, threshold: apr.max_divergence_rate,
+        met: Number.isFinite(rate) && rate <= apr.max_divergence_rate });
+    }
+    if (apr.max_candidate_latency_p95_delta_ms !== undefined) {
+      const d = shadowStageEvidence ? p95Delta(st.baseline, st.candidate) : NaN;
+      conditions.push({ condition: 'max_candidate_latency_p95_delta_ms', value: Number.isFinite(d) ? round(d) : null,
+        threshold: apr.max_candidate_latency_p95_delta_ms, met: Number.isFinite(d) && d <= apr.max_candidate_latency_p95_delta_ms });
+    }
+  }
   if (judge) {
     let pMin: number | null = null;
     if (stageEvidence) {

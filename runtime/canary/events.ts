@@ -9,6 +9,7 @@ export const CANARY_EVENT_TYPES = [
   'canary.rolled_back',
   'canary.completed',
   'canary.threshold_warning',
+  'canary.diverged',
 ] as const;
 
 export type CanaryEventType = typeof CANARY_EVENT_TYPES[number];
@@ -21,7 +22,7 @@ export type CanaryEventType = typeof CANARY_EVENT_TYPES[number];
  * evaluation's time in ms since the epoch. Receivers deduplicate on it (webhook `X-Proxy-Event-Id`,
  * email `X-Proxy-Event-Id` and `Message-ID`, the payload's `id`).
  */
-export function transitionEventId(canaryId: string, version: number, type: Exclude<CanaryEventType, 'canary.threshold_warning'>): string {
+export function transitionEventId(canaryId: string, version: number, type: Exclude<CanaryEventType, 'canary.threshold_warning' | 'canary.diverged'>): string {
   return `${canaryId}:${version}:${type}`;
 }
 
@@ -29,8 +30,13 @@ export function warningEventId(canaryId: string, atMs: number): string {
   return `${canaryId}:warning:${atMs}:canary.threshold_warning`;
 }
 
-/** Matches either form; the groups are the canary id, then the version or the warning's ms. */
-export const EVENT_ID_PATTERN = /^(c-[0-9a-f]+):(?:(\d+):(canary\.(?:started|promoted|rolled_back|completed))|warning:(\d+):canary\.threshold_warning)$/;
+/** A shadow canary's divergence report (no transition either): `<canary_id>:diverged:<ms>:canary.diverged`. */
+export function divergedEventId(canaryId: string, atMs: number): string {
+  return `${canaryId}:diverged:${atMs}:canary.diverged`;
+}
+
+/** Matches every form; the groups are the canary id, then the version or the warning's or divergence report's ms. */
+export const EVENT_ID_PATTERN = /^(c-[0-9a-f]+):(?:(\d+):(canary\.(?:started|promoted|rolled_back|completed))|warning:(\d+):canary\.threshold_warning|diverged:(\d+):canary\.diverged)$/;
 
 /** One side's figures over the evaluation window (SPEC §2.8 metrics.baseline / .candidate). */
 export interface SideMetrics {
@@ -71,6 +77,17 @@ export interface CanaryEvent {
   triggered_by?: string;
   metrics?: { baseline: SideMetrics; candidate: SideMetrics };
   rules?: RuleReading[];
+  /** canary.diverged: the shadowed requests of the evaluation window and how many diverged, by kind, with the latest diffs' paths. */
+  divergence?: DivergenceSummary;
+}
+
+export interface DivergenceSummary {
+  sampled: number;
+  diverged: number;
+  divergence_rate: number;
+  by_kind: Record<string, number>;
+  /** The latest divergent requests (at most 5): kind, operation, namespace and differing paths (never values). */
+  latest: Array<{ kind: string; op: string; ns: string; paths: string[] }>;
 }
 
 /** Where the controller sends events. `emit` must not throw and must not block: it records the

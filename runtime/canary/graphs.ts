@@ -223,9 +223,10 @@ export class PipelineCanaryGraphs implements CanaryGraphs {
   }
 
   remove(pipelineId: string): void {
+    // Off the request path at once; its ring stays readable (GET …/diffs of the ended canary) until
+    // the pipeline's next shadow canary starts, so one ring per pipeline at most is held.
     this.manager.setShadow(pipelineId, null);
-    this.shadows.get(pipelineId)?.close();
-    this.shadows.delete(pipelineId);
+    this.shadows.get(pipelineId)?.stop();
     this.selectors.delete(pipelineId);
     this.manager.setCandidate(pipelineId, null);
     this.manager.setEvidence(pipelineId, null, null);

@@ -31,7 +31,7 @@ export class ShadowStats {
   readonly divergences: Record<DivergenceKind, number> = { outcome: 0, request: 0, reply: 0 };
   /** proxy_canary_shadow_requests_total */
   sampled = 0;
-  /** proxy_canary_shadow_memory_bytes: what the running shadow canaries' diff rings hold. */
+  /** proxy_canary_shadow_memory_bytes: what the shadow canaries' diff rings hold (the latest canary of each pipeline keeps its ring after it ends). */
   memoryBytes = 0;
 }
 
@@ -221,7 +221,12 @@ export class ShadowCanary implements GraphShadow {
     return this.ringBytes;
   }
 
-  /** The canary ended: its ring is let go (and uncounted). */
+  /** The canary ended: nothing more is shadowed (the ring stays until close()). */
+  stop(): void {
+    this.pct = 0;
+  }
+
+  /** The pipeline's next shadow canary started: this one's ring is let go (and uncounted). */
   close(): void {
     this.stats.memoryBytes -= this.ringBytes;
     this.ringBytes = 0;

@@ -5,7 +5,7 @@ import { checkChannels } from './notify/channels.ts';
 import type { NotificationsConfig } from '../config/index.ts';
 import * as v from 'valibot';
 import {
-  autoPromoteRulesSchema, canaryDurationMs, judgeSchema, rollbackRulesSchema, stagesSchema, MAX_STEPS_PER_PHASE,
+  autoPromoteRulesSchema, canaryDurationMs, judgeSchema, rollbackRulesSchema, shadowSchema, stagesSchema, MAX_STEPS_PER_PHASE,
   type ProxyConfig,
 } from '../config/index.ts';
 import type { NotificationChannel } from './events.ts';
@@ -17,6 +17,17 @@ export type Stage = v.InferOutput<typeof stagesSchema>[number];
 export type RollbackRules = v.InferOutput<typeof rollbackRulesSchema>;
 export type AutoPromoteRules = v.InferOutput<typeof autoPromoteRulesSchema>;
 export type JudgeSettings = v.InferOutput<typeof judgeSchema>;
+export type ShadowDefaults = v.InferOutput<typeof shadowSchema>;
+
+/** A shadow canary's settings (mode "shadow"): the sampled share and how its diffs are made. */
+export interface ShadowSpec {
+  /** Share of the baseline's requests shadowed at a stage with traffic_pct 0 (a stage's own shadow_pct overrides it). */
+  shadow_pct: number;
+  ignore_paths: string[];
+  show_values: boolean;
+  max_diffs: number;
+  diverged_event_interval: string;
+}
 
 export interface CandidateStep {
   type: string;
@@ -47,6 +58,20 @@ export interface CanarySpec {
   match?: ClientMatchSpec | null;
   /** Whose draw is kept: per connection, per session (lsid), or null: per request. */
   sticky?: Sticky | null;
+  /** Mode "shadow": the candidate also runs unseen beside the baseline (absent in records from before it existed: mode "split"). */
+  shadow?: ShadowSpec | null;
+}
+
+/** The share of the baseline's requests a shadow canary shadows at `stage` (0: none). */
+export function stageShadowPct(spec: CanarySpec, stage: Stage): number {
+  const sh = spec.shadow;
+  if (sh == null) return 0;
+  return stage.shadow_pct ?? (stage.traffic_pct === 0 ? sh.shadow_pct : 0);
+}
+
+/** Whether `stage` of a shadow canary serves no client with the candidate: its evidence is the shadowed requests'. */
+export function isShadowStage(spec: CanarySpec, stage: Stage): boolean {
+  return spec.shadow != null && stage.traffic_pct === 0;
 }
 
 export interface CanaryDefaults {
@@ -61,6 +86,8 @@ export interface CanaryDefaults {
   plugin_dirs: readonly string[];
   /** The pipeline a start request without pipeline_id is for: the default pipeline ("default" when not given). */
   default_pipeline_id?: string;
+  /** canary.shadow: shadow canaries' defaults (absent: the schema's). */
+  shadow?: ShadowDefaults;
 }
 
 export function defaultsFromConfig(c: ProxyConfig): CanaryDefaults {
@@ -70,6 +97,7 @@ export function defaultsFromConfig(c: ProxyConfig): CanaryDefaults {
     notifications: { webhook_secret: c.notifications.webhook_secret, smtp: c.notifications.smtp },
     plugin_dirs: c.canary.plugin_dirs,
     default_pipeline_id: c.pipeline.id,
+    shadow: c.canary.shadow,
   };
 }
 
@@ -124,7 +152,7 @@ function checkDurations(stages: Stage[]): void {
 export function parseStartRequest(body: unknown, defaults: CanaryDefaults): CanarySpec {
   if (!isObject(body)) throw new CanaryError('PROXY_ERR_BAD_BODY', 'expected a JSON object');
   const known = new Set(['pipeline_id', 'candidate_config', 'initial_traffic_pct', 'rollback_rules', 'stages', 'auto_promote', 'auto_promote_rules',
-    'judge', 'notifications', 'description', 'match', 'sticky']);
+    'judge', 'notifications', 'description', 'match', 'sticky', 'mode', 'shadow_pct', 'shadow']);
   for (const k of Object.keys(body)) if (!known.has(k)) throw new CanaryError('PROXY_ERR_BAD_BODY', `unknown field "${k}"`);
   // No pipeline_id: the default pipeline (the one requests no `pipelines` match go through).
   const pipelineId = body.pipeline_id === undefined ? defaults.default_pipeline_id ?? 'default' : body.pipeline_id;
@@ -134,7 +162,20 @@ export function parseStartRequest(body: unknown, defaults: CanaryDefaults): Cana
   let stages = body.stages === undefined ? defaults.stages.map((s) => ({ ...s })) : parsePart(stagesSchema, body.stages, 'stages',
     'PROXY_ERR_CANARY_INVALID_STAGES');
   checkDurations(stages);
+  const shadow = parseShadow(body, defaults);
+  if (shadow !== null && body.stages === undefined) {
+    // The default stages, after a shadow stage as long as their first: no client sees the candidate until it is promoted.
+    stages = [{ traffic_pct: 0, min_duration: stages[0].min_duration, min_requests: stages[0].min_requests }, ...stages];
+  }
+  stages.forEach((st, i) => {
+    if (st.shadow_pct !== undefined && shadow === null) throw new CanaryError('PROXY_ERR_CANARY_INVALID_STAGES', `stages.${i}.shadow_pct: only with ` +
+      'mode "shadow"');
+  });
   const match = parseMatch(body.match);
+  if (shadow !== null && (match !== null || body.sticky !== undefined)) throw new CanaryError('PROXY_ERR_BAD_BODY', `${match !== null ? 'match' : 'sticky'}: ` +
+    'not with mode "shadow"');
+  if (shadow !== null && body.initial_traffic_pct !== undefined) throw new CanaryError('PROXY_ERR_BAD_BODY', 'initial_traffic_pct: not with mode ' +
+    '"shadow" (give `stages`: a stage with traffic_pct 0 is a shadow stage)');
   if (body.sticky !== undefined && body.sticky !== 'connection' && body.sticky !== 'session') {
     throw new CanaryError('PROXY_ERR_BAD_BODY', `sticky: expected "connection" or "session", received ${JSON.stringify(body.sticky)}`);
   }
@@ -161,6 +202,15 @@ export function parseStartRequest(body: unknown, defaults: CanaryDefaults): Cana
     'be longer than 0');
   const promote = parsePart(autoPromoteRulesSchema, merge('auto_promote_rules', body.auto_promote_rules, defaults.auto_promote_rules),
     'auto_promote_rules', 'PROXY_ERR_CANARY_INVALID_RULES');
+  if (shadow === null) {
+    const shadowOnly = (o: unknown, keys: string[], name: string) => {
+      for (const k of keys) {
+        if (isObject(o) && o[k] !== undefined) throw new CanaryError('PROXY_ERR_CANARY_INVALID_RULES', `${name}.${k}: only with mode "shadow"`);
+      }
+    };
+    shadowOnly(body.rollback_rules, ['divergence_rate', 'candidate_latency_p95_delta_ms'], 'rollback_rules');
+    shadowOnly(body.auto_promote_rules, ['max_divergence_rate', 'max_candidate_latency_p95_delta_ms'], 'auto_promote_rules');
+  }
   const judge = parsePart(judgeSchema, merge('judge', body.judge, defaults.judge), 'judge', 'PROXY_ERR_BAD_BODY');
   let channels: NotificationChannel[] | null = null;
   if (body.notifications !== undefined) {
@@ -181,7 +231,29 @@ export function parseStartRequest(body: unknown, defaults: CanaryDefaults): Cana
     rollback_rules: rollback, auto_promote_rules: promote, judge, channels,
     description: (body.description as string | undefined) ?? null,
     match, sticky: (body.sticky as Sticky | undefined) ?? null,
+    shadow,
   };
+}
+
+/** `mode`, `shadow_pct` and `shadow`: the shadow settings (with canary.shadow's defaults), or null for mode "split". */
+function parseShadow(body: Record<string, unknown>, defaults: CanaryDefaults): ShadowSpec | null {
+  const mode = body.mode ?? 'split';
+  if (mode !== 'split' && mode !== 'shadow') throw new CanaryError('PROXY_ERR_BAD_BODY', `mode: expected "split" or "shadow", received ` +
+    `${JSON.stringify(mode)}`);
+  if (mode === 'split') {
+    if (body.shadow_pct !== undefined || body.shadow !== undefined) throw new CanaryError('PROXY_ERR_BAD_BODY', `${body.shadow_pct !== undefined
+      ? 'shadow_pct' : 'shadow'}: only with mode "shadow"`);
+    return null;
+  }
+  const p = body.shadow_pct;
+  if (typeof p !== 'number' || !Number.isInteger(p) || p < 1 || p > 100) throw new CanaryError('PROXY_ERR_CANARY_INVALID_TRAFFIC', 'shadow_pct: ' +
+    `expected an integer 1..100 (the share of requests shadowed), received ${JSON.stringify(p)}`);
+  if (body.shadow !== undefined && !isObject(body.shadow)) throw new CanaryError('PROXY_ERR_BAD_BODY', 'shadow: expected an object { show_values?, ' +
+    'ignore_paths?, max_diffs?, diverged_event_interval? }');
+  const base = v.parse(shadowSchema, defaults.shadow ?? {});
+  const merged = parsePart(shadowSchema, { ...base, ...(body.shadow as Record<string, unknown> | undefined) }, 'shadow', 'PROXY_ERR_BAD_BODY');
+  return { shadow_pct: p, ignore_paths: merged.ignore_paths, show_values: merged.show_values, max_diffs: merged.max_diffs,
+    diverged_event_interval: merged.diverged_event_interval };
 }
 
 /** `match`: { app_name?, user?, client? }, each a string or a list of strings; null when absent. */

@@ -4,6 +4,9 @@
 import { formatDuration, pendingStatus, type Evaluation } from './evaluator.ts';
 import type { CanaryRecord, HistoryEntry } from './store.ts';
 import { round, type SideWindow } from './windows.ts';
+import { stageShadowPct } from './spec.ts';
+import type { DiffRecord, ShadowCanary } from './shadow.ts';
+import type { ShadowWindow } from './shadow-windows.ts';
 
 export interface CanaryView {
   readonly record: CanaryRecord;
@@ -11,6 +14,47 @@ export interface CanaryView {
   readonly lastEval: Evaluation | null;
   /** The last answer of a stage's gate (gate.ts), with the stage it was for. */
   readonly lastGate?: { stage: number; ok: boolean; result: string; ms: number; at: number } | null;
+  /** A shadow canary's comparison and the current stage's shadowed requests. */
+  readonly shadow?: ShadowCanary | null;
+  readonly shadowStage?: ShadowWindow;
+}
+
+/** How many of the latest diffs the status (and the dashboard's feed) carries. */
+const STATUS_DIFFS = 5;
+
+function diffRow(d: DiffRecord): Record<string, unknown> {
+  return { at: iso(d.at), kind: d.kind, op: d.op, db: d.db, collection: d.collection, baseline: d.baseline, candidate: d.candidate, paths: d.paths,
+    truncated: d.truncated };
+}
+
+/** The `shadow` part of a status: counts since the start, the current stage's figures, the latest diffs. */
+function shadowStatus(c: CanaryView): Record<string, unknown> | null {
+  const r = c.record;
+  const sh = r.spec.shadow;
+  if (sh == null) return null;
+  const sc = c.shadow ?? null;
+  const sampled = sc?.sampled ?? 0;
+  const diverged = sc?.diverged ?? 0;
+  const running = r.status === 'active' || r.status === 'paused';
+  return {
+    shadow_pct: running ? stageShadowPct(r.spec, r.spec.stages[r.current_stage - 1]) : 0, show_values: sh.show_values, ignore_paths: sh.ignore_paths,
+    sampled, diverged, divergence_rate: sampled === 0 ? null : round(diverged / sampled, 6),
+    by_kind: sc === null ? { outcome: 0, request: 0, reply: 0 } : { ...sc.byKind },
+    stage: c.shadowStage?.view() ?? null, memory_bytes: sc?.memoryBytes ?? 0,
+    latest_diffs: (sc?.diffs() ?? []).slice(0, STATUS_DIFFS).map(diffRow),
+  };
+}
+
+/** GET /api/v1/canary/{id}/diffs. */
+export function diffsView(c: CanaryView, _now: number): Record<string, unknown> {
+  const r = c.record;
+  const s = shadowStatus(c)!;
+  const sc = c.shadow ?? null;
+  return {
+    canary_id: r.id, pipeline_id: r.pipeline_id, status: r.status, shadow_pct: s.shadow_pct, show_values: s.show_values, ignore_paths: s.ignore_paths,
+    sampled: s.sampled, diverged: s.diverged, divergence_rate: s.divergence_rate, by_kind: s.by_kind, memory_bytes: s.memory_bytes,
+    max_diffs: r.spec.shadow!.max_diffs, diffs: (sc?.diffs() ?? []).map(diffRow),
+  };
 }
 
 export function iso(ms: number): string {
@@ -66,6 +110,8 @@ export function statusView(c: CanaryView, now: number): Record<string, unknown> 
       result: ev === null ? 'pending' : ev.result, window_requests: ev?.window_requests ?? { baseline: 0, candidate: 0 },
       min_window_requests: r.spec.rollback_rules.min_window_requests,
     },
+    mode: r.spec.shadow == null ? 'split' : 'shadow',
+    shadow: shadowStatus(c),
   };
 }
 

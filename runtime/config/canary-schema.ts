@@ -30,6 +30,8 @@ export const stageSchema = v.strictObject({
   traffic_pct: onReload(pct('Percentage of requests sent to the candidate in this stage (0..100).')),
   min_duration: onReload(duration('Minimum time at the stage before it may be promoted.')),
   min_requests: onReload(count('Minimum candidate requests since entering the stage before it may be promoted.')),
+  shadow_pct: onReload(v.optional(pct('A shadow canary (mode `shadow`) only: share of the requests the baseline serves at this stage on which the ' +
+    'candidate also runs, unseen, to be compared. Default: the canary\'s `shadow_pct` at a stage with traffic_pct 0, none at an exposed stage.'))),
   manual_gate: onReload(v.optional(v.pipe(v.boolean(), v.description('With auto_promote, the canary pauses here (status `paused`) until promoted by hand.')))),
   gate: onReload(v.optional(v.pipe(v.strictObject({
     url: onReload(v.pipe(v.string(), v.url('expected an http:// or https:// URL'), v.regex(/^https?:\/\//i, 'expected an http:// or https:// URL'),
@@ -69,6 +71,10 @@ export const rollbackRulesSchema = v.strictObject({
   sustained_duration: onReload(v.optional(duration('How long a breach must persist, evaluation after evaluation, before the rollback.'), '20s')),
   check_interval: onReload(v.optional(duration('How often the canary is evaluated (the evaluation window).'), '5s')),
   custom_metrics: onReload(v.optional(v.pipe(v.array(customMetricSchema), v.description('Extra rules over plugin metrics (see docs/canary.md).')), [])),
+  divergence_rate: onReload(v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(1), v.description('Shadow canaries: roll back when the share ' +
+    '(0..1) of shadowed requests on which the candidate diverged from the baseline exceeds this.')))),
+  candidate_latency_p95_delta_ms: onReload(v.optional(nonNeg('Shadow canaries: roll back when the P95 of the candidate\'s steps\' time on the ' +
+    'shadowed requests exceeds the baseline\'s on the same requests by more than this many milliseconds.'))),
   min_window_requests: onReload(v.optional(count('Fewer requests than this on either side in a window is no evidence: the window neither starts ' +
     'nor resets a timer and never promotes.'), 20)),
 });
@@ -80,6 +86,10 @@ export const autoPromoteRulesSchema = v.strictObject({
     'points (stage window).'), 1)),
   max_latency_p95_delta_ms: onReload(v.optional(nonNeg('Promote only when the candidate P95 exceeds the baseline\'s by at most this many ms (stage ' +
     'window).'), 20)),
+  max_divergence_rate: onReload(v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(1), v.description('Shadow canaries: promote only when at ' +
+    'most this share (0..1) of the stage\'s shadowed requests diverged.')))),
+  max_candidate_latency_p95_delta_ms: onReload(v.optional(nonNeg('Shadow canaries: promote only when the P95 of the candidate\'s steps\' time on ' +
+    'the stage\'s shadowed requests exceeds the baseline\'s by at most this many ms.'))),
 });
 
 export const judgeSchema = v.strictObject({
@@ -91,6 +101,20 @@ export const judgeSchema = v.strictObject({
 
 // Notifications (channelSchema, notificationsSchema) live in notifications-schema.ts.
 export { notificationChannel as channelSchema, notificationsSchema } from './notifications-schema.ts';
+
+/** Paths no diff compares by default: what differs between any two replies of a server. */
+export const DEFAULT_SHADOW_IGNORE_PATHS = ['$clusterTime', 'operationTime'];
+
+export const shadowSchema = v.strictObject({
+  ignore_paths: onReload(v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(1))), v.maxLength(100),
+    v.description('Dotted paths a shadow canary\'s diff skips, with everything under them (array elements by index, e.g. `cursor.id`).')),
+  DEFAULT_SHADOW_IGNORE_PATHS)),
+  show_values: onReload(v.optional(v.pipe(v.boolean(), v.description('Diffs show the differing values; by default only paths and types (the ' +
+    'candidate may be the plugin that redacts).')), false)),
+  max_diffs: onReload(v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(10_000),
+    v.description('Divergent requests\' diffs kept per shadow canary (a ring: the oldest is dropped).')), 100)),
+  diverged_event_interval: onReload(v.optional(duration('At most one `canary.diverged` event per canary per this interval.'), '1m')),
+});
 
 export const canarySchema = v.strictObject({
   stages: onReload(v.optional(v.pipe(stagesSchema, v.description('Default stages of a canary started without `stages`.')), DEFAULT_STAGES)),
@@ -104,6 +128,8 @@ export const canarySchema = v.strictObject({
   max_samples: onRestart(v.optional(v.pipe(v.number(), v.integer(), v.minValue(10),
     v.description('Evaluation samples kept per canary (GET …/metrics); older ones are dropped.')), 10000)),
   judge: onReload(v.optional(v.pipe(judgeSchema, v.description('Optional statistical judge (docs/canary.md).')), {})),
+  shadow: onReload(v.optional(v.pipe(shadowSchema, v.description('Defaults of shadow canaries (mode `shadow`, docs/canary.md "Shadow canaries"); ' +
+    'a start request\'s `shadow` object overrides them key by key.')), {})),
   plugin_dirs: onReload(v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(1))),
     v.description('Directories a candidate step\'s `plugin_id` path may load a .wasm module from (relative to the working directory), besides the ' +
     'built-in plugin directory and the directories of the configured steps\' modules; a path is allowed when its real location (symlinks followed) ' +

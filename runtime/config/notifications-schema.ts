@@ -14,6 +14,7 @@ export const NOTIFICATION_EVENTS = [
   'canary.rolled_back',
   'canary.completed',
   'canary.threshold_warning',
+  'canary.diverged',
 ] as const;
 /** What a pager channel may receive: a rollback or a warning opens (triggers) the canary's incident,
  *  completion resolves it; starts and promotions never page anyone. */

@@ -152,6 +152,14 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
     }
   });
 
+  app.get<P>('/api/v1/canary/:id/diffs', async (req, reply) => {
+    try {
+      return controller.diffs(req.params.id);
+    } catch (err) {
+      return fail(reply, err);
+    }
+  });
+
   app.get<P>('/api/v1/canary/:id/report', async (req, reply) => {
     try {
       return controller.report(req.params.id);

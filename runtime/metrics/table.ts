@@ -13,7 +13,7 @@
 export type MetricType = 'counter' | 'gauge' | 'histogram' | 'summary';
 
 /** Which component's numbers a metric reports (and which code registers it). */
-export type MetricOwner = 'server' | 'upstream' | 'pipelines' | 'tracing' | 'plugin-host' | 'notifier' | 'profiler';
+export type MetricOwner = 'server' | 'upstream' | 'pipelines' | 'tracing' | 'plugin-host' | 'notifier' | 'canary' | 'profiler';
 
 export interface MetricSpec {
   readonly type: MetricType;
@@ -112,6 +112,13 @@ export const METRICS = {
   proxy_notifications_refused_total: { type: 'counter', owner: 'notifier', labels: ['channel'], help: 'Messages not queued because their channel ' +
     'was invalid (e.g. a webhook without a secret), by channel type' },
   proxy_notifications_pending: { type: 'gauge', owner: 'notifier', labels: [], help: 'Notification messages in the outbox not yet delivered or given up' },
+  // Only with a control plane (runtime/canary/shadow-metrics.ts).
+  proxy_canary_divergence_total: { type: 'counter', owner: 'canary', labels: ['kind'], help: 'Shadowed requests on which a shadow canary\'s ' +
+    'candidate diverged from the baseline, by kind (outcome: a different decision; request: a different command; reply: a different answer)' },
+  proxy_canary_shadow_requests_total: { type: 'counter', owner: 'canary', labels: [], help: 'Requests on which a shadow canary ran its candidate ' +
+    'beside the baseline' },
+  proxy_canary_shadow_memory_bytes: { type: 'gauge', owner: 'canary', labels: [], help: 'Bytes held by shadow canaries\' rings of diffs ' +
+    '(bounded by canary.shadow.max_diffs per pipeline)' },
   // The profiling endpoint's /metrics only (runtime/profiling/prometheus.ts).
   proxy_step_latency_us: { type: 'histogram', owner: 'profiler', labels: STEP, help: 'Latency of one pipeline step invocation, microseconds' },
   proxy_step_slow_total: { type: 'counter', owner: 'profiler', labels: STEP, help: 'Step invocations slower than their threshold ' +

@@ -1,6 +1,6 @@
 // What each channel kind sends for one canary event (documented in docs/notifications.md):
 // the webhook's JSON body, the e-mail's subject and text, the PagerDuty Events API v2 event.
-import type { CanaryEvent, CanaryEventType, NotificationChannel, RuleReading, SideMetrics } from '../events.ts';
+import type { CanaryEvent, CanaryEventType, DivergenceSummary, NotificationChannel, RuleReading, SideMetrics } from '../events.ts';
 
 /** Bumped when a field changes meaning or goes away (adding fields does not bump it). */
 export const WEBHOOK_PAYLOAD_VERSION = 1;
@@ -11,6 +11,7 @@ const TITLES: Record<CanaryEventType, string> = {
   'canary.rolled_back': 'canary rolled back',
   'canary.completed': 'canary completed',
   'canary.threshold_warning': 'canary threshold warning',
+  'canary.diverged': 'shadow canary diverged',
 };
 
 /** One line for people: what happened to which canary, where, and why. */
@@ -22,6 +23,7 @@ export function summary(e: CanaryEvent, instance: string): string {
     case 'canary.completed': return `Canary completed: ${where}, candidate ${e.candidate_version} is the baseline`;
     case 'canary.rolled_back': return `Canary rolled back (${e.triggered_by ?? 'unknown'}): ${where}${e.reason ? `: ${e.reason}` : rulesText(e.rules)}`;
     case 'canary.threshold_warning': return `Canary threshold warning: ${where}${rulesText(e.rules)}`;
+    case 'canary.diverged': return `Shadow canary diverged: ${where}: ${e.divergence?.diverged ?? 0} of ${e.divergence?.sampled ?? 0} shadowed requests`;
   }
 }
 
@@ -47,6 +49,7 @@ export interface WebhookBody {
   triggered_by?: string;
   metrics?: { baseline: SideMetrics; candidate: SideMetrics };
   rules?: RuleReading[];
+  divergence?: DivergenceSummary;
 }
 
 export function webhookBody(e: CanaryEvent, instance: string): WebhookBody {
@@ -68,6 +71,7 @@ export function webhookBody(e: CanaryEvent, instance: string): WebhookBody {
   if (e.triggered_by !== undefined) body.triggered_by = e.triggered_by;
   if (e.metrics !== undefined) body.metrics = e.metrics;
   if (e.rules !== undefined) body.rules = e.rules;
+  if (e.divergence !== undefined) body.divergence = e.divergence;
   return body;
 }
 
@@ -94,6 +98,11 @@ export function emailMessage(e: CanaryEvent, instance: string): { subject: strin
     lines.push('', 'Rules:');
     for (const r of e.rules) lines.push(`  ${r.rule}: ${fmt(r.value)} (threshold ${fmt(r.threshold)})${r.sustained_for ? `, sustained ` +
       `for ${r.sustained_for}` : ''}`);
+  }
+  if (e.divergence !== undefined) {
+    const d = e.divergence;
+    lines.push('', `Divergence:  ${d.diverged} of ${d.sampled} shadowed requests (${Object.entries(d.by_kind).map(([k, n]) => `${k} ${n}`).join(', ')})`);
+    for (const l of d.latest) lines.push(`  ${l.kind} ${l.op} ${l.ns}: ${l.paths.join(', ') || '(outcome)'}`);
   }
   if (e.metrics !== undefined) {
     lines.push('', '             requests  error %   p50 ms   p95 ms   p99 ms');
