@@ -16,8 +16,8 @@ import { registerProxyMetrics } from './proxy-metrics.ts';
 import { Registry } from 'prom-client';
 import { WasmHost } from '../wasm/index.ts';
 export { watchReload, type WatchReloadOptions } from './reload-watch.ts';
-import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, Promotions, defaultsFromConfig, registerShadowMetrics, type BaselineChoice, type CanaryEventSink,
-  type Clock } from '../canary/index.ts';
+import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, Promotions, defaultsFromConfig, registerShadowMetrics, type BaselineChoice,
+  type CanaryEventSink, type Clock } from '../canary/index.ts';
 import { ProfilerCanaryMetrics } from './canary-metrics.ts';
 import { Notifier, outboxPath, registerNotificationMetrics } from '../canary/notify/index.ts';
 import { Profiler, SnapshotStore, durationToMs, mmapFitIssue, type MmapStorage, type ProfilingSettings } from '../profiling/index.ts';
