@@ -133,3 +133,44 @@ export function historyDetail(e: HistoryEntry): string {
   }
   return parts.join('; ');
 }
+
+/** GET /api/v1/canary/{id}/diffs (docs/canary.md, "Shadow canaries"). */
+export interface Diffs {
+  canary_id: string; pipeline_id: string; status: string; shadow_pct: number; show_values: boolean; sampled: number; diverged: number;
+  divergence_rate: number | null; by_kind: Record<string, number>; memory_bytes: number; max_diffs: number;
+  diffs: Array<{ at: string; kind: string; op: string; db: string; collection: string; baseline: string; candidate: string; truncated: boolean;
+    paths: Array<{ path: string; change: string; baseline_type?: string; candidate_type?: string; baseline?: string; candidate?: string }> }>;
+}
+
+/**
+ * `proxy canary diffs`: the divergence counts, then the ring's diffs grouped by kind, operation and
+ * differing paths — COUNT, KIND, PATHS, and one SAMPLE (namespace, what each graph did or the
+ * values when shown, and when).
+ */
+export function renderDiffs(d: Diffs): string {
+  const rate = d.divergence_rate === null ? '-' : `${num(d.divergence_rate * 100, 2)}%`;
+  const kinds = Object.entries(d.by_kind).map(([k, n]) => `${k} ${n}`).join(', ');
+  const head = `canary ${d.canary_id} on ${d.pipeline_id} (${d.status}, shadowing ${d.shadow_pct}%): ${d.diverged} of ${d.sampled} shadowed ` +
+    `requests diverged (${rate}) — ${kinds}\n`;
+  if (d.diffs.length === 0) {
+    return `${head}no diffs kept${d.diverged > 0 ? ' (the ring holds the diffs of a running canary, or its pipeline\'s latest)' : ''}\n`;
+  }
+  const groups = new Map<string, { count: number; kind: string; paths: string; sample: Diffs['diffs'][number] }>();
+  for (const x of d.diffs) {
+    const paths = x.paths.length === 0 ? `(${x.baseline} vs ${x.candidate})` : x.paths.map((p) => `${p.path} ${p.change}`).join(', ') +
+      (x.truncated ? ', …' : '');
+    const key = `${x.kind}\0${x.op}\0${paths}`;
+    const g = groups.get(key);
+    if (g === undefined) groups.set(key, { count: 1, kind: `${x.kind} ${x.op}`, paths, sample: x });
+    else g.count++;
+  }
+  const sample = (x: Diffs['diffs'][number]): string => {
+    const ns = x.collection === '' ? x.db : `${x.db}.${x.collection}`;
+    const shown = x.paths.filter((p) => p.baseline !== undefined || p.candidate !== undefined).slice(0, 2)
+      .map((p) => `${p.path}: ${p.baseline ?? '(none)'} → ${p.candidate ?? '(none)'}`).join('; ');
+    return `${ns} ${x.at}${shown === '' ? '' : ` ${shown}`}`;
+  };
+  const rows = [...groups.values()].sort((a, b) => b.count - a.count).map((g) => [String(g.count), g.kind, g.paths, sample(g.sample)]);
+  return `${head}${table(['COUNT', 'KIND', 'PATHS', 'SAMPLE'], rows)}` +
+    `(the latest ${d.diffs.length} diffs, at most ${d.max_diffs}; values ${d.show_values ? 'shown' : 'hidden (shadow.show_values)'})\n`;
+}

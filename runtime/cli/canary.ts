@@ -8,11 +8,12 @@ import { parse as parseYaml } from 'yaml';
 import { CanaryCliError, CanaryClient, EXIT, usage } from './canary-client.ts';
 import { typedOption, httpBaseUrl } from './argv.ts';
 import { fragmentFor, fragmentYaml, readPlain, writeFragment, type BaselineAnswer } from './canary-adopt.ts';
-import { isRunning, num, renderHistory, renderStatus, table, type History, type Report, type Side, type Status } from './canary-render.ts';
+import { isRunning, num, renderDiffs, renderHistory, renderStatus, table, type Diffs, type History, type Report, type Side,
+  type Status } from './canary-render.ts';
 
 const DEFAULT_URL = 'http://127.0.0.1:9092';
 const WATCH_INTERVAL_MS = 5000;
-const ACTIONS = ['start', 'status', 'promote', 'rollback', 'list', 'history', 'metrics', 'adopt'] as const;
+const ACTIONS = ['start', 'status', 'promote', 'rollback', 'list', 'history', 'metrics', 'adopt', 'diffs'] as const;
 type Action = typeof ACTIONS[number];
 
 interface Options {
@@ -20,12 +21,13 @@ interface Options {
   pipeline?: unknown; candidateConfig?: unknown; traffic?: unknown; autoPromote?: boolean; stages?: unknown;
   rollbackRules?: unknown; description?: unknown; verbose?: boolean; watch?: boolean; force?: boolean;
   reason?: unknown; all?: boolean; output?: unknown; format?: unknown;
-  matchApp?: unknown; matchUser?: unknown; matchClient?: unknown; sticky?: unknown; write?: boolean; config?: unknown;
+  matchApp?: unknown; matchUser?: unknown; matchClient?: unknown; sticky?: unknown; write?: boolean; config?: unknown; shadow?: unknown;
 }
 
 /** Options each action accepts (besides --url, --token, --json). */
 const ACTION_OPTIONS: Record<Action, string[]> = {
-  start: ['pipeline', 'candidateConfig', 'traffic', 'autoPromote', 'stages', 'rollbackRules', 'description', 'matchApp', 'matchUser', 'matchClient', 'sticky'],
+  start: ['pipeline', 'candidateConfig', 'traffic', 'autoPromote', 'stages', 'rollbackRules', 'description', 'matchApp', 'matchUser', 'matchClient', 'sticky',
+    'shadow'],
   status: ['verbose', 'watch'],
   promote: ['force'],
   rollback: ['reason', 'all'],
@@ -33,6 +35,7 @@ const ACTION_OPTIONS: Record<Action, string[]> = {
   history: [],
   metrics: ['format', 'output'],
   adopt: ['write', 'config'],
+  diffs: [],
 };
 const FLAG: Record<string, string> = {
   candidateConfig: '--candidate-config', autoPromote: '--auto-promote', rollbackRules: '--rollback-rules',
@@ -148,6 +151,13 @@ async function start(c: Ctx): Promise<void> {
   }
   const description = raw('description', o.description);
   if (description !== undefined) body.description = description;
+  // Shadow canary (docs/canary.md, "Shadow canaries"): the candidate runs unseen beside the baseline on this share of requests.
+  const shadow = raw('shadow', o.shadow);
+  if (shadow !== undefined) {
+    if (!/^\d+$/.test(shadow) || Number(shadow) < 1 || Number(shadow) > 100) usage(`--shadow must be an integer percentage 1..100, got "${shadow}"`);
+    body.mode = 'shadow';
+    body.shadow_pct = Number(shadow);
+  }
   // Aimed canary (docs/canary.md, "Aimed canaries"): each --match-* may be repeated.
   const many = (name: string, x: unknown): string[] | undefined => (x === undefined ? undefined : (Array.isArray(x) ? x : [x]).map((v) => {
     if (v === true || v === false) usage(`--${name} needs a value`);
@@ -168,7 +178,7 @@ async function start(c: Ctx): Promise<void> {
   const r = await c.client.json<Record<string, unknown>>('POST', '/api/v1/canary', body);
   if (c.json) return printJson(r);
   out(`canary ${String(r.canary_id)} started on pipeline ${String(r.pipeline_id)}: stage ${String(r.current_stage)}, ${String(r.traffic_pct)}% to ` +
-    `the candidate\n`
+    `the candidate${shadow !== undefined ? `, ${shadow}% shadowed` : ''}\n`
     + `  baseline  ${String(r.baseline_version)}\n  candidate ${String(r.candidate_version)}\n`
     + `  metrics   ${String(r.metrics_url)}\n`
     + `follow it with: proxy canary status ${String(r.pipeline_id)} --watch\n`);
@@ -317,7 +327,15 @@ async function adopt(c: Ctx): Promise<void> {
   out(fragmentYaml(f, pipelineId));
 }
 
-const COMMANDS: Record<Action, (c: Ctx) => Promise<void>> = { start, status, promote, rollback, list, history, metrics, adopt };
+async function diffs(c: Ctx): Promise<void> {
+  const pipelineId = needTarget(c, 'a <pipeline_id>', 'diffs');
+  const item = await canaryOf(c, pipelineId, true);
+  const d = await c.client.json<Diffs>('GET', `/api/v1/canary/${encodeURIComponent(item.canary_id)}/diffs`);
+  if (c.json) return printJson(d);
+  out(renderDiffs(d));
+}
+
+const COMMANDS: Record<Action, (c: Ctx) => Promise<void>> = { start, status, promote, rollback, list, history, metrics, adopt, diffs };
 
 export async function canaryCommand(action: string, target: string | undefined, o: Options): Promise<void> {
   if (!(ACTIONS as readonly string[]).includes(action)) usage(`unknown action "${action}" (one of ${ACTIONS.join(', ')})`);
@@ -335,7 +353,7 @@ export async function canaryCommand(action: string, target: string | undefined, 
 
 export function registerCanary(cli: CAC): void {
   cli.command('canary <action> [target]', 'Canary deployments through the control plane: start, status <pipeline_id>, promote <pipeline_id>, ' +
-    'rollback <pipeline_id>|--all, list, history <canary_id>, metrics <canary_id>, adopt <pipeline_id>')
+    'rollback <pipeline_id>|--all, list, history <canary_id>, metrics <canary_id>, adopt <pipeline_id>, diffs <pipeline_id>')
     .option('--url <url>', `control-plane URL (default $PROXY_CONTROL_URL, else ${DEFAULT_URL})`)
     .option('--token <token>', 'bearer token (default $PROXY_CONTROL_TOKEN, else $PROXY_CONTROL_PLANE_TOKEN)')
     .option('--json', 'machine-readable output (the API\'s JSON) on stdout')
@@ -350,6 +368,7 @@ export function registerCanary(cli: CAC): void {
     .option('--match-user <name>', 'start: aim at clients logged in as this user (repeatable)')
     .option('--match-client <cidr>', 'start: aim at clients from this address block (repeatable)')
     .option('--sticky <connection|session>', 'start: keep a connection\'s or a session\'s requests on one version')
+    .option('--shadow <pct>', 'start: a shadow canary — the candidate also runs, unseen, beside the baseline on this share of requests (1..100)')
     .option('--write', 'adopt: write the fragment into --config <file> instead of printing it')
     .option('--config <file>', 'adopt: the configuration file (to place the fragment, and to write with --write)')
     .option('--verbose', 'status: every rollback rule and auto-promote condition with its current value, met or unmet')

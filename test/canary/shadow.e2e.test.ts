@@ -8,6 +8,8 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MongoClient, MongoServerError } from 'mongodb';
@@ -100,6 +102,15 @@ test('transform v2 redacting one more field: divergence on exactly the replies h
     assert.equal(status.mode, 'shadow');
     assert.equal(status.shadow.diverged, withEmail);
     assert.equal(status.shadow.latest_diffs.length, Math.min(5, withEmail));
+    // `proxy canary diffs <pipeline>`: one group of the four replies, the path, no values.
+    // (A child process, run asynchronously: the proxy answering it is this process.)
+    const cli = await promisify(execFile)(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'canary', 'diffs', 'default'], {
+      env: { ...process.env, PROXY_CONTROL_URL: proxy.controlPlaneUrl!, PROXY_CONTROL_TOKEN: TOKEN }, encoding: 'utf8',
+    });
+    assert.match(cli.stdout, new RegExp(`${withEmail} of ${docs.length} shadowed requests diverged`));
+    assert.match(cli.stdout, /^COUNT\s+KIND\s+PATHS\s+SAMPLE$/m);
+    assert.match(cli.stdout, new RegExp(`^${withEmail}\\s+reply find\\s+cursor\\.firstBatch\\.0\\.email changed\\s+app\\.people `, 'm'));
+    assert.doesNotMatch(cli.stdout, /@x\.test/);
     const metrics = await (await fetch(`${proxy.adminUrl}/metrics`, { headers: { authorization: `Bearer ${ADMIN}` } })).text();
     assert.match(metrics, new RegExp(`^proxy_canary_divergence_total\\{kind="reply"\\} ${withEmail}$`, 'm'));
     assert.match(metrics, new RegExp(`^proxy_canary_shadow_requests_total ${docs.length}$`, 'm'));
