@@ -1,7 +1,8 @@
 // Canary comparison widget (docs/dashboard.md#canary-widget): baseline vs candidate side by side,
 // stage and traffic, each rollback rule with its value, threshold and sustained-duration counter,
-// a warning indicator while a threshold is approached or breached, fed by the control plane's
-// WebSocket (GET /api/v1/canary/{id}/feed), optional promote / rollback buttons.
+// a warning indicator while a threshold is approached or breached, a shadow canary's divergence
+// and latest diffs, fed by the control plane's WebSocket (GET /api/v1/canary/{id}/feed), optional
+// promote / rollback buttons.
 //
 // Standalone: one script, no dependency, usable in any page:
 //   <div id="canary"></div>
@@ -20,6 +21,7 @@
   border: 1px solid var(--line); border-radius: 8px; padding: 14px 16px; max-width: 760px; }
 .pcw.dark { --bg:#0d1117; --fg:#e6edf3; --muted:#9da7b3; --line:#30363d; --head:#161b22; --ok:#3fb950; --warn-bg:#3b2e00; --warn-fg:#f2cc60; --bad:#ff7b72; }
 .pcw h2 { font-size: 16px; margin: 0 0 4px; }
+.pcw h3 { font-size: 14px; margin: 12px 0 2px; }
 .pcw .meta { color: var(--muted); margin: 0 0 10px; }
 .pcw .state { display: inline-block; padding: 1px 8px; border-radius: 10px; font-weight: 600; border: 1px solid var(--line); }
 .pcw .state.rolled_back { color: var(--bad); } .pcw .state.completed { color: var(--ok); }
@@ -27,6 +29,7 @@
 .pcw th, .pcw td { border-bottom: 1px solid var(--line); padding: 4px 8px; text-align: right; font-variant-numeric: tabular-nums; }
 .pcw th:first-child, .pcw td:first-child { text-align: left; }
 .pcw thead th { background: var(--head); }
+.pcw table.diffs th, .pcw table.diffs td { text-align: left; }
 .pcw .warn { background: var(--warn-bg); color: var(--warn-fg); border-radius: 6px; padding: 6px 10px; margin: 8px 0; }
 .pcw td.breaching { color: var(--bad); font-weight: 600; } .pcw td.warning { color: var(--warn-fg); background: var(--warn-bg); font-weight: 600; }
 .pcw .actions { display: flex; gap: 8px; margin-top: 10px; align-items: center; }
@@ -94,6 +97,7 @@
         parts.push(el('p', { class: 'msg' }, 'Inconclusive: too few requests in the last window (baseline ', num(w.baseline, 0), ', candidate ',
           num(w.candidate, 0), ').'));
       }
+      if (c.shadow) parts.push(...shadowPart(c.shadow));
       parts.push(el('table', { 'aria-label': 'Rollback rules' },
         el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Rule'), el('th', { scope: 'col' }, 'Value'), el('th', { scope: 'col' }, 'Threshold'),
           el('th', { scope: 'col' }, 'Sustained for'))),
@@ -111,6 +115,35 @@
           el('span', { class: 'msg', 'data-field': 'action-message' }, actionMsg)));
       }
       root.replaceChildren(...parts);
+    }
+
+    // A shadow canary: how much was shadowed, how much diverged (by kind), the candidate's step cost
+    // against the baseline's on those requests, and the latest diffs (paths; values only when the
+    // canary shows them).
+    function shadowPart(sh) {
+      const st = sh.stage || {};
+      const kinds = Object.entries(sh.by_kind || {}).map(([k, n]) => k + ' ' + n).join(', ');
+      const out = [
+        el('h3', {}, 'Shadow'),
+        el('p', { class: 'meta', 'data-field': 'shadow' },
+          'shadowing ', el('span', { 'data-field': 'shadow-pct' }, sh.shadow_pct + '%'), ' of the baseline\'s requests · ',
+          el('span', { 'data-field': 'shadow-sampled' }, num(sh.sampled, 0)), ' shadowed · ',
+          el('span', { 'data-field': 'shadow-diverged' }, num(sh.diverged, 0)), ' diverged',
+          sh.divergence_rate === null ? '' : ' (' + num(sh.divergence_rate * 100, 2) + '%)', kinds ? ' — ' + kinds : ''),
+        el('p', { class: 'meta' }, 'steps P95 on this stage\'s shadowed requests: baseline ', num(st.baseline_steps_p95_ms, 3), ' ms, candidate ',
+          num(st.candidate_steps_p95_ms, 3), ' ms'),
+      ];
+      const diffs = sh.latest_diffs || [];
+      if (diffs.length > 0) {
+        out.push(el('table', { class: 'diffs', 'aria-label': 'Latest diffs' },
+          el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Kind'), el('th', { scope: 'col' }, 'Operation'), el('th', { scope: 'col' }, 'Namespace'),
+            el('th', { scope: 'col' }, 'Paths'))),
+          el('tbody', {}, ...diffs.map((d) => el('tr', { 'data-diff': d.kind },
+            el('td', {}, d.kind), el('td', {}, d.op), el('td', {}, d.collection ? d.db + '.' + d.collection : d.db),
+            el('td', {}, d.paths.length === 0 ? d.baseline + ' vs ' + d.candidate : d.paths.map((x) => x.path + (x.baseline !== undefined ||
+              x.candidate !== undefined ? ' (' + (x.baseline ?? '—') + ' → ' + (x.candidate ?? '—') + ')' : '')).join(', ')))))));
+      }
+      return out;
     }
 
     function message(text) {

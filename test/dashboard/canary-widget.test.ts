@@ -83,6 +83,61 @@ test('canary widget: baseline vs candidate fed over the WebSocket, stage and tra
     await page.close();
   });
 
+test('canary widget of a shadow canary: shadowed and diverged counts, by kind, the latest diffs with their paths and no values',
+  { timeout: 120_000 }, async () => {
+    const TOKEN = 'dashboard-shadow-token-0123456789';
+    const dir = mkdtempSync(join(tmpdir(), 'proxy-dashboard-shadow-'));
+    dirs.push(dir);
+    const proxy = await startProxy(parseConfig({
+      listen: '127.0.0.1:0', log: { level: 'error' },
+      profiling: { enabled: true, port: 0 },
+      control_plane: { port: 0, tokens: [TOKEN] },
+      canary: { data_dir: dir },
+      pipeline: { request: [], response: ['transform'] }, steps: { transform: { config: { response: [{ op: 'redact', path: 'ssn' }] } } },
+    }, null), { log: quiet });
+    running.push(proxy);
+    const created = await fetch(`${proxy.controlPlaneUrl}/api/v1/canary`, {
+      method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        mode: 'shadow', shadow_pct: 100, auto_promote: false,
+        candidate_config: { steps: [{ type: 'transform', config: { response: [{ op: 'redact', path: 'ssn' }, { op: 'redact', path: 'email' }] } }] },
+        stages: [{ traffic_pct: 0, min_duration: '1h', min_requests: 1000 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
+      }),
+    }).then((r) => r.json());
+    assert.match(created.canary_id, /./, JSON.stringify(created));
+    const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 5000 });
+    clients.push(client);
+    const coll = client.db('dash').collection('people');
+    await coll.insertMany([{ ssn: '1', email: 'a@x.test' }, { ssn: '2' }]);
+    for (let i = 0; i < 3; i++) {
+      await coll.findOne({ email: { $exists: true } });
+      await coll.findOne({ email: { $exists: false } });
+    }
+
+    const page = await open(`${proxy.profilingUrl}/dashboard/`);
+    await page.click('#tab-canary');
+    await page.waitForSelector('#canary-form:not([hidden])');
+    await page.fill('#canary-token', TOKEN);
+    await page.click('#canary-form button[type=submit]');
+    const widget = page.locator('#canary-widget .pcw');
+    await widget.locator('[data-status=active]').waitFor();
+    assert.equal(await widget.locator('[data-field=traffic]').textContent(), '0%');
+    assert.equal(await widget.locator('[data-field=shadow-pct]').textContent(), '100%');
+    // The three finds of the document with an email diverged; the other three and the insert did not.
+    assert.equal(await widget.locator('[data-field=shadow-diverged]').textContent(), '3');
+    assert.equal(await widget.locator('[data-field=shadow-sampled]').textContent(), '7');
+    assert.match(await widget.locator('[data-field=shadow]').textContent() ?? '', /reply 3/);
+    const rows = widget.locator('table[aria-label="Latest diffs"] tbody tr');
+    assert.equal(await rows.count(), 3);
+    const cells = await rows.first().locator('td').allTextContents();
+    assert.deepEqual(cells, ['reply', 'find', 'dash.people', 'cursor.firstBatch.0.email']);
+    assert.doesNotMatch(await widget.textContent() ?? '', /a@x\.test/);
+    await page.screenshot({ path: join(ARTIFACTS, 'canary-widget-shadow.png'), fullPage: true });
+    const extra = page as unknown as { errors: string[]; foreign: string[] };
+    assert.deepEqual(extra.errors, []);
+    await page.close();
+  });
+
 test('canary tab without a control plane says canary deployments are disabled', { timeout: 60_000 }, async () => {
   const { proxy } = await start({});
   const page = await open(`${proxy.profilingUrl}/dashboard/`);
