@@ -445,8 +445,8 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
 
   /**
    * dispatch() for a request a shadow canary sampled: the baseline runs as for any request, its
-   * steps timed; the candidate runs after the baseline's command is handed to the upstream or its
-   * answer is written (shadow-steps.ts), so the client waits for nothing of the candidate's.
+   * steps timed; the candidate runs once the baseline's answer is written (shadow-steps.ts), so the
+   * client waits for nothing of the candidate's.
    */
   private dispatchShadowed(shadow: GraphShadow, pipeline: Pipeline, frame: Buffer, body: Buffer, sequences: DocSequence[] | null, flags: number): void {
     const sh = (this.shadowSteps ??= new ShadowSteps(this.handshake, this.ctx.profiler));
@@ -457,16 +457,16 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     const ex = steps.current!;
     if (answer !== null) {
       this.sendBody(answer);
-      sh.request(shadow, ex, answer, baselineMs, body, sequences, this.record.readAt);
+      sh.begin(shadow, ex, answer, baselineMs, body, sequences, this.record.readAt);
       return;
     }
     let out = frame;
     if (ex.newRequest !== null) out = encodeOpMsg(0, 0, flags & (MSG_MORE_TO_COME | MSG_EXHAUST_ALLOWED), ex.newRequest);
+    sh.begin(shadow, ex, null, baselineMs, body, sequences, this.record.readAt);
+    const expectReply = this.writer.expectReply;
+    if (expectReply) this.shadowing = sh;
     this.forward(out, this.ctx.router.choose(this.peek, body, ex.route));
-    if (sh.request(shadow, ex, null, baselineMs, body, sequences, this.record.readAt)) {
-      if (this.writer.expectReply) this.shadowing = sh;
-      else sh.noReply();
-    }
+    if (!expectReply) sh.noReply();
   }
 
   // ---- upstream ---------------------------------------------------------------------------
@@ -486,12 +486,13 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   }
 
   onCallError(err: ProxyError): void {
-    if (this.shadowing !== null) {
-      this.shadowing.noReply();
-      this.shadowing = null;
-    }
     if (this.lb !== null && !this.lb.open) this.call.unpin();
     this.replyError(err);
+    const sh = this.shadowing;
+    if (sh !== null) {
+      this.shadowing = null;
+      sh.noReply();
+    }
     this.finish();
   }
 
@@ -531,7 +532,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.finish();
   }
 
-  /** onCallReply() of a shadowed request: the baseline's answer is written, then the candidate's response phase runs on the same reply. */
+  /** onCallReply() of a shadowed request: the baseline's answer is written, then the candidate runs (on the same reply when it sends the same command). */
   private shadowedReply(sh: ShadowSteps, frame: Buffer): void {
     this.shadowing = null;
     const body = parseOpMsg(frame).body;
@@ -542,7 +543,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     else if (this.record.attachesProfile) this.sendBody(body);
     else this.writer.upstreamFrame(frame);
     const call = this.call;
-    sh.response(answer ?? body, baselineMs, body, call.repliedAt > call.writtenAt ? (call.repliedAt - call.writtenAt) * 1e6 : 0);
+    sh.reply(answer ?? body, baselineMs, body, call.repliedAt > call.writtenAt ? (call.repliedAt - call.writtenAt) * 1e6 : 0);
     this.finish();
   }
 

@@ -1,10 +1,10 @@
 // A connection's shadowed request (a shadow canary, runtime/pipeline/shadow.ts): the candidate
-// graph run beside the baseline on its own Exchange over the same request bytes, after the
-// baseline's bytes are on their way — its request phase once the baseline's command is handed to
-// the upstream (or its answer written to the client), its response phase once the baseline's reply
-// is written — so the shadow never sits between the baseline and the client. The candidate never
-// reaches the upstream: its response steps run on the same reply bytes the baseline got (read-only
-// to every step: a step's change is a new buffer), and only when both graphs send the same command.
+// graph run beside the baseline on its own Exchange over the same request bytes, once the
+// baseline's answer to the client is written (or, for a request without a reply, once its command
+// is handed to the upstream) — so a request's reply never waits for its own shadow: the candidate
+// delays only what the event loop runs after it. The candidate never reaches the upstream: its
+// response steps run on the same reply bytes the baseline got (read-only to every step: a step's
+// change is a new buffer), and only when both graphs send the same command.
 //
 // Its cost is profiled as its own graph (variant `candidate`): the candidate's step timings are
 // committed to the profiler as a request of that graph, its upstream time the baseline's.
@@ -26,6 +26,10 @@ export class ShadowSteps {
   private completed: CompletedRequest | null = null;
   /** The candidate's timings are committed to the profiler for this request. */
   private profiled = false;
+  /** The shadowed request until the candidate's request phase runs. */
+  private body: Uint8Array | null = null;
+  private sequences: DocSequence[] | null = null;
+  private readAt = 0;
 
   constructor(conn: ConnectionInfo, profiler: Profiler | null) {
     this.conn = conn;
@@ -33,24 +37,41 @@ export class ShadowSteps {
   }
 
   /**
-   * The baseline's request phase ran over `ex` (`baselineMs` its steps' time); `answer`: what the
-   * client was answered without the upstream (already written), or null: the command was handed to
-   * the upstream. Runs the candidate's request phase over the same request and has it compared.
-   * Returns true when the candidate's response phase waits for the upstream's reply (response()).
+   * The baseline's request phase ran over `ex` (`baselineMs` its steps' time), on the request
+   * `body` and `sequences` read at `readAt`. `answer`: what the client was answered without the
+   * upstream — already written: the candidate runs now, both phases. Null: the baseline's command
+   * was handed to the upstream, and the candidate waits for the end of the request (reply() once
+   * the baseline's reply is written, or noReply()), so the client waits for none of its work.
    */
-  request(shadow: GraphShadow, ex: Exchange, answer: Uint8Array | null, baselineMs: number, body: Uint8Array, sequences: DocSequence[] | null,
-    readAt: number): boolean {
+  begin(shadow: GraphShadow, ex: Exchange, answer: Uint8Array | null, baselineMs: number, body: Uint8Array, sequences: DocSequence[] | null,
+    readAt: number): void {
     this.shadow = shadow;
     const s = this.req;
     s.reset(ex.op, ex.db, ex.collection);
     s.baseline = ex;
     s.baselineMs = baselineMs;
-    if (answer !== null) {
-      s.baselineReply = answer;
-      s.baselineRejected = ex.verdict === Verdict.Reject;
-    }
+    this.body = body;
+    this.sequences = sequences;
+    this.readAt = readAt;
+    if (answer === null) return;
+    s.baselineReply = answer;
+    s.baselineRejected = ex.verdict === Verdict.Reject;
+    if (!this.runRequest()) return;
+    // Both answered locally: the candidate's response phase runs over its own local answer.
+    this.respond(s.candidate!.localReply ?? answer);
+    shadow.responseDone(s);
+    this.commit(0);
+  }
+
+  /** The candidate's request phase over the same request, compared. True: its response phase follows. */
+  private runRequest(): boolean {
+    const shadow = this.shadow!;
+    const s = this.req;
+    const ex = s.baseline!;
     const graph = shadow.candidate;
-    const cex = new Exchange(this.conn, graph.id, ex.op, ex.db, ex.collection, body, sequences, readAt);
+    const cex = new Exchange(this.conn, graph.id, ex.op, ex.db, ex.collection, this.body!, this.sequences, this.readAt);
+    this.body = null;
+    this.sequences = null;
     cex.requestId = ex.requestId;
     const profiler = this.profiler;
     this.profiled = profiler !== null && profiler.enabled && graph.timed;
@@ -67,15 +88,8 @@ export class ShadowSteps {
       s.candidateReply = errorDocument(cex.rejectCode, cex.rejectMessage, [], cex.rejectCodeName || undefined);
       s.candidateRejected = true;
     }
-    if (!shadow.requestDone(s)) {
-      shadow.ended(s);
-      this.commit(0);
-      return false;
-    }
-    if (answer === null) return true;
-    // Both answered locally: the candidate's response phase runs over its own local answer.
-    this.respond(cex.localReply ?? answer);
-    shadow.responseDone(s);
+    if (shadow.requestDone(s)) return true;
+    shadow.ended(s);
     this.commit(0);
     return false;
   }
@@ -83,23 +97,26 @@ export class ShadowSteps {
   /**
    * The upstream's reply reached the baseline and its answer was written: `baselineReply` is what
    * the client got, `baselineMs` the baseline's response steps' time, `reply` the upstream's body
-   * (the same bytes the baseline's response phase read), `upstreamNs` the upstream's time.
+   * (the same bytes the baseline's response phase read), `upstreamNs` the upstream's time. Runs
+   * the candidate's request phase, and its response phase over `reply` when it sends the same command.
    */
-  response(baselineReply: Uint8Array, baselineMs: number, reply: Uint8Array, upstreamNs: number): void {
+  reply(baselineReply: Uint8Array, baselineMs: number, reply: Uint8Array, upstreamNs: number): void {
     const s = this.req;
-    const shadow = this.shadow!;
     s.baselineReply = baselineReply;
     s.baselineMs += baselineMs;
     s.baselineRejected = s.baseline!.verdict === Verdict.Reject;
+    if (!this.runRequest()) return;
     this.respond(reply);
-    shadow.responseDone(s);
+    this.shadow!.responseDone(s);
     this.commit(upstreamNs);
   }
 
-  /** The baseline's request got no reply (moreToCome, or the upstream call failed): the candidate's figures as they are. */
+  /** The baseline's request gets no reply (moreToCome, or the upstream call failed): the candidate's request phase alone. */
   noReply(): void {
-    this.shadow!.ended(this.req);
-    this.commit(0);
+    if (this.runRequest()) {
+      this.shadow!.ended(this.req);
+      this.commit(0);
+    }
   }
 
   /** The candidate's response phase over `reply`: its answer, or its rejection. */

@@ -8,7 +8,8 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +18,7 @@ import { DevReplicaSet } from '../../runtime/devdb/index.ts';
 import { RecordingEventSink } from '../../runtime/canary/index.ts';
 import { Closes, withProxy } from '../helpers/proxy.ts';
 import { until } from '../helpers/until.ts';
+import { freePort } from '../helpers/ports.ts';
 
 const TOKEN = 'shadow-e2e-token-0123456789';
 const ADMIN = 'shadow-admin-token-0123456789';
@@ -247,4 +249,54 @@ test('a divergence rule rolls a shadow canary back; canary.diverged is sent, onc
   const sampled = (await call('GET', `/${id}/diffs`)).body.sampled;
   await coll.findOne({});
   assert.equal((await call('GET', `/${id}/diffs`)).body.sampled, sampled);
+});
+
+test('a slow candidate does not delay the baseline\'s reply: it runs after the reply is written, and its time shows in the profile', async (t) => {
+  // The proxy in its own process (the client's event loop must not share the candidate's).
+  const SPIN_US = 300_000;
+  const dir = mkdtempSync(join(tmpdir(), 'shadow-slow-'));
+  dirs.push(dir);
+  const [port, control, profiling] = [await freePort(), await freePort(), await freePort()];
+  const config = join(dir, 'proxy.json');
+  writeFileSync(config, JSON.stringify({
+    listen: `127.0.0.1:${port}`, log: { level: 'info', format: 'json' }, profiling: { port: profiling, enabled: true },
+    control_plane: { port: control, tokens: [TOKEN] }, canary: { data_dir: join(dir, 'canary'), plugin_dirs: ['build/test-plugins'] },
+    pipeline: { request: [], response: [] },
+  }));
+  let out = '';
+  const child = spawn(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'serve', '--config', config], { stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout!.on('data', (d: Buffer) => { out += d; });
+  child.stderr!.on('data', (d: Buffer) => { out += d; });
+  t.after(async () => {
+    child.kill('SIGTERM');
+    if (child.exitCode === null) await new Promise((r) => child.once('exit', r));
+  });
+  await until(() => `the proxy: ${out}`, () => out.includes('is ready') || child.exitCode !== null, 60_000);
+  const call = api(`http://127.0.0.1:${control}`);
+  const client = new MongoClient(`mongodb://127.0.0.1:${port}/?directConnection=true`, { maxPoolSize: 1 });
+  clients.push(client);
+  const coll = client.db('app').collection('slow');
+  await coll.insertOne({ a: 1 });
+  const created = await call('POST', '', {
+    mode: 'shadow', shadow_pct: 100, auto_promote: false, stages: HOLD,
+    candidate_config: { steps: [{ type: 'spin', plugin_id: join(process.cwd(), 'build/test-plugins/spin.wasm'), config: { us: SPIN_US } }] },
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  const took: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    // Idle first, so the previous request's shadow is done: what is timed is this request alone.
+    await new Promise((r) => setTimeout(r, (2 * SPIN_US) / 1000));
+    const t0 = performance.now();
+    await coll.findOne({});
+    took.push(performance.now() - t0);
+  }
+  console.log(`reply times with a ${SPIN_US / 1000} ms candidate: ${took.map((x) => x.toFixed(1)).join(', ')} ms`);
+  // The candidate spent SPIN_US in its request phase on each of them, after the reply was written.
+  const profile = await (await fetch(`http://127.0.0.1:${profiling}/api/profile?pipeline=candidate`)).json() as any;
+  const spin = profile.steps.find((x: any) => x.name === 'wasm:spin');
+  assert.ok(spin !== undefined && spin.invocations >= 3 && spin.p50_latency_us >= SPIN_US * 0.95, JSON.stringify(profile));
+  assert.ok(took.every((ms) => ms < SPIN_US / 1000), `reply times ${took.map((x) => x.toFixed(1)).join(', ')} ms, each under the ` +
+    `candidate's ${SPIN_US / 1000} ms`);
+  const diffs = (await call('GET', `/${created.body.canary_id}/diffs`)).body;
+  assert.ok(diffs.sampled >= 3 && diffs.diverged === 0, JSON.stringify(diffs));
 });
