@@ -93,7 +93,8 @@ const aimOf = (r: CanaryRecord): Aim => ({ match: r.spec.match ?? null, sticky: 
 function shadowSettings(spec: CanarySpec, stage: number): ShadowSettings | null {
   const sh = spec.shadow;
   if (sh == null) return null;
-  return { pct: stageShadowPct(spec, spec.stages[stage - 1]), ignorePaths: sh.ignore_paths, showValues: sh.show_values, maxDiffs: sh.max_diffs };
+  return { pct: stageShadowPct(spec, spec.stages[stage - 1]), ignorePaths: sh.ignore_paths, showValues: sh.show_values, maxDiffs: sh.max_diffs,
+    upstreamReads: sh.upstream_reads === true, maxReads: sh.upstream_reads_concurrency ?? 4 };
 }
 
 const ACTIVE: ReadonlySet<CanaryStatus> = new Set(['active', 'paused']);

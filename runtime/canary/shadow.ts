@@ -14,8 +14,8 @@
 //
 // Runs on the request path for sampled requests only: sample() is one draw; the rest runs after
 // the baseline's bytes are on their way (runtime/server/shadow-steps.ts).
-import { ElementCursor, utf8 } from '../wire/index.ts';
-import { Verdict, type Exchange, type GraphShadow, type Pipeline, type ShadowRequest } from '../pipeline/index.ts';
+import { ElementCursor, firstKey, utf8 } from '../wire/index.ts';
+import { ShadowNext, Verdict, type Exchange, type GraphShadow, type Pipeline, type ShadowRequest } from '../pipeline/index.ts';
 import { diffBson, type DiffEntry, type DiffResult } from './bson-diff.ts';
 import { ArmEvidence } from './arm-evidence.ts';
 
@@ -44,7 +44,13 @@ export interface ShadowSettings {
   showValues: boolean;
   /** Diffs kept (the ring's size). */
   maxDiffs: number;
+  /** shadow_upstream_reads: a read whose commands differ is sent upstream for the candidate, at most maxReads at once. */
+  upstreamReads: boolean;
+  maxReads: number;
 }
+
+/** The reads a shadow canary may send upstream for its candidate (no cursor is left open: find gets singleBatch). */
+export const SHADOW_READ_COMMANDS: ReadonlySet<string> = new Set(['find', 'count', 'distinct']);
 
 /** One divergent request in the ring. */
 export interface DiffRecord {
@@ -58,6 +64,12 @@ export interface DiffRecord {
   candidate: string;
   paths: DiffEntry[];
   truncated: boolean;
+  /**
+   * A request divergence on a read with shadow_upstream_reads: what the candidate's own read
+   * answered, against the client's answer (`pending` until it is back; `failed`: the call failed;
+   * `rejected`: the candidate's response phase rejected it). Null: not fetched.
+   */
+  reply: { status: 'pending' | 'fetched' | 'failed' | 'rejected'; paths: DiffEntry[]; truncated: boolean } | null;
   /** Estimated bytes the record holds. */
   bytes: number;
 }
@@ -83,10 +95,26 @@ function outcomeOf(ex: Exchange): string {
   return ex.verdict === Verdict.LocalReply ? 'local_reply' : 'forward';
 }
 
-function recordBytes(paths: DiffEntry[]): number {
-  let n = 160;
+function pathBytes(paths: DiffEntry[]): number {
+  let n = 0;
   for (const p of paths) n += 48 + 2 * (p.path.length + (p.baseline?.length ?? 0) + (p.candidate?.length ?? 0));
   return n;
+}
+
+const K_TXN = [utf8('txnNumber'), utf8('autocommit'), utf8('startTransaction')];
+const txnCursor = new ElementCursor();
+
+/** Whether the candidate may send `cmd` upstream itself: a find, count or distinct outside a transaction. */
+function fetchable(cmd: Uint8Array): boolean {
+  try {
+    const buf = cmd instanceof Buffer ? cmd : Buffer.from(cmd.buffer, cmd.byteOffset, cmd.byteLength);
+    if (!SHADOW_READ_COMMANDS.has(firstKey(buf))) return false;
+    const cur = txnCursor.open(buf, 0);
+    while (cur.next()) for (const k of K_TXN) if (cur.nameIs(k)) return false;
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 export class ShadowCanary implements GraphShadow {
@@ -96,6 +124,12 @@ export class ShadowCanary implements GraphShadow {
   readonly showValues: boolean;
   readonly ignorePaths: readonly string[];
   readonly maxDiffs: number;
+  readonly upstreamReads: boolean;
+  readonly maxReads: number;
+  /** The candidate's reads under way (shadow_upstream_reads). */
+  readsInFlight = 0;
+  /** Reads sent upstream for the candidate since the start. */
+  reads = 0;
   /** Each graph's step time (ms) and outcome on the sampled requests. */
   readonly evidence = { baseline: new ArmEvidence(), candidate: new ArmEvidence() };
   /** Cumulative since the canary started. */
@@ -118,6 +152,8 @@ export class ShadowCanary implements GraphShadow {
     this.ignorePaths = settings.ignorePaths;
     this.ignore = new Set(settings.ignorePaths);
     this.maxDiffs = settings.maxDiffs;
+    this.upstreamReads = settings.upstreamReads;
+    this.maxReads = settings.maxReads;
     this.stats = stats;
     this.random = random;
     this.clock = clock;
@@ -128,7 +164,7 @@ export class ShadowCanary implements GraphShadow {
     return p >= 100 || (p > 0 && this.random() * 100 < p);
   }
 
-  requestDone(s: ShadowRequest): boolean {
+  requestDone(s: ShadowRequest): ShadowNext {
     this.sampled++;
     this.stats.sampled++;
     const b = s.baseline!;
@@ -137,10 +173,10 @@ export class ShadowCanary implements GraphShadow {
     const co = outcomeOf(c);
     if (bo !== co) {
       this.diverge(s, 'outcome', bo, co, { entries: [], truncated: false });
-      return false;
+      return ShadowNext.Done;
     }
-    if (b.verdict === Verdict.Reject) return false;
-    if (b.verdict === Verdict.LocalReply) return true;
+    if (b.verdict === Verdict.Reject) return ShadowNext.Done;
+    if (b.verdict === Verdict.LocalReply) return ShadowNext.Respond;
     // Both forward: the same command to the same upstream, or a `request` divergence.
     let d: DiffResult = { entries: [], truncated: false };
     if (b.newRequest !== null || c.newRequest !== null) d = this.diff(b.requestDocument(), c.requestDocument());
@@ -153,10 +189,39 @@ export class ShadowCanary implements GraphShadow {
       d.entries.unshift(e);
     }
     if (d.entries.length > 0) {
-      this.diverge(s, 'request', bo, co, d);
-      return false;
+      const r = this.diverge(s, 'request', bo, co, d);
+      if (r === null || !s.canFetch || !this.upstreamReads || this.readsInFlight >= this.maxReads || this.pct === 0 || !fetchable(c.requestDocument())) {
+        return ShadowNext.Done;
+      }
+      this.readsInFlight++;
+      this.reads++;
+      r.reply = { status: 'pending', paths: [], truncated: false };
+      s.divergence = r;
+      // The copy of the client's answer the read keeps until it is back.
+      this.stats.memoryBytes += s.baselineReply!.length;
+      return ShadowNext.Fetch;
     }
-    return true;
+    return ShadowNext.Respond;
+  }
+
+  fetched(divergence: object, baselineReply: Uint8Array, candidateReply: Uint8Array | null, candidateRejected: boolean): void {
+    this.readsInFlight--;
+    this.stats.memoryBytes -= baselineReply.length;
+    const r = divergence as DiffRecord;
+    const before = pathBytes(r.reply?.paths ?? []);
+    if (candidateReply === null) r.reply = { status: 'failed', paths: [], truncated: false };
+    else if (candidateRejected) r.reply = { status: 'rejected', paths: [], truncated: false };
+    else {
+      const d = this.diff(baselineReply, candidateReply);
+      r.reply = { status: 'fetched', paths: d.entries, truncated: d.truncated };
+    }
+    const grew = pathBytes(r.reply.paths) - before;
+    r.bytes += grew;
+    // Still in the ring (not overwritten meanwhile): its growth is counted.
+    if (this.ring.includes(r)) {
+      this.ringBytes += grew;
+      this.stats.memoryBytes += grew;
+    }
   }
 
   responseDone(s: ShadowRequest): void {
@@ -189,13 +254,14 @@ export class ShadowCanary implements GraphShadow {
     }
   }
 
-  private diverge(s: ShadowRequest, kind: DivergenceKind, baseline: string, candidate: string, d: DiffResult): void {
+  /** Counts a divergence and keeps its diff in the ring (returned; null when no ring is kept). */
+  private diverge(s: ShadowRequest, kind: DivergenceKind, baseline: string, candidate: string, d: DiffResult): DiffRecord | null {
     this.diverged++;
     this.byKind[kind]++;
     this.stats.divergences[kind]++;
-    if (this.maxDiffs === 0) return;
+    if (this.maxDiffs === 0) return null;
     const r: DiffRecord = { at: this.clock(), kind, op: s.op, db: s.db, collection: s.collection, baseline, candidate, paths: d.entries,
-      truncated: d.truncated, bytes: recordBytes(d.entries) };
+      truncated: d.truncated, reply: null, bytes: 160 + pathBytes(d.entries) };
     const ring = this.ring;
     if (ring.length < this.maxDiffs) {
       ring.push(r);
@@ -207,6 +273,7 @@ export class ShadowCanary implements GraphShadow {
     }
     this.ringBytes += r.bytes;
     this.stats.memoryBytes += r.bytes;
+    return r;
   }
 
   /** The ring's records, newest first. */

@@ -27,6 +27,9 @@ export interface ShadowSpec {
   show_values: boolean;
   max_diffs: number;
   diverged_event_interval: string;
+  /** shadow_upstream_reads: a read whose command differs is sent upstream for the candidate (absent in records from before it existed: off). */
+  upstream_reads?: boolean;
+  upstream_reads_concurrency?: number;
 }
 
 export interface CandidateStep {
@@ -152,7 +155,7 @@ function checkDurations(stages: Stage[]): void {
 export function parseStartRequest(body: unknown, defaults: CanaryDefaults): CanarySpec {
   if (!isObject(body)) throw new CanaryError('PROXY_ERR_BAD_BODY', 'expected a JSON object');
   const known = new Set(['pipeline_id', 'candidate_config', 'initial_traffic_pct', 'rollback_rules', 'stages', 'auto_promote', 'auto_promote_rules',
-    'judge', 'notifications', 'description', 'match', 'sticky', 'mode', 'shadow_pct', 'shadow']);
+    'judge', 'notifications', 'description', 'match', 'sticky', 'mode', 'shadow_pct', 'shadow', 'shadow_upstream_reads']);
   for (const k of Object.keys(body)) if (!known.has(k)) throw new CanaryError('PROXY_ERR_BAD_BODY', `unknown field "${k}"`);
   // No pipeline_id: the default pipeline (the one requests no `pipelines` match go through).
   const pipelineId = body.pipeline_id === undefined ? defaults.default_pipeline_id ?? 'default' : body.pipeline_id;
@@ -241,19 +244,22 @@ function parseShadow(body: Record<string, unknown>, defaults: CanaryDefaults): S
   if (mode !== 'split' && mode !== 'shadow') throw new CanaryError('PROXY_ERR_BAD_BODY', `mode: expected "split" or "shadow", received ` +
     `${JSON.stringify(mode)}`);
   if (mode === 'split') {
-    if (body.shadow_pct !== undefined || body.shadow !== undefined) throw new CanaryError('PROXY_ERR_BAD_BODY', `${body.shadow_pct !== undefined
-      ? 'shadow_pct' : 'shadow'}: only with mode "shadow"`);
+    for (const k of ['shadow_pct', 'shadow', 'shadow_upstream_reads']) {
+      if (body[k] !== undefined) throw new CanaryError('PROXY_ERR_BAD_BODY', `${k}: only with mode "shadow"`);
+    }
     return null;
   }
+  const reads = body.shadow_upstream_reads ?? false;
+  if (typeof reads !== 'boolean') throw new CanaryError('PROXY_ERR_BAD_BODY', 'shadow_upstream_reads: expected a boolean');
   const p = body.shadow_pct;
   if (typeof p !== 'number' || !Number.isInteger(p) || p < 1 || p > 100) throw new CanaryError('PROXY_ERR_CANARY_INVALID_TRAFFIC', 'shadow_pct: ' +
     `expected an integer 1..100 (the share of requests shadowed), received ${JSON.stringify(p)}`);
   if (body.shadow !== undefined && !isObject(body.shadow)) throw new CanaryError('PROXY_ERR_BAD_BODY', 'shadow: expected an object { show_values?, ' +
-    'ignore_paths?, max_diffs?, diverged_event_interval? }');
+    'ignore_paths?, max_diffs?, diverged_event_interval?, upstream_reads_concurrency? }');
   const base = v.parse(shadowSchema, defaults.shadow ?? {});
   const merged = parsePart(shadowSchema, { ...base, ...(body.shadow as Record<string, unknown> | undefined) }, 'shadow', 'PROXY_ERR_BAD_BODY');
   return { shadow_pct: p, ignore_paths: merged.ignore_paths, show_values: merged.show_values, max_diffs: merged.max_diffs,
-    diverged_event_interval: merged.diverged_event_interval };
+    diverged_event_interval: merged.diverged_event_interval, upstream_reads: reads, upstream_reads_concurrency: merged.upstream_reads_concurrency };
 }
 
 /** `match`: { app_name?, user?, client? }, each a string or a list of strings; null when absent. */

@@ -24,7 +24,7 @@ const STATUS_DIFFS = 5;
 
 function diffRow(d: DiffRecord): Record<string, unknown> {
   return { at: iso(d.at), kind: d.kind, op: d.op, db: d.db, collection: d.collection, baseline: d.baseline, candidate: d.candidate, paths: d.paths,
-    truncated: d.truncated };
+    truncated: d.truncated, reply: d.reply === null ? null : { ...d.reply } };
 }
 
 /** The `shadow` part of a status: counts since the start, the current stage's figures, the latest diffs. */
@@ -41,6 +41,7 @@ function shadowStatus(c: CanaryView): Record<string, unknown> | null {
     sampled, diverged, divergence_rate: sampled === 0 ? null : round(diverged / sampled, 6),
     by_kind: sc === null ? { outcome: 0, request: 0, reply: 0 } : { ...sc.byKind },
     stage: c.shadowStage?.view() ?? null, memory_bytes: sc?.memoryBytes ?? 0,
+    upstream_reads: sh.upstream_reads === true, reads: sc?.reads ?? 0, reads_in_flight: sc?.readsInFlight ?? 0,
     latest_diffs: (sc?.diffs() ?? []).slice(0, STATUS_DIFFS).map(diffRow),
   };
 }
@@ -53,6 +54,7 @@ export function diffsView(c: CanaryView, _now: number): Record<string, unknown> 
   return {
     canary_id: r.id, pipeline_id: r.pipeline_id, status: r.status, shadow_pct: s.shadow_pct, show_values: s.show_values, ignore_paths: s.ignore_paths,
     sampled: s.sampled, diverged: s.diverged, divergence_rate: s.divergence_rate, by_kind: s.by_kind, memory_bytes: s.memory_bytes,
+    upstream_reads: s.upstream_reads, reads: s.reads,
     max_diffs: r.spec.shadow!.max_diffs, diffs: (sc?.diffs() ?? []).map(diffRow),
   };
 }

@@ -139,8 +139,10 @@ export interface Diffs {
   canary_id: string; pipeline_id: string; status: string; shadow_pct: number; show_values: boolean; sampled: number; diverged: number;
   divergence_rate: number | null; by_kind: Record<string, number>; memory_bytes: number; max_diffs: number;
   diffs: Array<{ at: string; kind: string; op: string; db: string; collection: string; baseline: string; candidate: string; truncated: boolean;
-    paths: Array<{ path: string; change: string; baseline_type?: string; candidate_type?: string; baseline?: string; candidate?: string }> }>;
+    paths: DiffPath[]; reply?: { status: string; paths: DiffPath[]; truncated: boolean } | null }>;
 }
+
+interface DiffPath { path: string; change: string; baseline_type?: string; candidate_type?: string; baseline?: string; candidate?: string }
 
 /**
  * `proxy canary diffs`: the divergence counts, then the ring's diffs grouped by kind, operation and
@@ -168,7 +170,10 @@ export function renderDiffs(d: Diffs): string {
     const ns = x.collection === '' ? x.db : `${x.db}.${x.collection}`;
     const shown = x.paths.filter((p) => p.baseline !== undefined || p.candidate !== undefined).slice(0, 2)
       .map((p) => `${p.path}: ${p.baseline ?? '(none)'} → ${p.candidate ?? '(none)'}`).join('; ');
-    return `${ns} ${x.at}${shown === '' ? '' : ` ${shown}`}`;
+    // With shadow_upstream_reads: what the candidate's own read would have answered differently.
+    const reply = x.reply == null ? '' : x.reply.status !== 'fetched' ? ` (its read: ${x.reply.status})`
+      : ` (its read's answer: ${x.reply.paths.length === 0 ? 'the same' : x.reply.paths.map((p) => `${p.path} ${p.change}`).join(', ')})`;
+    return `${ns} ${x.at}${shown === '' ? '' : ` ${shown}`}${reply}`;
   };
   const rows = [...groups.values()].sort((a, b) => b.count - a.count).map((g) => [String(g.count), g.kind, g.paths, sample(g.sample)]);
   return `${head}${table(['COUNT', 'KIND', 'PATHS', 'SAMPLE'], rows)}` +

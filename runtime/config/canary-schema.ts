@@ -114,6 +114,9 @@ export const shadowSchema = v.strictObject({
   max_diffs: onReload(v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(10_000),
     v.description('Divergent requests\' diffs kept per shadow canary (a ring: the oldest is dropped).')), 100)),
   diverged_event_interval: onReload(v.optional(duration('At most one `canary.diverged` event per canary per this interval.'), '1m')),
+  upstream_reads_concurrency: onReload(v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(64),
+    v.description('With `shadow_upstream_reads`: at most this many of a shadow canary\'s own reads (a find, count or distinct whose command ' +
+    'differs from the baseline\'s) under way at once; a read past it is not fetched.')), 4)),
 });
 
 export const canarySchema = v.strictObject({

@@ -13,7 +13,7 @@ export { PipelineRouting, ConnectionRoute, MEMO_LIMIT, MEMO_BUDGET, type RouteEn
 export { PercentSelector, type GraphSelector } from './selector.ts';
 export { ClientMatch, globRegExp, parseCidr, hostOf, type ClientMatchSpec } from './client-match.ts';
 export type { ArmRecorder } from './arm-recorder.ts';
-export { ShadowRequest, type GraphShadow } from './shadow.ts';
+export { ShadowRequest, ShadowNext, type GraphShadow } from './shadow.ts';
 export { RejectionCounts, MAX_REJECTION_SERIES, type RejectionSeries } from './rejections.ts';
 export { callbackRecorder, type StepRecorder, type StepTimer } from './recorder.ts';
 export { RequestTimings } from './request-timings.ts';

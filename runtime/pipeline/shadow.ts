@@ -32,6 +32,10 @@ export class ShadowRequest {
   /** Each graph's steps' time for the request so far, ms (both phases). */
   baselineMs = 0;
   candidateMs = 0;
+  /** What the canary recorded of this request's divergence (handed back with fetched()); null: none. */
+  divergence: object | null = null;
+  /** The candidate's command may be fetched (the client's answer is written and is `baselineReply`). */
+  canFetch = false;
 
   reset(op: string, db: string, collection: string): void {
     this.op = op;
@@ -45,7 +49,23 @@ export class ShadowRequest {
     this.candidateRejected = false;
     this.baselineMs = 0;
     this.candidateMs = 0;
+    this.divergence = null;
+    this.canFetch = false;
   }
+}
+
+/** What follows the candidate's request phase (GraphShadow.requestDone). */
+export const enum ShadowNext {
+  /** Nothing: the comparison is over (the candidate's figures are recorded by ended()). */
+  Done = 0,
+  /** The candidate's response phase, over the same reply as the baseline's (or its own local answer). */
+  Respond = 1,
+  /**
+   * The commands differ and the candidate's is a read the canary may send upstream itself
+   * (`shadow_upstream_reads`): fetch it, run the candidate's response phase over its reply, and
+   * hand the answer to fetched() — off the client's request, bounded by the canary's concurrency.
+   */
+  Fetch = 2,
 }
 
 export interface GraphShadow {
@@ -55,13 +75,20 @@ export interface GraphShadow {
   sample(): boolean;
   /**
    * Both request phases ran (`s.baselineReply` is set when the baseline answered without the
-   * upstream). Counts the request and any divergence of the outcomes or commands. Returns whether
-   * the candidate's response phase runs on a copy of the baseline's reply: both graphs forward the
-   * same command (then no second upstream call is ever made), or both answer locally.
+   * upstream). Counts the request and any divergence of the outcomes or commands. Returns what
+   * follows: Respond when both graphs forward the same command (the candidate's response phase
+   * then runs over the baseline's reply: no second upstream call) or both answer locally; Fetch
+   * only for a read whose commands differ, with upstream reads on and a slot free; else Done.
    */
-  requestDone(s: ShadowRequest): boolean;
+  requestDone(s: ShadowRequest): ShadowNext;
   /** Both response phases ran (requestDone returned true): compares the replies. */
   responseDone(s: ShadowRequest): void;
   /** The request ended without a response phase for the candidate: its figures are recorded as they are. */
   ended(s: ShadowRequest): void;
+  /**
+   * A Fetch ended: `candidateReply` is what the candidate would answer after its response phase
+   * over the upstream's reply to its own command (null: the call failed), `baselineReply` what the
+   * client got; `divergence` is the request's (ShadowRequest.divergence). Frees the fetch's slot.
+   */
+  fetched(divergence: object, baselineReply: Uint8Array, candidateReply: Uint8Array | null, candidateRejected: boolean): void;
 }

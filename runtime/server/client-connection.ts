@@ -449,7 +449,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
    * client waits for nothing of the candidate's.
    */
   private dispatchShadowed(shadow: GraphShadow, pipeline: Pipeline, frame: Buffer, body: Buffer, sequences: DocSequence[] | null, flags: number): void {
-    const sh = (this.shadowSteps ??= new ShadowSteps(this.handshake, this.ctx.profiler));
+    const sh = (this.shadowSteps ??= new ShadowSteps(this.handshake, this.ctx.profiler, this.peek, this.ctx));
     const steps = this.steps;
     const t0 = performance.now();
     const answer = steps.request(pipeline, body, sequences, this.writer.requestId, this.writer.expectReply);

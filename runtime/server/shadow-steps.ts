@@ -13,8 +13,17 @@
 // touch it.
 import { performance } from 'node:perf_hooks';
 import { errorDocument } from '../errors/index.ts';
-import { Exchange, RequestTimings, ShadowRequest, Verdict, type ConnectionInfo, type DocSequence, type GraphShadow } from '../pipeline/index.ts';
+import { Exchange, RequestTimings, ShadowNext, ShadowRequest, Verdict, type ConnectionInfo, type DocSequence, type GraphShadow } from '../pipeline/index.ts';
 import type { CompletedRequest, Profiler } from '../profiling/index.ts';
+import type { CommandPeek } from '../wire/index.ts';
+import type { UpstreamRouter } from '../upstream/index.ts';
+import { ShadowRead, shadowReadCommand } from './shadow-read.ts';
+
+/** What a shadow canary's own reads need of the server (shadow_upstream_reads). */
+export interface ShadowReadContext {
+  readonly router: UpstreamRouter;
+  readonly requestTimeoutMs: number;
+}
 
 export class ShadowSteps {
   /** The request in flight, as the canary is given it. */
@@ -31,9 +40,15 @@ export class ShadowSteps {
   private sequences: DocSequence[] | null = null;
   private readAt = 0;
 
-  constructor(conn: ConnectionInfo, profiler: Profiler | null) {
+  private readonly peek: CommandPeek;
+  private readonly reads: ShadowReadContext;
+
+  /** `peek`: the connection's peek of the request in flight (the router reads it for a shadow read). */
+  constructor(conn: ConnectionInfo, profiler: Profiler | null, peek: CommandPeek, reads: ShadowReadContext) {
     this.conn = conn;
     this.profiler = profiler;
+    this.peek = peek;
+    this.reads = reads;
   }
 
   /**
@@ -88,10 +103,29 @@ export class ShadowSteps {
       s.candidateReply = errorDocument(cex.rejectCode, cex.rejectMessage, [], cex.rejectCodeName || undefined);
       s.candidateRejected = true;
     }
-    if (shadow.requestDone(s)) return true;
+    const next = shadow.requestDone(s);
+    if (next === ShadowNext.Respond) return true;
     shadow.ended(s);
     this.commit(0);
+    if (next === ShadowNext.Fetch) this.fetch();
     return false;
+  }
+
+  /** ShadowNext.Fetch: the candidate's own read goes upstream (shadow-read.ts); the connection moves on. */
+  private fetch(): void {
+    const s = this.req;
+    const shadow = this.shadow!;
+    const cex = s.candidate!;
+    // Its timings were this connection's, which the next request reuses: the read's response phase runs untimed here.
+    cex.timings = null;
+    const reply = s.baselineReply!;
+    const read = new ShadowRead(shadow, cex, s.divergence!, Buffer.from(reply), this.reads.requestTimeoutMs);
+    try {
+      const cmd = shadowReadCommand(Buffer.from(cex.requestDocument()));
+      read.start(this.reads.router.choose(this.peek, cmd, cex.route), cmd);
+    } catch {
+      read.fail();
+    }
   }
 
   /**
@@ -105,6 +139,7 @@ export class ShadowSteps {
     s.baselineReply = baselineReply;
     s.baselineMs += baselineMs;
     s.baselineRejected = s.baseline!.verdict === Verdict.Reject;
+    s.canFetch = true;
     if (!this.runRequest()) return;
     this.respond(reply);
     this.shadow!.responseDone(s);

@@ -300,3 +300,39 @@ test('a slow candidate does not delay the baseline\'s reply: it runs after the r
   const diffs = (await call('GET', `/${created.body.canary_id}/diffs`)).body;
   assert.ok(diffs.sampled >= 3 && diffs.diverged === 0, JSON.stringify(diffs));
 });
+
+test('shadow_upstream_reads: a read whose command differs is sent once more for the candidate and the answers compared; a write never', async (t) => {
+  const set = await DevReplicaSet.start(1, 'rs1');
+  const { client, call } = await start({ upstream: { uri: set.uri([0]), connect_timeout_ms: 2000 }, pipeline: { request: [], response: [] } });
+  t.after(() => set.close());
+  const coll = client.db('app').collection('reads');
+  await coll.insertMany([{ n: 1 }, { n: 2 }, { n: 3 }]);
+  const created = await call('POST', '', {
+    mode: 'shadow', shadow_pct: 100, shadow_upstream_reads: true, auto_promote: false, stages: HOLD,
+    // v2: finds limited to one document, inserts tagged.
+    candidate_config: { steps: [{ type: 'transform', config: { request: [{ op: 'set', path: 'limit', value: 1, ops: ['find'] },
+      { op: 'set', path: 'comment', value: 'v2', ops: ['insert'] }] } }] },
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  const id = created.body.canary_id;
+  set.members[0].resetCounts();
+  for (let i = 0; i < 4; i++) assert.equal((await coll.find({}).toArray()).length, 3, 'the client gets v1\'s answer');
+  await coll.insertOne({ n: 4 });
+  await until('the candidate\'s reads', async () => (await call('GET', `/${id}/diffs`)).body.diffs.every((d: any) => d.reply?.status !== 'pending'));
+  assert.equal(set.members[0].count('find'), 4 + 4, 'each find once for the client, once for the candidate');
+  assert.equal(set.members[0].count('insert'), 1, 'the insert once');
+  const diffs = (await call('GET', `/${id}/diffs`)).body;
+  assert.equal(diffs.upstream_reads, true);
+  assert.equal(diffs.reads, 4);
+  assert.deepEqual(diffs.by_kind, { outcome: 0, request: 5, reply: 0 });
+  const finds = diffs.diffs.filter((d: any) => d.op === 'find');
+  assert.equal(finds.length, 4);
+  for (const d of finds) {
+    assert.deepEqual(d.paths, [{ path: 'limit', change: 'added', candidate_type: 'int' }]);
+    assert.equal(d.reply.status, 'fetched');
+    assert.deepEqual(d.reply.paths.map((p: any) => `${p.path} ${p.change}`), ['cursor.firstBatch.1 removed', 'cursor.firstBatch.2 removed']);
+  }
+  const insert = diffs.diffs.find((d: any) => d.op === 'insert');
+  assert.deepEqual(insert.paths.map((p: any) => p.path), ['comment']);
+  assert.equal(insert.reply, null, 'a write is never fetched');
+});
