@@ -22,12 +22,13 @@ interface Options {
   rollbackRules?: unknown; description?: unknown; verbose?: boolean; watch?: boolean; force?: boolean;
   reason?: unknown; all?: boolean; output?: unknown; format?: unknown;
   matchApp?: unknown; matchUser?: unknown; matchClient?: unknown; sticky?: unknown; write?: boolean; config?: unknown; shadow?: unknown;
+  shadowUpstreamReads?: boolean;
 }
 
 /** Options each action accepts (besides --url, --token, --json). */
 const ACTION_OPTIONS: Record<Action, string[]> = {
   start: ['pipeline', 'candidateConfig', 'traffic', 'autoPromote', 'stages', 'rollbackRules', 'description', 'matchApp', 'matchUser', 'matchClient', 'sticky',
-    'shadow'],
+    'shadow', 'shadowUpstreamReads'],
   status: ['verbose', 'watch'],
   promote: ['force'],
   rollback: ['reason', 'all'],
@@ -38,7 +39,7 @@ const ACTION_OPTIONS: Record<Action, string[]> = {
   diffs: [],
 };
 const FLAG: Record<string, string> = {
-  candidateConfig: '--candidate-config', autoPromote: '--auto-promote', rollbackRules: '--rollback-rules',
+  candidateConfig: '--candidate-config', autoPromote: '--auto-promote', rollbackRules: '--rollback-rules', shadowUpstreamReads: '--shadow-upstream-reads',
 };
 
 // ---- What the control plane answers (docs/canary.md) -----------------------------------------
@@ -157,6 +158,10 @@ async function start(c: Ctx): Promise<void> {
     if (!/^\d+$/.test(shadow) || Number(shadow) < 1 || Number(shadow) > 100) usage(`--shadow must be an integer percentage 1..100, got "${shadow}"`);
     body.mode = 'shadow';
     body.shadow_pct = Number(shadow);
+  }
+  if (o.shadowUpstreamReads === true) {
+    if (shadow === undefined) usage('--shadow-upstream-reads needs --shadow <pct>');
+    body.shadow_upstream_reads = true;
   }
   // Aimed canary (docs/canary.md, "Aimed canaries"): each --match-* may be repeated.
   const many = (name: string, x: unknown): string[] | undefined => (x === undefined ? undefined : (Array.isArray(x) ? x : [x]).map((v) => {
@@ -369,6 +374,7 @@ export function registerCanary(cli: CAC): void {
     .option('--match-client <cidr>', 'start: aim at clients from this address block (repeatable)')
     .option('--sticky <connection|session>', 'start: keep a connection\'s or a session\'s requests on one version')
     .option('--shadow <pct>', 'start: a shadow canary — the candidate also runs, unseen, beside the baseline on this share of requests (1..100)')
+    .option('--shadow-upstream-reads', 'start: with --shadow, send a read whose command differs upstream for the candidate too')
     .option('--write', 'adopt: write the fragment into --config <file> instead of printing it')
     .option('--config <file>', 'adopt: the configuration file (to place the fragment, and to write with --write)')
     .option('--verbose', 'status: every rollback rule and auto-promote condition with its current value, met or unmet')

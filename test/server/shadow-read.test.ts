@@ -8,10 +8,10 @@ import { shadowReadCommand } from '../../runtime/server/shadow-read.ts';
 
 test('a find loses its lsid and gets singleBatch: true; a count keeps its fields but the lsid', () => {
   const lsid = { id: new UUID() };
-  const find = deserialize(shadowReadCommand(serialize({ find: 'c', filter: { a: 1 }, lsid, singleBatch: false, limit: 1, $db: 'app' })));
+  const find = deserialize(shadowReadCommand(Buffer.from(serialize({ find: 'c', filter: { a: 1 }, lsid, singleBatch: false, limit: 1, $db: 'app' }))));
   assert.deepEqual(Object.keys(find), ['find', 'filter', 'limit', '$db', 'singleBatch']);
   assert.equal(find.singleBatch, true);
   assert.deepEqual(find.filter, { a: 1 });
-  const count = deserialize(shadowReadCommand(serialize({ count: 'c', query: {}, lsid, $db: 'app' })));
+  const count = deserialize(shadowReadCommand(Buffer.from(serialize({ count: 'c', query: {}, lsid, $db: 'app' }))));
   assert.deepEqual(count, { count: 'c', query: {}, $db: 'app' });
 });
