@@ -30,6 +30,8 @@ test('an empty object takes every default', () => {
     canary: {
       stages: DEFAULT_STAGES, auto_promote: false, data_dir: 'data/canary', baseline_grace_period: '15m', warning_share: 0.8,
       max_samples: 10000, judge: { enabled: false, confidence: 0.98 }, plugin_dirs: [],
+      shadow: { ignore_paths: ['$clusterTime', 'operationTime'], show_values: false, max_diffs: 100, diverged_event_interval: '1m',
+        upstream_reads_concurrency: 4 },
     },
     rollback_rules: { error_rate_delta_pct: 5, latency_p95_delta_ms: 100, sustained_duration: '20s', check_interval: '5s', custom_metrics: [],
       min_window_requests: 20 },
