@@ -2,13 +2,15 @@
 // (runtime/canary/evaluator.ts): mode and shadow_pct, the shadow stage put before the default
 // stages, what is refused with mode "shadow" and what only a shadow canary may use (each with its
 // code and key path), canary.shadow's defaults; divergence_rate and the candidate's step-time P95
-// read the shadowed requests, no data below min_window_requests, and a shadow stage is judged on them.
+// read the shadowed requests, no data below min_window_requests, and a shadow stage is judged on them;
+// the controller installs the shadow on the pipeline's slot and sets its share stage by stage.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseConfig } from '../../runtime/config/index.ts';
 import {
-  CanaryError, ShadowWindow, SideWindow, defaultsFromConfig, evaluate, parseStartRequest, type CanaryErrorCode, type CanarySpec,
+  CanaryError, ShadowWindow, SideWindow, defaultsFromConfig, evaluate, parseStartRequest, type CanaryErrorCode, type CanarySpec, type ShadowCanary,
 } from '../../runtime/canary/index.ts';
+import { harness, LOGGING_CANDIDATE } from './helpers.ts';
 
 const defaults = defaultsFromConfig(parseConfig({ canary: { shadow: { max_diffs: 7 } } }, null));
 const CANDIDATE = { steps: [{ type: 'logging', config: {} }] };
@@ -21,7 +23,7 @@ function refused(body: Record<string, unknown>, code: CanaryErrorCode, message: 
 test('mode "shadow" with shadow_pct: a shadow stage before the default stages, canary.shadow\'s defaults merged with the body\'s', () => {
   const spec = parseStartRequest({ candidate_config: CANDIDATE, mode: 'shadow', shadow_pct: 10, shadow: { show_values: true } }, defaults);
   assert.deepEqual(spec.shadow, { shadow_pct: 10, ignore_paths: ['$clusterTime', 'operationTime'], show_values: true, max_diffs: 7,
-    diverged_event_interval: '1m' });
+    diverged_event_interval: '1m', upstream_reads: false, upstream_reads_concurrency: 4 });
   assert.equal(spec.stages[0].traffic_pct, 0);
   assert.deepEqual(spec.stages.slice(1), defaults.stages);
   assert.equal(spec.stages[0].min_duration, defaults.stages[0].min_duration);
@@ -35,6 +37,8 @@ test('refused: shadow_pct missing or out of range, shadow settings without mode 
   refused({ mode: 'mirror' }, 'PROXY_ERR_BAD_BODY', /^mode: expected "split" or "shadow"/);
   refused({ shadow_pct: 5 }, 'PROXY_ERR_BAD_BODY', /^shadow_pct: only with mode "shadow"/);
   refused({ shadow: {} }, 'PROXY_ERR_BAD_BODY', /^shadow: only with mode "shadow"/);
+  refused({ shadow_upstream_reads: true }, 'PROXY_ERR_BAD_BODY', /^shadow_upstream_reads: only with mode "shadow"/);
+  refused({ mode: 'shadow', shadow_pct: 5, shadow_upstream_reads: 'yes' }, 'PROXY_ERR_BAD_BODY', /^shadow_upstream_reads: expected a boolean/);
   refused({ mode: 'shadow', shadow_pct: 5, match: { app_name: 'x' } }, 'PROXY_ERR_BAD_BODY', /^match: not with mode "shadow"/);
   refused({ mode: 'shadow', shadow_pct: 5, sticky: 'session' }, 'PROXY_ERR_BAD_BODY', /^sticky: not with mode "shadow"/);
   refused({ mode: 'shadow', shadow_pct: 5, initial_traffic_pct: 0 }, 'PROXY_ERR_BAD_BODY', /^initial_traffic_pct: not with mode "shadow"/);
@@ -104,4 +108,29 @@ test('a shadow stage is judged on its shadowed requests: clean ones promote, div
   assert.equal(divergent.promotable, false);
   assert.deepEqual(divergent.conditions.find((c) => c.condition === 'max_divergence_rate'), { condition: 'max_divergence_rate', value: 0.02,
     threshold: 0, met: false });
+});
+
+test('the request path\'s shadow follows the canary: installed at start, its share set per stage, kept across a restart, gone at rollback', async () => {
+  const h = harness();
+  const r = await h.controller.start({
+    pipeline_id: 'default', candidate_config: LOGGING_CANDIDATE, mode: 'shadow', shadow_pct: 30, auto_promote: false,
+    stages: [{ traffic_pct: 0, min_duration: '0', min_requests: 0 }, { traffic_pct: 10, min_duration: '0', min_requests: 0, shadow_pct: 50 },
+      { traffic_pct: 50, min_duration: '0', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
+  }) as { canary_id: string };
+  const slot = h.manager.slot('default');
+  const pct = () => (slot.shadow as ShadowCanary | null)?.pct ?? null;
+  assert.ok(slot.shadow !== null && slot.shadow.candidate === slot.candidate, 'the candidate graph is the one shadowed');
+  assert.equal(pct(), 30, 'a shadow stage: the canary\'s shadow_pct');
+  await h.controller.promote(r.canary_id, { force: true });
+  assert.equal(pct(), 50, 'an exposed stage with its own shadow_pct');
+  await h.controller.promote(r.canary_id, { force: true });
+  assert.equal(pct(), 0, 'an exposed stage without one: the shadowing ends');
+  const h2 = harness({ dir: h.dir, clock: h.clock });
+  await h2.controller.resume();
+  assert.equal((h2.manager.slot('default').shadow as ShadowCanary).pct, 0, 'resumed at stage 3');
+  h2.controller.rollback(r.canary_id, { reason: 'test' });
+  assert.equal(h2.manager.slot('default').shadow, null);
+  assert.equal((h2.controller.status(r.canary_id) as any).shadow.shadow_pct, 0);
+  await h.controller.close();
+  await h2.controller.close();
 });
