@@ -4,7 +4,7 @@
 // serves, the candidate graph runs beside it on its own Exchange over the same request, and what
 // each graph would do is handed here to be compared. Only the baseline's result reaches the
 // upstream and the client. With no shadow canary the slot's field is null: the request path reads
-// that one field and does nothing else.
+// that field (and, when the reply arrives, one of the connection's own) and does nothing else.
 import type { Exchange } from './exchange.ts';
 import type { Pipeline } from './pipeline.ts';
 
