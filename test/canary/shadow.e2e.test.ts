@@ -173,6 +173,8 @@ test('the shadow\'s cost shows as pipeline=candidate in /api/profile while no cl
   assert.ok(graphs.some((g: any) => g.pipeline === 'candidate' && g.requests >= 20), JSON.stringify(graphs));
   const steps = candidate.steps.map((s: any) => `${s.name}/${s.phase}`);
   assert.ok(steps.includes('wasm:transform/response') && steps.includes('wasm:filter/request'), steps.join(','));
+  const folded = await (await fetch(`${proxy.profilingUrl}/api/profile/flamegraph?pipeline=candidate&format=folded`)).text();
+  assert.match(folded, /wasm:transform/, 'the flame graph of the candidate');
   // No client was served by the candidate: its arm served nothing.
   const status = (await call('GET', `/${created.body.canary_id}`)).body;
   assert.equal(status.traffic_pct, 0);
