@@ -8,8 +8,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseConfig } from '../../runtime/config/index.ts';
 import {
-  CanaryError, ShadowWindow, SideWindow, defaultsFromConfig, evaluate, parseStartRequest, type CanaryErrorCode, type CanarySpec, type ShadowCanary,
+  CanaryError, ShadowCanary, ShadowStats, ShadowWindow, SideWindow, defaultsFromConfig, evaluate, parseStartRequest, type CanaryErrorCode,
+  type CanarySpec,
 } from '../../runtime/canary/index.ts';
+import { Exchange, PipelineManager, ShadowNext, ShadowRequest } from '../../runtime/pipeline/index.ts';
+import { BUILTIN_PLUGIN_DIR } from '../../runtime/app/serve.ts';
+import { serialize } from 'bson';
 import { harness, LOGGING_CANDIDATE } from './helpers.ts';
 
 const defaults = defaultsFromConfig(parseConfig({ canary: { shadow: { max_diffs: 7 } } }, null));
@@ -133,4 +137,31 @@ test('the request path\'s shadow follows the canary: installed at start, its sha
   assert.equal((h2.controller.status(r.canary_id) as any).shadow.shadow_pct, 0);
   await h.controller.close();
   await h2.controller.close();
+});
+
+test('the ring of diffs is bounded: the latest max_diffs kept, its bytes counted, and uncounted when the pipeline\'s next shadow canary starts', async () => {
+  const manager = new PipelineManager({ pluginDir: BUILTIN_PLUGIN_DIR });
+  const candidate = await manager.build({ pipeline: { id: 'default', request: [], response: [] }, steps: {} }, 'candidate');
+  const stats = new ShadowStats();
+  const sc = new ShadowCanary(candidate, { pct: 100, ignorePaths: [], showValues: false, maxDiffs: 3, upstreamReads: false, maxReads: 1 }, stats);
+  const conn = { id: 1, appName: '', clientAddress: '', user: '' };
+  const body = serialize({ find: 'c', filter: {}, $db: 'app' });
+  const s = new ShadowRequest();
+  const sizes: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    s.reset('find', 'app', 'c');
+    s.baseline = new Exchange(conn, 'default', 'find', 'app', 'c', body, null);
+    s.candidate = new Exchange(conn, 'default', 'find', 'app', 'c', body, null);
+    s.candidate.newRequest = serialize({ find: 'c', filter: {}, limit: i, $db: 'app' });
+    assert.equal(sc.requestDone(s), ShadowNext.Done);
+    sizes.push(stats.memoryBytes);
+  }
+  assert.equal(sc.diverged, 10);
+  assert.equal(sc.byKind.request, 10);
+  assert.equal(sc.diffs().length, 3, 'the ring keeps max_diffs');
+  assert.ok(sizes[9] > 0 && sizes[9] === sizes[2], `bytes stop growing once the ring is full: ${sizes.join(',')}`);
+  assert.equal(sc.memoryBytes, stats.memoryBytes);
+  sc.close();
+  assert.equal(stats.memoryBytes, 0);
+  assert.equal(sc.diffs().length, 0);
 });
