@@ -4,7 +4,9 @@
 // baseline on every request (shadow_pct 100) while its stage serves no client with it: the
 // divergences are counted and diffed, clients get v1's answers, no write reaches the upstream
 // twice (counted at a devdb replica set member), the candidate's cost shows in /api/profile as the
-// `candidate` graph, and the rules promote a clean shadow stage and roll back a divergent one.
+// `candidate` graph, and the rules promote a clean shadow stage and roll back a divergent one; a
+// slow candidate does not delay replies; shadow_upstream_reads fetches differing reads, never
+// writes; `proxy canary diffs` and `start --shadow` through the real CLI.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -337,4 +339,23 @@ test('shadow_upstream_reads: a read whose command differs is sent once more for 
   const insert = diffs.diffs.find((d: any) => d.op === 'insert');
   assert.deepEqual(insert.paths.map((p: any) => p.path), ['comment']);
   assert.equal(insert.reply, null, 'a write is never fetched');
+});
+
+test('proxy canary start --shadow <pct> [--shadow-upstream-reads]: a shadow canary with a shadow stage before the default stages', async () => {
+  const { proxy, call } = await start({});
+  const dir = mkdtempSync(join(tmpdir(), 'shadow-cli-'));
+  dirs.push(dir);
+  const file = join(dir, 'candidate.json');
+  writeFileSync(file, JSON.stringify({ steps: [{ type: 'logging', config: {} }] }));
+  const cli = await promisify(execFile)(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'canary', 'start', '--pipeline', 'default',
+    '--candidate-config', file, '--shadow', '25', '--shadow-upstream-reads'], {
+    env: { ...process.env, PROXY_CONTROL_URL: proxy.controlPlaneUrl!, PROXY_CONTROL_TOKEN: TOKEN }, encoding: 'utf8',
+  });
+  assert.match(cli.stdout, /stage 1, 0% to the candidate, 25% shadowed/);
+  const id = /canary (c-[0-9a-f]+) started/.exec(cli.stdout)![1];
+  const st = (await call('GET', `/${id}`)).body;
+  assert.equal(st.mode, 'shadow');
+  assert.equal(st.shadow.shadow_pct, 25);
+  assert.equal(st.shadow.upstream_reads, true);
+  assert.deepEqual(st.stages.map((s: any) => s.traffic_pct), [0, 5, 25, 50, 100]);
 });
