@@ -116,7 +116,8 @@ export class ShadowSteps {
     const s = this.req;
     const shadow = this.shadow!;
     const cex = s.candidate!;
-    // Its timings were this connection's, which the next request reuses: the read's response phase runs untimed here.
+    // Its timings were this connection's, which the next request reuses: the read's response phase
+    // records straight into the candidate's step statistics instead (untimed under tracing's recorder).
     cex.timings = null;
     const reply = s.baselineReply!;
     const read = new ShadowRead(shadow, cex, s.divergence!, Buffer.from(reply), this.reads.requestTimeoutMs);
