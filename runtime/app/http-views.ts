@@ -60,8 +60,9 @@ export function adminSurface(running: RunningProxy, metrics: MetricsSource): Adm
   };
 }
 
-export function profilingSurface(running: RunningProxy, metrics: MetricsSource): ProfilingSurface {
+export function profilingSurface(running: RunningProxy, metrics: MetricsSource, refresh?: () => Promise<void>): ProfilingSurface {
   return {
+    refresh,
     defaultPipelineId: () => running.server.pipelineId,
     pipelineIds: () => running.server.routing.ids,
     metrics,

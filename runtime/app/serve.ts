@@ -22,6 +22,7 @@ import { ProfilerCanaryMetrics } from './canary-metrics.ts';
 import { Notifier, outboxPath, registerNotificationMetrics } from '../canary/notify/index.ts';
 import { Profiler, SnapshotStore, durationToMs, mmapFitIssue, type MmapStorage, type ProfilingSettings } from '../profiling/index.ts';
 import { Tracing, TracingRecorder, tracesUrl, type TracingSettings } from '../telemetry/index.ts';
+import type { MetricsSource } from '../http/surface.ts';
 
 /** Built-in plugins are compiled here by `npm run build` (scripts/build-plugins.mjs). */
 export const BUILTIN_PLUGIN_DIR = fileURLToPath(new URL('../../build/plugins/', import.meta.url));
@@ -65,6 +66,19 @@ export interface RunningProxy {
   close(): Promise<void>;
 }
 
+/**
+ * The primary's hold on its workers (runtime/cluster/machine.ts satisfies it): forks them in place
+ * of listening, merges their statistics into the primary's profiler and metrics, applies a reload
+ * on each, drains them.
+ */
+export interface MachineView {
+  listen(workerConfig: ProxyConfig, profiler: Profiler | null): Promise<{ host: string; port: number }>;
+  refresh(): Promise<void>;
+  readonly metrics: MetricsSource;
+  reload(next: ProxyConfig): Promise<unknown>;
+  stop(drainMs: number): Promise<void>;
+}
+
 export interface StartOptions {
   log?: Logger;
   pluginDir?: string;
@@ -74,6 +88,13 @@ export interface StartOptions {
   canarySink?: CanaryEventSink;
   /** The canary controller's clock (tests). */
   canaryClock?: Clock;
+  /**
+   * Several workers (`workers` > 1, runtime/cluster/): this process's part. The primary opens the
+   * HTTP endpoints, keeps snapshots and the merged profiler, and has `machine` fork the workers in
+   * place of listening itself; a worker serves clients and opens nothing else. Absent: the whole
+   * proxy in this process, whatever `workers` says.
+   */
+  cluster?: { role: 'primary'; machine: MachineView } | { role: 'worker'; index: number };
 }
 
 export function splitListen(listen: string): { host: string; port: number } {
@@ -81,6 +102,8 @@ export function splitListen(listen: string): { host: string; port: number } {
 }
 
 export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): Promise<RunningProxy> {
+  const machine = opts.cluster?.role === 'primary' ? opts.cluster.machine : null;
+  const worker = opts.cluster?.role === 'worker';
   const log = opts.log ?? new Logger('proxy', config.log.level, config.log.format, undefined, new LogRing(config.log.ring_lines));
   await initCompression();
   // First, before anything opens: a mongodb+srv:// name that does not resolve stops startup.
@@ -94,13 +117,14 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   const profilerConfig = config.profiling ?? (config.control_plane === undefined ? undefined
     : parseConfig({ profiling: { enabled: true, alert_on_slow_step: false } }, null).profiling);
   const profiler = profilerConfig === undefined ? null
-    : await Profiler.create(profilingSettings(profilerConfig), log.child('proxy::profiling'), mmapStorage(config, opts.configFile ?? null));
+    : await Profiler.create(profilingSettings(profilerConfig), log.child('proxy::profiling'), worker ? null : mmapStorage(config, opts.configFile ?? null));
   // Restored before the pipeline binds its steps, so rows keep the order they had.
   // Snapshots (the time series) whenever there is a profiling block: in memory, or also on disk
   // with snapshot_dir (then statistics survive a restart).
-  const snapshots = profiler === null || config.profiling === undefined ? null : new SnapshotStore(profiler, {
+  const snapshots = profiler === null || config.profiling === undefined || worker ? null : new SnapshotStore(profiler, {
     dir: config.profiling.snapshot_dir === undefined ? null : resolve(config.profiling.snapshot_dir), intervalMs: config.profiling.snapshot_interval_s * 1000,
     retentionMs: durationToMs(config.profiling.snapshot_retention), log: log.child('proxy::profiling'),
+    beforeSnapshot: machine === null ? undefined : () => machine.refresh(),
   });
   await snapshots?.load();
   const tracing = config.telemetry?.otlp_endpoint === undefined ? null : new Tracing(tracingSettings(config.telemetry), log.child('proxy::telemetry'));
@@ -128,7 +152,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   let canaryStore: CanaryStore | null = null;
   let promotions: Promotions | null = null;
   let notifier: Notifier | null = null;
-  if (config.control_plane !== undefined && profiler !== null) {
+  if (config.control_plane !== undefined && profiler !== null && opts.cluster === undefined) {
     const canaryLog = log.child('proxy::canary');
     if (opts.canarySink === undefined) {
       // The outbox is opened (and undelivered messages resumed) before the controller resumes.
@@ -211,7 +235,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   });
   registerProxyMetrics(metrics, server);
   if (config.auth !== undefined) log.info('clients authenticate', { mode: config.auth.mode, users: config.auth.users.length });
-  const bound = await server.listen();
+  // With workers, they listen (node:cluster shares the port); they reach the primary's devdb, if any.
+  const bound = machine === null ? await server.listen()
+    : await machine.listen({ ...config, upstream: { ...config.upstream, uri: upstreamUri } }, profiler);
   const uri = `mongodb://${formatHostPort(bound.host, bound.port)}/${listenerTls === null ? '' : '?tls=true'}`;
   log.info('proxy listening', { listen: formatHostPort(bound.host, bound.port), upstream: topology?.describe() ?? pool.describe(), connect: uri });
   let closing = false;
@@ -231,7 +257,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     }
     // A listener whose address changes is bound now, next to the old one; one that cannot be bound
     // refuses the reload. The old ones close once the rest has applied.
-    const moved = await surfaces.move(current, next);
+    const moved = worker ? NO_MOVE : await surfaces.move(current, next);
     // Thresholds, filters and `enabled` apply now; graphs are rebuilt below, timed or untimed
     // accordingly. Adding or removing the block is a restart: the profiler keeps its settings.
     const before = profiler?.settings;
@@ -295,7 +321,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     profiler, snapshots, tracing, logRing: log.ring,
     server, pool, devdb, host: bound.host, port: bound.port, uri, pipelines, metrics,
     reload(next: ProxyConfig) {
-      const run = reloading.then(() => applyReload(next));
+      // With workers: the primary applies it first (everything that can refuse it refuses it here,
+      // before any worker changes), then every worker applies it before the reload is answered.
+      const run = reloading.then(() => applyReload(next)).then(async () => { await machine?.reload(next); });
       reloading = run.catch(() => undefined);
       return run;
     },
@@ -308,7 +336,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       if (surfaces.controlPlane !== null) await surfaces.controlPlane.app.close();
       if (canary !== null) await canary.close();
       if (notifier !== null) await notifier.close(); // after the controller: its last events are in the outbox
-      await server.close(current.shutdown.drain_timeout_ms);
+      // With workers, they drain (each by the server's rules) and hand in their last statistics.
+      if (machine !== null) await machine.stop(current.shutdown.drain_timeout_ms);
+      await server.close(machine === null ? current.shutdown.drain_timeout_ms : 0);
       profiler?.flushSlowStepLog(); // after the drain: held-back slow-step lines are reported, not lost
       address.hosts.close();
       if (surfaces.admin !== null) await surfaces.admin.app.close();
@@ -319,7 +349,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       canaryStore?.close();
     },
   };
-  surfaces = new HttpSurfaces(config, { running, profiler, snapshots, canary, configFile: opts.configFile ?? null, log });
+  surfaces = new HttpSurfaces(config, { running, profiler, snapshots, canary, configFile: opts.configFile ?? null, log, machine });
+  if (worker) return running; // the primary opens the HTTP endpoints
   if (tracing !== null) {
     const t = tracing.settings;
     log.info('trace export on', { url: t.url, protocol: t.protocol, sample_rate: t.sampleRate, service_name: t.serviceName });
@@ -347,6 +378,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   }
   return running;
 }
+
+/** A reload in a worker moves no listener: the primary owns them. */
+const NO_MOVE = { commit() {}, async abort() {} };
 
 /** Where the histogram file goes with `profiling.storage: "mmap"` (null otherwise); a ConfigError when the pipeline does not fit. */
 function mmapStorage(config: ProxyConfig, source: string | null): MmapStorage | null {

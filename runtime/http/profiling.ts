@@ -69,6 +69,8 @@ export function buildProfilingApp(proxy: ProfilingSurface, profiler: Profiler, o
     if (req.url.startsWith('/api/profile') && !profiler.enabled) {
       return send(reply, 'PROXY_ERR_PROFILING_DISABLED');
     }
+    // With workers, every read (profile, flame graph, series, /metrics) sees the whole machine.
+    if (proxy.refresh !== undefined && !isDashboardAsset(req.url)) await proxy.refresh();
   });
 
   /** The graph a request names: ?pipeline_id= and ?pipeline= (baseline | candidate). */

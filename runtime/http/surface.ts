@@ -43,4 +43,6 @@ export interface ProfilingSurface {
   readonly metrics: MetricsSource;
   /** Base URL of the canary control plane (the dashboard's canary widget calls it), or null. */
   controlPlaneUrl(): string | null;
+  /** With workers: brings the profiler up to date with theirs before a request reads it; absent: it is this process's own. */
+  refresh?(): Promise<void>;
 }

@@ -1,0 +1,254 @@
+// The primary of a proxy with several workers (`workers` > 1): forks the worker processes
+// (node:cluster: the primary accepts client connections and hands them to the workers in turn),
+// replaces one that dies, and makes one view of the machine out of theirs. The statistics are
+// pulled from the workers when something reads them (a scrape, a profile, a snapshot) and every
+// few seconds: their profilers' encoded HDR histograms are add()ed into the primary's profiler,
+// their prom-client counters summed. A worker that exits leaves its last counts in a retired total,
+// so the machine's counts never go back. Nothing here is on a request's path.
+import cluster, { type Worker } from 'node:cluster';
+import { fileURLToPath } from 'node:url';
+import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import type { ProxyConfig } from '../config/index.ts';
+import type { Log } from '../log/index.ts';
+import type { Profiler, RequestFrame } from '../profiling/index.ts';
+import type { MetricsSource } from '../http/surface.ts';
+import { WorkerChannel } from './ipc.ts';
+
+/** What a worker answers to `stats`: its profiler's state and recent frames, and its registry's metrics. */
+export interface WorkerStats {
+  state: unknown;
+  frames: RequestFrame[];
+  metrics: Array<MetricObjectWithValues<MetricValue<string>>>;
+}
+
+/** What a worker answers to `reload`: the graph generation each pipeline serves now. */
+export interface WorkerGeneration { worker: number; generations: Record<string, number> }
+
+/** The environment variables a worker reads (runtime/cluster/worker.ts). */
+export const WORKER_CONFIG_ENV = 'PROXY_WORKER_CONFIG';
+export const WORKER_INDEX_ENV = 'PROXY_WORKER_INDEX';
+export const WORKER_CONFIG_FILE_ENV = 'PROXY_WORKER_CONFIG_FILE';
+
+/** The `proxy` command a worker runs (its `serve` sees it is a cluster worker). */
+const BIN = fileURLToPath(new URL('../../bin/proxy.mjs', import.meta.url));
+/** How long a worker has to answer a statistics request. */
+const STATS_TIMEOUT_MS = 5000;
+/** How long a worker has to apply a reload (compiling plugins). */
+const RELOAD_TIMEOUT_MS = 120_000;
+/** How long a worker has to start (compile its plugins, connect its pools). */
+const START_TIMEOUT_MS = 120_000;
+/** Statistics are pulled this often even when nothing reads them: a killed worker loses at most this much. */
+export const PULL_INTERVAL_MS = 5000;
+/** A replaced worker is forked again after this long (a crash loop does not spin). */
+const RESTART_DELAY_MS = 500;
+
+export interface MachineOptions {
+  workers: number;
+  log: Log;
+  configFile: string | null;
+}
+
+export class Machine {
+  readonly size: number;
+  private readonly log: Log;
+  private readonly configFile: string | null;
+  private readonly channels: Array<WorkerChannel | null>;
+  /** The last statistics each live worker gave (moved to the retired total when it exits). */
+  private readonly last = new Map<WorkerChannel, WorkerStats>();
+  private retiredStates: unknown[] = [];
+  private retiredCounters: Array<Array<MetricObjectWithValues<MetricValue<string>>>> = [];
+  private profiler: Profiler | null = null;
+  /** The configuration workers start with (a replaced one too): the latest applied. */
+  private workerConfig: ProxyConfig | null = null;
+  private pulling: Promise<void> | null = null;
+  private resetting: Promise<void> = Promise.resolve();
+  private timer: NodeJS.Timeout | null = null;
+  private stopping = false;
+  /** Workers replaced since start (crashed or killed). */
+  replaced = 0;
+
+  constructor(opts: MachineOptions) {
+    this.size = opts.workers;
+    this.log = opts.log;
+    this.configFile = opts.configFile;
+    this.channels = Array.from({ length: opts.workers }, () => null);
+  }
+
+  /** The /metrics of the machine: every worker's registry summed (counters of exited workers kept). */
+  readonly metrics: MetricsSource = {
+    contentType: 'text/plain; version=0.0.4; charset=utf-8',
+    text: async () => {
+      await this.refresh();
+      const all = [...this.retiredCounters, ...[...this.last.values()].map((s) => s.metrics)];
+      if (all.length === 0) return '';
+      return AggregatorRegistry.aggregate(all).metrics();
+    },
+  };
+
+  /** The live workers' channels, by index. */
+  get live(): WorkerChannel[] {
+    return this.channels.filter((c): c is WorkerChannel => c !== null && c.worker.isConnected());
+  }
+
+  /**
+   * Forks every worker with `config` (its upstream already resolved: the primary's devdb, if any)
+   * and waits until each listens. Rejects with the first worker's error (and stops the others).
+   */
+  async listen(config: ProxyConfig, profiler: Profiler | null): Promise<{ host: string; port: number }> {
+    this.workerConfig = config;
+    this.profiler = profiler;
+    profiler?.onReset(() => { this.resetting = this.resetWorkers(); });
+    cluster.setupPrimary({ exec: BIN, args: ['serve'], serialization: 'advanced', silent: false });
+    cluster.schedulingPolicy = cluster.SCHED_RR;
+    let bound: { host: string; port: number };
+    try {
+      const ports = await Promise.all(this.channels.map((_, i) => this.fork(i)));
+      bound = ports[0];
+    } catch (err) {
+      await this.stop(0);
+      throw err;
+    }
+    this.timer = setInterval(() => { this.refresh().catch(() => {}); }, PULL_INTERVAL_MS);
+    this.timer.unref();
+    return bound;
+  }
+
+  /** Starts worker `index`; resolves with the address it listens on once it is ready. */
+  private fork(index: number): Promise<{ host: string; port: number }> {
+    const worker: Worker = cluster.fork({
+      [WORKER_CONFIG_ENV]: JSON.stringify(this.workerConfig), [WORKER_INDEX_ENV]: String(index), [WORKER_CONFIG_FILE_ENV]: this.configFile ?? '',
+    });
+    const channel = new WorkerChannel(index, worker);
+    return new Promise((resolve, reject) => {
+      let ready = false;
+      const timer = setTimeout(() => {
+        reject(new Error(`worker ${index} did not start within ${START_TIMEOUT_MS} ms`));
+        worker.kill('SIGKILL');
+      }, START_TIMEOUT_MS);
+      channel.on('failed', (body) => {
+        clearTimeout(timer);
+        reject(new Error((body as { message: string }).message));
+      });
+      channel.on('ready', (body) => {
+        clearTimeout(timer);
+        ready = true;
+        this.channels[index] = channel;
+        resolve(body as { host: string; port: number });
+      });
+      worker.once('exit', (code, signal) => {
+        clearTimeout(timer);
+        if (!ready) {
+          reject(new Error(`worker ${index} exited while starting (${signal ?? `code ${code}`})`));
+          return;
+        }
+        this.exited(channel, code, signal);
+      });
+    });
+  }
+
+  /** A worker ended: its last counts join the retired total; unless the proxy is stopping, it is replaced. */
+  private exited(channel: WorkerChannel, code: number | null, signal: string | null): void {
+    this.retire(channel);
+    if (this.channels[channel.index] === channel) this.channels[channel.index] = null;
+    if (this.stopping) return;
+    this.replaced++;
+    this.log.warn('worker exited; starting a replacement (its clients reconnect to the others or to it)', {
+      worker: channel.index, pid: channel.worker.process.pid, code, signal,
+    });
+    const restart = () => {
+      if (this.stopping) return;
+      this.fork(channel.index).then(
+        () => this.log.info('worker replaced', { worker: channel.index }),
+        (err: Error) => {
+          this.log.error('a replacement worker failed to start; trying again', { worker: channel.index, error: err.message });
+          setTimeout(restart, RESTART_DELAY_MS * 4).unref();
+        },
+      );
+    };
+    setTimeout(restart, RESTART_DELAY_MS).unref();
+  }
+
+  private retire(channel: WorkerChannel): void {
+    const s = this.last.get(channel);
+    if (s === undefined) return;
+    this.last.delete(channel);
+    if (s.state !== null) this.retiredStates.push(s.state);
+    // Counters keep counting after the worker is gone; its gauges (open connections, pools) do not.
+    this.retiredCounters.push(s.metrics.filter((m) => String(m.type) === 'counter'));
+  }
+
+  /**
+   * Brings the machine's view up to date: asks every live worker for its statistics (concurrent
+   * callers share one round) and rebuilds the primary's profiler from them and the retired total.
+   * A worker that does not answer in time keeps the statistics it gave last.
+   */
+  refresh(): Promise<void> {
+    this.pulling ??= this.pull().finally(() => { this.pulling = null; });
+    return this.pulling;
+  }
+
+  private async pull(): Promise<void> {
+    await this.resetting;
+    const live = this.live;
+    const answers = await Promise.allSettled(live.map((c) => c.request<WorkerStats>('stats', null, STATS_TIMEOUT_MS)));
+    answers.forEach((a, i) => {
+      if (a.status === 'fulfilled' && live[i].worker.isConnected()) this.last.set(live[i], a.value);
+    });
+    if (this.profiler === null) return;
+    const stats = [...this.last.values()];
+    const frames = stats.flatMap((s) => s.frames).sort((a, b) => a.at - b.at);
+    this.profiler.replaceWith([...this.retiredStates, ...stats.map((s) => s.state).filter((s) => s !== null)], frames);
+  }
+
+  /** POST /api/profile/reset on the primary: every worker resets, and the retired total is dropped. */
+  private async resetWorkers(): Promise<void> {
+    this.retiredStates = [];
+    this.retiredCounters = [];
+    this.last.clear();
+    await Promise.allSettled(this.live.map((c) => c.request('reset', null, STATS_TIMEOUT_MS)));
+  }
+
+  /**
+   * Applies a configuration the primary has accepted on every worker and waits for all; the
+   * answer names the generation each worker serves. A worker that cannot apply it is replaced (it
+   * starts with the new configuration), so no worker keeps serving the old graphs.
+   */
+  async reload(next: ProxyConfig): Promise<WorkerGeneration[]> {
+    this.workerConfig = { ...next, upstream: { ...next.upstream, uri: this.workerConfig!.upstream.uri } };
+    const live = this.live;
+    const settled = await Promise.allSettled(live.map((c) => c.request<WorkerGeneration>('reload', this.workerConfig, RELOAD_TIMEOUT_MS)));
+    const out: WorkerGeneration[] = [];
+    settled.forEach((s, i) => {
+      if (s.status === 'fulfilled') {
+        out.push(s.value);
+        return;
+      }
+      this.log.error('a worker could not apply the reload the primary accepted; replacing it', { worker: live[i].index, error: (s.reason as Error).message });
+      live[i].worker.kill('SIGKILL');
+    });
+    return out;
+  }
+
+  /** SIGTERM: every worker drains (the server's drain rules) and hands in its last statistics; then they exit. */
+  async stop(drainMs: number): Promise<void> {
+    this.stopping = true;
+    if (this.timer !== null) clearInterval(this.timer);
+    const live = this.live;
+    const exits = live.map((c) => new Promise<void>((r) => {
+      if (c.worker.isDead()) r();
+      else c.worker.once('exit', () => r());
+    }));
+    const settled = await Promise.allSettled(live.map((c) => c.request<WorkerStats>('drain', null, drainMs + 10_000)));
+    settled.forEach((s, i) => {
+      if (s.status === 'fulfilled') this.last.set(live[i], s.value);
+      else this.log.warn('a worker did not drain in time; ending it', { worker: live[i].index, error: (s.reason as Error).message });
+      if (live[i].worker.isConnected()) live[i].worker.disconnect();
+      if (s.status === 'rejected') live[i].worker.kill('SIGKILL');
+    });
+    await Promise.all(exits);
+    for (const c of live) this.retire(c);
+    if (this.profiler !== null) {
+      this.profiler.replaceWith(this.retiredStates, []);
+    }
+  }
+}

@@ -1,0 +1,60 @@
+// A worker process of a proxy with several workers (runtime/cluster/machine.ts forks it): runs the
+// client-facing part of the proxy — listener (shared through node:cluster), pipelines, upstream
+// pools — with the configuration the primary hands it, and answers the primary's requests
+// (statistics, reload, reset, drain). It owns no HTTP endpoint, snapshot or canary: the primary
+// does. When the primary goes away (its IPC channel closes, even on kill -9), the worker exits.
+import { startProxy, type RunningProxy } from '../app/serve.ts';
+import { ConfigError, type ProxyConfig } from '../config/index.ts';
+import { Logger, LogRing } from '../log/index.ts';
+import { FRAME_WINDOW_MS } from '../profiling/frames.ts';
+import { sendEvent, serveRequests } from './ipc.ts';
+import { WORKER_CONFIG_ENV, WORKER_CONFIG_FILE_ENV, WORKER_INDEX_ENV, type WorkerGeneration, type WorkerStats } from './machine.ts';
+
+/** The graph generation each pipeline of this worker serves. */
+function generations(running: RunningProxy): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const id of running.server.routing.ids) out[id] = running.pipelines.get(id).key.generation;
+  return out;
+}
+
+async function stats(running: RunningProxy): Promise<WorkerStats> {
+  const p = running.profiler;
+  const metrics = await running.metrics.getMetricsAsJSON();
+  return { state: p?.exportState() ?? null, frames: p?.recentFrames(FRAME_WINDOW_MS) ?? [], metrics };
+}
+
+export async function runWorker(): Promise<void> {
+  const index = Number(process.env[WORKER_INDEX_ENV]);
+  const config = JSON.parse(process.env[WORKER_CONFIG_ENV]!) as ProxyConfig;
+  const configFile = process.env[WORKER_CONFIG_FILE_ENV] || null;
+  const log = new Logger('proxy', config.log.level, config.log.format, undefined, new LogRing(config.log.ring_lines)).child(`proxy::worker-${index}`);
+  let draining = false;
+  // The primary's end closed: it exited or was killed. No orphan keeps the port's clients.
+  process.on('disconnect', () => process.exit(draining ? 0 : 1));
+  // A terminal's Ctrl-C reaches every process of the group: the primary drains the workers.
+  process.on('SIGINT', () => {});
+  process.on('SIGTERM', () => {});
+  process.on('SIGHUP', () => {});
+  let running: RunningProxy;
+  try {
+    running = await startProxy(config, { log, configFile, cluster: { role: 'worker', index } });
+  } catch (err) {
+    const e = err as Error;
+    sendEvent('failed', { message: err instanceof ConfigError ? `configuration refused\n${e.message}` : e.message });
+    process.exit(1);
+  }
+  serveRequests({
+    stats: () => stats(running),
+    reset: () => { running.profiler?.reset(); },
+    reload: async (next) => {
+      await running.reload(next as ProxyConfig);
+      return { worker: index, generations: generations(running) } satisfies WorkerGeneration;
+    },
+    drain: async () => {
+      draining = true;
+      await running.close();
+      return stats(running);
+    },
+  });
+  sendEvent('ready', { host: running.host, port: running.port, pid: process.pid });
+}
