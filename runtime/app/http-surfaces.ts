@@ -24,7 +24,7 @@ export interface HttpSurfaceDeps {
   configFile: string | null;
   log: Log;
   /** With workers: the machine's merged metrics and the refresh of the primary's profiler from the workers'. */
-  machine?: Pick<MachineView, 'metrics' | 'refresh'> | null;
+  machine?: Pick<MachineView, 'metrics' | 'refresh' | 'workers'> | null;
 }
 
 /** The listeners a reload opened, switched to by commit() once the rest of the reload succeeded. */
@@ -73,7 +73,9 @@ export class HttpSurfaces {
 
   openAdmin(listen: string): Promise<Http> {
     this.metrics ??= this.deps.machine?.metrics ?? proxyMetrics(this.deps.running);
-    return startAdmin(adminSurface(this.deps.running, this.metrics), listen, { token: this.adminTokens, configFile: this.deps.configFile });
+    const machine = this.deps.machine ?? null;
+    const workers = machine === null ? undefined : () => machine.workers();
+    return startAdmin(adminSurface(this.deps.running, this.metrics, workers), listen, { token: this.adminTokens, configFile: this.deps.configFile });
   }
 
   openProfiling(p: NonNullable<ProxyConfig['profiling']>): Promise<Http> {

@@ -22,7 +22,7 @@ import { ProfilerCanaryMetrics } from './canary-metrics.ts';
 import { Notifier, outboxPath, registerNotificationMetrics } from '../canary/notify/index.ts';
 import { Profiler, SnapshotStore, durationToMs, mmapFitIssue, type MmapStorage, type ProfilingSettings } from '../profiling/index.ts';
 import { Tracing, TracingRecorder, tracesUrl, type TracingSettings } from '../telemetry/index.ts';
-import type { MetricsSource } from '../http/surface.ts';
+import type { MetricsSource, WorkersView } from '../http/surface.ts';
 
 /** Built-in plugins are compiled here by `npm run build` (scripts/build-plugins.mjs). */
 export const BUILTIN_PLUGIN_DIR = fileURLToPath(new URL('../../build/plugins/', import.meta.url));
@@ -77,6 +77,7 @@ export interface MachineView {
   readonly metrics: MetricsSource;
   reload(next: ProxyConfig): Promise<unknown>;
   stop(drainMs: number): Promise<void>;
+  workers(): Promise<WorkersView>;
 }
 
 export interface StartOptions {

@@ -11,7 +11,7 @@ import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } fro
 import type { ProxyConfig } from '../config/index.ts';
 import type { Log } from '../log/index.ts';
 import type { Profiler, RequestFrame } from '../profiling/index.ts';
-import type { MetricsSource } from '../http/surface.ts';
+import type { MetricsSource, WorkerView, WorkersView } from '../http/surface.ts';
 import { WorkerChannel } from './ipc.ts';
 
 /** What a worker answers to `stats`: its profiler's state and recent frames, and its registry's metrics. */
@@ -227,6 +227,14 @@ export class Machine {
       live[i].worker.kill('SIGKILL');
     });
     return out;
+  }
+
+  /** GET /api/v1/workers: each live worker's view (one that does not answer in time is left out). */
+  async workers(): Promise<WorkersView> {
+    const live = this.live;
+    const answers = await Promise.allSettled(live.map((c) => c.request<WorkerView>('info', null, STATS_TIMEOUT_MS)));
+    const workers = answers.filter((a) => a.status === 'fulfilled').map((a) => (a as PromiseFulfilledResult<WorkerView>).value);
+    return { workers: workers.sort((a, b) => a.worker - b.worker), replaced: this.replaced };
   }
 
   /** SIGTERM: every worker drains (the server's drain rules) and hands in its last statistics; then they exit. */

@@ -4,18 +4,12 @@
 // (statistics, reload, reset, drain). It owns no HTTP endpoint, snapshot or canary: the primary
 // does. When the primary goes away (its IPC channel closes, even on kill -9), the worker exits.
 import { startProxy, type RunningProxy } from '../app/serve.ts';
+import { workerView } from '../app/http-views.ts';
 import { ConfigError, type ProxyConfig } from '../config/index.ts';
 import { Logger, LogRing } from '../log/index.ts';
 import { FRAME_WINDOW_MS } from '../profiling/frames.ts';
 import { sendEvent, serveRequests } from './ipc.ts';
 import { WORKER_CONFIG_ENV, WORKER_CONFIG_FILE_ENV, WORKER_INDEX_ENV, type WorkerGeneration, type WorkerStats } from './machine.ts';
-
-/** The graph generation each pipeline of this worker serves. */
-function generations(running: RunningProxy): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const id of running.server.routing.ids) out[id] = running.pipelines.get(id).key.generation;
-  return out;
-}
 
 async function stats(running: RunningProxy): Promise<WorkerStats> {
   const p = running.profiler;
@@ -46,9 +40,10 @@ export async function runWorker(): Promise<void> {
   serveRequests({
     stats: () => stats(running),
     reset: () => { running.profiler?.reset(); },
+    info: () => workerView(running, index),
     reload: async (next) => {
       await running.reload(next as ProxyConfig);
-      return { worker: index, generations: generations(running) } satisfies WorkerGeneration;
+      return { worker: index, generations: workerView(running, index).generations } satisfies WorkerGeneration;
     },
     drain: async () => {
       draining = true;

@@ -32,6 +32,25 @@ export interface AdminSurface {
   pipeline(): PipelineView;
   /** Applies `next`, or throws (a ConfigError, a plugin's error) and keeps the running configuration. */
   reload(next: ProxyConfig): Promise<void>;
+  /** The processes serving clients (GET /api/v1/workers). */
+  workers(): Promise<WorkersView>;
+}
+
+/** One process serving clients: the proxy itself (workers: 1) or one worker. */
+export interface WorkerView {
+  worker: number;
+  pid: number;
+  connections_active: number;
+  connections_opened: number;
+  requests: number;
+  /** The graph generation each pipeline serves. */
+  generations: Record<string, number>;
+}
+
+export interface WorkersView {
+  workers: WorkerView[];
+  /** Workers that exited and were started again. */
+  replaced: number;
 }
 
 export interface ProfilingSurface {
