@@ -8,8 +8,11 @@ import type { Worker } from 'node:cluster';
 export interface IpcRequest { kind: 'proxy:req'; id: number; op: string; body?: unknown }
 /** A worker's answer to one request. */
 export interface IpcReply { kind: 'proxy:res'; id: number; ok: boolean; body?: unknown; error?: IpcErrorBody }
-/** Something a worker says unasked (ready, failed to start). */
+/** Something a worker says unasked (ready, failed to start, a cursor pinned). */
 export interface IpcEvent { kind: 'proxy:evt'; op: string; body?: unknown }
+/** A question a worker asks the primary (where another worker's cursor lives), and its answer. */
+export interface IpcAsk { kind: 'proxy:ask'; id: number; op: string; body?: unknown }
+export interface IpcAnswer { kind: 'proxy:ans'; id: number; ok: boolean; body?: unknown; error?: IpcErrorBody }
 
 export interface IpcErrorBody { name: string; message: string }
 
@@ -36,6 +39,7 @@ export class WorkerChannel {
   private nextId = 1;
   private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout; op: string }>();
   private readonly events = new Map<string, (body: unknown) => void>();
+  private readonly questions = new Map<string, (body: unknown) => Promise<unknown>>();
 
   constructor(index: number, worker: Worker) {
     this.index = index;
@@ -43,6 +47,7 @@ export class WorkerChannel {
     worker.on('message', (m: unknown) => {
       if (isMessage(m, 'proxy:res')) this.settle(m as IpcReply);
       else if (isMessage(m, 'proxy:evt')) this.events.get((m as IpcEvent).op)?.((m as IpcEvent).body);
+      else if (isMessage(m, 'proxy:ask')) this.answer(m as IpcAsk);
     });
     // A worker that exits fails what it was asked.
     worker.on('exit', () => {
@@ -57,6 +62,23 @@ export class WorkerChannel {
   /** Calls `fn` with the body of each event `op` the worker sends. */
   on(op: string, fn: (body: unknown) => void): void {
     this.events.set(op, fn);
+  }
+
+  /** Answers the worker's questions `op` with `fn`. */
+  handle(op: string, fn: (body: unknown) => Promise<unknown>): void {
+    this.questions.set(op, fn);
+  }
+
+  private answer(q: IpcAsk): void {
+    const fn = this.questions.get(q.op);
+    const send = (a: Omit<IpcAnswer, 'kind' | 'id'>) => {
+      if (this.worker.isConnected()) this.worker.send({ kind: 'proxy:ans', id: q.id, ...a } satisfies IpcAnswer);
+    };
+    if (fn === undefined) {
+      send({ ok: false, error: { name: 'Error', message: `unknown question "${q.op}"` } });
+      return;
+    }
+    fn(q.body).then((body) => send({ ok: true, body }), (err: Error) => send({ ok: false, error: { name: err.name, message: err.message } }));
   }
 
   /** Asks the worker; rejects with a WorkerRequestError when it fails, exits or does not answer within `timeoutMs`. */
@@ -125,6 +147,40 @@ export function serveRequests(handlers: Readonly<Record<string, (body: unknown) 
       (body) => answer({ ok: true, body }),
       (err: Error) => answer({ ok: false, error: { name: err.name, message: err.message } }),
     );
+  });
+}
+
+const asked = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
+let nextAsk = 1;
+let listening = false;
+
+/** The worker asks the primary; rejects when it does not answer within `timeoutMs` or is gone. */
+export function askPrimary<T = unknown>(op: string, body: unknown, timeoutMs: number): Promise<T> {
+  if (!listening) {
+    listening = true;
+    process.on('message', (m: unknown) => {
+      if (!isMessage(m, 'proxy:ans')) return;
+      const a = m as IpcAnswer;
+      const p = asked.get(a.id);
+      if (p === undefined) return;
+      clearTimeout(p.timer);
+      asked.delete(a.id);
+      if (a.ok) p.resolve(a.body);
+      else p.reject(new Error(a.error?.message ?? 'failed'));
+    });
+  }
+  return new Promise<T>((resolve, reject) => {
+    if (!process.connected) {
+      reject(new Error('the primary is gone'));
+      return;
+    }
+    const id = nextAsk++;
+    const timer = setTimeout(() => {
+      asked.delete(id);
+      reject(new Error(`the primary did not answer ${op} within ${timeoutMs} ms`));
+    }, timeoutMs);
+    asked.set(id, { resolve: resolve as (v: unknown) => void, reject, timer });
+    process.send!({ kind: 'proxy:ask', id, op, body } satisfies IpcAsk);
   });
 }
 

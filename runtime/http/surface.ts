@@ -51,6 +51,11 @@ export interface WorkersView {
   workers: WorkerView[];
   /** Workers that exited and were started again. */
   replaced: number;
+  /**
+   * getMores for a cursor another worker opened (multi-host upstreams): asked of the primary and
+   * found, or not found (then sent where the topology selects).
+   */
+  cursor_lookups: { found: number; missed: number };
 }
 
 export interface ProfilingSurface {

@@ -7,10 +7,15 @@
 // entries) with a TTL refreshed on use, and dropped when the cursor is exhausted or killed, the
 // transaction committed or aborted. With one upstream server and no routed pool (the usual single
 // host case) nothing is looked up.
+//
+// With several workers (runtime/cluster/) a driver may continue a cursor on a pooled connection
+// another worker holds: each pin is also published to the primary (`sharedPins`), and a getMore
+// for a cursor this worker does not know asks it there (the rare path; the request waits for the
+// answer, never the common one) and pins the answer locally.
 import type { Log } from '../log/index.ts';
 import { performance } from 'node:perf_hooks';
 import { BSON_ARRAY, BSON_DOCUMENT, BSON_INT64, ElementCursor, ReplyPeek, utf8, type CommandPeek } from '../wire/index.ts';
-import { UpstreamPool, type ConnectionSource, type PoolOptions } from './pool.ts';
+import { UpstreamPool, type ConnectionSource, type PoolOptions, type PoolWaiter } from './pool.ts';
 import type { Topology, TxnPinner } from './topology.ts';
 import type { UpstreamInfo } from './connection.ts';
 import { parseUpstreamUri } from './uri.ts';
@@ -29,6 +34,38 @@ const K_CURSORS = utf8('cursors');
 interface TxnPin { pool: UpstreamPool; txnNumber: bigint; expiresAt: number }
 interface CursorPin { pool: UpstreamPool; expiresAt: number }
 
+/**
+ * The machine-wide table of cursor pins (workers: the primary keeps it). A server is named by its
+ * key (serverKey()): the same string in every worker.
+ */
+export interface SharedCursorPins {
+  publish(id: bigint, server: string): void;
+  unpublish(id: bigint): void;
+  /** The server another worker pinned cursor `id` to, or null when no worker did. */
+  lookup(id: bigint): Promise<string | null>;
+}
+
+/** Waits for another worker's answer on where a cursor lives, then acquires there (or where the topology selects). */
+class SharedCursorLookup implements ConnectionSource {
+  private readonly router: UpstreamRouter;
+  private readonly id: bigint;
+  private readonly fallback: ConnectionSource;
+  constructor(router: UpstreamRouter, id: bigint, fallback: ConnectionSource) {
+    this.router = router;
+    this.id = id;
+    this.fallback = fallback;
+  }
+
+  acquire(waiter: PoolWaiter): void {
+    this.router.sharedPins!.lookup(this.id).then((server) => {
+      const pool = server === null ? null : this.router.adoptCursorPin(this.id, server);
+      (pool ?? this.fallback).acquire(waiter);
+    }, () => this.fallback.acquire(waiter));
+  }
+
+  describe(): string { return `(cursor ${this.id} of another worker)`; }
+}
+
 export class UpstreamRouter implements TxnPinner {
   readonly main: UpstreamPool;
   /** Set for a multi-host upstream (replica set, mongos list): it selects the server. */
@@ -41,6 +78,8 @@ export class UpstreamRouter implements TxnPinner {
   private readonly replyPeek = new ReplyPeek();
   private readonly cur = new ElementCursor();
   private readonly inner = new ElementCursor();
+  /** With several workers: the machine's cursor pins (runtime/cluster/); null in one process. */
+  sharedPins: SharedCursorPins | null = null;
 
   constructor(main: UpstreamPool, poolOptions: PoolOptions | undefined, log: Pick<Log, 'info' | 'warn'>, topology: Topology | null = null) {
     this.main = main;
@@ -111,7 +150,8 @@ export class UpstreamRouter implements TxnPinner {
         }
         this.cursors.delete(peek.cursorId);
       }
-      return topology === null ? this.main : topology.select(peek, body, null);
+      const selected = topology === null ? this.main : topology.select(peek, body, null);
+      return this.sharedPins === null ? selected : new SharedCursorLookup(this, peek.cursorId, selected);
     }
     if (peek.op === 'killCursors' && killedOn !== undefined) return killedOn;
     if (peek.inTransaction && peek.lsidAt >= 0 && this.txns.size > 0) {
@@ -151,13 +191,47 @@ export class UpstreamRouter implements TxnPinner {
       return;
     }
     if (id === 0n) {
-      if (peek.cursorId !== 0n) this.cursors.delete(peek.cursorId);
+      if (peek.cursorId !== 0n) {
+        this.cursors.delete(peek.cursorId);
+        this.sharedPins?.unpublish(peek.cursorId);
+      }
       return;
     }
     if (peek.cursorId === id) return; // a getMore's reply: already pinned (and renewed)
+    this.pinCursor(id, pool);
+    if (this.sharedPins !== null) {
+      const server = this.serverKey(pool);
+      if (server !== null) this.sharedPins.publish(id, server);
+    }
+  }
+
+  private pinCursor(id: bigint, pool: UpstreamPool): void {
     this.dropExpired(this.cursors);
     if (this.cursors.size >= MAX_PINNED_CURSORS) this.cursors.delete(this.cursors.keys().next().value!);
     this.cursors.set(id, { pool, expiresAt: performance.now() + CURSOR_PIN_TTL_MS });
+  }
+
+  /** A pool's name that every worker gives the same server: `server:host:port` (a topology's), `uri:…` (a routed upstream's). */
+  serverKey(pool: UpstreamPool): string | null {
+    if (this.topology !== null) {
+      for (const s of this.topology.allServers()) if (s.hasPool && s.pool === pool) return `server:${s.address}`;
+    }
+    if (pool === this.main) return `uri:${this.main.address.uri}`;
+    for (const [uri, p] of this.routed) if (p === pool) return `uri:${uri}`;
+    return null;
+  }
+
+  /** Pins cursor `id` (opened by another worker) to this worker's pool of `server` (a serverKey()); null when it has none. */
+  adoptCursorPin(id: bigint, server: string): UpstreamPool | null {
+    let pool: UpstreamPool | null = null;
+    if (server.startsWith('server:') && this.topology !== null) {
+      const address = server.slice('server:'.length);
+      for (const s of this.topology.allServers()) if (s.address === address) pool = s.pool;
+    } else if (server.startsWith('uri:')) {
+      pool = this.poolFor(server.slice('uri:'.length));
+    }
+    if (pool !== null) this.pinCursor(id, pool);
+    return pool;
   }
 
   close(): void {
@@ -198,6 +272,7 @@ export class UpstreamRouter implements TxnPinner {
       while (inner.next()) {
         if (inner.type !== BSON_INT64) continue;
         const id = inner.int64();
+        this.sharedPins?.unpublish(id);
         const pin = this.cursors.get(id);
         if (pin === undefined) continue;
         this.cursors.delete(id);
