@@ -17,6 +17,7 @@ import { registerUser } from './user.ts';
 import { VERSION } from '../version.ts';
 import { Machine } from '../cluster/machine.ts';
 import { runWorker } from '../cluster/worker.ts';
+import { shareProblem } from '../cluster/shares.ts';
 
 const cli = cac('proxy');
 
@@ -43,6 +44,8 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
         throw new ConfigError(loaded.source, [{ path: 'workers', message: `${workers} workers with a control_plane block: canaries run in one ` +
           'process for now (set workers: 1, or remove control_plane)' }]);
       }
+      const problem = workers > 1 ? shareProblem(loaded.config, workers) : null;
+      if (problem !== null) throw new ConfigError(loaded.source, [problem]);
     } catch (err) {
       if (err instanceof ConfigError) {
         process.stderr.write(`proxy: configuration refused\n${err.message}\n`);

@@ -14,6 +14,7 @@ import type { Profiler, RequestFrame } from '../profiling/index.ts';
 import type { MetricsSource, WorkerView, WorkersView } from '../http/surface.ts';
 import { WorkerChannel } from './ipc.ts';
 import { CursorPinTable } from './pins.ts';
+import { workerConfig } from './shares.ts';
 
 /** What a worker answers to `stats`: its profiler's state and recent frames, and its registry's metrics. */
 export interface WorkerStats {
@@ -119,7 +120,8 @@ export class Machine {
   /** Starts worker `index`; resolves with the address it listens on once it is ready. */
   private fork(index: number): Promise<{ host: string; port: number }> {
     const worker: Worker = cluster.fork({
-      [WORKER_CONFIG_ENV]: JSON.stringify(this.workerConfig), [WORKER_INDEX_ENV]: String(index), [WORKER_CONFIG_FILE_ENV]: this.configFile ?? '',
+      [WORKER_CONFIG_ENV]: JSON.stringify(workerConfig(this.workerConfig!, this.size, index)), [WORKER_INDEX_ENV]: String(index),
+      [WORKER_CONFIG_FILE_ENV]: this.configFile ?? '',
     });
     const channel = new WorkerChannel(index, worker);
     channel.on('cursor-pin', (b) => { const p = b as { id: bigint; server: string }; this.cursorPins.publish(p.id, p.server); });
@@ -222,7 +224,8 @@ export class Machine {
   async reload(next: ProxyConfig): Promise<WorkerGeneration[]> {
     this.workerConfig = { ...next, upstream: { ...next.upstream, uri: this.workerConfig!.upstream.uri } };
     const live = this.live;
-    const settled = await Promise.allSettled(live.map((c) => c.request<WorkerGeneration>('reload', this.workerConfig, RELOAD_TIMEOUT_MS)));
+    const settled = await Promise.allSettled(live.map((c) => c.request<WorkerGeneration>('reload', workerConfig(this.workerConfig!, this.size, c.index),
+      RELOAD_TIMEOUT_MS)));
     const out: WorkerGeneration[] = [];
     settled.forEach((s, i) => {
       if (s.status === 'fulfilled') {
