@@ -55,7 +55,9 @@ test('clients.max_connections: 4 with 2 workers: the machine serves 4 connection
 test('rate_limit max_rps with 2 workers: the machine admits at most burst + max_rps × elapsed', { timeout: 180_000 }, async () => {
   const MAX_RPS = 20;
   const BURST = 10;
-  const { served, port } = await serve('rate', { pipeline: { request: ['rate_limit'] }, steps: { rate_limit: { config: { max_rps: MAX_RPS, burst: BURST } } } });
+  const { served, port } = await serve('rate', {
+    pipeline: { request: ['rate_limit'] }, steps: { rate_limit: { config: { max_rps: MAX_RPS, burst: BURST } } },
+  });
   const clients: RawClient[] = [];
   try {
     for (let i = 0; i < 4; i++) clients.push(await RawClient.connect(port));
