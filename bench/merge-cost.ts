@@ -10,6 +10,7 @@
 import { performance } from 'node:perf_hooks';
 import { GraphKey, RequestTimings } from '../runtime/pipeline/index.ts';
 import { Profiler, profilingMetricsText } from '../runtime/profiling/index.ts';
+import { Phase } from '../runtime/wasm/index.ts';
 import { arg, median } from './lib.ts';
 
 const W = Number(arg('--workers', '16'));
@@ -24,7 +25,7 @@ const key = new GraphKey('default', 'baseline', 1);
 const workers: Profiler[] = [];
 for (let w = 0; w < W; w++) {
   const p = await Profiler.create(settings, { warn() {} });
-  const timers = Array.from({ length: S }, (_, i) => p.bind(key, `wasm:step${i}`, i % 2));
+  const timers = Array.from({ length: S }, (_, i) => p.bind(key, `wasm:step${i}`, i % 2 === 0 ? Phase.Request : Phase.Response));
   const t = new RequestTimings();
   for (let i = 0; i < N; i++) {
     t.reset();

@@ -26,7 +26,7 @@ const ROOT = new URL('..', import.meta.url).pathname;
 const role = arg('--role', 'main');
 
 function opMsg(reqId: number, doc: Record<string, unknown>, responseTo = 0): Buffer {
-  const body = BSON.serialize(doc);
+  const body = Buffer.from(BSON.serialize(doc));
   const b = Buffer.alloc(21 + body.length);
   b.writeInt32LE(b.length, 0);
   b.writeInt32LE(reqId, 4);
@@ -38,7 +38,7 @@ function opMsg(reqId: number, doc: Record<string, unknown>, responseTo = 0): Buf
 
 /** Splits a byte stream into wire frames. */
 function frames(s: Socket, onFrame: (f: Buffer) => void): void {
-  let buf = Buffer.alloc(0);
+  let buf: Buffer = Buffer.alloc(0);
   s.on('data', (d: Buffer) => {
     buf = buf.length > 0 ? Buffer.concat([buf, d]) : d;
     while (buf.length >= 4 && buf.length >= buf.readInt32LE(0)) {
