@@ -61,7 +61,7 @@ export function workerView(running: RunningProxy, index: number): WorkerView {
 
 export function adminSurface(running: RunningProxy, metrics: MetricsSource, workers?: () => Promise<WorkersView>): AdminSurface {
   return {
-    workers: workers ?? (async () => ({ workers: [workerView(running, 0)], replaced: 0, cursor_lookups: { found: 0, missed: 0 } })),
+    workers: workers ?? (async () => ({ workers: [workerView(running, 0)], replaced: 0, pin_lookups: { found: 0, missed: 0 } })),
     readiness: () => readiness(running),
     metrics,
     get logRing() { return running.logRing; },

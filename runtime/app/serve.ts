@@ -3,7 +3,7 @@
 import { ConfigError, parseConfig, pipelineEntries, canaryDurationMs, formatHostPort, hostPort, restartKeys, type ProxyConfig } from '../config/index.ts';
 import { Logger, LogRing } from '../log/index.ts';
 import { DevDbServer } from '../devdb/index.ts';
-import { Topology, UpstreamPool, parseUpstreamUri, resolveUpstreamUri, type SharedCursorPins, type UpstreamAddress } from '../upstream/index.ts';
+import { Topology, UpstreamPool, parseUpstreamUri, resolveUpstreamUri, type SharedPins, type UpstreamAddress } from '../upstream/index.ts';
 import { ProxyServer, type ClientAuthSettings } from '../server/index.ts';
 import { listenerTlsOptions } from '../server/listener-tls.ts';
 import { initCompression } from '../wire/index.ts';
@@ -95,7 +95,7 @@ export interface StartOptions {
    * place of listening itself; a worker serves clients and opens nothing else. Absent: the whole
    * proxy in this process, whatever `workers` says.
    */
-  cluster?: { role: 'primary'; machine: MachineView } | { role: 'worker'; index: number; cursorPins?: SharedCursorPins };
+  cluster?: { role: 'primary'; machine: MachineView } | { role: 'worker'; index: number; pins?: SharedPins };
 }
 
 export function splitListen(listen: string): { host: string; port: number } {
@@ -234,7 +234,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     },
     profiler, tracing, topology, clientAuth: clientAuthSettings(config.auth),
   });
-  if (opts.cluster?.role === 'worker') server.router.sharedPins = opts.cluster.cursorPins ?? null;
+  if (opts.cluster?.role === 'worker') server.router.sharedPins = opts.cluster.pins ?? null;
   registerProxyMetrics(metrics, server);
   if (config.auth !== undefined) log.info('clients authenticate', { mode: config.auth.mode, users: config.auth.users.length });
   // With workers, they listen (node:cluster shares the port); they reach the primary's devdb, if any.

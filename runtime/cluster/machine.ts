@@ -13,7 +13,7 @@ import type { Log } from '../log/index.ts';
 import type { Profiler, RequestFrame } from '../profiling/index.ts';
 import type { MetricsSource, WorkerView, WorkersView } from '../http/surface.ts';
 import { WorkerChannel } from './ipc.ts';
-import { CursorPinTable } from './pins.ts';
+import { PinTable } from './pins.ts';
 import { workerConfig } from './shares.ts';
 
 /** What a worker answers to `stats`: its profiler's state and recent frames, and its registry's metrics. */
@@ -66,8 +66,8 @@ export class Machine {
   private resetting: Promise<void> = Promise.resolve();
   private timer: NodeJS.Timeout | null = null;
   private stopping = false;
-  /** Every worker's cursor pins (a getMore may land on another worker than its find). */
-  readonly cursorPins = new CursorPinTable();
+  /** Every worker's cursor and transaction pins (a getMore or a transaction's next statement may land on another worker). */
+  readonly pins = new PinTable();
   /** Workers replaced since start (crashed or killed). */
   replaced = 0;
 
@@ -124,9 +124,9 @@ export class Machine {
       [WORKER_CONFIG_FILE_ENV]: this.configFile ?? '',
     });
     const channel = new WorkerChannel(index, worker);
-    channel.on('cursor-pin', (b) => { const p = b as { id: bigint; server: string }; this.cursorPins.publish(p.id, p.server); });
-    channel.on('cursor-unpin', (b) => this.cursorPins.unpublish((b as { id: bigint }).id));
-    channel.handle('cursor', (id) => this.cursorPins.lookup(id as bigint));
+    channel.on('pin', (b) => { const p = b as { key: string; server: string }; this.pins.publish(p.key, p.server); });
+    channel.on('unpin', (b) => this.pins.unpublish((b as { key: string }).key));
+    channel.handle('pin', (key) => this.pins.lookup(key as string));
     return new Promise((resolve, reject) => {
       let ready = false;
       const timer = setTimeout(() => {
@@ -244,7 +244,7 @@ export class Machine {
     const answers = await Promise.allSettled(live.map((c) => c.request<WorkerView>('info', null, STATS_TIMEOUT_MS)));
     const workers = answers.filter((a) => a.status === 'fulfilled').map((a) => (a as PromiseFulfilledResult<WorkerView>).value);
     return { workers: workers.sort((a, b) => a.worker - b.worker), replaced: this.replaced,
-      cursor_lookups: { found: this.cursorPins.found, missed: this.cursorPins.missed } };
+      pin_lookups: { found: this.pins.found, missed: this.pins.missed } };
   }
 
   /** SIGTERM: every worker drains (the server's drain rules) and hands in its last statistics; then they exit. */

@@ -1,11 +1,12 @@
-// Cursor pins across workers. A driver may send a cursor's getMore on any of its pooled
-// connections, and with several workers that connection may sit on a worker that did not open the
-// cursor; with a replica set or a mongos list, the getMore must still reach the server that holds
-// it. Each worker pins its cursors locally (upstream/router.ts) and publishes the pin here; a
-// worker that gets a getMore it does not know asks (the rare path, counted). The primary keeps the
-// table; a question about an id not yet published waits a moment, since the publishing worker's
-// message and the asking worker's question travel on different channels.
-import { CURSOR_PIN_TTL_MS, MAX_PINNED_CURSORS, type SharedCursorPins } from '../upstream/index.ts';
+// Cursor and transaction pins across workers. A driver may send a cursor's getMore, or the next
+// statement of a transaction, on any of its pooled connections, and with several workers that
+// connection may sit on a worker that did not open the cursor or start the transaction; with a
+// replica set or a mongos list, the request must still reach the server that holds it. Each worker
+// pins locally (upstream/router.ts) and publishes the pin here; a worker that gets a request it has
+// no pin for asks (the rare path, counted). The primary keeps the table; a question about a key not
+// yet published waits a moment, since the publishing worker's message and the asking worker's
+// question travel on different channels.
+import { CURSOR_PIN_TTL_MS, MAX_PINNED_CURSORS, type SharedPins } from '../upstream/index.ts';
 import { askPrimary, sendEvent } from './ipc.ts';
 
 /** How long a question about an unknown cursor waits for its pin to be published. */
@@ -15,15 +16,15 @@ const ASK_TIMEOUT_MS = 2000;
 
 interface Waiting { resolve: (server: string | null) => void; timer: NodeJS.Timeout }
 
-/** The primary's table: cursor id → the server key (UpstreamRouter.serverKey) it lives on. */
-export class CursorPinTable {
-  private readonly pins = new Map<bigint, { server: string; expiresAt: number }>();
-  private readonly waiting = new Map<bigint, Waiting[]>();
+/** The primary's table: pin key (`c:<cursor id>`, `t:<txnNumber>:<lsid>`) → the server key (UpstreamRouter.serverKey) it lives on. */
+export class PinTable {
+  private readonly pins = new Map<string, { server: string; expiresAt: number }>();
+  private readonly waiting = new Map<string, Waiting[]>();
   /** Questions answered (found), and not found within LOOKUP_WAIT_MS. */
   found = 0;
   missed = 0;
 
-  publish(id: bigint, server: string): void {
+  publish(id: string, server: string): void {
     const now = Date.now();
     // Oldest first (insertion order): expired and overflowing entries go from the front.
     for (const [k, v] of this.pins) {
@@ -40,7 +41,7 @@ export class CursorPinTable {
     }
   }
 
-  unpublish(id: bigint): void {
+  unpublish(id: string): void {
     this.pins.delete(id);
   }
 
@@ -48,7 +49,7 @@ export class CursorPinTable {
     return this.pins.size;
   }
 
-  lookup(id: bigint): Promise<string | null> {
+  lookup(id: string): Promise<string | null> {
     const pin = this.pins.get(id);
     if (pin !== undefined && pin.expiresAt > Date.now()) {
       this.found++;
@@ -75,8 +76,8 @@ export class CursorPinTable {
 }
 
 /** A worker's view of the primary's table (what its UpstreamRouter is given). */
-export const workerCursorPins: SharedCursorPins = {
-  publish(id, server) { sendEvent('cursor-pin', { id, server }); },
-  unpublish(id) { sendEvent('cursor-unpin', { id }); },
-  lookup(id) { return askPrimary<string | null>('cursor', id, ASK_TIMEOUT_MS); },
+export const workerPins: SharedPins = {
+  publish(key, server) { sendEvent('pin', { key, server }); },
+  unpublish(key) { sendEvent('unpin', { key }); },
+  lookup(key) { return askPrimary<string | null>('pin', key, ASK_TIMEOUT_MS); },
 };

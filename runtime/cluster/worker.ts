@@ -9,7 +9,7 @@ import { ConfigError, type ProxyConfig } from '../config/index.ts';
 import { Logger, LogRing } from '../log/index.ts';
 import { FRAME_WINDOW_MS } from '../profiling/frames.ts';
 import { sendEvent, serveRequests } from './ipc.ts';
-import { workerCursorPins } from './pins.ts';
+import { workerPins } from './pins.ts';
 import { WORKER_CONFIG_ENV, WORKER_CONFIG_FILE_ENV, WORKER_INDEX_ENV, type WorkerGeneration, type WorkerStats } from './machine.ts';
 
 async function stats(running: RunningProxy): Promise<WorkerStats> {
@@ -32,7 +32,7 @@ export async function runWorker(): Promise<void> {
   process.on('SIGHUP', () => {});
   let running: RunningProxy;
   try {
-    running = await startProxy(config, { log, configFile, cluster: { role: 'worker', index, cursorPins: workerCursorPins } });
+    running = await startProxy(config, { log, configFile, cluster: { role: 'worker', index, pins: workerPins } });
   } catch (err) {
     const e = err as Error;
     sendEvent('failed', { message: err instanceof ConfigError ? `configuration refused\n${e.message}` : e.message });

@@ -52,10 +52,11 @@ export interface WorkersView {
   /** Workers that exited and were started again. */
   replaced: number;
   /**
-   * getMores for a cursor another worker opened (multi-host upstreams): asked of the primary and
-   * found, or not found (then sent where the topology selects).
+   * getMores and transaction statements for a cursor or transaction another worker opened
+   * (multi-host upstreams): asked of the primary and found, or not found (then sent where the
+   * topology selects).
    */
-  cursor_lookups: { found: number; missed: number };
+  pin_lookups: { found: number; missed: number };
 }
 
 export interface ProfilingSurface {
