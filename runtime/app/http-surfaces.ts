@@ -24,7 +24,7 @@ export interface HttpSurfaceDeps {
   configFile: string | null;
   log: Log;
   /** With workers: the machine's merged metrics and the refresh of the primary's profiler from the workers'. */
-  machine?: Pick<MachineView, 'metrics' | 'refresh' | 'workers'> | null;
+  machine?: Pick<MachineView, 'metrics' | 'refresh' | 'workers' | 'workerProfiler'> | null;
 }
 
 /** The listeners a reload opened, switched to by commit() once the rest of the reload succeeded. */
@@ -81,8 +81,8 @@ export class HttpSurfaces {
   openProfiling(p: NonNullable<ProxyConfig['profiling']>): Promise<Http> {
     this.metrics ??= this.deps.machine?.metrics ?? proxyMetrics(this.deps.running);
     const machine = this.deps.machine ?? null;
-    const refresh = machine === null ? undefined : () => machine.refresh();
-    return startProfilingHttp(profilingSurface(this.deps.running, this.metrics, refresh), this.deps.profiler!, { host: p.host, port: p.port,
+    const views = machine === null ? undefined : { refresh: () => machine.refresh(), workerProfiler: (i: number) => machine.workerProfiler(i) };
+    return startProfilingHttp(profilingSurface(this.deps.running, this.metrics, views), this.deps.profiler!, { host: p.host, port: p.port,
       token: this.profilingTokens, snapshots: this.deps.snapshots });
   }
 

@@ -70,9 +70,11 @@ export function adminSurface(running: RunningProxy, metrics: MetricsSource, work
   };
 }
 
-export function profilingSurface(running: RunningProxy, metrics: MetricsSource, refresh?: () => Promise<void>): ProfilingSurface {
+export function profilingSurface(running: RunningProxy, metrics: MetricsSource,
+  machine?: Pick<ProfilingSurface, 'refresh' | 'workerProfiler'>): ProfilingSurface {
   return {
-    refresh,
+    refresh: machine?.refresh,
+    workerProfiler: machine?.workerProfiler,
     defaultPipelineId: () => running.server.pipelineId,
     pipelineIds: () => running.server.routing.ids,
     metrics,

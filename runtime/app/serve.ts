@@ -78,6 +78,7 @@ export interface MachineView {
   reload(next: ProxyConfig): Promise<unknown>;
   stop(drainMs: number): Promise<void>;
   workers(): Promise<WorkersView>;
+  workerProfiler(index: number): Promise<Profiler | null>;
 }
 
 export interface StartOptions {

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { ProxyConfig } from '../config/index.ts';
 import type { Log } from '../log/index.ts';
-import type { Profiler, RequestFrame } from '../profiling/index.ts';
+import { Profiler, type RequestFrame } from '../profiling/index.ts';
 import type { MetricsSource, WorkerView, WorkersView } from '../http/surface.ts';
 import { WorkerChannel } from './ipc.ts';
 import { PinTable } from './pins.ts';
@@ -81,9 +81,10 @@ export class Machine {
   /** The /metrics of the machine: every worker's registry summed (counters of exited workers kept). */
   readonly metrics: MetricsSource = {
     contentType: 'text/plain; version=0.0.4; charset=utf-8',
-    text: async () => {
+    text: async (worker?: number) => {
       await this.refresh();
-      const all = [...this.retiredCounters, ...[...this.last.values()].map((s) => s.metrics)];
+      const all = worker === undefined ? [...this.retiredCounters, ...[...this.last.values()].map((s) => s.metrics)]
+        : [...this.last].filter(([c]) => c.index === worker).map(([, s]) => s.metrics);
       if (all.length === 0) return '';
       return AggregatorRegistry.aggregate(all).metrics();
     },
@@ -206,6 +207,16 @@ export class Machine {
     const stats = [...this.last.values()];
     const frames = stats.flatMap((s) => s.frames).sort((a, b) => a.at - b.at);
     this.profiler.replaceWith([...this.retiredStates, ...stats.map((s) => s.state).filter((s) => s !== null)], frames);
+  }
+
+  /** Worker `index`'s statistics alone, as of the last refresh (?worker=<i>); null when no such worker runs or there is no profiler. */
+  async workerProfiler(index: number): Promise<Profiler | null> {
+    if (this.profiler === null) return null;
+    const s = [...this.last].find(([c]) => c.index === index && c.worker.isConnected())?.[1];
+    if (s === undefined) return null;
+    const one = await Profiler.create(this.profiler.settings, this.profiler.log);
+    one.replaceWith(s.state === null ? [] : [s.state], s.frames);
+    return one;
   }
 
   /** POST /api/profile/reset on the primary: every worker resets, and the retired total is dropped. */

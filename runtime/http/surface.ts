@@ -2,11 +2,13 @@
 // above it: app/ builds objects that satisfy these (runtime/app/http-views.ts) and hands them in.
 import type { ProxyConfig } from '../config/index.ts';
 import type { LogRing } from '../log/ring.ts';
+import type { Profiler } from '../profiling/index.ts';
 
 /** The Prometheus exposition of every metric the proxy has, read at scrape time. */
 export interface MetricsSource {
   readonly contentType: string;
-  text(): Promise<string>;
+  /** With workers, `worker` (an index) gives that worker's alone. */
+  text(worker?: number): Promise<string>;
 }
 
 /** GET /readyz: ready, or 503 with a reason (`draining`, `upstream_unreachable`, a topology's). */
@@ -70,4 +72,6 @@ export interface ProfilingSurface {
   controlPlaneUrl(): string | null;
   /** With workers: brings the profiler up to date with theirs before a request reads it; absent: it is this process's own. */
   refresh?(): Promise<void>;
+  /** With workers: worker `index`'s statistics alone (?worker=<i>), null when no such worker runs. */
+  workerProfiler?(index: number): Promise<Profiler | null>;
 }

@@ -520,6 +520,21 @@ export class Profiler implements StepRecorder {
     for (const fn of this.resetListeners) fn();
   }
 
+  /**
+   * Frees the histograms (WebAssembly memory) of a profiler built for one use (one worker's view,
+   * runtime/cluster/); the profiler is not used afterwards. In-memory distributions only.
+   */
+  destroy(): void {
+    for (const g of this.graphs.values()) {
+      for (const d of [g.total, g.upstream, g.overhead, g.acquire]) d.destroy();
+      for (const s of g.steps) {
+        s.latency.destroy();
+        for (const d of s.subops.values()) d.destroy();
+      }
+    }
+    this.graphs.clear();
+  }
+
   /** Calls `fn` after every reset() (the snapshot store rewrites its state then). Returns an unsubscribe. */
   onReset(fn: () => void): () => void {
     this.resetListeners.push(fn);

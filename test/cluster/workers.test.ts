@@ -1,5 +1,6 @@
 // `proxy serve --workers 2` (node:cluster), a real child process: connections spread over both
 // workers; the primary's /api/profile, /metrics and /api/v1/workers count what every worker served
+// (?worker=<i> what one did)
 // (a killed worker's counts too); a killed worker is replaced while the other one's clients carry on;
 // a reload reaches every worker before it is answered; kill -9 of the primary ends the workers.
 import { test } from 'node:test';
@@ -74,6 +75,17 @@ test('connections land on both workers, and the merged counts equal the requests
     assert.match(text, /^proxy_requests_total\{pipeline_id="default",pipeline="baseline",status="ok"\} 60$/m);
     const flame = await (await fetch(`${s.profiling}/api/profile/flamegraph?format=folded`)).text();
     assert.ok(flame.length > 0, 'the flame graph has frames');
+    // ?worker=<i>: one worker's figures; together they make the machine's.
+    const one = await Promise.all([0, 1].map(async (i) => (await (await fetch(`${s.profiling}/api/profile?worker=${i}`)).json() as {
+      total_requests: number }).total_requests));
+    assert.ok(one.every((n) => n > 0), `both workers served requests: ${one}`);
+    assert.equal(one[0] + one[1], 60);
+    for (const w of body.workers) {
+      assert.equal(metric(await (await fetch(`${s.profiling}/metrics?worker=${w.worker}`)).text(), 'proxy_wire_requests_total'), w.requests);
+    }
+    const bad = await fetch(`${s.profiling}/api/profile?worker=7`);
+    assert.equal(bad.status, 400);
+    assert.equal((await bad.json() as { error: { code: string } }).error.code, 'PROXY_ERR_BAD_QUERY');
   } finally {
     for (const c of clients) c.destroy();
     assert.equal(await s.served.stop(), 0);
