@@ -72,7 +72,8 @@ export interface RunningProxy {
  * on each, drains them.
  */
 export interface MachineView {
-  listen(workerConfig: ProxyConfig, profiler: Profiler | null): Promise<{ host: string; port: number }>;
+  /** `generations`: the graph generation each pipeline of the primary serves now (a worker started later continues from it). */
+  listen(workerConfig: ProxyConfig, profiler: Profiler | null, generations: () => Record<string, number>): Promise<{ host: string; port: number }>;
   refresh(): Promise<void>;
   readonly metrics: MetricsSource;
   reload(next: ProxyConfig): Promise<unknown>;
@@ -96,7 +97,7 @@ export interface StartOptions {
    * place of listening itself; a worker serves clients and opens nothing else. Absent: the whole
    * proxy in this process, whatever `workers` says.
    */
-  cluster?: { role: 'primary'; machine: MachineView } | { role: 'worker'; index: number; pins?: SharedPins };
+  cluster?: { role: 'primary'; machine: MachineView } | { role: 'worker'; index: number; pins?: SharedPins; generations?: Record<string, number> };
 }
 
 export function splitListen(listen: string): { host: string; port: number } {
@@ -138,6 +139,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   const pipelines = new PipelineManager({
     host: new WasmHost(metrics), logger: pipelineLog, pluginDir: opts.pluginDir ?? BUILTIN_PLUGIN_DIR, recorder,
   });
+  // A worker started in place of another one serves the generation the machine serves.
+  if (opts.cluster?.role === 'worker' && opts.cluster.generations !== undefined) pipelines.continueGenerations(opts.cluster.generations);
   // Load the pipeline before opening any port: a refused plugin config stops startup.
   try {
     for (const g of await loadPipelines(pipelines, config)) {
@@ -240,7 +243,11 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   if (config.auth !== undefined) log.info('clients authenticate', { mode: config.auth.mode, users: config.auth.users.length });
   // With workers, they listen (node:cluster shares the port); they reach the primary's devdb, if any.
   const bound = machine === null ? await server.listen()
-    : await machine.listen({ ...config, upstream: { ...config.upstream, uri: upstreamUri } }, profiler);
+    : await machine.listen({ ...config, upstream: { ...config.upstream, uri: upstreamUri } }, profiler, () => {
+      const out: Record<string, number> = {};
+      for (const id of server.routing.ids) out[id] = pipelines.get(id).key.generation;
+      return out;
+    });
   const uri = `mongodb://${formatHostPort(bound.host, bound.port)}/${listenerTls === null ? '' : '?tls=true'}`;
   log.info('proxy listening', { listen: formatHostPort(bound.host, bound.port), upstream: topology?.describe() ?? pool.describe(), connect: uri });
   let closing = false;

@@ -30,6 +30,7 @@ export interface WorkerGeneration { worker: number; generations: Record<string, 
 export const WORKER_CONFIG_ENV = 'PROXY_WORKER_CONFIG';
 export const WORKER_INDEX_ENV = 'PROXY_WORKER_INDEX';
 export const WORKER_CONFIG_FILE_ENV = 'PROXY_WORKER_CONFIG_FILE';
+export const WORKER_GENERATIONS_ENV = 'PROXY_WORKER_GENERATIONS';
 
 /** The `proxy` command a worker runs (its `serve` sees it is a cluster worker). */
 const BIN = fileURLToPath(new URL('../../bin/proxy.mjs', import.meta.url));
@@ -62,6 +63,7 @@ export class Machine {
   private profiler: Profiler | null = null;
   /** The configuration workers start with (a replaced one too): the latest applied. */
   private workerConfig: ProxyConfig | null = null;
+  private generations: () => Record<string, number> = () => ({});
   private pulling: Promise<void> | null = null;
   private resetting: Promise<void> = Promise.resolve();
   private timer: NodeJS.Timeout | null = null;
@@ -99,8 +101,9 @@ export class Machine {
    * Forks every worker with `config` (its upstream already resolved: the primary's devdb, if any)
    * and waits until each listens. Rejects with the first worker's error (and stops the others).
    */
-  async listen(config: ProxyConfig, profiler: Profiler | null): Promise<{ host: string; port: number }> {
+  async listen(config: ProxyConfig, profiler: Profiler | null, generations: () => Record<string, number>): Promise<{ host: string; port: number }> {
     this.workerConfig = config;
+    this.generations = generations;
     this.profiler = profiler;
     profiler?.onReset(() => { this.resetting = this.resetWorkers(); });
     cluster.setupPrimary({ exec: BIN, args: ['serve'], serialization: 'advanced', silent: false });
@@ -122,7 +125,7 @@ export class Machine {
   private fork(index: number): Promise<{ host: string; port: number }> {
     const worker: Worker = cluster.fork({
       [WORKER_CONFIG_ENV]: JSON.stringify(workerConfig(this.workerConfig!, this.size, index)), [WORKER_INDEX_ENV]: String(index),
-      [WORKER_CONFIG_FILE_ENV]: this.configFile ?? '',
+      [WORKER_CONFIG_FILE_ENV]: this.configFile ?? '', [WORKER_GENERATIONS_ENV]: JSON.stringify(this.generations()),
     });
     const channel = new WorkerChannel(index, worker);
     channel.on('pin', (b) => { const p = b as { key: string; server: string }; this.pins.publish(p.key, p.server); });

@@ -10,7 +10,7 @@ import { Logger, LogRing } from '../log/index.ts';
 import { FRAME_WINDOW_MS } from '../profiling/frames.ts';
 import { sendEvent, serveRequests } from './ipc.ts';
 import { workerPins } from './pins.ts';
-import { WORKER_CONFIG_ENV, WORKER_CONFIG_FILE_ENV, WORKER_INDEX_ENV, type WorkerGeneration, type WorkerStats } from './machine.ts';
+import { WORKER_CONFIG_ENV, WORKER_CONFIG_FILE_ENV, WORKER_GENERATIONS_ENV, WORKER_INDEX_ENV, type WorkerGeneration, type WorkerStats } from './machine.ts';
 
 async function stats(running: RunningProxy): Promise<WorkerStats> {
   const p = running.profiler;
@@ -22,6 +22,7 @@ export async function runWorker(): Promise<void> {
   const index = Number(process.env[WORKER_INDEX_ENV]);
   const config = JSON.parse(process.env[WORKER_CONFIG_ENV]!) as ProxyConfig;
   const configFile = process.env[WORKER_CONFIG_FILE_ENV] || null;
+  const generations = JSON.parse(process.env[WORKER_GENERATIONS_ENV] ?? '{}') as Record<string, number>;
   const log = new Logger('proxy', config.log.level, config.log.format, undefined, new LogRing(config.log.ring_lines)).child(`proxy::worker-${index}`);
   let draining = false;
   // The primary's end closed: it exited or was killed. No orphan keeps the port's clients.
@@ -32,7 +33,7 @@ export async function runWorker(): Promise<void> {
   process.on('SIGHUP', () => {});
   let running: RunningProxy;
   try {
-    running = await startProxy(config, { log, configFile, cluster: { role: 'worker', index, pins: workerPins } });
+    running = await startProxy(config, { log, configFile, cluster: { role: 'worker', index, pins: workerPins, generations } });
   } catch (err) {
     const e = err as Error;
     sendEvent('failed', { message: err instanceof ConfigError ? `configuration refused\n${e.message}` : e.message });

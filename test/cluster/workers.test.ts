@@ -131,7 +131,7 @@ test('a killed worker is replaced; the other worker\'s clients are not affected 
   }
 });
 
-test('a reload is applied by every worker before it is answered: one generation served', { timeout: 180_000 }, async () => {
+test('a reload is applied by every worker before it is answered: one generation served, by a replaced worker too', { timeout: 180_000 }, async () => {
   const s = await start('reload');
   const clients: RawClient[] = [];
   let load = true;
@@ -153,6 +153,13 @@ test('a reload is applied by every worker before it is answered: one generation 
     assert.deepEqual((await admin<WorkersView>(s, '/api/v1/workers')).body.workers.map((w) => w.generations.default), [2, 2]);
     load = false;
     await Promise.all(running);
+    // A worker started in place of one that died serves the machine's generation, with the new steps.
+    process.kill(after.workers[1].pid, 'SIGKILL');
+    await until('a replacement worker', async () => {
+      const v = (await admin<WorkersView>(s, '/api/v1/workers')).body;
+      return v.replaced === 1 && v.workers.length === 2;
+    }, 90_000, 200);
+    assert.deepEqual((await admin<WorkersView>(s, '/api/v1/workers')).body.workers.map((w) => w.generations.default), [2, 2]);
   } finally {
     load = false;
     for (const c of clients) c.destroy();
