@@ -105,6 +105,9 @@ export class Machine {
     this.workerConfig = config;
     this.generations = generations;
     this.profiler = profiler;
+    // What the primary's profiler holds already (restored from profiling.snapshot_dir) stays in the
+    // machine's counts, as a worker that exited would.
+    if (profiler !== null && [...profiler.allGraphs()].length > 0) this.retiredStates.push(profiler.exportState());
     profiler?.onReset(() => { this.resetting = this.resetWorkers(); });
     cluster.setupPrimary({ exec: BIN, args: ['serve'], serialization: 'advanced', silent: false });
     cluster.schedulingPolicy = cluster.SCHED_RR;
