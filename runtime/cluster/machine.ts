@@ -109,8 +109,9 @@ export class Machine {
     // machine's counts, as a worker that exited would.
     if (profiler !== null && [...profiler.allGraphs()].length > 0) this.retiredStates.push(profiler.exportState());
     profiler?.onReset(() => { this.resetting = this.resetWorkers(); });
-    cluster.setupPrimary({ exec: BIN, args: ['serve'], serialization: 'advanced', silent: false });
+    // Round-robin (the primary accepts, workers take turns); set before the first setupPrimary().
     cluster.schedulingPolicy = cluster.SCHED_RR;
+    cluster.setupPrimary({ exec: BIN, args: ['serve'], serialization: 'advanced', silent: false });
     let bound: { host: string; port: number };
     try {
       const ports = await Promise.all(this.channels.map((_, i) => this.fork(i)));
