@@ -6,7 +6,7 @@
 import { startProxy, type RunningProxy } from '../app/serve.ts';
 import { workerView } from '../app/http-views.ts';
 import { ConfigError, type ProxyConfig } from '../config/index.ts';
-import { Logger, LogRing } from '../log/index.ts';
+import { Logger } from '../log/index.ts';
 import { FRAME_WINDOW_MS } from '../profiling/frames.ts';
 import { sendEvent, serveRequests } from './ipc.ts';
 import { workerPins } from './pins.ts';
@@ -23,7 +23,8 @@ export async function runWorker(): Promise<void> {
   const config = JSON.parse(process.env[WORKER_CONFIG_ENV]!) as ProxyConfig;
   const configFile = process.env[WORKER_CONFIG_FILE_ENV] || null;
   const generations = JSON.parse(process.env[WORKER_GENERATIONS_ENV] ?? '{}') as Record<string, number>;
-  const log = new Logger('proxy', config.log.level, config.log.format, undefined, new LogRing(config.log.ring_lines)).child(`proxy::worker-${index}`);
+  // Every line says which worker wrote it. No ring: `proxy logs` reads the primary's.
+  const log = new Logger('proxy', config.log.level, config.log.format, undefined, null, undefined, { worker: index });
   let draining = false;
   // The primary's end closed: it exited or was killed. No orphan keeps the port's clients.
   process.on('disconnect', () => process.exit(draining ? 0 : 1));
