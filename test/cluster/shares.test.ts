@@ -7,6 +7,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { spawnSync } from 'node:child_process';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { share, shareProblem, workerConfig } from '../../runtime/cluster/shares.ts';
 import { freePort } from '../helpers/ports.ts';
@@ -27,6 +28,23 @@ test('shares add up to the limit and differ by at most one; a limit below the wo
   const w1 = workerConfig(c, 2, 1);
   assert.equal(w1.clients.max_connections, 1);
   assert.deepEqual(w1.steps.rate_limit.config, { max_rps: 50, burst: 25 });
+});
+
+test('proxy serve --workers 2 refuses, with the key path, a limit it cannot share and a control_plane block', () => {
+  for (const [name, config, expected] of [
+    ['small-limit', { clients: { max_connections: 1 } }, /clients\.max_connections: 1 cannot be shared by 2 workers/],
+    ['canary', { control_plane: { port: 0 } }, /workers: 2 workers with a control_plane block/],
+  ] as const) {
+    const file = join(dir, `${name}.json`);
+    writeFileSync(file, JSON.stringify({ listen: '127.0.0.1:0', ...config }));
+    const r = spawnSync(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'serve', '--config', file, '--workers', '2'], { encoding: 'utf8',
+      timeout: 60_000 });
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, expected);
+  }
+  const r = spawnSync(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'serve', '--workers', 'many'], { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /--workers: workers: expected integer 1\.\.256 or "auto", received "many"/);
 });
 
 async function serve(name: string, config: Record<string, unknown>) {
