@@ -76,7 +76,12 @@ export interface MachineView {
   listen(workerConfig: ProxyConfig, profiler: Profiler | null, generations: () => Record<string, number>): Promise<{ host: string; port: number }>;
   refresh(): Promise<void>;
   readonly metrics: MetricsSource;
-  reload(next: ProxyConfig): Promise<unknown>;
+  /** Has every worker build `next`'s graphs without publishing them; throws (and has them drop what they built) when one cannot. */
+  prepare(next: ProxyConfig): Promise<void>;
+  /** Has every worker publish what prepare() built; resolves once all serve it. */
+  commit(): Promise<unknown>;
+  /** Has every worker drop what prepare() built (the primary refused the reload after all). */
+  abort(): Promise<void>;
   stop(drainMs: number): Promise<void>;
   workers(): Promise<WorkersView>;
   workerProfiler(index: number): Promise<Profiler | null>;
@@ -97,7 +102,9 @@ export interface StartOptions {
    * place of listening itself; a worker serves clients and opens nothing else. Absent: the whole
    * proxy in this process, whatever `workers` says.
    */
-  cluster?: { role: 'primary'; machine: MachineView } | { role: 'worker'; index: number; pins?: SharedPins; generations?: Record<string, number> };
+  cluster?: { role: 'primary'; machine: MachineView } | { role: 'worker'; index: number; pins?: SharedPins; generations?: Record<string, number>;
+    /** A reload's graphs are built: waits for the primary's word to publish them (throws: drop them). */
+    reloadGate?: () => Promise<void> };
 }
 
 export function splitListen(listen: string): { host: string; port: number } {
@@ -254,7 +261,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   // One reload at a time (SIGHUP, a file change and the admin API may ask together): each is
   // compared with, and applied over, the configuration the previous one left.
   let reloading: Promise<void> = Promise.resolve();
-  const applyReload = async (next: ProxyConfig) => {
+  /** With workers (`beforePublish`): runs once the new graphs are built, before any is published; a throw refuses the reload. */
+  const applyReload = async (next: ProxyConfig, beforePublish?: () => Promise<void>) => {
     // Restart-only keys are in effect as the proxy started: those that differ from that are named
     // (after a reload that changed one, a reload that puts it back no longer warns).
     const restartOnly = restartKeys(config, next);
@@ -291,7 +299,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
         const choice = promotions.choose(c);
         chosen.push(choice);
         return choice.config;
-      });
+      }, beforePublish);
     } catch (err) {
       if (profiler !== null && before !== undefined) profiler.configure(before);
       await moved.abort();
@@ -331,9 +339,15 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     profiler, snapshots, tracing, logRing: log.ring,
     server, pool, devdb, host: bound.host, port: bound.port, uri, pipelines, metrics,
     reload(next: ProxyConfig) {
-      // With workers: the primary applies it first (everything that can refuse it refuses it here,
-      // before any worker changes), then every worker applies it before the reload is answered.
-      const run = reloading.then(() => applyReload(next)).then(async () => { await machine?.reload(next); });
+      // With workers, two phases: the primary checks everything and builds its graphs; then every
+      // worker builds its own (machine.prepare); only when all have, all publish (machine.commit),
+      // and the reload is answered once every worker serves it. A refusal anywhere publishes none.
+      // A worker's own reload waits at the same point for the primary's word (cluster.reloadGate).
+      const gate = machine !== null ? () => machine.prepare(next) : opts.cluster?.role === 'worker' ? opts.cluster.reloadGate : undefined;
+      const run = reloading.then(() => applyReload(next, gate)).then(async () => { await machine?.commit(); }, async (err: unknown) => {
+        await machine?.abort();
+        throw err;
+      });
       reloading = run.catch(() => undefined);
       return run;
     },

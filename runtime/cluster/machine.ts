@@ -65,6 +65,9 @@ export class Machine {
   private workerConfig: ProxyConfig | null = null;
   private generations: () => Record<string, number> = () => ({});
   private pulling: Promise<void> | null = null;
+  /** The reload between prepare() and commit() or abort(). */
+  private pending: { id: number; live: WorkerChannel[]; answers: Array<Promise<WorkerGeneration>>; config: ProxyConfig } | null = null;
+  private reloadId = 0;
   private resetting: Promise<void> = Promise.resolve();
   private timer: NodeJS.Timeout | null = null;
   private stopping = false;
@@ -235,25 +238,56 @@ export class Machine {
   }
 
   /**
-   * Applies a configuration the primary has accepted on every worker and waits for all; the
-   * answer names the generation each worker serves. A worker that cannot apply it is replaced (it
-   * starts with the new configuration), so no worker keeps serving the old graphs.
+   * Phase one of a reload (the primary has checked `next` and built its own graphs): every worker
+   * builds its graphs and reports it has, without publishing them. When one cannot, every worker
+   * drops what it built and this throws that worker's reason: no process publishes anything.
    */
-  async reload(next: ProxyConfig): Promise<WorkerGeneration[]> {
-    this.workerConfig = { ...next, upstream: { ...next.upstream, uri: this.workerConfig!.upstream.uri } };
+  async prepare(next: ProxyConfig): Promise<void> {
+    const config = { ...next, upstream: { ...next.upstream, uri: this.workerConfig!.upstream.uri } };
+    const id = ++this.reloadId;
     const live = this.live;
-    const settled = await Promise.allSettled(live.map((c) => c.request<WorkerGeneration>('reload', workerConfig(this.workerConfig!, this.size, c.index),
-      RELOAD_TIMEOUT_MS)));
+    const ready = live.map((c) => new Promise<void>((resolve) => c.on('reload-prepared', (b) => { if ((b as { id: number }).id === id) resolve(); })));
+    const answers = live.map((c) => c.request<WorkerGeneration>('reload', { id, config: workerConfig(config, this.size, c.index) }, RELOAD_TIMEOUT_MS));
+    // Each worker: built (null), or failed (its error) — a request that settles first failed or was cut.
+    const outcomes = await Promise.all(live.map((_, i) => Promise.race([ready[i].then(() => null),
+      answers[i].then(() => new Error('answered before the decision'), (e: Error) => e)])));
+    this.pending = { id, live, answers, config };
+    const failed = outcomes.find((e) => e !== null);
+    if (failed !== undefined) {
+      await this.abort();
+      throw failed;
+    }
+  }
+
+  /** Phase two: every worker publishes what prepare() built; resolves with the generation each serves. */
+  async commit(): Promise<WorkerGeneration[]> {
+    const p = this.pending;
+    if (p === null) return [];
+    this.pending = null;
+    this.workerConfig = p.config;
+    await Promise.allSettled(p.live.map((c) => c.request('reload-decide', { id: p.id, go: true }, STATS_TIMEOUT_MS)));
+    const settled = await Promise.allSettled(p.answers);
     const out: WorkerGeneration[] = [];
     settled.forEach((s, i) => {
       if (s.status === 'fulfilled') {
         out.push(s.value);
         return;
       }
-      this.log.error('a worker could not apply the reload the primary accepted; replacing it', { worker: live[i].index, error: (s.reason as Error).message });
-      live[i].worker.kill('SIGKILL');
+      // Publishing cannot refuse; a worker that did not (it died, it timed out) is replaced, and its
+      // replacement starts with the new configuration.
+      this.log.error('a worker did not publish the reload; replacing it', { worker: p.live[i].index, error: (s.reason as Error).message });
+      p.live[i].worker.kill('SIGKILL');
     });
     return out;
+  }
+
+  /** The reload prepare() began is refused (by a worker, or by the primary afterwards): every worker drops what it built. */
+  async abort(): Promise<void> {
+    const p = this.pending;
+    if (p === null) return;
+    this.pending = null;
+    await Promise.allSettled(p.live.map((c) => c.request('reload-decide', { id: p.id, go: false }, STATS_TIMEOUT_MS)));
+    await Promise.allSettled(p.answers);
   }
 
   /** GET /api/v1/workers: each live worker's view (one that does not answer in time is left out). */

@@ -32,9 +32,14 @@ export async function runWorker(): Promise<void> {
   process.on('SIGINT', () => {});
   process.on('SIGTERM', () => {});
   process.on('SIGHUP', () => {});
+  // A reload's graphs are built: the primary is told, and its word (every process built them, or
+  // one could not) publishes them or drops them.
+  const decisions = new Map<number, (go: boolean) => void>();
+  let gate: (() => Promise<void>) | null = null;
+  const reloadGate = () => (gate === null ? Promise.resolve() : gate());
   let running: RunningProxy;
   try {
-    running = await startProxy(config, { log, configFile, cluster: { role: 'worker', index, pins: workerPins, generations } });
+    running = await startProxy(config, { log, configFile, cluster: { role: 'worker', index, pins: workerPins, generations, reloadGate } });
   } catch (err) {
     const e = err as Error;
     sendEvent('failed', { message: err instanceof ConfigError ? `configuration refused\n${e.message}` : e.message });
@@ -44,9 +49,24 @@ export async function runWorker(): Promise<void> {
     stats: () => stats(running),
     reset: () => { running.profiler?.reset(); },
     info: () => workerView(running, index),
-    reload: async (next) => {
-      await running.reload(next as ProxyConfig);
+    reload: async (body) => {
+      const { id, config: next } = body as { id: number; config: ProxyConfig };
+      gate = () => new Promise<void>((resolve, reject) => {
+        decisions.set(id, (go) => (go ? resolve() : reject(new Error('another process could not apply this reload; no process applied it'))));
+        sendEvent('reload-prepared', { id });
+      });
+      try {
+        await running.reload(next);
+      } finally {
+        gate = null;
+        decisions.delete(id);
+      }
       return { worker: index, generations: workerView(running, index).generations } satisfies WorkerGeneration;
+    },
+    'reload-decide': (body) => {
+      const { id, go } = body as { id: number; go: boolean };
+      decisions.get(id)?.(go);
+      return null;
     },
     drain: async () => {
       draining = true;
