@@ -78,7 +78,9 @@ test('with 2 workers and a mongos list: every statement of a transaction reaches
   const [port, adminPort] = [await freePort(), await freePort()];
   const file = join(mkdtempSync(join(tmpdir(), 'proxy-pins-')), 'proxy.json');
   writeFileSync(file, JSON.stringify({
-    listen: `127.0.0.1:${port}`, log: { level: 'warn' }, upstream: { uri: `mongodb://${routers.map((r) => r.address).join(',')}/` },
+    // Every router within the latency window, so each transaction starts on any of the three.
+    listen: `127.0.0.1:${port}`, log: { level: 'warn' }, upstream: { uri: `mongodb://${routers.map((r) => r.address).join(',')}/`,
+      local_threshold_ms: 10_000 },
     admin: { listen: `127.0.0.1:${adminPort}`, token: TOKEN, reload_on_change: false },
   }));
   const served = await spawnServe(['--config', file, '--workers', '2']);
@@ -87,7 +89,7 @@ test('with 2 workers and a mongos list: every statement of a transaction reaches
     const col = client.db('pins').collection<{ _id: string; n: number }>('txn');
     await col.insertOne({ _id: 'warm', n: 0 });
     const used = new Set<number>();
-    for (let k = 0; k < 6; k++) {
+    for (let k = 0; k < 10; k++) {
       for (const r of routers) r.resetCounts();
       const session = client.startSession();
       try {
