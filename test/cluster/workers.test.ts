@@ -86,6 +86,11 @@ test('connections land on both workers, and the merged counts equal the requests
     const bad = await fetch(`${s.profiling}/api/profile?worker=7`);
     assert.equal(bad.status, 400);
     assert.equal((await bad.json() as { error: { code: string } }).error.code, 'PROXY_ERR_BAD_QUERY');
+    // A reset reaches every worker: the machine counts from zero again.
+    assert.equal((await fetch(`${s.profiling}/api/profile/reset`, { method: 'POST' })).status, 200);
+    assert.equal(await totalRequests(s), 0);
+    await Promise.all(clients.map((c) => finds(c, 1)));
+    assert.equal(await totalRequests(s), 6);
   } finally {
     for (const c of clients) c.destroy();
     assert.equal(await s.served.stop(), 0);
