@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
 import { freePort } from '../helpers/ports.ts';
 import { until } from '../helpers/until.ts';
 import { spawnServe, type Served } from '../helpers/serve.ts';
@@ -83,6 +84,11 @@ test('connections land on both workers, and the merged counts equal the requests
     for (const w of body.workers) {
       assert.equal(metric(await (await fetch(`${s.profiling}/metrics?worker=${w.worker}`)).text(), 'proxy_wire_requests_total'), w.requests);
     }
+    // proxy profile reads the machine, or one worker with --worker.
+    const cli = (args: string[]) => JSON.parse(execFileSync(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'profile', '--url', s.profiling,
+      '--json', ...args], { encoding: 'utf8', timeout: 60_000 })) as { total_requests: number };
+    assert.equal(cli([]).total_requests, 60);
+    assert.equal(cli(['--worker', '1']).total_requests, one[1]);
     const bad = await fetch(`${s.profiling}/api/profile?worker=7`);
     assert.equal(bad.status, 400);
     assert.equal((await bad.json() as { error: { code: string } }).error.code, 'PROXY_ERR_BAD_QUERY');
