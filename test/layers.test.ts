@@ -16,7 +16,8 @@ const RANK: Record<string, number> = {
   server: 5,
   http: 6,
   app: 7,
-  cli: 8,
+  cluster: 8,
+  cli: 9,
 };
 
 function sources(): string[] {

@@ -12,7 +12,7 @@ import type { Profiler, SnapshotStore } from '../profiling/index.ts';
 import { Tokens, startAdmin, startControlPlane, startProfilingHttp } from '../http/index.ts';
 import type { MetricsSource } from '../http/surface.ts';
 import { adminSurface, profilingSurface, proxyMetrics } from './http-views.ts';
-import type { RunningProxy } from './serve.ts';
+import type { MachineView, RunningProxy } from './serve.ts';
 
 interface Http { app: FastifyInstance; url: string }
 
@@ -23,6 +23,8 @@ export interface HttpSurfaceDeps {
   canary: CanaryController | null;
   configFile: string | null;
   log: Log;
+  /** With workers: the machine's merged metrics and the refresh of the primary's profiler from the workers'. */
+  machine?: Pick<MachineView, 'metrics' | 'refresh' | 'workers' | 'workerProfiler'> | null;
 }
 
 /** The listeners a reload opened, switched to by commit() once the rest of the reload succeeded. */
@@ -70,13 +72,17 @@ export class HttpSurfaces {
   }
 
   openAdmin(listen: string): Promise<Http> {
-    this.metrics ??= proxyMetrics(this.deps.running);
-    return startAdmin(adminSurface(this.deps.running, this.metrics), listen, { token: this.adminTokens, configFile: this.deps.configFile });
+    this.metrics ??= this.deps.machine?.metrics ?? proxyMetrics(this.deps.running);
+    const machine = this.deps.machine ?? null;
+    const workers = machine === null ? undefined : () => machine.workers();
+    return startAdmin(adminSurface(this.deps.running, this.metrics, workers), listen, { token: this.adminTokens, configFile: this.deps.configFile });
   }
 
   openProfiling(p: NonNullable<ProxyConfig['profiling']>): Promise<Http> {
-    this.metrics ??= proxyMetrics(this.deps.running);
-    return startProfilingHttp(profilingSurface(this.deps.running, this.metrics), this.deps.profiler!, { host: p.host, port: p.port,
+    this.metrics ??= this.deps.machine?.metrics ?? proxyMetrics(this.deps.running);
+    const machine = this.deps.machine ?? null;
+    const views = machine === null ? undefined : { refresh: () => machine.refresh(), workerProfiler: (i: number) => machine.workerProfiler(i) };
+    return startProfilingHttp(profilingSurface(this.deps.running, this.metrics, views), this.deps.profiler!, { host: p.host, port: p.port,
       token: this.profilingTokens, snapshots: this.deps.snapshots });
   }
 

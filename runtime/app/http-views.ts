@@ -1,6 +1,6 @@
 // The running proxy as the HTTP apps see it: objects satisfying the interfaces http/ declares
 // (runtime/http/surface.ts), so http/ never reaches into the server, its router or its pools.
-import type { AdminSurface, MetricsSource, PipelineView, ProfilingSurface, Readiness } from '../http/surface.ts';
+import type { AdminSurface, MetricsSource, PipelineView, ProfilingSurface, Readiness, WorkerView, WorkersView } from '../http/surface.ts';
 import type { RunningProxy } from './serve.ts';
 import { pipelineEntries } from '../config/index.ts';
 
@@ -50,8 +50,18 @@ export function defaultPipeline(running: RunningProxy): PipelineView {
   return { id: p.id, request: p.requestSteps.map((s) => s.id), response: p.responseSteps.map((s) => s.id), pipelines };
 }
 
-export function adminSurface(running: RunningProxy, metrics: MetricsSource): AdminSurface {
+/** This process as one of the processes serving clients: worker `index` (0 without workers). */
+export function workerView(running: RunningProxy, index: number): WorkerView {
+  const generations: Record<string, number> = {};
+  for (const id of running.server.routing.ids) generations[id] = running.pipelines.get(id).key.generation;
+  const s = running.server.stats;
+  return { worker: index, pid: process.pid, connections_active: s.connectionsActive, connections_opened: s.connectionsOpened, requests: s.requests,
+    generations };
+}
+
+export function adminSurface(running: RunningProxy, metrics: MetricsSource, workers?: () => Promise<WorkersView>): AdminSurface {
   return {
+    workers: workers ?? (async () => ({ workers: [workerView(running, 0)], replaced: 0, pin_lookups: { found: 0, missed: 0 } })),
     readiness: () => readiness(running),
     metrics,
     get logRing() { return running.logRing; },
@@ -60,8 +70,11 @@ export function adminSurface(running: RunningProxy, metrics: MetricsSource): Adm
   };
 }
 
-export function profilingSurface(running: RunningProxy, metrics: MetricsSource): ProfilingSurface {
+export function profilingSurface(running: RunningProxy, metrics: MetricsSource,
+  machine?: Pick<ProfilingSurface, 'refresh' | 'workerProfiler'>): ProfilingSurface {
   return {
+    refresh: machine?.refresh,
+    workerProfiler: machine?.workerProfiler,
     defaultPipelineId: () => running.server.pipelineId,
     pipelineIds: () => running.server.routing.ids,
     metrics,

@@ -25,11 +25,13 @@ export function routingOf(manager: PipelineManager, config: ProxyConfig): Pipeli
  * publishes nothing) when any is refused. Returns the graphs published.
  */
 export async function loadPipelines(manager: PipelineManager, config: ProxyConfig,
-  baselineOf: (file: PipelineConfig) => PipelineConfig = (c) => c): Promise<Pipeline[]> {
+  baselineOf: (file: PipelineConfig) => PipelineConfig = (c) => c, beforePublish?: () => Promise<void>): Promise<Pipeline[]> {
   const configs = pipelineConfigs(config);
   const built: Pipeline[] = [];
   // baselineOf: what runs instead of the file's steps (a completed canary's promotion, canary/promotions.ts).
   for (const c of configs) built.push(await manager.build(baselineOf(c), 'baseline'));
+  // With workers, every process has built its graphs before any publishes (a throw here publishes none).
+  if (beforePublish !== undefined) await beforePublish();
   for (const g of built) manager.setBaseline(g);
   return built;
 }

@@ -3,7 +3,7 @@
 import { ConfigError, parseConfig, pipelineEntries, canaryDurationMs, formatHostPort, hostPort, restartKeys, type ProxyConfig } from '../config/index.ts';
 import { Logger, LogRing } from '../log/index.ts';
 import { DevDbServer } from '../devdb/index.ts';
-import { Topology, UpstreamPool, parseUpstreamUri, resolveUpstreamUri, type UpstreamAddress } from '../upstream/index.ts';
+import { Topology, UpstreamPool, parseUpstreamUri, resolveUpstreamUri, type SharedPins, type UpstreamAddress } from '../upstream/index.ts';
 import { ProxyServer, type ClientAuthSettings } from '../server/index.ts';
 import { listenerTlsOptions } from '../server/listener-tls.ts';
 import { initCompression } from '../wire/index.ts';
@@ -22,6 +22,7 @@ import { ProfilerCanaryMetrics } from './canary-metrics.ts';
 import { Notifier, outboxPath, registerNotificationMetrics } from '../canary/notify/index.ts';
 import { Profiler, SnapshotStore, durationToMs, mmapFitIssue, type MmapStorage, type ProfilingSettings } from '../profiling/index.ts';
 import { Tracing, TracingRecorder, tracesUrl, type TracingSettings } from '../telemetry/index.ts';
+import type { MetricsSource, WorkersView } from '../http/surface.ts';
 
 /** Built-in plugins are compiled here by `npm run build` (scripts/build-plugins.mjs). */
 export const BUILTIN_PLUGIN_DIR = fileURLToPath(new URL('../../build/plugins/', import.meta.url));
@@ -65,6 +66,27 @@ export interface RunningProxy {
   close(): Promise<void>;
 }
 
+/**
+ * The primary's hold on its workers (runtime/cluster/machine.ts satisfies it): forks them in place
+ * of listening, merges their statistics into the primary's profiler and metrics, applies a reload
+ * on each, drains them.
+ */
+export interface MachineView {
+  /** `generations`: the graph generation each pipeline of the primary serves now (a worker started later continues from it). */
+  listen(workerConfig: ProxyConfig, profiler: Profiler | null, generations: () => Record<string, number>): Promise<{ host: string; port: number }>;
+  refresh(): Promise<void>;
+  readonly metrics: MetricsSource;
+  /** Has every worker build `next`'s graphs without publishing them; throws (and has them drop what they built) when one cannot. */
+  prepare(next: ProxyConfig): Promise<void>;
+  /** Has every worker publish what prepare() built; resolves once all serve it. */
+  commit(): Promise<unknown>;
+  /** Has every worker drop what prepare() built (the primary refused the reload after all). */
+  abort(): Promise<void>;
+  stop(drainMs: number): Promise<void>;
+  workers(): Promise<WorkersView>;
+  workerProfiler(index: number): Promise<Profiler | null>;
+}
+
 export interface StartOptions {
   log?: Logger;
   pluginDir?: string;
@@ -74,6 +96,15 @@ export interface StartOptions {
   canarySink?: CanaryEventSink;
   /** The canary controller's clock (tests). */
   canaryClock?: Clock;
+  /**
+   * Several workers (`workers` > 1, runtime/cluster/): this process's part. The primary opens the
+   * HTTP endpoints, keeps snapshots and the merged profiler, and has `machine` fork the workers in
+   * place of listening itself; a worker serves clients and opens nothing else. Absent: the whole
+   * proxy in this process, whatever `workers` says.
+   */
+  cluster?: { role: 'primary'; machine: MachineView } | { role: 'worker'; index: number; pins?: SharedPins; generations?: Record<string, number>;
+    /** A reload's graphs are built: waits for the primary's word to publish them (throws: drop them). */
+    reloadGate?: () => Promise<void> };
 }
 
 export function splitListen(listen: string): { host: string; port: number } {
@@ -81,6 +112,8 @@ export function splitListen(listen: string): { host: string; port: number } {
 }
 
 export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): Promise<RunningProxy> {
+  const machine = opts.cluster?.role === 'primary' ? opts.cluster.machine : null;
+  const worker = opts.cluster?.role === 'worker';
   const log = opts.log ?? new Logger('proxy', config.log.level, config.log.format, undefined, new LogRing(config.log.ring_lines));
   await initCompression();
   // First, before anything opens: a mongodb+srv:// name that does not resolve stops startup.
@@ -94,13 +127,14 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   const profilerConfig = config.profiling ?? (config.control_plane === undefined ? undefined
     : parseConfig({ profiling: { enabled: true, alert_on_slow_step: false } }, null).profiling);
   const profiler = profilerConfig === undefined ? null
-    : await Profiler.create(profilingSettings(profilerConfig), log.child('proxy::profiling'), mmapStorage(config, opts.configFile ?? null));
+    : await Profiler.create(profilingSettings(profilerConfig), log.child('proxy::profiling'), worker ? null : mmapStorage(config, opts.configFile ?? null));
   // Restored before the pipeline binds its steps, so rows keep the order they had.
   // Snapshots (the time series) whenever there is a profiling block: in memory, or also on disk
   // with snapshot_dir (then statistics survive a restart).
-  const snapshots = profiler === null || config.profiling === undefined ? null : new SnapshotStore(profiler, {
+  const snapshots = profiler === null || config.profiling === undefined || worker ? null : new SnapshotStore(profiler, {
     dir: config.profiling.snapshot_dir === undefined ? null : resolve(config.profiling.snapshot_dir), intervalMs: config.profiling.snapshot_interval_s * 1000,
     retentionMs: durationToMs(config.profiling.snapshot_retention), log: log.child('proxy::profiling'),
+    beforeSnapshot: machine === null ? undefined : () => machine.refresh(),
   });
   await snapshots?.load();
   const tracing = config.telemetry?.otlp_endpoint === undefined ? null : new Tracing(tracingSettings(config.telemetry), log.child('proxy::telemetry'));
@@ -112,6 +146,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   const pipelines = new PipelineManager({
     host: new WasmHost(metrics), logger: pipelineLog, pluginDir: opts.pluginDir ?? BUILTIN_PLUGIN_DIR, recorder,
   });
+  // A worker started in place of another one serves the generation the machine serves.
+  if (opts.cluster?.role === 'worker' && opts.cluster.generations !== undefined) pipelines.continueGenerations(opts.cluster.generations);
   // Load the pipeline before opening any port: a refused plugin config stops startup.
   try {
     for (const g of await loadPipelines(pipelines, config)) {
@@ -128,7 +164,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   let canaryStore: CanaryStore | null = null;
   let promotions: Promotions | null = null;
   let notifier: Notifier | null = null;
-  if (config.control_plane !== undefined && profiler !== null) {
+  if (config.control_plane !== undefined && profiler !== null && opts.cluster === undefined) {
     const canaryLog = log.child('proxy::canary');
     if (opts.canarySink === undefined) {
       // The outbox is opened (and undelivered messages resumed) before the controller resumes.
@@ -210,16 +246,24 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     },
     profiler, tracing, topology, clientAuth: clientAuthSettings(config.auth),
   });
+  if (opts.cluster?.role === 'worker') server.router.sharedPins = opts.cluster.pins ?? null;
   registerProxyMetrics(metrics, server);
   if (config.auth !== undefined) log.info('clients authenticate', { mode: config.auth.mode, users: config.auth.users.length });
-  const bound = await server.listen();
+  // With workers, they listen (node:cluster shares the port); they reach the primary's devdb, if any.
+  const bound = machine === null ? await server.listen()
+    : await machine.listen({ ...config, upstream: { ...config.upstream, uri: upstreamUri } }, profiler, () => {
+      const out: Record<string, number> = {};
+      for (const id of server.routing.ids) out[id] = pipelines.get(id).key.generation;
+      return out;
+    });
   const uri = `mongodb://${formatHostPort(bound.host, bound.port)}/${listenerTls === null ? '' : '?tls=true'}`;
   log.info('proxy listening', { listen: formatHostPort(bound.host, bound.port), upstream: topology?.describe() ?? pool.describe(), connect: uri });
   let closing = false;
   // One reload at a time (SIGHUP, a file change and the admin API may ask together): each is
   // compared with, and applied over, the configuration the previous one left.
   let reloading: Promise<void> = Promise.resolve();
-  const applyReload = async (next: ProxyConfig) => {
+  /** With workers (`beforePublish`): runs once the new graphs are built, before any is published; a throw refuses the reload. */
+  const applyReload = async (next: ProxyConfig, beforePublish?: () => Promise<void>) => {
     // Restart-only keys are in effect as the proxy started: those that differ from that are named
     // (after a reload that changed one, a reload that puts it back no longer warns).
     const restartOnly = restartKeys(config, next);
@@ -232,7 +276,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     }
     // A listener whose address changes is bound now, next to the old one; one that cannot be bound
     // refuses the reload. The old ones close once the rest has applied.
-    const moved = await surfaces.move(current, next);
+    const moved = worker ? NO_MOVE : await surfaces.move(current, next);
     // Thresholds, filters and `enabled` apply now; graphs are rebuilt below, timed or untimed
     // accordingly. Adding or removing the block is a restart: the profiler keeps its settings.
     const before = profiler?.settings;
@@ -256,7 +300,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
         const choice = promotions.choose(c);
         chosen.push(choice);
         return choice.config;
-      });
+      }, beforePublish);
     } catch (err) {
       if (profiler !== null && before !== undefined) profiler.configure(before);
       await moved.abort();
@@ -296,7 +340,15 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     profiler, snapshots, tracing, logRing: log.ring,
     server, pool, devdb, host: bound.host, port: bound.port, uri, pipelines, metrics,
     reload(next: ProxyConfig) {
-      const run = reloading.then(() => applyReload(next));
+      // With workers, two phases: the primary checks everything and builds its graphs; then every
+      // worker builds its own (machine.prepare); only when all have, all publish (machine.commit),
+      // and the reload is answered once every worker serves it. A refusal anywhere publishes none.
+      // A worker's own reload waits at the same point for the primary's word (cluster.reloadGate).
+      const gate = machine !== null ? () => machine.prepare(next) : opts.cluster?.role === 'worker' ? opts.cluster.reloadGate : undefined;
+      const run = reloading.then(() => applyReload(next, gate)).then(async () => { await machine?.commit(); }, async (err: unknown) => {
+        await machine?.abort();
+        throw err;
+      });
       reloading = run.catch(() => undefined);
       return run;
     },
@@ -309,7 +361,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       if (surfaces.controlPlane !== null) await surfaces.controlPlane.app.close();
       if (canary !== null) await canary.close();
       if (notifier !== null) await notifier.close(); // after the controller: its last events are in the outbox
-      await server.close(current.shutdown.drain_timeout_ms);
+      // With workers, they drain (each by the server's rules) and hand in their last statistics.
+      if (machine !== null) await machine.stop(current.shutdown.drain_timeout_ms);
+      await server.close(machine === null ? current.shutdown.drain_timeout_ms : 0);
       profiler?.flushSlowStepLog(); // after the drain: held-back slow-step lines are reported, not lost
       address.hosts.close();
       if (surfaces.admin !== null) await surfaces.admin.app.close();
@@ -320,7 +374,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       canaryStore?.close();
     },
   };
-  surfaces = new HttpSurfaces(config, { running, profiler, snapshots, canary, configFile: opts.configFile ?? null, log });
+  surfaces = new HttpSurfaces(config, { running, profiler, snapshots, canary, configFile: opts.configFile ?? null, log, machine });
+  if (worker) return running; // the primary opens the HTTP endpoints
   if (tracing !== null) {
     const t = tracing.settings;
     log.info('trace export on', { url: t.url, protocol: t.protocol, sample_rate: t.sampleRate, service_name: t.serviceName });
@@ -348,6 +403,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   }
   return running;
 }
+
+/** A reload in a worker moves no listener: the primary owns them. */
+const NO_MOVE = { commit() {}, async abort() {} };
 
 /** Where the histogram file goes with `profiling.storage: "mmap"` (null otherwise); a ConfigError when the pipeline does not fit. */
 function mmapStorage(config: ProxyConfig, source: string | null): MmapStorage | null {

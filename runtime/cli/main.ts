@@ -1,5 +1,7 @@
 // The `proxy` command line (cac). Every command of SPEC.md §4.3 lands here as it is built.
 import { readFileSync } from 'node:fs';
+import cluster from 'node:cluster';
+import { availableParallelism } from 'node:os';
 import { cac } from 'cac';
 import { ConfigError, loadConfig, parseConfig, parseHost } from '../config/index.ts';
 import { startProxy, watchReload, type RunningProxy } from '../app/serve.ts';
@@ -13,19 +15,37 @@ import { registerPlugin } from './plugin.ts';
 import { registerProfile } from './profile.ts';
 import { registerUser } from './user.ts';
 import { VERSION } from '../version.ts';
+import { Machine } from '../cluster/machine.ts';
+import { runWorker } from '../cluster/worker.ts';
+import { shareProblem } from '../cluster/shares.ts';
 
 const cli = cac('proxy');
 
 cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,yaml,yml,toml}, else defaults)')
   .option('--config <file>', 'configuration file (JSON, YAML or TOML)')
   .option('--listen <host:port>', 'address for client connections, in place of the configuration\'s listen (kept across reloads)')
-  .action(async (opts: { config?: string; listen?: unknown }) => {
+  .option('--workers <n>', 'worker processes ("auto": one per CPU), in place of the configuration\'s workers')
+  .action(async (opts: { config?: string; listen?: unknown; workers?: unknown }) => {
+    // A worker forked by the primary (runtime/cluster/): it is handed its configuration.
+    if (cluster.isWorker) return runWorker();
     let loaded;
+    let workers: number;
     try {
       loaded = await loadConfig({ file: opts.config });
       // Checked by the schema as the file's `listen` is; cac would turn a bare "27018" into a number.
       const listen = opts.listen === undefined ? undefined : typedOption('listen') ?? String(opts.listen);
       if (listen !== undefined) loaded = { ...loaded, config: { ...loaded.config, listen: parseConfig({ listen }, '--listen').listen } };
+      if (opts.workers !== undefined) {
+        const w = /^\d+$/.test(String(opts.workers)) ? Number(opts.workers) : String(opts.workers);
+        loaded = { ...loaded, config: { ...loaded.config, workers: parseConfig({ workers: w }, '--workers').workers } };
+      }
+      workers = loaded.config.workers === 'auto' ? availableParallelism() : loaded.config.workers;
+      if (workers > 1 && loaded.config.control_plane !== undefined) {
+        throw new ConfigError(loaded.source, [{ path: 'workers', message: `${workers} workers with a control_plane block: canaries run in one ` +
+          'process for now (set workers: 1, or remove control_plane)' }]);
+      }
+      const problem = workers > 1 ? shareProblem(loaded.config, workers) : null;
+      if (problem !== null) throw new ConfigError(loaded.source, [problem]);
     } catch (err) {
       if (err instanceof ConfigError) {
         process.stderr.write(`proxy: configuration refused\n${err.message}\n`);
@@ -43,7 +63,10 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
     process.on('SIGHUP', holdHup);
     let running;
     try {
-      running = await startProxy(loaded.config, { log, configFile: loaded.source });
+      running = await startProxy(loaded.config, { log, configFile: loaded.source,
+        cluster: workers > 1 ? { role: 'primary', machine: new Machine({ workers, log: log.child('proxy::cluster'), configFile: loaded.source }) }
+        : undefined });
+      if (workers > 1) log.info('workers listening', { workers, scheduling: 'round-robin (node:cluster)' });
     } catch (err) {
       // A problem only starting can find (profiling.mmap_size_mb too small for the pipeline) is still the config's.
       if (err instanceof ConfigError) {

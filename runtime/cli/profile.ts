@@ -71,15 +71,19 @@ interface StepDetail { name: string; pipeline_id: string; pipeline: string; phas
 class ProfileClient {
   readonly url: string;
   private readonly token: string | null;
+  /** --worker: every read asks for that worker's figures alone (a proxy with workers). */
+  private readonly worker: string | null;
 
-  constructor(url: string, token: string | null) {
+  constructor(url: string, token: string | null, worker: string | null = null) {
     this.url = url;
     this.token = token;
+    this.worker = worker;
   }
 
   async text(method: 'GET' | 'POST', path: string, query: Record<string, string | undefined> = {}): Promise<string> {
     const u = new URL(this.url + path);
     for (const [k, v] of Object.entries(query)) if (v !== undefined) u.searchParams.set(k, v);
+    if (this.worker !== null && method === 'GET') u.searchParams.set('worker', this.worker);
     const headers: Record<string, string> = {};
     if (this.token !== null) headers.authorization = `Bearer ${this.token}`;
     let res: { status: number; body: string };
@@ -370,7 +374,7 @@ function metricValue(text: string, name: string, labels: Record<string, string>)
 interface ProfileCliOptions {
   url?: unknown; token?: unknown; pipelineId?: unknown; pipeline?: unknown; variant?: unknown; json?: boolean; duration?: unknown; output?: unknown;
   reset?: boolean; live?: boolean; threshold?: unknown; flamegraph?: boolean; minWidth?: unknown; title?: unknown; step?: unknown;
-  compare?: unknown; export?: boolean; format?: unknown; aggregate?: boolean; instances?: unknown; mmap?: unknown;
+  compare?: unknown; export?: boolean; format?: unknown; aggregate?: boolean; instances?: unknown; mmap?: unknown; worker?: unknown;
 }
 
 type Mode = 'snapshot' | 'report' | 'live' | 'flamegraph' | 'step' | 'compare' | 'export' | 'aggregate' | 'mmap';
@@ -434,6 +438,7 @@ export function registerProfile(cli: CAC): void {
     .option('--format <fmt>', 'jsonl | csv for --export; svg | folded for --flamegraph')
     .option('--aggregate', 'merge the histograms of several instances (--instances)')
     .option('--instances <list>', 'host:port,host:port of the profiling endpoints to merge')
+    .option('--worker <i>', 'a proxy with workers: read worker i\'s figures alone (default: the whole machine)')
     .option('--mmap <path>', 'the snapshot read from the histogram file of profiling.storage "mmap" (read-only; no endpoint needed)')
     .action(async (experiment: unknown, o: ProfileCliOptions) => {
       // `proxy profile … | head`: a reader that goes away ends the command quietly.
@@ -458,7 +463,8 @@ async function profileCommand(experiment: string | undefined, o: ProfileCliOptio
     `(got ${chosen.map((m) => `--${m}`).join(', ')})`);
   const mode: Mode = chosen[0] ?? (o.duration !== undefined ? 'report' : 'snapshot');
   // The file form reads no endpoint: --url and --token would be silently ignored, so they are refused.
-  const allowed = new Set([...(mode === 'mmap' ? [] : ['url', 'token']), 'pipelineId', 'pipeline', 'variant', 'json', mode, ...MODE_OPTIONS[mode]]);
+  const endpoint = mode === 'mmap' ? [] : mode === 'aggregate' ? ['url', 'token'] : ['url', 'token', 'worker'];
+  const allowed = new Set([...endpoint, 'pipelineId', 'pipeline', 'variant', 'json', mode, ...MODE_OPTIONS[mode]]);
   for (const [k, v] of Object.entries(o)) {
     if (k === '--' || k.includes('-') || v === undefined) continue;
     if (!allowed.has(k)) usage(`${FLAG_OF[k] ?? `--${k}`} does not apply to ${mode === 'snapshot' ? 'the ' +
@@ -480,7 +486,9 @@ async function profileCommand(experiment: string | undefined, o: ProfileCliOptio
   const variant = isVariant(variantName) ? variantName : usage(`--variant must be baseline or candidate, got "${variantName}"`);
   const url = baseUrl(raw('url', o.url) ?? process.env.PROXY_PROFILE_URL ?? DEFAULT_URL, '--url');
   const token = raw('token', o.token) ?? process.env.PROXY_PROFILE_TOKEN ?? null;
-  const ctx: Ctx = { client: new ProfileClient(url, token === '' ? null : token), pipelineId: pipelineId ?? pipelineIdArg, variant,
+  const worker = raw('worker', o.worker) ?? null;
+  if (worker !== null && !/^\d+$/.test(worker)) usage(`--worker must be a worker's index (0, 1, …), got "${worker}"`);
+  const ctx: Ctx = { client: new ProfileClient(url, token === '' ? null : token, worker), pipelineId: pipelineId ?? pipelineIdArg, variant,
     json: o.json === true, o, experiment };
   switch (mode) {
     case 'snapshot': return snapshotCommand(ctx);

@@ -95,6 +95,9 @@ export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyI
 
   app.get('/api/v1/pipeline', async () => proxy.pipeline());
 
+  // The processes serving clients: one (workers: 1), or each worker of the machine.
+  app.get('/api/v1/workers', async () => proxy.workers());
+
   // Body: a whole configuration object (JSON) to apply, or nothing to re-read the file.
   app.post('/api/v1/reload', async (req, reply) => {
     let next;

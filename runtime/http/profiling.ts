@@ -12,7 +12,7 @@
 // With profiling.enabled false, every /api/profile path answers 404 (PROXY_ERR_PROFILING_DISABLED);
 // /metrics still answers. Who may read it: the endpoint binds profiling.host (default 127.0.0.1);
 // with profiling.token set every request needs `Authorization: Bearer <token>`.
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as hdr from 'hdr-histogram-js';
 import { foldFrames, foldedText, profilingMetricsText, type Profiler, type Distribution, type SnapshotStore } from '../profiling/index.ts';
 import { parseHost, isVariant, type Variant } from '../config/index.ts';
@@ -69,7 +69,24 @@ export function buildProfilingApp(proxy: ProfilingSurface, profiler: Profiler, o
     if (req.url.startsWith('/api/profile') && !profiler.enabled) {
       return send(reply, 'PROXY_ERR_PROFILING_DISABLED');
     }
+    // With workers, every read (profile, flame graph, series, /metrics) sees the whole machine;
+    // ?worker=<i> one worker (the profile's routes and /metrics).
+    if (proxy.refresh !== undefined && !isDashboardAsset(req.url)) await proxy.refresh();
+    const w = (req.query as Record<string, string | undefined>).worker;
+    if (w !== undefined && req.method === 'GET') {
+      const index = /^\d+$/.test(w) ? Number(w) : -1;
+      const one = index < 0 || proxy.workerProfiler === undefined ? null : await proxy.workerProfiler(index);
+      if (one === null) return send(reply, 'PROXY_ERR_BAD_QUERY', `worker must be the index of a running worker, got "${w}"`);
+      views.set(req, one);
+    }
   });
+  /** One worker's profiler for ?worker=<i> (built for the request, freed after it), else the proxy's. */
+  const views = new WeakMap<FastifyRequest, Profiler>();
+  app.addHook('onResponse', async (req) => {
+    views.get(req)?.destroy();
+    views.delete(req);
+  });
+  const viewOf = (req: FastifyRequest): Profiler => views.get(req) ?? profiler;
 
   /** The graph a request names: ?pipeline_id= and ?pipeline= (baseline | candidate). */
   const graphOf = (q: Record<string, string | undefined>, reply: FastifyReply): { id: string; variant: Variant } | null => {
@@ -92,10 +109,11 @@ export function buildProfilingApp(proxy: ProfilingSurface, profiler: Profiler, o
   app.get('/api/profile', async (req, reply) => {
     const g = graphOf(req.query as Record<string, string | undefined>, reply);
     if (g === null) return reply;
-    return profiler.snapshot(g.id, g.variant);
+    return viewOf(req).snapshot(g.id, g.variant);
   });
 
-  app.get('/api/profile/graphs', async () => {
+  app.get('/api/profile/graphs', async (req) => {
+    const profiler = viewOf(req);
     const graphs = [];
     for (const g of profiler.allGraphs()) graphs.push({ pipeline_id: g.pipelineId, pipeline: g.variant, requests: g.ok + g.errors });
     // `pipelines`: the configured pipelines in matching order (the default last), recorded or not.
@@ -111,7 +129,7 @@ export function buildProfilingApp(proxy: ProfilingSurface, profiler: Profiler, o
     const g = graphOf(req.query as Record<string, string | undefined>, reply);
     if (g === null) return reply;
     const step = (req.params as { step: string }).step;
-    const rows = profiler.stepDetail(g.id, g.variant, step);
+    const rows = viewOf(req).stepDetail(g.id, g.variant, step);
     if (rows.length === 0) return send(reply, 'PROXY_ERR_NOT_FOUND', `no statistics for step ${step} in ${g.id}/${g.variant}`);
     return {
       name: step.startsWith('wasm:') ? step : `wasm:${step}`, pipeline_id: g.id, pipeline: g.variant,
@@ -122,7 +140,8 @@ export function buildProfilingApp(proxy: ProfilingSurface, profiler: Profiler, o
     };
   });
 
-  app.get('/api/profile/histograms', async () => {
+  app.get('/api/profile/histograms', async (req) => {
+    const profiler = viewOf(req);
     const graphs = [];
     for (const g of profiler.allGraphs()) {
       graphs.push({
@@ -144,7 +163,7 @@ export function buildProfilingApp(proxy: ProfilingSurface, profiler: Profiler, o
     if (g === null) return reply;
     const windowMs = parseDurationMs(q.duration ?? '60s');
     if (!(windowMs > 0)) return send(reply, 'PROXY_ERR_BAD_QUERY', `duration must look like 60s, 500ms, 5m or 1h; got "${q.duration}"`);
-    const folded = foldFrames(profiler.recentFrames(windowMs, g.id, g.variant));
+    const folded = foldFrames(viewOf(req).recentFrames(windowMs, g.id, g.variant));
     if (q.format === 'folded') {
       reply.header('content-type', 'text/plain; charset=utf-8');
       return foldedText(folded);
@@ -180,10 +199,11 @@ export function buildProfilingApp(proxy: ProfilingSurface, profiler: Profiler, o
 
   registerDashboard(app, { controlPlaneUrl: () => proxy.controlPlaneUrl() });
 
-  app.get('/metrics', async (_req, reply) => {
+  app.get('/metrics', async (req, reply) => {
     reply.header('content-type', proxy.metrics.contentType);
-    const base = await proxy.metrics.text();
-    return (base.endsWith('\n') ? base : `${base}\n`) + profilingMetricsText(profiler);
+    const one = views.get(req);
+    const base = await proxy.metrics.text(one === undefined ? undefined : Number((req.query as { worker: string }).worker));
+    return (base.endsWith('\n') ? base : `${base}\n`) + profilingMetricsText(viewOf(req));
   });
 
   return app;

@@ -2,11 +2,13 @@
 // above it: app/ builds objects that satisfy these (runtime/app/http-views.ts) and hands them in.
 import type { ProxyConfig } from '../config/index.ts';
 import type { LogRing } from '../log/ring.ts';
+import type { Profiler } from '../profiling/index.ts';
 
 /** The Prometheus exposition of every metric the proxy has, read at scrape time. */
 export interface MetricsSource {
   readonly contentType: string;
-  text(): Promise<string>;
+  /** With workers, `worker` (an index) gives that worker's alone. */
+  text(worker?: number): Promise<string>;
 }
 
 /** GET /readyz: ready, or 503 with a reason (`draining`, `upstream_unreachable`, a topology's). */
@@ -32,6 +34,31 @@ export interface AdminSurface {
   pipeline(): PipelineView;
   /** Applies `next`, or throws (a ConfigError, a plugin's error) and keeps the running configuration. */
   reload(next: ProxyConfig): Promise<void>;
+  /** The processes serving clients (GET /api/v1/workers). */
+  workers(): Promise<WorkersView>;
+}
+
+/** One process serving clients: the proxy itself (workers: 1) or one worker. */
+export interface WorkerView {
+  worker: number;
+  pid: number;
+  connections_active: number;
+  connections_opened: number;
+  requests: number;
+  /** The graph generation each pipeline serves. */
+  generations: Record<string, number>;
+}
+
+export interface WorkersView {
+  workers: WorkerView[];
+  /** Workers that exited and were started again. */
+  replaced: number;
+  /**
+   * getMores and transaction statements for a cursor or transaction another worker opened
+   * (multi-host upstreams): asked of the primary and found, or not found (then sent where the
+   * topology selects).
+   */
+  pin_lookups: { found: number; missed: number };
 }
 
 export interface ProfilingSurface {
@@ -43,4 +70,8 @@ export interface ProfilingSurface {
   readonly metrics: MetricsSource;
   /** Base URL of the canary control plane (the dashboard's canary widget calls it), or null. */
   controlPlaneUrl(): string | null;
+  /** With workers: brings the profiler up to date with theirs before a request reads it; absent: it is this process's own. */
+  refresh?(): Promise<void>;
+  /** With workers: worker `index`'s statistics alone (?worker=<i>), null when no such worker runs. */
+  workerProfiler?(index: number): Promise<Profiler | null>;
 }

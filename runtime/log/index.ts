@@ -166,8 +166,9 @@ export class Logger implements Log {
   private readonly sink: LogSink;
   private readonly root: PinoLogger;
 
+  /** `base`: fields on every line of this logger family (a worker's index); ignored with `root`. */
   constructor(name: string, level: LogLevel = 'info', format: 'json' | 'pretty' = 'json', sink: LogSink = stderrLogSink(),
-    ring: LogRing | null = null, root?: PinoLogger) {
+    ring: LogRing | null = null, root?: PinoLogger, base: Record<string, string | number> | null = null) {
     this.name = name;
     this.level = level;
     this.format = format;
@@ -177,7 +178,7 @@ export class Logger implements Log {
     this.min = min;
     this.root = root ?? pino({
       level,
-      base: null,
+      base,
       messageKey: 'msg',
       timestamp: isoTimestamp,
       formatters: { level: levelLabel },

@@ -176,6 +176,14 @@ export class PipelineManager {
     this.host.kv.retain(inUse);
   }
 
+  /**
+   * The next baseline graph of each pipeline id in `current` gets that generation (a worker started
+   * in place of one that exited serves the generation the others serve, runtime/cluster/).
+   */
+  continueGenerations(current: Readonly<Record<string, number>>): void {
+    for (const [id, g] of Object.entries(current)) this.generations.set(`${id}\0baseline`, g - 1);
+  }
+
   /** Builds a graph without publishing it (the canary controller runs two graphs per id). */
   async build(config: PipelineConfig, variant: Variant = 'baseline'): Promise<Pipeline> {
     const id = config.pipeline.id || DEFAULT_PIPELINE_ID;

@@ -267,6 +267,11 @@ export class Profiler implements StepRecorder {
   /** The histogram file (storage: "mmap"), or null: distributions in process memory. */
   readonly file: HistogramFile | null;
   private fileFullLogged = false;
+  /**
+   * With workers (runtime/cluster/): the frames of every worker, set by replaceWith(); the flame
+   * graph reads these in place of this process's ring (a primary records no requests itself).
+   */
+  private merged: RequestFrame[] | null = null;
 
   private constructor(settings: ProfilingSettings, log: Pick<Log, 'warn'>, file: HistogramFile | null) {
     this.settings = settings;
@@ -483,7 +488,24 @@ export class Profiler implements StepRecorder {
 
   /** Frames of requests that ended in the last `windowMs`, oldest first. */
   recentFrames(windowMs: number, pipelineId: string | null = null, variant: Variant | null = null): RequestFrame[] {
-    return this.frames.since(Date.now() - windowMs, pipelineId, variant);
+    const from = Date.now() - windowMs;
+    if (this.merged === null) return this.frames.since(from, pipelineId, variant);
+    return this.merged.filter((f) => f.at >= from && (pipelineId === null || f.pipelineId === pipelineId) && (variant === null || f.variant === variant));
+  }
+
+  /**
+   * The machine's view (workers, runtime/cluster/): the statistics become the sum of `states`
+   * (exportState() of each worker, and of the workers that exited), histograms merged with add(),
+   * and the flame graph reads `frames` (every worker's, oldest first). No reset listener runs: to
+   * the snapshots this is the same cumulative statistics moving on, not a reset.
+   */
+  replaceWith(states: readonly unknown[], frames: RequestFrame[]): void {
+    this.file?.begin();
+    for (const g of this.graphs.values()) g.reset();
+    this.file?.end();
+    this.encoded.clear();
+    for (const s of states) this.importState(s);
+    this.merged = frames;
   }
 
   reset(): void {
@@ -491,10 +513,26 @@ export class Profiler implements StepRecorder {
     for (const g of this.graphs.values()) g.reset();
     this.file?.end();
     this.frames.clear();
+    if (this.merged !== null) this.merged = [];
     this.since = Date.now();
     this.file?.markReset(this.since);
     this.encoded.clear();
     for (const fn of this.resetListeners) fn();
+  }
+
+  /**
+   * Frees the histograms (WebAssembly memory) of a profiler built for one use (one worker's view,
+   * runtime/cluster/); the profiler is not used afterwards. In-memory distributions only.
+   */
+  destroy(): void {
+    for (const g of this.graphs.values()) {
+      for (const d of [g.total, g.upstream, g.overhead, g.acquire]) d.destroy();
+      for (const s of g.steps) {
+        s.latency.destroy();
+        for (const d of s.subops.values()) d.destroy();
+      }
+    }
+    this.graphs.clear();
   }
 
   /** Calls `fn` after every reset() (the snapshot store rewrites its state then). Returns an unsubscribe. */

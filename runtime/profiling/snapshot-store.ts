@@ -38,6 +38,8 @@ export interface SnapshotStoreOptions {
   log: Pick<Log, 'info' | 'warn' | 'error'>;
   /** The clock (ms since the epoch); tests move it. */
   now?: () => number;
+  /** Runs before each snapshot is taken (with workers: the profiler is brought up to date with theirs). */
+  beforeSnapshot?: () => Promise<void>;
 }
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: HOUR_MS, d: 24 * HOUR_MS };
@@ -75,6 +77,7 @@ export class SnapshotStore {
   private readonly profiler: Profiler;
   private readonly log: Pick<Log, 'info' | 'warn' | 'error'>;
   private readonly now: () => number;
+  private readonly beforeSnapshot: (() => Promise<void>) | null;
   private readonly tracker: IntervalTracker;
   private readonly unsubscribe: () => void;
   private timer: NodeJS.Timeout | null = null;
@@ -94,6 +97,7 @@ export class SnapshotStore {
     this.retentionMs = opts.retentionMs;
     this.log = opts.log;
     this.now = opts.now ?? Date.now;
+    this.beforeSnapshot = opts.beforeSnapshot ?? null;
     this.tracker = new IntervalTracker(profiler, this.now());
     this.memory = opts.dir === null ? new MemorySeries(opts.retentionMs) : null;
     this.unsubscribe = profiler.onReset(() => {
@@ -226,6 +230,7 @@ export class SnapshotStore {
   }
 
   private async write(): Promise<void> {
+    if (this.beforeSnapshot !== null) await this.beforeSnapshot();
     // Two synchronous pieces of a few milliseconds each (subtracting histograms, encoding them),
     // with requests served in between rather than one longer stall.
     const nowMs = this.now();

@@ -7,10 +7,16 @@
 // entries) with a TTL refreshed on use, and dropped when the cursor is exhausted or killed, the
 // transaction committed or aborted. With one upstream server and no routed pool (the usual single
 // host case) nothing is looked up.
+//
+// With several workers (runtime/cluster/) a driver may continue a cursor, or a transaction, on a
+// pooled connection another worker holds: each pin is also published to the primary
+// (`sharedPins`), and a getMore or transaction statement this worker has no pin for asks it there
+// (the rare path; the request waits for the answer, never the common one) and pins the answer
+// locally.
 import type { Log } from '../log/index.ts';
 import { performance } from 'node:perf_hooks';
 import { BSON_ARRAY, BSON_DOCUMENT, BSON_INT64, ElementCursor, ReplyPeek, utf8, type CommandPeek } from '../wire/index.ts';
-import { UpstreamPool, type ConnectionSource, type PoolOptions } from './pool.ts';
+import { UpstreamPool, type ConnectionSource, type PoolOptions, type PoolWaiter } from './pool.ts';
 import type { Topology, TxnPinner } from './topology.ts';
 import type { UpstreamInfo } from './connection.ts';
 import { parseUpstreamUri } from './uri.ts';
@@ -29,6 +35,49 @@ const K_CURSORS = utf8('cursors');
 interface TxnPin { pool: UpstreamPool; txnNumber: bigint; expiresAt: number }
 interface CursorPin { pool: UpstreamPool; expiresAt: number }
 
+/**
+ * The machine-wide table of cursor and transaction pins (workers: the primary keeps it). A pin's
+ * key: `c:<cursor id>` or `t:<txnNumber>:<lsid bytes>`; a server is named by serverKey(), the same
+ * string in every worker.
+ */
+export interface SharedPins {
+  publish(key: string, server: string): void;
+  unpublish(key: string): void;
+  /** The server another worker pinned `key` to, or null when no worker did. */
+  lookup(key: string): Promise<string | null>;
+}
+
+const cursorKey = (id: bigint) => `c:${id}`;
+const txnKey = (lsid: string, txnNumber: bigint) => `t:${txnNumber}:${lsid}`;
+
+/** Waits for another worker's answer on where a cursor or transaction lives, then acquires there (or where the topology selects). */
+class SharedPinLookup implements ConnectionSource {
+  private readonly router: UpstreamRouter;
+  private readonly key: string;
+  private readonly adopt: (pool: UpstreamPool) => void;
+  private readonly fallback: ConnectionSource;
+  constructor(router: UpstreamRouter, key: string, adopt: (pool: UpstreamPool) => void, fallback: ConnectionSource) {
+    this.router = router;
+    this.key = key;
+    this.adopt = adopt;
+    this.fallback = fallback;
+  }
+
+  acquire(waiter: PoolWaiter): void {
+    this.router.sharedPins!.lookup(this.key).then((server) => {
+      const pool = server === null ? null : this.router.poolOfServer(server);
+      if (pool === null) {
+        this.fallback.acquire(waiter);
+        return;
+      }
+      this.adopt(pool);
+      pool.acquire(waiter);
+    }, () => this.fallback.acquire(waiter));
+  }
+
+  describe(): string { return '(pinned by another worker)'; }
+}
+
 export class UpstreamRouter implements TxnPinner {
   readonly main: UpstreamPool;
   /** Set for a multi-host upstream (replica set, mongos list): it selects the server. */
@@ -41,6 +90,8 @@ export class UpstreamRouter implements TxnPinner {
   private readonly replyPeek = new ReplyPeek();
   private readonly cur = new ElementCursor();
   private readonly inner = new ElementCursor();
+  /** With several workers: the machine's cursor pins (runtime/cluster/); null in one process. */
+  sharedPins: SharedPins | null = null;
 
   constructor(main: UpstreamPool, poolOptions: PoolOptions | undefined, log: Pick<Log, 'info' | 'warn'>, topology: Topology | null = null) {
     this.main = main;
@@ -111,10 +162,13 @@ export class UpstreamRouter implements TxnPinner {
         }
         this.cursors.delete(peek.cursorId);
       }
-      return topology === null ? this.main : topology.select(peek, body, null);
+      const selected = topology === null ? this.main : topology.select(peek, body, null);
+      if (this.sharedPins === null) return selected;
+      const id = peek.cursorId;
+      return new SharedPinLookup(this, cursorKey(id), (pool) => this.pinCursor(id, pool), selected);
     }
     if (peek.op === 'killCursors' && killedOn !== undefined) return killedOn;
-    if (peek.inTransaction && peek.lsidAt >= 0 && this.txns.size > 0) {
+    if (peek.inTransaction && peek.lsidAt >= 0 && (this.txns.size > 0 || this.sharedPins !== null)) {
       const key = lsidKey(body, peek.lsidAt);
       const pin = this.txns.get(key);
       // In a replica set a transaction lives on the primary: once its server is no longer the
@@ -128,6 +182,13 @@ export class UpstreamRouter implements TxnPinner {
           return pin.pool;
         }
         this.txns.delete(key);
+      }
+      // A statement of a transaction another worker started (a later statement, or its commit).
+      if (this.sharedPins !== null && !peek.startTransaction && topology !== null) {
+        const txnNumber = peek.txnNumber;
+        const ends = peek.op === 'commitTransaction' || peek.op === 'abortTransaction';
+        return new SharedPinLookup(this, txnKey(key, txnNumber), (pool) => { if (!ends) this.pinTxn(key, txnNumber, pool, false); },
+          topology.select(peek, body, null));
       }
     }
     if (topology === null) return this.main;
@@ -151,13 +212,44 @@ export class UpstreamRouter implements TxnPinner {
       return;
     }
     if (id === 0n) {
-      if (peek.cursorId !== 0n) this.cursors.delete(peek.cursorId);
+      if (peek.cursorId !== 0n) {
+        this.cursors.delete(peek.cursorId);
+        this.sharedPins?.unpublish(cursorKey(peek.cursorId));
+      }
       return;
     }
     if (peek.cursorId === id) return; // a getMore's reply: already pinned (and renewed)
+    this.pinCursor(id, pool);
+    if (this.sharedPins !== null) {
+      const server = this.serverKey(pool);
+      if (server !== null) this.sharedPins.publish(cursorKey(id), server);
+    }
+  }
+
+  private pinCursor(id: bigint, pool: UpstreamPool): void {
     this.dropExpired(this.cursors);
     if (this.cursors.size >= MAX_PINNED_CURSORS) this.cursors.delete(this.cursors.keys().next().value!);
     this.cursors.set(id, { pool, expiresAt: performance.now() + CURSOR_PIN_TTL_MS });
+  }
+
+  /** A pool's name that every worker gives the same server: `server:host:port` (a topology's), `uri:…` (a routed upstream's). */
+  serverKey(pool: UpstreamPool): string | null {
+    if (this.topology !== null) {
+      for (const s of this.topology.allServers()) if (s.hasPool && s.pool === pool) return `server:${s.address}`;
+    }
+    if (pool === this.main) return `uri:${this.main.address.uri}`;
+    for (const [uri, p] of this.routed) if (p === pool) return `uri:${uri}`;
+    return null;
+  }
+
+  /** This worker's pool of `server` (a serverKey() another worker published); null when it has none. */
+  poolOfServer(server: string): UpstreamPool | null {
+    if (server.startsWith('server:') && this.topology !== null) {
+      const address = server.slice('server:'.length);
+      for (const s of this.topology.allServers()) if (s.address === address) return s.pool;
+      return null;
+    }
+    return server.startsWith('uri:') ? this.poolFor(server.slice('uri:'.length)) : null;
   }
 
   close(): void {
@@ -165,12 +257,16 @@ export class UpstreamRouter implements TxnPinner {
     this.topology?.close();
   }
 
-  /** Pins the transaction of session `key` (lsid bytes) with `txnNumber` to `pool`. */
-  pinTxn(key: string, txnNumber: bigint, pool: UpstreamPool): void {
+  /** Pins the transaction of session `key` (lsid bytes) with `txnNumber` to `pool` (and, with workers, tells the others). */
+  pinTxn(key: string, txnNumber: bigint, pool: UpstreamPool, publish = true): void {
     this.txns.delete(key);
     this.dropExpired(this.txns);
     if (this.txns.size >= MAX_PINNED_TRANSACTIONS) this.txns.delete(this.txns.keys().next().value!);
     this.txns.set(key, { pool, txnNumber, expiresAt: performance.now() + TXN_PIN_TTL_MS });
+    if (publish && this.sharedPins !== null) {
+      const server = this.serverKey(pool);
+      if (server !== null) this.sharedPins.publish(txnKey(key, txnNumber), server);
+    }
   }
 
   /** Drops expired pins from the front of `map` (ordered oldest first), a few per call. */
@@ -198,6 +294,7 @@ export class UpstreamRouter implements TxnPinner {
       while (inner.next()) {
         if (inner.type !== BSON_INT64) continue;
         const id = inner.int64();
+        this.sharedPins?.unpublish(cursorKey(id));
         const pin = this.cursors.get(id);
         if (pin === undefined) continue;
         this.cursors.delete(id);

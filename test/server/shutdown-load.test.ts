@@ -64,14 +64,16 @@ function loadClient(port: number, depth: number): { done: Promise<Outcome> } {
   return { done };
 }
 
-test(`SIGTERM under ${CONNECTIONS} connections of load: exit 0 within the drain deadline, every request written is answered`, { timeout: 60_000 }, async () => {
+for (const workers of [1, 2]) test(`SIGTERM under ${CONNECTIONS} connections of load${workers > 1 ? ` with ${workers} workers (each drains)` : ''}: exit 0 ` +
+  'within the drain deadline, every request written is answered', { timeout: 90_000 }, async () => {
   const tmp = mkdtempSync(join(tmpdir(), 'shutdown-load-'));
   const port = await freePort();
   const configFile = join(tmp, 'proxy.json');
   writeFileSync(configFile, JSON.stringify({ listen: `127.0.0.1:${port}`, log: { level: 'warn' }, shutdown: { drain_timeout_ms: DRAIN_MS } }));
   let child: ChildProcess | null = null;
   try {
-    child = await startChild('proxy', process.execPath, [join(ROOT, 'bin/proxy.mjs'), 'serve', '--config', configFile], port, ROOT);
+    child = await startChild('proxy', process.execPath, [join(ROOT, 'bin/proxy.mjs'), 'serve', '--config', configFile, '--workers', String(workers)],
+      port, ROOT);
     const exited = new Promise<number | null>((resolve) => child!.once('exit', (code) => resolve(code)));
     const clients = Array.from({ length: CONNECTIONS }, (_, i) => loadClient(port, i % 4 === 0 ? 2 : 1));
     await sleep(1500);
@@ -81,7 +83,7 @@ test(`SIGTERM under ${CONNECTIONS} connections of load: exit 0 within the drain 
     const exitMs = performance.now() - t0;
     const outcomes = await Promise.all(clients.map((c) => c.done));
     const sum = (k: 'sent' | 'ok' | 'shutdown' | 'otherErrors' | 'unanswered') => outcomes.reduce((n, o) => n + o[k], 0);
-    console.log(`shutdown under load: exit ${code} after ${exitMs.toFixed(0)} ms; ${sum('sent')} requests, ${sum('ok')} ok, `
+    console.log(`shutdown under load (${workers} workers): exit ${code} after ${exitMs.toFixed(0)} ms; ${sum('sent')} requests, ${sum('ok')} ok, `
       + `${sum('shutdown')} ShutdownInProgress, ${sum('otherErrors')} other errors, ${sum('unanswered')} unanswered`);
     assert.equal(code, 0, 'exit code');
     assert.ok(exitMs < DRAIN_MS + 2000, `exited after ${exitMs.toFixed(0)} ms (drain deadline ${DRAIN_MS} ms)`);

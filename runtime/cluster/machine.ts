@@ -1,0 +1,324 @@
+// The primary of a proxy with several workers (`workers` > 1): forks the worker processes
+// (node:cluster: the primary accepts client connections and hands them to the workers in turn),
+// replaces one that dies, and makes one view of the machine out of theirs. The statistics are
+// pulled from the workers when something reads them (a scrape, a profile, a snapshot) and every
+// few seconds: their profilers' encoded HDR histograms are add()ed into the primary's profiler,
+// their prom-client counters summed. A worker that exits leaves its last counts in a retired total,
+// so the machine's counts never go back. Nothing here is on a request's path.
+import cluster, { type Worker } from 'node:cluster';
+import { fileURLToPath } from 'node:url';
+import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import type { ProxyConfig } from '../config/index.ts';
+import type { Log } from '../log/index.ts';
+import { Profiler, type RequestFrame } from '../profiling/index.ts';
+import type { MetricsSource, WorkerView, WorkersView } from '../http/surface.ts';
+import { WorkerChannel } from './ipc.ts';
+import { PinTable } from './pins.ts';
+import { workerConfig } from './shares.ts';
+
+/** What a worker answers to `stats`: its profiler's state and recent frames, and its registry's metrics. */
+export interface WorkerStats {
+  state: unknown;
+  frames: RequestFrame[];
+  metrics: Array<MetricObjectWithValues<MetricValue<string>>>;
+}
+
+/** What a worker answers to `reload`: the graph generation each pipeline serves now. */
+export interface WorkerGeneration { worker: number; generations: Record<string, number> }
+
+/** The environment variables a worker reads (runtime/cluster/worker.ts). */
+export const WORKER_CONFIG_ENV = 'PROXY_WORKER_CONFIG';
+export const WORKER_INDEX_ENV = 'PROXY_WORKER_INDEX';
+export const WORKER_CONFIG_FILE_ENV = 'PROXY_WORKER_CONFIG_FILE';
+export const WORKER_GENERATIONS_ENV = 'PROXY_WORKER_GENERATIONS';
+
+/** The `proxy` command a worker runs (its `serve` sees it is a cluster worker). */
+const BIN = fileURLToPath(new URL('../../bin/proxy.mjs', import.meta.url));
+/** How long a worker has to answer a statistics request. */
+const STATS_TIMEOUT_MS = 5000;
+/** How long a worker has to apply a reload (compiling plugins). */
+const RELOAD_TIMEOUT_MS = 120_000;
+/** How long a worker has to start (compile its plugins, connect its pools). */
+const START_TIMEOUT_MS = 120_000;
+/** Statistics are pulled this often even when nothing reads them: a killed worker loses at most this much. */
+export const PULL_INTERVAL_MS = 5000;
+/** A replaced worker is forked again after this long (a crash loop does not spin). */
+const RESTART_DELAY_MS = 500;
+
+export interface MachineOptions {
+  workers: number;
+  log: Log;
+  configFile: string | null;
+}
+
+export class Machine {
+  readonly size: number;
+  private readonly log: Log;
+  private readonly configFile: string | null;
+  private readonly channels: Array<WorkerChannel | null>;
+  /** The last statistics each live worker gave (moved to the retired total when it exits). */
+  private readonly last = new Map<WorkerChannel, WorkerStats>();
+  private retiredStates: unknown[] = [];
+  private retiredCounters: Array<Array<MetricObjectWithValues<MetricValue<string>>>> = [];
+  private profiler: Profiler | null = null;
+  /** The configuration workers start with (a replaced one too): the latest applied. */
+  private workerConfig: ProxyConfig | null = null;
+  private generations: () => Record<string, number> = () => ({});
+  private pulling: Promise<void> | null = null;
+  /** The reload between prepare() and commit() or abort(). */
+  private pending: { id: number; live: WorkerChannel[]; answers: Array<Promise<WorkerGeneration>>; config: ProxyConfig } | null = null;
+  private reloadId = 0;
+  private resetting: Promise<void> = Promise.resolve();
+  private timer: NodeJS.Timeout | null = null;
+  private stopping = false;
+  /** Every worker's cursor and transaction pins (a getMore or a transaction's next statement may land on another worker). */
+  readonly pins = new PinTable();
+  /** Workers replaced since start (crashed or killed). */
+  replaced = 0;
+
+  constructor(opts: MachineOptions) {
+    this.size = opts.workers;
+    this.log = opts.log;
+    this.configFile = opts.configFile;
+    this.channels = Array.from({ length: opts.workers }, () => null);
+  }
+
+  /** The /metrics of the machine: every worker's registry summed (counters of exited workers kept). */
+  readonly metrics: MetricsSource = {
+    contentType: 'text/plain; version=0.0.4; charset=utf-8',
+    text: async (worker?: number) => {
+      await this.refresh();
+      const all = worker === undefined ? [...this.retiredCounters, ...[...this.last.values()].map((s) => s.metrics)]
+        : [...this.last].filter(([c]) => c.index === worker).map(([, s]) => s.metrics);
+      if (all.length === 0) return '';
+      return AggregatorRegistry.aggregate(all).metrics();
+    },
+  };
+
+  /** The live workers' channels, by index. */
+  get live(): WorkerChannel[] {
+    return this.channels.filter((c): c is WorkerChannel => c !== null && c.worker.isConnected());
+  }
+
+  /**
+   * Forks every worker with `config` (its upstream already resolved: the primary's devdb, if any)
+   * and waits until each listens. Rejects with the first worker's error (and stops the others).
+   */
+  async listen(config: ProxyConfig, profiler: Profiler | null, generations: () => Record<string, number>): Promise<{ host: string; port: number }> {
+    this.workerConfig = config;
+    this.generations = generations;
+    this.profiler = profiler;
+    // What the primary's profiler holds already (restored from profiling.snapshot_dir) stays in the
+    // machine's counts, as a worker that exited would.
+    if (profiler !== null && [...profiler.allGraphs()].length > 0) this.retiredStates.push(profiler.exportState());
+    profiler?.onReset(() => { this.resetting = this.resetWorkers(); });
+    // Round-robin (the primary accepts, workers take turns); set before the first setupPrimary().
+    cluster.schedulingPolicy = cluster.SCHED_RR;
+    cluster.setupPrimary({ exec: BIN, args: ['serve'], serialization: 'advanced', silent: false });
+    let bound: { host: string; port: number };
+    try {
+      const ports = await Promise.all(this.channels.map((_, i) => this.fork(i)));
+      bound = ports[0];
+    } catch (err) {
+      await this.stop(0);
+      throw err;
+    }
+    this.timer = setInterval(() => { this.refresh().catch(() => {}); }, PULL_INTERVAL_MS);
+    this.timer.unref();
+    return bound;
+  }
+
+  /** Starts worker `index`; resolves with the address it listens on once it is ready. */
+  private fork(index: number): Promise<{ host: string; port: number }> {
+    const worker: Worker = cluster.fork({
+      [WORKER_CONFIG_ENV]: JSON.stringify(workerConfig(this.workerConfig!, this.size, index)), [WORKER_INDEX_ENV]: String(index),
+      [WORKER_CONFIG_FILE_ENV]: this.configFile ?? '', [WORKER_GENERATIONS_ENV]: JSON.stringify(this.generations()),
+    });
+    const channel = new WorkerChannel(index, worker);
+    channel.on('pin', (b) => { const p = b as { key: string; server: string }; this.pins.publish(p.key, p.server); });
+    channel.on('unpin', (b) => this.pins.unpublish((b as { key: string }).key));
+    channel.handle('pin', (key) => this.pins.lookup(key as string));
+    return new Promise((resolve, reject) => {
+      let ready = false;
+      const timer = setTimeout(() => {
+        reject(new Error(`worker ${index} did not start within ${START_TIMEOUT_MS} ms`));
+        worker.kill('SIGKILL');
+      }, START_TIMEOUT_MS);
+      channel.on('failed', (body) => {
+        clearTimeout(timer);
+        reject(new Error((body as { message: string }).message));
+      });
+      channel.on('ready', (body) => {
+        clearTimeout(timer);
+        ready = true;
+        this.channels[index] = channel;
+        resolve(body as { host: string; port: number });
+      });
+      worker.once('exit', (code, signal) => {
+        clearTimeout(timer);
+        if (!ready) {
+          reject(new Error(`worker ${index} exited while starting (${signal ?? `code ${code}`})`));
+          return;
+        }
+        this.exited(channel, code, signal);
+      });
+    });
+  }
+
+  /** A worker ended: its last counts join the retired total; unless the proxy is stopping, it is replaced. */
+  private exited(channel: WorkerChannel, code: number | null, signal: string | null): void {
+    this.retire(channel);
+    if (this.channels[channel.index] === channel) this.channels[channel.index] = null;
+    if (this.stopping) return;
+    this.replaced++;
+    this.log.warn('worker exited; starting a replacement (its clients reconnect to the others or to it)', {
+      worker: channel.index, pid: channel.worker.process.pid, code, signal,
+    });
+    const restart = () => {
+      if (this.stopping) return;
+      this.fork(channel.index).then(
+        () => this.log.info('worker replaced', { worker: channel.index }),
+        (err: Error) => {
+          this.log.error('a replacement worker failed to start; trying again', { worker: channel.index, error: err.message });
+          setTimeout(restart, RESTART_DELAY_MS * 4).unref();
+        },
+      );
+    };
+    setTimeout(restart, RESTART_DELAY_MS).unref();
+  }
+
+  private retire(channel: WorkerChannel): void {
+    const s = this.last.get(channel);
+    if (s === undefined) return;
+    this.last.delete(channel);
+    if (s.state !== null) this.retiredStates.push(s.state);
+    // Counters keep counting after the worker is gone; its gauges (open connections, pools) do not.
+    this.retiredCounters.push(s.metrics.filter((m) => String(m.type) === 'counter'));
+  }
+
+  /**
+   * Brings the machine's view up to date: asks every live worker for its statistics (concurrent
+   * callers share one round) and rebuilds the primary's profiler from them and the retired total.
+   * A worker that does not answer in time keeps the statistics it gave last.
+   */
+  refresh(): Promise<void> {
+    this.pulling ??= this.pull().finally(() => { this.pulling = null; });
+    return this.pulling;
+  }
+
+  private async pull(): Promise<void> {
+    await this.resetting;
+    const live = this.live;
+    const answers = await Promise.allSettled(live.map((c) => c.request<WorkerStats>('stats', null, STATS_TIMEOUT_MS)));
+    answers.forEach((a, i) => {
+      if (a.status === 'fulfilled' && live[i].worker.isConnected()) this.last.set(live[i], a.value);
+    });
+    if (this.profiler === null) return;
+    const stats = [...this.last.values()];
+    const frames = stats.flatMap((s) => s.frames).sort((a, b) => a.at - b.at);
+    this.profiler.replaceWith([...this.retiredStates, ...stats.map((s) => s.state).filter((s) => s !== null)], frames);
+  }
+
+  /** Worker `index`'s statistics alone, as of the last refresh (?worker=<i>); null when no such worker runs or there is no profiler. */
+  async workerProfiler(index: number): Promise<Profiler | null> {
+    if (this.profiler === null) return null;
+    const s = [...this.last].find(([c]) => c.index === index && c.worker.isConnected())?.[1];
+    if (s === undefined) return null;
+    const one = await Profiler.create(this.profiler.settings, this.profiler.log);
+    one.replaceWith(s.state === null ? [] : [s.state], s.frames);
+    return one;
+  }
+
+  /** POST /api/profile/reset on the primary: every worker resets, and the retired total is dropped. */
+  private async resetWorkers(): Promise<void> {
+    this.retiredStates = [];
+    this.retiredCounters = [];
+    this.last.clear();
+    await Promise.allSettled(this.live.map((c) => c.request('reset', null, STATS_TIMEOUT_MS)));
+  }
+
+  /**
+   * Phase one of a reload (the primary has checked `next` and built its own graphs): every worker
+   * builds its graphs and reports it has, without publishing them. When one cannot, every worker
+   * drops what it built and this throws that worker's reason: no process publishes anything.
+   */
+  async prepare(next: ProxyConfig): Promise<void> {
+    const config = { ...next, upstream: { ...next.upstream, uri: this.workerConfig!.upstream.uri } };
+    const id = ++this.reloadId;
+    const live = this.live;
+    const ready = live.map((c) => new Promise<void>((resolve) => c.on('reload-prepared', (b) => { if ((b as { id: number }).id === id) resolve(); })));
+    const answers = live.map((c) => c.request<WorkerGeneration>('reload', { id, config: workerConfig(config, this.size, c.index) }, RELOAD_TIMEOUT_MS));
+    // Each worker: built (null), or failed (its error) — a request that settles first failed or was cut.
+    const outcomes = await Promise.all(live.map((_, i) => Promise.race([ready[i].then(() => null),
+      answers[i].then(() => new Error('answered before the decision'), (e: Error) => e)])));
+    this.pending = { id, live, answers, config };
+    const failed = outcomes.find((e) => e !== null);
+    if (failed !== undefined) {
+      await this.abort();
+      throw failed;
+    }
+  }
+
+  /** Phase two: every worker publishes what prepare() built; resolves with the generation each serves. */
+  async commit(): Promise<WorkerGeneration[]> {
+    const p = this.pending;
+    if (p === null) return [];
+    this.pending = null;
+    this.workerConfig = p.config;
+    await Promise.allSettled(p.live.map((c) => c.request('reload-decide', { id: p.id, go: true }, STATS_TIMEOUT_MS)));
+    const settled = await Promise.allSettled(p.answers);
+    const out: WorkerGeneration[] = [];
+    settled.forEach((s, i) => {
+      if (s.status === 'fulfilled') {
+        out.push(s.value);
+        return;
+      }
+      // Publishing cannot refuse; a worker that did not (it died, it timed out) is replaced, and its
+      // replacement starts with the new configuration.
+      this.log.error('a worker did not publish the reload; replacing it', { worker: p.live[i].index, error: (s.reason as Error).message });
+      p.live[i].worker.kill('SIGKILL');
+    });
+    return out;
+  }
+
+  /** The reload prepare() began is refused (by a worker, or by the primary afterwards): every worker drops what it built. */
+  async abort(): Promise<void> {
+    const p = this.pending;
+    if (p === null) return;
+    this.pending = null;
+    await Promise.allSettled(p.live.map((c) => c.request('reload-decide', { id: p.id, go: false }, STATS_TIMEOUT_MS)));
+    await Promise.allSettled(p.answers);
+  }
+
+  /** GET /api/v1/workers: each live worker's view (one that does not answer in time is left out). */
+  async workers(): Promise<WorkersView> {
+    const live = this.live;
+    const answers = await Promise.allSettled(live.map((c) => c.request<WorkerView>('info', null, STATS_TIMEOUT_MS)));
+    const workers = answers.filter((a) => a.status === 'fulfilled').map((a) => (a as PromiseFulfilledResult<WorkerView>).value);
+    return { workers: workers.sort((a, b) => a.worker - b.worker), replaced: this.replaced,
+      pin_lookups: { found: this.pins.found, missed: this.pins.missed } };
+  }
+
+  /** SIGTERM: every worker drains (the server's drain rules) and hands in its last statistics; then they exit. */
+  async stop(drainMs: number): Promise<void> {
+    this.stopping = true;
+    if (this.timer !== null) clearInterval(this.timer);
+    const live = this.live;
+    const exits = live.map((c) => new Promise<void>((r) => {
+      if (c.worker.isDead()) r();
+      else c.worker.once('exit', () => r());
+    }));
+    const settled = await Promise.allSettled(live.map((c) => c.request<WorkerStats>('drain', null, drainMs + 10_000)));
+    settled.forEach((s, i) => {
+      if (s.status === 'fulfilled') this.last.set(live[i], s.value);
+      else this.log.warn('a worker did not drain in time; ending it', { worker: live[i].index, error: (s.reason as Error).message });
+      if (live[i].worker.isConnected()) live[i].worker.disconnect();
+      if (s.status === 'rejected') live[i].worker.kill('SIGKILL');
+    });
+    await Promise.all(exits);
+    for (const c of live) this.retire(c);
+    if (this.profiler !== null) {
+      this.profiler.replaceWith(this.retiredStates, []);
+    }
+  }
+}

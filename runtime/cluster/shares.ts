@@ -1,0 +1,38 @@
+// What a limit configured for the whole proxy becomes in each of its workers. Connections and
+// requests never wait on the primary, so a limit is split into fixed shares that add up to it:
+// `clients.max_connections` (worker i admits its share; the shares sum to the limit exactly), and
+// the built-in rate_limit step's `max_rps` and `burst` (each worker's bucket refills at its share).
+// The cost, stated in docs/operations.md ("Workers"): a worker whose share is used up refuses even
+// while another has room — with round-robin accept and pooled drivers the load is even, and the
+// machine never admits more than the limit.
+import type { ProxyConfig } from '../config/index.ts';
+
+/** Worker `index`'s share of `total` over `workers`: the shares differ by at most 1 and sum to `total`. */
+export function share(total: number, workers: number, index: number): number {
+  return Math.floor(total / workers) + (index < total % workers ? 1 : 0);
+}
+
+/** The configuration worker `index` of `workers` runs: the proxy-wide limits replaced by its share. */
+export function workerConfig(config: ProxyConfig, workers: number, index: number): ProxyConfig {
+  const max = config.clients.max_connections;
+  const clients = max === 0 ? config.clients : { ...config.clients, max_connections: share(max, workers, index) };
+  let steps = config.steps;
+  const rl = steps.rate_limit;
+  const rlConfig = rl?.config as Record<string, unknown> | undefined;
+  // The built-in step (no module or package of its own) with a limit to split.
+  if (rl !== undefined && rl.module === undefined && rl.package === undefined && typeof rlConfig?.max_rps === 'number') {
+    const rps = rlConfig.max_rps;
+    const burst = typeof rlConfig.burst === 'number' ? rlConfig.burst : Math.max(rps, 1);
+    steps = { ...steps, rate_limit: { ...rl, config: { ...rlConfig, max_rps: rps / workers, burst: Math.max(1, burst / workers) } } };
+  }
+  return { ...config, clients, steps };
+}
+
+/** Why `config` cannot run on `workers` workers (a limit too small to share), or null. */
+export function shareProblem(config: ProxyConfig, workers: number): { path: string; message: string } | null {
+  const max = config.clients.max_connections;
+  if (max > 0 && max < workers) {
+    return { path: 'clients.max_connections', message: `${max} cannot be shared by ${workers} workers (each admits its share; at least 1 each)` };
+  }
+  return null;
+}

@@ -1,0 +1,78 @@
+// A worker process of a proxy with several workers (runtime/cluster/machine.ts forks it): runs the
+// client-facing part of the proxy — listener (shared through node:cluster), pipelines, upstream
+// pools — with the configuration the primary hands it, and answers the primary's requests
+// (statistics, reload, reset, drain). It owns no HTTP endpoint, snapshot or canary: the primary
+// does. When the primary goes away (its IPC channel closes, even on kill -9), the worker exits.
+import { startProxy, type RunningProxy } from '../app/serve.ts';
+import { workerView } from '../app/http-views.ts';
+import { ConfigError, type ProxyConfig } from '../config/index.ts';
+import { Logger } from '../log/index.ts';
+import { FRAME_WINDOW_MS } from '../profiling/frames.ts';
+import { sendEvent, serveRequests } from './ipc.ts';
+import { workerPins } from './pins.ts';
+import { WORKER_CONFIG_ENV, WORKER_CONFIG_FILE_ENV, WORKER_GENERATIONS_ENV, WORKER_INDEX_ENV, type WorkerGeneration, type WorkerStats } from './machine.ts';
+
+async function stats(running: RunningProxy): Promise<WorkerStats> {
+  const p = running.profiler;
+  const metrics = await running.metrics.getMetricsAsJSON();
+  return { state: p?.exportState() ?? null, frames: p?.recentFrames(FRAME_WINDOW_MS) ?? [], metrics };
+}
+
+export async function runWorker(): Promise<void> {
+  const index = Number(process.env[WORKER_INDEX_ENV]);
+  const config = JSON.parse(process.env[WORKER_CONFIG_ENV]!) as ProxyConfig;
+  const configFile = process.env[WORKER_CONFIG_FILE_ENV] || null;
+  const generations = JSON.parse(process.env[WORKER_GENERATIONS_ENV] ?? '{}') as Record<string, number>;
+  // Every line says which worker wrote it. No ring: `proxy logs` reads the primary's.
+  const log = new Logger('proxy', config.log.level, config.log.format, undefined, null, undefined, { worker: index });
+  let draining = false;
+  // The primary's end closed: it exited or was killed. No orphan keeps the port's clients.
+  process.on('disconnect', () => process.exit(draining ? 0 : 1));
+  // A terminal's Ctrl-C reaches every process of the group: the primary drains the workers.
+  process.on('SIGINT', () => {});
+  process.on('SIGTERM', () => {});
+  process.on('SIGHUP', () => {});
+  // A reload's graphs are built: the primary is told, and its word (every process built them, or
+  // one could not) publishes them or drops them.
+  const decisions = new Map<number, (go: boolean) => void>();
+  let gate: (() => Promise<void>) | null = null;
+  const reloadGate = () => (gate === null ? Promise.resolve() : gate());
+  let running: RunningProxy;
+  try {
+    running = await startProxy(config, { log, configFile, cluster: { role: 'worker', index, pins: workerPins, generations, reloadGate } });
+  } catch (err) {
+    const e = err as Error;
+    sendEvent('failed', { message: err instanceof ConfigError ? `configuration refused\n${e.message}` : e.message });
+    process.exit(1);
+  }
+  serveRequests({
+    stats: () => stats(running),
+    reset: () => { running.profiler?.reset(); },
+    info: () => workerView(running, index),
+    reload: async (body) => {
+      const { id, config: next } = body as { id: number; config: ProxyConfig };
+      gate = () => new Promise<void>((resolve, reject) => {
+        decisions.set(id, (go) => (go ? resolve() : reject(new Error('another process could not apply this reload; no process applied it'))));
+        sendEvent('reload-prepared', { id });
+      });
+      try {
+        await running.reload(next);
+      } finally {
+        gate = null;
+        decisions.delete(id);
+      }
+      return { worker: index, generations: workerView(running, index).generations } satisfies WorkerGeneration;
+    },
+    'reload-decide': (body) => {
+      const { id, go } = body as { id: number; go: boolean };
+      decisions.get(id)?.(go);
+      return null;
+    },
+    drain: async () => {
+      draining = true;
+      await running.close();
+      return stats(running);
+    },
+  });
+  sendEvent('ready', { host: running.host, port: running.port, pid: process.pid });
+}

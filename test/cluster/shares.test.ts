@@ -1,0 +1,101 @@
+// Limits configured for the whole proxy hold for the whole machine with several workers: each
+// worker runs its share (runtime/cluster/shares.ts). clients.max_connections: the machine serves
+// exactly the limit; rate_limit.max_rps: the machine admits no more than the bucket allows.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { spawnSync } from 'node:child_process';
+import { parseConfig } from '../../runtime/config/index.ts';
+import { share, shareProblem, workerConfig } from '../../runtime/cluster/shares.ts';
+import { freePort } from '../helpers/ports.ts';
+import { spawnServe } from '../helpers/serve.ts';
+import { RawClient, opMsg } from '../helpers/wire.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'proxy-shares-'));
+
+test('shares add up to the limit and differ by at most one; a limit below the worker count is refused with its key', () => {
+  for (const [total, n] of [[10, 3], [4, 4], [7, 2], [1000, 16]]) {
+    const s = Array.from({ length: n }, (_, i) => share(total, n, i));
+    assert.equal(s.reduce((a, b) => a + b, 0), total);
+    assert.ok(Math.max(...s) - Math.min(...s) <= 1);
+  }
+  const c = parseConfig({ clients: { max_connections: 3 }, steps: { rate_limit: { config: { max_rps: 100, burst: 50 } } } }, null);
+  assert.equal(shareProblem(c, 4)?.path, 'clients.max_connections');
+  assert.equal(shareProblem(c, 2), null);
+  const w1 = workerConfig(c, 2, 1);
+  assert.equal(w1.clients.max_connections, 1);
+  assert.deepEqual(w1.steps.rate_limit.config, { max_rps: 50, burst: 25 });
+});
+
+test('proxy serve --workers 2 refuses, with the key path, a limit it cannot share and a control_plane block', () => {
+  for (const [name, config, expected] of [
+    ['small-limit', { clients: { max_connections: 1 } }, /clients\.max_connections: 1 cannot be shared by 2 workers/],
+    ['canary', { control_plane: { port: 0 } }, /workers: 2 workers with a control_plane block/],
+  ] as const) {
+    const file = join(dir, `${name}.json`);
+    writeFileSync(file, JSON.stringify({ listen: '127.0.0.1:0', ...config }));
+    const r = spawnSync(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'serve', '--config', file, '--workers', '2'], { encoding: 'utf8',
+      timeout: 60_000 });
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, expected);
+  }
+  const r = spawnSync(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'serve', '--workers', 'many'], { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /--workers: workers: expected integer 1\.\.256 or "auto", received "many"/);
+});
+
+async function serve(name: string, config: Record<string, unknown>) {
+  const port = await freePort();
+  const file = join(dir, `${name}.json`);
+  writeFileSync(file, JSON.stringify({ listen: `127.0.0.1:${port}`, log: { level: 'error' }, ...config }));
+  return { served: await spawnServe(['--config', file, '--workers', '2']), port };
+}
+
+test('clients.max_connections: 4 with 2 workers: the machine serves 4 connections, not 8', { timeout: 180_000 }, async () => {
+  const { served, port } = await serve('conns', { clients: { max_connections: 4 } });
+  const clients: RawClient[] = [];
+  try {
+    for (let i = 0; i < 8; i++) clients.push(await RawClient.connect(port));
+    const outcomes = await Promise.all(clients.map(async (c) => {
+      const r = await c.roundTrip(opMsg({ ping: 1, $db: 'admin' }), 15_000).catch(() => null);
+      return r?.body?.ok === 1 ? 'served' : 'refused';
+    }));
+    assert.equal(outcomes.filter((o) => o === 'served').length, 4, outcomes.join());
+  } finally {
+    for (const c of clients) c.destroy();
+    await served.stop();
+  }
+});
+
+test('rate_limit max_rps with 2 workers: the machine admits at most burst + max_rps × elapsed', { timeout: 180_000 }, async () => {
+  const MAX_RPS = 20;
+  const BURST = 10;
+  const { served, port } = await serve('rate', {
+    pipeline: { request: ['rate_limit'] }, steps: { rate_limit: { config: { max_rps: MAX_RPS, burst: BURST } } },
+  });
+  const clients: RawClient[] = [];
+  try {
+    for (let i = 0; i < 4; i++) clients.push(await RawClient.connect(port));
+    let admitted = 0;
+    let limited = 0;
+    const t0 = performance.now();
+    await Promise.all(clients.map(async (c) => {
+      while (performance.now() - t0 < 2000) {
+        const r = await c.roundTrip(opMsg({ find: 'items', filter: {}, $db: 'shares' }), 15_000);
+        if (r.body?.ok === 1) admitted++;
+        else limited++;
+      }
+    }));
+    const elapsedS = (performance.now() - t0) / 1000;
+    assert.ok(limited > 0, 'the limit was reached');
+    // Each worker's bucket: BURST/2 tokens at first, MAX_RPS/2 per second after.
+    assert.ok(admitted <= BURST + MAX_RPS * elapsedS + 1, `admitted ${admitted} in ${elapsedS.toFixed(2)} s`);
+    assert.ok(admitted >= BURST, `admitted ${admitted}: at least the burst`);
+  } finally {
+    for (const c of clients) c.destroy();
+    await served.stop();
+  }
+});

@@ -1,0 +1,199 @@
+// `proxy serve --workers 2` (node:cluster), a real child process: connections spread over both
+// workers; the primary's /api/profile, /metrics and /api/v1/workers count what every worker served
+// (?worker=<i> what one did)
+// (a killed worker's counts too); a killed worker is replaced while the other one's clients carry on;
+// a reload reaches every worker before it is answered; kill -9 of the primary ends the workers.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { freePort } from '../helpers/ports.ts';
+import { until } from '../helpers/until.ts';
+import { spawnServe, type Served } from '../helpers/serve.ts';
+import { RawClient, opMsg } from '../helpers/wire.ts';
+import type { WorkersView } from '../../runtime/http/surface.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'proxy-workers-'));
+const TOKEN = 'workers-test-token-0123';
+
+interface Started { served: Served; port: number; admin: string; profiling: string; file: string; config: Record<string, unknown> }
+
+async function start(name: string, extra: Record<string, unknown> = {}): Promise<Started> {
+  const [port, adminPort, profilingPort] = [await freePort(), await freePort(), await freePort()];
+  const config = {
+    listen: `127.0.0.1:${port}`, log: { level: 'warn' },
+    admin: { listen: `127.0.0.1:${adminPort}`, token: TOKEN, reload_on_change: false },
+    profiling: { enabled: true, port: profilingPort, alert_on_slow_step: false },
+    pipeline: { response: ['metrics'] }, ...extra,
+  };
+  const file = join(dir, `${name}.json`);
+  writeFileSync(file, JSON.stringify(config));
+  const served = await spawnServe(['--config', file, '--workers', '2']);
+  return { served, port, admin: `http://127.0.0.1:${adminPort}`, profiling: `http://127.0.0.1:${profilingPort}`, file, config };
+}
+
+async function admin<T>(s: Started, path: string, init: RequestInit = {}): Promise<{ status: number; body: T }> {
+  const res = await fetch(`${s.admin}${path}`, { ...init, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' } });
+  return { status: res.status, body: await res.json() as T };
+}
+
+async function totalRequests(s: Started): Promise<number> {
+  const res = await fetch(`${s.profiling}/api/profile`);
+  return (await res.json() as { total_requests: number }).total_requests;
+}
+
+function metric(text: string, name: string): number {
+  const m = new RegExp(`^${name} (\\d+)$`, 'm').exec(text);
+  assert.ok(m !== null, `${name} in /metrics`);
+  return Number(m[1]);
+}
+
+/** `n` finds on `client`, one after the other; each answered ok. */
+async function finds(client: RawClient, n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const r = await client.roundTrip(opMsg({ find: 'items', filter: {}, $db: 'workers' }), 15_000);
+    assert.equal(r.body?.ok, 1);
+  }
+}
+
+test('connections land on both workers, and the merged counts equal the requests sent', { timeout: 180_000 }, async () => {
+  const s = await start('counts');
+  const clients: RawClient[] = [];
+  try {
+    for (let i = 0; i < 6; i++) clients.push(await RawClient.connect(s.port));
+    await Promise.all(clients.map((c) => finds(c, 10)));
+    const { body } = await admin<WorkersView>(s, '/api/v1/workers');
+    assert.equal(body.workers.length, 2);
+    assert.notEqual(body.workers[0].pid, body.workers[1].pid);
+    for (const w of body.workers) assert.ok(w.connections_active >= 1, `worker ${w.worker} holds connections: ${JSON.stringify(body.workers)}`);
+    assert.equal(body.workers.reduce((n, w) => n + w.requests, 0), 60);
+    assert.equal(await totalRequests(s), 60, 'the profile counts every worker\'s requests');
+    const text = await (await fetch(`${s.profiling}/metrics`)).text();
+    assert.equal(metric(text, 'proxy_wire_requests_total'), 60);
+    assert.equal(metric(text, 'proxy_client_connections'), 6);
+    assert.match(text, /^proxy_requests_total\{pipeline_id="default",pipeline="baseline",status="ok"\} 60$/m);
+    const flame = await (await fetch(`${s.profiling}/api/profile/flamegraph?format=folded`)).text();
+    assert.ok(flame.length > 0, 'the flame graph has frames');
+    // ?worker=<i>: one worker's figures; together they make the machine's.
+    const one = await Promise.all([0, 1].map(async (i) => (await (await fetch(`${s.profiling}/api/profile?worker=${i}`)).json() as {
+      total_requests: number }).total_requests));
+    assert.ok(one.every((n) => n > 0), `both workers served requests: ${one}`);
+    assert.equal(one[0] + one[1], 60);
+    for (const w of body.workers) {
+      assert.equal(metric(await (await fetch(`${s.profiling}/metrics?worker=${w.worker}`)).text(), 'proxy_wire_requests_total'), w.requests);
+    }
+    // proxy profile reads the machine, or one worker with --worker.
+    const cli = (args: string[]) => JSON.parse(execFileSync(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'profile', '--url', s.profiling,
+      '--json', ...args], { encoding: 'utf8', timeout: 60_000 })) as { total_requests: number };
+    assert.equal(cli([]).total_requests, 60);
+    assert.equal(cli(['--worker', '1']).total_requests, one[1]);
+    const bad = await fetch(`${s.profiling}/api/profile?worker=7`);
+    assert.equal(bad.status, 400);
+    assert.equal((await bad.json() as { error: { code: string } }).error.code, 'PROXY_ERR_BAD_QUERY');
+    // A reset reaches every worker: the machine counts from zero again.
+    assert.equal((await fetch(`${s.profiling}/api/profile/reset`, { method: 'POST' })).status, 200);
+    assert.equal(await totalRequests(s), 0);
+    await Promise.all(clients.map((c) => finds(c, 1)));
+    assert.equal(await totalRequests(s), 6);
+  } finally {
+    for (const c of clients) c.destroy();
+    assert.equal(await s.served.stop(), 0);
+  }
+});
+
+test('a killed worker is replaced; the other worker\'s clients are not affected and the killed one\'s counts are kept', { timeout: 180_000 }, async () => {
+  const s = await start('kill');
+  const clients: RawClient[] = [];
+  try {
+    for (let i = 0; i < 4; i++) clients.push(await RawClient.connect(s.port));
+    await Promise.all(clients.map((c) => finds(c, 5)));
+    assert.equal(await totalRequests(s), 20);
+    const before = (await admin<WorkersView>(s, '/api/v1/workers')).body;
+    const victim = before.workers[0];
+    // Round-robin hands connections out in turn, but the split of 4 need not be exactly 2 and 2.
+    const onVictim = victim.connections_active;
+    assert.ok(onVictim >= 1 && onVictim <= 3, `both workers hold clients: ${JSON.stringify(before.workers)}`);
+    process.kill(victim.pid, 'SIGKILL');
+    // The killed worker's clients see their connection close; the others answer on.
+    const outcome = await Promise.all(clients.map(async (c) => {
+      try {
+        await finds(c, 5);
+        return 'served';
+      } catch {
+        return 'closed';
+      }
+    }));
+    assert.equal(outcome.filter((o) => o === 'served').length, 4 - onVictim, `the survivor's clients carry on: ${outcome}`);
+    assert.equal(outcome.filter((o) => o === 'closed').length, onVictim);
+    await until('a replacement worker', async () => {
+      const v = (await admin<WorkersView>(s, '/api/v1/workers')).body;
+      return v.replaced === 1 && v.workers.length === 2 && v.workers.every((w) => w.pid !== victim.pid);
+    }, 90_000, 200);
+    // The 20 requests before the kill (the killed worker's included) and the survivors' 5 each.
+    const afterKill = 20 + 5 * (4 - onVictim);
+    assert.equal(await totalRequests(s), afterKill);
+    const fresh = await RawClient.connect(s.port);
+    const again = await RawClient.connect(s.port);
+    clients.push(fresh, again);
+    await finds(fresh, 1);
+    await finds(again, 1);
+    assert.equal(await totalRequests(s), afterKill + 2);
+  } finally {
+    for (const c of clients) c.destroy();
+    assert.equal(await s.served.stop(), 0);
+  }
+});
+
+test('a reload is applied by every worker before it is answered: one generation served, by a replaced worker too', { timeout: 180_000 }, async () => {
+  const s = await start('reload');
+  const clients: RawClient[] = [];
+  let load = true;
+  try {
+    for (let i = 0; i < 4; i++) clients.push(await RawClient.connect(s.port));
+    // Requests keep flowing on every worker while the reload applies.
+    const running = clients.map(async (c) => { while (load) await finds(c, 1); });
+    const before = (await admin<WorkersView>(s, '/api/v1/workers')).body;
+    assert.deepEqual(before.workers.map((w) => w.generations.default), [1, 1]);
+    const next = { ...s.config, pipeline: { request: ['logging'], response: ['metrics'] } };
+    const r = await admin<{ reloaded: boolean }>(s, '/api/v1/reload', { method: 'POST', body: JSON.stringify(next) });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    const after = (await admin<WorkersView>(s, '/api/v1/workers')).body;
+    assert.deepEqual(after.workers.map((w) => w.generations.default), [2, 2], 'both workers serve the new graph once the reload is answered');
+    // A reload a plugin refuses is refused by the primary before any worker changes.
+    const bad = { ...s.config, pipeline: { request: ['route'] }, steps: { route: { config: { rules: 'nope' } } } };
+    const refused = await admin<{ error: { code: string } }>(s, '/api/v1/reload', { method: 'POST', body: JSON.stringify(bad) });
+    assert.equal(refused.status, 422);
+    assert.deepEqual((await admin<WorkersView>(s, '/api/v1/workers')).body.workers.map((w) => w.generations.default), [2, 2]);
+    load = false;
+    await Promise.all(running);
+    // A worker started in place of one that died serves the machine's generation, with the new steps.
+    process.kill(after.workers[1].pid, 'SIGKILL');
+    await until('a replacement worker', async () => {
+      const v = (await admin<WorkersView>(s, '/api/v1/workers')).body;
+      return v.replaced === 1 && v.workers.length === 2;
+    }, 90_000, 200);
+    assert.deepEqual((await admin<WorkersView>(s, '/api/v1/workers')).body.workers.map((w) => w.generations.default), [2, 2]);
+  } finally {
+    load = false;
+    for (const c of clients) c.destroy();
+    assert.equal(await s.served.stop(), 0);
+  }
+});
+
+test('kill -9 of the primary takes the workers with it', { timeout: 180_000 }, async () => {
+  const s = await start('orphans');
+  const pids = (await admin<WorkersView>(s, '/api/v1/workers')).body.workers.map((w) => w.pid);
+  assert.equal(pids.length, 2);
+  await s.served.stop('SIGKILL');
+  const alive = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  await until('the workers exit', () => pids.every((p) => !alive(p)), 30_000, 100);
+});
