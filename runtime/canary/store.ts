@@ -83,7 +83,19 @@ export interface PromotionRecord {
   file_fingerprint: string;
 }
 
-export class CanaryStore {
+/**
+ * What the controller needs of its records' storage: this SQLite store, or the fleet's mirror of
+ * the shared store (runtime/fleet/canary-sync.ts).
+ */
+export interface CanaryRecords {
+  save(r: CanaryRecord, entries?: HistoryEntry[]): void;
+  all(): CanaryRecord[];
+  history(id: string): HistoryEntry[];
+  addSample(id: string, s: Sample): void;
+  samples(id: string): Sample[];
+}
+
+export class CanaryStore implements CanaryRecords {
   readonly path: string;
   private readonly db: Database.Database;
   private readonly maxSamples: number;

@@ -21,7 +21,24 @@ export interface ControlPlaneOptions {
   tokens: readonly string[] | Tokens;
   /** Feed period, ms (5000: SPEC §4.2's dashboard refresh). */
   feedIntervalMs?: number;
+  /** The fleet this instance belongs to (runtime/app/fleet.ts): /api/v1/fleet and fleet-wide writes. */
+  fleet?: ControlPlaneFleet | null;
 }
+
+/** What the control plane needs of the fleet. */
+export interface ControlPlaneFleet {
+  /** GET /api/v1/fleet. */
+  status(): Promise<unknown>;
+  /** GET /api/v1/fleet/evidence/{pipeline}: this instance's arms, cumulative, HDR-encoded. */
+  evidence(pipelineId: string): unknown;
+  /** Runs a write (a transition of canary `id`, or a start when null) as one fleet transaction. */
+  transact<T>(id: string | null, fn: () => T | Promise<T>): Promise<T>;
+  /** Before a start: every other instance loads the candidate, or the start fails naming the one that cannot. */
+  precheck(body: unknown): Promise<void>;
+}
+
+/** One instance: a write is just the write. */
+const direct = <T>(_id: string | null, fn: () => T | Promise<T>): Promise<T> => Promise.resolve().then(fn);
 
 /** Largest body: a canary start with its candidate configuration. */
 export const CONTROL_PLANE_BODY_LIMIT_BYTES = 1024 * 1024;
@@ -76,10 +93,13 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
   });
 
   type P = { Params: { id: string }; Body: unknown; Querystring: Record<string, string | undefined> };
+  const fleet = opts.fleet ?? null;
+  const tx = fleet === null ? direct : <T>(id: string | null, fn: () => T | Promise<T>) => fleet.transact(id, fn);
 
   app.post('/api/v1/canary', async (req, reply) => {
     try {
-      const created = await controller.start(req.body);
+      if (fleet !== null) await fleet.precheck(req.body);
+      const created = await tx(null, () => controller.start(req.body));
       return reply.code(201).send(created);
     } catch (err) {
       return fail(reply, err);
@@ -115,7 +135,7 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
       if (q !== undefined && q !== 'true' && q !== 'false') return sendError(reply, 'PROXY_ERR_BAD_QUERY', 'force: expected true or false');
       if (b.force !== undefined && typeof b.force !== 'boolean') throw new CanaryError('PROXY_ERR_BAD_BODY', 'force: expected a boolean');
       const force = b.force === true || q === 'true';
-      return await controller.promote(req.params.id, { force, expectedVersion: optionalVersion(b) });
+      return await tx(req.params.id, () => controller.promote(req.params.id, { force, expectedVersion: optionalVersion(b) }));
     } catch (err) {
       return fail(reply, err);
     }
@@ -125,7 +145,8 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
     try {
       const b = objectBody(req.body);
       if (b.reason !== undefined && typeof b.reason !== 'string') throw new CanaryError('PROXY_ERR_BAD_BODY', 'reason: expected a string');
-      return controller.rollback(req.params.id, { reason: b.reason as string | undefined, expectedVersion: optionalVersion(b), triggeredBy: 'manual' });
+      return await tx(req.params.id, () => controller.rollback(req.params.id, { reason: b.reason as string | undefined,
+        expectedVersion: optionalVersion(b), triggeredBy: 'manual' }));
     } catch (err) {
       return fail(reply, err);
     }
@@ -138,7 +159,7 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
         `field "${k}" (only traffic_pct changes)`);
       controller.record(req.params.id);
       if (b.traffic_pct === undefined) throw new CanaryError('PROXY_ERR_BAD_BODY', 'traffic_pct: required');
-      return controller.patch(req.params.id, b.traffic_pct, optionalVersion(b));
+      return await tx(req.params.id, () => controller.patch(req.params.id, b.traffic_pct, optionalVersion(b)));
     } catch (err) {
       return fail(reply, err);
     }
@@ -177,11 +198,30 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
 
   app.post<P>('/api/v1/canary/:id/restore-baseline', async (req, reply) => {
     try {
-      return controller.restoreBaseline(req.params.id);
+      return await tx(req.params.id, () => controller.restoreBaseline(req.params.id));
     } catch (err) {
       return fail(reply, err);
     }
   });
+
+  if (fleet !== null) {
+    app.get('/api/v1/fleet', async () => fleet.status());
+    app.get<{ Params: { pipeline: string } }>('/api/v1/fleet/evidence/:pipeline', async (req, reply) => {
+      try {
+        return fleet.evidence(req.params.pipeline);
+      } catch (err) {
+        return fail(reply, err);
+      }
+    });
+    // Asked by the instance a start request came to: can this instance load the candidate?
+    app.post('/api/v1/fleet/check', async (req, reply) => {
+      try {
+        return { ok: true, candidate_version: await controller.check(req.body) };
+      } catch (err) {
+        return fail(reply, err);
+      }
+    });
+  }
 
   // The WebSocket feed: upgrades on /api/v1/canary/{id}/feed, outside fastify's routing.
   const wss = new WebSocketServer({ noServer: true });
