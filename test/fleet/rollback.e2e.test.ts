@@ -1,0 +1,85 @@
+// Three real proxy processes in one fleet on a real etcd: a bad candidate is rolled back on all
+// three within the sustained window + 2 s, decided on the evidence merged from the instances (the
+// leader serves no traffic itself, so its own counts alone could never decide); a candidate one
+// instance cannot load fails the create and nothing moves.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { copyFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { until } from '../helpers/until.ts';
+import { BUILTIN_PLUGIN_DIR } from '../../runtime/app/serve.ts';
+import { arms, startFleet, traffic } from './stack.ts';
+
+const FILTER = { steps: [{ type: 'filter', config: { rules: [{ name: 'no-bad', action: 'deny', field: { path: 'filter.k', equals: 'bad' } }] } }] };
+
+test('a bad candidate is rolled back on all three within sustained_duration + 2 s, on evidence merged from the instances that served it',
+  async (t) => {
+    const fleet = await startFleet(t, 3);
+    const leader = (await fleet.leader())!;
+    const followers = fleet.instances.filter((x) => x.id !== leader);
+    // Traffic only through the followers: one request in five is denied by the candidate's filter.
+    const loads = followers.map((x) => traffic(x.uri, 5));
+    t.after(() => Promise.all(loads.map((l) => l.stop())));
+    const sustainedMs = 3000;
+    const created = await followers[0].call('POST', '/api/v1/canary', {
+      pipeline_id: 'default', candidate_config: FILTER, auto_promote: false,
+      stages: [{ traffic_pct: 50, min_duration: '0', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
+      rollback_rules: { error_rate_delta_pct: 5, latency_p95_delta_ms: 5000, sustained_duration: '3s', check_interval: '1s', min_window_requests: 5 },
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const id = created.body.canary_id as string;
+    const seen = new Map<string, number>();
+    await until('every instance to have rolled back', async () => {
+      await Promise.all(fleet.instances.map(async (x) => {
+        if (seen.has(x.id)) return;
+        const s = await x.call('GET', `/api/v1/canary/${id}`);
+        if (s.body.status === 'rolled_back' && (await arms(x)).candidate === 0) seen.set(x.id, Date.now());
+      }));
+      return seen.size === 3;
+    }, 60_000, 100);
+    const history = (await fleet.byId(leader).call('GET', `/api/v1/canary/${id}/history`)).body.history as any[];
+    const breach = history.find((e) => e.event === 'breach_started');
+    const rolled = history.find((e) => e.event === 'rolled_back');
+    assert.ok(breach !== undefined && rolled !== undefined, JSON.stringify(history));
+    assert.equal(rolled.details.triggered_by, 'automatic');
+    assert.deepEqual(rolled.details.evidence.instances_read, ['i1', 'i2', 'i3'], 'the decision read every instance');
+    assert.deepEqual(rolled.details.evidence.unreadable, []);
+    const breachAt = Date.parse(breach.at);
+    for (const [xid, at] of seen) {
+      assert.ok(at - breachAt <= sustainedMs + 1000 + 2000, `${xid} rolled back ${at - breachAt} ms after the breach began`);
+    }
+    // The leader served nothing: the decision was made on the followers' counts.
+    const samples = (await fleet.byId(leader).call('GET', `/api/v1/canary/${id}/metrics`)).body.samples as any[];
+    const counted = samples.reduce((n, s) => n + s.candidate.requests, 0);
+    assert.ok(counted > 0, 'the leader\'s evaluation windows counted candidate requests it did not serve');
+    assert.equal((await arms(fleet.byId(leader))).candidate, 0);
+    const events = history.filter((e) => e.event === 'rolled_back');
+    assert.equal(events.length, 1);
+    for (const l of loads) assert.equal(l.counts.failed, 0);
+  });
+
+test('a candidate one instance cannot load: the create fails naming it, and no instance moves any traffic', async (t) => {
+  // Only instance 2 allows its own plugin directory, where the candidate's module is.
+  const fleet = await startFleet(t, 3, {
+    extra: (i, dir) => {
+      const plugins = join(dir, 'plugins');
+      mkdirSync(plugins, { recursive: true });
+      if (i === 2) copyFileSync(join(BUILTIN_PLUGIN_DIR, 'filter.wasm'), join(plugins, 'filter-v2.wasm'));
+      return { canary: { data_dir: join(dir, 'canary'), plugin_dirs: [plugins] } };
+    },
+  });
+  const i2 = fleet.byId('i2');
+  const module = join(fleet.dir, 'i2', 'plugins', 'filter-v2.wasm');
+  const created = await i2.call('POST', '/api/v1/canary', {
+    pipeline_id: 'default', candidate_config: { steps: [{ ...FILTER.steps[0], plugin_id: module }] }, auto_promote: false,
+  });
+  assert.equal(created.status, 400, JSON.stringify(created.body));
+  assert.equal(created.body.error.code, 'PROXY_ERR_CANARY_CANDIDATE_REFUSED');
+  assert.deepEqual(created.body.error.details.instances.map((x: any) => x.instance_id).sort(), ['i1', 'i3']);
+  await new Promise((r) => setTimeout(r, 1500));
+  for (const x of fleet.instances) {
+    const list = await x.call('GET', '/api/v1/canary');
+    assert.equal(list.body.total, 0, `${x.id} has no canary`);
+    assert.equal((await x.call('GET', '/api/v1/fleet/evidence/default')).body.arms.candidate, null, `${x.id} splits nothing`);
+  }
+});
