@@ -57,6 +57,9 @@ export class EtcdFleetStore implements FleetStore {
   private readonly watchers = new Set<Watcher>();
   private registration: InstanceInfo | null = null;
   private closed = false;
+  /** Reads the leader key every second: the watch alone may reconnect late after an outage. */
+  private poll: NodeJS.Timeout | null = null;
+  private readFailing = false;
 
   constructor(o: EtcdStoreOptions) {
     this.instanceId = o.instanceId;
@@ -90,6 +93,10 @@ export class EtcdFleetStore implements FleetStore {
     w.on('connected', () => { void this.refreshLeader(); });
     this.leaderWatcher = w;
     await this.refreshLeader();
+    this.poll = setInterval(() => {
+      if (this.lease !== null) void this.refreshLeader();
+    }, 1000);
+    this.poll.unref();
   }
 
   /** A new lease for this session; on its loss, the leadership goes and a new one is granted. */
@@ -116,7 +123,7 @@ export class EtcdFleetStore implements FleetStore {
       try {
         await this.grantLease();
         if (this.registration !== null) await this.register(this.registration);
-        if (this.campaigning) await this.tryLead();
+        await this.refreshLeader();
         return;
       } catch (err) {
         this.log.warn('fleet store unreachable; retrying', { error: (err as Error).message });
@@ -143,11 +150,13 @@ export class EtcdFleetStore implements FleetStore {
   private async refreshLeader(): Promise<void> {
     try {
       const res = await this.ns.get(fleetKeys.leader).exec();
+      this.readFailing = false;
       const kv = res.kvs[0];
       this.setLeader(kv === undefined ? null : kv.value.toString(), kv === undefined ? null : kv.create_revision);
       if (kv === undefined && this.campaigning) await this.tryLead();
     } catch (err) {
-      this.log.warn('fleet leader not readable', { error: (err as Error).message });
+      if (!this.readFailing) this.log.warn('fleet leader not readable', { error: (err as Error).message });
+      this.readFailing = true;
     }
   }
 
@@ -271,6 +280,7 @@ export class EtcdFleetStore implements FleetStore {
   async close(): Promise<void> {
     this.closed = true;
     this.campaigning = false;
+    if (this.poll !== null) clearInterval(this.poll);
     for (const w of this.watchers) void w.cancel();
     this.watchers.clear();
     if (this.leaderWatcher !== null) await this.leaderWatcher.cancel().catch(() => {});
