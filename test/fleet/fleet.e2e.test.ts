@@ -3,8 +3,10 @@
 // from two instances: exactly one wins, the other gets 409.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { until } from '../helpers/until.ts';
-import { arms, startFleet, traffic } from './stack.ts';
+import { TOKEN, arms, startFleet, traffic } from './stack.ts';
 
 const FILTER = { steps: [{ type: 'filter', config: { rules: [{ name: 'no-bad', action: 'deny', field: { path: 'filter.k', equals: 'bad' } }] } }] };
 
@@ -19,6 +21,9 @@ test('a canary created on instance 2 splits traffic on all three; GET /api/v1/fl
     assert.ok(['i1', 'i2', 'i3'].includes(status.body.leader));
     assert.equal(status.body.instances.filter((x: any) => x.leader).length, 1);
     for (const x of status.body.instances) assert.match(x.control_url, /^http:\/\/127\.0\.0\.1:\d+$/);
+    const cli = await promisify(execFile)(process.execPath, ['bin/proxy.mjs', 'fleet', 'status', '--url', i1.controlUrl, '--token', TOKEN]);
+    for (const id of ['i1', 'i2', 'i3']) assert.match(cli.stdout, new RegExp(`^${id}\\s`, 'm'), cli.stdout);
+    assert.match(cli.stdout, new RegExp(`leader ${status.body.leader as string}`));
     const loads = fleet.instances.map((x) => traffic(x.uri, 1000));
     t.after(() => Promise.all(loads.map((l) => l.stop())));
     const created = await i2.call('POST', '/api/v1/canary', {
