@@ -28,7 +28,8 @@ export const fleetSchema = v.strictObject({
     'leader waits for one instance\'s evidence before counting it as not read.')), 2000)),
   fail_safe_after: onRestart(v.optional(v.pipe(v.string(), v.regex(CANARY_DURATION_PATTERN, 'expected a duration like "30s", "10m" or "0"'),
     v.description('After the store has been unreachable this long, the instance sends all traffic of every canary to the baseline and says so ' +
-    '(log and notification). Absent or "0": off (the last applied weights stay).')))),
+    '(an error in its log; `fail_safe: true` in GET /api/v1/fleet); when the store is back, the store\'s weights apply again. Absent or "0": off ' +
+    '(the last applied weights stay).')))),
   tls: onRestart(v.optional(v.pipe(v.strictObject({
     ca_file: onRestart(v.pipe(v.string(), v.minLength(1), v.description('PEM authorities that sign etcd\'s server certificate.'))),
     cert_file: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('PEM client certificate (etcd --client-cert-auth).')))),

@@ -15,7 +15,7 @@
 //   merged from every instance (evidence.ts).
 // - **The store unreachable.** Instances keep the weights they last applied; writes are refused
 //   (503) and no evaluation decides; with fleet.fail_safe_after, an instance that could not reach
-//   the store that long sends everything to the baseline and says so.
+//   the store that long sends everything to the baseline and says so (its log, GET /api/v1/fleet).
 import type { Log } from '../log/index.ts';
 import { CanaryError } from '../canary/errors.ts';
 import type { CanaryController, FleetHooks, FleetWindows } from '../canary/controller.ts';
@@ -39,8 +39,6 @@ export interface FleetCanariesOptions {
   resyncMs?: number;
   /** ms the store may be unreachable before every canary goes to the baseline; 0: never. */
   failSafeAfterMs?: number;
-  /** Told when the fail-safe engages or lifts (a notification). */
-  onFailSafe?: (on: boolean, detail: string) => void;
 }
 
 export class FleetCanaries implements FleetHooks, CanaryRecords {
@@ -52,7 +50,6 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
   private readonly maxSamples: number;
   private readonly resyncMs: number;
   private readonly failSafeAfterMs: number;
-  private readonly onFailSafe: (on: boolean, detail: string) => void;
   private controller: CanaryController | null = null;
   private capture: Capture | null = null;
   /** One transaction or adoption at a time in this process. */
@@ -78,7 +75,6 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
     this.maxSamples = o.maxSamples;
     this.resyncMs = o.resyncMs ?? 1000;
     this.failSafeAfterMs = o.failSafeAfterMs ?? 0;
-    this.onFailSafe = o.onFailSafe ?? (() => {});
     this.sink = {
       emit: (event, channels) => {
         if (this.capture !== null) this.capture.events.push({ event, channels });
@@ -296,7 +292,6 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
       if (this.failSafe) {
         this.failSafe = false;
         this.log.warn('fleet store reachable again: the fail-safe is lifted; the store\'s weights apply again', {});
-        this.onFailSafe(false, 'the fleet store is reachable again');
         for (const id of this.revisions.keys()) void this.serial(() => this.resync(id));
       }
       return;
@@ -312,7 +307,6 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
         'goes to the baseline (fleet.fail_safe_after)';
       this.log.error(detail, { instance_id: this.store.instanceId });
       for (const id of this.controller?.ids() ?? []) this.controller!.toBaseline(id);
-      this.onFailSafe(true, detail);
     }
   }
 

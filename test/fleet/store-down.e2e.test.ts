@@ -51,3 +51,35 @@ test('etcd stopped: traffic continues with the last weights and nothing is decid
   for (const x of fleet.instances) assert.equal((await arms(x)).candidate, 0);
   for (const l of loads) assert.equal(l.counts.failed, 0, 'no request failed while the store was down');
 });
+
+test('fleet.fail_safe_after: with etcd gone that long every instance sends all traffic to the baseline and says so; the store\'s weights return ' +
+  'with it', async (t) => {
+  const fleet = await startFleet(t, 3, { fleet: { fail_safe_after: '3s' } });
+  const loads = fleet.instances.map((x) => traffic(x.uri, 1000));
+  t.after(() => Promise.all(loads.map((l) => l.stop())));
+  const created = await fleet.instances[0].call('POST', '/api/v1/canary', {
+    pipeline_id: 'default', candidate_config: FILTER, auto_promote: false,
+    stages: [{ traffic_pct: 50, min_duration: '0', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
+    rollback_rules: { check_interval: '1s', min_window_requests: 5 },
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  for (const x of fleet.instances) await until(`${x.id} to split`, async () => (await arms(x)).candidate > 5, 20_000, 100);
+  await fleet.etcd.stop();
+  for (const x of fleet.instances) {
+    await until(`${x.id} to engage the fail-safe`, async () => (await x.call('GET', '/api/v1/fleet')).body.fail_safe === true, 20_000, 200);
+  }
+  await new Promise((r) => setTimeout(r, 500));
+  const held = await Promise.all(fleet.instances.map((x) => arms(x)));
+  await new Promise((r) => setTimeout(r, 2000));
+  for (const [i, x] of fleet.instances.entries()) {
+    const now = await arms(x);
+    assert.equal(now.candidate, held[i].candidate, `${x.id} sends nothing to the candidate`);
+    assert.ok(now.baseline > held[i].baseline + 10, `${x.id} serves on the baseline`);
+    assert.match(x.output(), /every canary's traffic goes to the baseline \(fleet\.fail_safe_after\)/);
+  }
+  await fleet.etcd.restart();
+  for (const [i, x] of fleet.instances.entries()) {
+    await until(`${x.id} to split again at the store's weights`, async () => (await arms(x)).candidate > held[i].candidate + 5, 30_000, 200);
+    assert.equal((await x.call('GET', '/api/v1/fleet')).body.fail_safe, false);
+  }
+});
