@@ -83,6 +83,4 @@ export const fleetKeys = {
   canary: (id: string) => `canaries/${id}`,
   canaries: 'canaries/',
   history: (id: string, seq: number) => `history/${id}/${String(seq).padStart(10, '0')}`,
-  artifact: (sha256: string) => `artifacts/${sha256}`,
-  pipelines: 'pipelines/config',
 } as const;
