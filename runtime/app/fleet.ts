@@ -3,6 +3,7 @@
 // canary sync that makes the controller's records the fleet's; then gives the control plane what it
 // needs (status, evidence, fleet-wide writes, the candidate check of every instance).
 import { hostname } from 'node:os';
+import { join, resolve } from 'node:path';
 import { CanaryError, type CanaryController, type CanaryEventSink, type CanaryGraphs, type CanaryStore } from '../canary/index.ts';
 import { canaryDurationMs, hostPort, type ProxyConfig } from '../config/index.ts';
 import type { Log } from '../log/index.ts';
@@ -12,6 +13,7 @@ import { EtcdFleetStore } from '../fleet/etcd.ts';
 import { LocalFleetStore } from '../fleet/local.ts';
 import { FleetMember } from '../fleet/member.ts';
 import { FleetCanaries } from '../fleet/canary-sync.ts';
+import { FleetArtifacts } from '../fleet/artifacts.ts';
 import { FleetEvidence, encodeArm, httpEvidenceReader, type EvidencePayload } from '../fleet/evidence.ts';
 import type { FleetStore, InstanceInfo } from '../fleet/store.ts';
 
@@ -52,8 +54,10 @@ export async function openFleet(config: ProxyConfig, canaryStore: CanaryStore, o
   const evidence = new FleetEvidence({
     instances: () => store.instances(), read: httpEvidenceReader(o.token, f.evidence_timeout_ms), quorumPct: f.evidence_quorum_pct,
   });
+  const artifacts = new FleetArtifacts({ store, cacheDir: join(resolve(config.canary.data_dir), 'artifacts'), sharedDir: f.artifact_dir ?? null,
+    maxBytes: f.artifact_max_bytes });
   const sync = new FleetCanaries({
-    store, evidence, sink: o.sink, log: o.log, maxSamples: config.canary.max_samples,
+    store, evidence, artifacts, sink: o.sink, log: o.log, maxSamples: config.canary.max_samples,
     failSafeAfterMs: f.fail_safe_after === undefined ? 0 : canaryDurationMs(f.fail_safe_after),
   });
   return { store, sync };
@@ -84,7 +88,14 @@ export function controlPlaneFleet(member: FleetMember, sync: FleetCanaries | nul
     },
     transact: (id, fn) => (sync === null ? Promise.resolve().then(fn) : sync.transact(id, 'manual', fn)),
     precheck: async (body) => {
-      if (sync === null) return;
+      if (sync === null) return body;
+      // Here first (the body's own errors, a module this instance does not allow), then by hash.
+      await controller.check(body);
+      try {
+        body = await sync.artifacts.publish(body);
+      } catch (err) {
+        throw new CanaryError('PROXY_ERR_CANARY_CANDIDATE_REFUSED', `candidate refused: ${(err as Error).message}`);
+      }
       const others = (await member.instances()).filter((i) => i.instance_id !== member.instanceId);
       const t = token();
       const results = await Promise.allSettled(others.map(async (i) => {
@@ -104,6 +115,7 @@ export function controlPlaneFleet(member: FleetMember, sync: FleetCanaries | nul
           `${((x.r as PromiseRejectedResult).reason as Error).message}`).join('; ')}; nothing was started`,
         { instances: failed.map((x) => ({ instance_id: x.i.instance_id, error: ((x.r as PromiseRejectedResult).reason as Error).message })) });
       }
+      return body;
     },
   };
 }

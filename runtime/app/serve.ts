@@ -17,7 +17,7 @@ import { Registry } from 'prom-client';
 import { WasmHost } from '../wasm/index.ts';
 export { watchReload, type WatchReloadOptions } from './reload-watch.ts';
 import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, Promotions, defaultsFromConfig, type BaselineChoice, type CanaryEventSink,
-  type Clock } from '../canary/index.ts';
+  type CanaryDefaults, type Clock } from '../canary/index.ts';
 import { ProfilerCanaryMetrics } from './canary-metrics.ts';
 import { Notifier, outboxPath, registerNotificationMetrics } from '../canary/notify/index.ts';
 import { Profiler, SnapshotStore, durationToMs, mmapFitIssue, type MmapStorage, type ProfilingSettings } from '../profiling/index.ts';
@@ -154,7 +154,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     fleet = await openFleet(config, canaryStore, { log: log.child('proxy::fleet'), sink, instanceId: instanceIdOf(config), token: fleetToken });
     canary = new CanaryController({
       store: fleet.sync ?? canaryStore, graphs: canaryGraphs, metrics: new ProfilerCanaryMetrics(profiler, metrics),
-      sink: fleet.sync?.sink ?? sink, defaults: () => defaultsFromConfig(current),
+      sink: fleet.sync?.sink ?? sink, defaults: () => fleetDefaults(defaultsFromConfig(current), fleet),
       clock: opts.canaryClock, warningShare: config.canary.warning_share, gracePeriodMs: canaryDurationMs(config.canary.baseline_grace_period),
       log: canaryLog, promotions, fleet: fleet.sync,
     });
@@ -371,6 +371,11 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     log.info('admin API listening', { url: surfaces.admin.url });
   }
   return running;
+}
+
+/** In a fleet, this instance's verified copies of content-addressed modules may load as well. */
+function fleetDefaults(d: CanaryDefaults, fleet: FleetParts | null): CanaryDefaults {
+  return fleet?.sync == null ? d : { ...d, plugin_dirs: [...d.plugin_dirs, fleet.sync.artifacts.cacheDir] };
 }
 
 /** Where the histogram file goes with `profiling.storage: "mmap"` (null otherwise); a ConfigError when the pipeline does not fit. */

@@ -13,7 +13,7 @@ import { transitionEventId, warningEventId, type CanaryEvent, type CanaryEventSi
 import { CanaryError } from './errors.ts';
 import { evaluate, formatDuration, volumeConditions, type CustomValues, type Evaluation } from './evaluator.ts';
 import type { Aim, CanaryGraphs, PreparedCandidate, RetainedBaseline } from './graphs.ts';
-import { parseStartRequest, type CanaryDefaults } from './spec.ts';
+import { parseStartRequest, type CanaryDefaults, type CandidateConfig } from './spec.ts';
 import type { CanaryRecord, CanaryRecords, CanaryStatus, HistoryEntry, PromotionRecord, Sample } from './store.ts';
 import type { Promotions } from './promotions.ts';
 import { httpGate, type GateCaller } from './gate.ts';
@@ -52,6 +52,8 @@ export interface FleetHooks {
   /** Runs one scheduled evaluation as a fleet transaction. */
   evaluation(id: string, run: () => Promise<unknown>): Promise<unknown>;
   windows(canaryId: string, pipelineId: string): Promise<FleetWindows>;
+  /** The candidate as this instance loads it (content-addressed modules fetched and verified). */
+  candidate(c: CandidateConfig): Promise<CandidateConfig>;
 }
 
 export interface ControllerOptions {
@@ -223,7 +225,7 @@ export class CanaryController {
     let prepared: PreparedCandidate;
     try {
       try {
-        prepared = await this.graphs.prepare(pid, spec.candidate_config, this.defaults().plugin_dirs);
+        prepared = await this.graphs.prepare(pid, await this.local(spec.candidate_config), this.defaults().plugin_dirs);
       } catch (err) {
         throw new CanaryError('PROXY_ERR_CANARY_CANDIDATE_REFUSED', `candidate refused: ${(err as Error).message}`, undefined, err);
       }
@@ -626,7 +628,7 @@ export class CanaryController {
       this.canaries.set(next.id, c);
       if (!ACTIVE.has(next.status)) return;
       c.record = { ...next, status: 'rolled_back' }; // not split until its candidate is loaded
-      c.prepared = await this.graphs.prepare(next.pipeline_id, next.spec.candidate_config, this.defaults().plugin_dirs);
+      c.prepared = await this.graphs.prepare(next.pipeline_id, await this.local(next.spec.candidate_config), this.defaults().plugin_dirs);
       c.record = next;
       this.graphs.activate(c.prepared, next.traffic_pct, aimOf(next));
       this.primeWindows(c);
@@ -637,7 +639,7 @@ export class CanaryController {
     c.record = next;
     if (ACTIVE.has(next.status)) {
       if (c.prepared === null) {
-        c.prepared = await this.graphs.prepare(next.pipeline_id, next.spec.candidate_config, this.defaults().plugin_dirs);
+        c.prepared = await this.graphs.prepare(next.pipeline_id, await this.local(next.spec.candidate_config), this.defaults().plugin_dirs);
         this.graphs.activate(c.prepared, next.traffic_pct, aimOf(next));
         this.primeWindows(c);
       } else {
@@ -679,6 +681,10 @@ export class CanaryController {
     if (c !== undefined && ACTIVE.has(c.record.status) && c.prepared !== null) this.graphs.setTraffic(c.record.pipeline_id, 0);
   }
 
+  private local(c: CandidateConfig): Promise<CandidateConfig> {
+    return this.fleet === null ? Promise.resolve(c) : this.fleet.candidate(c);
+  }
+
   /** In a fleet: this instance became (true) or stopped being (false) the one that evaluates. */
   setEvaluating(on: boolean): void {
     for (const c of this.canaries.values()) {
@@ -696,7 +702,7 @@ export class CanaryController {
     const pid = spec.pipeline_id;
     if (!this.graphs.hasPipeline(pid)) throw new CanaryError('PROXY_ERR_CANARY_UNKNOWN_PIPELINE', `no pipeline "${pid}" on this proxy`);
     try {
-      return (await this.graphs.prepare(pid, spec.candidate_config, this.defaults().plugin_dirs)).version;
+      return (await this.graphs.prepare(pid, await this.local(spec.candidate_config), this.defaults().plugin_dirs)).version;
     } catch (err) {
       throw new CanaryError('PROXY_ERR_CANARY_CANDIDATE_REFUSED', `candidate refused: ${(err as Error).message}`, undefined, err);
     }

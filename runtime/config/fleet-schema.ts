@@ -1,5 +1,5 @@
 // Configuration of the fleet (docs/fleet.md): where instances of one proxy keep their shared canary
-// state, elect the one that evaluates and register themselves. Absent, or
+// state, elect the one that evaluates, register themselves and keep candidate modules by hash. Absent, or
 // `store: sqlite`: one instance, everything in its own SQLite file, as before. Every key needs a
 // restart (an instance joins or leaves a fleet by restarting).
 import * as v from 'valibot';
@@ -8,7 +8,7 @@ import { CANARY_DURATION_PATTERN } from './canary-schema.ts';
 
 export const fleetSchema = v.strictObject({
   store: onRestart(v.optional(v.pipe(v.picklist(['sqlite', 'etcd']), v.description('Where the canary state lives: `sqlite` (one instance; the ' +
-    'canary database in canary.data_dir) or `etcd` (a fleet: state, election and registry in etcd v3 at `endpoints`).')), 'sqlite')),
+    'canary database in canary.data_dir) or `etcd` (a fleet: state, election, registry and candidate modules in etcd v3 at `endpoints`).')), 'sqlite')),
   endpoints: onRestart(v.optional(v.pipe(v.array(v.pipe(v.string(), v.regex(/^https?:\/\/[^/\s]+$/, 'expected http://host:port or https://host:port'))),
     v.description('etcd client URLs (http://host:port, or https:// with `tls`); needed with `store: etcd`.')), [])),
   prefix: onRestart(v.optional(v.pipe(v.string(), v.regex(/^\/[A-Za-z0-9_./-]*$/, 'expected a key prefix starting with "/"'),
@@ -40,4 +40,9 @@ export const fleetSchema = v.strictObject({
   password: onRestart(v.optional(v.pipe(v.string(), v.description('etcd password of `username`.')))),
   password_env: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('Environment variable holding the etcd password (read at ' +
     'start; preferred over `password` in a file).')))),
+  artifact_max_bytes: onRestart(v.optional(v.pipe(v.number(), v.integer(), v.minValue(1024), v.maxValue(1_000_000), v.description('Largest ' +
+    'candidate module (.wasm) kept in etcd by its SHA-256 when a canary is created (etcd refuses requests above 1.5 MiB by default); a larger ' +
+    'one goes to `artifact_dir`.')), 512 * 1024)),
+  artifact_dir: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('A directory every instance reads (a shared mount) where ' +
+    'candidate modules larger than artifact_max_bytes are kept as `<sha256>.wasm`. Absent: a larger module fails the create.')))),
 });

@@ -23,6 +23,8 @@ import type { CanaryEvent, CanaryEventSink, NotificationChannel } from '../canar
 import type { CanaryRecord, CanaryRecords, HistoryEntry, Sample } from '../canary/store.ts';
 import { fleetKeys, type FleetStore } from './store.ts';
 import type { FleetEvidence } from './evidence.ts';
+import type { FleetArtifacts } from './artifacts.ts';
+import type { CandidateConfig } from '../canary/spec.ts';
 
 interface Capture {
   saves: Array<{ record: CanaryRecord; entries: HistoryEntry[] }>;
@@ -32,6 +34,7 @@ interface Capture {
 export interface FleetCanariesOptions {
   store: FleetStore;
   evidence: FleetEvidence;
+  artifacts: FleetArtifacts;
   sink: CanaryEventSink;
   log: Pick<Log, 'info' | 'warn' | 'error'>;
   maxSamples: number;
@@ -45,6 +48,7 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
   readonly sink: CanaryEventSink;
   private readonly store: FleetStore;
   private readonly evidence: FleetEvidence;
+  readonly artifacts: FleetArtifacts;
   private readonly realSink: CanaryEventSink;
   private readonly log: Pick<Log, 'info' | 'warn' | 'error'>;
   private readonly maxSamples: number;
@@ -70,6 +74,7 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
   constructor(o: FleetCanariesOptions) {
     this.store = o.store;
     this.evidence = o.evidence;
+    this.artifacts = o.artifacts;
     this.realSink = o.sink;
     this.log = o.log;
     this.maxSamples = o.maxSamples;
@@ -111,6 +116,10 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
 
   windows(canaryId: string, pipelineId: string): Promise<FleetWindows> {
     return this.evidence.windows(canaryId, pipelineId);
+  }
+
+  candidate(c: CandidateConfig): Promise<CandidateConfig> {
+    return this.artifacts.localize(c);
   }
 
   /**

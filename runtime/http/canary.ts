@@ -33,8 +33,12 @@ export interface ControlPlaneFleet {
   evidence(pipelineId: string): unknown;
   /** Runs a write (a transition of canary `id`, or a start when null) as one fleet transaction. */
   transact<T>(id: string | null, fn: () => T | Promise<T>): Promise<T>;
-  /** Before a start: every other instance loads the candidate, or the start fails naming the one that cannot. */
-  precheck(body: unknown): Promise<void>;
+  /**
+   * Before a start: the candidate loads here, its modules are published by content hash, and every
+   * other instance loads it too, or the start fails naming the one that cannot; returns the request
+   * to start (its modules named by hash).
+   */
+  precheck(body: unknown): Promise<unknown>;
 }
 
 /** One instance: a write is just the write. */
@@ -98,8 +102,8 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
 
   app.post('/api/v1/canary', async (req, reply) => {
     try {
-      if (fleet !== null) await fleet.precheck(req.body);
-      const created = await tx(null, () => controller.start(req.body));
+      const body = fleet === null ? req.body : await fleet.precheck(req.body);
+      const created = await tx(null, () => controller.start(body));
       return reply.code(201).send(created);
     } catch (err) {
       return fail(reply, err);

@@ -40,7 +40,16 @@ export interface Fleet {
 /** Per-instance configuration laid over the common one (e.g. canary.plugin_dirs). */
 export type Extra = (index: number, dir: string) => Record<string, unknown>;
 
-export async function startFleet(t: Cleanup, n = 3, o: { ttl?: number; extra?: Extra; fleet?: Record<string, unknown> } = {}): Promise<Fleet> {
+export interface FleetOptions {
+  /** Lease TTL, s (default 2). */
+  ttl?: number;
+  extra?: Extra;
+  /** Keys laid over every instance's `fleet` block, or one instance's (`fleetOf`). */
+  fleet?: Record<string, unknown>;
+  fleetOf?: (index: number, root: string) => Record<string, unknown>;
+}
+
+export async function startFleet(t: Cleanup, n = 3, o: FleetOptions = {}): Promise<Fleet> {
   const etcd = await startEtcd(t);
   const dir = mkdtempSync(join(tmpdir(), 'proxy-fleet-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
@@ -68,8 +77,7 @@ export async function startFleet(t: Cleanup, n = 3, o: { ttl?: number; extra?: E
   return fleet;
 }
 
-async function startInstance(t: Cleanup, etcd: RunningEtcd, root: string, index: number, o: { ttl?: number; extra?: Extra;
-  fleet?: Record<string, unknown>; }): Promise<Instance> {
+async function startInstance(t: Cleanup, etcd: RunningEtcd, root: string, index: number, o: FleetOptions): Promise<Instance> {
   const id = `i${index}`;
   const dir = join(root, id);
   const [port, cp] = [await freePort(), await freePort()];
@@ -81,7 +89,8 @@ async function startInstance(t: Cleanup, etcd: RunningEtcd, root: string, index:
     control_plane: { port: cp, tokens: [TOKEN] },
     canary: { data_dir: join(dir, 'canary') },
     notifications: { outbox_path: join(dir, 'outbox.db') },
-    fleet: { store: 'etcd', endpoints: [etcd.endpoint], prefix: '/fleet-e2e', instance_id: id, lease_ttl_s: o.ttl ?? 2, ...o.fleet },
+    fleet: { store: 'etcd', endpoints: [etcd.endpoint], prefix: '/fleet-e2e', instance_id: id, lease_ttl_s: o.ttl ?? 2, ...o.fleet,
+      ...o.fleetOf?.(index, root) },
     ...o.extra?.(index, dir),
   }));
   let out = '';
