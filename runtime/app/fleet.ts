@@ -13,6 +13,7 @@ import { EtcdFleetStore } from '../fleet/etcd.ts';
 import { LocalFleetStore } from '../fleet/local.ts';
 import { FleetMember } from '../fleet/member.ts';
 import { FleetCanaries } from '../fleet/canary-sync.ts';
+import type { FleetPipelines } from '../fleet/pipelines.ts';
 import { FleetArtifacts } from '../fleet/artifacts.ts';
 import { FleetEvidence, encodeArm, httpEvidenceReader, type EvidencePayload } from '../fleet/evidence.ts';
 import type { FleetStore, InstanceInfo } from '../fleet/store.ts';
@@ -78,8 +79,9 @@ export function instanceInfo(config: ProxyConfig, id: string, address: string, c
 
 /** The control plane's view of the fleet. */
 export function controlPlaneFleet(member: FleetMember, sync: FleetCanaries | null, controller: CanaryController, graphs: CanaryGraphs,
-  token: () => string | null, timeoutMs: number): ControlPlaneFleet {
+  token: () => string | null, timeoutMs: number, pipelines: FleetPipelines | null): ControlPlaneFleet {
   return {
+    pipelines,
     status: () => member.status(),
     evidence: (pipelineId: string): EvidencePayload => {
       if (!graphs.hasPipeline(pipelineId)) throw new CanaryError('PROXY_ERR_CANARY_UNKNOWN_PIPELINE', `no pipeline "${pipelineId}" on this proxy`);

@@ -25,6 +25,7 @@ import { Tracing, TracingRecorder, tracesUrl, type TracingSettings } from '../te
 import { controlPlaneTokens } from './http-surfaces.ts';
 import { controlPlaneFleet, fleetConfigIssues, instanceIdOf, instanceInfo, openFleet, type FleetParts } from './fleet.ts';
 import { FleetMember } from '../fleet/member.ts';
+import { FleetPipelines } from '../fleet/pipelines.ts';
 
 /** Built-in plugins are compiled here by `npm run build` (scripts/build-plugins.mjs). */
 export const BUILTIN_PLUGIN_DIR = fileURLToPath(new URL('../../build/plugins/', import.meta.url));
@@ -319,6 +320,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       if (surfaces.profiling !== null) await surfaces.profiling.app.close();
       if (surfaces.controlPlane !== null) await surfaces.controlPlane.app.close();
       fleet?.sync?.close();
+      fleetPipelines?.close();
       if (canary !== null) await canary.close();
       // Leaving the fleet revokes the lease: the registry entry goes, and another instance leads at once.
       await member?.close();
@@ -335,9 +337,10 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     },
   };
   let member: FleetMember | null = null;
+  let fleetPipelines: FleetPipelines | null = null;
   surfaces = new HttpSurfaces(config, { running, profiler, snapshots, canary, configFile: opts.configFile ?? null, log,
     fleet: () => (member === null ? null : controlPlaneFleet(member, fleet?.sync ?? null, canary!, canaryGraphs!, fleetToken,
-      config.fleet.evidence_timeout_ms)) });
+      config.fleet.evidence_timeout_ms, fleetPipelines)) });
   if (tracing !== null) {
     const t = tracing.settings;
     log.info('trace export on', { url: t.url, protocol: t.protocol, sample_rate: t.sampleRate, service_name: t.serviceName });
@@ -359,10 +362,15 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     member = new FleetMember(fleet!.store, instanceInfo(config, fleet!.store.instanceId, formatHostPort(bound.host, bound.port), null),
       log.child('proxy::fleet'));
     const sync = fleet!.sync;
-    if (sync !== null) member.setStateSource(() => sync.state());
+    if (sync !== null) {
+      member.setStateSource(() => sync.state());
+      fleetPipelines = new FleetPipelines({ store: fleet!.store, member, running, log: log.child('proxy::fleet') });
+    }
     surfaces.controlPlane = await surfaces.openControlPlane(config.control_plane);
     await member.update({ control_url: config.fleet.advertise_url ?? surfaces.controlPlane.url });
     await member.start();
+    // The fleet's pipeline configuration, if one was published, replaces the file's pipelines here.
+    await fleetPipelines?.start();
     log.info('canary control plane listening', { url: surfaces.controlPlane.url, store: canaryStore!.path, fleet_store: fleet!.store.kind,
       instance_id: fleet!.store.instanceId });
   }

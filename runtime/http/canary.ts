@@ -39,6 +39,8 @@ export interface ControlPlaneFleet {
    * to start (its modules named by hash).
    */
   precheck(body: unknown): Promise<unknown>;
+  /** The fleet's pipeline configuration (etcd only): GET and POST /api/v1/fleet/pipelines. */
+  pipelines: { current(): Promise<unknown>; publish(body: unknown): Promise<unknown> } | null;
 }
 
 /** One instance: a write is just the write. */
@@ -217,6 +219,17 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
         return fail(reply, err);
       }
     });
+    const pipelines = fleet.pipelines;
+    if (pipelines !== null) {
+      app.get('/api/v1/fleet/pipelines', async () => pipelines.current());
+      app.post('/api/v1/fleet/pipelines', async (req, reply) => {
+        try {
+          return reply.code(201).send(await pipelines.publish(req.body));
+        } catch (err) {
+          return fail(reply, err);
+        }
+      });
+    }
     // Asked by the instance a start request came to: can this instance load the candidate?
     app.post('/api/v1/fleet/check', async (req, reply) => {
       try {
