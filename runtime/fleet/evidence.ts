@@ -57,7 +57,7 @@ export class FleetEvidence {
   private readonly instances: () => Promise<InstanceInfo[]>;
   private readonly read: EvidenceReader;
   private readonly quorumPct: number;
-  /** canary → instance → the trackers of its two arms. */
+  /** canary → instance run (id@started_at) → the trackers of its two arms. */
   private readonly trackers = new Map<string, Map<string, Record<Variant, WindowTracker>>>();
 
   constructor(o: { instances: () => Promise<InstanceInfo[]>; read: EvidenceReader; quorumPct: number }) {
@@ -67,23 +67,25 @@ export class FleetEvidence {
   }
 
   /** Every instance's figures now, read in parallel; failures named. */
-  private async readAll(pipelineId: string): Promise<{ ok: EvidencePayload[]; failed: Array<{ instance_id: string; error: string }>; total: number }> {
+  private async readAll(pipelineId: string): Promise<{ ok: Array<{ key: string; p: EvidencePayload }>; failed: Array<{ instance_id: string;
+    error: string; }>; total: number; }> {
     const list = await this.instances();
     const results = await Promise.allSettled(list.map((i) => this.read(i, pipelineId)));
-    const ok: EvidencePayload[] = [];
+    const ok: Array<{ key: string; p: EvidencePayload }> = [];
     const failed: Array<{ instance_id: string; error: string }> = [];
     results.forEach((r, i) => {
-      if (r.status === 'fulfilled') ok.push(r.value);
+      // Trackers per instance *run*: a restarted instance (a new started_at) counts from zero again.
+      if (r.status === 'fulfilled') ok.push({ key: `${list[i].instance_id}@${list[i].started_at}`, p: r.value });
       else failed.push({ instance_id: list[i].instance_id, error: (r.reason as Error).message });
     });
     return { ok, failed, total: list.length };
   }
 
-  private trackersOf(canaryId: string, instanceId: string): Record<Variant, WindowTracker> {
-    let byInstance = this.trackers.get(canaryId);
-    if (byInstance === undefined) this.trackers.set(canaryId, byInstance = new Map());
-    let t = byInstance.get(instanceId);
-    if (t === undefined) byInstance.set(instanceId, t = { baseline: new WindowTracker(), candidate: new WindowTracker() });
+  private trackersOf(canaryId: string, run: string): Record<Variant, WindowTracker> {
+    let byRun = this.trackers.get(canaryId);
+    if (byRun === undefined) this.trackers.set(canaryId, byRun = new Map());
+    let t = byRun.get(run);
+    if (t === undefined) byRun.set(run, t = { baseline: new WindowTracker(), candidate: new WindowTracker() });
     return t;
   }
 
@@ -91,8 +93,8 @@ export class FleetEvidence {
   async prime(canaryId: string, pipelineId: string): Promise<void> {
     this.trackers.delete(canaryId);
     const { ok } = await this.readAll(pipelineId);
-    for (const p of ok) {
-      const t = this.trackersOf(canaryId, p.instance_id);
+    for (const { key, p } of ok) {
+      const t = this.trackersOf(canaryId, key);
       t.baseline.prime(decodeArm(p.arms.baseline));
       t.candidate.prime(decodeArm(p.arms.candidate));
     }
@@ -107,12 +109,12 @@ export class FleetEvidence {
     const { ok, failed, total } = await this.readAll(pipelineId);
     const baseline = new SideWindow();
     const candidate = new SideWindow();
-    for (const p of ok) {
-      const t = this.trackersOf(canaryId, p.instance_id);
+    for (const { key, p } of ok) {
+      const t = this.trackersOf(canaryId, key);
       baseline.add(t.baseline.take(decodeArm(p.arms.baseline)));
       candidate.add(t.candidate.take(decodeArm(p.arms.candidate)));
     }
     const quorum = total > 0 && ok.length * 100 >= total * this.quorumPct;
-    return { baseline, candidate, evidence: { instances_read: ok.map((p) => p.instance_id).sort(), unreadable: failed, quorum } };
+    return { baseline, candidate, evidence: { instances_read: ok.map((x) => x.p.instance_id).sort(), unreadable: failed, quorum } };
   }
 }
