@@ -3,7 +3,10 @@
 // former leader's write fenced off by the transaction itself.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { startEtcd } from '../helpers/etcd.ts';
 import { until } from '../helpers/until.ts';
@@ -134,3 +137,53 @@ test('a leader paused past its lease (SIGSTOP) is replaced, and after SIGCONT it
   await until(() => `m to report a as leader and itself as a follower (it printed: ${out})`, () => out.includes('leader a false'), 10_000);
   assert.equal(a.isLeader(), true, 'the new leader keeps the leadership');
 });
+
+test('with etcd\'s authentication on, the store connects with fleet.username and password; without them, or with a wrong one, it cannot start',
+  async (t) => {
+    const etcd = await startEtcd(t);
+    const admin = new Etcd3({ hosts: etcd.endpoint });
+    await admin.role('root').create();
+    await admin.user('root').create('root-password');
+    await admin.user('root').addRole('root');
+    await admin.auth.authEnable();
+    admin.close();
+    const ok = new EtcdFleetStore({ endpoints: [etcd.endpoint], prefix: '/pp-auth', instanceId: 'a', leaseTtlSeconds: 2,
+      auth: { username: 'root', password: 'root-password' } });
+    await ok.start();
+    t.after(() => ok.close());
+    assert.ok((await ok.cas('canaries/x', { n: 1 }, 0)).ok);
+    for (const auth of [null, { username: 'root', password: 'wrong' }]) {
+      const s = new EtcdFleetStore({ endpoints: [etcd.endpoint], prefix: '/pp-auth', instanceId: 'b', leaseTtlSeconds: 2, auth });
+      await assert.rejects(s.start(), /auth|permission|user|password/i);
+      await s.close();
+    }
+  });
+
+test('TLS to etcd: with fleet.tls (the authority, and a client certificate etcd requires) the store works; without the certificate it cannot start',
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'fleet-tls-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const f = (name: string) => join(dir, name);
+    const openssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'pipe' });
+    openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=fleet-ca', '-keyout', f('ca.key'), '-out', f('ca.pem'));
+    for (const [name, usage, serial] of [['server', 'serverAuth', '0x1001'], ['client', 'clientAuth', '0x1002']]) {
+      openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${name}`, '-keyout', f(`${name}.key`), '-out', f(`${name}.csr`));
+      writeFileSync(f(`${name}.ext`), `subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=${usage}\n`);
+      openssl('x509', '-req', '-in', f(`${name}.csr`), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-set_serial', serial, '-days', '2',
+        '-extfile', f(`${name}.ext`), '-out', f(`${name}.pem`));
+    }
+    const etcd = await startEtcd(t, { tls: { cert: f('server.pem'), key: f('server.key'), ca: f('ca.pem'), clientCa: f('ca.pem'),
+      clientCert: f('client.pem'), clientKey: f('client.key') } });
+    assert.match(etcd.endpoint, /^https:/);
+    const ok = new EtcdFleetStore({ endpoints: [etcd.endpoint], prefix: '/pp-tls', instanceId: 'a', leaseTtlSeconds: 2,
+      tls: { ca: f('ca.pem'), cert: f('client.pem'), key: f('client.key') } });
+    await ok.start();
+    t.after(() => ok.close());
+    assert.ok((await ok.cas('canaries/x', { n: 1 }, 0)).ok);
+    await ok.register(info('a'));
+    assert.deepEqual((await ok.instances()).map((i) => i.instance_id), ['a']);
+    const noCert = new EtcdFleetStore({ endpoints: [etcd.endpoint], prefix: '/pp-tls', instanceId: 'b', leaseTtlSeconds: 2,
+      tls: { ca: f('ca.pem'), cert: null, key: null } });
+    await assert.rejects(noCert.start());
+    await noCert.close();
+  });

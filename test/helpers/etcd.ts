@@ -1,9 +1,11 @@
 // A real etcd for a test: `startEtcd(t)` runs /usr/bin/etcd (Debian's etcd-server 3.4) on two free
 // loopback ports with a temporary data directory, waits until /health answers, and stops it (and
 // removes the directory) when the test ends. The handle can stop and restart the same member (same
-// data, same ports) and pause it with SIGSTOP, for the fleet's failure tests.
+// data, same ports) and pause it with SIGSTOP, for the fleet's failure tests. With `tls`, the client
+// URL is https (and may require client certificates).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from './ports.ts';
@@ -31,25 +33,53 @@ export interface RunningEtcd {
   output(): string;
 }
 
+/** TLS on the client URL: the server's certificate and key (PEM files); with `clientCa`, clients must present a certificate it signed. */
+export interface EtcdTls {
+  cert: string;
+  key: string;
+  /** The authority of the server's certificate, for the health check. */
+  ca: string;
+  clientCa?: string;
+  /** The client certificate and key the health check presents (with clientCa). */
+  clientCert?: string;
+  clientKey?: string;
+}
+
+/** GET /health over https with the test's authority (fetch takes no CA). */
+function httpsHealth(url: string, tls: EtcdTls): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { ca: readFileSync(tls.ca), cert: tls.clientCert === undefined ? undefined : readFileSync(tls.clientCert),
+      key: tls.clientKey === undefined ? undefined : readFileSync(tls.clientKey), timeout: 1000 }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => { body += d.toString(); });
+      res.on('end', () => resolve(body));
+    });
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.end();
+  });
+}
+
 /** Waits until etcd's /health says true (or `ms` passes). */
-async function healthy(endpoint: string, ms: number, out: () => string): Promise<void> {
+async function healthy(endpoint: string, ms: number, out: () => string, tls: EtcdTls | null): Promise<void> {
   await until(() => `etcd at ${endpoint} to be healthy; it printed:\n${out().slice(-2000)}`, async () => {
     try {
-      const res = await fetch(`${endpoint}/health`, { signal: AbortSignal.timeout(1000) });
-      const body = await res.json() as { health?: string };
-      return body.health === 'true';
+      const text = tls === null ? await (await fetch(`${endpoint}/health`, { signal: AbortSignal.timeout(1000) })).text()
+        : await httpsHealth(`${endpoint}/health`, tls);
+      return (JSON.parse(text) as { health?: string }).health === 'true';
     } catch {
       return false;
     }
   }, ms, 100);
 }
 
-export async function startEtcd(t: Cleanup, opts: { ms?: number } = {}): Promise<RunningEtcd> {
+export async function startEtcd(t: Cleanup, opts: { ms?: number; tls?: EtcdTls } = {}): Promise<RunningEtcd> {
   const clientPort = await freePort();
   let peerPort = await freePort();
   while (peerPort === clientPort) peerPort = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), 'proxy-etcd-'));
-  const endpoint = `http://127.0.0.1:${clientPort}`;
+  const tls = opts.tls ?? null;
+  const endpoint = `${tls === null ? 'http' : 'https'}://127.0.0.1:${clientPort}`;
   const peer = `http://127.0.0.1:${peerPort}`;
   const args = [
     '--name', 'test', '--data-dir', join(dataDir, 'data'),
@@ -58,6 +88,8 @@ export async function startEtcd(t: Cleanup, opts: { ms?: number } = {}): Promise
     '--initial-cluster', `test=${peer}`, '--initial-cluster-state', 'new',
     '--log-level', 'warn', '--logger', 'zap',
   ];
+  if (tls !== null) args.push('--cert-file', tls.cert, '--key-file', tls.key);
+  if (tls?.clientCa !== undefined) args.push('--client-cert-auth', '--trusted-ca-file', tls.clientCa);
   let child: ChildProcess | null = null;
   let out = '';
   const launch = async (): Promise<void> => {
@@ -70,7 +102,7 @@ export async function startEtcd(t: Cleanup, opts: { ms?: number } = {}): Promise
       c.once('error', reject);
     });
     await spawned;
-    await healthy(endpoint, opts.ms ?? 30_000, () => out);
+    await healthy(endpoint, opts.ms ?? 30_000, () => out, tls);
   };
   const stop = async (): Promise<void> => {
     const c = child;
