@@ -685,6 +685,16 @@ export class CanaryController {
     return this.fleet === null ? Promise.resolve(c) : this.fleet.candidate(c);
   }
 
+  /** In a fleet: a canary started here whose record the store refused: its split is undone, as if never started. */
+  discard(id: string): void {
+    const c = this.canaries.get(id);
+    if (c === undefined) return;
+    this.unschedule(c);
+    if (c.prepared !== null && ACTIVE.has(c.record.status)) this.graphs.remove(c.record.pipeline_id);
+    c.prepared = null;
+    this.canaries.delete(id);
+  }
+
   /** In a fleet: this instance became (true) or stopped being (false) the one that evaluates. */
   setEvaluating(on: boolean): void {
     for (const c of this.canaries.values()) {

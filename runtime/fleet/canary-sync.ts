@@ -61,7 +61,6 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
   /** The store revision of each canary this instance serves. */
   private readonly revisions = new Map<string, number>();
   private readonly histories = new Map<string, Array<{ key: string; entry: HistoryEntry }>>();
-  private readonly ownKeys = new Set<string>();
   private readonly sampleLists = new Map<string, Sample[]>();
   private seq = 0;
   private evaluating = false;
@@ -160,13 +159,22 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
         }
       }
       for (const [rid, w] of byRecord) {
-        const also = w.entries.map((entry) => ({ key: this.historyKey(rid, entry), value: entry }));
+        const also: Array<{ key: string; value: unknown }> = w.entries.map((entry) => ({ key: this.historyKey(rid, entry), value: entry }));
+        const expected = this.revisions.get(rid) ?? 0;
         let res;
         try {
-          res = await this.store.cas(fleetKeys.canary(rid), w.record, this.revisions.get(rid) ?? 0, { fenced: by === 'automatic', also });
+          // A new canary: no other canary may be running on its pipeline anywhere in the fleet.
+          const guard = expected === 0 ? await this.claimPipeline(w.record, also) : undefined;
+          res = await this.store.cas(fleetKeys.canary(rid), w.record, expected, { fenced: by === 'automatic', also, guard });
         } catch (err) {
-          await this.resync(rid).catch(() => {});
+          if (expected === 0) this.controller!.discard(rid);
+          else await this.resync(rid).catch(() => {});
+          if (err instanceof CanaryError) throw err;
           throw new CanaryError('PROXY_ERR_CANARY_STORE_UNREACHABLE', `the fleet store cannot be reached: ${(err as Error).message}`);
+        }
+        if (!res.ok && expected === 0) {
+          this.controller!.discard(rid);
+          throw new CanaryError('PROXY_ERR_CANARY_EXISTS', `another canary was started on pipeline "${w.record.pipeline_id}" at the same time`);
         }
         if (!res.ok) {
           if (res.reason === 'fenced') {
@@ -178,14 +186,29 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
             'its write was refused' : `canary ${rid} was changed by another instance (revision ${res.revision}); retry on the current state`);
         }
         this.revisions.set(rid, res.revision);
-        for (const a of also) {
-          this.ownKeys.add(a.key);
-          this.addHistory(a.key, a.value);
-        }
+        for (const a of also) if (a.key.startsWith('history/')) this.addHistory(a.key, a.value as HistoryEntry);
       }
       for (const e of cap.events) this.realSink.emit(e.event, e.channels);
       return result;
     });
+  }
+
+  /**
+   * The guard of a new canary: the pipeline's `running/` key at the revision read, refused when it
+   * names a canary still active or paused; the new canary's id is written there in the same transaction.
+   */
+  private async claimPipeline(r: CanaryRecord, also: Array<{ key: string; value: unknown }>): Promise<{ key: string; revision: number }> {
+    const key = `running/${r.pipeline_id}`;
+    const cur = await this.store.get<string>(key);
+    if (cur !== null && cur.value !== r.id) {
+      const other = await this.store.get<CanaryRecord>(fleetKeys.canary(cur.value));
+      if (other !== null && (other.value.status === 'active' || other.value.status === 'paused')) {
+        throw new CanaryError('PROXY_ERR_CANARY_EXISTS', `canary ${cur.value} is already ${other.value.status} on pipeline "${r.pipeline_id}"`,
+          { canary_id: cur.value });
+      }
+    }
+    also.push({ key, value: r.id });
+    return { key, revision: cur?.revision ?? 0 };
   }
 
   // ---- CanaryRecords: the controller's view --------------------------------------------------

@@ -19,7 +19,7 @@ import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { Etcd3, type IOptions, type Lease, type Namespace, type Watcher } from 'etcd3';
 import type { Log } from '../log/index.ts';
-import type { CasResult, Entry, FleetStore, InstanceInfo, LeaderListener, WatchEvent } from './store.ts';
+import type { CasOptions, CasResult, Entry, FleetStore, InstanceInfo, LeaderListener, WatchEvent } from './store.ts';
 import { fleetKeys } from './store.ts';
 
 export interface EtcdStoreOptions {
@@ -220,12 +220,12 @@ export class EtcdFleetStore implements FleetStore {
     return res.kvs.map((kv) => ({ key: kv.key.toString(), value: JSON.parse(kv.value.toString()) as T, revision: Number(kv.mod_revision) }));
   }
 
-  async cas<T>(key: string, value: T | null, expected: number, opts: { fenced?: boolean; also?: Array<{ key: string; value: unknown }> } = {}):
-  Promise<CasResult> {
+  async cas<T>(key: string, value: T | null, expected: number, opts: CasOptions = {}): Promise<CasResult> {
     const token = this.token;
     if (opts.fenced === true && token === null) return { ok: false, reason: 'fenced', revision: -1 };
     let txn = this.ns.if(key, 'Mod', '==', expected);
     if (opts.fenced === true) txn = txn.and(fleetKeys.leader, 'Create', '==', token!);
+    if (opts.guard !== undefined) txn = txn.and(opts.guard.key, 'Mod', '==', opts.guard.revision);
     const ops = [value === null ? this.ns.delete().key(key) : this.ns.put(key).value(JSON.stringify(value))];
     for (const a of opts.also ?? []) ops.push(this.ns.put(a.key).value(JSON.stringify(a.value)));
     const res = await txn.then(...ops).else(this.ns.get(key), this.ns.get(fleetKeys.leader)).commit();

@@ -3,7 +3,7 @@
 // writes), its revisions are one counter over that table, it always leads (there is nobody to
 // elect), its watches are in-process and its registry holds only itself.
 import type { CanaryStore } from '../canary/store.ts';
-import type { CasResult, Entry, FleetStore, InstanceInfo, LeaderListener, WatchEvent } from './store.ts';
+import type { CasOptions, CasResult, Entry, FleetStore, InstanceInfo, LeaderListener, WatchEvent } from './store.ts';
 
 export class LocalFleetStore implements FleetStore {
   readonly kind = 'sqlite' as const;
@@ -28,8 +28,11 @@ export class LocalFleetStore implements FleetStore {
     return this.db.kvList(prefix).map((r) => ({ key: r.key, value: JSON.parse(r.value) as T, revision: r.revision }));
   }
 
-  async cas<T>(key: string, value: T | null, expected: number, opts: { fenced?: boolean; also?: Array<{ key: string; value: unknown }> } = {}):
-  Promise<CasResult> {
+  async cas<T>(key: string, value: T | null, expected: number, opts: CasOptions = {}): Promise<CasResult> {
+    // One process, synchronous SQLite: nothing runs between this check and the write.
+    if (opts.guard !== undefined && (this.db.kvGet(opts.guard.key)?.revision ?? 0) !== opts.guard.revision) {
+      return { ok: false, reason: 'conflict', revision: this.db.kvGet(key)?.revision ?? 0 };
+    }
     const also = (opts.also ?? []).map((a) => ({ key: a.key, value: JSON.stringify(a.value) }));
     const rev = this.db.kvCas(key, value === null ? null : JSON.stringify(value), expected, also);
     if (rev < 0 || (rev === 0 && expected !== 0)) return { ok: false, reason: 'conflict', revision: -rev };

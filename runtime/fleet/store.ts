@@ -41,6 +41,12 @@ export interface WatchEvent<T> {
   revision: number;
 }
 
+export interface CasOptions {
+  fenced?: boolean;
+  also?: Array<{ key: string; value: unknown }>;
+  guard?: { key: string; revision: number };
+}
+
 export type LeaderListener = (leader: string | null, me: boolean) => void;
 
 export interface FleetStore {
@@ -52,10 +58,10 @@ export interface FleetStore {
   list<T>(prefix: string): Promise<Array<Entry<T>>>;
   /**
    * Writes `value` (null deletes) if `key` is at `expected` (0: absent) and, with `fenced`, this
-   * instance holds the leadership. Other keys may be written in the same transaction (`also`,
-   * unconditionally).
+   * instance holds the leadership, and `guard.key` is at `guard.revision`. Other keys may be
+   * written in the same transaction (`also`, unconditionally).
    */
-  cas<T>(key: string, value: T | null, expected: number, opts?: { fenced?: boolean; also?: Array<{ key: string; value: unknown }> }): Promise<CasResult>;
+  cas<T>(key: string, value: T | null, expected: number, opts?: CasOptions): Promise<CasResult>;
   /** Joins the election; returns at once (listen with onLeader). */
   campaign(): Promise<void>;
   /** Leaves the election, giving the leadership up if held. */

@@ -48,6 +48,11 @@ test('compare-and-set: the first write at a revision wins, the second gets a con
   const [one, two] = await Promise.all([a.cas('canaries/x', { n: 2 }, read!.revision), b.cas('canaries/x', { n: 3 }, read!.revision)]);
   assert.equal([one, two].filter((r) => r.ok).length, 1, 'exactly one of two writes at the same revision lands');
   assert.equal([one, two].filter((r) => !r.ok && r.reason === 'conflict').length, 1);
+  // A guard on another key: the write lands only while that key is at the revision given.
+  const lock = await a.cas('running/p', 'c1', 0);
+  assert.ok(lock.ok);
+  assert.equal((await a.cas('canaries/y', { n: 1 }, 0, { guard: { key: 'running/p', revision: 0 } })).ok, false);
+  assert.equal((await a.cas('canaries/y', { n: 1 }, 0, { guard: { key: 'running/p', revision: lock.revision } })).ok, true);
   const seen: unknown[] = [];
   const stop = a.watch<{ n: number }>('canaries/', (e) => seen.push(e.value));
   t.after(stop);
