@@ -53,3 +53,39 @@ test('a bad candidate is rolled back on all three within sustained_duration + 2 
     assert.equal(events.length, 1);
     for (const l of loads) assert.equal(l.counts.failed, 0);
   });
+
+test('too few instances answer for the evidence: the window is inconclusive, the instance not read is named, and a bad candidate is not rolled ' +
+  'back until it answers again', async (t) => {
+  // Every instance must answer (quorum 100 %); a paused one stays registered (lease 10 s) but cannot answer within 500 ms.
+  const fleet = await startFleet(t, 3, { ttl: 10, fleet: { evidence_quorum_pct: 100, evidence_timeout_ms: 500 } });
+  const leader = fleet.byId((await fleet.leader())!);
+  const [quiet, busy] = fleet.instances.filter((x) => x !== leader);
+  const load = traffic(busy.uri, 5);
+  t.after(() => load.stop());
+  const created = await busy.call('POST', '/api/v1/canary', {
+    pipeline_id: 'default', candidate_config: FILTER, auto_promote: false,
+    stages: [{ traffic_pct: 50, min_duration: '0', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
+    rollback_rules: { error_rate_delta_pct: 5, latency_p95_delta_ms: 5000, sustained_duration: '2s', check_interval: '1s', min_window_requests: 5 },
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  const id = created.body.canary_id as string;
+  await until(`${quiet.id} to split`, async () => (await quiet.call('GET', `/api/v1/canary/${id}`)).body.traffic_pct === 50, 10_000, 100);
+  quiet.kill('SIGSTOP');
+  t.after(() => { quiet.kill('SIGCONT'); });
+  const history = async () => (await leader.call('GET', `/api/v1/canary/${id}/history`)).body.history as any[];
+  await until('an inconclusive evaluation naming the paused instance', async () => (await history()).some((e) => e.event === 'evidence_incomplete'),
+    20_000, 200);
+  // Well past the sustained window with the candidate failing one request in five: no rollback.
+  await new Promise((r) => setTimeout(r, 5000));
+  const h = await history();
+  assert.equal(h.some((e) => e.event === 'rolled_back'), false, 'no decision without the quorum');
+  const incomplete = h.filter((e) => e.event === 'evidence_incomplete');
+  assert.ok(incomplete.length >= 3);
+  assert.deepEqual(incomplete[0].details.evidence.unreadable.map((u: any) => u.instance_id), [quiet.id]);
+  assert.equal(incomplete[0].details.evidence.quorum, false);
+  assert.equal((await leader.call('GET', `/api/v1/canary/${id}`)).body.status, 'active');
+  quiet.kill('SIGCONT');
+  await until('the rollback once every instance answers', async () => (await history()).some((e) => e.event === 'rolled_back'), 30_000, 200);
+  const rolled = (await history()).find((e) => e.event === 'rolled_back');
+  assert.deepEqual(rolled.details.evidence.instances_read.length, 3);
+});
