@@ -621,15 +621,22 @@ export class CanaryController {
    * or stage change applied, a rollback sends everything to the baseline, a completion swaps the
    * graphs. No event is emitted: the instance that wrote the transition did.
    */
-  async adopt(next: CanaryRecord): Promise<void> {
+  async adopt(next: CanaryRecord, live = true): Promise<void> {
     let c = this.canaries.get(next.id);
     if (c === undefined) {
       c = new LiveCanary(next);
       this.canaries.set(next.id, c);
-      if (!ACTIVE.has(next.status)) return;
+      // A canary completed as it started (a one-stage schedule) is applied too, but only as it
+      // happens: one completed before this instance started is history.
+      const completing = live && next.status === 'completed';
+      if (!ACTIVE.has(next.status) && !completing) return;
       c.record = { ...next, status: 'rolled_back' }; // not split until its candidate is loaded
       c.prepared = await this.graphs.prepare(next.pipeline_id, await this.local(next.spec.candidate_config), this.defaults().plugin_dirs);
       c.record = next;
+      if (completing) {
+        await this.completeAdopted(c, next);
+        return;
+      }
       this.graphs.activate(c.prepared, next.traffic_pct, aimOf(next));
       this.primeWindows(c);
       this.schedule(c);
@@ -654,21 +661,27 @@ export class CanaryController {
     }
     this.unschedule(c);
     if (c.prepared === null) return;
-    if (next.status === 'completed') {
-      const prepared = c.prepared;
-      c.busy = true;
-      try {
-        const graph = await this.graphs.buildBaseline(prepared);
-        c.retained = this.graphs.swapBaseline(prepared, graph);
-        if (this.promotions !== null) c.replacedPromotion = this.promotions.promote(next.pipeline_id, next.id, prepared.config, next.candidate_version,
-          next.outcome?.at ?? this.clock.now());
-      } finally {
-        c.busy = false;
-      }
-    } else {
-      this.graphs.remove(next.pipeline_id);
+    if (next.status === 'completed') await this.completeAdopted(c, next);
+    else this.graphs.remove(next.pipeline_id);
+    c.prepared = null;
+  }
+
+  /** Another instance completed the canary: its candidate becomes the baseline here too (the old one retained). */
+  private async completeAdopted(c: LiveCanary, next: CanaryRecord): Promise<void> {
+    const prepared = c.prepared!;
+    c.busy = true;
+    try {
+      const graph = await this.graphs.buildBaseline(prepared);
+      c.retained = this.graphs.swapBaseline(prepared, graph);
+      if (this.promotions !== null) c.replacedPromotion = this.promotions.promote(next.pipeline_id, next.id, prepared.config, next.candidate_version,
+        next.outcome?.at ?? this.clock.now());
+    } finally {
+      c.busy = false;
     }
     c.prepared = null;
+    // The old baseline is kept here for the grace period, as on the instance that completed it.
+    c.graceTimer = setTimeout(() => this.release(c), this.gracePeriodMs);
+    c.graceTimer.unref();
   }
 
   /**
@@ -683,6 +696,15 @@ export class CanaryController {
 
   private local(c: CandidateConfig): Promise<CandidateConfig> {
     return this.fleet === null ? Promise.resolve(c) : this.fleet.candidate(c);
+  }
+
+  /** In a fleet: another instance restored the old baseline of this completed canary; so does this one, if it still retains it. */
+  restoreRetained(id: string): void {
+    const c = this.canaries.get(id);
+    if (c === undefined || c.record.status !== 'completed' || c.retained === null) return;
+    this.graphs.restore(c.record.pipeline_id, c.retained);
+    this.promotions?.restore(c.record.pipeline_id, c.replacedPromotion);
+    this.release(c);
   }
 
   /** In a fleet: a canary started here whose record the store refused: its split is undone, as if never started. */

@@ -96,7 +96,10 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
       if (e.value !== null) void this.serial(() => this.adoptAt(e.value!, e.revision));
     }));
     this.stops.push(this.store.watch<HistoryEntry>('history/', (e) => {
-      if (e.value !== null) this.addHistory(e.key, e.value);
+      if (e.value === null) return;
+      const fresh = this.addHistory(e.key, e.value);
+      // A restore-baseline made on another instance: the record does not change, its history says it.
+      if (fresh && e.value.event === 'baseline_restored') this.controller!.restoreRetained(e.key.split('/')[1]);
     }));
     this.timer = setInterval(() => { void this.tick(); }, this.resyncMs);
     this.timer.unref();
@@ -253,27 +256,30 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
     return `history/${id}/${String(e.at).padStart(15, '0')}-${this.store.instanceId}-${String(++this.seq).padStart(6, '0')}`;
   }
 
-  private addHistory(key: string, entry: HistoryEntry): void {
+  /** Adds a history entry once; false when it was already there (this instance wrote it). */
+  private addHistory(key: string, entry: HistoryEntry): boolean {
     const id = key.split('/')[1];
     let list = this.histories.get(id);
     if (list === undefined) this.histories.set(id, list = []);
-    if (list.some((h) => h.key === key)) return;
+    if (list.some((h) => h.key === key)) return false;
     list.push({ key, entry });
     if (list.length > 1 && list[list.length - 2].key > key) list.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    return true;
   }
 
   private async loadAll(): Promise<void> {
     for (const h of await this.store.list<HistoryEntry>('history/')) this.addHistory(h.key, h.value);
     const all = await this.store.list<CanaryRecord>(fleetKeys.canaries);
     all.sort((a, b) => a.value.created_at - b.value.created_at);
-    for (const e of all) await this.adoptAt(e.value, e.revision);
+    for (const e of all) await this.adoptAt(e.value, e.revision, false);
   }
 
-  private async adoptAt(record: CanaryRecord, revision: number): Promise<void> {
+  /** `live`: a change as it happens (false: the state found when this instance joined). */
+  private async adoptAt(record: CanaryRecord, revision: number, live = true): Promise<void> {
     if (revision <= (this.revisions.get(record.id) ?? 0)) return;
     this.revisions.set(record.id, revision);
     try {
-      await this.controller!.adopt(record);
+      await this.controller!.adopt(record, live);
       if (this.failSafe) this.controller!.toBaseline(record.id);
     } catch (err) {
       this.log.error('fleet canary could not be applied on this instance (its traffic stays on the baseline)',

@@ -59,3 +59,22 @@ test('a pipeline generation published on one instance is served by all three, ea
   }, 20_000, 100);
   for (const x of fleet.instances) assert.equal(await denied(x.uri), false, `${x.id} runs generation 2`);
 });
+
+test('a completed canary is the baseline on all three; restore-baseline sent to one instance restores the old baseline on all three', async (t) => {
+  const fleet = await startFleet(t, 3);
+  const created = await fleet.byId('i1').call('POST', '/api/v1/canary', {
+    pipeline_id: 'default', candidate_config: { steps: [{ type: 'filter', config: DENY.filter.config }] }, auto_promote: false,
+    stages: [{ traffic_pct: 100, min_duration: '0', min_requests: 0 }],
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  const id = created.body.canary_id as string;
+  for (const x of fleet.instances) {
+    await until(`${x.id} to see the completion`, async () => (await x.call('GET', `/api/v1/canary/${id}`)).body.status === 'completed', 10_000, 100);
+    await until(`${x.id} to run the promoted graph`, () => denied(x.uri), 10_000, 200);
+  }
+  const restored = await fleet.byId('i3').call('POST', `/api/v1/canary/${id}/restore-baseline`);
+  assert.equal(restored.status, 200, JSON.stringify(restored.body));
+  for (const x of fleet.instances) await until(`${x.id} to run the old baseline again`, async () => !(await denied(x.uri)), 10_000, 200);
+  const history = (await fleet.byId('i2').call('GET', `/api/v1/canary/${id}/history`)).body.history as any[];
+  assert.equal(history.filter((e) => e.event === 'baseline_restored').length, 1);
+});
