@@ -119,14 +119,17 @@ export class EtcdFleetStore implements FleetStore {
   }
 
   private async regrant(): Promise<void> {
+    let told = false;
     while (!this.closed && this.lease === null) {
       try {
         await this.grantLease();
         if (this.registration !== null) await this.register(this.registration);
         await this.refreshLeader();
+        if (told) this.log.info('fleet store reachable again; registered with a new lease', { instance_id: this.instanceId });
         return;
       } catch (err) {
-        this.log.warn('fleet store unreachable; retrying', { error: (err as Error).message });
+        if (!told) this.log.warn('fleet store unreachable; retrying every 500 ms', { error: (err as Error).message });
+        told = true;
         await new Promise((r) => setTimeout(r, 500));
       }
     }
