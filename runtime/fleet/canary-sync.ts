@@ -147,7 +147,8 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
         result = await fn();
       } catch (err) {
         this.capture = null;
-        if (id !== null) await this.resync(id);
+        // Whatever the failed transition changed here, the store's state is put back.
+        if (id !== null) await this.resync(id).catch(() => {});
         throw err;
       }
       const cap = this.capture;
@@ -184,7 +185,7 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
             this.log.warn('fleet write fenced off: this instance no longer leads; its evaluation is dropped', { canary_id: rid });
             this.checkLeadership();
           }
-          await this.resync(rid);
+          await this.resync(rid).catch(() => {});
           throw new CanaryError('PROXY_ERR_CANARY_CONFLICT', res.reason === 'fenced' ? `canary ${rid}: this instance no longer leads the fleet; ` +
             'its write was refused' : `canary ${rid} was changed by another instance (revision ${res.revision}); retry on the current state`);
         }
