@@ -11,6 +11,7 @@ import type { CanaryController } from '../canary/index.ts';
 import type { Profiler, SnapshotStore } from '../profiling/index.ts';
 import { Tokens, startAdmin, startControlPlane, startProfilingHttp } from '../http/index.ts';
 import type { MetricsSource } from '../http/surface.ts';
+import type { ControlPlaneFleet } from '../http/canary.ts';
 import { adminSurface, profilingSurface, proxyMetrics } from './http-views.ts';
 import type { MachineView, RunningProxy } from './serve.ts';
 
@@ -25,6 +26,8 @@ export interface HttpSurfaceDeps {
   log: Log;
   /** With workers: the machine's merged metrics and the refresh of the primary's profiler from the workers'. */
   machine?: Pick<MachineView, 'metrics' | 'refresh' | 'workers' | 'workerProfiler'> | null;
+  /** The fleet's part of the control plane (runtime/app/fleet.ts), read when the control plane opens. */
+  fleet?: () => ControlPlaneFleet | null;
 }
 
 /** The listeners a reload opened, switched to by commit() once the rest of the reload succeeded. */
@@ -87,7 +90,7 @@ export class HttpSurfaces {
   }
 
   openControlPlane(cp: NonNullable<ProxyConfig['control_plane']>): Promise<Http> {
-    return startControlPlane(this.deps.canary!, cp.host, cp.port, { tokens: this.controlPlaneTokens });
+    return startControlPlane(this.deps.canary!, cp.host, cp.port, { tokens: this.controlPlaneTokens, fleet: this.deps.fleet?.() ?? null });
   }
 
   /**

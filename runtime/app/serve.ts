@@ -17,12 +17,16 @@ import { Registry } from 'prom-client';
 import { WasmHost } from '../wasm/index.ts';
 export { watchReload, type WatchReloadOptions } from './reload-watch.ts';
 import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, Promotions, defaultsFromConfig, registerShadowMetrics, type BaselineChoice,
-  type CanaryEventSink, type Clock } from '../canary/index.ts';
+  type CanaryEventSink, type CanaryDefaults, type Clock } from '../canary/index.ts';
 import { ProfilerCanaryMetrics } from './canary-metrics.ts';
 import { Notifier, outboxPath, registerNotificationMetrics } from '../canary/notify/index.ts';
 import { Profiler, SnapshotStore, durationToMs, mmapFitIssue, type MmapStorage, type ProfilingSettings } from '../profiling/index.ts';
 import { Tracing, TracingRecorder, tracesUrl, type TracingSettings } from '../telemetry/index.ts';
 import type { MetricsSource, WorkersView } from '../http/surface.ts';
+import { controlPlaneTokens } from './http-surfaces.ts';
+import { controlPlaneFleet, fleetConfigIssues, instanceIdOf, instanceInfo, openFleet, type FleetParts } from './fleet.ts';
+import { FleetMember } from '../fleet/member.ts';
+import { FleetPipelines } from '../fleet/pipelines.ts';
 
 /** Built-in plugins are compiled here by `npm run build` (scripts/build-plugins.mjs). */
 export const BUILTIN_PLUGIN_DIR = fileURLToPath(new URL('../../build/plugins/', import.meta.url));
@@ -115,6 +119,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   const machine = opts.cluster?.role === 'primary' ? opts.cluster.machine : null;
   const worker = opts.cluster?.role === 'worker';
   const log = opts.log ?? new Logger('proxy', config.log.level, config.log.format, undefined, new LogRing(config.log.ring_lines));
+  const fleetIssues = fleetConfigIssues(config);
+  if (fleetIssues.length > 0) throw new ConfigError(opts.configFile ?? null, fleetIssues);
   await initCompression();
   // First, before anything opens: a mongodb+srv:// name that does not resolve stops startup.
   const upstreamLog = log.child('proxy::upstream');
@@ -164,6 +170,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   let canaryStore: CanaryStore | null = null;
   let promotions: Promotions | null = null;
   let notifier: Notifier | null = null;
+  let fleet: FleetParts | null = null;
+  const fleetToken = () => controlPlaneTokens(current)[0] ?? null;
   if (config.control_plane !== undefined && profiler !== null && opts.cluster === undefined) {
     const canaryLog = log.child('proxy::canary');
     if (opts.canarySink === undefined) {
@@ -179,14 +187,19 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     for (const c of pipelineConfigs(config)) baselines.push(await promotions.start(c, (x) => pipelines.load(x)));
     canaryGraphs = new PipelineCanaryGraphs(pipelines, baselines);
     registerShadowMetrics(metrics, canaryGraphs.shadowStats);
+    const sink = opts.canarySink ?? notifier ?? new LogEventSink((m, f) => canaryLog.info(m, f));
+    // fleet.store: etcd: the records, the events and the evaluation go through the fleet (docs/fleet.md).
+    fleet = await openFleet(config, canaryStore, { log: log.child('proxy::fleet'), sink, instanceId: instanceIdOf(config), token: fleetToken });
     canary = new CanaryController({
-      store: canaryStore, graphs: canaryGraphs, metrics: new ProfilerCanaryMetrics(profiler, metrics),
-      sink: opts.canarySink ?? notifier ?? new LogEventSink((m, f) => canaryLog.info(m, f)), defaults: () => defaultsFromConfig(current),
+      store: fleet.sync ?? canaryStore, graphs: canaryGraphs, metrics: new ProfilerCanaryMetrics(profiler, metrics),
+      sink: fleet.sync?.sink ?? sink, defaults: () => fleetDefaults(defaultsFromConfig(current), fleet),
       clock: opts.canaryClock, warningShare: config.canary.warning_share, gracePeriodMs: canaryDurationMs(config.canary.baseline_grace_period),
-      log: canaryLog, promotions,
+      log: canaryLog, promotions, fleet: fleet.sync,
     });
-    // Active canaries resume before clients connect: each candidate is rebuilt, then split again.
-    await canary.resume();
+    // Active canaries resume before clients connect: each candidate is rebuilt, then split again
+    // (in a fleet: every canary of the store is loaded and split as the store says).
+    if (fleet.sync !== null) await fleet.sync.attach(canary);
+    else await canary.resume();
   }
   let devdb: DevDbServer | null = null;
   let upstreamUri = config.upstream.uri;
@@ -359,7 +372,11 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       // The admin port closes after the drain: /readyz answers 503 (draining) meanwhile.
       if (surfaces.profiling !== null) await surfaces.profiling.app.close();
       if (surfaces.controlPlane !== null) await surfaces.controlPlane.app.close();
+      fleet?.sync?.close();
+      fleetPipelines?.close();
       if (canary !== null) await canary.close();
+      // Leaving the fleet revokes the lease: the registry entry goes, and another instance leads at once.
+      await member?.close();
       if (notifier !== null) await notifier.close(); // after the controller: its last events are in the outbox
       // With workers, they drain (each by the server's rules) and hand in their last statistics.
       if (machine !== null) await machine.stop(current.shutdown.drain_timeout_ms);
@@ -374,7 +391,11 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       canaryStore?.close();
     },
   };
-  surfaces = new HttpSurfaces(config, { running, profiler, snapshots, canary, configFile: opts.configFile ?? null, log, machine });
+  let member: FleetMember | null = null;
+  let fleetPipelines: FleetPipelines | null = null;
+  surfaces = new HttpSurfaces(config, { running, profiler, snapshots, canary, configFile: opts.configFile ?? null, log,
+    fleet: () => (member === null ? null : controlPlaneFleet(member, fleet?.sync ?? null, canary!, canaryGraphs!, fleetToken,
+      config.fleet.evidence_timeout_ms, fleetPipelines)), machine });
   if (worker) return running; // the primary opens the HTTP endpoints
   if (tracing !== null) {
     const t = tracing.settings;
@@ -394,8 +415,20 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     }
   }
   if (canary !== null && config.control_plane !== undefined) {
+    member = new FleetMember(fleet!.store, instanceInfo(config, fleet!.store.instanceId, formatHostPort(bound.host, bound.port), null),
+      log.child('proxy::fleet'));
+    const sync = fleet!.sync;
+    if (sync !== null) {
+      member.setStateSource(() => sync.state());
+      fleetPipelines = new FleetPipelines({ store: fleet!.store, member, running, log: log.child('proxy::fleet') });
+    }
     surfaces.controlPlane = await surfaces.openControlPlane(config.control_plane);
-    log.info('canary control plane listening', { url: surfaces.controlPlane.url, store: canaryStore!.path });
+    await member.update({ control_url: config.fleet.advertise_url ?? surfaces.controlPlane.url });
+    await member.start();
+    // The fleet's pipeline configuration, if one was published, replaces the file's pipelines here.
+    await fleetPipelines?.start();
+    log.info('canary control plane listening', { url: surfaces.controlPlane.url, store: canaryStore!.path, fleet_store: fleet!.store.kind,
+      instance_id: fleet!.store.instanceId });
   }
   if (config.admin?.listen !== undefined && config.admin.token !== undefined) {
     surfaces.admin = await surfaces.openAdmin(config.admin.listen);
@@ -406,6 +439,10 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
 
 /** A reload in a worker moves no listener: the primary owns them. */
 const NO_MOVE = { commit() {}, async abort() {} };
+/** In a fleet, this instance's verified copies of content-addressed modules may load as well. */
+function fleetDefaults(d: CanaryDefaults, fleet: FleetParts | null): CanaryDefaults {
+  return fleet?.sync == null ? d : { ...d, plugin_dirs: [...d.plugin_dirs, fleet.sync.artifacts.cacheDir] };
+}
 
 /** Where the histogram file goes with `profiling.storage: "mmap"` (null otherwise); a ConfigError when the pipeline does not fit. */
 function mmapStorage(config: ProxyConfig, source: string | null): MmapStorage | null {

@@ -13,10 +13,10 @@ import { divergedEventId, transitionEventId, warningEventId, type CanaryEvent, t
 import { CanaryError } from './errors.ts';
 import { evaluate, formatDuration, volumeConditions, type CustomValues, type Evaluation } from './evaluator.ts';
 import type { Aim, CanaryGraphs, PreparedCandidate, RetainedBaseline } from './graphs.ts';
-import { isShadowStage, parseStartRequest, stageShadowPct, type CanaryDefaults, type CanarySpec } from './spec.ts';
+import { isShadowStage, parseStartRequest, stageShadowPct, type CanaryDefaults, type CanarySpec, type CandidateConfig } from './spec.ts';
 import { ShadowTracker, ShadowWindow } from './shadow-windows.ts';
 import type { ShadowCanary, ShadowSettings } from './shadow.ts';
-import type { CanaryRecord, CanaryStatus, CanaryStore, HistoryEntry, PromotionRecord, Sample } from './store.ts';
+import type { CanaryRecord, CanaryRecords, CanaryStatus, HistoryEntry, PromotionRecord, Sample } from './store.ts';
 import type { Promotions } from './promotions.ts';
 import { httpGate, type GateCaller } from './gate.ts';
 import { SideWindow, WindowTracker, type CanaryMetricsSource } from './windows.ts';
@@ -36,8 +36,30 @@ export const intervalScheduler: Scheduler = (ms, fn) => {
 
 const silentLog: Pick<Log, 'info' | 'warn' | 'error'> = { info() {}, warn() {}, error() {} };
 
+/** One evaluation window read from every instance of a fleet (runtime/fleet/evidence.ts). */
+export interface FleetWindows {
+  baseline: SideWindow;
+  candidate: SideWindow;
+  /** Which instances were read, which could not be; `quorum` false: too few answered to decide. */
+  evidence: { instances_read: string[]; unreadable: Array<{ instance_id: string; error: string }>; quorum: boolean };
+}
+
+/**
+ * How the controller takes part in a fleet (runtime/fleet/canary-sync.ts); absent: one instance.
+ * Only the instance that evaluates schedules evaluations; each runs as one fleet transaction, on
+ * windows merged from every instance.
+ */
+export interface FleetHooks {
+  evaluates(): boolean;
+  /** Runs one scheduled evaluation as a fleet transaction. */
+  evaluation(id: string, run: () => Promise<unknown>): Promise<unknown>;
+  windows(canaryId: string, pipelineId: string): Promise<FleetWindows>;
+  /** The candidate as this instance loads it (content-addressed modules fetched and verified). */
+  candidate(c: CandidateConfig): Promise<CandidateConfig>;
+}
+
 export interface ControllerOptions {
-  store: CanaryStore;
+  store: CanaryRecords;
   graphs: CanaryGraphs;
   metrics: CanaryMetricsSource;
   sink: CanaryEventSink;
@@ -52,6 +74,7 @@ export interface ControllerOptions {
   promotions?: Promotions | null;
   /** How a stage's pre-promotion gate is called (tests may replace it); default: an HTTP POST. */
   gate?: GateCaller;
+  fleet?: FleetHooks | null;
 }
 
 /** A canary this process runs: its record and what lives only in memory. */
@@ -80,6 +103,8 @@ class LiveCanary {
   readonly shadowStage = new ShadowWindow();
   /** When the last canary.diverged was emitted (rate limit). */
   lastDivergedAt = -Infinity;
+  /** In a fleet: the instances the current evaluation read (named in its decisions). */
+  evidence: FleetWindows['evidence'] | null = null;
   constructor(record: CanaryRecord) {
     this.record = record;
   }
@@ -100,7 +125,7 @@ function shadowSettings(spec: CanarySpec, stage: number): ShadowSettings | null 
 const ACTIVE: ReadonlySet<CanaryStatus> = new Set(['active', 'paused']);
 
 export class CanaryController {
-  private readonly store: CanaryStore;
+  private readonly store: CanaryRecords;
   private readonly graphs: CanaryGraphs;
   private readonly metrics: CanaryMetricsSource;
   private readonly sink: CanaryEventSink;
@@ -112,6 +137,7 @@ export class CanaryController {
   private readonly log: Pick<Log, 'info' | 'warn' | 'error'>;
   private readonly promotions: Promotions | null;
   private readonly gate: GateCaller;
+  private readonly fleet: FleetHooks | null;
   private readonly canaries = new Map<string, LiveCanary>();
   /** Pipelines with a canary starting (its candidate is being built). */
   private readonly starting = new Set<string>();
@@ -130,6 +156,7 @@ export class CanaryController {
     this.log = o.log ?? silentLog;
     this.promotions = o.promotions ?? null;
     this.gate = o.gate ?? httpGate;
+    this.fleet = o.fleet ?? null;
     for (const r of this.store.all()) this.canaries.set(r.id, new LiveCanary(r));
   }
 
@@ -222,7 +249,7 @@ export class CanaryController {
     let prepared: PreparedCandidate;
     try {
       try {
-        prepared = await this.graphs.prepare(pid, spec.candidate_config, this.defaults().plugin_dirs);
+        prepared = await this.graphs.prepare(pid, await this.local(spec.candidate_config), this.defaults().plugin_dirs);
       } catch (err) {
         throw new CanaryError('PROXY_ERR_CANARY_CANDIDATE_REFUSED', `candidate refused: ${(err as Error).message}`, undefined, err);
       }
@@ -386,17 +413,31 @@ export class CanaryController {
       const pid = c.record.pipeline_id;
       const requests = { baseline: this.graphs.totals(pid, 'baseline')?.requests ?? 0, candidate: this.graphs.totals(pid, 'candidate')?.requests ?? 0 };
       const custom = await c.custom.read(this.metrics, pid, c.record.spec.rollback_rules.custom_metrics, requests);
+      const fleet = this.fleet === null ? null : await this.fleet.windows(id, pid);
       if (!ACTIVE.has(c.record.status) || c.busy) return null;
-      return await this.evaluateNow(c, custom);
+      if (fleet !== null && !fleet.evidence.quorum) {
+        // Too few instances answered: no window, no decision; the timers neither start nor reset.
+        const e = this.entry(c, 'evidence_incomplete', `evaluation inconclusive: read ${fleet.evidence.instances_read.length} instance(s); not ` +
+          `read: ${fleet.evidence.unreadable.map((u) => `${u.instance_id} (${u.error})`).join(', ')}`, { evidence: fleet.evidence });
+        this.store.save(c.record, [e]);
+        this.notify(id, e);
+        return null;
+      }
+      c.evidence = fleet?.evidence ?? null;
+      try {
+        return await this.evaluateNow(c, custom, fleet);
+      } finally {
+        c.evidence = null;
+      }
     } finally {
       c.evaluating = false;
     }
   }
 
-  private async evaluateNow(c: LiveCanary, custom: CustomValues): Promise<Evaluation> {
+  private async evaluateNow(c: LiveCanary, custom: CustomValues, fleet: FleetWindows | null = null): Promise<Evaluation> {
     const r = c.record;
     const now = this.clock.now();
-    const window = {
+    const window = fleet ?? {
       baseline: c.trackers.baseline.take(this.graphs.totals(r.pipeline_id, 'baseline')),
       candidate: c.trackers.candidate.take(this.graphs.totals(r.pipeline_id, 'candidate')),
     };
@@ -605,6 +646,133 @@ export class CanaryController {
     }
   }
 
+  // ---- a fleet (runtime/fleet/canary-sync.ts) -------------------------------------------------
+
+  /**
+   * Makes this instance serve what the fleet store says of a canary (written by another instance,
+   * or put back after a lost race): a new active canary's candidate is loaded and split, a weight
+   * or stage change applied, a rollback sends everything to the baseline, a completion swaps the
+   * graphs. No event is emitted: the instance that wrote the transition did.
+   */
+  async adopt(next: CanaryRecord, live = true): Promise<void> {
+    let c = this.canaries.get(next.id);
+    if (c === undefined) {
+      c = new LiveCanary(next);
+      this.canaries.set(next.id, c);
+      // A canary completed as it started (a one-stage schedule) is applied too, but only as it
+      // happens: one completed before this instance started is history.
+      const completing = live && next.status === 'completed';
+      if (!ACTIVE.has(next.status) && !completing) return;
+      c.record = { ...next, status: 'rolled_back' }; // not split until its candidate is loaded
+      c.prepared = await this.graphs.prepare(next.pipeline_id, await this.local(next.spec.candidate_config), this.defaults().plugin_dirs);
+      c.record = next;
+      if (completing) {
+        await this.completeAdopted(c, next);
+        return;
+      }
+      this.graphs.activate(c.prepared, next.traffic_pct, aimOf(next));
+      this.primeWindows(c);
+      this.schedule(c);
+      return;
+    }
+    const before = c.record;
+    c.record = next;
+    if (ACTIVE.has(next.status)) {
+      if (c.prepared === null) {
+        c.prepared = await this.graphs.prepare(next.pipeline_id, await this.local(next.spec.candidate_config), this.defaults().plugin_dirs);
+        this.graphs.activate(c.prepared, next.traffic_pct, aimOf(next));
+        this.primeWindows(c);
+      } else {
+        this.graphs.setTraffic(next.pipeline_id, next.traffic_pct);
+      }
+      if (before.current_stage !== next.current_stage) {
+        c.stage.baseline.reset();
+        c.stage.candidate.reset();
+      }
+      this.schedule(c);
+      return;
+    }
+    this.unschedule(c);
+    if (c.prepared === null) return;
+    if (next.status === 'completed') await this.completeAdopted(c, next);
+    else this.graphs.remove(next.pipeline_id);
+    c.prepared = null;
+  }
+
+  /** Another instance completed the canary: its candidate becomes the baseline here too (the old one retained). */
+  private async completeAdopted(c: LiveCanary, next: CanaryRecord): Promise<void> {
+    const prepared = c.prepared!;
+    c.busy = true;
+    try {
+      const graph = await this.graphs.buildBaseline(prepared);
+      c.retained = this.graphs.swapBaseline(prepared, graph);
+      if (this.promotions !== null) c.replacedPromotion = this.promotions.promote(next.pipeline_id, next.id, prepared.config, next.candidate_version,
+        next.outcome?.at ?? this.clock.now());
+    } finally {
+      c.busy = false;
+    }
+    c.prepared = null;
+    // The old baseline is kept here for the grace period, as on the instance that completed it.
+    c.graceTimer = setTimeout(() => this.release(c), this.gracePeriodMs);
+    c.graceTimer.unref();
+  }
+
+  /**
+   * In a fleet whose store has been unreachable past fleet.fail_safe_after: all of the canary's
+   * traffic to the baseline on this instance only (the record is not changed; adopt() restores the
+   * store's weights once it is back).
+   */
+  toBaseline(id: string): void {
+    const c = this.canaries.get(id);
+    if (c !== undefined && ACTIVE.has(c.record.status) && c.prepared !== null) this.graphs.setTraffic(c.record.pipeline_id, 0);
+  }
+
+  private local(c: CandidateConfig): Promise<CandidateConfig> {
+    return this.fleet === null ? Promise.resolve(c) : this.fleet.candidate(c);
+  }
+
+  /** In a fleet: another instance restored the old baseline of this completed canary; so does this one, if it still retains it. */
+  restoreRetained(id: string): void {
+    const c = this.canaries.get(id);
+    if (c === undefined || c.record.status !== 'completed' || c.retained === null) return;
+    this.graphs.restore(c.record.pipeline_id, c.retained);
+    this.promotions?.restore(c.record.pipeline_id, c.replacedPromotion);
+    this.release(c);
+  }
+
+  /** In a fleet: a canary started here whose record the store refused: its split is undone, as if never started. */
+  discard(id: string): void {
+    const c = this.canaries.get(id);
+    if (c === undefined) return;
+    this.unschedule(c);
+    if (c.prepared !== null && ACTIVE.has(c.record.status)) this.graphs.remove(c.record.pipeline_id);
+    c.prepared = null;
+    this.canaries.delete(id);
+  }
+
+  /** In a fleet: this instance became (true) or stopped being (false) the one that evaluates. */
+  setEvaluating(on: boolean): void {
+    for (const c of this.canaries.values()) {
+      if (!on) this.unschedule(c);
+      else if (ACTIVE.has(c.record.status) && c.prepared !== null) {
+        this.primeWindows(c);
+        this.schedule(c);
+      }
+    }
+  }
+
+  /** The candidate of a start request loads here (a fleet asks every instance before a create); its version. */
+  async check(body: unknown): Promise<string> {
+    const spec = parseStartRequest(body, this.defaults());
+    const pid = spec.pipeline_id;
+    if (!this.graphs.hasPipeline(pid)) throw new CanaryError('PROXY_ERR_CANARY_UNKNOWN_PIPELINE', `no pipeline "${pid}" on this proxy`);
+    try {
+      return (await this.graphs.prepare(pid, await this.local(spec.candidate_config), this.defaults().plugin_dirs)).version;
+    } catch (err) {
+      throw new CanaryError('PROXY_ERR_CANARY_CANDIDATE_REFUSED', `candidate refused: ${(err as Error).message}`, undefined, err);
+    }
+  }
+
   async close(): Promise<void> {
     for (const c of this.canaries.values()) {
       this.unschedule(c);
@@ -626,10 +794,13 @@ export class CanaryController {
 
   private schedule(c: LiveCanary): void {
     if (this.scheduler === null || c.cancel !== null) return;
+    if (this.fleet !== null && !this.fleet.evaluates()) return;
     const ms = canaryDurationMs(c.record.spec.rollback_rules.check_interval);
     const id = c.record.id;
+    const fleet = this.fleet;
     c.cancel = this.scheduler(ms, () => {
-      this.evaluate(id).catch((err) => this.log.error('canary evaluation failed', { canary_id: id, error: (err as Error).message }));
+      (fleet === null ? this.evaluate(id) : fleet.evaluation(id, () => this.evaluate(id)))
+        .catch((err) => this.log.error('canary evaluation failed', { canary_id: id, error: (err as Error).message }));
     });
   }
 
@@ -648,6 +819,7 @@ export class CanaryController {
   private commit(c: LiveCanary, event: string, message: string, type: CanaryEventType | null, details?: Record<string, unknown>): void {
     const r = c.record;
     r.version++;
+    if (c.evidence !== null && details?.triggered_by === 'automatic') details = { ...details, evidence: c.evidence };
     const e = this.entry(c, event, message, details);
     this.store.save(r, [e]);
     this.notify(r.id, e);

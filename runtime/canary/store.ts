@@ -83,7 +83,19 @@ export interface PromotionRecord {
   file_fingerprint: string;
 }
 
-export class CanaryStore {
+/**
+ * What the controller needs of its records' storage: this SQLite store, or the fleet's mirror of
+ * the shared store (runtime/fleet/canary-sync.ts).
+ */
+export interface CanaryRecords {
+  save(r: CanaryRecord, entries?: HistoryEntry[]): void;
+  all(): CanaryRecord[];
+  history(id: string): HistoryEntry[];
+  addSample(id: string, s: Sample): void;
+  samples(id: string): Sample[];
+}
+
+export class CanaryStore implements CanaryRecords {
   readonly path: string;
   private readonly db: Database.Database;
   private readonly maxSamples: number;
@@ -91,6 +103,7 @@ export class CanaryStore {
     upsert: Database.Statement; all: Database.Statement; addHistory: Database.Statement; history: Database.Statement;
     addSample: Database.Statement; samples: Database.Statement; trimSamples: Database.Statement;
     putPromotion: Database.Statement; promotion: Database.Statement; dropPromotion: Database.Statement;
+    kvGet: Database.Statement; kvList: Database.Statement; kvPut: Database.Statement; kvDrop: Database.Statement; kvTop: Database.Statement;
   };
 
   constructor(dir: string, maxSamples = 10000) {
@@ -109,6 +122,7 @@ export class CanaryStore {
       CREATE TABLE IF NOT EXISTS samples (seq INTEGER PRIMARY KEY AUTOINCREMENT, canary_id TEXT NOT NULL, at INTEGER NOT NULL, sample TEXT NOT NULL);
       CREATE INDEX IF NOT EXISTS samples_canary ON samples (canary_id, seq);
       CREATE TABLE IF NOT EXISTS promotions (pipeline_id TEXT PRIMARY KEY, record TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS fleet_kv (key TEXT PRIMARY KEY, value TEXT NOT NULL, revision INTEGER NOT NULL);
     `);
     this.stmts = {
       upsert: this.db.prepare('INSERT INTO canaries (id, pipeline_id, status, created_at, record) VALUES (@id, @pipeline_id, @status, @created_at, ' +
@@ -124,6 +138,12 @@ export class CanaryStore {
         'excluded.record'),
       promotion: this.db.prepare('SELECT record FROM promotions WHERE pipeline_id = ?'),
       dropPromotion: this.db.prepare('DELETE FROM promotions WHERE pipeline_id = ?'),
+      kvGet: this.db.prepare('SELECT key, value, revision FROM fleet_kv WHERE key = ?'),
+      kvList: this.db.prepare('SELECT key, value, revision FROM fleet_kv WHERE substr(key, 1, length(@p)) = @p ORDER BY key'),
+      kvPut: this.db.prepare('INSERT INTO fleet_kv (key, value, revision) VALUES (?, ?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value, ' +
+        'revision = excluded.revision'),
+      kvDrop: this.db.prepare('DELETE FROM fleet_kv WHERE key = ?'),
+      kvTop: this.db.prepare('SELECT coalesce(max(revision), 0) AS top FROM fleet_kv'),
     };
   }
 
@@ -162,6 +182,32 @@ export class CanaryStore {
   setPromotion(pipelineId: string, p: PromotionRecord | null): void {
     if (p === null) this.stmts.dropPromotion.run(pipelineId);
     else this.stmts.putPromotion.run(pipelineId, JSON.stringify(p));
+  }
+
+  // ---- the embedded fleet store's key-value table (runtime/fleet/local.ts) -------------------
+
+  kvGet(key: string): { key: string; value: string; revision: number } | null {
+    return (this.stmts.kvGet.get(key) as { key: string; value: string; revision: number } | undefined) ?? null;
+  }
+
+  kvList(prefix: string): Array<{ key: string; value: string; revision: number }> {
+    return this.stmts.kvList.all({ p: prefix }) as Array<{ key: string; value: string; revision: number }>;
+  }
+
+  /**
+   * Writes `value` (null deletes) if `key` is at revision `expected` (0: absent), with `also` written
+   * in the same transaction; returns the new revision, or the current one negated on a conflict.
+   */
+  kvCas(key: string, value: string | null, expected: number, also: Array<{ key: string; value: string }> = []): number {
+    return this.db.transaction(() => {
+      const cur = this.kvGet(key)?.revision ?? 0;
+      if (cur !== expected) return -cur;
+      const rev = (this.stmts.kvTop.get() as { top: number }).top + 1;
+      if (value === null) this.stmts.kvDrop.run(key);
+      else this.stmts.kvPut.run(key, value, rev);
+      for (const a of also) this.stmts.kvPut.run(a.key, a.value, rev);
+      return rev;
+    })();
   }
 
   close(): void {

@@ -11,6 +11,7 @@ import { typedOption } from './argv.ts';
 import { registerLogs } from './logs.ts';
 import { registerBench } from './bench.ts';
 import { registerCanary } from './canary.ts';
+import { registerFleet } from './fleet.ts';
 import { registerPlugin } from './plugin.ts';
 import { registerProfile } from './profile.ts';
 import { registerUser } from './user.ts';
@@ -178,6 +179,7 @@ registerBench(cli);
 registerPlugin(cli);
 registerProfile(cli);
 registerCanary(cli);
+registerFleet(cli);
 registerLogs(cli);
 registerUser(cli);
 

@@ -70,7 +70,8 @@ async function isFile(path: string): Promise<boolean> {
   }
 }
 
-function parseText(text: string, file: string): unknown {
+/** The object a configuration file's text holds (by its extension: JSON, YAML or TOML), not yet validated. */
+export function parseText(text: string, file: string): unknown {
   const ext = extname(file).toLowerCase();
   switch (ext) {
     case '.json':

@@ -10,6 +10,7 @@ import { channelProblems } from './notifications-schema.ts';
 import { parseCidr } from './pipeline-match.ts';
 import { pipelineListProblems, stepLists } from './pipeline-list.ts';
 import { autoPromoteRulesSchema, canarySchema, controlPlaneSchema, notificationsSchema, rollbackRulesSchema } from './canary-schema.ts';
+import { fleetSchema } from './fleet-schema.ts';
 
 /** Step kinds the proxy ships; every other pipeline step must name a WASM module or package. */
 export const BUILTIN_STEPS = [
@@ -523,6 +524,8 @@ const rootObject = v.strictObject({
     'with a start request\'s).')), {})),
   notifications: partlyOnReload(v.optional(v.pipe(notificationsSchema, v.description('Canary notifications: default channels, the outbox, retries ' +
     'and the SMTP server. See docs/notifications.md.')), {}), '`outbox_path` needs a restart; the other keys apply on reload.'),
+  fleet: onRestart(v.optional(v.pipe(fleetSchema, v.description('Several proxy instances running one canary: shared state, one elected evaluator, ' +
+    'fleet-wide evidence (docs/fleet.md). Absent: one instance (`store: sqlite`).')), {})),
 });
 
 type PathItem = { type: 'object'; origin: 'value'; input: Record<string, unknown>; key: string; value: unknown };

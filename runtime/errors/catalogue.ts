@@ -73,6 +73,7 @@ export const ERRORS = {
   PROXY_ERR_CANARY_INVALID_STATE: { class: 'CanaryError', status: 409, meaning: 'not valid in the canary\'s state' },
   PROXY_ERR_CANARY_CONFLICT: { class: 'CanaryError', status: 409, meaning: 'another transition of this canary won' },
   PROXY_ERR_CANARY_NOT_SHADOW: { class: 'CanaryError', status: 409, meaning: 'the canary is not a shadow canary (it has no diffs)' },
+  PROXY_ERR_CANARY_STORE_UNREACHABLE: { class: 'CanaryError', status: 503, meaning: 'the fleet store (etcd) cannot be reached; no transition was made' },
 
   // proxy profile.
   PROXY_ERR_PROFILE_USAGE: { class: 'ProfileError', exit: 2, meaning: 'proxy profile was called with an unknown, missing or invalid option' },

@@ -21,7 +21,30 @@ export interface ControlPlaneOptions {
   tokens: readonly string[] | Tokens;
   /** Feed period, ms (5000: SPEC §4.2's dashboard refresh). */
   feedIntervalMs?: number;
+  /** The fleet this instance belongs to (runtime/app/fleet.ts): /api/v1/fleet and fleet-wide writes. */
+  fleet?: ControlPlaneFleet | null;
 }
+
+/** What the control plane needs of the fleet. */
+export interface ControlPlaneFleet {
+  /** GET /api/v1/fleet. */
+  status(): Promise<unknown>;
+  /** GET /api/v1/fleet/evidence/{pipeline}: this instance's arms, cumulative, HDR-encoded. */
+  evidence(pipelineId: string): unknown;
+  /** Runs a write (a transition of canary `id`, or a start when null) as one fleet transaction. */
+  transact<T>(id: string | null, fn: () => T | Promise<T>): Promise<T>;
+  /**
+   * Before a start: the candidate loads here, its modules are published by content hash, and every
+   * other instance loads it too, or the start fails naming the one that cannot; returns the request
+   * to start (its modules named by hash).
+   */
+  precheck(body: unknown): Promise<unknown>;
+  /** The fleet's pipeline configuration (etcd only): GET and POST /api/v1/fleet/pipelines. */
+  pipelines: { current(): Promise<unknown>; publish(body: unknown): Promise<unknown> } | null;
+}
+
+/** One instance: a write is just the write. */
+const direct = <T>(_id: string | null, fn: () => T | Promise<T>): Promise<T> => Promise.resolve().then(fn);
 
 /** Largest body: a canary start with its candidate configuration. */
 export const CONTROL_PLANE_BODY_LIMIT_BYTES = 1024 * 1024;
@@ -76,10 +99,13 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
   });
 
   type P = { Params: { id: string }; Body: unknown; Querystring: Record<string, string | undefined> };
+  const fleet = opts.fleet ?? null;
+  const tx = fleet === null ? direct : <T>(id: string | null, fn: () => T | Promise<T>) => fleet.transact(id, fn);
 
   app.post('/api/v1/canary', async (req, reply) => {
     try {
-      const created = await controller.start(req.body);
+      const body = fleet === null ? req.body : await fleet.precheck(req.body);
+      const created = await tx(null, () => controller.start(body));
       return reply.code(201).send(created);
     } catch (err) {
       return fail(reply, err);
@@ -115,7 +141,7 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
       if (q !== undefined && q !== 'true' && q !== 'false') return sendError(reply, 'PROXY_ERR_BAD_QUERY', 'force: expected true or false');
       if (b.force !== undefined && typeof b.force !== 'boolean') throw new CanaryError('PROXY_ERR_BAD_BODY', 'force: expected a boolean');
       const force = b.force === true || q === 'true';
-      return await controller.promote(req.params.id, { force, expectedVersion: optionalVersion(b) });
+      return await tx(req.params.id, () => controller.promote(req.params.id, { force, expectedVersion: optionalVersion(b) }));
     } catch (err) {
       return fail(reply, err);
     }
@@ -125,7 +151,8 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
     try {
       const b = objectBody(req.body);
       if (b.reason !== undefined && typeof b.reason !== 'string') throw new CanaryError('PROXY_ERR_BAD_BODY', 'reason: expected a string');
-      return controller.rollback(req.params.id, { reason: b.reason as string | undefined, expectedVersion: optionalVersion(b), triggeredBy: 'manual' });
+      return await tx(req.params.id, () => controller.rollback(req.params.id, { reason: b.reason as string | undefined,
+        expectedVersion: optionalVersion(b), triggeredBy: 'manual' }));
     } catch (err) {
       return fail(reply, err);
     }
@@ -138,7 +165,7 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
         `field "${k}" (only traffic_pct changes)`);
       controller.record(req.params.id);
       if (b.traffic_pct === undefined) throw new CanaryError('PROXY_ERR_BAD_BODY', 'traffic_pct: required');
-      return controller.patch(req.params.id, b.traffic_pct, optionalVersion(b));
+      return await tx(req.params.id, () => controller.patch(req.params.id, b.traffic_pct, optionalVersion(b)));
     } catch (err) {
       return fail(reply, err);
     }
@@ -185,11 +212,41 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
 
   app.post<P>('/api/v1/canary/:id/restore-baseline', async (req, reply) => {
     try {
-      return controller.restoreBaseline(req.params.id);
+      return await tx(req.params.id, () => controller.restoreBaseline(req.params.id));
     } catch (err) {
       return fail(reply, err);
     }
   });
+
+  if (fleet !== null) {
+    app.get('/api/v1/fleet', async () => fleet.status());
+    app.get<{ Params: { pipeline: string } }>('/api/v1/fleet/evidence/:pipeline', async (req, reply) => {
+      try {
+        return fleet.evidence(req.params.pipeline);
+      } catch (err) {
+        return fail(reply, err);
+      }
+    });
+    const pipelines = fleet.pipelines;
+    if (pipelines !== null) {
+      app.get('/api/v1/fleet/pipelines', async () => pipelines.current());
+      app.post('/api/v1/fleet/pipelines', async (req, reply) => {
+        try {
+          return reply.code(201).send(await pipelines.publish(req.body));
+        } catch (err) {
+          return fail(reply, err);
+        }
+      });
+    }
+    // Asked by the instance a start request came to: can this instance load the candidate?
+    app.post('/api/v1/fleet/check', async (req, reply) => {
+      try {
+        return { ok: true, candidate_version: await controller.check(req.body) };
+      } catch (err) {
+        return fail(reply, err);
+      }
+    });
+  }
 
   // The WebSocket feed: upgrades on /api/v1/canary/{id}/feed, outside fastify's routing.
   const wss = new WebSocketServer({ noServer: true });

@@ -1,0 +1,123 @@
+// The fleet around one proxy instance (docs/fleet.md): builds the store `fleet` names (the embedded
+// SQLite one, or etcd), the member (registry, election, GET /api/v1/fleet), and — with etcd — the
+// canary sync that makes the controller's records the fleet's; then gives the control plane what it
+// needs (status, evidence, fleet-wide writes, the candidate check of every instance).
+import { hostname } from 'node:os';
+import { join, resolve } from 'node:path';
+import { CanaryError, type CanaryController, type CanaryEventSink, type CanaryGraphs, type CanaryStore } from '../canary/index.ts';
+import { canaryDurationMs, hostPort, type ProxyConfig } from '../config/index.ts';
+import type { Log } from '../log/index.ts';
+import type { ControlPlaneFleet } from '../http/canary.ts';
+import { VERSION } from '../version.ts';
+import { EtcdFleetStore } from '../fleet/etcd.ts';
+import { LocalFleetStore } from '../fleet/local.ts';
+import { FleetMember } from '../fleet/member.ts';
+import { FleetCanaries } from '../fleet/canary-sync.ts';
+import type { FleetPipelines } from '../fleet/pipelines.ts';
+import { FleetArtifacts } from '../fleet/artifacts.ts';
+import { FleetEvidence, encodeArm, httpEvidenceReader, type EvidencePayload } from '../fleet/evidence.ts';
+import type { FleetStore, InstanceInfo } from '../fleet/store.ts';
+
+export interface FleetParts {
+  store: FleetStore;
+  /** With etcd: the controller's records, sink and hooks; null with the embedded store. */
+  sync: FleetCanaries | null;
+}
+
+/** What `fleet` needs that its schema alone cannot say (named by key path). */
+export function fleetConfigIssues(config: ProxyConfig): Array<{ path: string; message: string }> {
+  const f = config.fleet;
+  if (f.store !== 'etcd') return [];
+  const out: Array<{ path: string; message: string }> = [];
+  if (f.endpoints.length === 0) out.push({ path: 'fleet.endpoints', message: 'required with fleet.store: etcd (e.g. ["http://127.0.0.1:2379"])' });
+  if (config.control_plane === undefined) out.push({ path: 'fleet.store', message: 'etcd needs a control_plane block (the fleet\'s canaries, ' +
+    'registry and evidence go through it)' });
+  return out;
+}
+
+/** Opens the store (etcd: grants the lease; refuses to start when etcd cannot be reached). */
+export async function openFleet(config: ProxyConfig, canaryStore: CanaryStore, o: { log: Log; sink: CanaryEventSink; instanceId: string;
+  token: () => string | null; }): Promise<FleetParts> {
+  const f = config.fleet;
+  if (f.store === 'sqlite') return { store: new LocalFleetStore(canaryStore, o.instanceId), sync: null };
+  const password = f.password_env !== undefined ? process.env[f.password_env] ?? '' : f.password ?? '';
+  const store = new EtcdFleetStore({
+    endpoints: f.endpoints, prefix: f.prefix, instanceId: o.instanceId, leaseTtlSeconds: f.lease_ttl_s, log: o.log,
+    tls: f.tls === undefined ? null : { ca: f.tls.ca_file, cert: f.tls.cert_file ?? null, key: f.tls.key_file ?? null },
+    auth: f.username === undefined ? null : { username: f.username, password },
+  });
+  try {
+    await store.start();
+  } catch (err) {
+    await store.close().catch(() => {});
+    throw new Error(`fleet.endpoints: etcd at ${f.endpoints.join(', ')} cannot be reached: ${(err as Error).message}`, { cause: err });
+  }
+  const evidence = new FleetEvidence({
+    instances: () => store.instances(), read: httpEvidenceReader(o.token, f.evidence_timeout_ms), quorumPct: f.evidence_quorum_pct,
+  });
+  const artifacts = new FleetArtifacts({ store, cacheDir: join(resolve(config.canary.data_dir), 'artifacts'), sharedDir: f.artifact_dir ?? null,
+    maxBytes: f.artifact_max_bytes });
+  const sync = new FleetCanaries({
+    store, evidence, artifacts, sink: o.sink, log: o.log, maxSamples: config.canary.max_samples,
+    failSafeAfterMs: f.fail_safe_after === undefined ? 0 : canaryDurationMs(f.fail_safe_after),
+  });
+  return { store, sync };
+}
+
+/** This instance's id: fleet.instance_id, else the host name and the configured client port. */
+export function instanceIdOf(config: ProxyConfig): string {
+  return config.fleet.instance_id ?? `${hostname()}-${hostPort(config.listen).port}`;
+}
+
+/** The registry entry, once the listeners are bound. */
+export function instanceInfo(config: ProxyConfig, id: string, address: string, controlUrl: string | null): InstanceInfo {
+  return {
+    instance_id: id, address, control_url: config.fleet.advertise_url ?? controlUrl, version: VERSION, workers: 1, graph_generation: 0,
+    started_at: new Date().toISOString(),
+  };
+}
+
+/** The control plane's view of the fleet. */
+export function controlPlaneFleet(member: FleetMember, sync: FleetCanaries | null, controller: CanaryController, graphs: CanaryGraphs,
+  token: () => string | null, timeoutMs: number, pipelines: FleetPipelines | null): ControlPlaneFleet {
+  return {
+    pipelines,
+    status: () => member.status(),
+    evidence: (pipelineId: string): EvidencePayload => {
+      if (!graphs.hasPipeline(pipelineId)) throw new CanaryError('PROXY_ERR_CANARY_UNKNOWN_PIPELINE', `no pipeline "${pipelineId}" on this proxy`);
+      return { instance_id: member.instanceId, pipeline_id: pipelineId, at: new Date().toISOString(),
+        arms: { baseline: encodeArm(graphs.totals(pipelineId, 'baseline')), candidate: encodeArm(graphs.totals(pipelineId, 'candidate')) } };
+    },
+    transact: (id, fn) => (sync === null ? Promise.resolve().then(fn) : sync.transact(id, 'manual', fn)),
+    precheck: async (body) => {
+      if (sync === null) return body;
+      // Here first (the body's own errors, a module this instance does not allow), then by hash.
+      await controller.check(body);
+      try {
+        body = await sync.artifacts.publish(body);
+      } catch (err) {
+        throw new CanaryError('PROXY_ERR_CANARY_CANDIDATE_REFUSED', `candidate refused: ${(err as Error).message}`);
+      }
+      const others = (await member.instances()).filter((i) => i.instance_id !== member.instanceId);
+      const t = token();
+      const results = await Promise.allSettled(others.map(async (i) => {
+        if (i.control_url === null) throw new Error('no control-plane URL registered');
+        const res = await fetch(`${i.control_url}/api/v1/fleet/check`, {
+          method: 'POST', body: JSON.stringify(body), signal: AbortSignal.timeout(Math.max(timeoutMs, 30_000)),
+          headers: { 'content-type': 'application/json', ...(t === null ? {} : { authorization: `Bearer ${t}` }) },
+        });
+        if (!res.ok) {
+          const e = await res.json().catch(() => null) as { error?: { code?: string; message?: string } } | null;
+          throw new Error(e?.error?.message ?? `HTTP ${res.status}`);
+        }
+      }));
+      const failed = results.map((r, i) => ({ r, i: others[i] })).filter((x) => x.r.status === 'rejected');
+      if (failed.length > 0) {
+        throw new CanaryError('PROXY_ERR_CANARY_CANDIDATE_REFUSED', `candidate refused by ${failed.map((x) => `instance ${x.i.instance_id}: ` +
+          `${((x.r as PromiseRejectedResult).reason as Error).message}`).join('; ')}; nothing was started`,
+        { instances: failed.map((x) => ({ instance_id: x.i.instance_id, error: ((x.r as PromiseRejectedResult).reason as Error).message })) });
+      }
+      return body;
+    },
+  };
+}
