@@ -9,7 +9,7 @@ import type { Log } from '../log/index.ts';
 import { randomBytes } from 'node:crypto';
 import { canaryDurationMs } from '../config/index.ts';
 import { divergedEventId, transitionEventId, warningEventId, type CanaryEvent, type CanaryEventSink, type CanaryEventType, type RuleReading,
-  type SideMetrics } from './events.ts';
+  type SideMetrics, type TransitionEventType, fleetEventId } from './events.ts';
 import { CanaryError } from './errors.ts';
 import { evaluate, formatDuration, volumeConditions, type CustomValues, type Evaluation } from './evaluator.ts';
 import type { Aim, CanaryGraphs, PreparedCandidate, RetainedBaseline } from './graphs.ts';
@@ -727,6 +727,19 @@ export class CanaryController {
     if (c !== undefined && ACTIVE.has(c.record.status) && c.prepared !== null) this.graphs.setTraffic(c.record.pipeline_id, 0);
   }
 
+  /**
+   * In a fleet: tells this canary's channels that this instance cannot reach the store
+   * (canary.store_unreachable) or has sent its traffic to the baseline for that (canary.fail_safe).
+   * Sent by the instance itself, to the local sink: the store cannot carry it. Only for a canary
+   * that is running here.
+   */
+  announceFleet(id: string, type: 'canary.store_unreachable' | 'canary.fail_safe', fleet: NonNullable<CanaryEvent['fleet']>, sink: CanaryEventSink): void {
+    const c = this.canaries.get(id);
+    if (c === undefined || !ACTIVE.has(c.record.status)) return;
+    const now = this.clock.now();
+    this.emit(c, type, { fleet }, fleetEventId(c.record.id, fleet.instance_id, now, type), sink);
+  }
+
   private local(c: CandidateConfig): Promise<CandidateConfig> {
     return this.fleet === null ? Promise.resolve(c) : this.fleet.candidate(c);
   }
@@ -834,7 +847,7 @@ export class CanaryController {
         extra.reason = r.outcome?.reason;
         extra.rules = r.outcome?.rules;
       }
-      this.emit(c, type, extra, transitionEventId(r.id, r.version, type as Exclude<CanaryEventType, 'canary.threshold_warning' | 'canary.diverged'>));
+      this.emit(c, type, extra, transitionEventId(r.id, r.version, type as TransitionEventType));
     }
   }
 
@@ -853,7 +866,7 @@ export class CanaryController {
       by_kind: { ...w.byKind }, latest } }, divergedEventId(r.id, now));
   }
 
-  private emit(c: LiveCanary, type: CanaryEventType, extra: Partial<CanaryEvent>, id: string): void {
+  private emit(c: LiveCanary, type: CanaryEventType, extra: Partial<CanaryEvent>, id: string, sink = this.sink): void {
     const r = c.record;
     const ev: CanaryEvent = {
       id, type, at: iso(this.clock.now()), canary_id: r.id, pipeline_id: r.pipeline_id,
@@ -862,7 +875,7 @@ export class CanaryController {
     };
     if (r.spec.description !== null) ev.description = r.spec.description;
     try {
-      this.sink.emit(ev, r.spec.channels);
+      sink.emit(ev, r.spec.channels);
     } catch (err) {
       this.log.error('canary event sink failed', { canary_id: r.id, type, error: (err as Error).message });
     }

@@ -10,6 +10,8 @@ export const CANARY_EVENT_TYPES = [
   'canary.completed',
   'canary.threshold_warning',
   'canary.diverged',
+  'canary.store_unreachable',
+  'canary.fail_safe',
 ] as const;
 
 export type CanaryEventType = typeof CANARY_EVENT_TYPES[number];
@@ -22,8 +24,18 @@ export type CanaryEventType = typeof CANARY_EVENT_TYPES[number];
  * evaluation's time in ms since the epoch. Receivers deduplicate on it (webhook `X-Proxy-Event-Id`,
  * email `X-Proxy-Event-Id` and `Message-ID`, the payload's `id`).
  */
-export function transitionEventId(canaryId: string, version: number, type: Exclude<CanaryEventType, 'canary.threshold_warning' | 'canary.diverged'>): string {
+export function transitionEventId(canaryId: string, version: number, type: TransitionEventType): string {
   return `${canaryId}:${version}:${type}`;
+}
+
+/** The events raised by a transition (a new version of the record); the others are reports. */
+export type TransitionEventType = 'canary.started' | 'canary.promoted' | 'canary.rolled_back' | 'canary.completed';
+
+/** An instance's report on the fleet store (canary.store_unreachable, canary.fail_safe; no transition
+ *  either): `<canary_id>:fleet:<instance_id>:<ms>:<type>`, the instance's own, since each instance
+ *  sees the store for itself. */
+export function fleetEventId(canaryId: string, instanceId: string, atMs: number, type: 'canary.store_unreachable' | 'canary.fail_safe'): string {
+  return `${canaryId}:fleet:${instanceId}:${atMs}:${type}`;
 }
 
 export function warningEventId(canaryId: string, atMs: number): string {
@@ -36,7 +48,7 @@ export function divergedEventId(canaryId: string, atMs: number): string {
 }
 
 /** Matches every form; the groups are the canary id, then the version or the warning's or divergence report's ms. */
-export const EVENT_ID_PATTERN = /^(c-[0-9a-f]+):(?:(\d+):(canary\.(?:started|promoted|rolled_back|completed))|warning:(\d+):canary\.threshold_warning|diverged:(\d+):canary\.diverged)$/;
+export const EVENT_ID_PATTERN = /^(c-[0-9a-f]+):(?:(\d+):(canary\.(?:started|promoted|rolled_back|completed))|warning:(\d+):canary\.threshold_warning|diverged:(\d+):canary\.diverged|fleet:[^:]+:(\d+):canary\.(?:store_unreachable|fail_safe))$/;
 
 /** One side's figures over the evaluation window (SPEC §2.8 metrics.baseline / .candidate). */
 export interface SideMetrics {
@@ -79,6 +91,8 @@ export interface CanaryEvent {
   rules?: RuleReading[];
   /** canary.diverged: the shadowed requests of the evaluation window and how many diverged, by kind, with the latest diffs' paths. */
   divergence?: DivergenceSummary;
+  /** canary.store_unreachable, canary.fail_safe: the instance that cannot reach the fleet store, since when, and what it does meanwhile. */
+  fleet?: { instance_id: string; unreachable_since: string; fail_safe: boolean; detail: string };
 }
 
 export interface DivergenceSummary {

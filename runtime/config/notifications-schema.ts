@@ -15,6 +15,8 @@ export const NOTIFICATION_EVENTS = [
   'canary.completed',
   'canary.threshold_warning',
   'canary.diverged',
+  'canary.store_unreachable',
+  'canary.fail_safe',
 ] as const;
 /** What a pager channel may receive: a rollback or a warning opens (triggers) the canary's incident,
  *  completion resolves it; starts and promotions never page anyone. */

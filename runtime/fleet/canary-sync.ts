@@ -31,6 +31,8 @@ interface Capture {
   events: Array<{ event: CanaryEvent; channels: NotificationChannel[] | null }>;
 }
 
+/** How long the store must stay unreachable before the canaries' channels are told (a blip is only logged). */
+export const STORE_UNREACHABLE_NOTICE_MS = 3000;
 export interface FleetCanariesOptions {
   store: FleetStore;
   evidence: FleetEvidence;
@@ -65,6 +67,8 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
   private seq = 0;
   private evaluating = false;
   private unreachableSince: number | null = null;
+  /** The current outage has been announced to the canaries' channels (canary.store_unreachable). */
+  private unreachableAnnounced = false;
   /** Whether the fail-safe sent everything to the baseline (cleared when the store is back). */
   failSafe = false;
   private timer: NodeJS.Timeout | null = null;
@@ -328,6 +332,7 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
     const now = Date.now();
     if (this.store.reachable()) {
       this.unreachableSince = null;
+      this.unreachableAnnounced = false;
       if (this.failSafe) {
         this.failSafe = false;
         this.log.warn('fleet store reachable again: the fail-safe is lifted; the store\'s weights apply again', {});
@@ -340,13 +345,27 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
       this.log.warn('fleet store unreachable: serving with the last applied weights; no promotion or rollback is made until it is back',
         { instance_id: this.store.instanceId });
     }
-    if (this.failSafeAfterMs > 0 && !this.failSafe && now - this.unreachableSince >= this.failSafeAfterMs) {
+    const since = this.unreachableSince;
+    if (!this.unreachableAnnounced && now - since >= STORE_UNREACHABLE_NOTICE_MS) {
+      this.unreachableAnnounced = true;
+      this.announce('canary.store_unreachable', since, `the fleet store has been unreachable for ${Math.round((now - since) / 1000)} s: ` +
+        'this instance keeps the weights it last applied; no promotion or rollback is made until it is back' +
+        (this.failSafeAfterMs > 0 ? `; after ${Math.round(this.failSafeAfterMs / 1000)} s its traffic goes to the baseline (fleet.fail_safe_after)` : ''));
+    }
+    if (this.failSafeAfterMs > 0 && !this.failSafe && now - since >= this.failSafeAfterMs) {
       this.failSafe = true;
-      const detail = `the fleet store has been unreachable for ${Math.round((now - this.unreachableSince) / 1000)} s: every canary's traffic ` +
+      const detail = `the fleet store has been unreachable for ${Math.round((now - since) / 1000)} s: every canary's traffic ` +
         'goes to the baseline (fleet.fail_safe_after)';
       this.log.error(detail, { instance_id: this.store.instanceId });
       for (const id of this.controller?.ids() ?? []) this.controller!.toBaseline(id);
+      this.announce('canary.fail_safe', since, detail);
     }
+  }
+
+  /** Tells the channels of every canary running here (the local sink: the store cannot carry it). */
+  private announce(type: 'canary.store_unreachable' | 'canary.fail_safe', since: number, detail: string): void {
+    const fleet = { instance_id: this.store.instanceId, unreachable_since: new Date(since).toISOString(), fail_safe: type === 'canary.fail_safe', detail };
+    for (const id of this.controller?.ids() ?? []) this.controller!.announceFleet(id, type, fleet, this.realSink);
   }
 
   /** For GET /api/v1/fleet. */

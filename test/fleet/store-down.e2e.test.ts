@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { until } from '../helpers/until.ts';
 import { arms, startFleet, traffic } from './stack.ts';
+import { httpReceiver } from '../canary/notify/helpers.ts';
 
 const FILTER = { steps: [{ type: 'filter', config: { rules: [{ name: 'no-bad', action: 'deny', field: { path: 'filter.k', equals: 'bad' } }] } }] };
 
@@ -52,19 +53,24 @@ test('etcd stopped: traffic continues with the last weights and nothing is decid
   for (const l of loads) assert.equal(l.counts.failed, 0, 'no request failed while the store was down');
 });
 
-test('fleet.fail_safe_after: with etcd gone that long every instance sends all traffic to the baseline and says so; the store\'s weights return ' +
-  'with it', async (t) => {
-  const fleet = await startFleet(t, 3, { fleet: { fail_safe_after: '3s' } });
+test('fleet.fail_safe_after: with etcd gone that long every instance sends all traffic to the baseline and says so (log and the canary\'s ' +
+  'channels: canary.store_unreachable, then canary.fail_safe, from each instance); the store\'s weights return with it', async (t) => {
+  const hook = await httpReceiver();
+  t.after(() => hook.close());
+  const fleet = await startFleet(t, 3, { fleet: { fail_safe_after: '5s' } });
   const loads = fleet.instances.map((x) => traffic(x.uri, 1000));
   t.after(() => Promise.all(loads.map((l) => l.stop())));
   const created = await fleet.instances[0].call('POST', '/api/v1/canary', {
     pipeline_id: 'default', candidate_config: FILTER, auto_promote: false,
     stages: [{ traffic_pct: 50, min_duration: '0', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
     rollback_rules: { check_interval: '1s', min_window_requests: 5 },
+    notifications: { channels: [{ type: 'webhook', url: hook.url, secret: 'fleet-e2e-secret-0123456789' }] },
   });
   assert.equal(created.status, 201, JSON.stringify(created.body));
+  const id = created.body.canary_id as string;
   for (const x of fleet.instances) await until(`${x.id} to split`, async () => (await arms(x)).candidate > 5, 20_000, 100);
   await fleet.etcd.stop();
+  const stoppedAt = Date.now();
   for (const x of fleet.instances) {
     await until(`${x.id} to engage the fail-safe`, async () => (await x.call('GET', '/api/v1/fleet')).body.fail_safe === true, 20_000, 200);
   }
@@ -76,6 +82,20 @@ test('fleet.fail_safe_after: with etcd gone that long every instance sends all t
     assert.equal(now.candidate, held[i].candidate, `${x.id} sends nothing to the candidate`);
     assert.ok(now.baseline > held[i].baseline + 10, `${x.id} serves on the baseline`);
     assert.match(x.output(), /every canary's traffic goes to the baseline \(fleet\.fail_safe_after\)/);
+  }
+  // Each instance told the canary's channel itself, both conditions, in order, naming itself.
+  const told = () => hook.received.map((r) => JSON.parse(r.body)).filter((b) => Date.parse(b.at) >= stoppedAt);
+  await until('canary.store_unreachable and canary.fail_safe from all three instances', async () =>
+    fleet.instances.every((x) => ['canary.store_unreachable', 'canary.fail_safe'].every((type) =>
+      told().some((b) => b.type === type && b.fleet?.instance_id === x.id))), 20_000, 200);
+  for (const x of fleet.instances) {
+    const mine = told().filter((b) => b.fleet?.instance_id === x.id);
+    assert.deepEqual(mine.map((b) => b.type), ['canary.store_unreachable', 'canary.fail_safe'], `${x.id}: once each, in order`);
+    for (const b of mine) {
+      assert.equal(b.canary.canary_id, id);
+      assert.match(b.summary, /unreachable for \d+ s/);
+      assert.equal(b.fleet.fail_safe, b.type === 'canary.fail_safe');
+    }
   }
   await fleet.etcd.restart();
   for (const [i, x] of fleet.instances.entries()) {

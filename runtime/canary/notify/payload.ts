@@ -12,6 +12,8 @@ const TITLES: Record<CanaryEventType, string> = {
   'canary.completed': 'canary completed',
   'canary.threshold_warning': 'canary threshold warning',
   'canary.diverged': 'shadow canary diverged',
+  'canary.store_unreachable': 'fleet store unreachable',
+  'canary.fail_safe': 'fleet fail-safe engaged',
 };
 
 /** One line for people: what happened to which canary, where, and why. */
@@ -24,6 +26,9 @@ export function summary(e: CanaryEvent, instance: string): string {
     case 'canary.rolled_back': return `Canary rolled back (${e.triggered_by ?? 'unknown'}): ${where}${e.reason ? `: ${e.reason}` : rulesText(e.rules)}`;
     case 'canary.threshold_warning': return `Canary threshold warning: ${where}${rulesText(e.rules)}`;
     case 'canary.diverged': return `Shadow canary diverged: ${where}: ${e.divergence?.diverged ?? 0} of ${e.divergence?.sampled ?? 0} shadowed requests`;
+    case 'canary.store_unreachable':
+    case 'canary.fail_safe':
+      return `${e.type === 'canary.fail_safe' ? 'Fleet fail-safe engaged' : 'Fleet store unreachable'}: ${where}: ${e.fleet?.detail ?? ''}`;
   }
 }
 
@@ -50,6 +55,7 @@ export interface WebhookBody {
   metrics?: { baseline: SideMetrics; candidate: SideMetrics };
   rules?: RuleReading[];
   divergence?: DivergenceSummary;
+  fleet?: CanaryEvent['fleet'];
 }
 
 export function webhookBody(e: CanaryEvent, instance: string): WebhookBody {
@@ -72,6 +78,7 @@ export function webhookBody(e: CanaryEvent, instance: string): WebhookBody {
   if (e.metrics !== undefined) body.metrics = e.metrics;
   if (e.rules !== undefined) body.rules = e.rules;
   if (e.divergence !== undefined) body.divergence = e.divergence;
+  if (e.fleet !== undefined) body.fleet = e.fleet;
   return body;
 }
 

@@ -349,7 +349,7 @@ test('config: a bad notifications section is refused with the key path and the r
     ['notifications.channels[0].type: expected "webhook" | "email" | "pager", received "sms"']);
   assert.deepEqual(refused({ notifications: { webhook_secret: SECRET, channels: [{ type: 'webhook', url: 'http://h/x', events: ['canary.exploded'] }] } }),
     ['notifications.channels[0].events[0]: expected "canary.started" | "canary.promoted" | "canary.rolled_back" | "canary.completed" | ' +
-      '"canary.threshold_warning" | "canary.diverged", received "canary.exploded"']);
+      '"canary.threshold_warning" | "canary.diverged" | "canary.store_unreachable" | "canary.fail_safe", received "canary.exploded"']);
   assert.deepEqual(refused({ notifications: { channels: [{ type: 'webhook', url: 'http://h/x' }] } }),
     ['notifications.channels[0].secret: is required for a webhook channel when notifications.webhook_secret is not set (webhooks are always signed)']);
   assert.deepEqual(refused({ notifications: { channels: [{ type: 'email', addresses: ['ops@example.com'] }] } }),
