@@ -14,6 +14,9 @@ import { resolve } from 'node:path';
 import { HttpSurfaces } from './http-surfaces.ts';
 import { registerProxyMetrics } from './proxy-metrics.ts';
 import { Registry } from 'prom-client';
+import type { WorkerChannel } from '../cluster/ipc.ts';
+import { ClusterCanaryGraphs, type CanaryState } from '../cluster/canary-graphs.ts';
+import { WorkerCanary } from '../cluster/canary-worker.ts';
 import { WasmHost } from '../wasm/index.ts';
 export { watchReload, type WatchReloadOptions } from './reload-watch.ts';
 import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, Promotions, defaultsFromConfig, registerShadowMetrics, type BaselineChoice,
@@ -57,6 +60,8 @@ export interface RunningProxy {
   readonly adminUrl: string | null;
   /** The canary controller when `control_plane` is configured, else null. */
   readonly canary: CanaryController | null;
+  /** In a worker with a control plane: its part of the primary's canaries, and the primary's change count it replayed. */
+  readonly workerCanary: { handlers: WorkerCanary; changes: number | null } | null;
   /** Base URL of the canary control plane, or null when `control_plane` is not configured. */
   readonly controlPlaneUrl: string | null;
   /**
@@ -89,6 +94,12 @@ export interface MachineView {
   stop(drainMs: number): Promise<void>;
   workers(): Promise<WorkersView>;
   workerProfiler(index: number): Promise<Profiler | null>;
+  /** The live workers (the canary fans out to them). */
+  readonly live: WorkerChannel[];
+  /** A worker starting asks `graphs` for the canaries before it listens. */
+  attachCanary(graphs: ClusterCanaryGraphs): void;
+  /** Every worker's metrics summed, as a registry (the canary's custom metrics). */
+  registry(): Promise<Registry>;
 }
 
 export interface StartOptions {
@@ -108,7 +119,9 @@ export interface StartOptions {
    */
   cluster?: { role: 'primary'; machine: MachineView } | { role: 'worker'; index: number; pins?: SharedPins; generations?: Record<string, number>;
     /** A reload's graphs are built: waits for the primary's word to publish them (throws: drop them). */
-    reloadGate?: () => Promise<void> };
+    reloadGate?: () => Promise<void>;
+    /** With a control plane: asks the primary for the canaries to serve (before listening). */
+    canaryState?: () => Promise<CanaryState> };
 }
 
 export function splitListen(listen: string): { host: string; port: number } {
@@ -172,7 +185,14 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   let notifier: Notifier | null = null;
   let fleet: FleetParts | null = null;
   const fleetToken = () => controlPlaneTokens(current)[0] ?? null;
-  if (config.control_plane !== undefined && profiler !== null && opts.cluster === undefined) {
+  // With workers, the canary's graphs are the workers': the primary's controller fans out to them
+  // (cluster/canary-graphs.ts), each worker applies its word (cluster/canary-worker.ts).
+  let workerCanary: WorkerCanary | null = null;
+  if (config.control_plane !== undefined && opts.cluster?.role === 'worker') {
+    canaryGraphs = new PipelineCanaryGraphs(pipelines, pipelineConfigs(config));
+    workerCanary = new WorkerCanary(canaryGraphs, pipelines);
+  }
+  if (config.control_plane !== undefined && profiler !== null && !worker) {
     const canaryLog = log.child('proxy::canary');
     if (opts.canarySink === undefined) {
       // The outbox is opened (and undelivered messages resumed) before the controller resumes.
@@ -190,8 +210,10 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     const sink = opts.canarySink ?? notifier ?? new LogEventSink((m, f) => canaryLog.info(m, f));
     // fleet.store: etcd: the records, the events and the evaluation go through the fleet (docs/fleet.md).
     fleet = await openFleet(config, canaryStore, { log: log.child('proxy::fleet'), sink, instanceId: instanceIdOf(config), token: fleetToken });
+    const graphs = machine === null ? canaryGraphs : new ClusterCanaryGraphs(canaryGraphs, machine, canaryLog);
+    if (graphs instanceof ClusterCanaryGraphs) machine!.attachCanary(graphs);
     canary = new CanaryController({
-      store: fleet.sync ?? canaryStore, graphs: canaryGraphs, metrics: new ProfilerCanaryMetrics(profiler, metrics),
+      store: fleet.sync ?? canaryStore, graphs, metrics: new ProfilerCanaryMetrics(profiler, machine === null ? metrics : () => machine.registry()),
       sink: fleet.sync?.sink ?? sink, defaults: () => fleetDefaults(defaultsFromConfig(current), fleet),
       clock: opts.canaryClock, warningShare: config.canary.warning_share, gracePeriodMs: canaryDurationMs(config.canary.baseline_grace_period),
       log: canaryLog, promotions, fleet: fleet.sync,
@@ -263,6 +285,13 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   registerProxyMetrics(metrics, server);
   if (config.auth !== undefined) log.info('clients authenticate', { mode: config.auth.mode, users: config.auth.users.length });
   // With workers, they listen (node:cluster shares the port); they reach the primary's devdb, if any.
+  // A worker serves the canaries the primary holds from its first client on (a replacement too).
+  let canaryChanges: number | null = null;
+  if (workerCanary !== null && opts.cluster?.role === 'worker' && opts.cluster.canaryState !== undefined) {
+    const state = await opts.cluster.canaryState();
+    await workerCanary.replay(state);
+    canaryChanges = state.changes;
+  }
   const bound = machine === null ? await server.listen()
     : await machine.listen({ ...config, upstream: { ...config.upstream, uri: upstreamUri } }, profiler, () => {
       const out: Record<string, number> = {};
@@ -350,6 +379,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     get profilingUrl() { return surfaces.profiling?.url ?? null; },
     get controlPlaneUrl() { return surfaces.controlPlane?.url ?? null; },
     canary,
+    workerCanary: workerCanary === null ? null : { handlers: workerCanary, changes: canaryChanges },
     profiler, snapshots, tracing, logRing: log.ring,
     server, pool, devdb, host: bound.host, port: bound.port, uri, pipelines, metrics,
     reload(next: ProxyConfig) {

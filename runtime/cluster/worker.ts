@@ -8,7 +8,8 @@ import { workerView } from '../app/http-views.ts';
 import { ConfigError, type ProxyConfig } from '../config/index.ts';
 import { Logger } from '../log/index.ts';
 import { FRAME_WINDOW_MS } from '../profiling/frames.ts';
-import { sendEvent, serveRequests } from './ipc.ts';
+import { askPrimary, sendEvent, serveRequests } from './ipc.ts';
+import type { CanaryState } from './canary-graphs.ts';
 import { workerPins } from './pins.ts';
 import { WORKER_CONFIG_ENV, WORKER_CONFIG_FILE_ENV, WORKER_GENERATIONS_ENV, WORKER_INDEX_ENV, type WorkerGeneration, type WorkerStats } from './machine.ts';
 
@@ -39,13 +40,15 @@ export async function runWorker(): Promise<void> {
   const reloadGate = () => (gate === null ? Promise.resolve() : gate());
   let running: RunningProxy;
   try {
-    running = await startProxy(config, { log, configFile, cluster: { role: 'worker', index, pins: workerPins, generations, reloadGate } });
+    running = await startProxy(config, { log, configFile, cluster: { role: 'worker', index, pins: workerPins, generations, reloadGate,
+      canaryState: () => askPrimary<CanaryState>('canary-state', null, 10_000) } });
   } catch (err) {
     const e = err as Error;
     sendEvent('failed', { message: err instanceof ConfigError ? `configuration refused\n${e.message}` : e.message });
     process.exit(1);
   }
   serveRequests({
+    ...running.workerCanary?.handlers.handlers(),
     stats: () => stats(running),
     reset: () => { running.profiler?.reset(); },
     info: () => workerView(running, index),
@@ -74,5 +77,5 @@ export async function runWorker(): Promise<void> {
       return stats(running);
     },
   });
-  sendEvent('ready', { host: running.host, port: running.port, pid: process.pid });
+  sendEvent('ready', { host: running.host, port: running.port, pid: process.pid, canaryChanges: running.workerCanary?.changes ?? undefined });
 }
