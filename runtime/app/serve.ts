@@ -7,7 +7,7 @@ import { Topology, UpstreamPool, parseUpstreamUri, resolveUpstreamUri, type Shar
 import { ProxyServer, type ClientAuthSettings } from '../server/index.ts';
 import { listenerTlsOptions } from '../server/listener-tls.ts';
 import { initCompression } from '../wire/index.ts';
-import { PipelineManager, type Pipeline } from '../pipeline/index.ts';
+import { PipelineManager, type Pipeline, type PipelineConfig } from '../pipeline/index.ts';
 import { loadPipelines, pipelineConfigs, removedPipelines, routingOf } from './pipelines.ts';
 import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
@@ -86,7 +86,7 @@ export interface MachineView {
   refresh(): Promise<void>;
   readonly metrics: MetricsSource;
   /** Has every worker build `next`'s graphs without publishing them; throws (and has them drop what they built) when one cannot. */
-  prepare(next: ProxyConfig): Promise<void>;
+  prepare(next: ProxyConfig, baselines?: PipelineConfig[]): Promise<void>;
   /** Has every worker publish what prepare() built; resolves once all serve it. */
   commit(): Promise<unknown>;
   /** Has every worker drop what prepare() built (the primary refused the reload after all). */
@@ -120,6 +120,8 @@ export interface StartOptions {
   cluster?: { role: 'primary'; machine: MachineView } | { role: 'worker'; index: number; pins?: SharedPins; generations?: Record<string, number>;
     /** A reload's graphs are built: waits for the primary's word to publish them (throws: drop them). */
     reloadGate?: () => Promise<void>;
+    /** During a reload: the baselines the primary chose (null: the file's). */
+    reloadBaselines?: () => PipelineConfig[] | null;
     /** With a control plane: asks the primary for the canaries to serve (before listening). */
     canaryState?: () => Promise<CanaryState> };
 }
@@ -305,7 +307,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   // compared with, and applied over, the configuration the previous one left.
   let reloading: Promise<void> = Promise.resolve();
   /** With workers (`beforePublish`): runs once the new graphs are built, before any is published; a throw refuses the reload. */
-  const applyReload = async (next: ProxyConfig, beforePublish?: () => Promise<void>) => {
+  const applyReload = async (next: ProxyConfig, gate?: (baselines: PipelineConfig[]) => Promise<void>) => {
     // Restart-only keys are in effect as the proxy started: those that differ from that are named
     // (after a reload that changed one, a reload that puts it back no longer warns).
     const restartOnly = restartKeys(config, next);
@@ -328,6 +330,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     const removed = removedPipelines({ ...current, pipeline: { ...current.pipeline, id: config.pipeline.id } }, applied);
     let loaded: Pipeline[];
     const chosen: BaselineChoice[] = [];
+    const fromPrimary = opts.cluster?.role === 'worker' ? opts.cluster.reloadBaselines?.() ?? null : null;
     try {
       // A pipeline the reload removes must have no canary under way (roll it back first).
       const busy = canary === null ? [] : (canary.list('all').canaries as Array<{ canary_id: string; pipeline_id: string; status: string }>)
@@ -337,7 +340,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
           `canary ${c.canary_id} is ${c.status} on; roll the canary back (or let it finish) first` })));
       }
       // A promotion outranks the file's steps until the file changes them (settled below).
+      const beforePublish = gate === undefined ? undefined : () => gate(chosen.map((x) => x.config));
       loaded = await loadPipelines(pipelines, applied, (c) => {
+        if (fromPrimary !== null) return fromPrimary.find((b) => b.pipeline.id === c.pipeline.id) ?? c;
         if (promotions === null) return c;
         const choice = promotions.choose(c);
         chosen.push(choice);
@@ -348,7 +353,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       await moved.abort();
       throw err;
     }
-    for (const c of chosen.length > 0 ? chosen.map((x) => x.config) : pipelineConfigs(applied)) canaryGraphs?.setBaselineConfig(c);
+    for (const c of chosen.length > 0 ? chosen.map((x) => x.config) : pipelineConfigs(applied)) {
+      canaryGraphs?.setBaselineConfig(fromPrimary?.find((b) => b.pipeline.id === c.pipeline.id) ?? c);
+    }
     for (const x of chosen) promotions!.settle(x, 'reload');
     // Connections settle their pipeline again at their next request; removed pipelines' graphs go
     // once no connection routes to them (requests under way finish on the graph they hold).
@@ -387,7 +394,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       // worker builds its own (machine.prepare); only when all have, all publish (machine.commit),
       // and the reload is answered once every worker serves it. A refusal anywhere publishes none.
       // A worker's own reload waits at the same point for the primary's word (cluster.reloadGate).
-      const gate = machine !== null ? () => machine.prepare(next) : opts.cluster?.role === 'worker' ? opts.cluster.reloadGate : undefined;
+      // The workers build the baselines the primary chose (a promoted canary's graph outranks the file's).
+      const gate = machine !== null ? (baselines: PipelineConfig[]) => machine.prepare(next, baselines)
+        : opts.cluster?.role === 'worker' ? opts.cluster.reloadGate : undefined;
       const run = reloading.then(() => applyReload(next, gate)).then(async () => { await machine?.commit(); }, async (err: unknown) => {
         await machine?.abort();
         throw err;

@@ -9,6 +9,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { fileURLToPath } from 'node:url';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue, type Registry } from 'prom-client';
 import type { ProxyConfig } from '../config/index.ts';
+import type { PipelineConfig } from '../pipeline/index.ts';
 import type { Log } from '../log/index.ts';
 import { Profiler, type RequestFrame } from '../profiling/index.ts';
 import type { MetricsSource, WorkerView, WorkersView } from '../http/surface.ts';
@@ -263,12 +264,13 @@ export class Machine {
    * builds its graphs and reports it has, without publishing them. When one cannot, every worker
    * drops what it built and this throws that worker's reason: no process publishes anything.
    */
-  async prepare(next: ProxyConfig): Promise<void> {
+  async prepare(next: ProxyConfig, baselines: PipelineConfig[] = []): Promise<void> {
     const config = { ...next, upstream: { ...next.upstream, uri: this.workerConfig!.upstream.uri } };
     const id = ++this.reloadId;
     const live = this.live;
     const ready = live.map((c) => new Promise<void>((resolve) => c.on('reload-prepared', (b) => { if ((b as { id: number }).id === id) resolve(); })));
-    const answers = live.map((c) => c.request<WorkerGeneration>('reload', { id, config: workerConfig(config, this.size, c.index) }, RELOAD_TIMEOUT_MS));
+    const answers = live.map((c) => c.request<WorkerGeneration>('reload', { id, config: workerConfig(config, this.size, c.index), baselines },
+      RELOAD_TIMEOUT_MS));
     // Each worker: built (null), or failed (its error) — a request that settles first failed or was cut.
     const outcomes = await Promise.all(live.map((_, i) => Promise.race([ready[i].then(() => null),
       answers[i].then(() => new Error('answered before the decision'), (e: Error) => e)])));

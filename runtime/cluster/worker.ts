@@ -6,6 +6,7 @@
 import { startProxy, type RunningProxy } from '../app/serve.ts';
 import { workerView } from '../app/http-views.ts';
 import { ConfigError, type ProxyConfig } from '../config/index.ts';
+import type { PipelineConfig } from '../pipeline/index.ts';
 import { Logger } from '../log/index.ts';
 import { FRAME_WINDOW_MS } from '../profiling/frames.ts';
 import { askPrimary, sendEvent, serveRequests } from './ipc.ts';
@@ -37,11 +38,13 @@ export async function runWorker(): Promise<void> {
   // one could not) publishes them or drops them.
   const decisions = new Map<number, (go: boolean) => void>();
   let gate: (() => Promise<void>) | null = null;
+  /** The baselines the primary chose for the reload under way (a promoted canary's). */
+  let baselines: PipelineConfig[] | null = null;
   const reloadGate = () => (gate === null ? Promise.resolve() : gate());
   let running: RunningProxy;
   try {
     running = await startProxy(config, { log, configFile, cluster: { role: 'worker', index, pins: workerPins, generations, reloadGate,
-      canaryState: () => askPrimary<CanaryState>('canary-state', null, 10_000) } });
+      reloadBaselines: () => baselines, canaryState: () => askPrimary<CanaryState>('canary-state', null, 10_000) } });
   } catch (err) {
     const e = err as Error;
     sendEvent('failed', { message: err instanceof ConfigError ? `configuration refused\n${e.message}` : e.message });
@@ -53,7 +56,8 @@ export async function runWorker(): Promise<void> {
     reset: () => { running.profiler?.reset(); },
     info: () => workerView(running, index),
     reload: async (body) => {
-      const { id, config: next } = body as { id: number; config: ProxyConfig };
+      const { id, config: next, baselines: chosen } = body as { id: number; config: ProxyConfig; baselines?: PipelineConfig[] };
+      baselines = chosen !== undefined && chosen.length > 0 ? chosen : null;
       gate = () => new Promise<void>((resolve, reject) => {
         decisions.set(id, (go) => (go ? resolve() : reject(new Error('another process could not apply this reload; no process applied it'))));
         sendEvent('reload-prepared', { id });
@@ -62,6 +66,7 @@ export async function runWorker(): Promise<void> {
         await running.reload(next);
       } finally {
         gate = null;
+        baselines = null;
         decisions.delete(id);
       }
       return { worker: index, generations: workerView(running, index).generations } satisfies WorkerGeneration;

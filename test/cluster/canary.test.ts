@@ -143,6 +143,27 @@ test('a candidate that cannot be built fails the create, and nothing moves on an
   assert.deepEqual(await findAll('bad'), { ok: clients.length, denied: 0 });
 });
 
+test('a completion makes the candidate the baseline on both workers, a reload keeps it there, and a restore reaches both before it is answered',
+  { timeout: 180_000 }, async (t) => {
+    const created = await canary('POST', '', { pipeline_id: 'default', auto_promote: false, candidate_config: NO_BAD, rollback_rules: MANUAL_RULES,
+      stages: [{ traffic_pct: 50, min_duration: '1h', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }] });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const id = created.body.canary_id as string;
+    t.after(() => canary('POST', `/${id}/rollback`, {}));
+    const promoted = await canary('POST', `/${id}/promote`, { force: true });
+    assert.equal(promoted.status, 200, JSON.stringify(promoted.body));
+    assert.equal((await canary('GET', `/${id}`)).body.status, 'completed');
+    assert.deepEqual(await findAll('bad'), { ok: 0, denied: clients.length }, 'the candidate is every worker\'s baseline');
+    for (const x of (await workers()).workers) assert.deepEqual(x.canary, {}, `worker ${x.worker} has no split left`);
+    // A reload of the unchanged file keeps the promoted graph on every worker, as in the primary.
+    const reloaded = await call(adminUrl, 'POST', '/api/v1/reload');
+    assert.equal(reloaded.status, 200, JSON.stringify(reloaded.body));
+    assert.deepEqual(await findAll('bad'), { ok: 0, denied: clients.length }, 'still the promoted baseline after a reload');
+    const restored = await canary('POST', `/${id}/restore-baseline`, {});
+    assert.equal(restored.status, 200, JSON.stringify(restored.body));
+    assert.deepEqual(await findAll('bad'), { ok: clients.length, denied: 0 }, 'the old baseline again on every worker');
+  });
+
 test('a shadow canary is refused with several workers, with a clear 400', async () => {
   const r = await canary('POST', '', { pipeline_id: 'default', mode: 'shadow', shadow_pct: 100, auto_promote: false, rollback_rules: MANUAL_RULES,
     candidate_config: NO_BAD, stages: [{ traffic_pct: 0, min_duration: '1h', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }] });
