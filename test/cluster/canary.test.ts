@@ -64,7 +64,7 @@ before(async () => {
   const [adminPort, cpPort] = [await freePort(), await freePort()];
   const file = join(dir, 'proxy.json');
   writeFileSync(file, JSON.stringify({
-    listen: `127.0.0.1:${port}`, log: { level: 'warn' },
+    listen: `127.0.0.1:${port}`, log: { level: 'warn' }, pipeline: { response: ['metrics'] },
     admin: { listen: `127.0.0.1:${adminPort}`, token: TOKEN, reload_on_change: false },
     control_plane: { port: cpPort, tokens: [TOKEN] }, canary: { data_dir: join(dir, 'canary') },
   }));
@@ -131,6 +131,29 @@ test('an automatic rollback, decided on both workers\' merged arms, reaches both
   assert.equal(events[0], 'started');
   assert.deepEqual(events.filter((e) => e === 'rolled_back' || e === 'started'), ['started', 'rolled_back'], `one entry per transition: ${events}`);
 });
+
+test('custom_metrics read a plugin metric of every worker, summed (the metrics step: one request per request on both graphs)', { timeout: 180_000 },
+  async (t) => {
+    const created = await canary('POST', '', { pipeline_id: 'default', auto_promote: false, candidate_config: { steps: [{ type: 'logging', config: {} }] },
+      stages: [{ traffic_pct: 50, min_duration: '1h', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
+      rollback_rules: { check_interval: '300ms', min_window_requests: 5, custom_metrics: [{ metric: 'proxy_plugin_requests_total',
+        threshold_delta: 0.5, comparison: 'greater_than' }] } });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const id = created.body.canary_id as string;
+    t.after(() => canary('POST', `/${id}/rollback`, {}));
+    let rule: { state: string; value: number; met: boolean } | undefined;
+    await until('a custom reading with evidence', async () => {
+      await findAll('good');
+      rule = ((await canary('GET', `/${id}`)).body.rules as Array<{ rule: string; state: string; value: number; met: boolean }>)
+        .find((x) => x.rule === 'custom:proxy_plugin_requests_total');
+      // The first window also counts the baseline's requests from before the canary (custom-metrics.ts);
+      // the next ones are the windows' own.
+      return rule !== undefined && rule.state !== 'no_data' && Math.abs(rule.value) < 0.05;
+    }, 60_000, 50);
+    // The primary serves no request: a reading at all comes from the workers' registries, and a
+    // per-request delta of 0 from their counters and arms summed alike.
+    assert.equal(rule!.met, false);
+  });
 
 test('a candidate that cannot be built fails the create, and nothing moves on any worker', { timeout: 120_000 }, async () => {
   const r = await canary('POST', '', { pipeline_id: 'default', auto_promote: false, rollback_rules: MANUAL_RULES,
