@@ -1,8 +1,9 @@
 // A worker process of a proxy with several workers (runtime/cluster/machine.ts forks it): runs the
 // client-facing part of the proxy — listener (shared through node:cluster), pipelines, upstream
 // pools — with the configuration the primary hands it, and answers the primary's requests
-// (statistics, reload, reset, drain). It owns no HTTP endpoint, snapshot or canary: the primary
-// does. When the primary goes away (its IPC channel closes, even on kill -9), the worker exits.
+// (statistics, reload, reset, drain, and the canary's changes: cluster/canary-worker.ts). It owns no
+// HTTP endpoint, snapshot or canary controller: the primary does. When the primary goes away (its
+// IPC channel closes, even on kill -9), the worker exits.
 import { startProxy, type RunningProxy } from '../app/serve.ts';
 import { workerView } from '../app/http-views.ts';
 import { ConfigError, type ProxyConfig } from '../config/index.ts';
