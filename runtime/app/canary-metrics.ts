@@ -6,15 +6,19 @@ import type { CanaryMetricsSource, CustomReading } from '../canary/index.ts';
 import type { Variant } from '../pipeline/index.ts';
 
 export class ProfilerCanaryMetrics implements CanaryMetricsSource {
-  private readonly registry: Registry;
+  private readonly registry: Registry | (() => Promise<Registry>);
 
-  /** `_profiler` is not read (the canary's evidence no longer comes from it); kept for startProxy's call. */
-  constructor(_profiler: unknown, registry: Registry) {
+  /**
+   * `_profiler` is not read (the canary's evidence no longer comes from it); kept for startProxy's
+   * call. `registry`: this process's, or (with workers) a function giving every worker's summed.
+   */
+  constructor(_profiler: unknown, registry: Registry | (() => Promise<Registry>)) {
     this.registry = registry;
   }
 
   async custom(metric: string, pipelineId: string, variant: Variant): Promise<CustomReading | null> {
-    const m = this.registry.getSingleMetric(metric);
+    const registry = typeof this.registry === 'function' ? await this.registry() : this.registry;
+    const m = registry.getSingleMetric(metric);
     if (m === undefined) return null;
     const data = await m.get();
     const type = String(data.type);

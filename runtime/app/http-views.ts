@@ -55,8 +55,9 @@ export function workerView(running: RunningProxy, index: number): WorkerView {
   const generations: Record<string, number> = {};
   for (const id of running.server.routing.ids) generations[id] = running.pipelines.get(id).key.generation;
   const s = running.server.stats;
+  const canary = running.workerCanary?.handlers.view();
   return { worker: index, pid: process.pid, connections_active: s.connectionsActive, connections_opened: s.connectionsOpened, requests: s.requests,
-    generations };
+    generations, ...(canary === undefined ? {} : { canary }) };
 }
 
 export function adminSurface(running: RunningProxy, metrics: MetricsSource, workers?: () => Promise<WorkersView>): AdminSurface {

@@ -7,13 +7,16 @@ import { Topology, UpstreamPool, parseUpstreamUri, resolveUpstreamUri, type Shar
 import { ProxyServer, type ClientAuthSettings } from '../server/index.ts';
 import { listenerTlsOptions } from '../server/listener-tls.ts';
 import { initCompression } from '../wire/index.ts';
-import { PipelineManager, type Pipeline } from '../pipeline/index.ts';
+import { PipelineManager, type Pipeline, type PipelineConfig } from '../pipeline/index.ts';
 import { loadPipelines, pipelineConfigs, removedPipelines, routingOf } from './pipelines.ts';
 import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
 import { HttpSurfaces } from './http-surfaces.ts';
 import { registerProxyMetrics } from './proxy-metrics.ts';
 import { Registry } from 'prom-client';
+import type { WorkerChannel } from '../cluster/ipc.ts';
+import { ClusterCanaryGraphs, type CanaryState } from '../cluster/canary-graphs.ts';
+import { WorkerCanary } from '../cluster/canary-worker.ts';
 import { WasmHost } from '../wasm/index.ts';
 export { watchReload, type WatchReloadOptions } from './reload-watch.ts';
 import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, Promotions, defaultsFromConfig, registerShadowMetrics, type BaselineChoice,
@@ -57,6 +60,8 @@ export interface RunningProxy {
   readonly adminUrl: string | null;
   /** The canary controller when `control_plane` is configured, else null. */
   readonly canary: CanaryController | null;
+  /** In a worker with a control plane: its part of the primary's canaries, and the primary's change count it replayed. */
+  readonly workerCanary: { handlers: WorkerCanary; changes: number | null } | null;
   /** Base URL of the canary control plane, or null when `control_plane` is not configured. */
   readonly controlPlaneUrl: string | null;
   /**
@@ -81,7 +86,7 @@ export interface MachineView {
   refresh(): Promise<void>;
   readonly metrics: MetricsSource;
   /** Has every worker build `next`'s graphs without publishing them; throws (and has them drop what they built) when one cannot. */
-  prepare(next: ProxyConfig): Promise<void>;
+  prepare(next: ProxyConfig, baselines?: PipelineConfig[]): Promise<void>;
   /** Has every worker publish what prepare() built; resolves once all serve it. */
   commit(): Promise<unknown>;
   /** Has every worker drop what prepare() built (the primary refused the reload after all). */
@@ -89,6 +94,12 @@ export interface MachineView {
   stop(drainMs: number): Promise<void>;
   workers(): Promise<WorkersView>;
   workerProfiler(index: number): Promise<Profiler | null>;
+  /** The live workers (the canary fans out to them). */
+  readonly live: WorkerChannel[];
+  /** A worker starting asks `graphs` for the canaries before it listens. */
+  attachCanary(graphs: ClusterCanaryGraphs): void;
+  /** Every worker's metrics summed, as a registry (the canary's custom metrics). */
+  registry(): Promise<Registry>;
 }
 
 export interface StartOptions {
@@ -108,7 +119,11 @@ export interface StartOptions {
    */
   cluster?: { role: 'primary'; machine: MachineView } | { role: 'worker'; index: number; pins?: SharedPins; generations?: Record<string, number>;
     /** A reload's graphs are built: waits for the primary's word to publish them (throws: drop them). */
-    reloadGate?: () => Promise<void> };
+    reloadGate?: () => Promise<void>;
+    /** During a reload: the baselines the primary chose (null: the file's). */
+    reloadBaselines?: () => PipelineConfig[] | null;
+    /** With a control plane: asks the primary for the canaries to serve (before listening). */
+    canaryState?: () => Promise<CanaryState> };
 }
 
 export function splitListen(listen: string): { host: string; port: number } {
@@ -172,7 +187,14 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   let notifier: Notifier | null = null;
   let fleet: FleetParts | null = null;
   const fleetToken = () => controlPlaneTokens(current)[0] ?? null;
-  if (config.control_plane !== undefined && profiler !== null && opts.cluster === undefined) {
+  // With workers, the canary's graphs are the workers': the primary's controller fans out to them
+  // (cluster/canary-graphs.ts), each worker applies its word (cluster/canary-worker.ts).
+  let workerCanary: WorkerCanary | null = null;
+  if (config.control_plane !== undefined && opts.cluster?.role === 'worker') {
+    canaryGraphs = new PipelineCanaryGraphs(pipelines, pipelineConfigs(config));
+    workerCanary = new WorkerCanary(canaryGraphs, pipelines);
+  }
+  if (config.control_plane !== undefined && profiler !== null && !worker) {
     const canaryLog = log.child('proxy::canary');
     if (opts.canarySink === undefined) {
       // The outbox is opened (and undelivered messages resumed) before the controller resumes.
@@ -190,8 +212,10 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     const sink = opts.canarySink ?? notifier ?? new LogEventSink((m, f) => canaryLog.info(m, f));
     // fleet.store: etcd: the records, the events and the evaluation go through the fleet (docs/fleet.md).
     fleet = await openFleet(config, canaryStore, { log: log.child('proxy::fleet'), sink, instanceId: instanceIdOf(config), token: fleetToken });
+    const graphs = machine === null ? canaryGraphs : new ClusterCanaryGraphs(canaryGraphs, machine, canaryLog);
+    if (graphs instanceof ClusterCanaryGraphs) machine!.attachCanary(graphs);
     canary = new CanaryController({
-      store: fleet.sync ?? canaryStore, graphs: canaryGraphs, metrics: new ProfilerCanaryMetrics(profiler, metrics),
+      store: fleet.sync ?? canaryStore, graphs, metrics: new ProfilerCanaryMetrics(profiler, machine === null ? metrics : () => machine.registry()),
       sink: fleet.sync?.sink ?? sink, defaults: () => fleetDefaults(defaultsFromConfig(current), fleet),
       clock: opts.canaryClock, warningShare: config.canary.warning_share, gracePeriodMs: canaryDurationMs(config.canary.baseline_grace_period),
       log: canaryLog, promotions, fleet: fleet.sync,
@@ -263,6 +287,13 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   registerProxyMetrics(metrics, server);
   if (config.auth !== undefined) log.info('clients authenticate', { mode: config.auth.mode, users: config.auth.users.length });
   // With workers, they listen (node:cluster shares the port); they reach the primary's devdb, if any.
+  // A worker serves the canaries the primary holds from its first client on (a replacement too).
+  let canaryChanges: number | null = null;
+  if (workerCanary !== null && opts.cluster?.role === 'worker' && opts.cluster.canaryState !== undefined) {
+    const state = await opts.cluster.canaryState();
+    await workerCanary.replay(state);
+    canaryChanges = state.changes;
+  }
   const bound = machine === null ? await server.listen()
     : await machine.listen({ ...config, upstream: { ...config.upstream, uri: upstreamUri } }, profiler, () => {
       const out: Record<string, number> = {};
@@ -276,7 +307,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   // compared with, and applied over, the configuration the previous one left.
   let reloading: Promise<void> = Promise.resolve();
   /** With workers (`beforePublish`): runs once the new graphs are built, before any is published; a throw refuses the reload. */
-  const applyReload = async (next: ProxyConfig, beforePublish?: () => Promise<void>) => {
+  const applyReload = async (next: ProxyConfig, gate?: (baselines: PipelineConfig[]) => Promise<void>) => {
     // Restart-only keys are in effect as the proxy started: those that differ from that are named
     // (after a reload that changed one, a reload that puts it back no longer warns).
     const restartOnly = restartKeys(config, next);
@@ -299,6 +330,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     const removed = removedPipelines({ ...current, pipeline: { ...current.pipeline, id: config.pipeline.id } }, applied);
     let loaded: Pipeline[];
     const chosen: BaselineChoice[] = [];
+    const fromPrimary = opts.cluster?.role === 'worker' ? opts.cluster.reloadBaselines?.() ?? null : null;
     try {
       // A pipeline the reload removes must have no canary under way (roll it back first).
       const busy = canary === null ? [] : (canary.list('all').canaries as Array<{ canary_id: string; pipeline_id: string; status: string }>)
@@ -308,7 +340,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
           `canary ${c.canary_id} is ${c.status} on; roll the canary back (or let it finish) first` })));
       }
       // A promotion outranks the file's steps until the file changes them (settled below).
+      const beforePublish = gate === undefined ? undefined : () => gate(chosen.map((x) => x.config));
       loaded = await loadPipelines(pipelines, applied, (c) => {
+        if (fromPrimary !== null) return fromPrimary.find((b) => b.pipeline.id === c.pipeline.id) ?? c;
         if (promotions === null) return c;
         const choice = promotions.choose(c);
         chosen.push(choice);
@@ -319,7 +353,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       await moved.abort();
       throw err;
     }
-    for (const c of chosen.length > 0 ? chosen.map((x) => x.config) : pipelineConfigs(applied)) canaryGraphs?.setBaselineConfig(c);
+    for (const c of chosen.length > 0 ? chosen.map((x) => x.config) : pipelineConfigs(applied)) {
+      canaryGraphs?.setBaselineConfig(fromPrimary?.find((b) => b.pipeline.id === c.pipeline.id) ?? c);
+    }
     for (const x of chosen) promotions!.settle(x, 'reload');
     // Connections settle their pipeline again at their next request; removed pipelines' graphs go
     // once no connection routes to them (requests under way finish on the graph they hold).
@@ -350,6 +386,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     get profilingUrl() { return surfaces.profiling?.url ?? null; },
     get controlPlaneUrl() { return surfaces.controlPlane?.url ?? null; },
     canary,
+    workerCanary: workerCanary === null ? null : { handlers: workerCanary, changes: canaryChanges },
     profiler, snapshots, tracing, logRing: log.ring,
     server, pool, devdb, host: bound.host, port: bound.port, uri, pipelines, metrics,
     reload(next: ProxyConfig) {
@@ -357,7 +394,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       // worker builds its own (machine.prepare); only when all have, all publish (machine.commit),
       // and the reload is answered once every worker serves it. A refusal anywhere publishes none.
       // A worker's own reload waits at the same point for the primary's word (cluster.reloadGate).
-      const gate = machine !== null ? () => machine.prepare(next) : opts.cluster?.role === 'worker' ? opts.cluster.reloadGate : undefined;
+      // The workers build the baselines the primary chose (a promoted canary's graph outranks the file's).
+      const gate = machine !== null ? (baselines: PipelineConfig[]) => machine.prepare(next, baselines)
+        : opts.cluster?.role === 'worker' ? opts.cluster.reloadGate : undefined;
       const run = reloading.then(() => applyReload(next, gate)).then(async () => { await machine?.commit(); }, async (err: unknown) => {
         await machine?.abort();
         throw err;

@@ -244,6 +244,10 @@ export class CanaryController {
     const spec = parseStartRequest(body, this.defaults());
     const pid = spec.pipeline_id;
     if (!this.graphs.hasPipeline(pid)) throw new CanaryError('PROXY_ERR_CANARY_UNKNOWN_PIPELINE', `no pipeline "${pid}" on this proxy`);
+    if (spec.shadow != null && this.graphs.shadowSupported === false) {
+      throw new CanaryError('PROXY_ERR_CANARY_SHADOW_WORKERS', 'mode "shadow" does not run on a proxy with several workers yet: run a split canary ' +
+        '(mode "split"), or set workers: 1');
+    }
     this.checkFree(pid);
     this.starting.add(pid);
     let prepared: PreparedCandidate;
@@ -411,6 +415,8 @@ export class CanaryController {
     c.evaluating = true;
     try {
       const pid = c.record.pipeline_id;
+      // With workers, their arms are pulled and merged first.
+      await this.graphs.refresh?.();
       const requests = { baseline: this.graphs.totals(pid, 'baseline')?.requests ?? 0, candidate: this.graphs.totals(pid, 'candidate')?.requests ?? 0 };
       const custom = await c.custom.read(this.metrics, pid, c.record.spec.rollback_rules.custom_metrics, requests);
       const fleet = this.fleet === null ? null : await this.fleet.windows(id, pid);
@@ -784,6 +790,11 @@ export class CanaryController {
     } catch (err) {
       throw new CanaryError('PROXY_ERR_CANARY_CANDIDATE_REFUSED', `candidate refused: ${(err as Error).message}`, undefined, err);
     }
+  }
+
+  /** Resolves once every graph change made so far has reached every worker (at once without workers). */
+  async settled(): Promise<void> {
+    await this.graphs.settled?.();
   }
 
   async close(): Promise<void> {

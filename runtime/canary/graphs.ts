@@ -67,6 +67,12 @@ export interface CanaryGraphs {
   swapBaseline(prepared: PreparedCandidate, graph: Pipeline): RetainedBaseline;
   /** Swaps `old` back in as the baseline. */
   restore(pipelineId: string, old: RetainedBaseline): void;
+  /** Brings totals() up to date (with workers: pulls every worker's arms); before an evaluation. */
+  refresh?(): Promise<void>;
+  /** Resolves once every change made so far has reached every process serving the graphs (with workers). */
+  settled?(): Promise<void>;
+  /** False when shadow canaries cannot run here (with workers); absent: they can. */
+  readonly shadowSupported?: boolean;
 }
 
 /** The candidate graph's configuration: the baseline's, with `candidate.steps` laid over it. */
@@ -126,6 +132,16 @@ export class PipelineCanaryGraphs implements CanaryGraphs {
 
   hasPipeline(pipelineId: string): boolean {
     return this.baselines.has(pipelineId);
+  }
+
+  /** The configuration of pipeline `pipelineId`'s current baseline (a completed canary's, after one). */
+  baselineConfig(pipelineId: string): PipelineConfig | undefined {
+    return this.baselines.get(pipelineId);
+  }
+
+  /** The pipelines this holds a baseline of. */
+  pipelineIds(): string[] {
+    return [...this.baselines.keys()];
   }
 
   baselineVersion(pipelineId: string): string {

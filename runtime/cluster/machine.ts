@@ -7,12 +7,14 @@
 // so the machine's counts never go back. Nothing here is on a request's path.
 import cluster, { type Worker } from 'node:cluster';
 import { fileURLToPath } from 'node:url';
-import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue, type Registry } from 'prom-client';
 import type { ProxyConfig } from '../config/index.ts';
+import type { PipelineConfig } from '../pipeline/index.ts';
 import type { Log } from '../log/index.ts';
 import { Profiler, type RequestFrame } from '../profiling/index.ts';
 import type { MetricsSource, WorkerView, WorkersView } from '../http/surface.ts';
 import { WorkerChannel } from './ipc.ts';
+import type { CanaryState, ClusterCanaryGraphs } from './canary-graphs.ts';
 import { PinTable } from './pins.ts';
 import { workerConfig } from './shares.ts';
 
@@ -75,6 +77,8 @@ export class Machine {
   readonly pins = new PinTable();
   /** Workers replaced since start (crashed or killed). */
   replaced = 0;
+  /** The canary's graphs across the workers, when there is a control plane: a worker starting replays them. */
+  private canary: ClusterCanaryGraphs | null = null;
 
   constructor(opts: MachineOptions) {
     this.size = opts.workers;
@@ -94,6 +98,17 @@ export class Machine {
       return AggregatorRegistry.aggregate(all).metrics();
     },
   };
+
+  /** The canary's graphs (runtime/cluster/canary-graphs.ts): every worker started from now on asks for their state before it listens. */
+  attachCanary(graphs: ClusterCanaryGraphs): void {
+    this.canary = graphs;
+  }
+
+  /** Every worker's registry summed (counters of exited workers kept), as a registry: the canary's custom metrics read it. */
+  async registry(): Promise<Registry> {
+    await this.refresh();
+    return AggregatorRegistry.aggregate([...this.retiredCounters, ...[...this.last.values()].map((s) => s.metrics)]);
+  }
 
   /** The live workers' channels, by index. */
   get live(): WorkerChannel[] {
@@ -138,6 +153,7 @@ export class Machine {
     channel.on('pin', (b) => { const p = b as { key: string; server: string }; this.pins.publish(p.key, p.server); });
     channel.on('unpin', (b) => this.pins.unpublish((b as { key: string }).key));
     channel.handle('pin', (key) => this.pins.lookup(key as string));
+    channel.handle('canary-state', async () => this.canary?.state() ?? ({ baselines: [], canaries: [], changes: 0 } satisfies CanaryState));
     return new Promise((resolve, reject) => {
       let ready = false;
       const timer = setTimeout(() => {
@@ -152,6 +168,12 @@ export class Machine {
         clearTimeout(timer);
         ready = true;
         this.channels[index] = channel;
+        // A canary change sent between the state it replayed and now did not reach it: it starts again.
+        const changes = (body as { canaryChanges?: number }).canaryChanges;
+        if (this.canary !== null && changes !== undefined && changes !== this.canary.changes) {
+          this.log.warn('a worker started while a canary changed; starting it again', { worker: index });
+          worker.kill('SIGKILL');
+        }
         resolve(body as { host: string; port: number });
       });
       worker.once('exit', (code, signal) => {
@@ -242,12 +264,13 @@ export class Machine {
    * builds its graphs and reports it has, without publishing them. When one cannot, every worker
    * drops what it built and this throws that worker's reason: no process publishes anything.
    */
-  async prepare(next: ProxyConfig): Promise<void> {
+  async prepare(next: ProxyConfig, baselines: PipelineConfig[] = []): Promise<void> {
     const config = { ...next, upstream: { ...next.upstream, uri: this.workerConfig!.upstream.uri } };
     const id = ++this.reloadId;
     const live = this.live;
     const ready = live.map((c) => new Promise<void>((resolve) => c.on('reload-prepared', (b) => { if ((b as { id: number }).id === id) resolve(); })));
-    const answers = live.map((c) => c.request<WorkerGeneration>('reload', { id, config: workerConfig(config, this.size, c.index) }, RELOAD_TIMEOUT_MS));
+    const answers = live.map((c) => c.request<WorkerGeneration>('reload', { id, config: workerConfig(config, this.size, c.index), baselines },
+      RELOAD_TIMEOUT_MS));
     // Each worker: built (null), or failed (its error) — a request that settles first failed or was cut.
     const outcomes = await Promise.all(live.map((_, i) => Promise.race([ready[i].then(() => null),
       answers[i].then(() => new Error('answered before the decision'), (e: Error) => e)])));

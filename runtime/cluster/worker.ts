@@ -1,14 +1,17 @@
 // A worker process of a proxy with several workers (runtime/cluster/machine.ts forks it): runs the
 // client-facing part of the proxy — listener (shared through node:cluster), pipelines, upstream
 // pools — with the configuration the primary hands it, and answers the primary's requests
-// (statistics, reload, reset, drain). It owns no HTTP endpoint, snapshot or canary: the primary
-// does. When the primary goes away (its IPC channel closes, even on kill -9), the worker exits.
+// (statistics, reload, reset, drain, and the canary's changes: cluster/canary-worker.ts). It owns no
+// HTTP endpoint, snapshot or canary controller: the primary does. When the primary goes away (its
+// IPC channel closes, even on kill -9), the worker exits.
 import { startProxy, type RunningProxy } from '../app/serve.ts';
 import { workerView } from '../app/http-views.ts';
 import { ConfigError, type ProxyConfig } from '../config/index.ts';
+import type { PipelineConfig } from '../pipeline/index.ts';
 import { Logger } from '../log/index.ts';
 import { FRAME_WINDOW_MS } from '../profiling/frames.ts';
-import { sendEvent, serveRequests } from './ipc.ts';
+import { askPrimary, sendEvent, serveRequests } from './ipc.ts';
+import type { CanaryState } from './canary-graphs.ts';
 import { workerPins } from './pins.ts';
 import { WORKER_CONFIG_ENV, WORKER_CONFIG_FILE_ENV, WORKER_GENERATIONS_ENV, WORKER_INDEX_ENV, type WorkerGeneration, type WorkerStats } from './machine.ts';
 
@@ -36,21 +39,26 @@ export async function runWorker(): Promise<void> {
   // one could not) publishes them or drops them.
   const decisions = new Map<number, (go: boolean) => void>();
   let gate: (() => Promise<void>) | null = null;
+  /** The baselines the primary chose for the reload under way (a promoted canary's). */
+  let baselines: PipelineConfig[] | null = null;
   const reloadGate = () => (gate === null ? Promise.resolve() : gate());
   let running: RunningProxy;
   try {
-    running = await startProxy(config, { log, configFile, cluster: { role: 'worker', index, pins: workerPins, generations, reloadGate } });
+    running = await startProxy(config, { log, configFile, cluster: { role: 'worker', index, pins: workerPins, generations, reloadGate,
+      reloadBaselines: () => baselines, canaryState: () => askPrimary<CanaryState>('canary-state', null, 10_000) } });
   } catch (err) {
     const e = err as Error;
     sendEvent('failed', { message: err instanceof ConfigError ? `configuration refused\n${e.message}` : e.message });
     process.exit(1);
   }
   serveRequests({
+    ...running.workerCanary?.handlers.handlers(),
     stats: () => stats(running),
     reset: () => { running.profiler?.reset(); },
     info: () => workerView(running, index),
     reload: async (body) => {
-      const { id, config: next } = body as { id: number; config: ProxyConfig };
+      const { id, config: next, baselines: chosen } = body as { id: number; config: ProxyConfig; baselines?: PipelineConfig[] };
+      baselines = chosen !== undefined && chosen.length > 0 ? chosen : null;
       gate = () => new Promise<void>((resolve, reject) => {
         decisions.set(id, (go) => (go ? resolve() : reject(new Error('another process could not apply this reload; no process applied it'))));
         sendEvent('reload-prepared', { id });
@@ -59,6 +67,7 @@ export async function runWorker(): Promise<void> {
         await running.reload(next);
       } finally {
         gate = null;
+        baselines = null;
         decisions.delete(id);
       }
       return { worker: index, generations: workerView(running, index).generations } satisfies WorkerGeneration;
@@ -74,5 +83,5 @@ export async function runWorker(): Promise<void> {
       return stats(running);
     },
   });
-  sendEvent('ready', { host: running.host, port: running.port, pid: process.pid });
+  sendEvent('ready', { host: running.host, port: running.port, pid: process.pid, canaryChanges: running.workerCanary?.changes ?? undefined });
 }

@@ -98,6 +98,13 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
     corsMethods: 'GET, POST, PATCH, OPTIONS',
   });
 
+  // With workers, nothing is answered (a transition, or a read showing one, the evaluator's rollback
+  // too) before every worker serves what the answer says.
+  app.addHook('onSend', async (_req, _reply, payload) => {
+    await controller.settled();
+    return payload;
+  });
+
   type P = { Params: { id: string }; Body: unknown; Querystring: Record<string, string | undefined> };
   const fleet = opts.fleet ?? null;
   const tx = fleet === null ? direct : <T>(id: string | null, fn: () => T | Promise<T>) => fleet.transact(id, fn);

@@ -47,6 +47,8 @@ export interface WorkerView {
   requests: number;
   /** The graph generation each pipeline serves. */
   generations: Record<string, number>;
+  /** With a control plane: each pipeline with a canary split on this worker, and the requests each arm served here. */
+  canary?: Record<string, { traffic_pct: number; baseline: number; candidate: number }>;
 }
 
 export interface WorkersView {

@@ -30,10 +30,10 @@ test('shares add up to the limit and differ by at most one; a limit below the wo
   assert.deepEqual(w1.steps.rate_limit.config, { max_rps: 50, burst: 25 });
 });
 
-test('proxy serve --workers 2 refuses, with the key path, a limit it cannot share and a control_plane block', () => {
+test('proxy serve --workers 2 refuses, with the key path, a limit it cannot share and a fleet member (fleet.store: etcd)', () => {
   for (const [name, config, expected] of [
     ['small-limit', { clients: { max_connections: 1 } }, /clients\.max_connections: 1 cannot be shared by 2 workers/],
-    ['canary', { control_plane: { port: 0 } }, /workers: 2 workers with a control_plane block/],
+    ['fleet', { control_plane: { port: 0 }, fleet: { store: 'etcd', endpoints: ['http://127.0.0.1:1'] } }, /workers: 2 workers with fleet\.store: etcd/],
   ] as const) {
     const file = join(dir, `${name}.json`);
     writeFileSync(file, JSON.stringify({ listen: '127.0.0.1:0', ...config }));

@@ -1,0 +1,220 @@
+// One canary across the worker processes (`workers` > 1). The controller, its store and the
+// notifications run in the primary; the graphs that serve requests live in the workers. This is the
+// controller's CanaryGraphs there: every call is applied to the primary's own graphs (they give the
+// versions, the baselines and the checks) and fanned out to every live worker over the IPC channel.
+// A candidate is built on every worker before prepare() returns (one that cannot fails the create,
+// and the others drop theirs); a split, a stage, a rollback, a completion or a restore is sent to
+// every worker at once, and settled() (which the control plane awaits before it answers) resolves
+// once all have applied it. A worker that fails to apply one is ended and replaced: a replacement
+// asks for state() before it listens and serves the canaries as the primary holds them.
+//
+// The evaluator reads merged arms: refresh() pulls each worker's cumulative arm figures (requests,
+// errors, an encoded HDR latency histogram) and adds them up. Each canary split carries an epoch,
+// so figures of an earlier split never mix in; a worker that exits leaves its last figures in.
+import * as hdr from 'hdr-histogram-js';
+import { WorkerRequestError, type WorkerChannel } from './ipc.ts';
+import { emptyHistogram, type GraphTotals } from '../canary/windows.ts';
+import type { Aim, CanaryGraphs, PipelineCanaryGraphs, PreparedCandidate, RetainedBaseline } from '../canary/graphs.ts';
+import type { CandidateConfig } from '../canary/spec.ts';
+import type { ShadowCanary, ShadowSettings } from '../canary/shadow.ts';
+import type { Pipeline, PipelineConfig, Variant } from '../pipeline/index.ts';
+import type { Log } from '../log/index.ts';
+
+/** How long a worker has to build a candidate (compiling plugins). */
+const BUILD_TIMEOUT_MS = 120_000;
+/** How long a worker has to apply a change of split, or answer for its figures. */
+const APPLY_TIMEOUT_MS = 10_000;
+
+/** One arm's cumulative figures as a worker sends them. */
+export interface ArmWire { requests: number; errors: number; latency: string }
+/** A worker's arms, by pipeline: the split's epoch and both arms. */
+export type ArmsWire = Record<string, { epoch: number; baseline: ArmWire; candidate: ArmWire }>;
+
+/** An active split as a replacement worker replays it. */
+export interface ReplayedCanary { pipelineId: string; config: PipelineConfig; version: string; trafficPct: number; aim: Aim | null; epoch: number }
+/** What a worker starting asks for: each pipeline's baseline configuration, and the active splits. */
+export interface CanaryState { baselines: PipelineConfig[]; canaries: ReplayedCanary[]; changes: number }
+
+/** The workers this fans out to (runtime/cluster/machine.ts). */
+export interface CanaryWorkers {
+  readonly live: WorkerChannel[];
+}
+
+class MergedArm implements GraphTotals {
+  requests = 0;
+  errors = 0;
+  readonly latencyUs = emptyHistogram();
+}
+
+export class ClusterCanaryGraphs implements CanaryGraphs {
+  readonly shadowSupported = false;
+  private readonly local: PipelineCanaryGraphs;
+  private readonly workers: CanaryWorkers;
+  private readonly log: Log;
+  /** The active split of each pipeline (replayed to a replacement worker). */
+  private readonly active = new Map<string, ReplayedCanary>();
+  private epoch = 0;
+  /** Changes sent so far: a worker that asked for state() before the last one missed it. */
+  changes = 0;
+  /** Changes sent and not yet applied by every worker. */
+  private readonly inFlight = new Set<Promise<void>>();
+  /** The last arms each live worker gave, and those of workers that exited (by pipeline and epoch). */
+  private readonly lastArms = new Map<WorkerChannel, ArmsWire>();
+  private retired: ArmsWire[] = [];
+  private merged = new Map<string, { baseline: MergedArm; candidate: MergedArm }>();
+  private pulling: Promise<void> | null = null;
+
+  constructor(local: PipelineCanaryGraphs, workers: CanaryWorkers, log: Log) {
+    this.local = local;
+    this.workers = workers;
+    this.log = log;
+  }
+
+  hasPipeline(pipelineId: string): boolean {
+    return this.local.hasPipeline(pipelineId);
+  }
+
+  baselineVersion(pipelineId: string): string {
+    return this.local.baselineVersion(pipelineId);
+  }
+
+  async prepare(pipelineId: string, candidate: CandidateConfig, pluginDirs: readonly string[] = []): Promise<PreparedCandidate> {
+    await this.settled();
+    // The primary checks the paths and builds it first: the version, and the reason when it cannot.
+    const prepared = await this.local.prepare(pipelineId, candidate, pluginDirs);
+    const live = this.workers.live;
+    const settled = await Promise.allSettled(live.map((c) => c.request('canary-prepare',
+      { pipelineId, config: prepared.config, version: prepared.version }, BUILD_TIMEOUT_MS)));
+    const failed = settled.find((s) => s.status === 'rejected');
+    if (failed !== undefined) {
+      await Promise.allSettled(live.map((c) => c.request('canary-discard', { pipelineId }, APPLY_TIMEOUT_MS)));
+      const e = (failed as PromiseRejectedResult).reason as Error;
+      throw new Error(e instanceof WorkerRequestError ? `${e.message} (no worker serves it)` : e.message);
+    }
+    return prepared;
+  }
+
+  activate(prepared: PreparedCandidate, trafficPct: number, aim?: Aim, shadow: ShadowSettings | null = null): void {
+    if (shadow !== null) throw new Error('shadow canaries do not run with several workers');
+    this.local.activate(prepared, trafficPct, aim);
+    const epoch = ++this.epoch;
+    const a: ReplayedCanary = { pipelineId: prepared.pipelineId, config: prepared.config, version: prepared.version, trafficPct, aim: aim ?? null, epoch };
+    this.active.set(prepared.pipelineId, a);
+    this.merged.delete(prepared.pipelineId);
+    this.send('canary-activate', { pipelineId: a.pipelineId, trafficPct, aim: a.aim, epoch });
+  }
+
+  shadow(): ShadowCanary | null {
+    return null;
+  }
+
+  setShadowPct(): void {
+    // Shadow canaries are refused with workers (shadowSupported).
+  }
+
+  totals(pipelineId: string, variant: Variant): GraphTotals | null {
+    if (!this.active.has(pipelineId)) return null;
+    return this.merged.get(pipelineId)?.[variant] ?? null;
+  }
+
+  setTraffic(pipelineId: string, trafficPct: number): void {
+    this.local.setTraffic(pipelineId, trafficPct);
+    const a = this.active.get(pipelineId);
+    if (a === undefined) return;
+    a.trafficPct = trafficPct;
+    this.send('canary-traffic', { pipelineId, trafficPct });
+  }
+
+  remove(pipelineId: string): void {
+    this.local.remove(pipelineId);
+    this.active.delete(pipelineId);
+    this.send('canary-remove', { pipelineId });
+  }
+
+  async buildBaseline(prepared: PreparedCandidate): Promise<Pipeline> {
+    const graph = await this.local.buildBaseline(prepared);
+    const live = this.workers.live;
+    const settled = await Promise.allSettled(live.map((c) => c.request('canary-build-baseline', { pipelineId: prepared.pipelineId }, BUILD_TIMEOUT_MS)));
+    const failed = settled.find((s) => s.status === 'rejected');
+    if (failed !== undefined) {
+      await Promise.allSettled(live.map((c) => c.request('canary-drop-baseline', { pipelineId: prepared.pipelineId }, APPLY_TIMEOUT_MS)));
+      throw (failed as PromiseRejectedResult).reason as Error;
+    }
+    return graph;
+  }
+
+  swapBaseline(prepared: PreparedCandidate, graph: Pipeline): RetainedBaseline {
+    const old = this.local.swapBaseline(prepared, graph);
+    this.active.delete(prepared.pipelineId);
+    this.send('canary-swap', { pipelineId: prepared.pipelineId });
+    return old;
+  }
+
+  restore(pipelineId: string, old: RetainedBaseline): void {
+    this.local.restore(pipelineId, old);
+    this.send('canary-restore', { pipelineId, config: old.config });
+  }
+
+  /** What a worker starting asks for (before it listens). */
+  state(): CanaryState {
+    const baselines: PipelineConfig[] = [];
+    for (const id of this.local.pipelineIds()) baselines.push(this.local.baselineConfig(id)!);
+    return { baselines, canaries: [...this.active.values()], changes: this.changes };
+  }
+
+  async settled(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.all([...this.inFlight]);
+  }
+
+  /** Sends a change to every live worker; one that cannot apply it is ended (its replacement replays the state). */
+  private send(op: string, body: unknown): void {
+    this.changes++;
+    const live = this.workers.live;
+    const p = Promise.allSettled(live.map((c) => c.request(op, body, APPLY_TIMEOUT_MS))).then((settled) => {
+      settled.forEach((s, i) => {
+        if (s.status === 'fulfilled') return;
+        this.log.error('a worker did not apply a canary change; replacing it', { worker: live[i].index, op, error: (s.reason as Error).message });
+        live[i].worker.kill('SIGKILL');
+      });
+    });
+    this.inFlight.add(p);
+    void p.finally(() => this.inFlight.delete(p));
+  }
+
+  refresh(): Promise<void> {
+    this.pulling ??= this.pull().finally(() => { this.pulling = null; });
+    return this.pulling;
+  }
+
+  private async pull(): Promise<void> {
+    await this.settled();
+    const live = this.workers.live;
+    const answers = await Promise.allSettled(live.map((c) => c.request<ArmsWire>('canary-arms', null, APPLY_TIMEOUT_MS)));
+    answers.forEach((a, i) => {
+      if (a.status === 'fulfilled') this.lastArms.set(live[i], a.value);
+    });
+    // A worker gone keeps its last figures in (the machine's counts never go back).
+    for (const [c, arms] of this.lastArms) {
+      if (live.includes(c)) continue;
+      this.lastArms.delete(c);
+      this.retired.push(arms);
+    }
+    const merged = new Map<string, { baseline: MergedArm; candidate: MergedArm }>();
+    for (const arms of [...this.retired, ...this.lastArms.values()]) {
+      for (const [pid, a] of Object.entries(arms)) {
+        if (this.active.get(pid)?.epoch !== a.epoch) continue;
+        let m = merged.get(pid);
+        if (m === undefined) merged.set(pid, m = { baseline: new MergedArm(), candidate: new MergedArm() });
+        for (const side of ['baseline', 'candidate'] as const) {
+          m[side].requests += a[side].requests;
+          m[side].errors += a[side].errors;
+          if (a[side].latency !== '') m[side].latencyUs.add(hdr.decodeFromCompressedBase64(a[side].latency, 32, false));
+        }
+      }
+    }
+    // Figures of splits that ended are of no use any more.
+    this.retired = this.retired.map((arms) => Object.fromEntries(Object.entries(arms).filter(([pid, a]) => this.active.get(pid)?.epoch === a.epoch)))
+      .filter((arms) => Object.keys(arms).length > 0);
+    this.merged = merged;
+  }
+}
