@@ -13,7 +13,7 @@ const RANK: Record<string, number> = {
   upstream: 2, wasm: 2,
   pipeline: 3, devdb: 3,
   profiling: 4, telemetry: 4, canary: 4, bench: 4,
-  server: 5, fleet: 5,
+  server: 5, fleet: 5, ipc: 5,
   http: 6,
   app: 7,
   cluster: 8,

@@ -14,9 +14,9 @@ import { resolve } from 'node:path';
 import { HttpSurfaces } from './http-surfaces.ts';
 import { registerProxyMetrics } from './proxy-metrics.ts';
 import { Registry } from 'prom-client';
-import type { WorkerChannel } from '../cluster/ipc.ts';
-import { ClusterCanaryGraphs, type CanaryState } from '../cluster/canary-graphs.ts';
-import { WorkerCanary } from '../cluster/canary-worker.ts';
+import type { WorkerChannel } from '../ipc/worker-channel.ts';
+import { ClusterCanaryGraphs, type CanaryState } from '../ipc/canary-graphs.ts';
+import { WorkerCanary } from '../ipc/canary-worker.ts';
 import { WasmHost } from '../wasm/index.ts';
 export { watchReload, type WatchReloadOptions } from './reload-watch.ts';
 import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, Promotions, defaultsFromConfig, registerShadowMetrics, type BaselineChoice,
@@ -188,7 +188,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   let fleet: FleetParts | null = null;
   const fleetToken = () => controlPlaneTokens(current)[0] ?? null;
   // With workers, the canary's graphs are the workers': the primary's controller fans out to them
-  // (cluster/canary-graphs.ts), each worker applies its word (cluster/canary-worker.ts).
+  // (ipc/canary-graphs.ts), each worker applies its word (ipc/canary-worker.ts).
   let workerCanary: WorkerCanary | null = null;
   if (config.control_plane !== undefined && opts.cluster?.role === 'worker') {
     canaryGraphs = new PipelineCanaryGraphs(pipelines, pipelineConfigs(config));

@@ -13,8 +13,8 @@ import type { PipelineConfig } from '../pipeline/index.ts';
 import type { Log } from '../log/index.ts';
 import { Profiler, type RequestFrame } from '../profiling/index.ts';
 import type { MetricsSource, WorkerView, WorkersView } from '../http/surface.ts';
-import { WorkerChannel } from './ipc.ts';
-import type { CanaryState, ClusterCanaryGraphs } from './canary-graphs.ts';
+import { WorkerChannel } from '../ipc/worker-channel.ts';
+import type { CanaryState, ClusterCanaryGraphs } from '../ipc/canary-graphs.ts';
 import { PinTable } from './pins.ts';
 import { workerConfig } from './shares.ts';
 
@@ -99,7 +99,7 @@ export class Machine {
     },
   };
 
-  /** The canary's graphs (runtime/cluster/canary-graphs.ts): every worker started from now on asks for their state before it listens. */
+  /** The canary's graphs (runtime/ipc/canary-graphs.ts): every worker started from now on asks for their state before it listens. */
   attachCanary(graphs: ClusterCanaryGraphs): void {
     this.canary = graphs;
   }

@@ -7,7 +7,7 @@
 // yet published waits a moment, since the publishing worker's message and the asking worker's
 // question travel on different channels.
 import { CURSOR_PIN_TTL_MS, MAX_PINNED_CURSORS, type SharedPins } from '../upstream/index.ts';
-import { askPrimary, sendEvent } from './ipc.ts';
+import { askPrimary, sendEvent } from '../ipc/worker-channel.ts';
 
 /** How long a question about an unknown cursor waits for its pin to be published. */
 export const LOOKUP_WAIT_MS = 250;

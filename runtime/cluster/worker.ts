@@ -1,7 +1,7 @@
 // A worker process of a proxy with several workers (runtime/cluster/machine.ts forks it): runs the
 // client-facing part of the proxy — listener (shared through node:cluster), pipelines, upstream
 // pools — with the configuration the primary hands it, and answers the primary's requests
-// (statistics, reload, reset, drain, and the canary's changes: cluster/canary-worker.ts). It owns no
+// (statistics, reload, reset, drain, and the canary's changes: ipc/canary-worker.ts). It owns no
 // HTTP endpoint, snapshot or canary controller: the primary does. When the primary goes away (its
 // IPC channel closes, even on kill -9), the worker exits.
 import { startProxy, type RunningProxy } from '../app/serve.ts';
@@ -10,8 +10,8 @@ import { ConfigError, type ProxyConfig } from '../config/index.ts';
 import type { PipelineConfig } from '../pipeline/index.ts';
 import { Logger } from '../log/index.ts';
 import { FRAME_WINDOW_MS } from '../profiling/frames.ts';
-import { askPrimary, sendEvent, serveRequests } from './ipc.ts';
-import type { CanaryState } from './canary-graphs.ts';
+import { askPrimary, sendEvent, serveRequests } from '../ipc/worker-channel.ts';
+import type { CanaryState } from '../ipc/canary-graphs.ts';
 import { workerPins } from './pins.ts';
 import { WORKER_CONFIG_ENV, WORKER_CONFIG_FILE_ENV, WORKER_GENERATIONS_ENV, WORKER_INDEX_ENV, type WorkerGeneration, type WorkerStats } from './machine.ts';
 

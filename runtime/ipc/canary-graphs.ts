@@ -12,7 +12,7 @@
 // errors, an encoded HDR latency histogram) and adds them up. Each canary split carries an epoch,
 // so figures of an earlier split never mix in; a worker that exits leaves its last figures in.
 import * as hdr from 'hdr-histogram-js';
-import { WorkerRequestError, type WorkerChannel } from './ipc.ts';
+import { WorkerRequestError, type WorkerChannel } from './worker-channel.ts';
 import { emptyHistogram, type GraphTotals } from '../canary/windows.ts';
 import type { Aim, CanaryGraphs, PipelineCanaryGraphs, PreparedCandidate, RetainedBaseline } from '../canary/graphs.ts';
 import type { CandidateConfig } from '../canary/spec.ts';

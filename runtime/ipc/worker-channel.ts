@@ -2,6 +2,8 @@
 // 'advanced'`): requests with ids, answered or failed within a timeout, and a broadcast that waits
 // for every worker. Never on the request path: workers hold their graphs and weights locally; the
 // primary asks for their statistics at scrape time and tells them about reloads and shutdowns.
+// runtime/ipc/ holds what both app/ (which builds a proxy) and cluster/ (which forks workers
+// running it) use — this channel and the canary's fan-out over it — so app/ never imports cluster/.
 import type { Worker } from 'node:cluster';
 
 /** A request from the primary to a worker. */

@@ -1,4 +1,4 @@
-// A worker's part of the one canary (runtime/cluster/canary-graphs.ts is the primary's): applies
+// A worker's part of the one canary (runtime/ipc/canary-graphs.ts is the primary's): applies
 // what the primary's controller decided to this worker's graphs, with the same PipelineCanaryGraphs
 // a single process uses — builds the candidate the primary checked, splits, changes the split,
 // removes it, swaps the baseline at completion and back at a restore — and hands its arms' figures
