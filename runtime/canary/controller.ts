@@ -248,6 +248,12 @@ export class CanaryController {
       throw new CanaryError('PROXY_ERR_CANARY_SHADOW_WORKERS', 'mode "shadow" does not run on a proxy with several workers yet: run a split canary ' +
         '(mode "split"), or set workers: 1');
     }
+    if (spec.shadow != null && this.fleet !== null) {
+      // Each instance would shadow only its own requests and the leader would judge on its own
+      // divergence: refused until the shadow figures are part of the fleet's evidence.
+      throw new CanaryError('PROXY_ERR_CANARY_SHADOW_FLEET', 'mode "shadow" does not run across a fleet yet (fleet.store: etcd): run a split canary ' +
+        '(mode "split"), or a shadow canary on an instance outside the fleet');
+    }
     this.checkFree(pid);
     this.starting.add(pid);
     let prepared: PreparedCandidate;
