@@ -1,7 +1,7 @@
 // A shadow canary across `proxy serve --workers 2` (a real child process, the embedded devdb
 // upstream, raw wire clients spread over both workers): transform v2 redacts one more field than
-// v1. Both workers shadow their requests (GET /api/v1/workers shows each one's counts); the
-// primary merges their figures, so the diffs endpoint, the status and /metrics count exactly the
+// v1. Both workers shadow their requests (GET /api/v1/workers shows each one's counts, and a
+// stage's own shadow_pct reaching both); the primary merges their figures, so the diffs endpoint, the status and /metrics count exactly the
 // divergent requests sent across both workers, the merged ring keeps max_diffs of them, and the
 // clients get v1's replies. A divergence_rate rule decided on the merged figures rolls the canary
 // back once, and canary.diverged is delivered (a real webhook receiver) once.
@@ -109,7 +109,8 @@ after(async () => {
 test('both workers shadow; the merged diffs, status and metrics count the divergent requests of both; clients get v1\'s replies', async () => {
   const v1 = await findEverything();
   const created = await canary('POST', '', { pipeline_id: 'default', mode: 'shadow', shadow_pct: 100, auto_promote: false,
-    rollback_rules: { check_interval: '1h' }, shadow: { max_diffs: 5 }, candidate_config: V2, stages: HOLD });
+    rollback_rules: { check_interval: '1h' }, shadow: { max_diffs: 5 }, candidate_config: V2,
+    stages: [HOLD[0], { traffic_pct: 50, shadow_pct: 40, min_duration: '1h', min_requests: 1_000_000 }, HOLD[1]] });
   assert.equal(created.status, 201, JSON.stringify(created.body));
   const id = created.body.canary_id;
   try {
@@ -139,6 +140,13 @@ test('both workers shadow; the merged diffs, status and metrics count the diverg
     const metrics = await (await fetch(`${adminUrl}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text();
     assert.match(metrics, new RegExp(`^proxy_canary_divergence_total\\{kind="reply"\\} ${divergent}$`, 'm'));
     assert.match(metrics, new RegExp(`^proxy_canary_shadow_requests_total ${sent}$`, 'm'));
+    // A stage's own shadow_pct reaches every worker with its split.
+    const promoted = await canary('POST', `/${id}/promote`, { force: true });
+    assert.equal(promoted.status, 200, JSON.stringify(promoted.body));
+    for (const w of (await workers()).workers) {
+      assert.deepEqual({ traffic: w.canary?.default?.traffic_pct, shadow: w.canary?.default?.shadow?.shadow_pct }, { traffic: 50, shadow: 40 },
+        `worker ${w.worker} at stage 2`);
+    }
   } finally {
     await canary('POST', `/${id}/rollback`, {});
   }
