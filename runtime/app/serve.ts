@@ -193,6 +193,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   if (config.control_plane !== undefined && opts.cluster?.role === 'worker') {
     canaryGraphs = new PipelineCanaryGraphs(pipelines, pipelineConfigs(config));
     workerCanary = new WorkerCanary(canaryGraphs, pipelines);
+    // A shadow canary runs here: its metrics are this worker's, summed into the machine's /metrics.
+    registerShadowMetrics(metrics, canaryGraphs.shadowStats);
   }
   if (config.control_plane !== undefined && profiler !== null && !worker) {
     const canaryLog = log.child('proxy::canary');

@@ -15,7 +15,7 @@ import { evaluate, formatDuration, volumeConditions, type CustomValues, type Eva
 import type { Aim, CanaryGraphs, PreparedCandidate, RetainedBaseline } from './graphs.ts';
 import { isShadowStage, parseStartRequest, stageShadowPct, type CanaryDefaults, type CanarySpec, type CandidateConfig } from './spec.ts';
 import { ShadowTracker, ShadowWindow } from './shadow-windows.ts';
-import type { ShadowCanary, ShadowSettings } from './shadow.ts';
+import type { ShadowFigures, ShadowSettings } from './shadow.ts';
 import type { CanaryRecord, CanaryRecords, CanaryStatus, HistoryEntry, PromotionRecord, Sample } from './store.ts';
 import type { Promotions } from './promotions.ts';
 import { httpGate, type GateCaller } from './gate.ts';
@@ -97,7 +97,7 @@ class LiveCanary {
   replacedPromotion: PromotionRecord | null = null;
   graceTimer: NodeJS.Timeout | null = null;
   /** A shadow canary's comparison (kept after it ends: its counts stay readable). */
-  shadow: ShadowCanary | null = null;
+  shadow: ShadowFigures | null = null;
   readonly shadowTracker = new ShadowTracker();
   /** The shadowed requests of the current stage. */
   readonly shadowStage = new ShadowWindow();
@@ -184,6 +184,11 @@ export class CanaryController {
     return { canaries: rows, total: rows.length };
   }
 
+  /** Before a status or diffs is read: with workers, their arms and shadow figures are pulled and merged. */
+  async refresh(): Promise<void> {
+    await this.graphs.refresh?.();
+  }
+
   /** GET /api/v1/canary/{id}. */
   status(id: string): Record<string, unknown> {
     return statusView(this.live(id), this.clock.now());
@@ -244,10 +249,6 @@ export class CanaryController {
     const spec = parseStartRequest(body, this.defaults());
     const pid = spec.pipeline_id;
     if (!this.graphs.hasPipeline(pid)) throw new CanaryError('PROXY_ERR_CANARY_UNKNOWN_PIPELINE', `no pipeline "${pid}" on this proxy`);
-    if (spec.shadow != null && this.graphs.shadowSupported === false) {
-      throw new CanaryError('PROXY_ERR_CANARY_SHADOW_WORKERS', 'mode "shadow" does not run on a proxy with several workers yet: run a split canary ' +
-        '(mode "split"), or set workers: 1');
-    }
     if (spec.shadow != null && this.fleet !== null) {
       // Each instance would shadow only its own requests and the leader would judge on its own
       // divergence: refused until the shadow figures are part of the fleet's evidence.

@@ -15,7 +15,7 @@ import { AimedSelector, saltOf, type Sticky } from './aimed-selector.ts';
 import { CanaryEvidence } from './arm-evidence.ts';
 import { allowedDirs, allowedModulePath, installedPackageVersion, splitPackage } from './plugin-paths.ts';
 import type { GraphTotals } from './windows.ts';
-import { ShadowCanary, ShadowStats, type ShadowSettings } from './shadow.ts';
+import { ShadowCanary, ShadowStats, type ShadowFigures, type ShadowSettings } from './shadow.ts';
 
 export interface PreparedCandidate {
   readonly pipelineId: string;
@@ -53,7 +53,7 @@ export interface CanaryGraphs {
    */
   activate(prepared: PreparedCandidate, trafficPct: number, aim?: Aim, shadow?: ShadowSettings | null): void;
   /** A shadow canary's comparison on pipeline `pipelineId` (shadow.ts); null: none runs there. */
-  shadow(pipelineId: string): ShadowCanary | null;
+  shadow(pipelineId: string): ShadowFigures | null;
   /** The share of the baseline's requests a shadow canary shadows (a stage change). */
   setShadowPct(pipelineId: string, pct: number): void;
   /** An arm's cumulative figures since activate(): every request it served; null without a split. */
@@ -71,8 +71,6 @@ export interface CanaryGraphs {
   refresh?(): Promise<void>;
   /** Resolves once every change made so far has reached every process serving the graphs (with workers). */
   settled?(): Promise<void>;
-  /** False when shadow canaries cannot run here (with workers); absent: they can. */
-  readonly shadowSupported?: boolean;
 }
 
 /** The candidate graph's configuration: the baseline's, with `candidate.steps` laid over it. */

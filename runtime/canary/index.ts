@@ -16,7 +16,7 @@ export * from './events.ts';
 export { LogEventSink, RecordingEventSink } from './sinks.ts';
 export { statusView, historyView, reportView, listRow, type CanaryView } from './views.ts';
 export { CustomMetricWindows } from './custom-metrics.ts';
-export { ShadowCanary, ShadowStats, DIVERGENCE_KINDS, MAX_DIFF_ENTRIES, SHADOW_READ_COMMANDS, type DivergenceKind, type DiffRecord,
+export { ShadowCanary, ShadowStats, DIVERGENCE_KINDS, MAX_DIFF_ENTRIES, SHADOW_READ_COMMANDS, type DivergenceKind, type DiffRecord, type ShadowFigures,
   type ShadowSettings } from './shadow.ts';
 export { diffBson, typeName, type DiffEntry, type DiffChange, type DiffOptions, type DiffResult } from './bson-diff.ts';
 export { ShadowWindow, ShadowTracker } from './shadow-windows.ts';

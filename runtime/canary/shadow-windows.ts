@@ -4,7 +4,7 @@
 // figures come from the ShadowCanary's cumulative counters; a window is the difference between
 // two readings, as for the arms (windows.ts).
 import { SideWindow, WindowTracker, round } from './windows.ts';
-import { DIVERGENCE_KINDS, type DivergenceKind, type ShadowCanary } from './shadow.ts';
+import { DIVERGENCE_KINDS, type DivergenceKind, type ShadowFigures } from './shadow.ts';
 
 export class ShadowWindow {
   sampled = 0;
@@ -64,10 +64,10 @@ export class ShadowTracker {
   private readonly byKind: Record<DivergenceKind, number> = { outcome: 0, request: 0, reply: 0 };
 
   /** The figures since the last call (null: no shadow canary, an empty window). */
-  take(sc: ShadowCanary | null): ShadowWindow {
+  take(sc: ShadowFigures | null): ShadowWindow {
     if (sc === null) return new ShadowWindow();
     const w = new ShadowWindow(this.baseline.take(sc.evidence.baseline), this.candidate.take(sc.evidence.candidate));
-    // A new ShadowCanary (a resume) starts from zero: its counts are then the window.
+    // A new ShadowCanary (a resume, or a worker's restart) starts from zero: its counts are then the window.
     const reset = sc.sampled < this.sampled;
     w.sampled = reset ? sc.sampled : sc.sampled - this.sampled;
     w.diverged = reset ? sc.diverged : sc.diverged - this.diverged;
@@ -80,7 +80,7 @@ export class ShadowTracker {
     return w;
   }
 
-  prime(sc: ShadowCanary | null): void {
+  prime(sc: ShadowFigures | null): void {
     this.take(sc);
   }
 }

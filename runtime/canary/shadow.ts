@@ -18,6 +18,7 @@ import { ElementCursor, firstKey, utf8 } from '../wire/index.ts';
 import { ShadowNext, Verdict, type Exchange, type GraphShadow, type Pipeline, type ShadowRequest } from '../pipeline/index.ts';
 import { diffBson, type DiffEntry, type DiffResult } from './bson-diff.ts';
 import { ArmEvidence } from './arm-evidence.ts';
+import type { GraphTotals } from './windows.ts';
 
 export const DIVERGENCE_KINDS = ['outcome', 'request', 'reply'] as const;
 export type DivergenceKind = typeof DIVERGENCE_KINDS[number];
@@ -117,7 +118,26 @@ function fetchable(cmd: Uint8Array): boolean {
   }
 }
 
-export class ShadowCanary implements GraphShadow {
+/**
+ * What the controller reads of a shadow canary: its cumulative counts, each graph's evidence on
+ * the sampled requests, and its ring. A ShadowCanary in one process; with workers, the primary's
+ * merge of every worker's (runtime/ipc/canary-graphs.ts).
+ */
+export interface ShadowFigures {
+  readonly sampled: number;
+  readonly diverged: number;
+  readonly byKind: Readonly<Record<DivergenceKind, number>>;
+  readonly evidence: { readonly baseline: GraphTotals; readonly candidate: GraphTotals };
+  /** Bytes the ring(s) hold now. */
+  readonly memoryBytes: number;
+  /** Reads sent upstream for the candidate since the start, and those under way. */
+  readonly reads: number;
+  readonly readsInFlight: number;
+  /** The ring's records, newest first. */
+  diffs(): DiffRecord[];
+}
+
+export class ShadowCanary implements GraphShadow, ShadowFigures {
   readonly candidate: Pipeline;
   /** Share of requests shadowed now (a stage change sets it). */
   pct: number;

@@ -5,7 +5,7 @@ import { formatDuration, pendingStatus, type Evaluation } from './evaluator.ts';
 import type { CanaryRecord, HistoryEntry } from './store.ts';
 import { round, type SideWindow } from './windows.ts';
 import { stageShadowPct } from './spec.ts';
-import type { DiffRecord, ShadowCanary } from './shadow.ts';
+import type { DiffRecord, ShadowFigures } from './shadow.ts';
 import type { ShadowWindow } from './shadow-windows.ts';
 
 export interface CanaryView {
@@ -15,7 +15,7 @@ export interface CanaryView {
   /** The last answer of a stage's gate (gate.ts), with the stage it was for. */
   readonly lastGate?: { stage: number; ok: boolean; result: string; ms: number; at: number } | null;
   /** A shadow canary's comparison and the current stage's shadowed requests. */
-  readonly shadow?: ShadowCanary | null;
+  readonly shadow?: ShadowFigures | null;
   readonly shadowStage?: ShadowWindow;
 }
 

@@ -135,6 +135,7 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
 
   app.get<P>('/api/v1/canary/:id', async (req, reply) => {
     try {
+      await controller.refresh();
       return controller.status(req.params.id);
     } catch (err) {
       return fail(reply, err);
@@ -188,6 +189,7 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
 
   app.get<P>('/api/v1/canary/:id/diffs', async (req, reply) => {
     try {
+      await controller.refresh();
       return controller.diffs(req.params.id);
     } catch (err) {
       return fail(reply, err);

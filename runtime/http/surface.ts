@@ -48,7 +48,7 @@ export interface WorkerView {
   /** The graph generation each pipeline serves. */
   generations: Record<string, number>;
   /** With a control plane: each pipeline with a canary split on this worker, and the requests each arm served here. */
-  canary?: Record<string, { traffic_pct: number; baseline: number; candidate: number }>;
+  canary?: Record<string, { traffic_pct: number; baseline: number; candidate: number; shadow?: { shadow_pct: number; sampled: number; diverged: number } }>;
 }
 
 export interface WorkersView {

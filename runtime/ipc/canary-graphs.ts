@@ -11,12 +11,19 @@
 // The evaluator reads merged arms: refresh() pulls each worker's cumulative arm figures (requests,
 // errors, an encoded HDR latency histogram) and adds them up. Each canary split carries an epoch,
 // so figures of an earlier split never mix in; a worker that exits leaves its last figures in.
+//
+// A shadow canary runs on every worker (its settings go with the split, its shadow_pct with each
+// stage change). The same pull brings each worker's shadow figures — sampled and divergent counts
+// by kind, both graphs' step-time histograms on the sampled requests, the bytes its ring holds and
+// the ring itself (at most max_diffs records) — and they are merged into one MergedShadow per
+// pipeline: counts and histograms added up, the rings' records newest first, max_diffs of them.
+// The controller reads it as it reads a ShadowCanary in one process (ShadowFigures).
 import * as hdr from 'hdr-histogram-js';
 import { WorkerRequestError, type WorkerChannel } from './worker-channel.ts';
 import { emptyHistogram, type GraphTotals } from '../canary/windows.ts';
 import type { Aim, CanaryGraphs, PipelineCanaryGraphs, PreparedCandidate, RetainedBaseline } from '../canary/graphs.ts';
 import type { CandidateConfig } from '../canary/spec.ts';
-import type { ShadowCanary, ShadowSettings } from '../canary/shadow.ts';
+import type { DiffRecord, DivergenceKind, ShadowFigures, ShadowSettings } from '../canary/shadow.ts';
 import type { Pipeline, PipelineConfig, Variant } from '../pipeline/index.ts';
 import type { Log } from '../log/index.ts';
 
@@ -27,11 +34,25 @@ const APPLY_TIMEOUT_MS = 10_000;
 
 /** One arm's cumulative figures as a worker sends them. */
 export interface ArmWire { requests: number; errors: number; latency: string }
-/** A worker's arms, by pipeline: the split's epoch and both arms. */
-export type ArmsWire = Record<string, { epoch: number; baseline: ArmWire; candidate: ArmWire }>;
+/** A worker's shadow canary figures (cumulative), its ring's bytes and records. */
+export interface ShadowWire {
+  sampled: number;
+  diverged: number;
+  byKind: Record<DivergenceKind, number>;
+  baseline: ArmWire;
+  candidate: ArmWire;
+  memoryBytes: number;
+  reads: number;
+  readsInFlight: number;
+  diffs: DiffRecord[];
+}
+/** A worker's arms, by pipeline: the split's epoch, both arms, and the shadow canary's figures (null: none). */
+export type ArmsWire = Record<string, { epoch: number; baseline: ArmWire; candidate: ArmWire; shadow: ShadowWire | null }>;
 
-/** An active split as a replacement worker replays it. */
-export interface ReplayedCanary { pipelineId: string; config: PipelineConfig; version: string; trafficPct: number; aim: Aim | null; epoch: number }
+/** An active split as a replacement worker replays it (`shadow`: a shadow canary's settings, its pct the current stage's). */
+export interface ReplayedCanary {
+  pipelineId: string; config: PipelineConfig; version: string; trafficPct: number; aim: Aim | null; epoch: number; shadow: ShadowSettings | null;
+}
 /** What a worker starting asks for: each pipeline's baseline configuration, and the active splits. */
 export interface CanaryState { baselines: PipelineConfig[]; canaries: ReplayedCanary[]; changes: number }
 
@@ -46,8 +67,63 @@ class MergedArm implements GraphTotals {
   readonly latencyUs = emptyHistogram();
 }
 
+/** A shadow canary's figures across the workers (refilled at each pull, in place: the controller holds it; kept after the canary ends). */
+class MergedShadow implements ShadowFigures {
+  sampled = 0;
+  diverged = 0;
+  readonly byKind: Record<DivergenceKind, number> = { outcome: 0, request: 0, reply: 0 };
+  evidence = { baseline: new MergedArm(), candidate: new MergedArm() };
+  memoryBytes = 0;
+  reads = 0;
+  readsInFlight = 0;
+  private records: DiffRecord[] = [];
+  private readonly maxDiffs: number;
+
+  constructor(maxDiffs: number) {
+    this.maxDiffs = maxDiffs;
+  }
+
+  clear(): void {
+    this.sampled = 0;
+    this.diverged = 0;
+    for (const k of Object.keys(this.byKind) as DivergenceKind[]) this.byKind[k] = 0;
+    this.evidence = { baseline: new MergedArm(), candidate: new MergedArm() };
+    this.memoryBytes = 0;
+    this.reads = 0;
+    this.readsInFlight = 0;
+    this.records = [];
+  }
+
+  add(w: ShadowWire): void {
+    this.sampled += w.sampled;
+    this.diverged += w.diverged;
+    for (const k of Object.keys(this.byKind) as DivergenceKind[]) this.byKind[k] += w.byKind[k];
+    addArm(this.evidence.baseline, w.baseline);
+    addArm(this.evidence.candidate, w.candidate);
+    this.memoryBytes += w.memoryBytes;
+    this.reads += w.reads;
+    this.readsInFlight += w.readsInFlight;
+    for (const d of w.diffs) this.records.push(d);
+  }
+
+  /** After every worker's figures are in: the newest max_diffs records. */
+  seal(): void {
+    this.records.sort((a, b) => b.at - a.at);
+    if (this.records.length > this.maxDiffs) this.records.length = this.maxDiffs;
+  }
+
+  diffs(): DiffRecord[] {
+    return [...this.records];
+  }
+}
+
+function addArm(m: MergedArm, a: ArmWire): void {
+  m.requests += a.requests;
+  m.errors += a.errors;
+  if (a.latency !== '') m.latencyUs.add(hdr.decodeFromCompressedBase64(a.latency, 32, false));
+}
+
 export class ClusterCanaryGraphs implements CanaryGraphs {
-  readonly shadowSupported = false;
   private readonly local: PipelineCanaryGraphs;
   private readonly workers: CanaryWorkers;
   private readonly log: Log;
@@ -62,6 +138,8 @@ export class ClusterCanaryGraphs implements CanaryGraphs {
   private readonly lastArms = new Map<WorkerChannel, ArmsWire>();
   private retired: ArmsWire[] = [];
   private merged = new Map<string, { baseline: MergedArm; candidate: MergedArm }>();
+  /** Each pipeline's latest shadow canary, merged (kept after it ends, as a single process keeps its ring). */
+  private readonly shadows = new Map<string, { epoch: number; figures: MergedShadow }>();
   private pulling: Promise<void> | null = null;
 
   constructor(local: PipelineCanaryGraphs, workers: CanaryWorkers, log: Log) {
@@ -95,21 +173,27 @@ export class ClusterCanaryGraphs implements CanaryGraphs {
   }
 
   activate(prepared: PreparedCandidate, trafficPct: number, aim?: Aim, shadow: ShadowSettings | null = null): void {
-    if (shadow !== null) throw new Error('shadow canaries do not run with several workers');
+    // The primary serves no client: its graphs split, the shadowing is the workers'.
     this.local.activate(prepared, trafficPct, aim);
     const epoch = ++this.epoch;
-    const a: ReplayedCanary = { pipelineId: prepared.pipelineId, config: prepared.config, version: prepared.version, trafficPct, aim: aim ?? null, epoch };
+    const sh = shadow === null ? null : { ...shadow };
+    const a: ReplayedCanary = { pipelineId: prepared.pipelineId, config: prepared.config, version: prepared.version, trafficPct, aim: aim ?? null, epoch,
+      shadow: sh };
     this.active.set(prepared.pipelineId, a);
     this.merged.delete(prepared.pipelineId);
-    this.send('canary-activate', { pipelineId: a.pipelineId, trafficPct, aim: a.aim, epoch });
+    if (sh !== null) this.shadows.set(prepared.pipelineId, { epoch, figures: new MergedShadow(sh.maxDiffs) });
+    this.send('canary-activate', { pipelineId: a.pipelineId, trafficPct, aim: a.aim, epoch, shadow: sh });
   }
 
-  shadow(): ShadowCanary | null {
-    return null;
+  shadow(pipelineId: string): ShadowFigures | null {
+    return this.shadows.get(pipelineId)?.figures ?? null;
   }
 
-  setShadowPct(): void {
-    // Shadow canaries are refused with workers (shadowSupported).
+  setShadowPct(pipelineId: string, pct: number): void {
+    const a = this.active.get(pipelineId);
+    if (a?.shadow == null) return;
+    a.shadow.pct = pct;
+    this.send('canary-shadow-pct', { pipelineId, pct });
   }
 
   totals(pipelineId: string, variant: Variant): GraphTotals | null {
@@ -200,18 +284,24 @@ export class ClusterCanaryGraphs implements CanaryGraphs {
       this.retired.push(arms);
     }
     const merged = new Map<string, { baseline: MergedArm; candidate: MergedArm }>();
+    // A shadow canary still running is refilled from every worker's figures (one that ended keeps its last).
+    const refilled = new Set<string>();
+    for (const [pid, sh] of this.shadows) {
+      if (this.active.get(pid)?.epoch !== sh.epoch) continue;
+      sh.figures.clear();
+      refilled.add(pid);
+    }
     for (const arms of [...this.retired, ...this.lastArms.values()]) {
       for (const [pid, a] of Object.entries(arms)) {
         if (this.active.get(pid)?.epoch !== a.epoch) continue;
         let m = merged.get(pid);
         if (m === undefined) merged.set(pid, m = { baseline: new MergedArm(), candidate: new MergedArm() });
-        for (const side of ['baseline', 'candidate'] as const) {
-          m[side].requests += a[side].requests;
-          m[side].errors += a[side].errors;
-          if (a[side].latency !== '') m[side].latencyUs.add(hdr.decodeFromCompressedBase64(a[side].latency, 32, false));
-        }
+        addArm(m.baseline, a.baseline);
+        addArm(m.candidate, a.candidate);
+        if (a.shadow !== null && refilled.has(pid)) this.shadows.get(pid)!.figures.add(a.shadow);
       }
     }
+    for (const pid of refilled) this.shadows.get(pid)!.figures.seal();
     // Figures of splits that ended are of no use any more.
     this.retired = this.retired.map((arms) => Object.fromEntries(Object.entries(arms).filter(([pid, a]) => this.active.get(pid)?.epoch === a.epoch)))
       .filter((arms) => Object.keys(arms).length > 0);

@@ -2,14 +2,16 @@
 // what the primary's controller decided to this worker's graphs, with the same PipelineCanaryGraphs
 // a single process uses — builds the candidate the primary checked, splits, changes the split,
 // removes it, swaps the baseline at completion and back at a restore — and hands its arms' figures
-// to the primary, which merges them. Before the worker listens, replay() applies what the primary
+// to the primary, which merges them; a shadow canary runs here too (its settings come with the
+// split), and its figures and ring go with the arms. Before the worker listens, replay() applies what the primary
 // holds now (promoted baselines, active splits): a replacement worker serves as the others do.
 import type { PipelineCanaryGraphs, PreparedCandidate, RetainedBaseline } from '../canary/graphs.ts';
 import * as hdr from 'hdr-histogram-js';
 import type { Pipeline, PipelineConfig, PipelineManager } from '../pipeline/index.ts';
 import type { Aim } from '../canary/graphs.ts';
-import type { ArmWire, ArmsWire, CanaryState } from './canary-graphs.ts';
+import type { ArmWire, ArmsWire, CanaryState, ShadowWire } from './canary-graphs.ts';
 import type { GraphTotals } from '../canary/windows.ts';
+import type { ShadowSettings } from '../canary/shadow.ts';
 
 interface Body { pipelineId: string }
 
@@ -17,6 +19,11 @@ function wire(t: GraphTotals | null): ArmWire {
   if (t === null) return { requests: 0, errors: 0, latency: '' };
   return { requests: t.requests, errors: t.errors, latency: hdr.encodeIntoCompressedBase64(t.latencyUs) };
 }
+
+/** A shadow canary's figures as the primary merges them (its ring: at most max_diffs records). */
+export interface ShadowView { shadow_pct: number; sampled: number; diverged: number }
+
+type Activate = Body & { trafficPct: number; aim: Aim | null; epoch: number; shadow: ShadowSettings | null };
 
 export class WorkerCanary {
   private readonly graphs: PipelineCanaryGraphs;
@@ -40,7 +47,11 @@ export class WorkerCanary {
     return {
       'canary-prepare': (b) => this.prepare(b as Body & { config: PipelineConfig; version: string }),
       'canary-discard': (b) => { this.prepared.delete((b as Body).pipelineId); },
-      'canary-activate': (b) => this.activate(b as Body & { trafficPct: number; aim: Aim | null; epoch: number }),
+      'canary-activate': (b) => this.activate(b as Activate),
+      'canary-shadow-pct': (b) => {
+        const t = b as Body & { pct: number };
+        this.graphs.setShadowPct(t.pipelineId, t.pct);
+      },
       'canary-traffic': (b) => {
         const t = b as Body & { trafficPct: number };
         this.graphs.setTraffic(t.pipelineId, t.trafficPct);
@@ -65,7 +76,7 @@ export class WorkerCanary {
     }
     for (const c of state.canaries) {
       await this.prepare({ pipelineId: c.pipelineId, config: c.config, version: c.version });
-      this.activate({ pipelineId: c.pipelineId, trafficPct: c.trafficPct, aim: c.aim, epoch: c.epoch });
+      this.activate({ pipelineId: c.pipelineId, trafficPct: c.trafficPct, aim: c.aim, epoch: c.epoch, shadow: c.shadow });
     }
   }
 
@@ -75,10 +86,10 @@ export class WorkerCanary {
     return null;
   }
 
-  private activate(b: Body & { trafficPct: number; aim: Aim | null; epoch: number }): void {
+  private activate(b: Activate): void {
     const p = this.prepared.get(b.pipelineId);
     if (p === undefined) throw new Error(`no candidate built for pipeline "${b.pipelineId}"`);
-    this.graphs.activate(p, b.trafficPct, b.aim ?? undefined);
+    this.graphs.activate(p, b.trafficPct, b.aim ?? undefined, b.shadow ?? null);
     this.epochs.set(b.pipelineId, b.epoch);
     this.traffic.set(b.pipelineId, b.trafficPct);
   }
@@ -121,12 +132,14 @@ export class WorkerCanary {
     return null;
   }
 
-  /** GET /api/v1/workers: the splits this worker serves, and each arm's requests here. */
-  view(): Record<string, { traffic_pct: number; baseline: number; candidate: number }> {
-    const out: Record<string, { traffic_pct: number; baseline: number; candidate: number }> = {};
+  /** GET /api/v1/workers: the splits this worker serves, each arm's requests here, and a shadow canary's counts here. */
+  view(): Record<string, { traffic_pct: number; baseline: number; candidate: number; shadow?: ShadowView }> {
+    const out: Record<string, { traffic_pct: number; baseline: number; candidate: number; shadow?: ShadowView }> = {};
     for (const pid of this.epochs.keys()) {
       out[pid] = { traffic_pct: this.traffic.get(pid) ?? 0, baseline: this.graphs.totals(pid, 'baseline')?.requests ?? 0,
         candidate: this.graphs.totals(pid, 'candidate')?.requests ?? 0 };
+      const sc = this.graphs.shadow(pid);
+      if (sc !== null) out[pid].shadow = { shadow_pct: sc.pct, sampled: sc.sampled, diverged: sc.diverged };
     }
     return out;
   }
@@ -134,7 +147,12 @@ export class WorkerCanary {
   private arms(): ArmsWire {
     const out: ArmsWire = {};
     for (const [pid, epoch] of this.epochs) {
-      out[pid] = { epoch, baseline: wire(this.graphs.totals(pid, 'baseline')), candidate: wire(this.graphs.totals(pid, 'candidate')) };
+      const sc = this.graphs.shadow(pid);
+      const shadow: ShadowWire | null = sc === null ? null : {
+        sampled: sc.sampled, diverged: sc.diverged, byKind: { ...sc.byKind }, baseline: wire(sc.evidence.baseline), candidate: wire(sc.evidence.candidate),
+        memoryBytes: sc.memoryBytes, reads: sc.reads, readsInFlight: sc.readsInFlight, diffs: sc.diffs(),
+      };
+      out[pid] = { epoch, baseline: wire(this.graphs.totals(pid, 'baseline')), candidate: wire(this.graphs.totals(pid, 'candidate')), shadow };
     }
     return out;
   }

@@ -3,7 +3,7 @@
 // change of split, a manual rollback and an automatic one (decided on both workers' merged arms)
 // reach both workers before the control plane answers, with one history entry per transition; a
 // candidate that cannot be built fails the create with nothing moved; a worker killed mid-canary is
-// replaced and serves the canary as the other does; mode "shadow" is refused with a clear 400.
+// replaced and serves the canary as the other does (shadow canaries with workers: shadow.test.ts).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -186,13 +186,6 @@ test('a completion makes the candidate the baseline on both workers, a reload ke
     assert.equal(restored.status, 200, JSON.stringify(restored.body));
     assert.deepEqual(await findAll('bad'), { ok: clients.length, denied: 0 }, 'the old baseline again on every worker');
   });
-
-test('a shadow canary is refused with several workers, with a clear 400', async () => {
-  const r = await canary('POST', '', { pipeline_id: 'default', mode: 'shadow', shadow_pct: 100, auto_promote: false, rollback_rules: MANUAL_RULES,
-    candidate_config: NO_BAD, stages: [{ traffic_pct: 0, min_duration: '1h', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }] });
-  assert.equal(r.status, 400, JSON.stringify(r.body));
-  assert.equal(r.body.error.code, 'PROXY_ERR_CANARY_SHADOW_WORKERS');
-});
 
 test('a worker killed during a canary is replaced and serves the canary before it takes clients', { timeout: 180_000 }, async () => {
   const created = await canary('POST', '', { pipeline_id: 'default', auto_promote: false, candidate_config: NO_BAD, rollback_rules: MANUAL_RULES,
