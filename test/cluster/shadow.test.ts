@@ -14,6 +14,7 @@ import { freePort } from '../helpers/ports.ts';
 import { until } from '../helpers/until.ts';
 import { spawnServe, type Served } from '../helpers/serve.ts';
 import { RawClient, opMsg } from '../helpers/wire.ts';
+import { callJson } from '../helpers/http.ts';
 import { httpReceiver, type HttpReceiver } from '../canary/notify/helpers.ts';
 import type { WorkersView } from '../../runtime/http/surface.ts';
 
@@ -36,13 +37,7 @@ let cpUrl: string;
 let hook: HttpReceiver;
 const clients: RawClient[] = [];
 
-async function call(base: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${base}${path}`, {
-    method, headers: { authorization: `Bearer ${TOKEN}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: res.status, body: await res.json() };
-}
+const call = (base: string, method: string, path: string, body?: unknown) => callJson(base, TOKEN, method, path, body);
 
 const canary = (method: string, path: string, body?: unknown) => call(cpUrl, method, `/api/v1/canary${path}`, body);
 const workers = async () => (await call(adminUrl, 'GET', '/api/v1/workers')).body as WorkersView;
