@@ -30,7 +30,7 @@ async function start(fleet: Fleet, via: Instance, stage1: string): Promise<strin
   return created.body.canary_id as string;
 }
 
-test('kill -9 the leader mid-stage: another instance takes over within the lease TTL, keeps the stage and stage_entered_at, promotes once',
+test('kill -9 the leader mid-stage: another instance takes over within the lease TTL and its next check, keeps the stage and stage_entered_at, promotes once',
   async (t) => {
     const fleet = await startFleet(t, 3, { ttl: TTL_S });
     const old = fleet.byId((await fleet.leader())!);
@@ -46,7 +46,9 @@ test('kill -9 the leader mid-stage: another instance takes over within the lease
     let next: Instance | null = null;
     await until('another instance to evaluate', async () => (next = await evaluator(fleet, old.id)) !== null, 20_000, 50);
     const took = Date.now() - killedAt;
-    assert.ok(took <= TTL_S * 1000 + 1000, `took over ${took} ms after the kill (lease TTL ${TTL_S} s)`);
+    // The lease expires after the TTL; the followers' next leadership check (every second) takes the
+    // key; the rest is this loaded machine's HTTP polling (3.08 s was seen once with a 2 s TTL).
+    assert.ok(took <= TTL_S * 1000 + 2000, `took over ${took} ms after the kill (lease TTL ${TTL_S} s, checks every 1 s)`);
     const after = (await next!.call('GET', `/api/v1/canary/${id}`)).body;
     assert.equal(after.current_stage, 1, 'the stage is kept');
     assert.equal(after.stage_entered_at, before.stage_entered_at, 'stage_entered_at is kept');
