@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Crossover A/B at a fixed offered load: proxy CPU per request of state A and state B, both running
+# AT THE SAME TIME (pinned to core 1, worker processes included), each driven by its own load
+# generator (bench/scaling.ts --role load, pinned to core 0 with the stub upstream) at the same
+# request rate, window by window. Half-way both proxies are started again with the states
+# exchanged, so process identity (JIT luck, memory placement) cancels too.
+#
+# Why a fixed rate: a load generator that sends as fast as the proxy answers (one request
+# outstanding per connection, ../shared/bench/crossover.sh) runs each state at its own operating
+# point. A proxy that does less per request waits on round trips more and pays one wake-up and one
+# read/write pair per request, while a busier one gets several requests per wake-up; CPU per request
+# then compares two different things. At the same offered load below saturation both states serve
+# the same requests per second with the same batching, and the ratio is the work each request adds.
+# Both rates are printed per window: if they differ by more than a few percent, the rate is too
+# close to saturation for one state — lower it.
+#
+# A state is a config fragment (JSON deep-merged into bench/crossover-config.mjs's eight built-ins,
+# 16 MiB cache, stub upstream; PROFPORT becomes a free port) and a worker count.
+# Run from the project root after npm run build:
+#   bench/crossover-rate.sh [--rate 6000] [--windows 6] [--secs 10] [--conns 8] [--workers 1,1] A-fragment B-fragment
+#   bench/crossover-rate.sh '{"pipeline":{"request":[],"response":[]}}' '{}'        # empty vs the eight built-ins
+#   bench/crossover-rate.sh --workers 1,2 '{}' '{}'                                   # the worker machinery
+#   bench/crossover-rate.sh --rate 0 …                                                # as fast as answered
+set -u
+RATE=6000; W=6; SECS=10; C=8; WK=1,1
+while [ $# -gt 2 ]; do
+  case $1 in
+    --rate) RATE=$2 ;; --windows) W=$2 ;; --secs) SECS=$2 ;; --conns) C=$2 ;; --workers) WK=$2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac; shift 2
+done
+FA=${1:-'{}'}; FB=${2:-'{}'}; WA=${WK%,*}; WB=${WK#*,}
+D=$(mktemp -d /tmp/xover-rate.XXXX); PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null; done; sleep 0.5; for p in "${PIDS[@]}"; do kill -9 $p 2>/dev/null; done; rm -rf $D' EXIT
+fp() { node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
+S=$(fp); P1=$(fp); P2=$(fp); H1=$(fp); H2=$(fp)
+taskset -c 0 node --import tsx bench/scaling.ts --role stub --port $S & PIDS+=($!)
+cfg() { node bench/crossover-config.mjs $1 $S "${3//PROFPORT/$2}"; } # port profport fragment
+cpu() { # CPU µs of a process and its children
+  local t=0; for p in $1 $(ps -o pid= --ppid $1); do
+    t=$(( t + $(awk '{print $14 + $15}' /proc/$p/stat 2>/dev/null || echo 0) )); done
+  echo $(( t * 1000000 / $(getconf CLK_TCK) )); }
+start() { # port config workers: starts the proxy (its pid in $X), waits until every worker listens (the ready banner)
+  rm -f $D/$1.out
+  taskset -c 1 node bin/proxy.mjs serve --config $2 --workers $3 > $D/$1.out 2> $D/$1.log & X=$!; PIDS+=($X)
+  for i in $(seq 1 1200); do grep -q mongodb:// $D/$1.out 2>/dev/null && break; sleep 0.1; done; }
+load() { taskset -c 0 node --import tsx bench/scaling.ts --role load --port $1 --connections $C --ms $2 --rate $RATE; }
+both() { # A on P1 and B on P2, or exchanged; then a 3 s warm-up
+  if [ $1 = 0 ]; then cfg $P1 $H1 "$FA" > $D/p1.json; cfg $P2 $H2 "$FB" > $D/p2.json; start $P1 $D/p1.json $WA; X1=$X; start $P2 $D/p2.json $WB; X2=$X
+  else cfg $P1 $H1 "$FB" > $D/p1.json; cfg $P2 $H2 "$FA" > $D/p2.json; start $P1 $D/p1.json $WB; X1=$X; start $P2 $D/p2.json $WA; X2=$X; fi
+  load $P1 3000 >/dev/null & L=$!; load $P2 3000 >/dev/null; wait $L; }
+both 0
+for w in $(seq 1 $W); do
+  swapped=$([ $w -gt $(( W / 2 )) ] && echo 1 || echo 0)
+  if [ $w = $(( W / 2 + 1 )) ]; then kill $X1 $X2; wait $X1 $X2 2>/dev/null; both 1; fi
+  c1=$(cpu $X1); c2=$(cpu $X2)
+  load $P1 $((SECS*1000)) > $D/w$w.1 & L=$!; load $P2 $((SECS*1000)) > $D/w$w.2; wait $L
+  d1=$(( $(cpu $X1) - c1 )); d2=$(( $(cpu $X2) - c2 ))
+  node -e '
+const fs=require("fs");const [d,w,sw,d1,d2]=process.argv.slice(1);
+const a={...JSON.parse(fs.readFileSync(d+"/w"+w+".1")),cpu:+d1},b={...JSON.parse(fs.readFileSync(d+"/w"+w+".2")),cpu:+d2};
+const [A,B]=sw==="1"?[b,a]:[a,b];const ca=A.cpu/A.n,cb=B.cpu/B.n;
+console.log(JSON.stringify({w:+w,swapped:+sw,A_rps:Math.round(A.n/A.ms*1000),B_rps:Math.round(B.n/B.ms*1000),A_cpu_us:+ca.toFixed(1),B_cpu_us:+cb.toFixed(1),
+ cpu_ratio_B_over_A:+(cb/ca).toFixed(3),A_p50_us:Math.round(A.p50),B_p50_us:Math.round(B.p50),errors:A.errors+B.errors}))' $D $w $swapped $d1 $d2 | tee -a $D/rows
+done
+node -e '
+const rows=require("fs").readFileSync(process.argv[1],"utf8").trim().split("\n").map(JSON.parse);
+const r=rows.map(x=>x.cpu_ratio_B_over_A).sort((a,b)=>a-b);const med=r[r.length>>1];
+const gm=Math.exp(r.reduce((s,x)=>s+Math.log(x),0)/r.length);
+const rps=(k)=>Math.round(rows.reduce((s,x)=>s+x[k],0)/rows.length);
+console.log(`B/A proxy CPU per request at ${process.argv[2]} req/s offered: median ${med.toFixed(3)}, geomean ${gm.toFixed(3)}, range ${r[0]}–${r[r.length-1]} over ${r.length} windows (mean rps A ${rps("A_rps")}, B ${rps("B_rps")})`);' $D/rows $RATE
+grep -il 'error\|fatal' $D/*.log >/dev/null && { echo "proxy logs:"; tail -n 3 $D/*.log; }
+exit 0
