@@ -30,11 +30,11 @@
 // encoded whole by ProtobufTraceSerializer.serializeRequest. Responses are decoded by the SDK's.
 //
 // The JSON protocol (http/json) is not here: it stays the SDK's exporter.
-import type { HrTime } from '@opentelemetry/api';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-node';
 import { ProtobufTraceSerializer, TraceExporterMetricsHelper, type ISerializer, type IExportTraceServiceResponse } from '@opentelemetry/otlp-transformer';
 import { OTLPExporterBase, type OTLPExporterNodeConfigBase } from '@opentelemetry/otlp-exporter-base';
 import { createOtlpHttpExportDelegate, convertLegacyHttpOptions } from '@opentelemetry/otlp-exporter-base/node-http';
+import { ProtoBuffer, toWords, varintSize } from './proto-buffer.ts';
 
 type Resource = ReadableSpan['resource'];
 type Scope = ReadableSpan['instrumentationScope'] & { attributes?: Record<string, unknown>; droppedAttributesCount?: number };
@@ -53,11 +53,6 @@ const MAX_KEY_NODES = 4096;
 /** Bytes reserved for an outer message's length (a uint32 varint at most). */
 const OUTER_RESERVE = 5;
 
-/** The SDK's hex digit values (hex-to-binary.ts), for char codes < 256: other characters give c - 55 as there. */
-const HEX_VALUE = Int16Array.from({ length: 256 }, (_, c) => (c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 102 ? c - 87 : c - 55));
-/** The byte two ASCII hex chars a, b make, at (a << 7) | b. */
-const HEX_PAIR = Uint8Array.from({ length: 128 * 128 }, (_, i) => (HEX_VALUE[i >>> 7] << 4) | HEX_VALUE[i & 0x7f]);
-
 /**
  * An attribute key in the tree of key sequences: its children are the keys that followed it in an
  * attribute object. Holds the key's encoding (KeyValue.key and the KeyValue.value tag) and the
@@ -73,30 +68,15 @@ class KeyNode {
   constructor(readonly key: string, readonly words: Uint32Array) {}
 }
 
-/** Bytes as [count, then little-endian 32-bit words, the last one padded], for copying a word at a time. */
-function toWords(bytes: Uint8Array): Uint32Array {
-  const padded = new Uint8Array((bytes.length + 3) & ~3);
-  padded.set(bytes);
-  const view = new DataView(padded.buffer);
-  const words = new Uint32Array(1 + padded.length / 4);
-  words[0] = bytes.length;
-  for (let i = 1; i < words.length; i++) words[i] = view.getUint32(4 * (i - 1), true);
-  return words;
-}
-
 /** An id written last (hex) and its encoded bytes, reused while the same id repeats. */
 interface IdMemo { hex: string; words: Uint32Array }
 
-function varintSize(v: number): number {
-  return v < 0x80 ? 1 : v < 0x4000 ? 2 : v < 0x200000 ? 3 : v < 0x10000000 ? 4 : 5;
-}
-
 /** Encodes ExportTraceServiceRequests; one instance, reused (its buffer and key cache persist). */
-export class OtlpTraceEncoder {
-  private buf: Buffer = Buffer.allocUnsafe(SCRATCH_BYTES);
-  /** Over `buf`, for copying cached encodings four bytes at a time. */
-  private view: DataView = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.length);
-  private pos = 0;
+export class OtlpTraceEncoder extends ProtoBuffer {
+  constructor() {
+    super(SCRATCH_BYTES);
+  }
+
   /** [position, length] pairs of bytes in `buf` that are not part of the message (outer length reserves). */
   private gaps: number[] = [];
   /** Bytes in gaps so far, and its value when each open outer message was opened (their content's gaps are not content). */
@@ -158,45 +138,6 @@ export class OtlpTraceEncoder {
     return out;
   }
 
-  private ensure(n: number): void {
-    if (this.pos + n <= this.buf.length) return;
-    let size = this.buf.length * 2;
-    while (size < this.pos + n) size *= 2;
-    const bigger = Buffer.allocUnsafe(size);
-    this.buf.copy(bigger, 0, 0, this.pos);
-    this.use(bigger);
-  }
-
-  private use(buf: Buffer): void {
-    this.buf = buf;
-    this.view = new DataView(buf.buffer, buf.byteOffset, buf.length);
-  }
-
-  private byte(b: number): void {
-    this.ensure(1);
-    this.buf[this.pos++] = b;
-  }
-
-  /** Reserves `reserve` bytes for a length (an inner message's); returns where. */
-  private open(reserve: number): number {
-    this.ensure(reserve);
-    const at = this.pos;
-    this.pos += reserve;
-    return at;
-  }
-
-  /** Writes the length of the message opened at `at`, shifting its content when the length needs other than `reserve` bytes. */
-  private close(at: number, reserve: number): void {
-    const len = this.pos - at - reserve;
-    const size = varintSize(len);
-    if (size !== reserve) {
-      if (size > reserve) this.ensure(size - reserve);
-      this.buf.copyWithin(at + size, at + reserve, this.pos);
-      this.pos += size - reserve;
-    }
-    this.uvarintAt(at, len);
-  }
-
   /** Reserves the bytes for an outer message's length; returns where. */
   private openOuter(): number {
     this.outerGapBytes.push(this.gapBytes);
@@ -212,126 +153,6 @@ export class OtlpTraceEncoder {
       this.gaps.push(at, OUTER_RESERVE - size);
       this.gapBytes += OUTER_RESERVE - size;
     }
-  }
-
-  /** A uint32 as a varint at `at` (space already there); returns the position after it. */
-  private uvarintAt(at: number, v: number): number {
-    const buf = this.buf;
-    while (v > 0x7f) {
-      buf[at++] = (v & 0x7f) | 0x80;
-      v >>>= 7;
-    }
-    buf[at++] = v;
-    return at;
-  }
-
-  /** A number as the SDK's ProtobufWriter.writeVarint writes it (uint32, else int64 two's complement). */
-  private varint(value: number): void {
-    this.ensure(10);
-    const buf = this.buf;
-    let p = this.pos;
-    if (value >= 0 && value <= 0xffffffff) {
-      let v = value >>> 0;
-      while (v > 0x7f) {
-        buf[p++] = (v & 0x7f) | 0x80;
-        v >>>= 7;
-      }
-      buf[p++] = v;
-    } else {
-      let low: number;
-      let high: number;
-      if (value >= 0) {
-        low = value >>> 0;
-        high = (value / 0x100000000) >>> 0;
-      } else {
-        const abs = Math.abs(value);
-        low = ~(abs >>> 0) >>> 0;
-        high = ~((abs / 0x100000000) >>> 0) >>> 0;
-        low = (low + 1) >>> 0;
-        if (low === 0) high = (high + 1) >>> 0;
-      }
-      while (high > 0 || low > 0x7f) {
-        buf[p++] = (low & 0x7f) | 0x80;
-        low = ((low >>> 7) | (high << 25)) >>> 0;
-        high >>>= 7;
-      }
-      buf[p++] = low & 0x7f;
-    }
-    this.pos = p;
-  }
-
-  private fixed32(v: number): void {
-    this.ensure(4);
-    const buf = this.buf;
-    const p = this.pos;
-    buf[p] = v;
-    buf[p + 1] = v >>> 8;
-    buf[p + 2] = v >>> 16;
-    buf[p + 3] = v >>> 24;
-    this.pos = p + 4;
-  }
-
-  /**
-   * An HrTime as fixed64 nanoseconds, computed as the SDK's writeHrTimeAsFixed64 does (seconds split
-   * at 16 bits so every product stays an exact double).
-   */
-  private time(t: HrTime): void {
-    const seconds = t[0];
-    const nanos = t[1];
-    const lowSeconds = seconds & 0xffff;
-    const highSeconds = (seconds / 0x10000) >>> 0;
-    const fromLow = lowSeconds * 1e9;
-    const fromHigh = highSeconds * 1e9;
-    const low = (fromLow >>> 0) + (((fromHigh & 0xffff) * 0x10000) >>> 0) + nanos;
-    const high = (Math.floor(fromLow / 0x100000000) + ((fromHigh / 0x10000) >>> 0) + Math.floor(low / 0x100000000)) >>> 0;
-    this.fixed32(low >>> 0);
-    this.fixed32(high);
-  }
-
-  /** A string field's length and UTF-8 bytes. */
-  private str(s: string): void {
-    const n = s.length;
-    this.ensure(5 + 3 * n);
-    const buf = this.buf;
-    const p = this.pos;
-    if (n < 0x80) {
-      // ASCII (the usual case): one length byte, the chars as bytes.
-      let i = 0;
-      for (; i < n; i++) {
-        const c = s.charCodeAt(i);
-        if (c > 0x7f) break;
-        buf[p + 1 + i] = c;
-      }
-      if (i === n) {
-        buf[p] = n;
-        this.pos = p + 1 + n;
-        return;
-      }
-    }
-    const len = Buffer.byteLength(s, 'utf8');
-    const at = this.uvarintAt(p, len);
-    this.pos = at + buf.write(s, at, len, 'utf8');
-  }
-
-  /** A hex id as bytes (the SDK's hexToBinary: length / 2 bytes, any case). */
-  private id(hex: string): void {
-    const n = hex.length >>> 1;
-    this.ensure(8 + n); // 3 more for captureWords()
-    const buf = this.buf;
-    let p = this.uvarintAt(this.pos, n);
-    for (let i = 0; i < 2 * n; i += 2) {
-      const a = hex.charCodeAt(i);
-      const b = hex.charCodeAt(i + 1);
-      buf[p++] = (a | b) < 0x80 ? HEX_PAIR[(a << 7) | b] : ((a < 256 ? HEX_VALUE[a] : a - 55) << 4) | (b < 256 ? HEX_VALUE[b] : b - 55);
-    }
-    this.pos = p;
-  }
-
-  private bytes(b: Uint8Array): void {
-    this.ensure(5 + b.length);
-    this.pos = this.uvarintAt(this.pos, b.length);
-    this.buf.set(b, this.pos);
-    this.pos += b.length;
   }
 
   private resourceSpans(resource: Resource, scopes: ReadonlyArray<readonly ReadableSpan[]>): void {
@@ -420,9 +241,9 @@ export class OtlpTraceEncoder {
       this.varint(kind);
     }
     this.byte(0x39); // start_time_unix_nano (7, fixed64)
-    this.time(s.startTime);
+    this.nanos(s.startTime[0], s.startTime[1]);
     this.byte(0x41); // end_time_unix_nano (8, fixed64)
-    this.time(s.endTime);
+    this.nanos(s.endTime[0], s.endTime[1]);
     if (s.attributes) this.attributes(s.attributes, 0x4a); // attributes (9)
     const status = s.status;
     const code = status.code;
@@ -585,29 +406,6 @@ export class OtlpTraceEncoder {
     buf[p + 2 + n] = anyLen;
     this.pos = p + 3 + n + anyLen;
     return true;
-  }
-
-  /** Copies toWords() bytes to `at` (room for their count + 3 there: the last word is whole). */
-  private copyWords(at: number, words: Uint32Array): void {
-    const view = this.view;
-    for (let i = 1; i < words.length; i++, at += 4) view.setUint32(at, words[i], true);
-  }
-
-  /** Bytes from toWords(), at pos. */
-  private words(words: Uint32Array): void {
-    this.ensure(words[0] + 3);
-    this.copyWords(this.pos, words);
-    this.pos += words[0];
-  }
-
-  /** The written bytes [from, to) as toWords() makes them. */
-  private captureWords(from: number, to: number): Uint32Array {
-    const words = new Uint32Array(1 + ((to - from + 3) >>> 2));
-    words[0] = to - from;
-    const view = this.view;
-    // The last word may take up to 3 bytes past `to`: within the buffer (ensure() left room), and padding.
-    for (let i = 1, at = from; i < words.length; i++, at += 4) words[i] = view.getUint32(at, true);
-    return words;
   }
 
   /** An AnyValue's fields (its length is the caller's), as the SDK's writeAnyValue. */
