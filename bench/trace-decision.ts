@@ -5,16 +5,14 @@
 //   0     — tracing on, sample_rate 0: the per-request decision, then the untimed loop;
 //   0.01  — tracing on, sample_rate 0.01: 1% of requests timed and turned into spans (built and
 //           queued for an exporter that accepts at once), 99% as above;
-//   1     — every request traced (for scale).
-// The exporter stand-in encodes each batch as the OTLP/protobuf exporter does (the proxy's own
-// encoder, runtime/telemetry/otlp-encoder.ts) and drops it: that encoding runs off the request's
-// turn, on the export timer (here a full batch is encoded in the request loop, so it is in the
-// ns/request figures too), but it is CPU the proxy spends for tracing, so what the final flush
-// encodes is reported per request beside the request-path cost ("with export"), and the encoding's
-// ns per span for each case. For comparison the stand-in keeps some of the batches, and after each
-// round — outside the timed loop — encodes them again with ours and with the SDK's
-// ProtobufTraceSerializer (what the exporter used before), alternately, and checks the two give
-// the same bytes; both ns/span figures are printed.
+//   1     — every request traced (for scale);
+//   1, ReadableSpans — every request traced on the http/json path's way: ReadableSpans with their
+//           attribute objects, encoded at export by the SDK's ProtobufTraceSerializer.
+// The other cases take the http/protobuf path: spans written as protobuf when the request ends
+// (runtime/telemetry/span-writer.ts); the exporter stand-in puts each batch in its envelope. What an
+// export costs (the envelope copy, or the SDK's encoding) runs off the request's turn, on the export
+// timer, but it is CPU the proxy spends for tracing, so it is reported per request beside the
+// request-path cost ("with export"), and per span.
 // Rounds interleaved, the minimum of each case kept (the machine is shared).
 // Run: node --import tsx bench/trace-decision.ts [--rounds 7]
 import { performance } from 'node:perf_hooks';
@@ -22,7 +20,7 @@ import { PipelineManager, RequestTimings, type PipelineConfig, type Pipeline } f
 import { Tracing, TracingRecorder } from '../runtime/telemetry/index.ts';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-node';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
-import { OtlpTraceSerializer } from '../runtime/telemetry/otlp-encoder.ts';
+import type { EncodedSpanExporter } from '../runtime/telemetry/span-queue.ts';
 import { makeExchange } from '../sdk/testing/index.ts';
 import { existsSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
@@ -39,49 +37,29 @@ if (!existsSync(path)) spawnSync(process.execPath, [`${ROOT}scripts/build-plugin
 let exportedSpans = 0;
 let exportedBytes = 0;
 let exportNs = 0;
-/** Batches kept for the SDK serializer's figure (at most KEEP_SPANS spans a round). */
-const KEEP_SPANS = 20_000;
-let kept: ReadableSpan[][] = [];
-let keptSpans = 0;
-const acceptingExporter: SpanExporter = {
+/** The http/json path's exporter stand-in: ReadableSpans, encoded by the SDK's protobuf serializer (timed as export). */
+const readableExporter: SpanExporter = {
   export(spans: ReadableSpan[], done) {
     const t0 = performance.now();
-    exportedBytes += OtlpTraceSerializer.serializeRequest(spans)?.length ?? 0;
+    exportedBytes += ProtobufTraceSerializer.serializeRequest(spans)?.length ?? 0;
     exportNs += (performance.now() - t0) * 1e6;
     exportedSpans += spans.length;
-    if (keptSpans + spans.length <= KEEP_SPANS) {
-      kept.push(spans);
-      keptSpans += spans.length;
-    }
     done({ code: 0 });
   },
   async shutdown() {},
 };
-
-let comparedSpans = 0;
-let oursNs = 0;
-let sdkNs = 0;
-let mismatches = 0;
-/** Encodes the kept batches again with ours and with the SDK's serializer (each timed; which goes first alternates), and compares the bytes. */
-function encodeKeptWithBoth(): void {
-  kept.forEach((batch, i) => {
-    let ours: Uint8Array | undefined;
-    let theirs: Uint8Array | undefined;
-    for (const which of i % 2 === 0 ? ['ours', 'sdk'] : ['sdk', 'ours']) {
+/** The http/protobuf path's stand-in: batches already encoded, put in their envelope (timed as export). */
+function encodedExporter(t: () => Tracing): EncodedSpanExporter {
+  return {
+    export(batch, done) {
       const t0 = performance.now();
-      if (which === 'ours') {
-        ours = OtlpTraceSerializer.serializeRequest(batch);
-        oursNs += (performance.now() - t0) * 1e6;
-      } else {
-        theirs = ProtobufTraceSerializer.serializeRequest(batch);
-        sdkNs += (performance.now() - t0) * 1e6;
-      }
-    }
-    comparedSpans += batch.length;
-    if (!Buffer.from(ours!).equals(theirs!)) mismatches++;
-  });
-  kept = [];
-  keptSpans = 0;
+      exportedBytes += t().envelope!.wrap(batch.bytes).length;
+      exportNs += (performance.now() - t0) * 1e6;
+      exportedSpans += batch.spans;
+      done({ code: 0 });
+    },
+    async shutdown() {},
+  };
 }
 
 async function graph(recorder: TracingRecorder | undefined): Promise<Pipeline> {
@@ -93,11 +71,14 @@ async function graph(recorder: TracingRecorder | undefined): Promise<Pipeline> {
   return m.get('bench');
 }
 
-function tracing(rate: number): Tracing {
-  return new Tracing({
-    url: 'http://127.0.0.1:4318/v1/traces', protocol: 'http/protobuf', serviceName: 'bench', sampleRate: rate,
+function tracing(rate: number, readable = false): Tracing {
+  const settings = {
+    url: 'http://127.0.0.1:4318/v1/traces', protocol: 'http/protobuf' as const, serviceName: 'bench', sampleRate: rate,
     resourceAttributes: {}, maxQueueSpans: 1 << 20, maxBatchSpans: 512, exportIntervalMs: 1000, exportTimeoutMs: 1000,
-  }, quiet, acceptingExporter);
+  };
+  if (readable) return new Tracing(settings, quiet, readableExporter);
+  const t: Tracing = new Tracing(settings, quiet, undefined, { encodedExporter: encodedExporter(() => t) });
+  return t;
 }
 
 const command = { find: 'users', filter: { a: 1 }, $db: 'app' };
@@ -108,6 +89,7 @@ const cases: Array<{ name: string; t: Tracing | null; p: Pipeline }> = [
   { name: 'sample_rate 0', t: tracing(0), p: traced },
   { name: 'sample_rate 0.01', t: tracing(0.01), p: traced },
   { name: 'sample_rate 1', t: tracing(1), p: traced },
+  { name: '1, ReadableSpans', t: tracing(1, true), p: traced },
 ];
 const timings = new RequestTimings();
 const reply = { failed: false, errorCode: 0, errorName: '' };
@@ -154,7 +136,6 @@ for (let r = 0; r < ROUNDS; r++) {
     if (exportedSpans > spans0) {
       encodingPerSpan.set(c.name, Math.min(encodingPerSpan.get(c.name) ?? Infinity, (exportNs - ns0) / (exportedSpans - spans0)));
     }
-    encodeKeptWithBoth();
     process.stderr.write(`round ${r + 1} ${c.name}: ${ns.toFixed(0)} ns\n`);
   }
 }
@@ -170,6 +151,3 @@ for (const c of cases) {
 }
 console.log(`  spans exported: ${exportedSpans} (${(exportedBytes / Math.max(1, exportedSpans)).toFixed(0)} protobuf bytes ` +
   `and ${(exportNs / Math.max(1, exportedSpans)).toFixed(0)} ns of encoding per span, over all rounds)`);
-console.log(`  ${comparedSpans} of those spans encoded again after their round: ours ${(oursNs / Math.max(1, comparedSpans)).toFixed(0)} ns per span, ` +
-  `the SDK's ProtobufTraceSerializer ${(sdkNs / Math.max(1, comparedSpans)).toFixed(0)} ns per span` +
-  (mismatches === 0 ? ' (the same bytes)' : `; ${mismatches} batches encoded DIFFERENTLY`));

@@ -1,23 +1,11 @@
-// The protobuf writing both OTLP encoders share (otlp-encoder.ts encodes ReadableSpans, span-writer.ts
-// a traced request's spans directly): a growable scratch buffer and the field primitives, each
-// writing what the SDK's ProtobufWriter writes for the same value, so both give the SDK
-// serializer's bytes.
+// Protobuf writing for span-writer.ts: a growable scratch buffer and the field primitives, each
+// writing what the SDK's ProtobufWriter writes for the same value (so the spans come out as the
+// SDK serializer's bytes).
 
 /** The SDK's hex digit values (hex-to-binary.ts), for char codes < 256: other characters give c - 55 as there. */
-export const HEX_VALUE = Int16Array.from({ length: 256 }, (_, c) => (c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 102 ? c - 87 : c - 55));
+const HEX_VALUE = Int16Array.from({ length: 256 }, (_, c) => (c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 102 ? c - 87 : c - 55));
 /** The byte two ASCII hex chars a, b make, at (a << 7) | b. */
 export const HEX_PAIR = Uint8Array.from({ length: 128 * 128 }, (_, i) => (HEX_VALUE[i >>> 7] << 4) | HEX_VALUE[i & 0x7f]);
-
-/** Bytes as [count, then little-endian 32-bit words, the last one padded], for copying a word at a time. */
-export function toWords(bytes: Uint8Array): Uint32Array {
-  const padded = new Uint8Array((bytes.length + 3) & ~3);
-  padded.set(bytes);
-  const view = new DataView(padded.buffer);
-  const words = new Uint32Array(1 + padded.length / 4);
-  words[0] = bytes.length;
-  for (let i = 1; i < words.length; i++) words[i] = view.getUint32(4 * (i - 1), true);
-  return words;
-}
 
 export function varintSize(v: number): number {
   return v < 0x80 ? 1 : v < 0x4000 ? 2 : v < 0x200000 ? 3 : v < 0x10000000 ? 4 : 5;
@@ -26,13 +14,10 @@ export function varintSize(v: number): number {
 /** A protobuf message under construction in a reused, growable buffer. */
 export class ProtoBuffer {
   protected buf: Buffer;
-  /** Over `buf`, for copying cached encodings four bytes at a time. */
-  protected view: DataView;
   protected pos = 0;
 
   constructor(bytes: number) {
     this.buf = Buffer.allocUnsafe(bytes);
-    this.view = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.length);
   }
 
   protected ensure(n: number): void {
@@ -41,25 +26,7 @@ export class ProtoBuffer {
     while (size < this.pos + n) size *= 2;
     const bigger = Buffer.allocUnsafe(size);
     this.buf.copy(bigger, 0, 0, this.pos);
-    this.use(bigger);
-  }
-
-  protected use(buf: Buffer): void {
-    this.buf = buf;
-    this.view = new DataView(buf.buffer, buf.byteOffset, buf.length);
-  }
-
-  protected byte(b: number): void {
-    this.ensure(1);
-    this.buf[this.pos++] = b;
-  }
-
-  /** Reserves `reserve` bytes for a length (an inner message's); returns where. */
-  protected open(reserve: number): number {
-    this.ensure(reserve);
-    const at = this.pos;
-    this.pos += reserve;
-    return at;
+    this.buf = bigger;
   }
 
   /** Writes the length of the message opened at `at`, shifting its content when the length needs other than `reserve` bytes. */
@@ -171,47 +138,4 @@ export class ProtoBuffer {
     this.pos = at + buf.write(s, at, len, 'utf8');
   }
 
-  /** A hex id as bytes (the SDK's hexToBinary: length / 2 bytes, any case). */
-  protected id(hex: string): void {
-    const n = hex.length >>> 1;
-    this.ensure(8 + n); // 3 more for captureWords()
-    const buf = this.buf;
-    let p = this.uvarintAt(this.pos, n);
-    for (let i = 0; i < 2 * n; i += 2) {
-      const a = hex.charCodeAt(i);
-      const b = hex.charCodeAt(i + 1);
-      buf[p++] = (a | b) < 0x80 ? HEX_PAIR[(a << 7) | b] : ((a < 256 ? HEX_VALUE[a] : a - 55) << 4) | (b < 256 ? HEX_VALUE[b] : b - 55);
-    }
-    this.pos = p;
-  }
-
-  protected bytes(b: Uint8Array): void {
-    this.ensure(5 + b.length);
-    this.pos = this.uvarintAt(this.pos, b.length);
-    this.buf.set(b, this.pos);
-    this.pos += b.length;
-  }
-
-  /** Copies toWords() bytes to `at` (room for their count + 3 there: the last word is whole). */
-  protected copyWords(at: number, words: Uint32Array): void {
-    const view = this.view;
-    for (let i = 1; i < words.length; i++, at += 4) view.setUint32(at, words[i], true);
-  }
-
-  /** Bytes from toWords(), at pos. */
-  protected words(words: Uint32Array): void {
-    this.ensure(words[0] + 3);
-    this.copyWords(this.pos, words);
-    this.pos += words[0];
-  }
-
-  /** The written bytes [from, to) as toWords() makes them. */
-  protected captureWords(from: number, to: number): Uint32Array {
-    const words = new Uint32Array(1 + ((to - from + 3) >>> 2));
-    words[0] = to - from;
-    const view = this.view;
-    // The last word may take up to 3 bytes past `to`: within the buffer (ensure() left room), and padding.
-    for (let i = 1, at = from; i < words.length; i++, at += 4) words[i] = view.getUint32(at, true);
-    return words;
-  }
 }

@@ -1,8 +1,12 @@
-// A bounded span queue in front of an OTLP exporter. The SDK's BatchSpanProcessor bounds its queue
+// Bounded span queues in front of an OTLP exporter. The SDK's BatchSpanProcessor bounds its queue
 // too, but it drops silently; here every span that does not reach the collector — queue full, or
 // an export that failed or timed out — is counted (proxy_trace_spans_dropped_total in /metrics).
 // One export is in flight at a time: a slow or down collector holds that one request, the queue
 // fills, and later spans are dropped and counted; requests never wait for any of it.
+//
+// Two queues share that logic (ExportQueue): BoundedSpanQueue holds ReadableSpans (the http/json
+// exporter, and exporters given in tests); EncodedSpanQueue holds spans already encoded as OTLP
+// protobuf by span-writer.ts, one request's spans at a time, in one growing byte arena.
 import type { Log } from '../log/index.ts';
 import type { ReadableSpan, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-node';
 
@@ -18,20 +22,31 @@ export interface SpanQueueOptions {
 /** How often at most a failing export is logged (the counter counts every dropped span). */
 const FAILURE_LOG_INTERVAL_MS = 10_000;
 
-export class BoundedSpanQueue implements SpanProcessor {
+/** What an export reports (the SDK's ExportResult). */
+export interface ExportResult { code: number; error?: Error }
+
+/** Spans encoded as OTLP/protobuf ScopeSpans.spans entries, and how many. */
+export interface EncodedSpans { bytes: Uint8Array; spans: number }
+
+/** An exporter of encoded spans (otlp-encoder.ts OtlpEncodedTraceExporter). */
+export interface EncodedSpanExporter {
+  export(batch: EncodedSpans, done: (result: ExportResult) => void): void;
+  shutdown(): Promise<void>;
+}
+
+/** The bounded queue's logic over a batch type: counts, the export in flight, the timer, flush and shutdown. */
+export abstract class ExportQueue<Batch> {
   /** Spans handed to the exporter and acknowledged by the collector. */
   exported = 0;
   /** Spans dropped because the queue was full. */
   droppedQueueFull = 0;
   /** Spans lost in exports that failed (collector down, refused, timed out). */
   droppedExportFailed = 0;
-  private readonly exporter: SpanExporter;
-  private readonly opts: SpanQueueOptions;
+  protected readonly opts: SpanQueueOptions;
   private readonly log: Pick<Log, 'warn'>;
-  private queue: ReadableSpan[] = [];
+  protected closed = false;
   private inFlight = false;
   private timer: NodeJS.Timeout | null = null;
-  private closed = false;
   private flushing = 0;
   private lastFailureLog = 0;
   private failuresSinceLog = 0;
@@ -40,47 +55,46 @@ export class BoundedSpanQueue implements SpanProcessor {
     this.exportBatch();
   };
 
-  constructor(exporter: SpanExporter, opts: SpanQueueOptions, log: Pick<Log, 'warn'>) {
-    this.exporter = exporter;
+  constructor(opts: SpanQueueOptions, log: Pick<Log, 'warn'>) {
     this.opts = opts;
     this.log = log;
   }
 
-  get queued(): number {
-    return this.queue.length;
-  }
+  /** Spans queued, not yet handed to the exporter. */
+  abstract get queued(): number;
 
   get dropped(): number {
     return this.droppedQueueFull + this.droppedExportFailed;
   }
 
-  onStart(): void {}
+  /** Takes the oldest queued spans, at most `max` (but at least one item), as a batch. */
+  protected abstract take(max: number): { batch: Batch; spans: number };
+  /** Hands a batch to the exporter. */
+  protected abstract send(batch: Batch, done: (result: ExportResult) => void): void;
+  /** Empties the queue; returns how many spans were in it. */
+  protected abstract clear(): number;
+  protected abstract shutdownExporter(): Promise<void>;
 
-  onEnd(span: ReadableSpan): void {
-    if (this.closed || this.queue.length >= this.opts.maxQueue) {
-      this.droppedQueueFull++;
-      return;
-    }
-    this.queue.push(span);
-    if (this.queue.length >= this.opts.maxBatch) this.exportBatch();
+  /** After spans were queued: an export when a batch is full, else the interval's timer. */
+  protected added(): void {
+    if (this.queued >= this.opts.maxBatch) this.exportBatch();
     else if (this.timer === null && !this.inFlight) this.timer = setTimeout(this.onTimer, this.opts.intervalMs).unref();
   }
 
   private exportBatch(): void {
-    if (this.inFlight || this.queue.length === 0) return;
+    if (this.inFlight || this.queued === 0) return;
     if (this.timer !== null) {
       clearTimeout(this.timer);
       this.timer = null;
     }
-    const batch = this.queue.length <= this.opts.maxBatch ? this.queue : this.queue.slice(0, this.opts.maxBatch);
-    this.queue = batch === this.queue ? [] : this.queue.slice(batch.length);
+    const { batch, spans } = this.take(this.opts.maxBatch);
     this.inFlight = true;
-    this.exporter.export(batch, (result) => {
+    this.send(batch, (result) => {
       this.inFlight = false;
-      if (result.code === EXPORT_SUCCESS) this.exported += batch.length;
-      else this.failed(batch.length, result.error);
-      if (this.queue.length >= this.opts.maxBatch || (this.flushing > 0 && this.queue.length > 0)) this.exportBatch();
-      else if (this.queue.length > 0 && this.timer === null) this.timer = setTimeout(this.onTimer, this.opts.intervalMs).unref();
+      if (result.code === EXPORT_SUCCESS) this.exported += spans;
+      else this.failed(spans, result.error);
+      if (this.queued >= this.opts.maxBatch || (this.flushing > 0 && this.queued > 0)) this.exportBatch();
+      else if (this.queued > 0 && this.timer === null) this.timer = setTimeout(this.onTimer, this.opts.intervalMs).unref();
       this.settled();
     });
   }
@@ -99,7 +113,7 @@ export class BoundedSpanQueue implements SpanProcessor {
 
   private waiters: Array<() => void> = [];
   private settled(): void {
-    if (this.inFlight || this.queue.length > 0) return;
+    if (this.inFlight || this.queued > 0) return;
     const w = this.waiters;
     this.waiters = [];
     for (const fn of w) fn();
@@ -109,7 +123,7 @@ export class BoundedSpanQueue implements SpanProcessor {
   async forceFlush(): Promise<void> {
     this.flushing++;
     try {
-      while (this.inFlight || this.queue.length > 0) {
+      while (this.inFlight || this.queued > 0) {
         await new Promise<void>((resolve) => {
           this.waiters.push(resolve);
           this.exportBatch();
@@ -131,9 +145,136 @@ export class BoundedSpanQueue implements SpanProcessor {
     clearTimeout(timer);
     this.closed = true;
     if (this.timer !== null) clearTimeout(this.timer);
-    this.droppedQueueFull += this.queue.length;
-    this.queue = [];
+    this.droppedQueueFull += this.clear();
     // The exporter's own shutdown waits for its requests in flight: not past the deadline either.
-    await Promise.race([this.exporter.shutdown(), new Promise<void>((resolve) => setTimeout(resolve, 100).unref())]);
+    await Promise.race([this.shutdownExporter(), new Promise<void>((resolve) => setTimeout(resolve, 100).unref())]);
+  }
+}
+
+/** ReadableSpans, for the SDK's exporters (http/json) and exporters given in tests. */
+export class BoundedSpanQueue extends ExportQueue<ReadableSpan[]> implements SpanProcessor {
+  private readonly exporter: SpanExporter;
+  private queue: ReadableSpan[] = [];
+
+  constructor(exporter: SpanExporter, opts: SpanQueueOptions, log: Pick<Log, 'warn'>) {
+    super(opts, log);
+    this.exporter = exporter;
+  }
+
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  onStart(): void {}
+
+  onEnd(span: ReadableSpan): void {
+    if (this.closed || this.queue.length >= this.opts.maxQueue) {
+      this.droppedQueueFull++;
+      return;
+    }
+    this.queue.push(span);
+    this.added();
+  }
+
+  protected take(max: number): { batch: ReadableSpan[]; spans: number } {
+    const batch = this.queue.length <= max ? this.queue : this.queue.slice(0, max);
+    this.queue = batch === this.queue ? [] : this.queue.slice(batch.length);
+    return { batch, spans: batch.length };
+  }
+
+  protected send(batch: ReadableSpan[], done: (result: ExportResult) => void): void {
+    this.exporter.export(batch, done);
+  }
+
+  protected clear(): number {
+    const n = this.queue.length;
+    this.queue = [];
+    return n;
+  }
+
+  protected shutdownExporter(): Promise<void> {
+    return this.exporter.shutdown();
+  }
+}
+
+/** Arena bytes kept between batches; a larger arena is let go of once emptied. */
+const ARENA_BYTES = 64 * 1024;
+const ARENA_KEEP_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Encoded spans, a request's at a time (a request's spans are queued whole or dropped whole), in
+ * one arena; a batch is whole requests, at most maxBatch spans unless one request has more.
+ */
+export class EncodedSpanQueue extends ExportQueue<EncodedSpans> {
+  private readonly exporter: EncodedSpanExporter;
+  private arena: Buffer = Buffer.allocUnsafe(ARENA_BYTES);
+  private used = 0;
+  /** Per queued request: where its bytes end in the arena, and its span count. */
+  private readonly ends: number[] = [];
+  private readonly counts: number[] = [];
+  private spans = 0;
+
+  constructor(exporter: EncodedSpanExporter, opts: SpanQueueOptions, log: Pick<Log, 'warn'>) {
+    super(opts, log);
+    this.exporter = exporter;
+  }
+
+  get queued(): number {
+    return this.spans;
+  }
+
+  /** Queues one request's encoded spans (copied), or drops and counts them when the queue is full. */
+  push(bytes: Uint8Array, spans: number): void {
+    if (spans === 0) return;
+    if (this.closed || this.spans + spans > this.opts.maxQueue) {
+      this.droppedQueueFull += spans;
+      return;
+    }
+    if (this.used + bytes.length > this.arena.length) {
+      let size = this.arena.length * 2;
+      while (size < this.used + bytes.length) size *= 2;
+      const bigger = Buffer.allocUnsafe(size);
+      this.arena.copy(bigger, 0, 0, this.used);
+      this.arena = bigger;
+    }
+    this.arena.set(bytes, this.used);
+    this.used += bytes.length;
+    this.ends.push(this.used);
+    this.counts.push(spans);
+    this.spans += spans;
+    this.added();
+  }
+
+  protected take(max: number): { batch: EncodedSpans; spans: number } {
+    let n = 1;
+    let spans = this.counts[0];
+    while (n < this.counts.length && spans + this.counts[n] <= max) spans += this.counts[n++];
+    const end = this.ends[n - 1];
+    const batch = { bytes: new Uint8Array(this.arena.subarray(0, end)), spans };
+    this.arena.copyWithin(0, end, this.used);
+    this.used -= end;
+    this.ends.splice(0, n);
+    this.counts.splice(0, n);
+    for (let i = 0; i < this.ends.length; i++) this.ends[i] -= end;
+    this.spans -= spans;
+    if (this.used === 0 && this.arena.length > ARENA_KEEP_BYTES) this.arena = Buffer.allocUnsafe(ARENA_BYTES);
+    return { batch, spans };
+  }
+
+  protected send(batch: EncodedSpans, done: (result: ExportResult) => void): void {
+    this.exporter.export(batch, done);
+  }
+
+  protected clear(): number {
+    const n = this.spans;
+    this.used = 0;
+    this.ends.length = 0;
+    this.counts.length = 0;
+    this.spans = 0;
+    return n;
+  }
+
+  protected shutdownExporter(): Promise<void> {
+    return this.exporter.shutdown();
   }
 }

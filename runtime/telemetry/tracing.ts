@@ -17,7 +17,6 @@
 // counted, never request time.
 import type { Log } from '../log/index.ts';
 import { performance } from 'node:perf_hooks';
-import { randomFillSync } from 'node:crypto';
 import { SpanKind, SpanStatusCode, type Attributes, type HrTime, type SpanContext, type SpanStatus } from '@opentelemetry/api';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-node';
 import { resourceFromAttributes, type Resource } from '@opentelemetry/resources';
@@ -25,8 +24,10 @@ import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace
 import type { RequestTimings, Variant } from '../pipeline/index.ts';
 import { Phase, phaseName } from '../wasm/index.ts';
 import { knownCodeName } from '../errors/index.ts';
-import { BoundedSpanQueue } from './span-queue.ts';
-import { OtlpProtoTraceExporter } from './otlp-encoder.ts';
+import { BoundedSpanQueue, EncodedSpanQueue, type EncodedSpanExporter, type ExportQueue } from './span-queue.ts';
+import { BatchEnvelope, SpanWriter } from './span-writer.ts';
+import { IdSource } from './ids.ts';
+import { OtlpEncodedTraceExporter } from './otlp-encoder.ts';
 import { TraceContextReader, parseTraceparent, type TraceParent } from './traceparent.ts';
 
 export interface TracingSettings {
@@ -150,56 +151,52 @@ class RecordedSpan implements ReadableSpan {
   }
 }
 
-/**
- * Trace and span ids: random bytes from the system's generator, drawn 4 KiB at a time (one
- * randomFillSync per ~500 span ids instead of one per id), as lowercase hex.
- */
-class IdSource {
-  private readonly pool = new Uint8Array(4096);
-  private at = this.pool.length;
-
-  /** `bytes` random bytes as hex, never all zero (W3C: an all-zero id is invalid). */
-  next(bytes: 8 | 16): string {
-    if (this.at + bytes > this.pool.length) {
-      randomFillSync(this.pool);
-      this.at = 0;
-    }
-    const p = this.pool;
-    let out = '';
-    let any = 0;
-    for (let i = this.at, end = this.at + bytes; i < end; i++) {
-      out += HEX[p[i]];
-      any |= p[i];
-    }
-    this.at += bytes;
-    return any === 0 ? this.next(bytes) : out;
-  }
+/** What a Tracing may be given instead of its own exporter and ids (tests, benches). */
+export interface TracingParts {
+  /** Takes the http/protobuf path's encoded batches instead of the OTLP/HTTP exporter. */
+  encodedExporter?: EncodedSpanExporter;
+  /** Refills the id pool instead of the system's generator. */
+  randomFill?: (pool: Uint8Array) => void;
 }
-
-const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
 
 export class Tracing {
   settings: TracingSettings;
-  readonly queue: BoundedSpanQueue;
+  /** The export queue (its counts are on /metrics). */
+  readonly queue: ExportQueue<unknown>;
   /** Requests sampled, and traceparents refused as invalid (for /metrics). */
   sampled = 0;
   invalidTraceparents = 0;
   private readonly resource: Resource;
-  private readonly ids = new IdSource();
+  private readonly ids: IdSource;
   private readonly log: Pick<Log, 'warn' | 'debug'>;
   private readonly reader = new TraceContextReader();
   private readonly origin = performance.timeOrigin;
+  /** The http/protobuf path: spans written as protobuf when the request ends (span-writer.ts); null on the ReadableSpan path. */
+  private readonly writer: SpanWriter | null = null;
+  /** The http/protobuf path's request envelope (the resource and scope around a batch). */
+  readonly envelope: BatchEnvelope | null = null;
+  private readonly encoded: EncodedSpanQueue | null = null;
+  private readonly spans: BoundedSpanQueue | null = null;
 
-  constructor(settings: TracingSettings, log: Pick<Log, 'warn' | 'debug'>, exporter?: SpanExporter) {
+  /**
+   * `exporter`: takes ReadableSpans (the http/json path; a test's exporter). Without one, http/json
+   * uses the SDK's exporter and http/protobuf writes spans as protobuf directly.
+   */
+  constructor(settings: TracingSettings, log: Pick<Log, 'warn' | 'debug'>, exporter?: SpanExporter, parts: TracingParts = {}) {
     this.settings = settings;
     this.log = log;
-    const exp = exporter ?? (settings.protocol === 'http/json'
-      ? new JsonExporter({ url: settings.url, timeoutMillis: settings.exportTimeoutMs })
-      : new OtlpProtoTraceExporter({ url: settings.url, timeoutMillis: settings.exportTimeoutMs }));
-    this.queue = new BoundedSpanQueue(exp, {
-      maxQueue: settings.maxQueueSpans, maxBatch: settings.maxBatchSpans, intervalMs: settings.exportIntervalMs,
-    }, log);
+    this.ids = new IdSource(parts.randomFill);
     this.resource = resourceFromAttributes({ ...settings.resourceAttributes, 'service.name': settings.serviceName });
+    const opts = { maxQueue: settings.maxQueueSpans, maxBatch: settings.maxBatchSpans, intervalMs: settings.exportIntervalMs };
+    if (exporter === undefined && settings.protocol === 'http/protobuf') {
+      this.envelope = new BatchEnvelope(this.resource.attributes, SCOPE.name);
+      const exp = parts.encodedExporter ?? new OtlpEncodedTraceExporter(this.envelope, { url: settings.url, timeoutMillis: settings.exportTimeoutMs });
+      this.writer = new SpanWriter(this.ids, this.origin);
+      this.queue = this.encoded = new EncodedSpanQueue(exp, opts, log);
+    } else {
+      const exp = exporter ?? new JsonExporter({ url: settings.url, timeoutMillis: settings.exportTimeoutMs });
+      this.queue = this.spans = new BoundedSpanQueue(exp, opts, log);
+    }
   }
 
   /**
@@ -242,19 +239,27 @@ export class Tracing {
   private span(name: string, kind: SpanKind, traceId: string, parent: SpanContext | undefined, start: number, end: number,
     attributes: Attributes, error: boolean): SpanContext {
     const context: SpanContext = { traceId, spanId: this.ids.next(8), traceFlags: 1 };
-    this.queue.onEnd(new RecordedSpan(this.resource, name, kind, context, parent, this.time(start), this.time(end), attributes,
+    this.spans!.onEnd(new RecordedSpan(this.resource, name, kind, context, parent, this.time(start), this.time(end), attributes,
       error ? STATUS_ERROR : STATUS_UNSET));
     return context;
   }
 
   /** Builds the spans of a sampled request (SPEC §2.4) from its recorded times and queues them. */
   record(r: TracedRequest): void {
+    const failed = !r.ok || r.errorCode !== 0;
+    const errorType = failed ? errorTypeOf(r.errorCode, r.errorName) : '';
+    const w = this.writer;
+    if (w !== null) {
+      const replyType = r.upstreamRepliedAt > 0 && r.reply.failed ? errorTypeOf(r.reply.errorCode, r.reply.errorName) : '';
+      w.reset();
+      w.request(r, errorType, replyType);
+      this.encoded!.push(w.written(), w.spans);
+      return;
+    }
     const a = new SpanAttrs(r);
     const remote: SpanContext | undefined = r.parent === null ? undefined
       : { traceId: r.parent.traceId, spanId: r.parent.spanId, traceFlags: r.parent.flags, isRemote: true };
     const traceId = remote !== undefined ? remote.traceId : this.ids.next(16);
-    const failed = !r.ok || r.errorCode !== 0;
-    const errorType = failed ? errorTypeOf(r.errorCode, r.errorName) : '';
     const rootAttrs = a.db();
     rootAttrs['proxy.request.duration_us'] = Math.round((r.endAt - r.readAt) * 1000);
     if (failed) addError(rootAttrs, r.errorCode, errorType);
@@ -323,7 +328,7 @@ export class Tracing {
           r.upstreamWrittenAt, upEnd, opAttrs, opFailed);
       }
     }
-    this.queue.onEnd(new RecordedSpan(this.resource, 'proxy.request', SpanKind.SERVER, root, remote,
+    this.spans!.onEnd(new RecordedSpan(this.resource, 'proxy.request', SpanKind.SERVER, root, remote,
       this.time(r.readAt), this.time(r.endAt), rootAttrs,
       failed ? { code: SpanStatusCode.ERROR, message: errorType } : STATUS_UNSET));
   }
