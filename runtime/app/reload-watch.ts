@@ -4,9 +4,8 @@
 // nothing, the burst of events of one save, a SIGHUP sent after an edit the watch already applied).
 import { createHash } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { isDeepStrictEqual } from 'node:util';
-import { ConfigError, parseConfigText, type ProxyConfig } from '../config/index.ts';
+import { ConfigError, parseConfigText, readConfigFile, type ProxyConfig } from '../config/index.ts';
 import type { Log } from '../log/index.ts';
 import { ConfigFileWatcher } from './config-watch.ts';
 
@@ -77,7 +76,7 @@ export function watchReload(running: ReloadTarget, file: string, log: Log, opts:
     const explicit = triggers.has('SIGHUP');
     let text: string;
     try {
-      text = await readFile(file, 'utf8');
+      text = await readConfigFile(file);
     } catch (err) {
       log.error('configuration reload refused; the running configuration stays', { trigger, file, error: `cannot read file: ${(err as Error).message}` });
       return;
@@ -127,7 +126,7 @@ export function watchReload(running: ReloadTarget, file: string, log: Log, opts:
   // and the first trigger reloads it.)
   chain = chain.then(async () => {
     try {
-      const text = await readFile(file, 'utf8');
+      const text = await readConfigFile(file);
       const config = parseConfigText(text, file);
       if (isDeepStrictEqual(config, running.config)) applied = { fingerprint: configFingerprint(text, config, running), config: running.config };
     } catch {

@@ -1,6 +1,6 @@
 // Finding, reading and validating the configuration file. Every failure, from a missing file to a
 // YAML syntax error to a bad key, becomes one ConfigError listing `<file>: <key path>: <reason>`.
-import { readFile, stat } from 'node:fs/promises';
+import { open, stat } from 'node:fs/promises';
 import { extname, resolve } from 'node:path';
 import * as v from 'valibot';
 import { parseDocument } from 'yaml';
@@ -43,11 +43,32 @@ export async function loadConfig(opts: { file?: string; cwd?: string } = {}): Pr
 
   let text: string;
   try {
-    text = await readFile(file, 'utf8');
+    text = await readConfigFile(file);
   } catch (err) {
     throw new ConfigError(file, [{ path: '', message: `cannot read file: ${(err as Error).message}` }], { cause: err });
   }
   return { config: parseConfigText(text, file), source: file };
+}
+
+/** The largest configuration file read: configurations are kilobytes; a larger file is a mistake (or /dev/zero). */
+export const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
+
+/** A configuration file's text, read to at most MAX_CONFIG_BYTES (larger: an error saying so; a device or pipe is read the same way). */
+export async function readConfigFile(file: string): Promise<string> {
+  const fh = await open(file, 'r');
+  try {
+    const buf = Buffer.allocUnsafe(MAX_CONFIG_BYTES + 1);
+    let n = 0;
+    while (n < buf.length) {
+      const { bytesRead } = await fh.read(buf, n, buf.length - n, null);
+      if (bytesRead === 0) break;
+      n += bytesRead;
+    }
+    if (n > MAX_CONFIG_BYTES) throw new Error(`larger than ${MAX_CONFIG_BYTES / (1024 * 1024)} MiB; a configuration file may be at most that`);
+    return buf.toString('utf8', 0, n);
+  } finally {
+    await fh.close();
+  }
 }
 
 /** The configuration in a file's text, read as the file's extension says (a reload that has read the file itself). */

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, loadConfig, parseConfig } from '../../runtime/config/index.ts';
+import { ConfigError, MAX_CONFIG_BYTES, loadConfig, parseConfig } from '../../runtime/config/index.ts';
 import { defaultConfig } from '../../runtime/config/schema.ts';
 
 function dirWith(files: Record<string, string>): string {
@@ -193,4 +193,15 @@ test('examples/proxy.yaml (used by npm start) loads and starts the dev upstream'
   assert.deepEqual(config.pipeline.request, []);
   assert.deepEqual(config.pipeline.response, []);
   assert.equal(config.log.level, 'info');
+});
+
+test('a configuration file larger than 4 MiB, or an endless device, is refused as too large (not read into memory whole)', async () => {
+  const dir = dirWith({ 'big.json': `{"listen":"127.0.0.1:27017","x":"${'a'.repeat(MAX_CONFIG_BYTES)}"}` });
+  const big = await refusedAsync(loadConfig({ file: join(dir, 'big.json') }));
+  assert.match(big.message, /big\.json.*larger than 4 MiB/);
+  const zero = await refusedAsync(loadConfig({ file: '/dev/zero' }));
+  assert.match(zero.message, /\/dev\/zero.*larger than 4 MiB/);
+  // Just under the bound is read (and then judged on its content).
+  const ok = dirWith({ 'ok.json': `{"listen":"127.0.0.1:27017"}${' '.repeat(MAX_CONFIG_BYTES - 40)}` });
+  assert.equal((await loadConfig({ file: join(ok, 'ok.json') })).config.listen, '127.0.0.1:27017');
 });
