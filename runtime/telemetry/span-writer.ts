@@ -12,9 +12,10 @@
 // copied, ids go from the random pool into the message as bytes, and times are written as the
 // nanoseconds they are.
 import type { RequestTimings } from '../pipeline/index.ts';
-import { Phase, phaseName } from '../wasm/index.ts';
+import { phaseName } from '../wasm/index.ts';
 import { HEX_PAIR, ProtoBuffer, varintSize } from './proto-buffer.ts';
 import type { IdSource } from './ids.ts';
+import { StepLayout } from './step-layout.ts';
 import type { TracedRequest } from './tracing.ts';
 
 /** OTLP Span.kind (the API's SpanKind + 1). */
@@ -179,6 +180,7 @@ export class SpanWriter extends KeyValues {
   private readonly stepId = new Uint8Array(8);
   private readonly upId = new Uint8Array(8);
   private readonly remoteParent = new Uint8Array(8);
+  private readonly layout = new StepLayout();
   /** Spans written since reset(). */
   spans = 0;
 
@@ -213,48 +215,28 @@ export class SpanWriter extends KeyValues {
     const block = this.block;
     block.write(r);
     const t: RequestTimings = r.timings;
-    let phase = -1;
-    let at = 0;
-    let order = 0;
-    let sub = 0;
-    for (let i = 0; i < t.count; i++) {
-      const timer = t.timers[i];
-      if (timer.phase !== phase) {
-        phase = timer.phase;
-        at = phase === Phase.Request ? r.requestPhaseAt : r.responsePhaseAt;
-        order = 0;
-      }
-      order++;
-      const ns = t.ns[i];
-      const end = at + ns / 1e6;
-      const name = timer.step.startsWith('wasm:') ? timer.step.slice(5) : timer.step;
-      const rejected = i === t.rejectedAt;
-      const stepError = t.errors[i] || rejected;
-      const s = this.begin(`proxy.step.${name}`, KIND_INTERNAL, this.rootId, this.stepId, at, end);
-      const a = SPAN_ATTRIBUTE;
-      this.kvString(a, K.stepName, timer.step);
-      this.kvString(a, K.stepPhase, phaseName(timer.phase));
-      this.kvNumber(a, K.stepDuration, Math.round(ns / 1000));
-      this.kvBool(a, K.stepError, stepError);
-      this.kvNumber(a, K.stepOrder, order);
+    const l = this.layout;
+    const a = SPAN_ATTRIBUTE;
+    l.start(r);
+    while (l.nextStep()) {
+      const step = t.timers[l.step].step;
+      const s = this.begin(`proxy.step.${l.name}`, KIND_INTERNAL, this.rootId, this.stepId, l.at, l.end);
+      this.kvString(a, K.stepName, step);
+      this.kvString(a, K.stepPhase, phaseName(t.timers[l.step].phase));
+      this.kvNumber(a, K.stepDuration, Math.round(t.ns[l.step] / 1000));
+      this.kvBool(a, K.stepError, l.error);
+      this.kvNumber(a, K.stepOrder, l.order);
       this.copy(block.written());
-      if (rejected) this.error(r.errorCode, errorType);
-      this.end(s, stepError ? ERROR : UNSET, '', false);
-      let subAt = at;
-      while (sub < t.subCount && t.subOf[sub] <= i) {
-        if (t.subOf[sub] === i) {
-          const subEnd = Math.min(end, subAt + t.subNs[sub] / 1e6);
-          const so = this.begin(t.subNames[sub], KIND_INTERNAL, this.stepId, null, subAt, subEnd);
-          this.kvString(a, K.stepName, timer.step);
-          this.kvNumber(a, K.subopDuration, Math.round(t.subNs[sub] / 1000));
-          this.kvString(a, K.pipelineId, r.pipelineId);
-          this.kvString(a, K.pipeline, r.variant);
-          this.end(so, UNSET, '', false);
-          subAt = subEnd;
-        }
-        sub++;
+      if (l.rejected) this.error(r.errorCode, errorType);
+      this.end(s, l.error ? ERROR : UNSET, '', false);
+      while (l.nextSubop()) {
+        const so = this.begin(t.subNames[l.sub], KIND_INTERNAL, this.stepId, null, l.subAt, l.subEnd);
+        this.kvString(a, K.stepName, step);
+        this.kvNumber(a, K.subopDuration, Math.round(t.subNs[l.sub] / 1000));
+        this.kvString(a, K.pipelineId, r.pipelineId);
+        this.kvString(a, K.pipeline, r.variant);
+        this.end(so, UNSET, '', false);
       }
-      at = end;
     }
 
     if (r.upstreamStartedAt > 0) {

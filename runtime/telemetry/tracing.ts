@@ -22,11 +22,12 @@ import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-node';
 import { resourceFromAttributes, type Resource } from '@opentelemetry/resources';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import type { RequestTimings, Variant } from '../pipeline/index.ts';
-import { Phase, phaseName } from '../wasm/index.ts';
+import { phaseName } from '../wasm/index.ts';
 import { knownCodeName } from '../errors/index.ts';
 import { BoundedSpanQueue, EncodedSpanQueue, type EncodedSpanExporter, type ExportQueue } from './span-queue.ts';
 import { BatchEnvelope, SpanWriter } from './span-writer.ts';
 import { IdSource } from './ids.ts';
+import { StepLayout } from './step-layout.ts';
 import { OtlpEncodedTraceExporter } from './otlp-encoder.ts';
 import { TraceContextReader, parseTraceparent, type TraceParent } from './traceparent.ts';
 
@@ -177,6 +178,7 @@ export class Tracing {
   readonly envelope: BatchEnvelope | null = null;
   private readonly encoded: EncodedSpanQueue | null = null;
   private readonly spans: BoundedSpanQueue | null = null;
+  private readonly layout = new StepLayout();
 
   /**
    * `exporter`: takes ReadableSpans (the http/json path; a test's exporter). Without one, http/json
@@ -268,42 +270,17 @@ export class Tracing {
     // Attributes every child without its own additions shares (the exporter only reads them).
     const shared = a.db();
 
-    // Steps run back to back within a phase (the timed loop), so each starts where the one before
-    // ended; their durations are the measured ones.
     const t = r.timings;
-    let phase = -1;
-    let at = 0;
-    let order = 0;
-    let sub = 0;
-    for (let i = 0; i < t.count; i++) {
-      const timer = t.timers[i];
-      if (timer.phase !== phase) {
-        phase = timer.phase;
-        at = phase === Phase.Request ? r.requestPhaseAt : r.responsePhaseAt;
-        order = 0;
+    const l = this.layout;
+    l.start(r);
+    while (l.nextStep()) {
+      const timer = t.timers[l.step];
+      const stepAttrs = a.step(timer.step, phaseName(timer.phase), Math.round(t.ns[l.step] / 1000), l.error, l.order);
+      if (l.rejected) addError(stepAttrs, r.errorCode, errorType);
+      const step = this.span(`proxy.step.${l.name}`, SpanKind.INTERNAL, traceId, root, l.at, l.end, stepAttrs, l.error);
+      while (l.nextSubop()) {
+        this.span(t.subNames[l.sub], SpanKind.INTERNAL, traceId, step, l.subAt, l.subEnd, a.subop(timer.step, Math.round(t.subNs[l.sub] / 1000)), false);
       }
-      order++;
-      const ns = t.ns[i];
-      const end = at + ns / 1e6;
-      const name = timer.step.startsWith('wasm:') ? timer.step.slice(5) : timer.step;
-      // A step that failed (trap, fuel, disabled) or stopped the request with a rejection.
-      const rejected = i === t.rejectedAt;
-      const stepError = t.errors[i] || rejected;
-      const stepAttrs = a.step(timer.step, phaseName(timer.phase), Math.round(ns / 1000), stepError, order);
-      if (rejected) addError(stepAttrs, r.errorCode, errorType);
-      const step = this.span(`proxy.step.${name}`, SpanKind.INTERNAL, traceId, root, at, end, stepAttrs, stepError);
-      // Sub-operations: their durations are measured; laid out in order from the step's start.
-      let subAt = at;
-      while (sub < t.subCount && t.subOf[sub] <= i) {
-        if (t.subOf[sub] === i) {
-          const subEnd = Math.min(end, subAt + t.subNs[sub] / 1e6);
-          this.span(t.subNames[sub], SpanKind.INTERNAL, traceId, step, subAt, subEnd,
-            a.subop(timer.step, Math.round(t.subNs[sub] / 1000)), false);
-          subAt = subEnd;
-        }
-        sub++;
-      }
-      at = end;
     }
 
     if (r.upstreamStartedAt > 0) {
