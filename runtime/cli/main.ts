@@ -41,11 +41,6 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
         loaded = { ...loaded, config: { ...loaded.config, workers: parseConfig({ workers: w }, '--workers').workers } };
       }
       workers = loaded.config.workers === 'auto' ? availableParallelism() : loaded.config.workers;
-      // The canary runs across workers (ipc/canary-graphs.ts); a fleet's evidence does not merge them yet.
-      if (workers > 1 && loaded.config.fleet.store === 'etcd') {
-        throw new ConfigError(loaded.source, [{ path: 'workers', message: `${workers} workers with fleet.store: etcd: a fleet member runs in one ` +
-          'process for now (set workers: 1, or fleet.store: local)' }]);
-      }
       const problem = workers > 1 ? shareProblem(loaded.config, workers) : null;
       if (problem !== null) throw new ConfigError(loaded.source, [problem]);
     } catch (err) {
