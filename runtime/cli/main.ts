@@ -62,7 +62,8 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
     let running;
     try {
       running = await startProxy(loaded.config, { log, configFile: loaded.source,
-        cluster: workers > 1 ? { role: 'primary', machine: new Machine({ workers, log: log.child('proxy::cluster'), configFile: loaded.source }) }
+        cluster: workers > 1 ? { role: 'primary', machine: new Machine({ workers, log: log.child('proxy::cluster'), configFile: loaded.source,
+          ring: log.ring }) }
         : undefined });
       if (workers > 1) log.info('workers listening', { workers, scheduling: 'round-robin (node:cluster)' });
     } catch (err) {
