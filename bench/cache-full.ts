@@ -260,7 +260,7 @@ async function wire(): Promise<string[]> {
       listen: `127.0.0.1:${port}`, upstream: { uri: devUri },
       log: { level: t === 'empty' ? 'warn' : 'info' }, ...wireConfig(t, devUri),
     }));
-    const child = await startChild(`proxy ${t}`, process.execPath, [proxyBin, 'serve', '--config', file], port, ROOT, join(tmp, `${t}.log`));
+    const child = await startChild(`proxy ${t}`, process.execPath, [proxyBin, 'serve', '--config', file, '--workers', '1'], port, ROOT, join(tmp, `${t}.log`));
     where.set(t, { uri: `mongodb://127.0.0.1:${port}`, pid: child.pid! });
   }
   // Fill: enough distinct finds through the eight-step proxy for its 16 MiB cache to be full.

@@ -183,7 +183,7 @@ export async function runFlood(opts: FloodOptions): Promise<FloodResult> {
   const flood: Socket[] = [];
   let bystander: MongoClient | null = null;
   try {
-    child = await startChild('proxy', process.execPath, [join(ROOT, 'bin/proxy.mjs'), 'serve', '--config', configFile], port, ROOT);
+    child = await startChild('proxy', process.execPath, [join(ROOT, 'bin/proxy.mjs'), 'serve', '--config', configFile, '--workers', '1'], port, ROOT);
     const pid = child.pid!;
     // The admin API starts after the client listener: wait for it.
     for (let i = 0; ; i++) {

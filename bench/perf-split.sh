@@ -13,7 +13,7 @@ S=$(fp); P=$(fp)
 node ../shared/bench/stub.mjs $S & PIDS+=($!)
 FRAGMENT=${1:-"{}"}
 node bench/crossover-config.mjs $P $S "$FRAGMENT" > $D/proxy.json
-node --perf-basic-prof bin/proxy.mjs serve --config $D/proxy.json > $D/proxy.log 2>&1 & X=$!; PIDS+=($X)
+node --perf-basic-prof bin/proxy.mjs serve --config $D/proxy.json --workers 1 > $D/proxy.log 2>&1 & X=$!; PIDS+=($X)
 for i in $(seq 1 300); do (exec 3<>/dev/tcp/127.0.0.1/$P) 2>/dev/null && break; sleep 0.1; done
 node ../shared/bench/rawload-vary.mjs $P 8 4000 $X > /dev/null
 perf record -F 2000 -g -p $X -o $D/perf.data -- sleep 10 > /dev/null 2>&1 & R=$!

@@ -104,7 +104,7 @@ async function main(): Promise<void> {
       listen: `127.0.0.1:${port}`, upstream: { uri: devUri },
       log: { level: eight && t !== 'eight-nosink' ? 'info' : 'warn' }, ...configs[t],
     }));
-    const child = await startChild(`proxy ${t}`, process.execPath, [proxyBin, 'serve', '--config', file], port, ROOT, logFile);
+    const child = await startChild(`proxy ${t}`, process.execPath, [proxyBin, 'serve', '--config', file, '--workers', '1'], port, ROOT, logFile);
     where.set(t, { uri: `mongodb://127.0.0.1:${port}`, pid: child.pid!, logFile });
   }
 

@@ -47,8 +47,8 @@ async function main(): Promise<void> {
   });
   writeFileSync(file, config(false));
   const profDir = join(tmp, 'prof');
-  const proxy = await startChild('proxy', process.execPath, ['--cpu-prof', `--cpu-prof-dir=${profDir}`, proxyBin, 'serve', '--config', file], port,
-    ROOT, logFile);
+  const proxy = await startChild('proxy', process.execPath, ['--cpu-prof', `--cpu-prof-dir=${profDir}`, proxyBin, 'serve', '--config', file, '--workers', '1'],
+    port, ROOT, logFile);
   const uri = `mongodb://127.0.0.1:${port}`;
 
   let reloads = 0;

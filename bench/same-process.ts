@@ -126,7 +126,7 @@ async function main(): Promise<void> {
     const file = join(tmp, `${name}.json`);
     const logFile = join(tmp, `${name}.log`);
     writeFileSync(file, Reloadable.config(port, base, variants[first]));
-    const child = await startChild(`proxy ${name}`, process.execPath, [proxyBin, 'serve', '--config', file], port, ROOT, logFile);
+    const child = await startChild(`proxy ${name}`, process.execPath, [proxyBin, 'serve', '--config', file, '--workers', '1'], port, ROOT, logFile);
     const p = new Reloadable(name, child.pid!, port, file, logFile, base, variants);
     await p.use(first); // a reload before measuring: every state measured is a reloaded one
     return p;

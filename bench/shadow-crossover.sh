@@ -23,8 +23,8 @@ taskset -c 0 node "$SB/stub.mjs" $S & PIDS+=($!)
 cfg() { # listen port, control-plane port, data dir
   node bench/crossover-config.mjs $1 $S "{\"control_plane\":{\"port\":$2,\"tokens\":[\"$TOKEN\"]},\"canary\":{\"data_dir\":\"$3\"}}"; }
 cfg $P1 $K1 $D/c1 > $D/p1.json; cfg $P2 $K2 $D/c2 > $D/p2.json
-taskset -c 1 node bin/proxy.mjs serve --config $D/p1.json > $D/p1.log 2>&1 & PIDS+=($!); X1=$!
-taskset -c 1 node bin/proxy.mjs serve --config $D/p2.json > $D/p2.log 2>&1 & PIDS+=($!); X2=$!
+taskset -c 1 node bin/proxy.mjs serve --config $D/p1.json --workers 1 > $D/p1.log 2>&1 & PIDS+=($!); X1=$!
+taskset -c 1 node bin/proxy.mjs serve --config $D/p2.json --workers 1 > $D/p2.log 2>&1 & PIDS+=($!); X2=$!
 for p in $P1 $P2 $K1 $K2; do for i in $(seq 1 600); do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done; done
 # shadow <control port> on|off: starts the shadow canary, or rolls back the pipeline's canary.
 shadow() {

@@ -47,7 +47,7 @@ async function main(): Promise<void> {
   const haproxy = await startChild('haproxy', 'haproxy', ['-f', haCfg, '-db'], haPort, ROOT);
   const proxyCfg = join(tmp, 'proxy.json');
   writeFileSync(proxyCfg, JSON.stringify({ listen: `127.0.0.1:${proxyPort}`, upstream: { uri: devUri }, log: { level: 'warn' } }));
-  const proxy = await startChild('proxy', node, [proxyBin, 'serve', '--config', proxyCfg], proxyPort, ROOT);
+  const proxy = await startChild('proxy', node, [proxyBin, 'serve', '--config', proxyCfg, '--workers', '1'], proxyPort, ROOT);
 
   const where: Record<TargetName, { uri: string; pid: number | null }> = {
     direct: { uri: devUri, pid: null },

@@ -69,22 +69,26 @@ export function instanceIdOf(config: ProxyConfig): string {
   return config.fleet.instance_id ?? `${hostname()}-${hostPort(config.listen).port}`;
 }
 
-/** The registry entry, once the listeners are bound. */
-export function instanceInfo(config: ProxyConfig, id: string, address: string, controlUrl: string | null): InstanceInfo {
+/** The registry entry, once the listeners are bound (`workers`: the processes serving clients, 1 without workers). */
+export function instanceInfo(config: ProxyConfig, id: string, address: string, controlUrl: string | null, workers: number): InstanceInfo {
   return {
-    instance_id: id, address, control_url: config.fleet.advertise_url ?? controlUrl, version: VERSION, workers: 1, graph_generation: 0,
+    instance_id: id, address, control_url: config.fleet.advertise_url ?? controlUrl, version: VERSION, workers, graph_generation: 0,
     started_at: new Date().toISOString(),
   };
 }
 
-/** The control plane's view of the fleet. */
+/**
+ * The control plane's view of the fleet. `graphs` are the controller's: with workers, the cluster's
+ * (ipc/canary-graphs.ts), whose refresh() pulls every worker's arms, so the evidence is the machine's.
+ */
 export function controlPlaneFleet(member: FleetMember, sync: FleetCanaries | null, controller: CanaryController, graphs: CanaryGraphs,
   token: () => string | null, timeoutMs: number, pipelines: FleetPipelines | null): ControlPlaneFleet {
   return {
     pipelines,
     status: () => member.status(),
-    evidence: (pipelineId: string): EvidencePayload => {
+    evidence: async (pipelineId: string): Promise<EvidencePayload> => {
       if (!graphs.hasPipeline(pipelineId)) throw new CanaryError('PROXY_ERR_CANARY_UNKNOWN_PIPELINE', `no pipeline "${pipelineId}" on this proxy`);
+      await graphs.refresh?.();
       return { instance_id: member.instanceId, pipeline_id: pipelineId, at: new Date().toISOString(),
         arms: { baseline: encodeArm(graphs.totals(pipelineId, 'baseline')), candidate: encodeArm(graphs.totals(pipelineId, 'candidate')) } };
     },

@@ -25,7 +25,7 @@ export interface HttpSurfaceDeps {
   configFile: string | null;
   log: Log;
   /** With workers: the machine's merged metrics and the refresh of the primary's profiler from the workers'. */
-  machine?: Pick<MachineView, 'metrics' | 'refresh' | 'workers' | 'workerProfiler'> | null;
+  machine?: Pick<MachineView, 'metrics' | 'refresh' | 'workers' | 'workerProfiler' | 'size'> | null;
   /** The fleet's part of the control plane (runtime/app/fleet.ts), read when the control plane opens. */
   fleet?: () => ControlPlaneFleet | null;
 }
@@ -78,7 +78,8 @@ export class HttpSurfaces {
     this.metrics ??= this.deps.machine?.metrics ?? proxyMetrics(this.deps.running);
     const machine = this.deps.machine ?? null;
     const workers = machine === null ? undefined : () => machine.workers();
-    return startAdmin(adminSurface(this.deps.running, this.metrics, workers), listen, { token: this.adminTokens, configFile: this.deps.configFile });
+    return startAdmin(adminSurface(this.deps.running, this.metrics, workers, machine?.size), listen,
+      { token: this.adminTokens, configFile: this.deps.configFile });
   }
 
   openProfiling(p: NonNullable<ProxyConfig['profiling']>): Promise<Http> {

@@ -60,9 +60,10 @@ export function workerView(running: RunningProxy, index: number): WorkerView {
     generations, ...(canary === undefined ? {} : { canary }) };
 }
 
-export function adminSurface(running: RunningProxy, metrics: MetricsSource, workers?: () => Promise<WorkersView>): AdminSurface {
+export function adminSurface(running: RunningProxy, metrics: MetricsSource, workers?: () => Promise<WorkersView>, workerCount?: number): AdminSurface {
   return {
     workers: workers ?? (async () => ({ workers: [workerView(running, 0)], replaced: 0, pin_lookups: { found: 0, missed: 0 } })),
+    workerCount,
     readiness: () => readiness(running),
     metrics,
     get logRing() { return running.logRing; },

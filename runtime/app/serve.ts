@@ -20,7 +20,7 @@ import { WorkerCanary } from '../ipc/canary-worker.ts';
 import { WasmHost } from '../wasm/index.ts';
 export { watchReload, type WatchReloadOptions } from './reload-watch.ts';
 import { CanaryController, CanaryStore, LogEventSink, PipelineCanaryGraphs, Promotions, defaultsFromConfig, registerShadowMetrics, type BaselineChoice,
-  type CanaryEventSink, type CanaryDefaults, type Clock } from '../canary/index.ts';
+  type CanaryGraphs, type CanaryEventSink, type CanaryDefaults, type Clock } from '../canary/index.ts';
 import { ProfilerCanaryMetrics } from './canary-metrics.ts';
 import { Notifier, outboxPath, registerNotificationMetrics } from '../canary/notify/index.ts';
 import { Profiler, SnapshotStore, durationToMs, mmapFitIssue, type MmapStorage, type ProfilingSettings } from '../profiling/index.ts';
@@ -81,6 +81,8 @@ export interface RunningProxy {
  * on each, drains them.
  */
 export interface MachineView {
+  /** How many workers serve clients (a fleet member registers it). */
+  readonly size: number;
   /** `generations`: the graph generation each pipeline of the primary serves now (a worker started later continues from it). */
   listen(workerConfig: ProxyConfig, profiler: Profiler | null, generations: () => Record<string, number>): Promise<{ host: string; port: number }>;
   refresh(): Promise<void>;
@@ -182,6 +184,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   let current = config;
   let canary: CanaryController | null = null;
   let canaryGraphs: PipelineCanaryGraphs | null = null;
+  /** The controller's graphs: this process's, or with workers the cluster's (whose totals are every worker's, merged). */
+  let controllerGraphs: CanaryGraphs | null = null;
   let canaryStore: CanaryStore | null = null;
   let promotions: Promotions | null = null;
   let notifier: Notifier | null = null;
@@ -215,6 +219,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     // fleet.store: etcd: the records, the events and the evaluation go through the fleet (docs/fleet.md).
     fleet = await openFleet(config, canaryStore, { log: log.child('proxy::fleet'), sink, instanceId: instanceIdOf(config), token: fleetToken });
     const graphs = machine === null ? canaryGraphs : new ClusterCanaryGraphs(canaryGraphs, machine, canaryLog);
+    controllerGraphs = graphs;
     if (graphs instanceof ClusterCanaryGraphs) machine!.attachCanary(graphs);
     canary = new CanaryController({
       store: fleet.sync ?? canaryStore, graphs, metrics: new ProfilerCanaryMetrics(profiler, machine === null ? metrics : () => machine.registry()),
@@ -435,7 +440,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   let member: FleetMember | null = null;
   let fleetPipelines: FleetPipelines | null = null;
   surfaces = new HttpSurfaces(config, { running, profiler, snapshots, canary, configFile: opts.configFile ?? null, log,
-    fleet: () => (member === null ? null : controlPlaneFleet(member, fleet?.sync ?? null, canary!, canaryGraphs!, fleetToken,
+    fleet: () => (member === null ? null : controlPlaneFleet(member, fleet?.sync ?? null, canary!, controllerGraphs!, fleetToken,
       config.fleet.evidence_timeout_ms, fleetPipelines)), machine });
   if (worker) return running; // the primary opens the HTTP endpoints
   if (tracing !== null) {
@@ -456,8 +461,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     }
   }
   if (canary !== null && config.control_plane !== undefined) {
-    member = new FleetMember(fleet!.store, instanceInfo(config, fleet!.store.instanceId, formatHostPort(bound.host, bound.port), null),
-      log.child('proxy::fleet'));
+    const info = instanceInfo(config, fleet!.store.instanceId, formatHostPort(bound.host, bound.port), null, machine?.size ?? 1);
+    member = new FleetMember(fleet!.store, info, log.child('proxy::fleet'));
     const sync = fleet!.sync;
     if (sync !== null) {
       member.setStateSource(() => sync.state());

@@ -1,7 +1,8 @@
 // `proxy logs`: the running proxy's recent log lines (the ring behind GET /api/v1/logs on the admin
 // port), then every new line as it is written (Ctrl-C stops). --filter keeps lines containing a
 // text (case-insensitive), --level the lines at a level or above, --tail how many recent lines to
-// show first. Readable for people (time LEVEL logger message fields), --json prints the JSON lines.
+// show first, --worker one worker's lines (a proxy with workers: the ring holds every process's).
+// Readable for people (time LEVEL logger message fields), --json prints the JSON lines.
 import type { IncomingMessage } from 'node:http';
 import type { CAC } from 'cac';
 import { loadConfig } from '../config/index.ts';
@@ -15,6 +16,7 @@ interface LogsOptions {
   filter?: unknown;
   level?: unknown;
   tail?: unknown;
+  worker?: unknown;
   json?: boolean;
   follow?: boolean;
 }
@@ -43,6 +45,7 @@ export async function runLogs(opts: LogsOptions, out: (s: string) => void = (s) 
   const { url, token } = await endpoint(opts);
   const q = new URLSearchParams({ tail: String(tail), level, follow: opts.follow === false ? 'false' : 'true' });
   if (opts.filter !== undefined) q.set('filter', String(opts.filter));
+  if (opts.worker !== undefined) q.set('worker', String(opts.worker));
   const headers: Record<string, string> = {};
   if (token !== null) headers.authorization = `Bearer ${token}`;
   let res: IncomingMessage;
@@ -95,6 +98,7 @@ export function registerLogs(cli: CAC): void {
     .option('--filter <text>', 'only lines containing this text (case-insensitive)')
     .option('--level <level>', `only lines at this level or above: ${LOG_LEVELS.join(', ')}`)
     .option('--tail <n>', 'recent lines shown first (default 20)')
+    .option('--worker <i>', 'a proxy with workers: only the lines worker i wrote (default: every process\'s)')
     .option('--json', 'print the JSON lines as they are (for machines)')
     // Declared as --follow (default true), not --no-follow: cac prints a negated option's implied
     // default, so "--no-follow … (default: true)" read as if not following were the default.

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { cac } from 'cac';
-import { ConfigError, loadConfig, parseConfig, parseHost } from '../config/index.ts';
+import { ConfigError, loadConfig, parseConfig, parseHost, type ProxyConfig } from '../config/index.ts';
 import { startProxy, watchReload, type RunningProxy } from '../app/serve.ts';
 import { DevDbServer, DevReplicaSet } from '../devdb/index.ts';
 import { Logger, LogRing } from '../log/index.ts';
@@ -18,14 +18,14 @@ import { registerUser } from './user.ts';
 import { VERSION } from '../version.ts';
 import { Machine } from '../cluster/machine.ts';
 import { runWorker } from '../cluster/worker.ts';
-import { shareProblem } from '../cluster/shares.ts';
+import { autoWorkers, shareProblem } from '../cluster/shares.ts';
 
 const cli = cac('proxy');
 
 cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,yaml,yml,toml}, else defaults)')
   .option('--config <file>', 'configuration file (JSON, YAML or TOML)')
   .option('--listen <host:port>', 'address for client connections, in place of the configuration\'s listen (kept across reloads)')
-  .option('--workers <n>', 'worker processes ("auto": one per CPU), in place of the configuration\'s workers')
+  .option('--workers <n>', 'worker processes ("auto", the default: one per CPU; 1: the whole proxy in one process), in place of the configuration\'s workers')
   .action(async (opts: { config?: string; listen?: unknown; workers?: unknown }) => {
     // A worker forked by the primary (runtime/cluster/): it is handed its configuration.
     if (cluster.isWorker) return runWorker();
@@ -40,12 +40,8 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
         const w = /^\d+$/.test(String(opts.workers)) ? Number(opts.workers) : String(opts.workers);
         loaded = { ...loaded, config: { ...loaded.config, workers: parseConfig({ workers: w }, '--workers').workers } };
       }
-      workers = loaded.config.workers === 'auto' ? availableParallelism() : loaded.config.workers;
-      // The canary runs across workers (ipc/canary-graphs.ts); a fleet's evidence does not merge them yet.
-      if (workers > 1 && loaded.config.fleet.store === 'etcd') {
-        throw new ConfigError(loaded.source, [{ path: 'workers', message: `${workers} workers with fleet.store: etcd: a fleet member runs in one ` +
-          'process for now (set workers: 1, or fleet.store: local)' }]);
-      }
+      // "auto" (the default): one per CPU, as many as the configuration can be shared by.
+      workers = loaded.config.workers === 'auto' ? autoWorkers(loaded.config, availableParallelism()) : loaded.config.workers;
       const problem = workers > 1 ? shareProblem(loaded.config, workers) : null;
       if (problem !== null) throw new ConfigError(loaded.source, [problem]);
     } catch (err) {
@@ -66,7 +62,8 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
     let running;
     try {
       running = await startProxy(loaded.config, { log, configFile: loaded.source,
-        cluster: workers > 1 ? { role: 'primary', machine: new Machine({ workers, log: log.child('proxy::cluster'), configFile: loaded.source }) }
+        cluster: workers > 1 ? { role: 'primary', machine: new Machine({ workers, log: log.child('proxy::cluster'), configFile: loaded.source,
+          ring: log.ring }) }
         : undefined });
       if (workers > 1) log.info('workers listening', { workers, scheduling: 'round-robin (node:cluster)' });
     } catch (err) {
@@ -79,13 +76,15 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
       process.exit(1);
     }
     if (loaded.source !== null) {
-      // A reload from the file keeps --listen, so it is not reported as a changed restart-only key.
-      const listen = loaded.config.listen;
+      // A reload from the file keeps --listen and --workers, so neither is reported as a changed restart-only key.
+      const kept: Partial<Pick<ProxyConfig, 'listen' | 'workers'>> = {};
+      if (opts.listen !== undefined) kept.listen = loaded.config.listen;
+      if (opts.workers !== undefined) kept.workers = loaded.config.workers;
       const proxy = running;
-      watchReload(opts.listen === undefined ? proxy : {
+      watchReload(Object.keys(kept).length === 0 ? proxy : {
         get config() { return proxy.config; },
         pipelines: proxy.pipelines,
-        reload: (next) => proxy.reload({ ...next, listen }),
+        reload: (next) => proxy.reload({ ...next, ...kept }),
       }, loaded.source, log);
     }
     process.off('SIGHUP', holdHup);

@@ -4,13 +4,15 @@
 // pulled from the workers when something reads them (a scrape, a profile, a snapshot) and every
 // few seconds: their profilers' encoded HDR histograms are add()ed into the primary's profiler,
 // their prom-client counters summed. A worker that exits leaves its last counts in a retired total,
-// so the machine's counts never go back. Nothing here is on a request's path.
+// so the machine's counts never go back. The workers' log lines reach the primary's ring
+// (ipc/log-forward.ts). Nothing here is on a request's path.
 import cluster, { type Worker } from 'node:cluster';
 import { fileURLToPath } from 'node:url';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue, type Registry } from 'prom-client';
 import type { ProxyConfig } from '../config/index.ts';
 import type { PipelineConfig } from '../pipeline/index.ts';
-import type { Log } from '../log/index.ts';
+import type { Log, LogRing } from '../log/index.ts';
+import { WorkerLogReceiver, type LogBatch } from '../ipc/log-forward.ts';
 import { Profiler, type RequestFrame } from '../profiling/index.ts';
 import type { MetricsSource, WorkerView, WorkersView } from '../http/surface.ts';
 import { WorkerChannel } from '../ipc/worker-channel.ts';
@@ -51,6 +53,8 @@ export interface MachineOptions {
   workers: number;
   log: Log;
   configFile: string | null;
+  /** The primary's recent-lines ring (`proxy logs`): the workers' lines are put in it too; null: none kept. */
+  ring?: LogRing | null;
 }
 
 export class Machine {
@@ -79,10 +83,13 @@ export class Machine {
   replaced = 0;
   /** The canary's graphs across the workers, when there is a control plane: a worker starting replays them. */
   private canary: ClusterCanaryGraphs | null = null;
+  /** The workers' log lines into the primary's ring (null: no ring). */
+  private readonly logs: WorkerLogReceiver | null;
 
   constructor(opts: MachineOptions) {
     this.size = opts.workers;
     this.log = opts.log;
+    this.logs = opts.ring == null || opts.ring.capacity === 0 ? null : new WorkerLogReceiver(opts.ring, opts.log);
     this.configFile = opts.configFile;
     this.channels = Array.from({ length: opts.workers }, () => null);
   }
@@ -152,6 +159,8 @@ export class Machine {
     const channel = new WorkerChannel(index, worker);
     channel.on('pin', (b) => { const p = b as { key: string; server: string }; this.pins.publish(p.key, p.server); });
     channel.on('unpin', (b) => this.pins.unpublish((b as { key: string }).key));
+    const logs = this.logs;
+    if (logs !== null) channel.on('logs', (b) => logs.accept(index, b as LogBatch));
     channel.handle('pin', (key) => this.pins.lookup(key as string));
     channel.handle('canary-state', async () => this.canary?.state() ?? ({ baselines: [], canaries: [], changes: 0 } satisfies CanaryState));
     return new Promise((resolve, reject) => {

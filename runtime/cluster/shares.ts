@@ -4,7 +4,8 @@
 // the built-in rate_limit step's `max_rps` and `burst` (each worker's bucket refills at its share).
 // The cost, stated in docs/operations.md ("Workers"): a worker whose share is used up refuses even
 // while another has room — with round-robin accept and pooled drivers the load is even, and the
-// machine never admits more than the limit.
+// machine never admits more than the limit. `workers: "auto"` runs no more workers than the limit
+// can be shared by (autoWorkers).
 import type { ProxyConfig } from '../config/index.ts';
 
 /** Worker `index`'s share of `total` over `workers`: the shares differ by at most 1 and sum to `total`. */
@@ -35,4 +36,15 @@ export function shareProblem(config: ProxyConfig, workers: number): { path: stri
     return { path: 'clients.max_connections', message: `${max} cannot be shared by ${workers} workers (each admits its share; at least 1 each)` };
   }
   return null;
+}
+
+/**
+ * How many workers `workers: "auto"` runs: one per CPU (`cpus`), but no more than
+ * `clients.max_connections` admits (each worker needs a share of at least 1), so a configuration
+ * that runs in one process also starts with the default. A number given explicitly is not adjusted:
+ * shareProblem() refuses one the limit cannot be shared by.
+ */
+export function autoWorkers(config: ProxyConfig, cpus: number): number {
+  const max = config.clients.max_connections;
+  return Math.max(1, max > 0 ? Math.min(cpus, max) : cpus);
 }

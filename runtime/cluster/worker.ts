@@ -1,7 +1,8 @@
 // A worker process of a proxy with several workers (runtime/cluster/machine.ts forks it): runs the
 // client-facing part of the proxy — listener (shared through node:cluster), pipelines, upstream
 // pools — with the configuration the primary hands it, and answers the primary's requests
-// (statistics, reload, reset, drain, and the canary's changes: ipc/canary-worker.ts). It owns no
+// (statistics, reload, reset, drain, and the canary's changes: ipc/canary-worker.ts), and sends a
+// copy of its log lines to the primary's ring (ipc/log-forward.ts). It owns no
 // HTTP endpoint, snapshot or canary controller: the primary does. When the primary goes away (its
 // IPC channel closes, even on kill -9), the worker exits.
 import { startProxy, type RunningProxy } from '../app/serve.ts';
@@ -11,6 +12,7 @@ import type { PipelineConfig } from '../pipeline/index.ts';
 import { Logger } from '../log/index.ts';
 import { FRAME_WINDOW_MS } from '../profiling/frames.ts';
 import { askPrimary, sendEvent, serveRequests } from '../ipc/worker-channel.ts';
+import { WorkerLogForwarder } from '../ipc/log-forward.ts';
 import type { CanaryState } from '../ipc/canary-graphs.ts';
 import { workerPins } from './pins.ts';
 import { WORKER_CONFIG_ENV, WORKER_CONFIG_FILE_ENV, WORKER_GENERATIONS_ENV, WORKER_INDEX_ENV, type WorkerGeneration, type WorkerStats } from './machine.ts';
@@ -26,8 +28,9 @@ export async function runWorker(): Promise<void> {
   const config = JSON.parse(process.env[WORKER_CONFIG_ENV]!) as ProxyConfig;
   const configFile = process.env[WORKER_CONFIG_FILE_ENV] || null;
   const generations = JSON.parse(process.env[WORKER_GENERATIONS_ENV] ?? '{}') as Record<string, number>;
-  // Every line says which worker wrote it. No ring: `proxy logs` reads the primary's.
-  const log = new Logger('proxy', config.log.level, config.log.format, undefined, null, undefined, { worker: index });
+  // Every line says which worker wrote it. No ring: a copy of each line goes to the primary's, which `proxy logs` reads.
+  const forwarder = config.log.ring_lines > 0 ? new WorkerLogForwarder() : null;
+  const log = new Logger('proxy', config.log.level, config.log.format, undefined, forwarder, undefined, { worker: index });
   let draining = false;
   // The primary's end closed: it exited or was killed. No orphan keeps the port's clients.
   process.on('disconnect', () => process.exit(draining ? 0 : 1));
@@ -80,6 +83,7 @@ export async function runWorker(): Promise<void> {
     drain: async () => {
       draining = true;
       await running.close();
+      forwarder?.flush(); // the drain's last lines reach the primary's ring before its answer
       return stats(running);
     },
   });

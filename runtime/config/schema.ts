@@ -462,9 +462,10 @@ const rootObject = v.strictObject({
   listen: onRestart(v.optional(listen, '127.0.0.1:27018')),
   workers: onRestart(v.optional(expects(v.pipe(v.union([v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(256)), v.literal('auto')]),
     v.description('Worker processes serving client connections (node:cluster: the first process accepts and hands connections to the workers in ' +
-      'turn). 1 runs the whole proxy in one process; "auto" runs one per CPU the system reports (os.availableParallelism()). With several, ' +
-      'the first process keeps the HTTP endpoints and shows the statistics of every worker merged. See docs/operations.md, "Workers".')),
-  'integer 1..256 or "auto"'), 1)),
+      'turn). 1 runs the whole proxy in one process; "auto" (the default) runs one per CPU the system reports (os.availableParallelism()), ' +
+      'but no more than clients.max_connections when that is set. With several, the first process keeps the HTTP endpoints and shows the ' +
+      'statistics of every worker merged. See docs/operations.md, "Workers".')),
+  'integer 1..256 or "auto"'), 'auto')),
   upstream: onRestart(v.optional(v.pipe(upstream, v.description('Connection pool to the upstream database.')), {})),
   devdb: onRestart(v.optional(v.pipe(devdb, v.description('In-process development upstream.')), {})),
   clients: onRestart(v.optional(v.pipe(clients, v.description('Per-client bounds (backpressure): what one client may make the proxy hold for it.')), {})),

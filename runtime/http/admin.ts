@@ -26,13 +26,23 @@ const send = sendError;
 const PROBES: ReadonlySet<string> = new Set(['/healthz', '/readyz']);
 
 /** Whether a JSON log line is at `min` or above and contains `filter` (case-insensitive; '' matches all). */
-function logMatcher(min: number, filter: string): (line: string) => boolean {
+function logMatcher(min: number, filter: string, worker: number | null): (line: string) => boolean {
   const needle = filter.toLowerCase();
   return (line) => {
     const m = /"level":"(\w+)"/.exec(line);
     const lv = m !== null && isLogLevel(m[1]!) ? LOG_LEVEL_VALUES[m[1]] : LOG_LEVEL_VALUES.info;
-    return lv >= min && (needle === '' || line.toLowerCase().includes(needle));
+    return lv >= min && (needle === '' || line.toLowerCase().includes(needle)) && (worker === null || lineWorker(line) === worker);
   };
+}
+
+/**
+ * The worker that wrote a line, or null (the primary, or one process). A worker's logger puts its
+ * index right after `time` (its base field, ahead of the logger name and every field of the line),
+ * so a field named `worker` further on — the primary saying which worker exited — is not taken for it.
+ */
+function lineWorker(line: string): number | null {
+  const m = /^\{"level":"\w+","time":"[^"]*","worker":(\d+),/.exec(line);
+  return m === null ? null : Number(m[1]);
 }
 
 export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyInstance {
@@ -65,7 +75,8 @@ export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyI
   });
 
   // Recent log lines (NDJSON, oldest first), then with follow=true every new line as it is written.
-  // level: the lowest level shown; filter: text a line must contain (case-insensitive); tail: how many recent lines.
+  // level: the lowest level shown; filter: text a line must contain (case-insensitive); tail: how many recent lines;
+  // worker: one worker's lines (with workers, the ring holds every worker's lines too).
   app.get('/api/v1/logs', async (req, reply) => {
     const ring = proxy.logRing;
     if (ring === null || ring.capacity === 0) return send(reply, 'PROXY_ERR_NOT_FOUND', 'no recent logs are kept (log.ring_lines is 0)');
@@ -74,7 +85,15 @@ export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyI
     if (!Number.isInteger(tail) || tail < 0) return send(reply, 'PROXY_ERR_BAD_QUERY', 'tail must be an integer >= 0');
     const level = q.level ?? 'trace';
     if (!isLogLevel(level)) return send(reply, 'PROXY_ERR_BAD_QUERY', `level must be one of ${LOG_LEVELS.join(', ')}`);
-    const match = logMatcher(LOG_LEVEL_VALUES[level], q.filter ?? '');
+    // ?worker=<i>: the lines worker i wrote (every line forwarded from a worker carries its index).
+    let worker: number | null = null;
+    if (q.worker !== undefined) {
+      worker = /^\d+$/.test(q.worker) ? Number(q.worker) : -1;
+      const n = proxy.workerCount;
+      if (n === undefined) return send(reply, 'PROXY_ERR_BAD_QUERY', 'worker: this proxy runs in one process (workers: 1); there is no worker to choose');
+      if (worker < 0 || worker >= n) return send(reply, 'PROXY_ERR_BAD_QUERY', `worker must be the index of a worker, 0 to ${n - 1}, got "${q.worker}"`);
+    }
+    const match = logMatcher(LOG_LEVEL_VALUES[level], q.filter ?? '', worker);
     const lines = tail === 0 ? [] : ring.recent(ring.capacity).filter(match).slice(-tail);
     const text = lines.map((l) => l + '\n').join('');
     if (q.follow !== 'true' && q.follow !== '1') {

@@ -29,8 +29,8 @@ export interface ControlPlaneOptions {
 export interface ControlPlaneFleet {
   /** GET /api/v1/fleet. */
   status(): Promise<unknown>;
-  /** GET /api/v1/fleet/evidence/{pipeline}: this instance's arms, cumulative, HDR-encoded. */
-  evidence(pipelineId: string): unknown;
+  /** GET /api/v1/fleet/evidence/{pipeline}: this instance's arms, cumulative, HDR-encoded (with workers: merged from every worker). */
+  evidence(pipelineId: string): Promise<unknown>;
   /** Runs a write (a transition of canary `id`, or a start when null) as one fleet transaction. */
   transact<T>(id: string | null, fn: () => T | Promise<T>): Promise<T>;
   /**
@@ -231,7 +231,7 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
     app.get('/api/v1/fleet', async () => fleet.status());
     app.get<{ Params: { pipeline: string } }>('/api/v1/fleet/evidence/:pipeline', async (req, reply) => {
       try {
-        return fleet.evidence(req.params.pipeline);
+        return await fleet.evidence(req.params.pipeline);
       } catch (err) {
         return fail(reply, err);
       }

@@ -36,6 +36,8 @@ export interface AdminSurface {
   reload(next: ProxyConfig): Promise<void>;
   /** The processes serving clients (GET /api/v1/workers). */
   workers(): Promise<WorkersView>;
+  /** With workers, how many (GET /api/v1/logs?worker=<i> takes 0 … n-1); absent: one process, no worker to choose. */
+  readonly workerCount?: number;
 }
 
 /** One process serving clients: the proxy itself (workers: 1) or one worker. */

@@ -4,10 +4,10 @@
 // (timestamp, level, logger, message, fields), and to the recent-lines ring `proxy logs` reads.
 import { writeSync } from 'node:fs';
 import { pino, type Logger as PinoLogger } from 'pino';
-import type { LogRing } from './ring.ts';
+import { LogRing, type LogLines } from './ring.ts';
 import { LOG_LEVEL_VALUES as LEVELS, type LogLevel } from './levels.ts';
 import type { Log, LogFn } from './log.ts';
-export { LogRing, type LogFollower } from './ring.ts';
+export { LogRing, type LogFollower, type LogLines } from './ring.ts';
 export { LOG_LEVELS, LOG_LEVEL_VALUES, isLogLevel, type LogLevel } from './levels.ts';
 export type { Log, LogFields, LogFn } from './log.ts';
 
@@ -112,12 +112,12 @@ export function stderrLogSink(): BufferedFdSink {
   return stderrSink;
 }
 
-/** What `pino` writes to: its JSON lines go to the ring (when there is one) and to the sink, as they are or pretty. */
+/** What `pino` writes to: its JSON lines go to the ring or forwarder (when there is one) and to the sink, as they are or pretty. */
 class PinoDestination {
   private readonly sink: LogSink;
-  private readonly ring: LogRing | null;
+  private readonly ring: LogLines | null;
   private readonly pretty: boolean;
-  constructor(sink: LogSink, ring: LogRing | null, pretty: boolean) {
+  constructor(sink: LogSink, ring: LogLines | null, pretty: boolean) {
     this.sink = sink;
     this.ring = ring;
     this.pretty = pretty;
@@ -158,22 +158,34 @@ export class Logger implements Log {
   info: LogFn = noop;
   warn: LogFn = noop;
   error: LogFn = noop;
-  /** The recent-lines ring this logger family feeds (null: none). */
+  /** The recent-lines ring this logger family feeds (null: none, or a forwarder: a worker's lines go to the primary's ring). */
   readonly ring: LogRing | null;
+  /** Where each line's copy goes: the ring, a forwarder, or nowhere. */
+  private readonly lines: LogLines | null;
+  /** Fields on every line (a worker's index), passed on to children; and as JSON members (`"worker":0,`) for the record lines. */
+  private readonly base: Record<string, string | number> | null;
+  private readonly baseMembers: string;
   private readonly level: LogLevel;
   private readonly min: number;
   private readonly format: 'json' | 'pretty';
   private readonly sink: LogSink;
   private readonly root: PinoLogger;
 
-  /** `base`: fields on every line of this logger family (a worker's index); ignored with `root`. */
+  /**
+   * `ring`: the recent-lines ring, or another LogLines (a worker's forwarder). `base`: fields on
+   * every line of this logger family (a worker's index), right after `time`; with `root` pino has
+   * them already, and they are kept for the record lines only.
+   */
   constructor(name: string, level: LogLevel = 'info', format: 'json' | 'pretty' = 'json', sink: LogSink = stderrLogSink(),
-    ring: LogRing | null = null, root?: PinoLogger, base: Record<string, string | number> | null = null) {
+    ring: LogLines | null = null, root?: PinoLogger, base: Record<string, string | number> | null = null) {
     this.name = name;
     this.level = level;
     this.format = format;
     this.sink = sink;
-    this.ring = ring;
+    this.ring = ring instanceof LogRing ? ring : null;
+    this.lines = ring;
+    this.base = base;
+    this.baseMembers = base === null ? '' : Object.entries(base).map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)},`).join('');
     const min = LEVELS[level];
     this.min = min;
     this.root = root ?? pino({
@@ -193,7 +205,7 @@ export class Logger implements Log {
   }
 
   child(name: string): Logger {
-    return new Logger(name, this.level, this.format, this.sink, this.ring, this.root);
+    return new Logger(name, this.level, this.format, this.sink, this.lines, this.root, this.base);
   }
 
   /**
@@ -210,17 +222,18 @@ export class Logger implements Log {
       this.headTime = time;
       this.headLevel = level;
       this.headPrefix = prefix;
-      this.jsonHead = Buffer.from(`{"level":"${level}","time":"${time}","logger":${JSON.stringify(this.name)},${prefix}`);
-      this.head = this.format === 'json' ? this.jsonHead : Buffer.from(`${time} ${level.toUpperCase().padEnd(5)} ${this.name} {${prefix}`);
+      this.jsonHead = Buffer.from(`{"level":"${level}","time":"${time}",${this.baseMembers}"logger":${JSON.stringify(this.name)},${prefix}`);
+      this.head = this.format === 'json' ? this.jsonHead
+        : Buffer.from(`${time} ${level.toUpperCase().padEnd(5)} ${this.name} {${this.baseMembers}${prefix}`);
     }
-    if (this.ring !== null) {
+    if (this.lines !== null) {
       const h = this.jsonHead;
       const line = Buffer.allocUnsafe(h.length + members.length + 2);
       line.set(h, 0);
       line.set(members, h.length);
       line[line.length - 2] = 0x7d; // }
       line[line.length - 1] = 0x0a;
-      this.ring.push(line);
+      this.lines.push(line);
     }
     if (sink.writeRecord !== undefined) sink.writeRecord(this.head, members);
     else sink.write(this.head.toString() + utf8Decoder.decode(members) + '}\n');

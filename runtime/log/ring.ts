@@ -6,7 +6,12 @@ const decoder = new TextDecoder();
 
 export type LogFollower = (line: string) => void;
 
-export class LogRing {
+/** Where a logger puts a copy of each JSON line besides its sink: the ring, or (in a worker) the forwarder to the primary's ring. */
+export interface LogLines {
+  push(line: string | Uint8Array): void;
+}
+
+export class LogRing implements LogLines {
   readonly capacity: number;
   private readonly lines: Array<string | Uint8Array>;
   /** Lines pushed since start (the next line's sequence number). */

@@ -228,7 +228,8 @@ test('custom_metrics read a plugin metric per graph from the host registry (coun
 });
 
 function serve(file: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'serve', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'serve', '--config', file, '--workers', '1'],
+    { stdio: ['ignore', 'pipe', 'pipe'] });
   return new Promise((resolve, reject) => {
     let text = '';
     const timer = setTimeout(() => reject(new Error(`not ready: ${text}`)), 60_000);

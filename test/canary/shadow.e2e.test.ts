@@ -268,7 +268,8 @@ test('a slow candidate does not delay the baseline\'s reply: it runs after the r
     pipeline: { request: [], response: [] },
   }));
   let out = '';
-  const child = spawn(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'serve', '--config', config], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'serve', '--config', config, '--workers', '1'],
+    { stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout!.on('data', (d: Buffer) => { out += d; });
   child.stderr!.on('data', (d: Buffer) => { out += d; });
   t.after(async () => {

@@ -44,7 +44,7 @@ export async function startStack(): Promise<Stack> {
     },
   }));
   let out = '';
-  const proxy: ChildProcess = spawn(process.execPath, [bin, 'serve', '--config', config], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proxy: ChildProcess = spawn(process.execPath, [bin, 'serve', '--config', config, '--workers', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
   proxy.stdout!.on('data', (d: Buffer) => { out += d; });
   proxy.stderr!.on('data', (d: Buffer) => { out += d; });
   await until('the proxy', () => out.includes('is ready') || proxy.exitCode !== null, 60_000);

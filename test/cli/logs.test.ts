@@ -78,6 +78,15 @@ test('proxy logs: --filter, --level and --tail select from the ring; readable by
   assert.match(human[0], /^\d{4}-\d\d-\d\dT[\d:.]+Z ERROR proxy::telemetry export broken i=2$/);
 });
 
+test('GET /api/v1/logs?worker=<i> on a proxy in one process: 400 PROXY_ERR_BAD_QUERY, no worker to choose', async () => {
+  const { proxy } = await start();
+  const res = await fetch(`${proxy.adminUrl}/api/v1/logs?worker=0`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  assert.equal(res.status, 400);
+  const body = await res.json() as { error: { code: string; message: string } };
+  assert.equal(body.error.code, 'PROXY_ERR_BAD_QUERY');
+  assert.match(body.error.message, /one process/);
+});
+
 test('proxy logs follows: lines written after it started arrive, filtered, until it is stopped', async () => {
   const { proxy, log } = await start();
   const out: string[] = [];

@@ -37,7 +37,7 @@ async function serve(name: string, us: number): Promise<{ child: ChildProcess; u
     steps: { spin: { module: await fixture('spin'), config: { us } } },
     profiling: { enabled: true, port: 0, slow_step_threshold_us: 1_000_000 },
   }));
-  const child = spawn(process.execPath, [bin, 'serve', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [bin, 'serve', '--config', file, '--workers', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   let err = '';
   child.stderr!.on('data', (d) => { err += d; });

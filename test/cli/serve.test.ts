@@ -16,7 +16,7 @@ test('a configuration the schema refuses: exit 2 with key path and reason, never
   const port = await freePort();
   const file = join(dir, 'bad.yaml');
   writeFileSync(file, `listen: "127.0.0.1:${port}"\nupstream:\n  pool_size: many\n  colour: blue\n`);
-  const r = spawnSync(process.execPath, [bin, 'serve', '--config', file], { encoding: 'utf8', timeout: 60_000 });
+  const r = spawnSync(process.execPath, [bin, 'serve', '--config', file, '--workers', '1'], { encoding: 'utf8', timeout: 60_000 });
   assert.equal(r.status, 2, r.stderr);
   assert.match(r.stderr, /upstream\.pool_size: expected integer >= 1, received "many"/);
   assert.match(r.stderr, /upstream\.colour: unknown key "colour"/);
@@ -26,7 +26,7 @@ test('a configuration the schema refuses: exit 2 with key path and reason, never
 test('a plugin refusing its config: exit 1 before listening, with the plugin\'s reason', () => {
   const file = join(dir, 'refused.json');
   writeFileSync(file, JSON.stringify({ listen: '127.0.0.1:0', pipeline: { request: ['route'] }, steps: { route: { config: { rules: 'nope' } } } }));
-  const r = spawnSync(process.execPath, [bin, 'serve', '--config', file], { encoding: 'utf8', timeout: 60_000 });
+  const r = spawnSync(process.execPath, [bin, 'serve', '--config', file, '--workers', '1'], { encoding: 'utf8', timeout: 60_000 });
   assert.equal(r.status, 1, r.stderr);
   assert.match(r.stderr, /could not start: plugin wasm:route refused its config: route: bad config: rules must be an array, got string\n/);
   assert.doesNotMatch(r.stderr, /on_configure returned/);
@@ -35,7 +35,7 @@ test('a plugin refusing its config: exit 1 before listening, with the plugin\'s 
 
 /** Starts `proxy serve --config file`; resolves with the child and its stdout once it is ready. */
 async function serve(file: string): Promise<{ child: ChildProcess; out: string }> {
-  const child = spawn(process.execPath, [bin, 'serve', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [bin, 'serve', '--config', file, '--workers', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
   try {
     const out = await new Promise<string>((resolve, reject) => {
       let text = '';
@@ -107,7 +107,7 @@ test('a SIGHUP while the proxy is starting does not end it: it is held and the f
     pipeline: { request, response: ['metrics', 'logging', 'filter'] }, steps: {},
   });
   writeFileSync(file, config(['logging', 'filter']));
-  const child = spawn(process.execPath, [bin, 'serve', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [bin, 'serve', '--config', file, '--workers', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
   let err = '';
   let out = '';
   child.stdout!.on('data', (d) => { out += d; });
@@ -149,7 +149,8 @@ test('--listen overrides the configuration\'s listen, also across a reload; the 
     control_plane: { port: controlPort, tokens: ['serve-test-control-0123'] },
     canary: { data_dir: join(dir, 'canary-listen') },
   }));
-  const child = spawn(process.execPath, [bin, 'serve', '--config', file, '--listen', `127.0.0.1:${wanted}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [bin, 'serve', '--config', file, '--listen', `127.0.0.1:${wanted}`, '--workers', '1'],
+    { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stdout!.on('data', (d) => { out += d; });
@@ -175,7 +176,7 @@ test('--listen overrides the configuration\'s listen, also across a reload; the 
 });
 
 test('--listen is validated as the configuration\'s listen is: exit 2 with the reason', () => {
-  const r = spawnSync(process.execPath, [bin, 'serve', '--listen', 'localhost'], { encoding: 'utf8', timeout: 60_000, cwd: dir });
+  const r = spawnSync(process.execPath, [bin, 'serve', '--listen', 'localhost', '--workers', '1'], { encoding: 'utf8', timeout: 60_000, cwd: dir });
   assert.equal(r.status, 2, r.stderr);
   assert.match(r.stderr, /configuration refused\n.*--listen: listen: /);
   assert.doesNotMatch(r.stdout, /ready/);

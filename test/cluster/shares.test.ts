@@ -1,6 +1,7 @@
 // Limits configured for the whole proxy hold for the whole machine with several workers: each
 // worker runs its share (runtime/cluster/shares.ts). clients.max_connections: the machine serves
-// exactly the limit; rate_limit.max_rps: the machine admits no more than the bucket allows.
+// exactly the limit; rate_limit.max_rps: the machine admits no more than the bucket allows. The
+// default `workers: "auto"` runs no more workers than clients.max_connections can be shared by.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -9,7 +10,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { spawnSync } from 'node:child_process';
 import { parseConfig } from '../../runtime/config/index.ts';
-import { share, shareProblem, workerConfig } from '../../runtime/cluster/shares.ts';
+import { autoWorkers, share, shareProblem, workerConfig } from '../../runtime/cluster/shares.ts';
 import { freePort } from '../helpers/ports.ts';
 import { spawnServe } from '../helpers/serve.ts';
 import { RawClient, opMsg } from '../helpers/wire.ts';
@@ -30,22 +31,52 @@ test('shares add up to the limit and differ by at most one; a limit below the wo
   assert.deepEqual(w1.steps.rate_limit.config, { max_rps: 50, burst: 25 });
 });
 
-test('proxy serve --workers 2 refuses, with the key path, a limit it cannot share and a fleet member (fleet.store: etcd)', () => {
-  for (const [name, config, expected] of [
-    ['small-limit', { clients: { max_connections: 1 } }, /clients\.max_connections: 1 cannot be shared by 2 workers/],
-    ['fleet', { control_plane: { port: 0 }, fleet: { store: 'etcd', endpoints: ['http://127.0.0.1:1'] } }, /workers: 2 workers with fleet\.store: etcd/],
-  ] as const) {
-    const file = join(dir, `${name}.json`);
-    writeFileSync(file, JSON.stringify({ listen: '127.0.0.1:0', ...config }));
-    const r = spawnSync(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'serve', '--config', file, '--workers', '2'], { encoding: 'utf8',
+test('proxy serve --workers 2 refuses, with the key path, a limit it cannot share; a fleet member (fleet.store: etcd) is not refused for its workers',
+  () => {
+    const file = join(dir, 'small-limit.json');
+    writeFileSync(file, JSON.stringify({ listen: '127.0.0.1:0', clients: { max_connections: 1 } }));
+    const small = spawnSync(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'serve', '--config', file, '--workers', '2'], { encoding: 'utf8',
       timeout: 60_000 });
-    assert.equal(r.status, 2, r.stderr);
-    assert.match(r.stderr, expected);
-  }
-  const r = spawnSync(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'serve', '--workers', 'many'], { encoding: 'utf8', timeout: 60_000 });
-  assert.equal(r.status, 2);
-  assert.match(r.stderr, /--workers: workers: expected integer 1\.\.256 or "auto", received "many"/);
+    assert.equal(small.status, 2, small.stderr);
+    assert.match(small.stderr, /clients\.max_connections: 1 cannot be shared by 2 workers/);
+    // etcd unreachable: it gets as far as the fleet store (exit 1, naming it), not a refusal of its workers.
+    const fleet = join(dir, 'fleet.json');
+    writeFileSync(fleet, JSON.stringify({ listen: '127.0.0.1:0', control_plane: { port: 0 }, canary: { data_dir: join(dir, 'fleet-canary') },
+      notifications: { outbox_path: join(dir, 'fleet-outbox.db') }, fleet: { store: 'etcd', endpoints: ['http://127.0.0.1:1'] } }));
+    const member = spawnSync(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'serve', '--config', fleet, '--workers', '2'], { encoding: 'utf8',
+      timeout: 60_000 });
+    assert.equal(member.status, 1, member.stderr);
+    assert.match(member.stderr, /fleet\.endpoints: etcd at http:\/\/127\.0\.0\.1:1 cannot be reached/);
+    const r = spawnSync(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'serve', '--workers', 'many'], { encoding: 'utf8', timeout: 60_000 });
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /--workers: workers: expected integer 1\.\.256 or "auto", received "many"/);
+  });
+
+test('workers: "auto" (the default) runs one per CPU, but no more than clients.max_connections can be shared by', () => {
+  const at = (max: number) => parseConfig({ clients: { max_connections: max } }, null);
+  assert.equal(parseConfig({}, null).workers, 'auto');
+  assert.equal(autoWorkers(at(0), 16), 16);
+  assert.equal(autoWorkers(at(3), 16), 3);
+  assert.equal(autoWorkers(at(8), 2), 2);
+  assert.equal(autoWorkers(at(1), 2), 1);
+  assert.equal(shareProblem(at(3), autoWorkers(at(3), 16)), null);
 });
+
+test('a configuration that ran in one process starts with workers: auto: clients.max_connections: 1 runs one process', { timeout: 120_000 },
+  async () => {
+    const port = await freePort();
+    const file = join(dir, 'auto-one.json');
+    writeFileSync(file, JSON.stringify({ listen: `127.0.0.1:${port}`, log: { level: 'info' }, clients: { max_connections: 1 } }));
+    const served = await spawnServe(['--config', file, '--workers', 'auto']);
+    try {
+      const c = await RawClient.connect(port);
+      assert.equal((await c.roundTrip(opMsg({ ping: 1, $db: 'admin' }))).body?.ok, 1);
+      c.destroy();
+      assert.doesNotMatch(served.err(), /workers listening/, 'one process: no workers forked');
+    } finally {
+      await served.stop();
+    }
+  });
 
 async function serve(name: string, config: Record<string, unknown>) {
   const port = await freePort();

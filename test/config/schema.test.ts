@@ -7,7 +7,7 @@ import { DEFAULT_STAGES } from '../../runtime/config/canary-schema.ts';
 test('an empty object takes every default', () => {
   assert.deepEqual(defaultConfig(), {
     listen: '127.0.0.1:27018',
-    workers: 1,
+    workers: 'auto',
     upstream: {
       pool_size: 100,
       min_idle: 0,

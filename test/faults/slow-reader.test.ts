@@ -53,7 +53,7 @@ test(`a client that never reads ${REQUESTS} pipelined 16 MB replies keeps the pr
   let slow: Socket | null = null;
   try {
     devdb = await startChild('devdb', process.execPath, [join(ROOT, 'bin/proxy.mjs'), 'devdb', '--port', String(dbPort)], dbPort, ROOT);
-    child = await startChild('proxy', process.execPath, [join(ROOT, 'bin/proxy.mjs'), 'serve', '--config', configFile], port, ROOT);
+    child = await startChild('proxy', process.execPath, [join(ROOT, 'bin/proxy.mjs'), 'serve', '--config', configFile, '--workers', '1'], port, ROOT);
     const pid = child.pid!;
     const uri = `mongodb://127.0.0.1:${port}/`;
     client = new MongoClient(uri, { serverSelectionTimeoutMS: 5000, maxPoolSize: 2 });

@@ -1,7 +1,8 @@
 // A fleet for the end-to-end tests: a real etcd (test/helpers/etcd.ts) and N real proxy processes
 // (`proxy serve` children, each with its own embedded upstream and control plane), all in one
-// fleet (fleet.store: etcd, one prefix). Each instance can be killed (-9), paused (SIGSTOP) and
-// resumed; calls to its control plane and a traffic loop through it are at hand.
+// fleet (fleet.store: etcd, one prefix); one process each unless `workersOf` gives one workers. Each
+// instance can be killed (-9), paused (SIGSTOP) and resumed; calls to its control plane and a
+// traffic loop through it are at hand.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -47,6 +48,8 @@ export interface FleetOptions {
   /** Keys laid over every instance's `fleet` block, or one instance's (`fleetOf`). */
   fleet?: Record<string, unknown>;
   fleetOf?: (index: number, root: string) => Record<string, unknown>;
+  /** Worker processes of instance `index` (`--workers`; default 1: one process, whatever the default of `proxy serve`). */
+  workersOf?: (index: number) => number;
 }
 
 export async function startFleet(t: Cleanup, n = 3, o: FleetOptions = {}): Promise<Fleet> {
@@ -94,7 +97,8 @@ async function startInstance(t: Cleanup, etcd: RunningEtcd, root: string, index:
     ...o.extra?.(index, dir),
   }));
   let out = '';
-  const child = spawn(process.execPath, [bin, 'serve', '--config', config], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const workers = String(o.workersOf?.(index) ?? 1);
+  const child = spawn(process.execPath, [bin, 'serve', '--config', config, '--workers', workers], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout!.on('data', (d: Buffer) => { out += d; });
   child.stderr!.on('data', (d: Buffer) => { out += d; });
   t.after(async () => {

@@ -1,6 +1,7 @@
 // Test helper: the real `proxy serve` command (bin/proxy.mjs) in a child process, for what only a
 // process shows — workers (node:cluster), signals, exit codes. spawnServe resolves once the ready
-// banner (the connection string) is printed; stop() sends a signal and waits for the exit.
+// banner (the connection string) is printed; stop() sends a signal and waits for the exit. One
+// process (`--workers 1`, not the command's default "auto") unless the arguments choose workers.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 
@@ -16,9 +17,10 @@ export interface Served {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts `proxy serve …args`; rejects with its output when it exits before it is ready (or after `ms`). */
+/** Starts `proxy serve …args` (with `--workers 1` when args has no --workers); rejects with its output when it exits before it is ready (or after `ms`). */
 export async function spawnServe(args: readonly string[], ms = 120_000): Promise<Served> {
-  const child = spawn(process.execPath, [BIN, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const argv = args.includes('--workers') ? args : [...args, '--workers', '1'];
+  const child = spawn(process.execPath, [BIN, 'serve', ...argv], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stderr!.on('data', (d) => { err += d; });

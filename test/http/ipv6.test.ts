@@ -66,7 +66,7 @@ test('proxy serve: an IPv6 admin.listen without brackets is refused (exit 2, key
   await new Promise((r) => probe.close(r));
   const file = join(mkdtempSync(join(tmpdir(), 'proxy-ipv6-serve-')), 'proxy.json');
   writeFileSync(file, JSON.stringify({ listen: `127.0.0.1:${port}`, admin: { listen: '::1:9090', token: TOKEN } }));
-  const r = spawnSync(process.execPath, ['bin/proxy.mjs', 'serve', '--config', file], { encoding: 'utf8', timeout: 60_000 });
+  const r = spawnSync(process.execPath, ['bin/proxy.mjs', 'serve', '--config', file, '--workers', '1'], { encoding: 'utf8', timeout: 60_000 });
   assert.equal(r.status, 2, r.stderr);
   assert.match(r.stderr, /admin\.listen: "::1:9090": an IPv6 host goes in brackets, e\.g\. \[::1\]:9090/);
   assert.doesNotMatch(r.stdout + r.stderr, /proxy listening/);

@@ -34,7 +34,7 @@ after(async () => {
 
 /** `proxy serve --config file` as a child; resolves once it prints its connection string and profiling URL. */
 async function serve(file: string): Promise<{ child: ChildProcess; uri: string; profilingUrl: string }> {
-  const child = spawn(process.execPath, [bin, 'serve', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [bin, 'serve', '--config', file, '--workers', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   let err = '';
   child.stderr!.on('data', (d) => { err += d; });
@@ -188,7 +188,7 @@ test('a pipeline too large for mmap_size_mb is refused at start with the key pat
     listen: '127.0.0.1:0', pipeline: { request: names, response: [] }, steps: Object.fromEntries(names.map((n) => [n, { module: spin, config: {} }])),
     profiling: { enabled: true, port: 0, storage: 'mmap', mmap_path: join(dir, 'big.hist'), mmap_size_mb: 1 },
   }));
-  const r = await cli(['serve', '--config', file]);
+  const r = await cli(['serve', '--config', file, '--workers', '1']);
   assert.equal(r.status, 2, r.stderr);
   assert.match(r.stderr, /configuration refused/);
   assert.match(r.stderr, /profiling\.mmap_size_mb: 1 MiB holds 178 histogram rows of 5888 bytes; this pipeline needs 188 \(2 graphs × \(4 \+ 2 phases × 45 steps\)\): set at least 2/);

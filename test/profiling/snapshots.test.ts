@@ -118,7 +118,8 @@ test('statistics survive a restart: a second proxy on the same snapshot_dir answ
 
 /** `proxy serve --config file` as a child; resolves once it prints its connection string and profiling URL. */
 async function serve(file: string): Promise<{ child: ChildProcess; uri: string; profilingUrl: string; stderr: () => string }> {
-  const child = spawn(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'serve', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'serve', '--config', file, '--workers', '1'],
+    { stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   let err = '';
   child.stderr!.on('data', (d) => { err += d; });

@@ -21,7 +21,7 @@ const SECRET = 'restart-webhook-secret-0123456789';
 
 async function serve(config: string): Promise<{ child: ChildProcess; out: () => string }> {
   let out = '';
-  const child = spawn(process.execPath, [bin, 'serve', '--config', config], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [bin, 'serve', '--config', config, '--workers', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout!.on('data', (d: Buffer) => { out += d; });
   child.stderr!.on('data', (d: Buffer) => { out += d; });
   await until('the proxy', () => out.includes('is ready') || child.exitCode !== null, 60_000);
