@@ -3,24 +3,11 @@
 // instead of reconnecting forever.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { parseConfig } from '../../runtime/config/index.ts';
-import { startProxy } from '../../runtime/app/serve.ts';
-import { quiet, running, dirs, open } from './helpers.ts';
+import { open, startWithControlPlane } from './helpers.ts';
 
 test('canary widget: a refused token and an unknown canary are said in place of the figures', { timeout: 60_000 }, async () => {
   const TOKEN = 'dashboard-refused-token-0123456789';
-  const dir = mkdtempSync(join(tmpdir(), 'proxy-dashboard-refused-'));
-  dirs.push(dir);
-  const proxy = await startProxy(parseConfig({
-    listen: '127.0.0.1:0', log: { level: 'error' },
-    profiling: { enabled: true, port: 0 },
-    control_plane: { port: 0, tokens: [TOKEN] },
-    canary: { data_dir: dir },
-  }, null), { log: quiet });
-  running.push(proxy);
+  const proxy = await startWithControlPlane(TOKEN);
   const page = await open(`${proxy.profilingUrl}/dashboard/`);
   const mounted = async (token: string, canaryId: string) => {
     await page.evaluate(([baseUrl, t, id]) => {

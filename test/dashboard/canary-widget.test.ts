@@ -3,36 +3,19 @@
 // control plane. Screenshots go to test-artifacts/dashboard/.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
-import { parseConfig } from '../../runtime/config/index.ts';
-import { startProxy } from '../../runtime/app/serve.ts';
-import { ARTIFACTS, quiet, running, clients, dirs, start, open } from './helpers.ts';
+import { ARTIFACTS, clients, start, open, startWithControlPlane, createCanary } from './helpers.ts';
 
 test('canary widget: baseline vs candidate fed over the WebSocket, stage and traffic, rules with thresholds; its buttons promote and roll back',
   { timeout: 120_000 }, async () => {
     const TOKEN = 'dashboard-canary-token-0123456789';
-    const dir = mkdtempSync(join(tmpdir(), 'proxy-dashboard-canary-'));
-    dirs.push(dir);
-    const proxy = await startProxy(parseConfig({
-      listen: '127.0.0.1:0', log: { level: 'error' },
-      profiling: { enabled: true, port: 0 },
-      control_plane: { port: 0, tokens: [TOKEN] },
-      canary: { data_dir: dir },
-      rollback_rules: { check_interval: '1s', min_window_requests: 1 },
-    }, null), { log: quiet });
-    running.push(proxy);
-    const created = await fetch(`${proxy.controlPlaneUrl}/api/v1/canary`, {
-      method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        pipeline_id: 'default', candidate_config: { steps: [{ type: 'logging', config: {} }] }, auto_promote: false,
-        stages: [{ traffic_pct: 50, min_duration: '0', min_requests: 0 }, { traffic_pct: 75, min_duration: '0', min_requests: 0 },
-          { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
-      }),
-    }).then((r) => r.json());
-    assert.match(created.canary_id, /./, JSON.stringify(created));
+    const proxy = await startWithControlPlane(TOKEN, { rollback_rules: { check_interval: '1s', min_window_requests: 1 } });
+    const canaryId = await createCanary(proxy, TOKEN, {
+      pipeline_id: 'default', candidate_config: { steps: [{ type: 'logging', config: {} }] }, auto_promote: false,
+      stages: [{ traffic_pct: 50, min_duration: '0', min_requests: 0 }, { traffic_pct: 75, min_duration: '0', min_requests: 0 },
+        { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
+    });
     const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 5000 });
     clients.push(client);
     for (let i = 0; i < 40; i++) await client.db('dash').collection('c').findOne({});
@@ -72,10 +55,10 @@ test('canary widget: baseline vs candidate fed over the WebSocket, stage and tra
     page.once('dialog', (d) => d.accept('from the dashboard test'));
     await widget.locator('[data-action=rollback]').click();
     await widget.locator('[data-status=rolled_back]').waitFor({ timeout: 15_000 });
-    const status = await fetch(`${proxy.controlPlaneUrl}/api/v1/canary/${created.canary_id}`,
+    const status = await fetch(`${proxy.controlPlaneUrl}/api/v1/canary/${canaryId}`,
       { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.json());
     assert.equal(status.status, 'rolled_back');
-    const history = await fetch(`${proxy.controlPlaneUrl}/api/v1/canary/${created.canary_id}/history`,
+    const history = await fetch(`${proxy.controlPlaneUrl}/api/v1/canary/${canaryId}/history`,
       { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.json());
     assert.ok(JSON.stringify(history).includes('from the dashboard test'), 'the reason typed in the dialog reached the control plane');
     const extra = page as unknown as { errors: string[]; foreign: string[] };
@@ -86,25 +69,14 @@ test('canary widget: baseline vs candidate fed over the WebSocket, stage and tra
 test('canary widget of a shadow canary: shadowed and diverged counts, by kind, the latest diffs with their paths and no values',
   { timeout: 120_000 }, async () => {
     const TOKEN = 'dashboard-shadow-token-0123456789';
-    const dir = mkdtempSync(join(tmpdir(), 'proxy-dashboard-shadow-'));
-    dirs.push(dir);
-    const proxy = await startProxy(parseConfig({
-      listen: '127.0.0.1:0', log: { level: 'error' },
-      profiling: { enabled: true, port: 0 },
-      control_plane: { port: 0, tokens: [TOKEN] },
-      canary: { data_dir: dir },
+    const proxy = await startWithControlPlane(TOKEN, {
       pipeline: { request: [], response: ['transform'] }, steps: { transform: { config: { response: [{ op: 'redact', path: 'ssn' }] } } },
-    }, null), { log: quiet });
-    running.push(proxy);
-    const created = await fetch(`${proxy.controlPlaneUrl}/api/v1/canary`, {
-      method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        mode: 'shadow', shadow_pct: 100, auto_promote: false,
-        candidate_config: { steps: [{ type: 'transform', config: { response: [{ op: 'redact', path: 'ssn' }, { op: 'redact', path: 'email' }] } }] },
-        stages: [{ traffic_pct: 0, min_duration: '1h', min_requests: 1000 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
-      }),
-    }).then((r) => r.json());
-    assert.match(created.canary_id, /./, JSON.stringify(created));
+    });
+    await createCanary(proxy, TOKEN, {
+      mode: 'shadow', shadow_pct: 100, auto_promote: false,
+      candidate_config: { steps: [{ type: 'transform', config: { response: [{ op: 'redact', path: 'ssn' }, { op: 'redact', path: 'email' }] } }] },
+      stages: [{ traffic_pct: 0, min_duration: '1h', min_requests: 1000 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
+    });
     const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 5000 });
     clients.push(client);
     const coll = client.db('dash').collection('people');

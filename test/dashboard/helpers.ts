@@ -75,3 +75,30 @@ export async function open(url: string): Promise<Page> {
 }
 
 export type CheckedPage = Page & { errors: string[]; foreign: string[] };
+
+/**
+ * A proxy with a control plane (token `token`) and a canary store in a temporary directory, the
+ * profiling port serving the dashboard; `extra` is merged into its configuration. Closed after the file.
+ */
+export async function startWithControlPlane(token: string, extra: Record<string, unknown> = {}): Promise<RunningProxy> {
+  const dir = mkdtempSync(join(tmpdir(), 'proxy-dashboard-canary-'));
+  dirs.push(dir);
+  const proxy = await startProxy(parseConfig({
+    listen: '127.0.0.1:0', log: { level: 'error' },
+    profiling: { enabled: true, port: 0 },
+    control_plane: { port: 0, tokens: [token] },
+    canary: { data_dir: dir },
+    ...extra,
+  }, null), { log: quiet });
+  running.push(proxy);
+  return proxy;
+}
+
+/** POST /api/v1/canary on `proxy`'s control plane; the created canary's id (the test fails otherwise). */
+export async function createCanary(proxy: RunningProxy, token: string, body: Record<string, unknown>): Promise<string> {
+  const created = await fetch(`${proxy.controlPlaneUrl}/api/v1/canary`, {
+    method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body),
+  }).then((r) => r.json()) as { canary_id?: string };
+  assert.match(created.canary_id ?? '', /./, JSON.stringify(created));
+  return created.canary_id!;
+}
