@@ -182,6 +182,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   let current = config;
   let canary: CanaryController | null = null;
   let canaryGraphs: PipelineCanaryGraphs | null = null;
+  let canaryMetrics: ProfilerCanaryMetrics | null = null;
   let canaryStore: CanaryStore | null = null;
   let promotions: Promotions | null = null;
   let notifier: Notifier | null = null;
@@ -216,8 +217,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     fleet = await openFleet(config, canaryStore, { log: log.child('proxy::fleet'), sink, instanceId: instanceIdOf(config), token: fleetToken });
     const graphs = machine === null ? canaryGraphs : new ClusterCanaryGraphs(canaryGraphs, machine, canaryLog);
     if (graphs instanceof ClusterCanaryGraphs) machine!.attachCanary(graphs);
+    canaryMetrics = new ProfilerCanaryMetrics(profiler, machine === null ? metrics : () => machine.registry());
     canary = new CanaryController({
-      store: fleet.sync ?? canaryStore, graphs, metrics: new ProfilerCanaryMetrics(profiler, machine === null ? metrics : () => machine.registry()),
+      store: fleet.sync ?? canaryStore, graphs, metrics: canaryMetrics,
       sink: fleet.sync?.sink ?? sink, defaults: () => fleetDefaults(defaultsFromConfig(current), fleet),
       clock: opts.canaryClock, warningShare: config.canary.warning_share, gracePeriodMs: canaryDurationMs(config.canary.baseline_grace_period),
       log: canaryLog, promotions, fleet: fleet.sync,
@@ -436,7 +438,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   let fleetPipelines: FleetPipelines | null = null;
   surfaces = new HttpSurfaces(config, { running, profiler, snapshots, canary, configFile: opts.configFile ?? null, log,
     fleet: () => (member === null ? null : controlPlaneFleet(member, fleet?.sync ?? null, canary!, canaryGraphs!, fleetToken,
-      config.fleet.evidence_timeout_ms, fleetPipelines)), machine });
+      config.fleet.evidence_timeout_ms, fleetPipelines, canaryMetrics!)), machine });
   if (worker) return running; // the primary opens the HTTP endpoints
   if (tracing !== null) {
     const t = tracing.settings;
