@@ -85,14 +85,14 @@ export function controlPlaneFleet(member: FleetMember, sync: FleetCanaries | nul
   return {
     pipelines,
     status: () => member.status(),
-    evidence: async (pipelineId: string, custom: readonly string[]): Promise<EvidencePayload> => {
+    evidence: async (pipelineId: string, custom: readonly string[], diffs: number | undefined): Promise<EvidencePayload> => {
       if (!graphs.hasPipeline(pipelineId)) throw new CanaryError('PROXY_ERR_CANARY_UNKNOWN_PIPELINE', `no pipeline "${pipelineId}" on this proxy`);
       const payload: EvidencePayload = { instance_id: member.instanceId, pipeline_id: pipelineId, at: new Date().toISOString(),
         arms: { baseline: encodeArm(graphs.totals(pipelineId, 'baseline')), candidate: encodeArm(graphs.totals(pipelineId, 'candidate')) } };
       // Additive parts: the plugin metrics a custom_metrics rule names, and the shadow canary's figures.
       if (custom.length > 0) payload.custom = await readCustom(metrics, pipelineId, custom);
       const latest = controller.latest(pipelineId);
-      if (latest?.spec.shadow != null) payload.shadow = encodeShadow(latest.id, graphs.shadow(pipelineId));
+      if (latest?.spec.shadow != null) payload.shadow = encodeShadow(latest.id, graphs.shadow(pipelineId), diffs);
       return payload;
     },
     transact: (id, fn) => (sync === null ? Promise.resolve().then(fn) : sync.transact(id, 'manual', fn)),

@@ -47,17 +47,27 @@ export function decodeArm(a: EncodedArm | null): GraphTotals | null {
   return { requests: a.requests, errors: a.errors, latencyUs: hdr.decodeFromCompressedBase64(a.latency_us_hdr, 32, false) };
 }
 
-/** Reads one instance's evidence (the HTTP call, or a direct read for the instance itself); `custom`: the plugin metrics wanted. */
-export type EvidenceReader = (instance: InstanceInfo, pipelineId: string, custom?: readonly string[]) => Promise<EvidencePayload>;
+/**
+ * Reads one instance's evidence (the HTTP call, or a direct read for the instance itself);
+ * `custom`: the plugin metrics wanted; `diffs`: at most this many of a shadow canary's newest diffs
+ * (absent: its whole ring).
+ */
+export type EvidenceReader = (instance: InstanceInfo, pipelineId: string, custom?: readonly string[], diffs?: number) => Promise<EvidencePayload>;
 
-/** An HTTP reader: GET {control_url}/api/v1/fleet/evidence/{pipeline}[?custom=a,b] with the fleet's bearer token. */
+/** The diffs an evaluation reads from each instance: what the status and canary.diverged show (a `…/diffs` read asks for max_diffs). */
+export const EVALUATION_DIFFS = 5;
+
+/** An HTTP reader: GET {control_url}/api/v1/fleet/evidence/{pipeline}[?custom=a,b][&diffs=n] with the fleet's bearer token. */
 export function httpEvidenceReader(token: () => string | null, timeoutMs: number): EvidenceReader {
-  return async (instance, pipelineId, custom = []) => {
+  return async (instance, pipelineId, custom = [], diffs) => {
     if (instance.control_url === null) throw new Error('no control-plane URL registered');
     const headers: Record<string, string> = {};
     const t = token();
     if (t !== null) headers.authorization = `Bearer ${t}`;
-    const q = custom.length === 0 ? '' : `?custom=${encodeURIComponent(custom.join(','))}`;
+    const params = new URLSearchParams();
+    if (custom.length > 0) params.set('custom', custom.join(','));
+    if (diffs !== undefined) params.set('diffs', String(diffs));
+    const q = params.size === 0 ? '' : `?${params.toString()}`;
     const res = await fetch(`${instance.control_url}/api/v1/fleet/evidence/${encodeURIComponent(pipelineId)}${q}`,
       { headers, signal: AbortSignal.timeout(timeoutMs) });
     if (!res.ok) throw new Error(`HTTP ${res.status}`);
@@ -87,10 +97,10 @@ export class FleetEvidence {
   }
 
   /** Every instance's figures now, read in parallel; failures named. */
-  private async readAll(pipelineId: string, custom: readonly string[] = []): Promise<{ ok: Array<{ key: string; p: EvidencePayload }>;
+  private async readAll(pipelineId: string, custom: readonly string[] = [], diffs?: number): Promise<{ ok: Array<{ key: string; p: EvidencePayload }>;
     failed: Array<{ instance_id: string; error: string; }>; total: number; }> {
     const list = await this.instances();
-    const results = await Promise.allSettled(list.map((i) => this.read(i, pipelineId, custom)));
+    const results = await Promise.allSettled(list.map((i) => this.read(i, pipelineId, custom, diffs)));
     const ok: Array<{ key: string; p: EvidencePayload }> = [];
     const failed: Array<{ instance_id: string; error: string }> = [];
     results.forEach((r, i) => {
@@ -112,7 +122,7 @@ export class FleetEvidence {
   /** Starts every instance's next window now (a new evaluator: what came before was judged by its predecessor). */
   async prime(canaryId: string, pipelineId: string, want: FleetWants = { custom: [], maxDiffs: null }): Promise<void> {
     this.trackers.delete(canaryId);
-    const { ok } = await this.readAll(pipelineId, want.custom);
+    const { ok } = await this.readAll(pipelineId, want.custom, 0);
     const merge = new CustomMerge(want.custom);
     for (const { key, p } of ok) {
       const t = this.trackersOf(canaryId, key);
@@ -128,7 +138,7 @@ export class FleetEvidence {
    * `…/diffs` read); null when none holds figures of that canary.
    */
   async shadow(canaryId: string, pipelineId: string, maxDiffs: number): Promise<ShadowFigures | null> {
-    const { ok } = await this.readAll(pipelineId);
+    const { ok } = await this.readAll(pipelineId, [], maxDiffs);
     const merged = new FleetShadow(maxDiffs);
     let any = false;
     for (const { p } of ok) {
@@ -149,7 +159,8 @@ export class FleetEvidence {
    * cumulative figures.
    */
   async windows(canaryId: string, pipelineId: string, want: FleetWants = { custom: [], maxDiffs: null }): Promise<FleetWindows> {
-    const { ok, failed, total } = await this.readAll(pipelineId, want.custom);
+    const { ok, failed, total } = await this.readAll(pipelineId, want.custom,
+      want.maxDiffs === null ? 0 : Math.min(want.maxDiffs, EVALUATION_DIFFS));
     const baseline = new SideWindow();
     const candidate = new SideWindow();
     const custom = new CustomMerge(want.custom);

@@ -44,13 +44,16 @@ function decodeTotals(e: EncodedTotals): GraphTotals {
   return { requests: e.requests, errors: e.errors, latencyUs: hdr.decodeFromCompressedBase64(e.latency_us_hdr, 32, false) };
 }
 
-export function encodeShadow(canaryId: string, sc: ShadowFigures | null): EncodedShadow | null {
+/** `maxDiffs`: the newest diffs carried (absent: the whole ring). */
+export function encodeShadow(canaryId: string, sc: ShadowFigures | null, maxDiffs = Infinity): EncodedShadow | null {
   if (sc === null) return null;
+  const diffs = sc.diffs();
+  if (diffs.length > maxDiffs) diffs.length = maxDiffs;
   return {
     canary_id: canaryId,
     sampled: sc.sampled, diverged: sc.diverged, by_kind: { ...sc.byKind }, baseline: encodeTotals(sc.evidence.baseline),
     candidate: encodeTotals(sc.evidence.candidate), memory_bytes: sc.memoryBytes, reads: sc.reads, reads_in_flight: sc.readsInFlight,
-    diffs: sc.diffs(),
+    diffs,
   };
 }
 

@@ -34,7 +34,7 @@ export interface ControlPlaneFleet {
    * GET /api/v1/fleet/evidence/{pipeline}[?custom=a,b]: this instance's arms, cumulative, HDR-encoded;
    * its shadow canary's figures; the readings of the plugin metrics named (runtime/fleet/evidence.ts).
    */
-  evidence(pipelineId: string, custom: readonly string[]): unknown;
+  evidence(pipelineId: string, custom: readonly string[], diffs: number | undefined): unknown;
   /** Runs a write (a transition of canary `id`, or a start when null) as one fleet transaction. */
   transact<T>(id: string | null, fn: () => T | Promise<T>): Promise<T>;
   /**
@@ -233,15 +233,19 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
 
   if (fleet !== null) {
     app.get('/api/v1/fleet', async () => fleet.status());
-    app.get<{ Params: { pipeline: string }; Querystring: { custom?: string } }>('/api/v1/fleet/evidence/:pipeline', async (req, reply) => {
+    app.get<{ Params: { pipeline: string }; Querystring: { custom?: string; diffs?: string } }>('/api/v1/fleet/evidence/:pipeline', async (req, reply) => {
       let custom: string[];
       try {
         custom = parseCustomQuery(req.query.custom);
       } catch (err) {
         return sendError(reply, 'PROXY_ERR_BAD_QUERY', (err as Error).message);
       }
+      const diffs = req.query.diffs === undefined ? undefined : Number(req.query.diffs);
+      if (diffs !== undefined && !(Number.isInteger(diffs) && diffs >= 0 && diffs <= 10_000)) {
+        return sendError(reply, 'PROXY_ERR_BAD_QUERY', 'diffs: expected an integer 0..10000');
+      }
       try {
-        return await fleet.evidence(req.params.pipeline, custom);
+        return await fleet.evidence(req.params.pipeline, custom, diffs);
       } catch (err) {
         return fail(reply, err);
       }
