@@ -140,7 +140,7 @@ export function historyView(r: CanaryRecord, entries: HistoryEntry[]): Record<st
 export function reportView(c: CanaryView, now: number): Record<string, unknown> {
   const r = c.record;
   const o = r.outcome;
-  const final = o?.final ?? { baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() };
+  const final = o?.final ?? adoptedView(c)?.metrics ?? { baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() };
   const outcome = r.status === 'completed' || r.status === 'rolled_back' ? r.status : null;
   return {
     canary_id: r.id, pipeline_id: r.pipeline_id, description: r.spec.description,

@@ -83,8 +83,6 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
   private readonly histories = new Map<string, Array<{ key: string; entry: HistoryEntry }>>();
   /** The sequence number of each canary's latest sample in the store (from its evaluation view). */
   private readonly sampleSeq = new Map<string, number>();
-  /** Samples of an evaluation made outside a transaction (none in a fleet; kept for the interface). */
-  private readonly localSamples = new Map<string, Sample[]>();
   private seq = 0;
   private evaluating = false;
   private unreachableSince: number | null = null;
@@ -275,15 +273,9 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
     return (this.histories.get(id) ?? []).map((h) => h.entry);
   }
 
+  /** An evaluation's sample: written with its transaction (in a fleet every evaluation is one: evaluation()). */
   addSample(id: string, s: Sample): void {
-    if (this.capture !== null) {
-      this.capture.samples.set(id, structuredClone(s));
-      return;
-    }
-    let list = this.localSamples.get(id);
-    if (list === undefined) this.localSamples.set(id, list = []);
-    list.push(s);
-    if (list.length > this.maxSamples) list.splice(0, list.length - this.maxSamples);
+    if (this.capture !== null) this.capture.samples.set(id, structuredClone(s));
   }
 
   evaluated(id: string, view: EvaluationView): void {
@@ -298,8 +290,7 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
     } catch (err) {
       throw new CanaryError('PROXY_ERR_CANARY_STORE_UNREACHABLE', `the fleet store cannot be reached: ${(err as Error).message}`);
     }
-    const fleet = stored.map((e) => e.value).sort((a, b) => a.seq - b.seq).map((x) => x.sample);
-    return fleet.length > 0 ? fleet : this.localSamples.get(id) ?? [];
+    return stored.map((e) => e.value).sort((a, b) => a.seq - b.seq).map((x) => x.sample);
   }
 
   // ---- helpers --------------------------------------------------------------------------------
