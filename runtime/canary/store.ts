@@ -66,6 +66,8 @@ export interface Sample {
   traffic_pct: number;
   baseline: SideMetrics & { errors: number };
   candidate: SideMetrics & { errors: number };
+  /** In a fleet: the instance that made the evaluation (the leader then). */
+  evaluated_by?: string;
 }
 
 /**

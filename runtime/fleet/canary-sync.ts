@@ -41,8 +41,8 @@ interface Capture {
   views: Map<string, EvaluationView>;
 }
 
-/** `samples/<id>/<slot>`: one evaluation sample and its sequence number (slot = seq mod canary.max_samples). */
-interface StoredSample { seq: number; sample: Sample }
+/** `samples/<id>/<slot>`: one evaluation sample, its sequence number (slot = seq mod canary.max_samples) and the instance that made it. */
+interface StoredSample { seq: number; sample: Sample; by: string }
 /** `evaluations/<id>`: the last evaluation's view, and the sequence number of its sample. */
 interface StoredEvaluation { sample_seq: number; view: EvaluationView }
 
@@ -199,7 +199,7 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
         let seq = this.sampleSeq.get(rid) ?? 0;
         if (sample !== undefined) {
           seq++;
-          also.push({ key: `${samplesOf(rid)}${seq % this.maxSamples}`, value: { seq, sample } satisfies StoredSample });
+          also.push({ key: `${samplesOf(rid)}${seq % this.maxSamples}`, value: { seq, sample, by: this.store.instanceId } satisfies StoredSample });
         }
         if (view !== undefined) also.push({ key: evaluationKey(rid), value: { sample_seq: seq, view } satisfies StoredEvaluation });
         const expected = this.revisions.get(rid) ?? 0;
@@ -290,7 +290,7 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
     } catch (err) {
       throw new CanaryError('PROXY_ERR_CANARY_STORE_UNREACHABLE', `the fleet store cannot be reached: ${(err as Error).message}`);
     }
-    return stored.map((e) => e.value).sort((a, b) => a.seq - b.seq).map((x) => x.sample);
+    return stored.map((e) => e.value).sort((a, b) => a.seq - b.seq).map((x) => ({ ...x.sample, evaluated_by: x.by }));
   }
 
   // ---- helpers --------------------------------------------------------------------------------
