@@ -19,7 +19,7 @@ import type { ShadowFigures, ShadowSettings } from './shadow.ts';
 import type { CanaryRecord, CanaryRecords, CanaryStatus, EvaluationView, HistoryEntry, PromotionRecord, Sample } from './store.ts';
 import type { Promotions } from './promotions.ts';
 import { httpGate, type GateCaller } from './gate.ts';
-import { SideWindow, WindowTracker, type CanaryMetricsSource } from './windows.ts';
+import { SideWindow, WindowTracker, emptyHistogram, type CanaryMetricsSource } from './windows.ts';
 import { CustomMetricWindows } from './custom-metrics.ts';
 import { diffsView, historyView, iso, listRow, reportView, statusView } from './views.ts';
 
@@ -139,6 +139,9 @@ function shadowSettings(spec: CanarySpec, stage: number): ShadowSettings | null 
 }
 
 const ACTIVE: ReadonlySet<CanaryStatus> = new Set(['active', 'paused']);
+
+/** The diffs an evaluation's view carries to the instances that do not evaluate (what a status shows). */
+const EVALUATION_VIEW_DIFFS = 5;
 
 /** What a canary's evaluation reads of the fleet's evidence besides the arms. */
 export function fleetWants(spec: CanarySpec): FleetWants {
@@ -526,8 +529,11 @@ export class CanaryController {
       candidate: { ...window.candidate.metrics(), errors: window.candidate.errors },
     };
     this.store.addSample(r.id, sample);
+    const sc = shadow === null ? null : c.shadow;
     this.store.evaluated?.(r.id, { stage: r.current_stage, evaluation: ev, metrics: { baseline: c.stage.baseline.metrics(),
-      candidate: c.stage.candidate.metrics() }, shadow_stage: shadow === null ? null : c.shadowStage.view() });
+      candidate: c.stage.candidate.metrics() }, shadow_stage: shadow === null ? null : c.shadowStage.view(),
+    shadow_figures: sc === null ? null : { sampled: sc.sampled, diverged: sc.diverged, by_kind: { ...sc.byKind }, memory_bytes: sc.memoryBytes,
+      reads: sc.reads, reads_in_flight: sc.readsInFlight, diffs: sc.diffs().slice(0, EVALUATION_VIEW_DIFFS) } });
     if (ev.warnings.length > 0) {
       entries.push(this.entry(c, 'threshold_warning', ev.warnings.map((w) => `${w.rule} ${w.value} (threshold ${w.threshold})`).join('; '),
         { rules: ev.warnings }, now));
@@ -832,6 +838,13 @@ export class CanaryController {
     if (c === undefined) return;
     c.adopted = view;
     c.lastEval = view.evaluation;
+    // The fleet's shadow figures as evaluated (a status or `…/diffs` read merges them afresh): what the feed shows here.
+    const f = view.shadow_figures;
+    if (f != null) {
+      const empty = { requests: 0, errors: 0, latencyUs: emptyHistogram() };
+      c.shadow = { sampled: f.sampled, diverged: f.diverged, byKind: f.by_kind, memoryBytes: f.memory_bytes, reads: f.reads,
+        readsInFlight: f.reads_in_flight, evidence: { baseline: empty, candidate: empty }, diffs: () => f.diffs };
+    }
   }
 
   /** In a fleet: this instance became (true) or stopped being (false) the one that evaluates. */

@@ -9,6 +9,7 @@ import type { CanarySpec } from './spec.ts';
 import type { RuleReading, SideMetrics } from './events.ts';
 import type { PipelineConfig } from '../pipeline/index.ts';
 import type { Evaluation } from './evaluator.ts';
+import type { DiffRecord, DivergenceKind } from './shadow.ts';
 
 export type CanaryStatus = 'active' | 'paused' | 'completed' | 'rolled_back';
 
@@ -96,6 +97,11 @@ export interface EvaluationView {
   metrics: { baseline: SideMetrics; candidate: SideMetrics };
   /** A shadow canary's stage figures (ShadowWindow.view()); null: not a shadow canary. */
   shadow_stage: Record<string, unknown> | null;
+  /** A shadow canary's figures when evaluated (the fleet's counts and newest diffs); null: not a shadow canary. */
+  shadow_figures?: {
+    sampled: number; diverged: number; by_kind: Record<DivergenceKind, number>; memory_bytes: number; reads: number; reads_in_flight: number;
+    diffs: DiffRecord[];
+  } | null;
 }
 
 /**
