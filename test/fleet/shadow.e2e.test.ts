@@ -1,12 +1,13 @@
 // A shadow canary across three real proxy processes in one fleet on a real etcd: every instance
 // shadows its own requests per the shared spec; the divergences of all of them are counted and
-// merged — in every instance's status and `…/diffs` (each diff naming its instance) and in the
-// evaluation — while clients are served by the baseline; a divergence rule decided on the
+// merged — in every instance's status, status feed and `…/diffs` (each diff naming its instance)
+// and in the evaluation — while clients are served by the baseline; a divergence rule decided on the
 // followers' figures (the leader serves nothing) rolls the canary back on all three.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { WebSocket } from 'ws';
 import { until } from '../helpers/until.ts';
-import { startFleet, traffic, type Instance } from './stack.ts';
+import { TOKEN, startFleet, traffic, type Instance } from './stack.ts';
 
 /** The candidate denies `k: "bad"`, which the baseline (no steps) forwards: an outcome divergence on those requests. */
 const FILTER = { steps: [{ type: 'filter', config: { rules: [{ name: 'no-bad', action: 'deny', field: { path: 'filter.k', equals: 'bad' } }] } }] };
@@ -16,6 +17,26 @@ const HOLD = [{ traffic_pct: 0, min_duration: '1h', min_requests: 1_000_000 }, {
 /** An instance's own shadow figures, from its evidence (null: none there). */
 async function own(x: Instance): Promise<{ canary_id: string; sampled: number; diverged: number } | null> {
   return (await x.call('GET', '/api/v1/fleet/evidence/default')).body.shadow ?? null;
+}
+
+/** Waits for a status on an instance's WebSocket feed that `ok` accepts (the feed shows what the instance holds; it does not read the others). */
+async function feedUntil(x: Instance, id: string, ok: (canary: any) => boolean, ms: number): Promise<any> {
+  const ws = new WebSocket(`${x.controlUrl.replace('http', 'ws')}/api/v1/canary/${id}/feed?interval_ms=200`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  try {
+    return await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no accepted status on ${x.id}'s feed within ${ms} ms`)), ms);
+      ws.on('message', (data) => {
+        const m = JSON.parse(String(data));
+        if (m.type === 'status' && ok(m.canary)) {
+          clearTimeout(timer);
+          resolve(m.canary);
+        }
+      });
+      ws.on('error', reject);
+    });
+  } finally {
+    ws.close();
+  }
 }
 
 test('a shadow canary counts divergences on all three instances, merged in every instance\'s status and diffs, clients served by the baseline; ' +
@@ -29,7 +50,8 @@ test('a shadow canary counts divergences on all three instances, merged in every
   t.after(() => Promise.all(everywhere.map((l) => l.stop())));
   const created = await followers[0].call('POST', '/api/v1/canary', {
     pipeline_id: 'default', candidate_config: FILTER, mode: 'shadow', shadow_pct: 100, auto_promote: false, stages: HOLD,
-    rollback_rules: { check_interval: '1s', min_window_requests: 5 },
+    // In a shadow stage the built-in rules read the shadowed requests (a denial is an error there): none may breach here.
+    rollback_rules: { check_interval: '1s', min_window_requests: 5, error_rate_delta_pct: 50 },
   });
   assert.equal(created.status, 201, JSON.stringify(created.body));
   const id = created.body.canary_id as string;
@@ -39,6 +61,11 @@ test('a shadow canary counts divergences on all three instances, merged in every
       return f !== null && f.canary_id === id && f.diverged > 0;
     }, 30_000, 200);
   }
+  // A follower's feed, before any read of its status: the evaluator's view brings the fleet's figures and
+  // newest diffs (its own comparison's diffs name no instance).
+  const seen = await feedUntil(followers[1], id, (c) => new Set(c.shadow.latest_diffs.map((d: any) => d.instance_id).filter(Boolean)).size >= 2, 30_000);
+  assert.ok(seen.shadow.diverged > 0);
+  assert.notEqual(seen.evaluation.result, 'pending', 'the evaluator\'s result is shown');
   for (const x of fleet.instances) {
     // What each instance had counted before this read: the merge counts at least all of it.
     const counted = await Promise.all(fleet.instances.map(own));
@@ -66,7 +93,7 @@ test('a shadow canary counts divergences on all three instances, merged in every
   t.after(() => Promise.all(loads.map((l) => l.stop())));
   const second = await followers[1].call('POST', '/api/v1/canary', {
     pipeline_id: 'default', candidate_config: FILTER, mode: 'shadow', shadow_pct: 100, auto_promote: false, stages: HOLD,
-    // In a shadow stage the built-in rules read the shadowed requests too (a denial is an error there): only the divergence rule may breach.
+    // Only the divergence rule may breach.
     rollback_rules: { check_interval: '1s', sustained_duration: '2s', min_window_requests: 5, divergence_rate: 0.1, error_rate_delta_pct: 50 },
   });
   assert.equal(second.status, 201, JSON.stringify(second.body));
