@@ -1,13 +1,14 @@
 // A shadow canary across three real proxy processes in one fleet on a real etcd: every instance
 // shadows its own requests per the shared spec; the divergences of all of them are counted and
 // merged — in every instance's status, status feed and `…/diffs` (each diff naming its instance)
-// and in the evaluation — while clients are served by the baseline; a divergence rule decided on the
+// and in the evaluation — while clients are served by the baseline; an exposed stage ends the
+// shadowing on every instance; a divergence rule decided on the
 // followers' figures (the leader serves nothing) rolls the canary back on all three.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { WebSocket } from 'ws';
 import { until } from '../helpers/until.ts';
-import { TOKEN, startFleet, traffic, type Instance } from './stack.ts';
+import { TOKEN, arms, startFleet, traffic, type Instance } from './stack.ts';
 
 /** The candidate denies `k: "bad"`, which the baseline (no steps) forwards: an outcome divergence on those requests. */
 const FILTER = { steps: [{ type: 'filter', config: { rules: [{ name: 'no-bad', action: 'deny', field: { path: 'filter.k', equals: 'bad' } }] } }] };
@@ -40,7 +41,7 @@ async function feedUntil(x: Instance, id: string, ok: (canary: any) => boolean, 
 }
 
 test('a shadow canary counts divergences on all three instances, merged in every instance\'s status and diffs, clients served by the baseline; ' +
-  'a divergence rollback decided on the followers\' figures reaches all three', async (t) => {
+  'an exposed stage ends the shadowing on all three; a divergence rollback decided on the followers\' figures reaches all three', async (t) => {
   const fleet = await startFleet(t, 3);
   const leader = fleet.byId((await fleet.leader())!);
   const followers = fleet.instances.filter((x) => x !== leader);
@@ -49,7 +50,8 @@ test('a shadow canary counts divergences on all three instances, merged in every
   const everywhere = fleet.instances.map((x) => traffic(x.uri, 5));
   t.after(() => Promise.all(everywhere.map((l) => l.stop())));
   const created = await followers[0].call('POST', '/api/v1/canary', {
-    pipeline_id: 'default', candidate_config: FILTER, mode: 'shadow', shadow_pct: 100, auto_promote: false, stages: HOLD,
+    pipeline_id: 'default', candidate_config: FILTER, mode: 'shadow', shadow_pct: 100, auto_promote: false,
+    stages: [HOLD[0], { traffic_pct: 50, min_duration: '1h', min_requests: 0 }, HOLD[1]],
     // In a shadow stage the built-in rules read the shadowed requests (a denial is an error there): none may breach here.
     rollback_rules: { check_interval: '1s', min_window_requests: 5, error_rate_delta_pct: 50 },
   });
@@ -86,6 +88,17 @@ test('a shadow canary counts divergences on all three instances, merged in every
   }
   await Promise.all(everywhere.map((l) => l.stop()));
   for (const l of everywhere) assert.deepEqual([l.counts.denied, l.counts.failed], [0, 0], 'every client was served by the baseline');
+  // Promoted into an exposed stage without a shadow_pct of its own: the shadowing ends on every instance.
+  const exposed = fleet.instances.map((x) => traffic(x.uri, 5));
+  t.after(() => Promise.all(exposed.map((l) => l.stop())));
+  assert.equal((await leader.call('POST', `/api/v1/canary/${id}/promote`, { force: true })).status, 200);
+  for (const x of fleet.instances) {
+    await until(`${x.id} to serve the candidate at stage 2`, async () => (await arms(x)).candidate > 20, 20_000, 200);
+  }
+  const shadowedAt = await Promise.all(fleet.instances.map(own));
+  await new Promise((r) => setTimeout(r, 1500));
+  assert.deepEqual((await Promise.all(fleet.instances.map(own))).map((f) => f!.sampled), shadowedAt.map((f) => f!.sampled));
+  await Promise.all(exposed.map((l) => l.stop()));
   assert.equal((await leader.call('POST', `/api/v1/canary/${id}/rollback`, { reason: 'counted' })).status, 200);
 
   // 2. A divergence rule; traffic through the followers only.
