@@ -4,7 +4,7 @@
 // needs (status, evidence, fleet-wide writes, the candidate check of every instance).
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
-import { CanaryError, type CanaryController, type CanaryEventSink, type CanaryGraphs, type CanaryStore } from '../canary/index.ts';
+import { CanaryError, type CanaryController, type CanaryEventSink, type CanaryGraphs, type CanaryMetricsSource, type CanaryStore } from '../canary/index.ts';
 import { canaryDurationMs, hostPort, type ProxyConfig } from '../config/index.ts';
 import type { Log } from '../log/index.ts';
 import type { ControlPlaneFleet } from '../http/canary.ts';
@@ -17,6 +17,8 @@ import type { FleetPipelines } from '../fleet/pipelines.ts';
 import { FleetArtifacts } from '../fleet/artifacts.ts';
 import { FleetEvidence, encodeArm, httpEvidenceReader, type EvidencePayload } from '../fleet/evidence.ts';
 import type { FleetStore, InstanceInfo } from '../fleet/store.ts';
+import { readCustom } from '../fleet/custom-evidence.ts';
+import { encodeShadow } from '../fleet/shadow-evidence.ts';
 
 export interface FleetParts {
   store: FleetStore;
@@ -82,15 +84,20 @@ export function instanceInfo(config: ProxyConfig, id: string, address: string, c
  * (ipc/canary-graphs.ts), whose refresh() pulls every worker's arms, so the evidence is the machine's.
  */
 export function controlPlaneFleet(member: FleetMember, sync: FleetCanaries | null, controller: CanaryController, graphs: CanaryGraphs,
-  token: () => string | null, timeoutMs: number, pipelines: FleetPipelines | null): ControlPlaneFleet {
+  token: () => string | null, timeoutMs: number, pipelines: FleetPipelines | null, metrics: CanaryMetricsSource): ControlPlaneFleet {
   return {
     pipelines,
     status: () => member.status(),
-    evidence: async (pipelineId: string): Promise<EvidencePayload> => {
+    evidence: async (pipelineId: string, custom: readonly string[], diffs: number | undefined): Promise<EvidencePayload> => {
       if (!graphs.hasPipeline(pipelineId)) throw new CanaryError('PROXY_ERR_CANARY_UNKNOWN_PIPELINE', `no pipeline "${pipelineId}" on this proxy`);
       await graphs.refresh?.();
-      return { instance_id: member.instanceId, pipeline_id: pipelineId, at: new Date().toISOString(),
+      const payload: EvidencePayload = { instance_id: member.instanceId, pipeline_id: pipelineId, at: new Date().toISOString(),
         arms: { baseline: encodeArm(graphs.totals(pipelineId, 'baseline')), candidate: encodeArm(graphs.totals(pipelineId, 'candidate')) } };
+      // Additive parts: the plugin metrics a custom_metrics rule names, and the shadow canary's figures.
+      if (custom.length > 0) payload.custom = await readCustom(metrics, pipelineId, custom);
+      const latest = controller.latest(pipelineId);
+      if (latest?.spec.shadow != null) payload.shadow = encodeShadow(latest.id, graphs.shadow(pipelineId), diffs);
+      return payload;
     },
     transact: (id, fn) => (sync === null ? Promise.resolve().then(fn) : sync.transact(id, 'manual', fn)),
     precheck: async (body) => {

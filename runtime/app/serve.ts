@@ -186,6 +186,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   let canaryGraphs: PipelineCanaryGraphs | null = null;
   /** The controller's graphs: this process's, or with workers the cluster's (whose totals are every worker's, merged). */
   let controllerGraphs: CanaryGraphs | null = null;
+  let canaryMetrics: ProfilerCanaryMetrics | null = null;
   let canaryStore: CanaryStore | null = null;
   let promotions: Promotions | null = null;
   let notifier: Notifier | null = null;
@@ -221,8 +222,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     const graphs = machine === null ? canaryGraphs : new ClusterCanaryGraphs(canaryGraphs, machine, canaryLog);
     controllerGraphs = graphs;
     if (graphs instanceof ClusterCanaryGraphs) machine!.attachCanary(graphs);
+    canaryMetrics = new ProfilerCanaryMetrics(profiler, machine === null ? metrics : () => machine.registry());
     canary = new CanaryController({
-      store: fleet.sync ?? canaryStore, graphs, metrics: new ProfilerCanaryMetrics(profiler, machine === null ? metrics : () => machine.registry()),
+      store: fleet.sync ?? canaryStore, graphs, metrics: canaryMetrics,
       sink: fleet.sync?.sink ?? sink, defaults: () => fleetDefaults(defaultsFromConfig(current), fleet),
       clock: opts.canaryClock, warningShare: config.canary.warning_share, gracePeriodMs: canaryDurationMs(config.canary.baseline_grace_period),
       log: canaryLog, promotions, fleet: fleet.sync,
@@ -441,7 +443,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   let fleetPipelines: FleetPipelines | null = null;
   surfaces = new HttpSurfaces(config, { running, profiler, snapshots, canary, configFile: opts.configFile ?? null, log,
     fleet: () => (member === null ? null : controlPlaneFleet(member, fleet?.sync ?? null, canary!, controllerGraphs!, fleetToken,
-      config.fleet.evidence_timeout_ms, fleetPipelines)), machine });
+      config.fleet.evidence_timeout_ms, fleetPipelines, canaryMetrics!)), machine });
   if (worker) return running; // the primary opens the HTTP endpoints
   if (tracing !== null) {
     const t = tracing.settings;

@@ -16,10 +16,10 @@ import type { Aim, CanaryGraphs, PreparedCandidate, RetainedBaseline } from './g
 import { isShadowStage, parseStartRequest, stageShadowPct, type CanaryDefaults, type CanarySpec, type CandidateConfig } from './spec.ts';
 import { ShadowTracker, ShadowWindow } from './shadow-windows.ts';
 import type { ShadowFigures, ShadowSettings } from './shadow.ts';
-import type { CanaryRecord, CanaryRecords, CanaryStatus, HistoryEntry, PromotionRecord, Sample } from './store.ts';
+import type { CanaryRecord, CanaryRecords, CanaryStatus, EvaluationView, HistoryEntry, PromotionRecord, Sample } from './store.ts';
 import type { Promotions } from './promotions.ts';
 import { httpGate, type GateCaller } from './gate.ts';
-import { SideWindow, WindowTracker, type CanaryMetricsSource } from './windows.ts';
+import { SideWindow, WindowTracker, emptyHistogram, type CanaryMetricsSource } from './windows.ts';
 import { CustomMetricWindows } from './custom-metrics.ts';
 import { diffsView, historyView, iso, listRow, reportView, statusView } from './views.ts';
 
@@ -36,10 +36,22 @@ export const intervalScheduler: Scheduler = (ms, fn) => {
 
 const silentLog: Pick<Log, 'info' | 'warn' | 'error'> = { info() {}, warn() {}, error() {} };
 
+/** What an evaluation asks of the fleet's evidence beyond the arms. */
+export interface FleetWants {
+  /** The plugin metrics the canary's custom_metrics rules name. */
+  custom: readonly string[];
+  /** A shadow canary: its ring's size (the merged diffs kept); null: not a shadow canary. */
+  maxDiffs: number | null;
+}
+
 /** One evaluation window read from every instance of a fleet (runtime/fleet/evidence.ts). */
 export interface FleetWindows {
   baseline: SideWindow;
   candidate: SideWindow;
+  /** The custom metrics' values over the fleet's window (FleetWants.custom). */
+  custom?: CustomValues;
+  /** A shadow canary: the fleet's shadowed requests in the window, and its cumulative figures (diffs merged). */
+  shadow?: { window: ShadowWindow; figures: ShadowFigures } | null;
   /** Which instances were read, which could not be; `quorum` false: too few answered to decide. */
   evidence: { instances_read: string[]; unreadable: Array<{ instance_id: string; error: string }>; quorum: boolean };
 }
@@ -53,7 +65,9 @@ export interface FleetHooks {
   evaluates(): boolean;
   /** Runs one scheduled evaluation as a fleet transaction. */
   evaluation(id: string, run: () => Promise<unknown>): Promise<unknown>;
-  windows(canaryId: string, pipelineId: string): Promise<FleetWindows>;
+  windows(canaryId: string, pipelineId: string, want: FleetWants): Promise<FleetWindows>;
+  /** A shadow canary's cumulative figures across the instances (read before a status or `…/diffs` is answered). */
+  shadow(canaryId: string, pipelineId: string, maxDiffs: number): Promise<ShadowFigures | null>;
   /** The candidate as this instance loads it (content-addressed modules fetched and verified). */
   candidate(c: CandidateConfig): Promise<CandidateConfig>;
 }
@@ -105,6 +119,8 @@ class LiveCanary {
   lastDivergedAt = -Infinity;
   /** In a fleet: the instances the current evaluation read (named in its decisions). */
   evidence: FleetWindows['evidence'] | null = null;
+  /** In a fleet, on an instance that does not evaluate: the evaluator's last view (shown while it is of the current stage). */
+  adopted: EvaluationView | null = null;
   constructor(record: CanaryRecord) {
     this.record = record;
   }
@@ -123,6 +139,14 @@ function shadowSettings(spec: CanarySpec, stage: number): ShadowSettings | null 
 }
 
 const ACTIVE: ReadonlySet<CanaryStatus> = new Set(['active', 'paused']);
+
+/** The diffs an evaluation's view carries to the instances that do not evaluate (what a status shows). */
+const EVALUATION_VIEW_DIFFS = 5;
+
+/** What a canary's evaluation reads of the fleet's evidence besides the arms. */
+export function fleetWants(spec: CanarySpec): FleetWants {
+  return { custom: spec.rollback_rules.custom_metrics.map((m) => m.metric), maxDiffs: spec.shadow == null ? null : spec.shadow.max_diffs };
+}
 
 export class CanaryController {
   private readonly store: CanaryRecords;
@@ -176,6 +200,13 @@ export class CanaryController {
     return [...this.canaries.keys()];
   }
 
+  /** The latest canary of pipeline `pipelineId` here (running or not), if any: the one whose shadow figures the pipeline keeps. */
+  latest(pipelineId: string): CanaryRecord | null {
+    let out: CanaryRecord | null = null;
+    for (const c of this.canaries.values()) if (c.record.pipeline_id === pipelineId && (out === null || c.record.created_at > out.created_at)) out = c.record;
+    return out;
+  }
+
   list(status: CanaryStatus | 'all' = 'all'): { canaries: object[]; total: number } {
     const rows = [...this.canaries.values()].map((c) => c.record)
       .filter((r) => status === 'all' || r.status === status)
@@ -184,9 +215,23 @@ export class CanaryController {
     return { canaries: rows, total: rows.length };
   }
 
-  /** Before a status or diffs is read: with workers, their arms and shadow figures are pulled and merged. */
-  async refresh(): Promise<void> {
+  /**
+   * Before a status or diffs is read: with workers, their arms and shadow figures are pulled and
+   * merged; in a fleet, a shadow canary's figures are read from every instance and merged
+   * (`id`: the canary read; an unknown one is left to the read to refuse).
+   */
+  async refresh(id?: string): Promise<void> {
     await this.graphs.refresh?.();
+    const c = id === undefined ? undefined : this.canaries.get(id);
+    const sh = c?.record.spec.shadow;
+    if (this.fleet === null || c === undefined || sh == null) return;
+    try {
+      // null: no instance holds its figures any more (a later canary on the pipeline): the last merge stays.
+      c.shadow = await this.fleet.shadow(c.record.id, c.record.pipeline_id, sh.max_diffs) ?? c.shadow;
+    } catch (err) {
+      // The instances cannot be listed (the store is unreachable): the last merged figures stay.
+      this.log.warn('fleet shadow figures could not be read', { canary_id: c.record.id, error: (err as Error).message });
+    }
   }
 
   /** GET /api/v1/canary/{id}. */
@@ -209,9 +254,9 @@ export class CanaryController {
     return diffsView(c, this.clock.now());
   }
 
-  samples(id: string): { check_interval: string; samples: Sample[] } {
+  async samples(id: string): Promise<{ check_interval: string; samples: Sample[] }> {
     const r = this.live(id).record;
-    return { check_interval: r.spec.rollback_rules.check_interval, samples: this.store.samples(id) };
+    return { check_interval: r.spec.rollback_rules.check_interval, samples: await this.store.samples(id) };
   }
 
   /**
@@ -249,12 +294,6 @@ export class CanaryController {
     const spec = parseStartRequest(body, this.defaults());
     const pid = spec.pipeline_id;
     if (!this.graphs.hasPipeline(pid)) throw new CanaryError('PROXY_ERR_CANARY_UNKNOWN_PIPELINE', `no pipeline "${pid}" on this proxy`);
-    if (spec.shadow != null && this.fleet !== null) {
-      // Each instance would shadow only its own requests and the leader would judge on its own
-      // divergence: refused until the shadow figures are part of the fleet's evidence.
-      throw new CanaryError('PROXY_ERR_CANARY_SHADOW_FLEET', 'mode "shadow" does not run across a fleet yet (fleet.store: etcd): run a split canary ' +
-        '(mode "split"), or a shadow canary on an instance outside the fleet');
-    }
     this.checkFree(pid);
     this.starting.add(pid);
     let prepared: PreparedCandidate;
@@ -424,9 +463,11 @@ export class CanaryController {
       const pid = c.record.pipeline_id;
       // With workers, their arms are pulled and merged first.
       await this.graphs.refresh?.();
+      const rules = c.record.spec.rollback_rules.custom_metrics;
+      // In a fleet the custom metrics are every instance's, merged with the arms (runtime/fleet/custom-evidence.ts).
+      const fleet = this.fleet === null ? null : await this.fleet.windows(id, pid, fleetWants(c.record.spec));
       const requests = { baseline: this.graphs.totals(pid, 'baseline')?.requests ?? 0, candidate: this.graphs.totals(pid, 'candidate')?.requests ?? 0 };
-      const custom = await c.custom.read(this.metrics, pid, c.record.spec.rollback_rules.custom_metrics, requests);
-      const fleet = this.fleet === null ? null : await this.fleet.windows(id, pid);
+      const custom = fleet?.custom ?? await c.custom.read(this.metrics, pid, rules, requests);
       if (!ACTIVE.has(c.record.status) || c.busy) return null;
       if (fleet !== null && !fleet.evidence.quorum) {
         // Too few instances answered: no window, no decision; the timers neither start nor reset.
@@ -457,7 +498,9 @@ export class CanaryController {
     c.stage.baseline.add(window.baseline);
     c.stage.candidate.add(window.candidate);
     const stage = r.spec.stages[r.current_stage - 1];
-    const shadow = r.spec.shadow == null ? null : { window: c.shadowTracker.take(this.graphs.shadow(r.pipeline_id)), stage: c.shadowStage };
+    if (fleet?.shadow != null) c.shadow = fleet.shadow.figures;
+    const shadow = r.spec.shadow == null ? null
+      : { window: fleet?.shadow?.window ?? c.shadowTracker.take(this.graphs.shadow(r.pipeline_id)), stage: c.shadowStage };
     if (shadow !== null) c.shadowStage.add(shadow.window);
     // A shadow stage's candidate requests are the shadowed ones (no client is served by it).
     r.stage_candidate_requests += shadow !== null && isShadowStage(r.spec, stage) ? shadow.window.sampled : window.candidate.requests;
@@ -486,6 +529,11 @@ export class CanaryController {
       candidate: { ...window.candidate.metrics(), errors: window.candidate.errors },
     };
     this.store.addSample(r.id, sample);
+    const sc = shadow === null ? null : c.shadow;
+    this.store.evaluated?.(r.id, { stage: r.current_stage, evaluation: ev, metrics: { baseline: c.stage.baseline.metrics(),
+      candidate: c.stage.candidate.metrics() }, shadow_stage: shadow === null ? null : c.shadowStage.view(),
+    shadow_figures: sc === null ? null : { sampled: sc.sampled, diverged: sc.diverged, by_kind: { ...sc.byKind }, memory_bytes: sc.memoryBytes,
+      reads: sc.reads, reads_in_flight: sc.readsInFlight, diffs: sc.diffs().slice(0, EVALUATION_VIEW_DIFFS) } });
     if (ev.warnings.length > 0) {
       entries.push(this.entry(c, 'threshold_warning', ev.warnings.map((w) => `${w.rule} ${w.value} (threshold ${w.threshold})`).join('; '),
         { rules: ev.warnings }, now));
@@ -683,7 +731,8 @@ export class CanaryController {
         await this.completeAdopted(c, next);
         return;
       }
-      this.graphs.activate(c.prepared, next.traffic_pct, aimOf(next));
+      this.graphs.activate(c.prepared, next.traffic_pct, aimOf(next), shadowSettings(next.spec, next.current_stage));
+      c.shadow = this.graphs.shadow(next.pipeline_id);
       this.primeWindows(c);
       this.schedule(c);
       return;
@@ -693,7 +742,8 @@ export class CanaryController {
     if (ACTIVE.has(next.status)) {
       if (c.prepared === null) {
         c.prepared = await this.graphs.prepare(next.pipeline_id, await this.local(next.spec.candidate_config), this.defaults().plugin_dirs);
-        this.graphs.activate(c.prepared, next.traffic_pct, aimOf(next));
+        this.graphs.activate(c.prepared, next.traffic_pct, aimOf(next), shadowSettings(next.spec, next.current_stage));
+        c.shadow = this.graphs.shadow(next.pipeline_id);
         this.primeWindows(c);
       } else {
         this.graphs.setTraffic(next.pipeline_id, next.traffic_pct);
@@ -701,6 +751,9 @@ export class CanaryController {
       if (before.current_stage !== next.current_stage) {
         c.stage.baseline.reset();
         c.stage.candidate.reset();
+        c.shadowStage.reset();
+        // A shadow canary's next stage shadows its own share here too (0: the shadowing ends).
+        if (next.spec.shadow != null) this.graphs.setShadowPct(next.pipeline_id, stageShadowPct(next.spec, next.spec.stages[next.current_stage - 1]));
       }
       this.schedule(c);
       return;
@@ -776,9 +829,29 @@ export class CanaryController {
     this.canaries.delete(id);
   }
 
+  /**
+   * In a fleet, on an instance that does not evaluate: the evaluator's last evaluation of canary
+   * `id` — its result, rules and the stage's figures — is what this instance's status shows.
+   */
+  adoptEvaluation(id: string, view: EvaluationView): void {
+    const c = this.canaries.get(id);
+    if (c === undefined) return;
+    c.adopted = view;
+    c.lastEval = view.evaluation;
+    // The fleet's shadow figures as evaluated (a status or `…/diffs` read merges them afresh): what the feed shows here.
+    const f = view.shadow_figures;
+    if (f != null) {
+      const empty = { requests: 0, errors: 0, latencyUs: emptyHistogram() };
+      c.shadow = { sampled: f.sampled, diverged: f.diverged, byKind: f.by_kind, memoryBytes: f.memory_bytes, reads: f.reads,
+        readsInFlight: f.reads_in_flight, evidence: { baseline: empty, candidate: empty }, diffs: () => f.diffs };
+    }
+  }
+
   /** In a fleet: this instance became (true) or stopped being (false) the one that evaluates. */
   setEvaluating(on: boolean): void {
     for (const c of this.canaries.values()) {
+      // Evaluating from here: its own windows (from the takeover) are shown.
+      if (on) c.adopted = null;
       if (!on) this.unschedule(c);
       else if (ACTIVE.has(c.record.status) && c.prepared !== null) {
         this.primeWindows(c);

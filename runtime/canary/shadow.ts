@@ -73,6 +73,8 @@ export interface DiffRecord {
   reply: { status: 'pending' | 'fetched' | 'failed' | 'rejected'; paths: DiffEntry[]; truncated: boolean } | null;
   /** Estimated bytes the record holds. */
   bytes: number;
+  /** In a fleet: the instance that shadowed the request (set where the fleet's diffs are merged). */
+  instance_id?: string;
 }
 
 const K_OK = utf8('ok');

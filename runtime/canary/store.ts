@@ -8,6 +8,8 @@ import { join, resolve } from 'node:path';
 import type { CanarySpec } from './spec.ts';
 import type { RuleReading, SideMetrics } from './events.ts';
 import type { PipelineConfig } from '../pipeline/index.ts';
+import type { Evaluation } from './evaluator.ts';
+import type { DiffRecord, DivergenceKind } from './shadow.ts';
 
 export type CanaryStatus = 'active' | 'paused' | 'completed' | 'rolled_back';
 
@@ -65,6 +67,8 @@ export interface Sample {
   traffic_pct: number;
   baseline: SideMetrics & { errors: number };
   candidate: SideMetrics & { errors: number };
+  /** In a fleet: the instance that made the evaluation (the leader then). */
+  evaluated_by?: string;
 }
 
 /**
@@ -84,6 +88,23 @@ export interface PromotionRecord {
 }
 
 /**
+ * An evaluation as the instances of a fleet that do not evaluate show it in the status: its result
+ * and rules, and the current stage's figures then (the evaluating instance publishes it).
+ */
+export interface EvaluationView {
+  stage: number;
+  evaluation: Evaluation;
+  metrics: { baseline: SideMetrics; candidate: SideMetrics };
+  /** A shadow canary's stage figures (ShadowWindow.view()); null: not a shadow canary. */
+  shadow_stage: Record<string, unknown> | null;
+  /** A shadow canary's figures when evaluated (the fleet's counts and newest diffs); null: not a shadow canary. */
+  shadow_figures?: {
+    sampled: number; diverged: number; by_kind: Record<DivergenceKind, number>; memory_bytes: number; reads: number; reads_in_flight: number;
+    diffs: DiffRecord[];
+  } | null;
+}
+
+/**
  * What the controller needs of its records' storage: this SQLite store, or the fleet's mirror of
  * the shared store (runtime/fleet/canary-sync.ts).
  */
@@ -92,7 +113,10 @@ export interface CanaryRecords {
   all(): CanaryRecord[];
   history(id: string): HistoryEntry[];
   addSample(id: string, s: Sample): void;
-  samples(id: string): Sample[];
+  /** Oldest first (a fleet reads them from its store). */
+  samples(id: string): Sample[] | Promise<Sample[]>;
+  /** After each evaluation (a fleet publishes it to the instances that do not evaluate); absent: not kept. */
+  evaluated?(id: string, view: EvaluationView): void;
 }
 
 export class CanaryStore implements CanaryRecords {

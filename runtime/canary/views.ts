@@ -2,7 +2,7 @@
 // …/history and …/report, built from a canary's record and what the process holds in memory (the
 // stage windows and the last evaluation). Shapes documented in docs/canary.md.
 import { formatDuration, pendingStatus, type Evaluation } from './evaluator.ts';
-import type { CanaryRecord, HistoryEntry } from './store.ts';
+import type { CanaryRecord, EvaluationView, HistoryEntry } from './store.ts';
 import { round, type SideWindow } from './windows.ts';
 import { stageShadowPct } from './spec.ts';
 import type { DiffRecord, ShadowFigures } from './shadow.ts';
@@ -17,14 +17,25 @@ export interface CanaryView {
   /** A shadow canary's comparison and the current stage's shadowed requests. */
   readonly shadow?: ShadowFigures | null;
   readonly shadowStage?: ShadowWindow;
+  /** In a fleet, on an instance that does not evaluate: the evaluator's last view. */
+  readonly adopted?: EvaluationView | null;
+}
+
+/** The evaluator's view, when this instance shows another's and it is of the current stage. */
+function adoptedView(c: CanaryView): EvaluationView | null {
+  const a = c.adopted ?? null;
+  return a !== null && a.stage === c.record.current_stage ? a : null;
 }
 
 /** How many of the latest diffs the status (and the dashboard's feed) carries. */
 const STATUS_DIFFS = 5;
 
 function diffRow(d: DiffRecord): Record<string, unknown> {
-  return { at: iso(d.at), kind: d.kind, op: d.op, db: d.db, collection: d.collection, baseline: d.baseline, candidate: d.candidate, paths: d.paths,
-    truncated: d.truncated, reply: d.reply === null ? null : { ...d.reply } };
+  const row: Record<string, unknown> = { at: iso(d.at), kind: d.kind, op: d.op, db: d.db, collection: d.collection, baseline: d.baseline,
+    candidate: d.candidate, paths: d.paths, truncated: d.truncated, reply: d.reply === null ? null : { ...d.reply } };
+  // In a fleet, the instance that shadowed the request.
+  if (d.instance_id !== undefined) row.instance_id = d.instance_id;
+  return row;
 }
 
 /** The `shadow` part of a status: counts since the start, the current stage's figures, the latest diffs. */
@@ -40,7 +51,7 @@ function shadowStatus(c: CanaryView): Record<string, unknown> | null {
     shadow_pct: running ? stageShadowPct(r.spec, r.spec.stages[r.current_stage - 1]) : 0, show_values: sh.show_values, ignore_paths: sh.ignore_paths,
     sampled, diverged, divergence_rate: sampled === 0 ? null : round(diverged / sampled, 6),
     by_kind: sc === null ? { outcome: 0, request: 0, reply: 0 } : { ...sc.byKind },
-    stage: c.shadowStage?.view() ?? null, memory_bytes: sc?.memoryBytes ?? 0,
+    stage: adoptedView(c)?.shadow_stage ?? c.shadowStage?.view() ?? null, memory_bytes: sc?.memoryBytes ?? 0,
     upstream_reads: sh.upstream_reads === true, reads: sc?.reads ?? 0, reads_in_flight: sc?.readsInFlight ?? 0,
     latest_diffs: (sc?.diffs() ?? []).slice(0, STATUS_DIFFS).map(diffRow),
   };
@@ -90,7 +101,7 @@ export function statusView(c: CanaryView, now: number): Record<string, unknown> 
     version: r.version, description: r.spec.description, auto_promote: r.spec.auto_promote,
     baseline_version: r.baseline_version, candidate_version: r.candidate_version, stages: r.spec.stages,
     match: r.spec.match ?? null, sticky: r.spec.sticky ?? null,
-    metrics: { window: 'stage', baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() },
+    metrics: { window: 'stage', ...(adoptedView(c)?.metrics ?? { baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() }) },
     rollback_status: {
       error_rate_sustained_for: timerFor('error_rate_delta_pct'), latency_sustained_for: timerFor('latency_p95_delta_ms'),
       // No rollback rule breached (for a finished canary: when it ended). A manual rollback of a
@@ -129,7 +140,7 @@ export function historyView(r: CanaryRecord, entries: HistoryEntry[]): Record<st
 export function reportView(c: CanaryView, now: number): Record<string, unknown> {
   const r = c.record;
   const o = r.outcome;
-  const final = o?.final ?? { baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() };
+  const final = o?.final ?? adoptedView(c)?.metrics ?? { baseline: c.stage.baseline.metrics(), candidate: c.stage.candidate.metrics() };
   const outcome = r.status === 'completed' || r.status === 'rolled_back' ? r.status : null;
   return {
     canary_id: r.id, pipeline_id: r.pipeline_id, description: r.spec.description,

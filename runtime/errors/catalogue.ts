@@ -72,7 +72,6 @@ export const ERRORS = {
   PROXY_ERR_CANARY_EXISTS: { class: 'CanaryError', status: 409, meaning: 'a canary is already running on this pipeline' },
   PROXY_ERR_CANARY_INVALID_STATE: { class: 'CanaryError', status: 409, meaning: 'not valid in the canary\'s state' },
   PROXY_ERR_CANARY_CONFLICT: { class: 'CanaryError', status: 409, meaning: 'another transition of this canary won' },
-  PROXY_ERR_CANARY_SHADOW_FLEET: { class: 'CanaryError', status: 400, meaning: 'mode "shadow" does not run across a fleet (fleet.store: etcd)' },
   PROXY_ERR_CANARY_NOT_SHADOW: { class: 'CanaryError', status: 409, meaning: 'the canary is not a shadow canary (it has no diffs)' },
   PROXY_ERR_CANARY_STORE_UNREACHABLE: { class: 'CanaryError', status: 503, meaning: 'the fleet store (etcd) cannot be reached; no transition was made' },
 

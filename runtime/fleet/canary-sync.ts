@@ -13,14 +13,21 @@
 //   covers a watch that was cut.
 // - **One evaluator.** Only the leader schedules evaluations (controller.setEvaluating), on windows
 //   merged from every instance (evidence.ts).
+// - **The fleet's evaluation, on every instance.** An evaluation's sample (the merged window's
+//   figures: GET …/metrics) and its view (rules, result, the stage's figures: the status) are
+//   written in the evaluation's own transaction — so a fenced-off evaluation leaves neither.
+//   Samples are a ring of `canary.max_samples` keys per canary (`samples/<id>/<slot>`, each with
+//   its sequence number), read from the store when asked; the view (`evaluations/<id>`) is watched,
+//   and every instance that does not evaluate shows it (controller.adoptEvaluation).
 // - **The store unreachable.** Instances keep the weights they last applied; writes are refused
 //   (503) and no evaluation decides; with fleet.fail_safe_after, an instance that could not reach
 //   the store that long sends everything to the baseline and says so (its log, GET /api/v1/fleet).
 import type { Log } from '../log/index.ts';
 import { CanaryError } from '../canary/errors.ts';
-import type { CanaryController, FleetHooks, FleetWindows } from '../canary/controller.ts';
+import { fleetWants, type CanaryController, type FleetHooks, type FleetWants, type FleetWindows } from '../canary/controller.ts';
+import type { ShadowFigures } from '../canary/shadow.ts';
 import type { CanaryEvent, CanaryEventSink, NotificationChannel } from '../canary/events.ts';
-import type { CanaryRecord, CanaryRecords, HistoryEntry, Sample } from '../canary/store.ts';
+import type { CanaryRecord, CanaryRecords, EvaluationView, HistoryEntry, Sample } from '../canary/store.ts';
 import { fleetKeys, type FleetStore } from './store.ts';
 import type { FleetEvidence } from './evidence.ts';
 import type { FleetArtifacts } from './artifacts.ts';
@@ -29,7 +36,18 @@ import type { CandidateConfig } from '../canary/spec.ts';
 interface Capture {
   saves: Array<{ record: CanaryRecord; entries: HistoryEntry[] }>;
   events: Array<{ event: CanaryEvent; channels: NotificationChannel[] | null }>;
+  /** An evaluation's sample and view, by canary. */
+  samples: Map<string, Sample>;
+  views: Map<string, EvaluationView>;
 }
+
+/** `samples/<id>/<slot>`: one evaluation sample, its sequence number (slot = seq mod canary.max_samples) and the instance that made it. */
+interface StoredSample { seq: number; sample: Sample; by: string }
+/** `evaluations/<id>`: the last evaluation's view, and the sequence number of its sample. */
+interface StoredEvaluation { sample_seq: number; view: EvaluationView }
+
+const samplesOf = (id: string) => `samples/${id}/`;
+const evaluationKey = (id: string) => `evaluations/${id}`;
 
 /** How long the store must stay unreachable before the canaries' channels are told (a blip is only logged). */
 export const STORE_UNREACHABLE_NOTICE_MS = 3000;
@@ -63,7 +81,8 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
   /** The store revision of each canary this instance serves. */
   private readonly revisions = new Map<string, number>();
   private readonly histories = new Map<string, Array<{ key: string; entry: HistoryEntry }>>();
-  private readonly sampleLists = new Map<string, Sample[]>();
+  /** The sequence number of each canary's latest sample in the store (from its evaluation view). */
+  private readonly sampleSeq = new Map<string, number>();
   private seq = 0;
   private evaluating = false;
   private unreachableSince: number | null = null;
@@ -99,6 +118,9 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
     this.stops.push(this.store.watch<CanaryRecord>(fleetKeys.canaries, (e) => {
       if (e.value !== null) void this.serial(() => this.adoptAt(e.value!, e.revision));
     }));
+    this.stops.push(this.store.watch<StoredEvaluation>('evaluations/', (e) => {
+      if (e.value !== null) this.adoptEvaluation(e.key.slice('evaluations/'.length), e.value);
+    }));
     this.stops.push(this.store.watch<HistoryEntry>('history/', (e) => {
       if (e.value === null) return;
       const fresh = this.addHistory(e.key, e.value);
@@ -120,8 +142,12 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
     return this.transact(id, 'automatic', run);
   }
 
-  windows(canaryId: string, pipelineId: string): Promise<FleetWindows> {
-    return this.evidence.windows(canaryId, pipelineId);
+  windows(canaryId: string, pipelineId: string, want: FleetWants): Promise<FleetWindows> {
+    return this.evidence.windows(canaryId, pipelineId, want);
+  }
+
+  shadow(canaryId: string, pipelineId: string, maxDiffs: number): Promise<ShadowFigures | null> {
+    return this.evidence.shadow(canaryId, pipelineId, maxDiffs);
   }
 
   candidate(c: CandidateConfig): Promise<CandidateConfig> {
@@ -145,7 +171,7 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
         }
         if (cur !== null && cur.revision !== this.revisions.get(id)) await this.adoptAt(cur.value, cur.revision);
       }
-      this.capture = { saves: [], events: [] };
+      this.capture = { saves: [], events: [], samples: new Map(), views: new Map() };
       let result: T;
       try {
         result = await fn();
@@ -168,6 +194,14 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
       }
       for (const [rid, w] of byRecord) {
         const also: Array<{ key: string; value: unknown }> = w.entries.map((entry) => ({ key: this.historyKey(rid, entry), value: entry }));
+        const sample = cap.samples.get(rid);
+        const view = cap.views.get(rid);
+        let seq = this.sampleSeq.get(rid) ?? 0;
+        if (sample !== undefined) {
+          seq++;
+          also.push({ key: `${samplesOf(rid)}${seq % this.maxSamples}`, value: { seq, sample, by: this.store.instanceId } satisfies StoredSample });
+        }
+        if (view !== undefined) also.push({ key: evaluationKey(rid), value: { sample_seq: seq, view } satisfies StoredEvaluation });
         const expected = this.revisions.get(rid) ?? 0;
         let res;
         try {
@@ -194,6 +228,7 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
             'its write was refused' : `canary ${rid} was changed by another instance (revision ${res.revision}); retry on the current state`);
         }
         this.revisions.set(rid, res.revision);
+        if (sample !== undefined) this.sampleSeq.set(rid, Math.max(seq, this.sampleSeq.get(rid) ?? 0));
         for (const a of also) if (a.key.startsWith('history/')) this.addHistory(a.key, a.value as HistoryEntry);
       }
       for (const e of cap.events) this.realSink.emit(e.event, e.channels);
@@ -238,15 +273,24 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
     return (this.histories.get(id) ?? []).map((h) => h.entry);
   }
 
+  /** An evaluation's sample: written with its transaction (in a fleet every evaluation is one: evaluation()). */
   addSample(id: string, s: Sample): void {
-    let list = this.sampleLists.get(id);
-    if (list === undefined) this.sampleLists.set(id, list = []);
-    list.push(s);
-    if (list.length > this.maxSamples) list.splice(0, list.length - this.maxSamples);
+    if (this.capture !== null) this.capture.samples.set(id, structuredClone(s));
   }
 
-  samples(id: string): Sample[] {
-    return this.sampleLists.get(id) ?? [];
+  evaluated(id: string, view: EvaluationView): void {
+    if (this.capture !== null) this.capture.views.set(id, structuredClone(view));
+  }
+
+  /** The fleet's samples of canary `id`, oldest first, read from the store (503 when it cannot be reached). */
+  async samples(id: string): Promise<Sample[]> {
+    let stored;
+    try {
+      stored = await this.store.list<StoredSample>(samplesOf(id));
+    } catch (err) {
+      throw new CanaryError('PROXY_ERR_CANARY_STORE_UNREACHABLE', `the fleet store cannot be reached: ${(err as Error).message}`);
+    }
+    return stored.map((e) => e.value).sort((a, b) => a.seq - b.seq).map((x) => ({ ...x.sample, evaluated_by: x.by }));
   }
 
   // ---- helpers --------------------------------------------------------------------------------
@@ -277,6 +321,13 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
     const all = await this.store.list<CanaryRecord>(fleetKeys.canaries);
     all.sort((a, b) => a.value.created_at - b.value.created_at);
     for (const e of all) await this.adoptAt(e.value, e.revision, false);
+    for (const e of await this.store.list<StoredEvaluation>('evaluations/')) this.adoptEvaluation(e.key.slice('evaluations/'.length), e.value);
+  }
+
+  /** Another instance's evaluation: its sample's sequence number, and its view shown here (the evaluator shows its own). */
+  private adoptEvaluation(id: string, e: StoredEvaluation): void {
+    if (e.sample_seq > (this.sampleSeq.get(id) ?? 0)) this.sampleSeq.set(id, e.sample_seq);
+    if (!this.evaluating) this.controller?.adoptEvaluation(id, e.view);
   }
 
   /** `live`: a change as it happens (false: the state found when this instance joined). */
@@ -310,7 +361,7 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
     if (on) {
       for (const id of this.controller.ids()) {
         const r = this.controller.record(id);
-        if (r.status === 'active' || r.status === 'paused') void this.evidence.prime(id, r.pipeline_id).catch(() => {});
+        if (r.status === 'active' || r.status === 'paused') void this.evidence.prime(id, r.pipeline_id, fleetWants(r.spec)).catch(() => {});
       }
     }
     this.controller.setEvaluating(on);

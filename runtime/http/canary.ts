@@ -12,6 +12,7 @@ import { sendError } from './reply.ts';
 import { httpError, type HttpErrorCode } from './errors.ts';
 import { createApp, listenApp } from './app.ts';
 import { Tokens } from './tokens.ts';
+import { parseCustomQuery } from '../fleet/custom-evidence.ts';
 
 export interface ControlPlaneOptions {
   /**
@@ -29,8 +30,12 @@ export interface ControlPlaneOptions {
 export interface ControlPlaneFleet {
   /** GET /api/v1/fleet. */
   status(): Promise<unknown>;
-  /** GET /api/v1/fleet/evidence/{pipeline}: this instance's arms, cumulative, HDR-encoded (with workers: merged from every worker). */
-  evidence(pipelineId: string): Promise<unknown>;
+  /**
+   * GET /api/v1/fleet/evidence/{pipeline}[?custom=a,b]: this instance's arms, cumulative, HDR-encoded
+   * (with workers: merged from every worker); its shadow canary's figures; the readings of the
+   * plugin metrics named (runtime/fleet/evidence.ts).
+   */
+  evidence(pipelineId: string, custom: readonly string[], diffs: number | undefined): Promise<unknown>;
   /** Runs a write (a transition of canary `id`, or a start when null) as one fleet transaction. */
   transact<T>(id: string | null, fn: () => T | Promise<T>): Promise<T>;
   /**
@@ -135,7 +140,7 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
 
   app.get<P>('/api/v1/canary/:id', async (req, reply) => {
     try {
-      await controller.refresh();
+      await controller.refresh(req.params.id);
       return controller.status(req.params.id);
     } catch (err) {
       return fail(reply, err);
@@ -189,7 +194,7 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
 
   app.get<P>('/api/v1/canary/:id/diffs', async (req, reply) => {
     try {
-      await controller.refresh();
+      await controller.refresh(req.params.id);
       return controller.diffs(req.params.id);
     } catch (err) {
       return fail(reply, err);
@@ -208,7 +213,7 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
     try {
       const format = req.query.format ?? 'json';
       if (format !== 'json' && format !== 'csv') return sendError(reply, 'PROXY_ERR_BAD_QUERY', 'format: expected json or csv');
-      const s = controller.samples(req.params.id);
+      const s = await controller.samples(req.params.id);
       if (format === 'csv') return reply.header('content-type', 'text/csv; charset=utf-8').send(csvSamples(s.samples));
       return {
         canary_id: req.params.id, check_interval: s.check_interval,
@@ -229,9 +234,19 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
 
   if (fleet !== null) {
     app.get('/api/v1/fleet', async () => fleet.status());
-    app.get<{ Params: { pipeline: string } }>('/api/v1/fleet/evidence/:pipeline', async (req, reply) => {
+    app.get<{ Params: { pipeline: string }; Querystring: { custom?: string; diffs?: string } }>('/api/v1/fleet/evidence/:pipeline', async (req, reply) => {
+      let custom: string[];
       try {
-        return await fleet.evidence(req.params.pipeline);
+        custom = parseCustomQuery(req.query.custom);
+      } catch (err) {
+        return sendError(reply, 'PROXY_ERR_BAD_QUERY', (err as Error).message);
+      }
+      const diffs = req.query.diffs === undefined ? undefined : Number(req.query.diffs);
+      if (diffs !== undefined && !(Number.isInteger(diffs) && diffs >= 0 && diffs <= 10_000)) {
+        return sendError(reply, 'PROXY_ERR_BAD_QUERY', 'diffs: expected an integer 0..10000');
+      }
+      try {
+        return await fleet.evidence(req.params.pipeline, custom, diffs);
       } catch (err) {
         return fail(reply, err);
       }

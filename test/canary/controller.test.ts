@@ -439,7 +439,7 @@ test('history, report and metrics samples are persisted and ordered', async () =
   const hist = h.controller.history(id) as any;
   assert.equal(hist.description, 'logging v2');
   assert.deepEqual(hist.history.map((e: any) => e.event), ['started', 'promoted', 'rolled_back']);
-  const s = h.controller.samples(id);
+  const s = await h.controller.samples(id);
   assert.equal(s.samples.length, 2);
   assert.equal(s.samples[0].baseline.requests, 95);
   assert.equal(s.samples[0].baseline.errors, 1);

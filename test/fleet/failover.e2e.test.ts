@@ -86,9 +86,14 @@ test('SIGSTOP the leader past its lease: another instance leads; after SIGCONT t
     const s = (await old.call('GET', '/api/v1/fleet')).body;
     return s.leader === next!.id && s.evaluating === false;
   }, 10_000, 50);
-  const samplesBefore = (await old.call('GET', `/api/v1/canary/${id}/metrics`)).body.samples.length;
+  // The samples are the fleet's (in etcd), each naming the instance that evaluated: from here on only the new leader's are added.
+  const by = async (who: string) => ((await old.call('GET', `/api/v1/canary/${id}/metrics`)).body.samples as any[])
+    .filter((s) => s.evaluated_by === who).length;
+  const [oldBefore, nextBefore] = [await by(old.id), await by(next!.id)];
+  assert.ok(oldBefore > 0, 'the old leader\'s evaluations are in the series');
   await new Promise((r) => setTimeout(r, 2000));
-  assert.equal((await old.call('GET', `/api/v1/canary/${id}/metrics`)).body.samples.length, samplesBefore, 'the old leader evaluates no more');
+  assert.equal(await by(old.id), oldBefore, 'the old leader evaluates no more');
+  assert.ok(await by(next!.id) > nextBefore, 'the new leader evaluates, and every instance reads its samples');
   const now = (await next!.call('GET', `/api/v1/canary/${id}`)).body;
   assert.equal(now.version, state.version, 'nothing was written to the canary (no transition) by anyone');
   assert.equal(now.current_stage, 1);

@@ -1,6 +1,8 @@
 // Three real proxy processes in one fleet on a real etcd: a bad candidate is rolled back on all
 // three within the sustained window + 2 s, decided on the evidence merged from the instances (the
-// leader serves no traffic itself, so its own counts alone could never decide).
+// leader serves no traffic itself, so its own counts alone could never decide); every instance shows
+// the evaluator's samples and last evaluation; a custom_metrics rule reads every instance's plugin
+// metrics.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { until } from '../helpers/until.ts';
@@ -51,8 +53,54 @@ test('a bad candidate is rolled back on all three within sustained_duration + 2 
     assert.equal((await arms(fleet.byId(leader))).candidate, 0);
     const events = history.filter((e) => e.event === 'rolled_back');
     assert.equal(events.length, 1);
+    // Every instance shows the fleet's evaluation: the same samples (the evaluator writes them through the
+    // store) and the evaluator's last result, rules and stage figures in the status.
+    const lead = (await fleet.byId(leader).call('GET', `/api/v1/canary/${id}`)).body;
+    assert.equal(lead.evaluation.result, 'breaching');
+    for (const x of followers) {
+      assert.deepEqual((await x.call('GET', `/api/v1/canary/${id}/metrics`)).body.samples, samples, `${x.id} shows the fleet's samples`);
+      const st = (await x.call('GET', `/api/v1/canary/${id}`)).body;
+      assert.deepEqual([st.evaluation, st.rules, st.metrics, st.rollback_status.evidence], [lead.evaluation, lead.rules, lead.metrics,
+        lead.rollback_status.evidence], `${x.id} shows the evaluator's last evaluation`);
+    }
     for (const l of loads) assert.equal(l.counts.failed, 0);
   });
+
+test('a custom_metrics rule reads the plugin metrics of every instance (the leader serves none): its fleet-wide reading rolls the candidate back ' +
+  'on all three', async (t) => {
+  // The metrics step counts one request per request on both graphs (proxy_plugin_requests_total).
+  const fleet = await startFleet(t, 3, { extra: () => ({ pipeline: { id: 'default', request: [], response: ['metrics'] } }) });
+  const leader = fleet.byId((await fleet.leader())!);
+  const followers = fleet.instances.filter((x) => x !== leader);
+  const loads = followers.map((x) => traffic(x.uri, 1000));
+  t.after(() => Promise.all(loads.map((l) => l.stop())));
+  // Breaches while candidate − baseline < 0.5 per request: a delta of 0 once both sides have readings (never on NaN).
+  const created = await followers[1].call('POST', '/api/v1/canary', {
+    pipeline_id: 'default', candidate_config: { steps: [{ type: 'logging', config: {} }] }, auto_promote: false,
+    stages: [{ traffic_pct: 50, min_duration: '0', min_requests: 0 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
+    rollback_rules: { error_rate_delta_pct: 50, latency_p95_delta_ms: 5000, sustained_duration: '2s', check_interval: '1s', min_window_requests: 5,
+      custom_metrics: [{ metric: 'proxy_plugin_requests_total', threshold_delta: 0.5, comparison: 'less_than' }] },
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  const id = created.body.canary_id as string;
+  for (const x of fleet.instances) {
+    await until(`${x.id} to roll back`, async () => (await x.call('GET', `/api/v1/canary/${id}`)).body.status === 'rolled_back', 60_000, 200);
+  }
+  const report = (await leader.call('GET', `/api/v1/canary/${id}/report`)).body;
+  assert.equal(report.triggered_by, 'automatic');
+  assert.deepEqual(report.triggering_rules.map((r: any) => r.rule), ['custom:proxy_plugin_requests_total'], JSON.stringify(report));
+  assert.ok(Math.abs(report.triggering_rules[0].value) < 0.05, `per request, both graphs alike: ${report.triggering_rules[0].value}`);
+  // The leader served nothing: it has no series of that metric at all, so the reading was the followers'.
+  const own = await leader.call('GET', '/api/v1/fleet/evidence/default?custom=proxy_plugin_requests_total');
+  assert.deepEqual(own.body.custom, { proxy_plugin_requests_total: { baseline: null, candidate: null } });
+  const served = await followers[0].call('GET', '/api/v1/fleet/evidence/default?custom=proxy_plugin_requests_total');
+  assert.equal(served.body.custom.proxy_plugin_requests_total.baseline.kind, 'counter');
+  assert.ok(served.body.custom.proxy_plugin_requests_total.baseline.value > 0);
+  const bad = await leader.call('GET', '/api/v1/fleet/evidence/default?custom=not_a_plugin_metric');
+  assert.equal(bad.status, 400);
+  assert.equal(bad.body.error.code, 'PROXY_ERR_BAD_QUERY');
+  for (const l of loads) assert.equal(l.counts.failed, 0);
+});
 
 test('too few instances answer for the evidence: the window is inconclusive, the instance not read is named, and a bad candidate is not rolled ' +
   'back until it answers again', async (t) => {
