@@ -183,9 +183,10 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
           const guard = expected === 0 ? await this.claimPipeline(w.record, also) : undefined;
           res = await this.store.cas(fleetKeys.canary(rid), w.record, expected, { fenced: by === 'automatic', also, guard });
         } catch (err) {
-          if (expected === 0) void this.artifacts.release(namedModules(w.record.spec.candidate_config));
-          if (expected === 0) this.controller!.discard(rid);
-          else await this.resync(rid).catch(() => {});
+          if (expected === 0) {
+            void this.artifacts.release(namedModules(w.record.spec.candidate_config));
+            this.controller!.discard(rid);
+          } else await this.resync(rid).catch(() => {});
           if (err instanceof CanaryError) throw err;
           throw new CanaryError('PROXY_ERR_CANARY_STORE_UNREACHABLE', `the fleet store cannot be reached: ${(err as Error).message}`);
         }
