@@ -105,42 +105,60 @@ export class FleetArtifacts {
     const steps = b?.candidate_config?.steps;
     if (!Array.isArray(steps)) return body;
     const out = structuredClone(b);
-    for (const s of out.candidate_config!.steps!) {
-      const id = s.plugin_id;
-      if (typeof id !== 'string' || !id.endsWith('.wasm') || CONTENT_ID.test(id)) continue;
-      const bytes = readFileSync(resolve(id));
-      const hex = sha256(bytes);
-      const pin = fleetKeys.pin(hex, this.store.instanceId, ++this.pinSeq);
-      await this.store.pin(pin, PIN_TTL_S);
-      let held = this.held.get(hex);
-      if (held === undefined) this.held.set(hex, held = []);
-      held.push(pin);
-      if (bytes.length <= this.maxBytes) {
-        // Written even when already there: its new revision restarts its grace (collect()).
-        const value = bytes.toString('base64');
-        const first = await this.store.cas(fleetKeys.artifact(hex), value, 0);
-        if (!first.ok) await this.store.cas(fleetKeys.artifact(hex), value, first.revision);
-      } else if (this.sharedDir !== null) {
-        const file = join(this.sharedDir, `${hex}.wasm`);
-        if (!existsSync(file)) this.write(file, bytes);
-        else touch(file);
-      } else {
-        throw new ArtifactError(`step ${String(s.type)}: module ${id} is ${bytes.length} bytes, over fleet.artifact_max_bytes (${this.maxBytes}), ` +
-          'and no fleet.artifact_dir is set to keep it');
+    const pinned: Array<{ hex: string; pin: string }> = [];
+    try {
+      for (const s of out.candidate_config!.steps!) {
+        const id = s.plugin_id;
+        if (typeof id !== 'string' || !id.endsWith('.wasm') || CONTENT_ID.test(id)) continue;
+        const bytes = readFileSync(resolve(id));
+        const hex = sha256(bytes);
+        if (bytes.length > this.maxBytes && this.sharedDir === null) {
+          throw new ArtifactError(`step ${String(s.type)}: module ${id} is ${bytes.length} bytes, over fleet.artifact_max_bytes (${this.maxBytes}), ` +
+            'and no fleet.artifact_dir is set to keep it');
+        }
+        pinned.push({ hex, pin: await this.hold(hex) });
+        if (bytes.length <= this.maxBytes) {
+          // Written even when already there: its new revision restarts its grace (collect()).
+          const value = bytes.toString('base64');
+          const first = await this.store.cas(fleetKeys.artifact(hex), value, 0);
+          if (!first.ok) await this.store.cas(fleetKeys.artifact(hex), value, first.revision);
+        } else {
+          const file = join(this.sharedDir!, `${hex}.wasm`);
+          if (!existsSync(file)) this.write(file, bytes);
+          else touch(file);
+        }
+        this.write(join(this.cacheDir, `${hex}.wasm`), bytes);
+        s.plugin_id = `sha256:${hex}.wasm`;
       }
-      this.write(join(this.cacheDir, `${hex}.wasm`), bytes);
-      s.plugin_id = `sha256:${hex}.wasm`;
+    } catch (err) {
+      for (const p of pinned) await this.unhold(p.hex, p.pin);
+      throw err;
     }
     return out;
+  }
+
+  /** Pins a module for a create under way (released when it is over, else its lease ends it). */
+  private async hold(hex: string): Promise<string> {
+    const pin = fleetKeys.pin(hex, this.store.instanceId, ++this.pinSeq);
+    await this.store.pin(pin, PIN_TTL_S);
+    let held = this.held.get(hex);
+    if (held === undefined) this.held.set(hex, held = []);
+    held.push(pin);
+    return pin;
+  }
+
+  private async unhold(hex: string, pin: string): Promise<void> {
+    const held = this.held.get(hex) ?? [];
+    if (held.includes(pin)) held.splice(held.indexOf(pin), 1);
+    if (held.length === 0) this.held.delete(hex);
+    await this.store.unpin(pin).catch(() => {}); // else its lease ends it
   }
 
   /** A create that published these modules is over (its record written, or refused): their pins go. */
   async release(modules: Iterable<string>): Promise<void> {
     for (const hex of modules) {
-      const held = this.held.get(hex);
-      const pin = held?.shift();
-      if (held?.length === 0) this.held.delete(hex);
-      if (pin !== undefined) await this.store.unpin(pin).catch(() => {}); // else its lease ends it
+      const pin = this.held.get(hex)?.[0];
+      if (pin !== undefined) await this.unhold(hex, pin);
     }
   }
 
