@@ -14,7 +14,7 @@ import { LocalFleetStore } from '../fleet/local.ts';
 import { FleetMember } from '../fleet/member.ts';
 import { FleetCanaries } from '../fleet/canary-sync.ts';
 import type { FleetPipelines } from '../fleet/pipelines.ts';
-import { FleetArtifacts } from '../fleet/artifacts.ts';
+import { FleetArtifacts, namedModules } from '../fleet/artifacts.ts';
 import { FleetEvidence, encodeArm, httpEvidenceReader, type EvidencePayload } from '../fleet/evidence.ts';
 import type { FleetStore, InstanceInfo } from '../fleet/store.ts';
 import { readCustom } from '../fleet/custom-evidence.ts';
@@ -58,7 +58,8 @@ export async function openFleet(config: ProxyConfig, canaryStore: CanaryStore, o
     instances: () => store.instances(), read: httpEvidenceReader(o.token, f.evidence_timeout_ms), quorumPct: f.evidence_quorum_pct,
   });
   const artifacts = new FleetArtifacts({ store, cacheDir: join(resolve(config.canary.data_dir), 'artifacts'), sharedDir: f.artifact_dir ?? null,
-    maxBytes: f.artifact_max_bytes });
+    maxBytes: f.artifact_max_bytes, graceMs: canaryDurationMs(f.artifact_grace), pinned: () => canaryStore.promotions().map((p) => p.config),
+    log: o.log });
   const sync = new FleetCanaries({
     store, evidence, artifacts, sink: o.sink, log: o.log, maxSamples: config.canary.max_samples,
     failSafeAfterMs: f.fail_safe_after === undefined ? 0 : canaryDurationMs(f.fail_safe_after),
@@ -124,6 +125,7 @@ export function controlPlaneFleet(member: FleetMember, sync: FleetCanaries | nul
       }));
       const failed = results.map((r, i) => ({ r, i: others[i] })).filter((x) => x.r.status === 'rejected');
       if (failed.length > 0) {
+        await sync.artifacts.release(namedModules(body));
         throw new CanaryError('PROXY_ERR_CANARY_CANDIDATE_REFUSED', `candidate refused by ${failed.map((x) => `instance ${x.i.instance_id}: ` +
           `${((x.r as PromiseRejectedResult).reason as Error).message}`).join('; ')}; nothing was started`,
         { instances: failed.map((x) => ({ instance_id: x.i.instance_id, error: ((x.r as PromiseRejectedResult).reason as Error).message })) });

@@ -126,7 +126,7 @@ export class CanaryStore implements CanaryRecords {
   private readonly stmts: {
     upsert: Database.Statement; all: Database.Statement; addHistory: Database.Statement; history: Database.Statement;
     addSample: Database.Statement; samples: Database.Statement; trimSamples: Database.Statement;
-    putPromotion: Database.Statement; promotion: Database.Statement; dropPromotion: Database.Statement;
+    putPromotion: Database.Statement; promotion: Database.Statement; promotions: Database.Statement; dropPromotion: Database.Statement;
     kvGet: Database.Statement; kvList: Database.Statement; kvPut: Database.Statement; kvDrop: Database.Statement; kvTop: Database.Statement;
   };
 
@@ -161,6 +161,7 @@ export class CanaryStore implements CanaryRecords {
       putPromotion: this.db.prepare('INSERT INTO promotions (pipeline_id, record) VALUES (?, ?) ON CONFLICT(pipeline_id) DO UPDATE SET record = ' +
         'excluded.record'),
       promotion: this.db.prepare('SELECT record FROM promotions WHERE pipeline_id = ?'),
+      promotions: this.db.prepare('SELECT record FROM promotions'),
       dropPromotion: this.db.prepare('DELETE FROM promotions WHERE pipeline_id = ?'),
       kvGet: this.db.prepare('SELECT key, value, revision FROM fleet_kv WHERE key = ?'),
       kvList: this.db.prepare('SELECT key, value, revision FROM fleet_kv WHERE substr(key, 1, length(@p)) = @p ORDER BY key'),
@@ -200,6 +201,11 @@ export class CanaryStore implements CanaryRecords {
   promotion(pipelineId: string): PromotionRecord | null {
     const row = this.stmts.promotion.get(pipelineId) as { record: string } | undefined;
     return row === undefined ? null : JSON.parse(row.record) as PromotionRecord;
+  }
+
+  /** Every pipeline's promoted baseline. */
+  promotions(): PromotionRecord[] {
+    return (this.stmts.promotions.all() as Array<{ record: string }>).map((r) => JSON.parse(r.record) as PromotionRecord);
   }
 
   /** Writes (replaces) a pipeline's promotion; null removes it. */

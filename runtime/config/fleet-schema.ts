@@ -4,7 +4,7 @@
 // restart (an instance joins or leaves a fleet by restarting).
 import * as v from 'valibot';
 import { onRestart } from './applies.ts';
-import { CANARY_DURATION_PATTERN } from './canary-schema.ts';
+import { CANARY_DURATION_PATTERN, canaryDurationMs } from './canary-schema.ts';
 
 export const fleetSchema = v.strictObject({
   store: onRestart(v.optional(v.pipe(v.picklist(['sqlite', 'etcd']), v.description('Where the canary state lives: `sqlite` (one instance; the ' +
@@ -45,4 +45,9 @@ export const fleetSchema = v.strictObject({
     'one goes to `artifact_dir`.')), 512 * 1024)),
   artifact_dir: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('A directory every instance reads (a shared mount) where ' +
     'candidate modules larger than artifact_max_bytes are kept as `<sha256>.wasm`. Absent: a larger module fails the create.')))),
+  artifact_grace: onRestart(v.optional(v.pipe(v.string(), v.regex(CANARY_DURATION_PATTERN, 'expected a duration like "10m" or "1h"'),
+    v.check((s) => canaryDurationMs(s) >= 1000, 'expected at least 1s'), v.description('How long a candidate module that no active or paused ' +
+    'canary names is kept before it is removed: from etcd and `artifact_dir` by the leader, from each instance\'s cache (canary.data_dir/' +
+    'artifacts, except the modules its promoted baselines run) by that instance. Counted from when the module is found unneeded; a new ' +
+    'publication (for a cached copy, a new use) starts it again. A create under way holds its modules whatever this is.')), '10m')),
 });

@@ -12,7 +12,8 @@
 //   completion), so every instance applies a change within the watch's delay; a periodic resync
 //   covers a watch that was cut.
 // - **One evaluator.** Only the leader schedules evaluations (controller.setEvaluating), on windows
-//   merged from every instance (evidence.ts).
+//   merged from every instance (evidence.ts); it starts the moment the store reports the leadership
+//   won, and stops when it is lost or its lease may have expired.
 // - **The fleet's evaluation, on every instance.** An evaluation's sample (the merged window's
 //   figures: GET …/metrics) and its view (rules, result, the stage's figures: the status) are
 //   written in the evaluation's own transaction — so a fenced-off evaluation leaves neither.
@@ -22,6 +23,8 @@
 // - **The store unreachable.** Instances keep the weights they last applied; writes are refused
 //   (503) and no evaluation decides; with fleet.fail_safe_after, an instance that could not reach
 //   the store that long sends everything to the baseline and says so (its log, GET /api/v1/fleet).
+// - **Artifacts.** The tick also removes candidate modules no active or paused canary names any more
+//   (artifacts.ts): the leader from etcd and fleet.artifact_dir, every instance from its cache.
 import type { Log } from '../log/index.ts';
 import { CanaryError } from '../canary/errors.ts';
 import { fleetWants, type CanaryController, type FleetHooks, type FleetWants, type FleetWindows } from '../canary/controller.ts';
@@ -30,7 +33,7 @@ import type { CanaryEvent, CanaryEventSink, NotificationChannel } from '../canar
 import type { CanaryRecord, CanaryRecords, EvaluationView, HistoryEntry, Sample } from '../canary/store.ts';
 import { fleetKeys, type FleetStore } from './store.ts';
 import type { FleetEvidence } from './evidence.ts';
-import type { FleetArtifacts } from './artifacts.ts';
+import { namedModules, type FleetArtifacts } from './artifacts.ts';
 import type { CandidateConfig } from '../canary/spec.ts';
 
 interface Capture {
@@ -91,6 +94,9 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
   /** Whether the fail-safe sent everything to the baseline (cleared when the store is back). */
   failSafe = false;
   private timer: NodeJS.Timeout | null = null;
+  /** When the next artifact collection may run (ms), and whether one is running. */
+  private nextCollect = 0;
+  private collecting = false;
   private readonly stops: Array<() => void> = [];
 
   constructor(o: FleetCanariesOptions) {
@@ -127,9 +133,11 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
       // A restore-baseline made on another instance: the record does not change, its history says it.
       if (fresh && e.value.event === 'baseline_restored') this.controller!.restoreRetained(e.key.split('/')[1]);
     }));
+    // Leadership won or lost acts at once (a takeover is the lease's expiry plus milliseconds); the
+    // tick's check covers a leader whose keep-alive went stale without any event.
+    this.stops.push(this.store.onLeader(() => this.checkLeadership()));
     this.timer = setInterval(() => { void this.tick(); }, this.resyncMs);
     this.timer.unref();
-    this.checkLeadership();
   }
 
   /** Is this instance the evaluator? (The leadership with a lease that cannot have expired.) */
@@ -209,11 +217,15 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
           const guard = expected === 0 ? await this.claimPipeline(w.record, also) : undefined;
           res = await this.store.cas(fleetKeys.canary(rid), w.record, expected, { fenced: by === 'automatic', also, guard });
         } catch (err) {
-          if (expected === 0) this.controller!.discard(rid);
-          else await this.resync(rid).catch(() => {});
+          if (expected === 0) {
+            void this.artifacts.release(namedModules(w.record.spec.candidate_config));
+            this.controller!.discard(rid);
+          } else await this.resync(rid).catch(() => {});
           if (err instanceof CanaryError) throw err;
           throw new CanaryError('PROXY_ERR_CANARY_STORE_UNREACHABLE', `the fleet store cannot be reached: ${(err as Error).message}`);
         }
+        // A new canary's record names its modules now (or the create failed): the pins its publication took go.
+        if (expected === 0) void this.artifacts.release(namedModules(w.record.spec.candidate_config));
         if (!res.ok && expected === 0) {
           this.controller!.discard(rid);
           throw new CanaryError('PROXY_ERR_CANARY_EXISTS', `another canary was started on pipeline "${w.record.pipeline_id}" at the same time`);
@@ -376,6 +388,26 @@ export class FleetCanaries implements FleetHooks, CanaryRecords {
       for (const e of all) if (e.revision > (this.revisions.get(e.value.id) ?? 0)) void this.serial(() => this.adoptAt(e.value, e.revision));
     } catch {
       // unreachable: the next tick tries again
+    }
+    if (Date.now() >= this.nextCollect && !this.collecting) void this.collect();
+  }
+
+  /** Removes the modules no active or paused canary names any more (artifacts.ts): the leader from the fleet, each instance from its cache. */
+  private async collect(): Promise<void> {
+    this.collecting = true;
+    this.nextCollect = Date.now() + Math.min(60_000, Math.max(1000, this.artifacts.graceMs / 4));
+    try {
+      const needed = new Set<string>();
+      for (const id of this.controller?.ids() ?? []) {
+        const r = this.controller!.record(id);
+        if (r.status === 'active' || r.status === 'paused') namedModules(r.spec.candidate_config, needed);
+      }
+      await this.artifacts.prune(needed);
+      if (this.evaluates()) await this.artifacts.collect();
+    } catch (err) {
+      this.log.warn('fleet artifacts not collected; tried again later', { error: (err as Error).message });
+    } finally {
+      this.collecting = false;
     }
   }
 

@@ -17,7 +17,7 @@
 //   before any etcd answer tells it so.
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { Etcd3, type IOptions, type Lease, type Namespace, type Watcher } from 'etcd3';
+import { CompareResult, CompareTarget, Etcd3, type ComparatorBuilder, type IOptions, type Lease, type Namespace, type Watcher } from 'etcd3';
 import type { Log } from '../log/index.ts';
 import type { CasOptions, CasResult, Entry, FleetStore, InstanceInfo, LeaderListener, WatchEvent } from './store.ts';
 import { fleetKeys } from './store.ts';
@@ -41,6 +41,7 @@ export class EtcdFleetStore implements FleetStore {
   readonly instanceId: string;
   private readonly client: Etcd3;
   private readonly ns: Namespace;
+  private readonly prefix: string;
   private readonly ttl: number;
   private readonly log: Pick<Log, 'info' | 'warn' | 'error'>;
   private lease: Lease | null = null;
@@ -78,8 +79,8 @@ export class EtcdFleetStore implements FleetStore {
     }
     if (o.auth != null) opts.auth = { username: o.auth.username, password: o.auth.password };
     this.client = new Etcd3(opts);
-    const prefix = o.prefix.endsWith('/') ? o.prefix : `${o.prefix}/`;
-    this.ns = this.client.namespace(prefix);
+    this.prefix = o.prefix.endsWith('/') ? o.prefix : `${o.prefix}/`;
+    this.ns = this.client.namespace(this.prefix);
   }
 
   async start(): Promise<void> {
@@ -223,12 +224,20 @@ export class EtcdFleetStore implements FleetStore {
     return res.kvs.map((kv) => ({ key: kv.key.toString(), value: JSON.parse(kv.value.toString()) as T, revision: Number(kv.mod_revision) }));
   }
 
+  async revisions(prefix: string): Promise<Array<{ key: string; revision: number }>> {
+    // The client's KV service directly: its range builder has no keys-only call that keeps revisions.
+    const [key, end] = this.range(prefix);
+    const res = await this.client.kv.range({ key, range_end: end, keys_only: true });
+    return res.kvs.map((kv) => ({ key: kv.key.toString().slice(this.prefix.length), revision: Number(kv.mod_revision) }));
+  }
+
   async cas<T>(key: string, value: T | null, expected: number, opts: CasOptions = {}): Promise<CasResult> {
     const token = this.token;
     if (opts.fenced === true && token === null) return { ok: false, reason: 'fenced', revision: -1 };
     let txn = this.ns.if(key, 'Mod', '==', expected);
     if (opts.fenced === true) txn = txn.and(fleetKeys.leader, 'Create', '==', token!);
     if (opts.guard !== undefined) txn = txn.and(opts.guard.key, 'Mod', '==', opts.guard.revision);
+    if (opts.unchanged !== undefined) this.compareRange(txn, opts.unchanged.prefix, opts.unchanged.revision);
     const ops = [value === null ? this.ns.delete().key(key) : this.ns.put(key).value(JSON.stringify(value))];
     for (const a of opts.also ?? []) ops.push(this.ns.put(a.key).value(JSON.stringify(a.value)));
     const res = await txn.then(...ops).else(this.ns.get(key), this.ns.get(fleetKeys.leader)).commit();
@@ -242,6 +251,25 @@ export class EtcdFleetStore implements FleetStore {
       return { ok: false, reason: 'fenced', revision };
     }
     return { ok: false, reason: 'conflict', revision };
+  }
+
+  /**
+   * Adds "every key under `prefix` has a mod revision <= `revision`" to a transaction: etcd's
+   * Compare with a range_end (etcd >= 3.3), which the client's builder has no call for, so the
+   * clause goes into its request as the builder's own and() would put it.
+   */
+  private compareRange(txn: ComparatorBuilder, prefix: string, revision: number): void {
+    const [key, end] = this.range(prefix);
+    const request = (txn as unknown as { request: { compare: Array<Promise<unknown>> } }).request;
+    request.compare.push(Promise.resolve({ key, range_end: end, result: CompareResult.Less, target: CompareTarget.Mod, mod_revision: String(revision + 1) }));
+  }
+
+  /** The full keys bounding every key under `prefix` (in this fleet's namespace): [start, end). */
+  private range(prefix: string): [Buffer, Buffer] {
+    const key = Buffer.from(`${this.prefix}${prefix}`);
+    const end = Buffer.from(key);
+    end[end.length - 1] += 1;
+    return [key, end];
   }
 
   watch<T>(prefix: string, fn: (e: WatchEvent<T>) => void): () => void {
@@ -264,6 +292,19 @@ export class EtcdFleetStore implements FleetStore {
         void w.cancel();
       }
     };
+  }
+
+  async pin(key: string, ttlSeconds: number): Promise<void> {
+    const lease = this.ns.lease(ttlSeconds, { autoKeepAlive: false });
+    try {
+      await lease.put(key).value(this.instanceId).exec();
+    } finally {
+      lease.release(); // never kept alive: it expires by itself
+    }
+  }
+
+  async unpin(key: string): Promise<void> {
+    await this.ns.delete().key(key).exec();
   }
 
   async register(info: InstanceInfo): Promise<void> {

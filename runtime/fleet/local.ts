@@ -11,6 +11,8 @@ export class LocalFleetStore implements FleetStore {
   private readonly db: CanaryStore;
   private self: InstanceInfo | null = null;
   private readonly watchers = new Set<{ prefix: string; fn: (e: WatchEvent<unknown>) => void }>();
+  /** pin(): key → until when (ms). */
+  private readonly pins = new Map<string, number>();
 
   constructor(db: CanaryStore, instanceId: string) {
     this.db = db;
@@ -28,11 +30,27 @@ export class LocalFleetStore implements FleetStore {
     return this.db.kvList(prefix).map((r) => ({ key: r.key, value: JSON.parse(r.value) as T, revision: r.revision }));
   }
 
+  async revisions(prefix: string): Promise<Array<{ key: string; revision: number }>> {
+    const now = Date.now();
+    const pinned = [...this.pins].filter(([k, until]) => k.startsWith(prefix) && until > now).map(([key]) => ({ key, revision: 0 }));
+    return [...this.db.kvList(prefix).map((r) => ({ key: r.key, revision: r.revision })), ...pinned];
+  }
+
+  /** Pins live in this process only (they expire; nothing outlives the instance here). */
+  async pin(key: string, ttlSeconds: number): Promise<void> {
+    this.pins.set(key, Date.now() + ttlSeconds * 1000);
+    for (const [k, until] of this.pins) if (until <= Date.now()) this.pins.delete(k);
+  }
+
+  async unpin(key: string): Promise<void> {
+    this.pins.delete(key);
+  }
+
   async cas<T>(key: string, value: T | null, expected: number, opts: CasOptions = {}): Promise<CasResult> {
-    // One process, synchronous SQLite: nothing runs between this check and the write.
-    if (opts.guard !== undefined && (this.db.kvGet(opts.guard.key)?.revision ?? 0) !== opts.guard.revision) {
-      return { ok: false, reason: 'conflict', revision: this.db.kvGet(key)?.revision ?? 0 };
-    }
+    // One process, synchronous SQLite: nothing runs between these checks and the write.
+    const guarded = opts.guard === undefined || (this.db.kvGet(opts.guard.key)?.revision ?? 0) === opts.guard.revision;
+    const unchanged = opts.unchanged === undefined || this.db.kvList(opts.unchanged.prefix).every((r) => r.revision <= opts.unchanged!.revision);
+    if (!guarded || !unchanged) return { ok: false, reason: 'conflict', revision: this.db.kvGet(key)?.revision ?? 0 };
     const also = (opts.also ?? []).map((a) => ({ key: a.key, value: JSON.stringify(a.value) }));
     const rev = this.db.kvCas(key, value === null ? null : JSON.stringify(value), expected, also);
     if (rev < 0 || (rev === 0 && expected !== 0)) return { ok: false, reason: 'conflict', revision: -rev };

@@ -45,6 +45,8 @@ export interface CasOptions {
   fenced?: boolean;
   also?: Array<{ key: string; value: unknown }>;
   guard?: { key: string; revision: number };
+  /** No key under `prefix` was written after `revision` (none is at a higher mod revision). */
+  unchanged?: { prefix: string; revision: number };
 }
 
 export type LeaderListener = (leader: string | null, me: boolean) => void;
@@ -56,9 +58,12 @@ export interface FleetStore {
   start(): Promise<void>;
   get<T>(key: string): Promise<Entry<T> | null>;
   list<T>(prefix: string): Promise<Array<Entry<T>>>;
+  /** The keys under `prefix` with their revisions, without their values. */
+  revisions(prefix: string): Promise<Array<{ key: string; revision: number }>>;
   /**
    * Writes `value` (null deletes) if `key` is at `expected` (0: absent) and, with `fenced`, this
-   * instance holds the leadership, and `guard.key` is at `guard.revision`. Other keys may be
+   * instance holds the leadership, and `guard.key` is at `guard.revision`, and nothing under
+   * `unchanged.prefix` was written after `unchanged.revision`. Other keys may be
    * written in the same transaction (`also`, unconditionally).
    */
   cas<T>(key: string, value: T | null, expected: number, opts?: CasOptions): Promise<CasResult>;
@@ -73,6 +78,9 @@ export interface FleetStore {
   onLeader(fn: LeaderListener): () => void;
   /** Every change under `prefix`, in revision order. Returns a cancel function. */
   watch<T>(prefix: string, fn: (e: WatchEvent<T>) => void): () => void;
+  /** Writes `key` (value: this instance's id) under a lease of its own: it vanishes after `ttlSeconds` unless unpinned sooner. */
+  pin(key: string, ttlSeconds: number): Promise<void>;
+  unpin(key: string): Promise<void>;
   /** Publishes (or updates) this instance's registry entry under its lease. */
   register(info: InstanceInfo): Promise<void>;
   instances(): Promise<InstanceInfo[]>;
@@ -89,4 +97,8 @@ export const fleetKeys = {
   canary: (id: string) => `canaries/${id}`,
   canaries: 'canaries/',
   history: (id: string, seq: number) => `history/${id}/${String(seq).padStart(10, '0')}`,
+  artifact: (sha256: string) => `artifacts/${sha256}`,
+  artifacts: 'artifacts/',
+  pin: (sha256: string, instanceId: string, seq: number) => `pins/${sha256}/${instanceId}-${seq}`,
+  pins: 'pins/',
 } as const;

@@ -62,6 +62,32 @@ test('compare-and-set: the first write at a revision wins, the second gets a con
   await until('the watch to see the write', () => seen.some((v) => (v as { n: number }).n === 4));
 });
 
+test('a write only while nothing under a prefix changed since it was read (etcd\'s range compare); keys listed with their revisions; ' +
+  'a pin vanishes with its own lease or when unpinned', async (t) => {
+  const etcd = await startEtcd(t);
+  const a = await store(t, etcd.endpoint, 'a');
+  const c1 = await a.cas('canaries/c1', { n: 1 }, 0);
+  const art = await a.cas('artifacts/h', 'bytes', 0);
+  assert.ok(c1.ok && art.ok);
+  assert.deepEqual(await a.revisions('artifacts/'), [{ key: 'artifacts/h', revision: art.revision }]);
+  const newest = Math.max(...(await a.revisions('canaries/')).map((x) => x.revision));
+  // A canary written after the read: the delete is refused (here a new key; a changed one is refused the same way).
+  const c2 = await a.cas('canaries/c2', { n: 2 }, 0);
+  assert.ok(c2.ok);
+  assert.equal((await a.cas('artifacts/h', null, art.revision, { unchanged: { prefix: 'canaries/', revision: newest } })).ok, false);
+  assert.equal((await a.cas('artifacts/h', null, art.revision, { unchanged: { prefix: 'canaries/', revision: c1.revision } })).ok, false);
+  assert.ok((await a.get('artifacts/h')) !== null);
+  // Nothing written since: it lands (a key merely sorting after the prefix does not count).
+  assert.ok((await a.cas('canariesX', 1, 0)).ok);
+  assert.equal((await a.cas('artifacts/h', null, art.revision, { unchanged: { prefix: 'canaries/', revision: c2.revision } })).ok, true);
+  assert.equal(await a.get('artifacts/h'), null);
+  await a.pin('pins/h/a-1', 1);
+  await a.pin('pins/h/a-2', 60);
+  assert.deepEqual((await a.revisions('pins/')).map((x) => x.key), ['pins/h/a-1', 'pins/h/a-2']);
+  await a.unpin('pins/h/a-2');
+  await until('the 1 s pin to expire with its lease', async () => (await a.revisions('pins/')).length === 0, 10_000, 100);
+});
+
 test('a registry entry lives with its lease: an instance that stops renewing disappears within the TTL', async (t) => {
   const etcd = await startEtcd(t);
   const a = await store(t, etcd.endpoint, 'a', 2);

@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { CanaryStore } from '../../runtime/canary/store.ts';
 import { LocalFleetStore } from '../../runtime/fleet/local.ts';
 
-test('the embedded store: revisions, conflicts, watches, leadership and registry of one instance; state survives a reopen', async (t) => {
+test('the embedded store: revisions, conflicts (also on a prefix changed since), pins, watches, leadership and registry of one instance; ' +
+  'state survives a reopen', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'fleet-local-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const db = new CanaryStore(dir);
@@ -23,6 +24,16 @@ test('the embedded store: revisions, conflicts, watches, leadership and registry
   assert.ok(b.ok && b.revision > a.revision);
   assert.deepEqual(seen, [{ n: 1 }, { n: 2 }]);
   assert.deepEqual((await s.list('history/')).map((e) => e.value), ['h']);
+  // A write refused when anything under a prefix changed after the revision given; keys with revisions; pins.
+  const art = await s.cas('artifacts/h', 'bytes', 0);
+  assert.ok(art.ok);
+  assert.deepEqual(await s.revisions('artifacts/'), [{ key: 'artifacts/h', revision: art.revision }]);
+  assert.equal((await s.cas('artifacts/h', null, art.revision, { unchanged: { prefix: 'canaries/', revision: a.revision } })).ok, false);
+  assert.equal((await s.cas('artifacts/h', null, art.revision, { unchanged: { prefix: 'canaries/', revision: b.revision } })).ok, true);
+  await s.pin('pins/h/solo-1', 60);
+  assert.deepEqual((await s.revisions('pins/')).map((x) => x.key), ['pins/h/solo-1']);
+  await s.unpin('pins/h/solo-1');
+  assert.deepEqual(await s.revisions('pins/'), []);
   assert.equal(s.leader(), 'solo');
   assert.equal(s.isLeader(), true);
   await s.register({ instance_id: 'solo', address: 'x', control_url: null, version: '1', workers: 1, graph_generation: 0, started_at: 'now' });
