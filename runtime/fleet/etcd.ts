@@ -17,7 +17,7 @@
 //   before any etcd answer tells it so.
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { CompareResult, CompareTarget, Etcd3, type ComparatorBuilder, type IOptions, type Lease, type Namespace, type Watcher } from 'etcd3';
+import { CompareResult, CompareTarget, Etcd3, type ComparatorBuilder, type IKeyValue, type IOptions, type Lease, type Namespace, type Watcher } from 'etcd3';
 import type { Log } from '../log/index.ts';
 import type { CasOptions, CasResult, Entry, FleetStore, InstanceInfo, LeaderListener, WatchEvent } from './store.ts';
 import { fleetKeys } from './store.ts';
@@ -55,6 +55,8 @@ export class EtcdFleetStore implements FleetStore {
   private leaderId: string | null = null;
   private readonly leaderListeners = new Set<LeaderListener>();
   private leaderWatcher: Watcher | null = null;
+  /** The store revision of the latest leader-key event or read this instance has applied (older watch events are replays). */
+  private leaderSeenAt = 0;
   private readonly watchers = new Set<Watcher>();
   private registration: InstanceInfo | null = null;
   private closed = false;
@@ -86,8 +88,13 @@ export class EtcdFleetStore implements FleetStore {
   async start(): Promise<void> {
     await this.grantLease();
     const w = await this.ns.watch().key(fleetKeys.leader).create();
-    w.on('put', (kv) => this.setLeader(kv.value.toString(), kv.create_revision));
-    w.on('delete', () => {
+    // A watch that reconnects (after an etcd restart) may replay events older than what a read or a
+    // won campaign has shown since: those are skipped, or a stale delete would unseat a leader.
+    w.on('put', (kv) => {
+      if (this.fresh(kv.mod_revision)) this.setLeader(kv.value.toString(), kv.create_revision);
+    });
+    w.on('delete', (kv) => {
+      if (!this.fresh(kv.mod_revision)) return;
       this.setLeader(null, null);
       if (this.campaigning) void this.tryLead();
     });
@@ -136,6 +143,32 @@ export class EtcdFleetStore implements FleetStore {
     }
   }
 
+  /** Whether a leader-key event at `revision` is newer than what this instance last saw of the key; if so it becomes that. */
+  private fresh(revision: string | number): boolean {
+    const r = Number(revision);
+    if (r <= this.leaderSeenAt) return false;
+    this.leaderSeenAt = r;
+    return true;
+  }
+
+  /**
+   * The leader key as a read (at store revision `at`) found it. A key that names this instance
+   * under its current lease is this instance's leadership, whatever it believed (a replayed event
+   * may have unseated it): the token is taken back.
+   */
+  private readLeader(kv: IKeyValue | undefined, at: string): void {
+    this.leaderSeenAt = Math.max(this.leaderSeenAt, Number(at));
+    if (kv !== undefined && kv.value.toString() === this.instanceId && this.leaseId !== null && kv.lease === this.leaseId &&
+      this.token !== kv.create_revision && this.campaigning) {
+      this.token = kv.create_revision;
+      this.leaderId = this.instanceId;
+      this.log.info('fleet leadership held under this lease; acting as leader again', { instance_id: this.instanceId, token: this.token });
+      for (const fn of this.leaderListeners) fn(this.instanceId, true);
+      return;
+    }
+    this.setLeader(kv === undefined ? null : kv.value.toString(), kv === undefined ? null : kv.create_revision);
+  }
+
   private setLeader(id: string | null, createRevision: string | null): void {
     const before = this.leaderId;
     this.leaderId = id;
@@ -156,7 +189,7 @@ export class EtcdFleetStore implements FleetStore {
       const res = await this.ns.get(fleetKeys.leader).exec();
       this.readFailing = false;
       const kv = res.kvs[0];
-      this.setLeader(kv === undefined ? null : kv.value.toString(), kv === undefined ? null : kv.create_revision);
+      this.readLeader(kv, res.header.revision);
       if (kv === undefined && this.campaigning) await this.tryLead();
     } catch (err) {
       if (!this.readFailing) this.log.warn('fleet leader not readable', { error: (err as Error).message });
@@ -173,13 +206,14 @@ export class EtcdFleetStore implements FleetStore {
         .else(this.ns.get(fleetKeys.leader))
         .commit();
       if (res.succeeded) {
+        this.leaderSeenAt = Math.max(this.leaderSeenAt, Number(res.header.revision));
         this.token = res.header.revision;
         this.leaderId = this.instanceId;
         this.log.info('fleet leadership won', { instance_id: this.instanceId, token: this.token });
         for (const fn of this.leaderListeners) fn(this.instanceId, true);
       } else {
         const kv = res.responses[0]?.response_range?.kvs[0];
-        if (kv !== undefined) this.setLeader(kv.value.toString(), kv.create_revision);
+        if (kv !== undefined) this.readLeader(kv, res.header.revision);
       }
     } catch (err) {
       this.log.warn('fleet campaign failed; retrying on the next change', { error: (err as Error).message });
