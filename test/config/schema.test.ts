@@ -39,7 +39,7 @@ test('an empty object takes every default', () => {
     auto_promote_rules: { min_duration: '0', min_requests: 0, max_error_rate_delta_pct: 1, max_latency_p95_delta_ms: 20 },
     notifications: { channels: [], timeout_ms: 10000, max_attempts: 8, initial_backoff_ms: 1000, max_backoff_ms: 60000 },
     fleet: { store: 'sqlite', endpoints: [], prefix: '/pipeline-proxy', lease_ttl_s: 10, evidence_quorum_pct: 50, evidence_timeout_ms: 2000,
-      artifact_max_bytes: 524288 },
+      artifact_max_bytes: 524288, artifact_grace: '10m' },
   });
 });
 
