@@ -16,7 +16,8 @@ import type { FleetWants, FleetWindows } from '../canary/controller.ts';
 import type { ShadowFigures } from '../canary/shadow.ts';
 import type { InstanceInfo } from './store.ts';
 import { CustomMerge, type CustomPair, type CustomPrevious } from './custom-evidence.ts';
-import { FleetShadow, decodeShadow, type EncodedShadow } from './shadow-evidence.ts';
+import { decodeShadow, type EncodedShadow } from './shadow-evidence.ts';
+import { SummedShadow } from '../canary/shadow-sum.ts';
 
 /** One arm's cumulative figures on the wire. */
 export interface EncodedArm {
@@ -139,7 +140,7 @@ export class FleetEvidence {
    */
   async shadow(canaryId: string, pipelineId: string, maxDiffs: number): Promise<ShadowFigures | null> {
     const { ok } = await this.readAll(pipelineId, [], maxDiffs);
-    const merged = new FleetShadow(maxDiffs);
+    const merged = new SummedShadow(maxDiffs);
     let any = false;
     for (const { p } of ok) {
       const sc = decodeShadow(p.shadow, p.instance_id, canaryId);
@@ -164,7 +165,7 @@ export class FleetEvidence {
     const baseline = new SideWindow();
     const candidate = new SideWindow();
     const custom = new CustomMerge(want.custom);
-    const shadow = want.maxDiffs === null ? null : { window: new ShadowWindow(), figures: new FleetShadow(want.maxDiffs) };
+    const shadow = want.maxDiffs === null ? null : { window: new ShadowWindow(), figures: new SummedShadow(want.maxDiffs) };
     for (const { key, p } of ok) {
       const t = this.trackersOf(canaryId, key);
       const b = t.baseline.take(decodeArm(p.arms.baseline));

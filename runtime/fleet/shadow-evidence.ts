@@ -6,11 +6,11 @@
 //
 // Two merges read them. The evaluator adds each instance's *window* (a ShadowTracker per instance
 // run, evidence.ts) before the shadow rules; any instance answering a status or `…/diffs` adds the
-// instances' *cumulative* figures into one FleetShadow: counts and histograms summed, the rings'
+// instances' *cumulative* figures into one SummedShadow (canary/shadow-sum.ts): counts and histograms summed, the rings'
 // records newest first, max_diffs of them — the same merge the primary makes of its workers'.
 import * as hdr from 'hdr-histogram-js';
-import { emptyHistogram, type GraphTotals } from '../canary/windows.ts';
-import { DIVERGENCE_KINDS, type DiffRecord, type DivergenceKind, type ShadowFigures } from '../canary/shadow.ts';
+import type { GraphTotals } from '../canary/windows.ts';
+import type { DiffRecord, DivergenceKind, ShadowFigures } from '../canary/shadow.ts';
 
 /** One graph's figures on the sampled requests, on the wire. */
 export interface EncodedTotals {
@@ -66,56 +66,4 @@ export function decodeShadow(e: EncodedShadow | null | undefined, instanceId: st
     evidence: { baseline: decodeTotals(e.baseline), candidate: decodeTotals(e.candidate) },
     diffs: () => diffs,
   };
-}
-
-class SummedTotals implements GraphTotals {
-  requests = 0;
-  errors = 0;
-  readonly latencyUs = emptyHistogram();
-
-  add(t: GraphTotals): void {
-    this.requests += t.requests;
-    this.errors += t.errors;
-    if (t.latencyUs.totalCount > 0) this.latencyUs.add(t.latencyUs);
-  }
-}
-
-/** A shadow canary's figures across the instances that answered (cumulative). */
-export class FleetShadow implements ShadowFigures {
-  sampled = 0;
-  diverged = 0;
-  readonly byKind: Record<DivergenceKind, number> = { outcome: 0, request: 0, reply: 0 };
-  readonly evidence = { baseline: new SummedTotals(), candidate: new SummedTotals() };
-  memoryBytes = 0;
-  reads = 0;
-  readsInFlight = 0;
-  private records: DiffRecord[] = [];
-  private readonly maxDiffs: number;
-
-  constructor(maxDiffs: number) {
-    this.maxDiffs = maxDiffs;
-  }
-
-  add(sc: ShadowFigures): void {
-    this.sampled += sc.sampled;
-    this.diverged += sc.diverged;
-    for (const k of DIVERGENCE_KINDS) this.byKind[k] += sc.byKind[k];
-    this.evidence.baseline.add(sc.evidence.baseline);
-    this.evidence.candidate.add(sc.evidence.candidate);
-    this.memoryBytes += sc.memoryBytes;
-    this.reads += sc.reads;
-    this.readsInFlight += sc.readsInFlight;
-    for (const d of sc.diffs()) this.records.push(d);
-  }
-
-  /** After every instance's figures are in: the newest max_diffs records. */
-  seal(): this {
-    this.records.sort((a, b) => b.at - a.at);
-    if (this.records.length > this.maxDiffs) this.records.length = this.maxDiffs;
-    return this;
-  }
-
-  diffs(): DiffRecord[] {
-    return [...this.records];
-  }
 }

@@ -15,10 +15,11 @@
 // A shadow canary runs on every worker (its settings go with the split, its shadow_pct with each
 // stage change). The same pull brings each worker's shadow figures — sampled and divergent counts
 // by kind, both graphs' step-time histograms on the sampled requests, the bytes its ring holds and
-// the ring itself (at most max_diffs records) — and they are merged into one MergedShadow per
+// the ring itself (at most max_diffs records) — and they are merged into one SummedShadow (canary/shadow-sum.ts) per
 // pipeline: counts and histograms added up, the rings' records newest first, max_diffs of them.
 // The controller reads it as it reads a ShadowCanary in one process (ShadowFigures).
 import * as hdr from 'hdr-histogram-js';
+import { SummedShadow, SummedTotals } from '../canary/shadow-sum.ts';
 import { WorkerRequestError, type WorkerChannel } from './worker-channel.ts';
 import { emptyHistogram, type GraphTotals } from '../canary/windows.ts';
 import type { Aim, CanaryGraphs, PipelineCanaryGraphs, PreparedCandidate, RetainedBaseline } from '../canary/graphs.ts';
@@ -61,66 +62,24 @@ export interface CanaryWorkers {
   readonly live: WorkerChannel[];
 }
 
-class MergedArm implements GraphTotals {
-  requests = 0;
-  errors = 0;
-  readonly latencyUs = emptyHistogram();
+const NO_LATENCY = emptyHistogram();
+
+/** A worker's arm as the controller reads one (its histogram decoded; none when it sent none). */
+function armOf(a: ArmWire): GraphTotals {
+  return { requests: a.requests, errors: a.errors, latencyUs: a.latency === '' ? NO_LATENCY : hdr.decodeFromCompressedBase64(a.latency, 32, false) };
 }
 
-/** A shadow canary's figures across the workers (refilled at each pull, in place: the controller holds it; kept after the canary ends). */
-class MergedShadow implements ShadowFigures {
-  sampled = 0;
-  diverged = 0;
-  readonly byKind: Record<DivergenceKind, number> = { outcome: 0, request: 0, reply: 0 };
-  evidence = { baseline: new MergedArm(), candidate: new MergedArm() };
-  memoryBytes = 0;
-  reads = 0;
-  readsInFlight = 0;
-  private records: DiffRecord[] = [];
-  private readonly maxDiffs: number;
-
-  constructor(maxDiffs: number) {
-    this.maxDiffs = maxDiffs;
-  }
-
-  clear(): void {
-    this.sampled = 0;
-    this.diverged = 0;
-    for (const k of Object.keys(this.byKind) as DivergenceKind[]) this.byKind[k] = 0;
-    this.evidence = { baseline: new MergedArm(), candidate: new MergedArm() };
-    this.memoryBytes = 0;
-    this.reads = 0;
-    this.readsInFlight = 0;
-    this.records = [];
-  }
-
-  add(w: ShadowWire): void {
-    this.sampled += w.sampled;
-    this.diverged += w.diverged;
-    for (const k of Object.keys(this.byKind) as DivergenceKind[]) this.byKind[k] += w.byKind[k];
-    addArm(this.evidence.baseline, w.baseline);
-    addArm(this.evidence.candidate, w.candidate);
-    this.memoryBytes += w.memoryBytes;
-    this.reads += w.reads;
-    this.readsInFlight += w.readsInFlight;
-    for (const d of w.diffs) this.records.push(d);
-  }
-
-  /** After every worker's figures are in: the newest max_diffs records. */
-  seal(): void {
-    this.records.sort((a, b) => b.at - a.at);
-    if (this.records.length > this.maxDiffs) this.records.length = this.maxDiffs;
-  }
-
-  diffs(): DiffRecord[] {
-    return [...this.records];
-  }
+/** A worker's shadow figures as the controller reads a ShadowCanary's. */
+function shadowOf(w: ShadowWire): ShadowFigures {
+  return {
+    sampled: w.sampled, diverged: w.diverged, byKind: w.byKind, memoryBytes: w.memoryBytes, reads: w.reads, readsInFlight: w.readsInFlight,
+    evidence: { baseline: armOf(w.baseline), candidate: armOf(w.candidate) }, diffs: () => w.diffs,
+  };
 }
 
-function addArm(m: MergedArm, a: ArmWire): void {
-  m.requests += a.requests;
-  m.errors += a.errors;
-  if (a.latency !== '') m.latencyUs.add(hdr.decodeFromCompressedBase64(a.latency, 32, false));
+function addArm(m: SummedTotals, a: ArmWire): void {
+  const t = armOf(a);
+  m.add(t.requests, t.errors, t.latencyUs);
 }
 
 export class ClusterCanaryGraphs implements CanaryGraphs {
@@ -137,9 +96,9 @@ export class ClusterCanaryGraphs implements CanaryGraphs {
   /** The last arms each live worker gave, and those of workers that exited (by pipeline and epoch). */
   private readonly lastArms = new Map<WorkerChannel, ArmsWire>();
   private retired: ArmsWire[] = [];
-  private merged = new Map<string, { baseline: MergedArm; candidate: MergedArm }>();
+  private merged = new Map<string, { baseline: SummedTotals; candidate: SummedTotals }>();
   /** Each pipeline's latest shadow canary, merged (kept after it ends, as a single process keeps its ring). */
-  private readonly shadows = new Map<string, { epoch: number; figures: MergedShadow }>();
+  private readonly shadows = new Map<string, { epoch: number; figures: SummedShadow }>();
   private pulling: Promise<void> | null = null;
 
   constructor(local: PipelineCanaryGraphs, workers: CanaryWorkers, log: Log) {
@@ -181,7 +140,7 @@ export class ClusterCanaryGraphs implements CanaryGraphs {
       shadow: sh };
     this.active.set(prepared.pipelineId, a);
     this.merged.delete(prepared.pipelineId);
-    if (sh !== null) this.shadows.set(prepared.pipelineId, { epoch, figures: new MergedShadow(sh.maxDiffs) });
+    if (sh !== null) this.shadows.set(prepared.pipelineId, { epoch, figures: new SummedShadow(sh.maxDiffs) });
     this.send('canary-activate', { pipelineId: a.pipelineId, trafficPct, aim: a.aim, epoch, shadow: sh });
   }
 
@@ -283,7 +242,7 @@ export class ClusterCanaryGraphs implements CanaryGraphs {
       this.lastArms.delete(c);
       this.retired.push(arms);
     }
-    const merged = new Map<string, { baseline: MergedArm; candidate: MergedArm }>();
+    const merged = new Map<string, { baseline: SummedTotals; candidate: SummedTotals }>();
     // A shadow canary still running is refilled from every worker's figures (one that ended keeps its last).
     const refilled = new Set<string>();
     for (const [pid, sh] of this.shadows) {
@@ -295,10 +254,10 @@ export class ClusterCanaryGraphs implements CanaryGraphs {
       for (const [pid, a] of Object.entries(arms)) {
         if (this.active.get(pid)?.epoch !== a.epoch) continue;
         let m = merged.get(pid);
-        if (m === undefined) merged.set(pid, m = { baseline: new MergedArm(), candidate: new MergedArm() });
+        if (m === undefined) merged.set(pid, m = { baseline: new SummedTotals(), candidate: new SummedTotals() });
         addArm(m.baseline, a.baseline);
         addArm(m.candidate, a.candidate);
-        if (a.shadow !== null && refilled.has(pid)) this.shadows.get(pid)!.figures.add(a.shadow);
+        if (a.shadow !== null && refilled.has(pid)) this.shadows.get(pid)!.figures.add(shadowOf(a.shadow));
       }
     }
     for (const pid of refilled) this.shadows.get(pid)!.figures.seal();
