@@ -70,6 +70,6 @@ const rows=require("fs").readFileSync(process.argv[1],"utf8").trim().split("\n")
 const r=rows.map(x=>x.cpu_ratio_B_over_A).sort((a,b)=>a-b);const med=r[r.length>>1];
 const gm=Math.exp(r.reduce((s,x)=>s+Math.log(x),0)/r.length);
 const mean=(k)=>rows.reduce((s,x)=>s+x[k],0)/rows.length;
-console.log(`B/A proxy CPU per request at ${process.argv[2]} req/s offered: median ${med.toFixed(3)}, geomean ${gm.toFixed(3)}, range ${r[0]}–${r[r.length-1]} over ${r.length} windows (mean rps A ${Math.round(mean("A_rps"))}, B ${Math.round(mean("B_rps"))}; mean µs/request A ${mean("A_cpu_us").toFixed(1)} of which user ${mean("A_user_us").toFixed(1)}, B ${mean("B_cpu_us").toFixed(1)} of which user ${mean("B_user_us").toFixed(1)})`);' $D/rows $RATE
+console.log(`B/A proxy CPU per request ${process.argv[2]==="0"?"driven as fast as each answers":"at "+process.argv[2]+" req/s offered"}: median ${med.toFixed(3)}, geomean ${gm.toFixed(3)}, range ${r[0]}–${r[r.length-1]} over ${r.length} windows (mean rps A ${Math.round(mean("A_rps"))}, B ${Math.round(mean("B_rps"))}; mean µs/request A ${mean("A_cpu_us").toFixed(1)} of which user ${mean("A_user_us").toFixed(1)}, B ${mean("B_cpu_us").toFixed(1)} of which user ${mean("B_user_us").toFixed(1)})`);' $D/rows $RATE
 grep -il 'error\|fatal' $D/*.log >/dev/null && { echo "proxy logs:"; tail -n 3 $D/*.log; }
 exit 0
