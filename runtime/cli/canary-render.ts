@@ -139,6 +139,8 @@ export interface Diffs {
   canary_id: string; pipeline_id: string; status: string; shadow_pct: number; show_values: boolean; sampled: number; diverged: number;
   divergence_rate: number | null; by_kind: Record<string, number>; memory_bytes: number; max_diffs: number;
   diffs: Array<{ at: string; kind: string; op: string; db: string; collection: string; baseline: string; candidate: string; truncated: boolean;
+    /** In a fleet: the instance that shadowed the request. */
+    instance_id?: string;
     paths: DiffPath[]; reply?: { status: string; paths: DiffPath[]; truncated: boolean } | null }>;
 }
 
@@ -146,8 +148,8 @@ interface DiffPath { path: string; change: string; baseline_type?: string; candi
 
 /**
  * `proxy canary diffs`: the divergence counts, then the ring's diffs grouped by kind, operation and
- * differing paths — COUNT, KIND, PATHS, and one SAMPLE (namespace, what each graph did or the
- * values when shown, and when).
+ * differing paths — COUNT, KIND, PATHS, in a fleet the INSTANCES whose diffs the group holds, and
+ * one SAMPLE (namespace, what each graph did or the values when shown, and when).
  */
 export function renderDiffs(d: Diffs): string {
   const rate = d.divergence_rate === null ? '-' : `${num(d.divergence_rate * 100, 2)}%`;
@@ -157,15 +159,17 @@ export function renderDiffs(d: Diffs): string {
   if (d.diffs.length === 0) {
     return `${head}no diffs kept${d.diverged > 0 ? ' (the ring holds the diffs of a running canary, or its pipeline\'s latest)' : ''}\n`;
   }
-  const groups = new Map<string, { count: number; kind: string; paths: string; sample: Diffs['diffs'][number] }>();
+  const groups = new Map<string, { count: number; kind: string; paths: string; instances: Set<string>; sample: Diffs['diffs'][number] }>();
   for (const x of d.diffs) {
     const paths = x.paths.length === 0 ? `(${x.baseline} vs ${x.candidate})` : x.paths.map((p) => `${p.path} ${p.change}`).join(', ') +
       (x.truncated ? ', …' : '');
     const key = `${x.kind}\0${x.op}\0${paths}`;
-    const g = groups.get(key);
-    if (g === undefined) groups.set(key, { count: 1, kind: `${x.kind} ${x.op}`, paths, sample: x });
-    else g.count++;
+    let g = groups.get(key);
+    if (g === undefined) groups.set(key, g = { count: 0, kind: `${x.kind} ${x.op}`, paths, instances: new Set(), sample: x });
+    g.count++;
+    if (x.instance_id !== undefined) g.instances.add(x.instance_id);
   }
+  const fleet = d.diffs.some((x) => x.instance_id !== undefined);
   const sample = (x: Diffs['diffs'][number]): string => {
     const ns = x.collection === '' ? x.db : `${x.db}.${x.collection}`;
     const shown = x.paths.filter((p) => p.baseline !== undefined || p.candidate !== undefined).slice(0, 2)
@@ -175,7 +179,8 @@ export function renderDiffs(d: Diffs): string {
       : ` (its read's answer: ${x.reply.paths.length === 0 ? 'the same' : x.reply.paths.map((p) => `${p.path} ${p.change}`).join(', ')})`;
     return `${ns} ${x.at}${shown === '' ? '' : ` ${shown}`}${reply}`;
   };
-  const rows = [...groups.values()].sort((a, b) => b.count - a.count).map((g) => [String(g.count), g.kind, g.paths, sample(g.sample)]);
-  return `${head}${table(['COUNT', 'KIND', 'PATHS', 'SAMPLE'], rows)}` +
+  const rows = [...groups.values()].sort((a, b) => b.count - a.count)
+    .map((g) => [String(g.count), g.kind, g.paths, ...(fleet ? [[...g.instances].sort().join(', ')] : []), sample(g.sample)]);
+  return `${head}${table(['COUNT', 'KIND', 'PATHS', ...(fleet ? ['INSTANCES'] : []), 'SAMPLE'], rows)}` +
     `(the latest ${d.diffs.length} diffs, at most ${d.max_diffs}; values ${d.show_values ? 'shown' : 'hidden (shadow.show_values)'})\n`;
 }

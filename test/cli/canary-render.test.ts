@@ -5,7 +5,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { initHistograms } from '../../runtime/profiling/index.ts';
-import { historyDetail, renderHistory, renderStatus, type History, type Report, type Status } from '../../runtime/cli/canary-render.ts';
+import {
+  historyDetail, renderDiffs, renderHistory, renderStatus, type Diffs, type History, type Report, type Status,
+} from '../../runtime/cli/canary-render.ts';
 import { harness, LOGGING_CANDIDATE, type Harness } from '../canary/helpers.ts';
 
 await initHistograms();
@@ -105,4 +107,22 @@ test('history: threshold_warning and rolled_back lines name each rule once', asy
   assert.match(historyDetail(rolledBack), /^rolled back \(automatic\): error_rate_delta_pct \S+ > 5 for 10s$/);
   const text = renderHistory(history);
   for (const line of text.split('\n')) assert.ok(line.split('error_rate_delta_pct').length <= 2, line);
+});
+
+test('diffs: in a fleet each group names the instances whose diffs it holds; one proxy\'s diffs have no such column', () => {
+  const diff = (instance: string | undefined, path: string) => ({
+    at: '2026-11-27T11:00:00.000Z', kind: 'reply', op: 'find', db: 'app', collection: 'users', baseline: 'replied', candidate: 'replied',
+    truncated: false, paths: [{ path, change: 'changed' }], ...(instance === undefined ? {} : { instance_id: instance }),
+  });
+  const base = { canary_id: 'c-1', pipeline_id: 'default', status: 'active', shadow_pct: 100, sampled: 10, diverged: 4, divergence_rate: 0.4,
+    by_kind: { reply: 4 }, memory_bytes: 100, max_diffs: 10, show_values: false };
+  const fleet = renderDiffs({ ...base, diffs: [diff('i3', 'cursor.firstBatch.0.ssn'), diff('i1', 'cursor.firstBatch.0.ssn'),
+    diff('i3', 'cursor.firstBatch.0.ssn'), diff('i2', 'ok')] } as Diffs);
+  const lines = fleet.split('\n');
+  assert.match(lines[1], /^COUNT\s+KIND\s+PATHS\s+INSTANCES\s+SAMPLE/);
+  assert.match(lines[2], /^3\s+reply find\s+cursor\.firstBatch\.0\.ssn changed\s+i1, i3\s+app\.users/);
+  assert.match(lines[3], /^1\s+reply find\s+ok changed\s+i2\s+app\.users/);
+  const one = renderDiffs({ ...base, diffs: [diff(undefined, 'ok')] } as Diffs);
+  assert.doesNotMatch(one, /INSTANCES/);
+  assert.match(one.split('\n')[1], /^COUNT\s+KIND\s+PATHS\s+SAMPLE/);
 });
