@@ -89,7 +89,11 @@ test('with 2 workers and a mongos list: every statement of a transaction reaches
     const col = client.db('pins').collection<{ _id: string; n: number }>('txn');
     await col.insertOne({ _id: 'warm', n: 0 });
     const used = new Set<number>();
-    for (let k = 0; k < 10; k++) {
+    // Each worker picks routers round robin, so a run whose every transaction makes the same number
+    // of selections could start them all on one router: reads of varying number in between move
+    // the rotation, and the run goes on (up to 30) until transactions started on two routers.
+    for (let k = 0; k < 30 && (k < 10 || used.size < 2); k++) {
+      for (let i = 0; i <= k % 4; i++) await col.findOne({ _id: 'warm' });
       for (const r of routers) r.resetCounts();
       const session = client.startSession();
       try {
