@@ -1,10 +1,10 @@
-// Bytes on the wire per span and per sampled request (docs/tracing.md, "What it costs"): a real proxy
-// in this process with the eight built-ins as bench/crossover-config.mjs sets them up (a 16 MiB
-// cache, every request a miss and a store), in front of the embedded development upstream, at
-// sample_rate 1 with the default http/protobuf export to a local HTTP server that counts the bytes
-// of each export request and the size of every span in it. Run once with OTEL_SEMCONV_STABILITY_OPT_IN
-// unset and once with it at `database/dup` (the variable is read when tracing starts). What is
-// counted is bytes, not time: the figures do not depend on the machine's load.
+// Bytes on the wire per span and per sampled request (docs/tracing.md, "Sampling"): a real proxy in
+// this process with the eight built-ins as bench/crossover-config.mjs sets them up (a 16 MiB cache,
+// every request a miss and a store), in front of the embedded development upstream, every request
+// traced with the default http/protobuf export to a local HTTP server that counts the bytes of each
+// export request and the size of every span in it. Two runs: OTEL_SEMCONV_STABILITY_OPT_IN unset,
+// then at `database/dup` (set here before each proxy starts: the variable is read when tracing
+// starts). What is counted is bytes, not time: the figures do not depend on the machine's load.
 //
 // Usage: node --import tsx bench/span-bytes.ts [--requests 200]
 import { createServer, type Server } from 'node:http';
