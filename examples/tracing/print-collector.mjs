@@ -20,7 +20,7 @@ function printTraces() {
     const print = (s, depth) => {
       const us = Number((BigInt(s.endTimeUnixNano) - BigInt(s.startTimeUnixNano)) / 1000n);
       const attrs = Object.fromEntries((s.attributes ?? []).map((a) => [a.key, val(a.value)]));
-      const keep = ['proxy.step.phase', 'proxy.step.order', 'db.operation.name', 'db.collection.name', 'error.type'];
+      const keep = ['proxy.step.phase', 'proxy.step.order', 'db.operation', 'db.upstream.collection', 'error.type'];
       const shown = keep.filter((k) => attrs[k] !== undefined).map((k) => `${k}=${attrs[k]}`).join(' ');
       console.log(`${'  '.repeat(depth + 1)}${s.name} [${s.service}] ${us} µs ${shown}`.trimEnd());
       for (const c of list.filter((x) => x.parentSpanId === s.spanId).sort((a, b) => (BigInt(a.startTimeUnixNano) < BigInt(b.startTimeUnixNano) ? -1 : 1))) print(c, depth + 1);

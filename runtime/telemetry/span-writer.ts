@@ -10,7 +10,8 @@
 // about 2 µs per request in all, 5% of the proxy's CPU). Here the attribute keys are constant
 // bytes, the database attributes every span of a request repeats are encoded once per request and
 // copied, ids go from the random pool into the message as bytes, and times are written as the
-// nanoseconds they are.
+// nanoseconds they are. The stable OpenTelemetry database names (semconv.ts) are a second block,
+// written only when opted in and copied only onto the request and operation spans.
 import type { RequestTimings } from '../pipeline/index.ts';
 import { phaseName } from '../wasm/index.ts';
 import { HEX_PAIR, ProtoBuffer, varintSize } from './proto-buffer.ts';
@@ -136,36 +137,42 @@ class KeyValues extends ProtoBuffer {
   }
 }
 
-/** The attributes every span of one request carries (the database ones), encoded once per request. */
+/**
+ * The attributes every span of one request carries (the contract's database names and the pipeline),
+ * encoded once per request; and, when opted in, the stable OpenTelemetry database names in `stable`
+ * (for the request and operation spans). Attributes without a value (no collection, no upstream)
+ * are left out.
+ */
 class RequestBlock extends KeyValues {
-  write(r: TracedRequest): void {
+  readonly stable = new KeyValues(512);
+
+  write(r: TracedRequest, withStable: boolean): void {
     this.reset();
     const t = SPAN_ATTRIBUTE;
     this.kvString(t, K.dbSystem, 'mongodb');
     this.kvString(t, K.dbOperation, r.op);
-    this.kvString(t, K.dbSystemName, 'mongodb');
-    this.kvString(t, K.dbOperationName, r.op);
-    this.kvString(t, K.dbNamespace, r.db);
     this.kvString(t, K.pipelineId, r.pipelineId);
     this.kvString(t, K.pipeline, r.variant);
-    this.optional(r);
-  }
-
-  /** The collection and upstream address attributes, when the request has them. */
-  optional(r: TracedRequest): void {
-    const t = SPAN_ATTRIBUTE;
-    if (r.collection !== '') {
-      this.kvString(t, K.upstreamCollection, r.collection);
-      this.kvString(t, K.collectionName, r.collection);
-    }
+    if (r.collection !== '') this.kvString(t, K.upstreamCollection, r.collection);
+    let host = '';
+    let port = 0;
     if (r.upstream !== '') {
       const i = r.upstream.lastIndexOf(':');
-      const host = r.upstream.slice(0, i);
-      const port = Number(r.upstream.slice(i + 1));
+      host = r.upstream.slice(0, i);
+      port = Number(r.upstream.slice(i + 1));
       this.kvString(t, K.peerName, host);
       this.kvNumber(t, K.peerPort, port);
-      this.kvString(t, K.serverAddress, host);
-      this.kvNumber(t, K.serverPort, port);
+    }
+    if (!withStable) return;
+    const s = this.stable;
+    s.reset();
+    s.kvString(t, K.dbSystemName, 'mongodb');
+    s.kvString(t, K.dbOperationName, r.op);
+    s.kvString(t, K.dbNamespace, r.db);
+    if (r.collection !== '') s.kvString(t, K.collectionName, r.collection);
+    if (r.upstream !== '') {
+      s.kvString(t, K.serverAddress, host);
+      s.kvNumber(t, K.serverPort, port);
     }
   }
 }
@@ -181,14 +188,17 @@ export class SpanWriter extends KeyValues {
   private readonly upId = new Uint8Array(8);
   private readonly remoteParent = new Uint8Array(8);
   private readonly layout = new StepLayout();
+  /** The stable database names on the request and operation spans too (semconv.ts). */
+  private readonly stableNames: boolean;
   /** Spans written since reset(). */
   spans = 0;
 
   /** `origin`: performance.timeOrigin (request times are performance.now() ms). */
-  constructor(ids: IdSource, origin: number) {
+  constructor(ids: IdSource, origin: number, stableNames: boolean) {
     super(16 * 1024);
     this.ids = ids;
     this.origin = origin;
+    this.stableNames = stableNames;
   }
 
   override reset(): void {
@@ -213,7 +223,8 @@ export class SpanWriter extends KeyValues {
     }
     this.ids.into(this.rootId, 0, 8);
     const block = this.block;
-    block.write(r);
+    const stable = this.stableNames;
+    block.write(r, stable);
     const t: RequestTimings = r.timings;
     const l = this.layout;
     const a = SPAN_ATTRIBUTE;
@@ -254,6 +265,7 @@ export class SpanWriter extends KeyValues {
         const opFailed = replied ? r.reply.failed : failed;
         const op = this.begin(r.collection === '' ? r.op : `${r.op} ${r.collection}`, KIND_CLIENT, this.upId, null, r.upstreamWrittenAt, upEnd);
         this.copy(block.written());
+        if (stable) this.copy(block.stable.written());
         if (opFailed) {
           if (replied) this.error(r.reply.errorCode, replyErrorType);
           else this.error(r.errorCode, errorType);
@@ -263,6 +275,7 @@ export class SpanWriter extends KeyValues {
     }
     const root = this.begin('proxy.request', KIND_SERVER, parent !== null ? this.remoteParent : null, this.rootId, r.readAt, r.endAt, false);
     this.copy(block.written());
+    if (stable) this.copy(block.stable.written());
     this.kvNumber(SPAN_ATTRIBUTE, K.requestDuration, Math.round((r.endAt - r.readAt) * 1000));
     if (failed) this.error(r.errorCode, errorType);
     this.end(root, failed ? ERROR : UNSET, errorType, parent !== null);

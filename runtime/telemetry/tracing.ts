@@ -30,6 +30,7 @@ import { IdSource } from './ids.ts';
 import { StepLayout } from './step-layout.ts';
 import { OtlpEncodedTraceExporter } from './otlp-encoder.ts';
 import { TraceContextReader, parseTraceparent, type TraceParent } from './traceparent.ts';
+import { SEMCONV_OPT_IN_ENV, stableDatabaseNames } from './semconv.ts';
 
 export interface TracingSettings {
   /** The collector's traces URL (with /v1/traces). */
@@ -43,6 +44,11 @@ export interface TracingSettings {
   maxBatchSpans: number;
   exportIntervalMs: number;
   exportTimeoutMs: number;
+  /**
+   * An OTEL_SEMCONV_STABILITY_OPT_IN list (`database/dup`: the stable database names as well;
+   * semconv.ts). Absent: the environment variable's value, read when the Tracing is made.
+   */
+  semconvStabilityOptIn?: string;
 }
 
 /** What the connection hands over when a sampled request ends. Times are performance.now() ms. */
@@ -179,6 +185,8 @@ export class Tracing {
   private readonly encoded: EncodedSpanQueue | null = null;
   private readonly spans: BoundedSpanQueue | null = null;
   private readonly layout = new StepLayout();
+  /** The stable OpenTelemetry database names on the request and operation spans as well (semconv.ts). */
+  readonly stableDatabaseNames: boolean;
 
   /**
    * `exporter`: takes ReadableSpans (the http/json path; a test's exporter). Without one, http/json
@@ -188,12 +196,13 @@ export class Tracing {
     this.settings = settings;
     this.log = log;
     this.ids = new IdSource(parts.randomFill);
+    this.stableDatabaseNames = stableDatabaseNames(settings.semconvStabilityOptIn ?? process.env[SEMCONV_OPT_IN_ENV]);
     this.resource = resourceFromAttributes({ ...settings.resourceAttributes, 'service.name': settings.serviceName });
     const opts = { maxQueue: settings.maxQueueSpans, maxBatch: settings.maxBatchSpans, intervalMs: settings.exportIntervalMs };
     if (exporter === undefined && settings.protocol === 'http/protobuf') {
       this.envelope = new BatchEnvelope(this.resource.attributes, SCOPE.name);
       const exp = parts.encodedExporter ?? new OtlpEncodedTraceExporter(this.envelope, { url: settings.url, timeoutMillis: settings.exportTimeoutMs });
-      this.writer = new SpanWriter(this.ids, this.origin);
+      this.writer = new SpanWriter(this.ids, this.origin, this.stableDatabaseNames);
       this.queue = this.encoded = new EncodedSpanQueue(exp, opts, log);
     } else {
       const exp = exporter ?? new JsonExporter({ url: settings.url, timeoutMillis: settings.exportTimeoutMs });
@@ -258,11 +267,11 @@ export class Tracing {
       this.encoded!.push(w.written(), w.spans);
       return;
     }
-    const a = new SpanAttrs(r);
+    const a = new SpanAttrs(r, this.stableDatabaseNames);
     const remote: SpanContext | undefined = r.parent === null ? undefined
       : { traceId: r.parent.traceId, spanId: r.parent.spanId, traceFlags: r.parent.flags, isRemote: true };
     const traceId = remote !== undefined ? remote.traceId : this.ids.next(16);
-    const rootAttrs = a.db();
+    const rootAttrs = a.operation();
     rootAttrs['proxy.request.duration_us'] = Math.round((r.endAt - r.readAt) * 1000);
     if (failed) addError(rootAttrs, r.errorCode, errorType);
     // The root is queued last (it ends last), but its id is needed by its children now.
@@ -292,11 +301,9 @@ export class Tracing {
         // The operation failed when its reply reports a failure, or — no reply — when the request
         // failed (the call's own error: a timeout, a lost connection). A response step's rejection
         // of a good reply is that step's failure, not the operation's.
-        let opAttrs = shared;
-        let opFailed = false;
-        if (r.upstreamRepliedAt > 0 ? r.reply.failed : failed) {
-          opFailed = true;
-          opAttrs = a.db();
+        const opFailed = r.upstreamRepliedAt > 0 ? r.reply.failed : failed;
+        const opAttrs = opFailed || this.stableDatabaseNames ? a.operation() : shared;
+        if (opFailed) {
           if (r.upstreamRepliedAt > 0) addError(opAttrs, r.reply.errorCode, errorTypeOf(r.reply.errorCode, r.reply.errorName));
           else addError(opAttrs, r.errorCode, errorType);
         }
@@ -326,8 +333,9 @@ export class Tracing {
 
 /**
  * The attributes of one request's spans, each set a fresh object literal of one shape (no spreads:
- * they cost more than the span). The SPEC's names (the contract) and the stable OpenTelemetry
- * database names beside them (semantic conventions 1.33+). Attributes without a value (no
+ * they cost more than the span). The SPEC's names (the contract) on every span that has database
+ * attributes; the stable OpenTelemetry database names (semantic conventions 1.33+) after them on
+ * the request and operation spans, when opted in (semconv.ts). Attributes without a value (no
  * collection, no upstream) are left out: the exporter would send them as empty values.
  */
 class SpanAttrs {
@@ -338,13 +346,15 @@ class SpanAttrs {
   private readonly port: number | undefined;
   private readonly pipelineId: string;
   private readonly variant: Variant;
+  private readonly stableNames: boolean;
 
-  constructor(r: TracedRequest) {
+  constructor(r: TracedRequest, stableNames: boolean) {
     this.op = r.op;
     this.dbName = r.db;
     this.coll = r.collection === '' ? undefined : r.collection;
     this.pipelineId = r.pipelineId;
     this.variant = r.variant;
+    this.stableNames = stableNames;
     if (r.upstream !== '') {
       const i = r.upstream.lastIndexOf(':');
       this.host = r.upstream.slice(0, i);
@@ -352,13 +362,27 @@ class SpanAttrs {
     }
   }
 
-  /** The database attributes every span of the request carries. */
+  /** The database attributes every span of the request carries (sub-operations aside). */
   db(): Attributes {
     return this.optional({
       'db.system': 'mongodb', 'db.operation': this.op,
-      'db.system.name': 'mongodb', 'db.operation.name': this.op, 'db.namespace': this.dbName,
       'proxy.pipeline.id': this.pipelineId, 'proxy.pipeline': this.variant,
     });
+  }
+
+  /** The request and operation spans' attributes: db(), then the stable names when opted in. */
+  operation(): Attributes {
+    const attrs = this.db();
+    if (!this.stableNames) return attrs;
+    attrs['db.system.name'] = 'mongodb';
+    attrs['db.operation.name'] = this.op;
+    attrs['db.namespace'] = this.dbName;
+    if (this.coll !== undefined) attrs['db.collection.name'] = this.coll;
+    if (this.host !== undefined) {
+      attrs['server.address'] = this.host;
+      attrs['server.port'] = this.port;
+    }
+    return attrs;
   }
 
   step(name: string, phase: string, durationUs: number, error: boolean, order: number): Attributes {
@@ -366,7 +390,6 @@ class SpanAttrs {
       'proxy.step.name': name, 'proxy.step.phase': phase, 'proxy.step.duration_us': durationUs,
       'proxy.step.error': error, 'proxy.step.order': order,
       'db.system': 'mongodb', 'db.operation': this.op,
-      'db.system.name': 'mongodb', 'db.operation.name': this.op, 'db.namespace': this.dbName,
       'proxy.pipeline.id': this.pipelineId, 'proxy.pipeline': this.variant,
     });
   }
@@ -379,17 +402,12 @@ class SpanAttrs {
     };
   }
 
-  /** Adds the collection and upstream address attributes, when the request has them. */
+  /** Adds the contract's collection and upstream address attributes, when the request has them. */
   private optional(attrs: Attributes): Attributes {
-    if (this.coll !== undefined) {
-      attrs['db.upstream.collection'] = this.coll;
-      attrs['db.collection.name'] = this.coll;
-    }
+    if (this.coll !== undefined) attrs['db.upstream.collection'] = this.coll;
     if (this.host !== undefined) {
       attrs['net.peer.name'] = this.host;
       attrs['net.peer.port'] = this.port;
-      attrs['server.address'] = this.host;
-      attrs['server.port'] = this.port;
     }
     return attrs;
   }

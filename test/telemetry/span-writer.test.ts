@@ -32,17 +32,19 @@ function seededFill(seed: number): (pool: Uint8Array) => void {
   };
 }
 
+/** The settings of these tests: OTEL_SEMCONV_STABILITY_OPT_IN unset whatever this process's environment says. */
 const SETTINGS: TracingSettings = {
   url: 'http://127.0.0.1:9/v1/traces', protocol: 'http/protobuf', serviceName: 'proxy-test', sampleRate: 1,
   resourceAttributes: { 'deployment.environment': 'test', 'host.name': 'höst-1' },
-  maxQueueSpans: 100_000, maxBatchSpans: 100_000, exportIntervalMs: 60_000, exportTimeoutMs: 1000,
+  maxQueueSpans: 100_000, maxBatchSpans: 100_000, exportIntervalMs: 60_000, exportTimeoutMs: 1000, semconvStabilityOptIn: '',
 };
+const OPTED_IN: Partial<TracingSettings> = { semconvStabilityOptIn: 'database/dup' };
 
 /** The ReadableSpans the http/json path builds for `requests`. */
-async function readableSpans(requests: TracedRequest[], seed: number): Promise<ReadableSpan[]> {
+async function readableSpans(requests: TracedRequest[], seed: number, settings: Partial<TracingSettings> = {}): Promise<ReadableSpan[]> {
   const got: ReadableSpan[] = [];
   const exporter: SpanExporter = { export(spans, done) { got.push(...spans); done({ code: 0 }); }, async shutdown() {} };
-  const t = new Tracing(SETTINGS, quiet, exporter, { randomFill: seededFill(seed) });
+  const t = new Tracing({ ...SETTINGS, ...settings }, quiet, exporter, { randomFill: seededFill(seed) });
   for (const r of requests) t.record(r);
   await t.close();
   return got;
@@ -131,18 +133,28 @@ const arr = (v: unknown) => v as DecodedMessage[];
 const attrsOf = (m: DecodedMessage): Record<string, DecodedMessage> =>
   Object.fromEntries(arr(m.attributes ?? []).map((kv) => [String(kv.key), kv.value as DecodedMessage]));
 
-test('the spans written as protobuf are, byte for byte, what the SDK serializer makes of the ReadableSpans built for the same requests', async () => {
+for (const [mode, settings] of [['OTEL_SEMCONV_STABILITY_OPT_IN unset', {}], ['opted in to the stable database names', OPTED_IN]] as const) {
+  test(`${mode}: the spans written as protobuf are, byte for byte, what the SDK serializer makes of the ReadableSpans built for the same ` +
+    'requests', async () => {
+    const t0 = performance.now();
+    const requests = variety(t0);
+    const spans = await readableSpans(requests, 7, settings);
+    const theirs = ProtobufTraceSerializer.serializeRequest(spans)!;
+    const ours = await writtenRequests(requests, 7, settings);
+    assert.equal(ours.bodies.length, 1, 'one batch');
+    assert.equal(ours.spans[0], spans.length, 'as many spans');
+    assert.deepStrictEqual(decodeTraceRequestFields(ours.bodies[0]), decodeTraceRequestFields(theirs), 'decodes as the SDK serializer\'s request');
+    assert.ok(Buffer.from(ours.bodies[0]).equals(Buffer.from(theirs)), `the same bytes (${ours.bodies[0].length} and ${theirs.length})`);
+  });
+}
+
+test('the spans written as protobuf say what they should: ids, parents, errors, statuses', async () => {
   const t0 = performance.now();
   const requests = variety(t0);
   const spans = await readableSpans(requests, 7);
-  const theirs = ProtobufTraceSerializer.serializeRequest(spans)!;
   const ours = await writtenRequests(requests, 7);
   assert.equal(ours.bodies.length, 1, 'one batch');
   assert.equal(ours.spans[0], spans.length, 'as many spans');
-  assert.deepStrictEqual(decodeTraceRequestFields(ours.bodies[0]), decodeTraceRequestFields(theirs), 'decodes as the SDK serializer\'s request');
-  assert.ok(Buffer.from(ours.bodies[0]).equals(Buffer.from(theirs)), `the same bytes (${ours.bodies[0].length} and ${theirs.length})`);
-
-  // What they say, read back: not only "the same as the other path".
   const decoded = decodeTraceRequestFields(ours.bodies[0]);
   const rs = arr(decoded.resource_spans)[0];
   assert.deepStrictEqual(attrsOf(rs.resource as DecodedMessage)['host.name'], { string_value: 'höst-1' });
@@ -159,35 +171,37 @@ test('the spans written as protobuf are, byte for byte, what the SDK serializer 
   assert.ok(ids.every((id) => id !== '0000000000000000'), 'no all-zero id (the pool has zero runs)');
 });
 
-test('many requests, values changing under the same keys: still the SDK\'s bytes, batch after batch', async () => {
-  let seed = 12345;
-  const pick = <T>(xs: readonly T[]): T => {
-    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
-    return xs[(seed >>> 8) % xs.length];
-  };
-  const t0 = performance.now();
-  const requests: TracedRequest[] = [];
-  for (let i = 0; i < 80; i++) {
-    requests.push(request(t0 + i * 3, {
-      op: pick(['find', 'find', 'insert', 'aggregate']), db: pick(['app', 'logs', 'ünïcode-db']), collection: pick(['users', '', 'x'.repeat(130)]),
-      pipelineId: pick(['default', 'canary-β']), variant: pick(['baseline', 'candidate']), upstream: pick(['127.0.0.1:27017', 'db-2.example.com:27018', '']),
-      ok: pick([true, true, false]), errorCode: pick([0, 0, 11000, 2]),
-    }));
-  }
-  const spans = await readableSpans(requests, 99);
-  // Batches of at most 100 spans, cut between requests: each must be the SDK's encoding of the same spans.
-  const ours = await writtenRequests(requests, 99, { maxBatchSpans: 100 });
-  assert.ok(ours.bodies.length > 5, `${ours.bodies.length} batches`);
-  let from = 0;
-  ours.bodies.forEach((body, i) => {
-    assert.ok(ours.spans[i] <= 100, `batch ${i}: ${ours.spans[i]} spans`);
-    const theirs = ProtobufTraceSerializer.serializeRequest(spans.slice(from, from + ours.spans[i]))!;
-    assert.ok(Buffer.from(body).equals(Buffer.from(theirs)), `batch ${i}: the same bytes`);
-    from += ours.spans[i];
+for (const [mode, settings] of [['OTEL_SEMCONV_STABILITY_OPT_IN unset', {}], ['opted in', OPTED_IN]] as const) {
+  test(`${mode}: many requests, values changing under the same keys: still the SDK's bytes, batch after batch`, async () => {
+    let seed = 12345;
+    const pick = <T>(xs: readonly T[]): T => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return xs[(seed >>> 8) % xs.length];
+    };
+    const t0 = performance.now();
+    const requests: TracedRequest[] = [];
+    for (let i = 0; i < 80; i++) {
+      requests.push(request(t0 + i * 3, {
+        op: pick(['find', 'find', 'insert', 'aggregate']), db: pick(['app', 'logs', 'ünïcode-db']), collection: pick(['users', '', 'x'.repeat(130)]),
+        pipelineId: pick(['default', 'canary-β']), variant: pick(['baseline', 'candidate']), upstream: pick(['127.0.0.1:27017', 'db-2.example.com:27018', '']),
+        ok: pick([true, true, false]), errorCode: pick([0, 0, 11000, 2]),
+      }));
+    }
+    const spans = await readableSpans(requests, 99, settings);
+    // Batches of at most 100 spans, cut between requests: each must be the SDK's encoding of the same spans.
+    const ours = await writtenRequests(requests, 99, { maxBatchSpans: 100, ...settings });
+    assert.ok(ours.bodies.length > 5, `${ours.bodies.length} batches`);
+    let from = 0;
+    ours.bodies.forEach((body, i) => {
+      assert.ok(ours.spans[i] <= 100, `batch ${i}: ${ours.spans[i]} spans`);
+      const theirs = ProtobufTraceSerializer.serializeRequest(spans.slice(from, from + ours.spans[i]))!;
+      assert.ok(Buffer.from(body).equals(Buffer.from(theirs)), `batch ${i}: the same bytes`);
+      from += ours.spans[i];
+    });
+    assert.equal(from, spans.length, 'every span exported');
+    assert.equal(ours.tracing.queue.exported, spans.length);
   });
-  assert.equal(from, spans.length, 'every span exported');
-  assert.equal(ours.tracing.queue.exported, spans.length);
-});
+}
 
 test('a full queue drops a request\'s spans whole and counts them', async () => {
   const t0 = performance.now();
@@ -195,4 +209,44 @@ test('a full queue drops a request\'s spans whole and counts them', async () => 
   const ours = await writtenRequests([request(t0), request(t0 + 1), request(t0 + 2)], 1, { maxQueueSpans: 2 * one + 1, maxBatchSpans: 10_000 });
   assert.deepStrictEqual(ours.spans, [2 * one], 'two requests exported');
   assert.equal(ours.tracing.queue.droppedQueueFull, one, 'the third request\'s spans dropped, all of them');
+});
+
+const STABLE_DB_NAMES = ['db.system.name', 'db.operation.name', 'db.namespace', 'db.collection.name', 'server.address', 'server.port'];
+const CONTRACT_DB_NAMES = ['db.system', 'db.operation', 'db.upstream.collection', 'net.peer.name', 'net.peer.port'];
+
+/** The spans of one written request, decoded. */
+async function writtenSpans(r: TracedRequest, settings: Partial<TracingSettings>): Promise<DecodedMessage[]> {
+  const ours = await writtenRequests([r], 3, settings);
+  return arr(arr(arr(decodeTraceRequestFields(ours.bodies[0]).resource_spans)[0].scope_spans)[0].spans);
+}
+
+test('the stable database names: on no span by default; opted in, after the contract\'s names on proxy.request and the operation span, and ' +
+  'every other span unchanged', async () => {
+  const r = request(performance.now(), { db: 'shop', collection: 'orders', upstream: 'db-1.example.com:27017' });
+  const plain = await writtenSpans(r, {});
+  const opted = await writtenSpans(r, OPTED_IN);
+  assert.deepStrictEqual(plain.map((s) => s.name), ['proxy.step.filter', 'regex.eval', 'proxy.step.cache', 'cache.lookup', 'cache.kv',
+    'proxy.step.cache', 'cache.store', 'proxy.upstream', 'connection.acquire', 'find orders', 'proxy.request']);
+  assert.deepStrictEqual(opted.map((s) => s.name), plain.map((s) => s.name), 'the same spans');
+  for (const s of plain) {
+    const keys = Object.keys(attrsOf(s));
+    for (const k of STABLE_DB_NAMES) assert.ok(!keys.includes(k), `default: ${String(s.name)} has no ${k}`);
+    if (s.kind !== 1 || String(s.name).startsWith('proxy.') || s.name === 'connection.acquire') {
+      for (const k of CONTRACT_DB_NAMES) assert.ok(keys.includes(k), `default: ${String(s.name)} has ${k}`);
+    }
+  }
+  opted.forEach((s, i) => {
+    if (s.name !== 'proxy.request' && s.name !== 'find orders') {
+      assert.deepStrictEqual(s, plain[i], `opted in: ${String(s.name)} is the same span as by default`);
+      return;
+    }
+    const kv = arr(s.attributes).map((a) => [String(a.key), (a.value as DecodedMessage).string_value ?? (a.value as DecodedMessage).int_value]);
+    const keys = kv.map(([k]) => k);
+    const plainKeys = arr(plain[i].attributes).map((a) => String(a.key));
+    // The contract's names first, as by default; the stable names right after them; then the span's own (the root's duration).
+    assert.deepStrictEqual(keys.filter((k) => !STABLE_DB_NAMES.includes(k as string)), plainKeys, `${String(s.name)}: the default attributes, in order`);
+    const at = keys.indexOf('db.system.name');
+    assert.deepStrictEqual(kv.slice(at, at + 6), [['db.system.name', 'mongodb'], ['db.operation.name', 'find'], ['db.namespace', 'shop'],
+      ['db.collection.name', 'orders'], ['server.address', 'db-1.example.com'], ['server.port', 27017n]], `${String(s.name)}: the stable names`);
+  });
 });

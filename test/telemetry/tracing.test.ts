@@ -109,14 +109,17 @@ function metricValue(text: string, series: string): number {
   return Number(line.slice(series.length + 1));
 }
 
-/** The spans of the trace whose root is the `proxy.request` with db.operation.name === op. */
+/** The spans of the trace whose root is the `proxy.request` with db.operation === op, on db.upstream.collection === collection. */
 function traceOf(spans: ReceivedSpan[], op: string, collection: string): { root: ReceivedSpan; all: ReceivedSpan[] } {
-  const roots = spans.filter((s) => s.name === 'proxy.request' && s.attributes['db.operation.name'] === op &&
-    s.attributes['db.collection.name'] === collection);
+  const roots = spans.filter((s) => s.name === 'proxy.request' && s.attributes['db.operation'] === op &&
+    s.attributes['db.upstream.collection'] === collection);
   assert.equal(roots.length, 1, `one proxy.request for ${op} ${collection}, got ${roots.length}`);
   const root = roots[0];
   return { root, all: spans.filter((s) => s.traceId === root.traceId) };
 }
+
+/** The stable OpenTelemetry database names, sent only when OTEL_SEMCONV_STABILITY_OPT_IN opts in. */
+const STABLE_DB_NAMES = ['db.system.name', 'db.operation.name', 'db.namespace', 'db.collection.name', 'server.address', 'server.port'];
 
 const children = (all: ReceivedSpan[], parent: ReceivedSpan) =>
   all.filter((s) => s.parentSpanId === parent.spanId).sort((a, b) => (a.startNs < b.startNs ? -1 : a.startNs > b.startNs ? 1 : 0));
@@ -174,9 +177,12 @@ test('a find through the real driver exports the SPEC §2.4 tree: root, request 
   const db = {
     'db.system': 'mongodb', 'db.operation': 'find', 'db.upstream.collection': 'users',
     'net.peer.name': '127.0.0.1', 'net.peer.port': t.upstream.port,
-    'db.system.name': 'mongodb', 'db.operation.name': 'find', 'db.collection.name': 'users', 'db.namespace': 'app',
-    'server.address': '127.0.0.1', 'server.port': t.upstream.port,
   };
+  // OTEL_SEMCONV_STABILITY_OPT_IN unset: the contract's names only, on every span that has database attributes.
+  for (const s of all) {
+    for (const k of STABLE_DB_NAMES) assert.equal(s.attributes[k], undefined, `${s.name}: no ${k} unless opted in`);
+  }
+  for (const [k, v] of Object.entries(db)) assert.equal(root.attributes[k], v, `proxy.request ${k}`);
   for (const [span, name, phase, order] of [[filter, 'wasm:filter', 'request', 1], [cacheReq, 'wasm:cache', 'request', 2],
     [cacheResp, 'wasm:cache', 'response', 1]] as const) {
     for (const [k, v] of Object.entries(db)) assert.equal(span.attributes[k], v, `${span.name} (${phase}) ${k}`);
@@ -208,9 +214,58 @@ test('a find through the real driver exports the SPEC §2.4 tree: root, request 
   const up = children(all, upstream);
   assert.deepEqual(up.map((s) => s.name), ['connection.acquire', 'find users']);
   assert.equal(up[1].kind, 3, 'the upstream operation is a CLIENT span');
-  for (const [k, v] of Object.entries(db)) assert.equal(up[1].attributes[k], v, `operation span ${k}`);
+  for (const [k, v] of Object.entries(db)) {
+    assert.equal(up[1].attributes[k], v, `operation span ${k}`);
+    assert.equal(up[0].attributes[k], v, `connection.acquire ${k}`);
+    assert.equal(upstream.attributes[k], v, `proxy.upstream ${k}`);
+  }
   for (const s of up) assertWithin(s, upstream);
   assert.ok(filter.endNs <= upstream.startNs + 2000n && upstream.endNs <= cacheResp.startNs + 2000n, 'request steps, then upstream, then response steps');
+});
+
+/** `fn` run with the environment variable `name` set to `value`, restored after. */
+async function withEnv<T>(name: string, value: string, fn: () => Promise<T>): Promise<T> {
+  const before = process.env[name];
+  process.env[name] = value;
+  try {
+    return await fn();
+  } finally {
+    if (before === undefined) delete process.env[name];
+    else process.env[name] = before;
+  }
+}
+
+test('OTEL_SEMCONV_STABILITY_OPT_IN with database/dup (protobuf and JSON): the stable database names as well, on proxy.request and the ' +
+  'operation span only; the contract\'s names stay on every span', async () => {
+  for (const protocol of ['http/protobuf', 'http/json'] as const) {
+    const receiver = await startOtlpReceiver();
+    cleanups.push(() => receiver.close());
+    // Read as OpenTelemetry reads it: a comma-separated list, entries trimmed, case ignored, other domains' entries ignored.
+    const t = await withEnv('OTEL_SEMCONV_STABILITY_OPT_IN', ' http , Database/Dup', () => start({ otlp_endpoint: receiver.url, protocol }));
+    await t.client.db('shop').collection('orders').findOne({ a: 1 });
+    await t.proxy.tracing!.flush();
+    const { root, all } = traceOf(await receiver.waitForSpans(1), 'find', 'orders');
+    const op = all.find((s) => s.kind === 3);
+    assert.equal(op?.name, 'find orders', `${protocol}: the operation span`);
+    const stable = {
+      'db.system.name': 'mongodb', 'db.operation.name': 'find', 'db.namespace': 'shop', 'db.collection.name': 'orders',
+      'server.address': '127.0.0.1', 'server.port': t.upstream.port,
+    };
+    const contract = {
+      'db.system': 'mongodb', 'db.operation': 'find', 'db.upstream.collection': 'orders', 'net.peer.name': '127.0.0.1', 'net.peer.port': t.upstream.port,
+    };
+    const subops = new Set(['regex.eval', 'cache.lookup', 'cache.store']);
+    assert.deepEqual(treeOf(all, root), ['proxy.request', '  proxy.step.filter (request)', '  proxy.step.cache (request)', '    cache.lookup',
+      '  proxy.upstream', '    connection.acquire', '    find orders', '  proxy.step.cache (response)', '    cache.store'], `${protocol}: the tree`);
+    for (const s of all) {
+      const withStable: boolean = s === root || s === op;
+      for (const [k, v] of Object.entries(stable)) {
+        assert.equal(s.attributes[k], withStable ? v : undefined, `${protocol}: ${s.name} ${k} ${withStable ? 'sent' : 'not sent'}`);
+      }
+      if (subops.has(s.name)) continue;
+      for (const [k, v] of Object.entries(contract)) assert.equal(s.attributes[k], v, `${protocol}: ${s.name} keeps ${k}`);
+    }
+  }
 });
 
 test('a canary: requests the candidate graph serves carry proxy.pipeline "candidate" on every span, the others "baseline"', async () => {
@@ -235,7 +290,7 @@ test('a canary: requests the candidate graph serves carry proxy.pipeline "candid
   for (let i = 0; i < n; i++) await coll.findOne({ i });
   await t.proxy.tracing!.flush();
   const spans = await receiver.waitForSpans(n);
-  const roots = spans.filter((s) => s.name === 'proxy.request' && s.attributes['db.collection.name'] === 'canaried');
+  const roots = spans.filter((s) => s.name === 'proxy.request' && s.attributes['db.upstream.collection'] === 'canaried');
   assert.equal(roots.length, n, 'one trace per request');
   const byVariant = new Map<string, number>();
   for (const root of roots) {
@@ -275,7 +330,8 @@ test('a request a step rejects: root and step marked as errors with db.response.
   assert.equal(filter.attributes['db.response.status_code'], '13');
   assert.equal(filter.attributes['error.type'], 'Unauthorized');
   // No upstream served it: the address attributes are left out rather than sent empty.
-  assert.equal(root.attributes['server.address'], undefined);
+  assert.equal(root.attributes['net.peer.name'], undefined);
+  assert.equal(root.attributes['net.peer.port'], undefined);
   assert.equal(filter.attributes['net.peer.name'], undefined);
 });
 
@@ -328,7 +384,7 @@ test('errors the upstream returns: error.type is the code name — DuplicateKey 
   await assert.rejects(db.createCollection('made'), (e: { code?: number }) => e.code === 48);
   await t.proxy.tracing!.flush();
   const spans = await receiver.waitForSpans(1);
-  const inserts = spans.filter((s) => s.name === 'proxy.request' && s.attributes['db.collection.name'] === 'dups');
+  const inserts = spans.filter((s) => s.name === 'proxy.request' && s.attributes['db.upstream.collection'] === 'dups');
   assert.equal(inserts.length, 2);
   const [good, dup] = inserts.sort((a, b) => (a.startNs < b.startNs ? -1 : 1));
   assert.equal(good.status, 0, 'the first insert succeeded');
@@ -341,7 +397,7 @@ test('errors the upstream returns: error.type is the code name — DuplicateKey 
     assert.equal(s.attributes['error.type'], 'DuplicateKey', `${s.name}: the code name`);
   }
   // create: an ok: 0 reply; its codeName is read from the reply (48 is not a code the proxy names itself).
-  const creates = spans.filter((s) => s.name === 'proxy.request' && s.attributes['db.operation.name'] === 'create');
+  const creates = spans.filter((s) => s.name === 'proxy.request' && s.attributes['db.operation'] === 'create');
   assert.equal(creates.length, 2);
   const failed = creates.find((s) => s.status === 2)!;
   assert.equal(failed.attributes['db.response.status_code'], '48');
@@ -457,8 +513,8 @@ test('a client traceparent with the sampled flag off is not traced even at sampl
   }
   await t.proxy.tracing!.flush();
   const spans = await receiver.waitForSpans(4 * 5);
-  assert.equal(spans.filter((s) => s.attributes['db.collection.name'] === 'unsampled').length, 0, 'sampled flag 00: no spans');
-  const roots = spans.filter((s) => s.name === 'proxy.request' && s.attributes['db.collection.name'] === 'invalid');
+  assert.equal(spans.filter((s) => s.attributes['db.upstream.collection'] === 'unsampled').length, 0, 'sampled flag 00: no spans');
+  const roots = spans.filter((s) => s.name === 'proxy.request' && s.attributes['db.upstream.collection'] === 'invalid');
   assert.equal(roots.length, 4, 'invalid contexts are ignored: the requests are traced as new traces (sample_rate 1)');
   for (const r of roots) {
     assert.equal(r.parentSpanId, '');
