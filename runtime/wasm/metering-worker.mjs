@@ -121,7 +121,8 @@ function walkBody(body, imported, loops, stack) {
 }
 
 /** Per expression id: pushes its child expressions (every kind the enabled features allow, except
- *  table.fill/copy/init; loops and calls are read in walkBody). */
+ *  table.fill/copy/init, whose operands binaryen.js gives no getters for; loops and calls are read
+ *  in walkBody). */
 const CHILDREN = [];
 {
   const leaf = () => {};
@@ -174,6 +175,7 @@ const CHILDREN = [];
     [b.TableSetId, of(b.TableSet.getIndex, b.TableSet.getValue)],
     [b.TableSizeId, leaf],
     [b.TableGrowId, of(b.TableGrow.getValue, b.TableGrow.getDelta)],
+    [b._BinaryenElemDropId(), leaf],
     [b.TupleMakeId, list(b.TupleMake.getNumOperands, b.TupleMake.getOperandAt)],
     [b.TupleExtractId, of(b.TupleExtract.getTuple)],
   ];
