@@ -48,6 +48,8 @@ function instrument(wasm, fuel, maxMemoryPages, names, component) {
     // Keep the name section when the plugin has one (a `--debug` build): traps and CPU profiles
     // then name plugin functions.
     binaryen.setDebugInfo(true);
+    // Inlines the fallback's log_execution and small plugin functions (charges travel with the
+    // body they sit in); the built-in steps run no faster without it (bench/eight-inprocess.ts).
     mod.runPasses(['inlining', 'vacuum']);
     return mod.emitBinary();
   } finally {
