@@ -49,7 +49,7 @@ function instrument(wasm, fuel, maxMemoryPages, names, component) {
     // then name plugin functions.
     binaryen.setDebugInfo(true);
     // Inlines the fallback's log_execution and small plugin functions (charges travel with the
-    // body they sit in); the built-in steps run no faster without it (bench/eight-inprocess.ts).
+    // body they sit in); without it the eight built-in steps measured no faster in process.
     mod.runPasses(['inlining', 'vacuum']);
     return mod.emitBinary();
   } finally {
