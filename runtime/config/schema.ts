@@ -318,8 +318,9 @@ const step = v.strictObject({
       'config is unchanged, and a changed cap applies without losing what fits.'),
   )),
   fuel: onReload(v.optional(
-    int(0, undefined, 'Instruction budget per plugin call (fuel: one unit per function entry and loop iteration); default 50,000,000. A call that ' +
-      'runs out traps and counts as a step error.'),
+    int(0, undefined, 'Work budget per plugin call (fuel: one unit per loop iteration and per entry into a function that calls another ' +
+      'function of the module; functions without loops or such calls, and returns, are free); default 50,000,000. A call that runs out traps ' +
+      'and counts as a step error.'),
   )),
 });
 

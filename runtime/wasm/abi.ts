@@ -81,7 +81,7 @@ export const MAX_REQUEST_CONTEXTS = limit('MAX_REQUEST_CONTEXTS');
 /** Plugin metric names must match this (SPEC §2.5 `proxy_plugin_<...>`). */
 export const PLUGIN_METRIC_NAME = /^proxy_plugin_[a-z0-9_]+$/;
 
-/** Default instruction budget per callback (function entries + loop iterations). */
+/** Default fuel per callback (loop iterations + entries into functions that call module functions: metering.ts). */
 export const DEFAULT_FUEL = 50_000_000;
 /** WebAssembly page size. */
 export const PAGE_BYTES = 65536;

@@ -1,14 +1,15 @@
 // Load-time instrumentation of a plugin module:
 //  1. Fuel metering (done by metering-worker.mjs in a worker thread). Node cannot interrupt a synchronous WebAssembly call, so a plugin that never
-//     returns would block the event loop. Binaryen's `log-execution` pass inserts a call to an
-//     imported `log_execution(i32)` at every function entry, loop header and return; we replace
-//     that import with a defined function that decrements an exported mutable global
-//     (`__proxy_fuel`) and, when it goes negative, calls the host import `proxy_fuel_exhausted`,
-//     which throws (a trap for the host). Every exported callback is wrapped to refill the global
-//     on entry (and its initial value covers the start function), so `fuel` is a per-call budget
-//     in "function entries + loop iterations + returns".
-//     Cost: one small wasm-to-wasm call per function/loop iteration (inlined by binaryen when it
-//     fits its inlining limits).
+//     returns would block the event loop. The worker inserts a charge at the top of every loop body
+//     and at the entry of every function that calls a function of the module (a defined function,
+//     call_indirect, return_call): it decrements an exported mutable global (`__proxy_fuel`) and,
+//     when that goes negative, calls the host import `proxy_fuel_exhausted`, which throws (a trap
+//     for the host). Functions without loops or such calls, and returns, run bounded work and are
+//     not charged. Every exported callback is wrapped to refill the global on entry (and its
+//     initial value covers the start function), so `fuel` is a per-call budget in "loop iterations
+//     + entries into calling functions". A module the walk cannot read (table.fill/copy/init) is
+//     charged as binaryen's `log-execution` pass does: every function entry, return and loop
+//     iteration. Cost: two global accesses and a compare per charge.
 //  2. Memory cap. The module's own memory gets maximum = max_memory_pages (rewritten in the binary
 //     memory section); a module that imports its memory or starts above the cap is refused.
 import { Worker } from 'node:worker_threads';
@@ -16,7 +17,7 @@ import { IMPORT_MODULE, Export } from './abi.ts';
 import { PluginLoadError } from './errors.ts';
 
 /** Bump when the instrumentation changes: it names the on-disk cache of metered component cores. */
-export const METERING_VERSION = 1;
+export const METERING_VERSION = 2;
 
 export interface MeterOptions {
   readonly name: string;
