@@ -25,11 +25,12 @@ export class Context {
    *  call are kept when the host says they are unchanged (CallFlag.SameOp etc.). */
   reset(phase: Phase, bodySize: i32, flags: i32): void {
     this.phase = phase; this.bodySize = bodySize; this.flags = flags;
-    this._body = null;
-    if ((flags & CallFlag.SameOp) == 0) this._op = null;
-    if ((flags & CallFlag.SameDb) == 0) this._db = null;
-    if ((flags & CallFlag.SameCollection) == 0) this._coll = null;
-    if ((flags & CallFlag.SameAppName) == 0) this._app = null;
+    // Each reference store costs a GC write barrier: clear only what is set.
+    if (this._body !== null) this._body = null;
+    if ((flags & CallFlag.SameOp) == 0 && this._op !== null) this._op = null;
+    if ((flags & CallFlag.SameDb) == 0 && this._db !== null) this._db = null;
+    if ((flags & CallFlag.SameCollection) == 0 && this._coll !== null) this._coll = null;
+    if ((flags & CallFlag.SameAppName) == 0 && this._app !== null) this._app = null;
   }
 
   /** The command document (request phase, sequences folded in) or the reply document

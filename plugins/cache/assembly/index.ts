@@ -41,8 +41,9 @@ class Pending extends RequestContext {
 
   onDone(): void {
     this.active = false;
-    this.prefix = null;
-    this.inval = NO_TARGETS;
+    // (reference stores cost a GC write barrier each: only what is set)
+    if (this.prefix !== null) this.prefix = null;
+    if (changetype<usize>(this.inval) != changetype<usize>(NO_TARGETS)) this.inval = NO_TARGETS;
   }
 }
 
@@ -90,11 +91,13 @@ class Cache extends Step {
 
   newRequestContext(): RequestContext | null { return new Pending(); }
 
-  /** 0 neutral/other read, 1 cacheable read op, 2 write, 3 aggregate (decided per command). */
+  /** 0 neutral/other read, 1 cacheable read op, 2 write, 3 aggregate (decided per command),
+   *  4 commitTransaction. */
   opKind(op: string): i32 {
     if (this.lastOp !== null && changetype<usize>(this.lastOp) == changetype<usize>(op)) return this.lastOpKind;
     let k: i32;
-    if (op == "aggregate") k = 3;
+    if (op == "commitTransaction") k = 4;
+    else if (op == "aggregate") k = 3;
     else {
       const c = classify(op, null);
       k = c == "write" ? 2 : this.ops!.has(op) ? 1 : 0;
@@ -106,9 +109,9 @@ class Cache extends Step {
 
   onRequest(ctx: Context): Action {
     const op = ctx.op;
-    if (op == "commitTransaction") { this.remember(ctx, null, 0, NO_TARGETS, true); return Action.Continue; }
     const kind = this.opKind(op);
     if (kind == 0) return Action.Continue;
+    if (kind == 4) { this.remember(ctx, null, 0, NO_TARGETS, true); return Action.Continue; }
     if (kind == 3 || kind == 2) return this.writeOrAggregate(ctx, op, kind);
     const n = this.readBody(ctx);
     if (n < 0) return Action.Continue;
@@ -194,7 +197,8 @@ class Cache extends Step {
     const r = ctx.request;
     if (r === null) return;
     const p = <Pending>r;
-    p.active = true; p.prefix = prefix; p.hash = hash; p.inval = inval; p.commit = commit;
+    p.active = true; p.prefix = prefix; p.hash = hash; p.commit = commit;
+    if (changetype<usize>(p.inval) != changetype<usize>(inval)) p.inval = inval;
     if (prefix !== null) {
       const n = this.command.normLen;
       if (p.norm.length < n) p.norm = new Uint8Array(n);
