@@ -162,7 +162,7 @@ class Auth extends Step {
   }
 
   appAllowed(app: string): bool {
-    if (this.lastApp === null || changetype<usize>(this.lastApp) != changetype<usize>(app)) {
+    if (changetype<usize>(this.lastApp) == 0 || changetype<usize>(this.lastApp) != changetype<usize>(app)) {
       this.lastAppAllowed = this.apps!.includes(app);
       this.lastApp = app;
     }
@@ -171,7 +171,7 @@ class Auth extends Step {
 
   /** K_NEUTRAL / K_READ / K_WRITE, or K_AGGREGATE (read or write depending on the pipeline). */
   opClass(op: string): i32 {
-    if (this.lastOp !== null && changetype<usize>(this.lastOp) == changetype<usize>(op)) return this.lastOpKind;
+    if (changetype<usize>(this.lastOp) != 0 && changetype<usize>(this.lastOp) == changetype<usize>(op)) return this.lastOpKind;
     let k: i32;
     if (op == "aggregate") k = K_AGGREGATE;
     else {
@@ -185,7 +185,7 @@ class Auth extends Step {
 
   /** perms.level(db), cached for the last (perms, db) pair. */
   levelFor(perms: Perms, db: string): i32 {
-    if (this.lastDb === null || changetype<usize>(this.lastDb) != changetype<usize>(db) || this.lastPerms !== perms) {
+    if (changetype<usize>(this.lastDb) == 0 || changetype<usize>(this.lastDb) != changetype<usize>(db) || this.lastPerms !== perms) {
       this.lastLevel = perms.level(db);
       this.lastDb = db;
       this.lastPerms = perms;

@@ -42,7 +42,7 @@ class Pending extends RequestContext {
   onDone(): void {
     this.active = false;
     // (reference stores cost a GC write barrier each: only what is set)
-    if (this.prefix !== null) this.prefix = null;
+    if (changetype<usize>(this.prefix) != 0) this.prefix = null;
     if (changetype<usize>(this.inval) != changetype<usize>(NO_TARGETS)) this.inval = NO_TARGETS;
   }
 }
@@ -94,7 +94,7 @@ class Cache extends Step {
   /** 0 neutral/other read, 1 cacheable read op, 2 write, 3 aggregate (decided per command),
    *  4 commitTransaction. */
   opKind(op: string): i32 {
-    if (this.lastOp !== null && changetype<usize>(this.lastOp) == changetype<usize>(op)) return this.lastOpKind;
+    if (changetype<usize>(this.lastOp) != 0 && changetype<usize>(this.lastOp) == changetype<usize>(op)) return this.lastOpKind;
     let k: i32;
     if (op == "commitTransaction") k = 4;
     else if (op == "aggregate") k = 3;
@@ -182,12 +182,12 @@ class Cache extends Step {
       return Action.Continue;
     }
     const prefix = p.prefix;
-    if (prefix === null) { this.gens.invalidate(p.inval); return Action.Continue; }
+    if (changetype<usize>(prefix) == 0) { this.gens.invalidate(p.inval); return Action.Continue; }
     if (ctx.replyOk != 1) return Action.Continue;
     const s = subop("cache.store");
     const size = this.readBody(ctx);
     const n = size < 0 ? 0 : this.entry.build(this.bodyBuf, size, p.norm, p.normLen, this.maxEntry);
-    if (n > 0) this.ledger.store(prefix, p.hash, this.entry.buf.dataStart, n, this.key);
+    if (n > 0) this.ledger.store(changetype<string>(prefix), p.hash, this.entry.buf.dataStart, n, this.key);
     s.end();
     return Action.Continue;
   }
@@ -199,7 +199,7 @@ class Cache extends Step {
     const p = <Pending>r;
     p.active = true; p.prefix = prefix; p.hash = hash; p.commit = commit;
     if (changetype<usize>(p.inval) != changetype<usize>(inval)) p.inval = inval;
-    if (prefix !== null) {
+    if (changetype<usize>(prefix) != 0) {
       const n = this.command.normLen;
       if (p.norm.length < n) p.norm = new Uint8Array(n);
       memory.copy(p.norm.dataStart, this.command.norm.dataStart, n);
