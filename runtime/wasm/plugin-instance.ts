@@ -150,11 +150,11 @@ export class PluginInstance {
   private invoke(fn: Fn, ex: HostExchange, size: number, flags: number, context: number): number {
     const host = this.host;
     flags |= host.sameFlags(ex) | host.subopFlag();
-    host.ex = ex;
+    host.begin(ex);
     try {
       return fn(size, flags, context);
     } finally {
-      host.ex = null;
+      host.end();
     }
   }
 
