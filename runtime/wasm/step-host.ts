@@ -366,6 +366,16 @@ export class StepHost {
     return this.services.kv.setAt(mem, ptr, len, value, ttlMs, this.kvNow());
   }
 
+  /** kvGetAt() copying the value to mem[dst, dst + max) when it fits: its length, -1 when absent. */
+  kvGetInto(mem: Uint8Array, ptr: number, len: number, dst: number, max: number): number {
+    return this.services.kv.getInto(mem, ptr, len, mem, dst, max, this.kvNow());
+  }
+
+  /** kvSetAt() with the value at mem[valPtr, valPtr + valLen). */
+  kvSetFrom(mem: Uint8Array, ptr: number, len: number, valPtr: number, valLen: number, ttlMs: number): boolean {
+    return this.services.kv.setFrom(mem, ptr, len, mem, valPtr, valLen, ttlMs, this.kvNow());
+  }
+
   kvDeleteAt(mem: Uint8Array, ptr: number, len: number): boolean {
     return this.services.kv.deleteAt(mem, ptr, len, this.kvNow());
   }
