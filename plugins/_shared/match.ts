@@ -43,7 +43,7 @@ export class NameSet {
 
 /** True when `set` is null (no constraint) or contains `name`. */
 export function inSet(set: NameSet | null, name: string): bool {
-  return changetype<usize>(set) == 0 || set!.has(name);
+  return changetype<usize>(set) == 0 || set.has(name);
 }
 
 /** Commands that only read data. */
