@@ -10,7 +10,8 @@
 //
 // The read path (lookup, store) allocates nothing per request but the body copy: the normalised
 // command, the kv key (built in place) and the stored entry live in reused buffers, the
-// command is walked with one re-pointed BsonValue, and reply status comes from the host's peek.
+// command is walked with one re-pointed BsonValue, and the reply's `ok` is read by the walk that
+// builds the entry (no host call).
 import { Step, Context, Action, RequestContext, registerStep, log, subop, Counter, Gauge } from "../../../sdk/assembly/index";
 import { BsonDoc } from "../../../sdk/assembly/bson/index";
 import { Conf } from "../../_shared/config";
@@ -183,7 +184,7 @@ class Cache extends Step {
     }
     const prefix = p.prefix;
     if (changetype<usize>(prefix) == 0) { this.gens.invalidate(p.inval); return Action.Continue; }
-    if (ctx.replyOk != 1) return Action.Continue;
+    // (only an `ok: 1` reply is stored: entry.build reads ok as it walks the reply)
     const s = subop("cache.store");
     const size = this.readBody(ctx);
     const n = size < 0 ? 0 : this.entry.build(this.bodyBuf, size, p.norm, p.normLen, this.maxEntry);
