@@ -36,7 +36,9 @@
 // get() and set() mark an entry used. An expired entry is absent to readers but stays where it
 // is (its key's next write reuses it in place); it goes when it reaches the LRU end, or on
 // delete()/sweep(). Values handed out by get() are views into the arena, valid until the next
-// write: readers copy them at once (into plugin memory, or through jco).
+// write: readers copy them at once (through jco). A core module's reads and writes use getInto()
+// and setFrom(), which copy between the arena and its memory directly: no view per call (short
+// values by a loop, which costs less than making the view TypedArray#set needs).
 
 /** Table cell / list link value meaning "none"; slot 0 is the list's sentinel, never an entry. */
 const NONE = 0;

@@ -2,8 +2,9 @@
 // it imports: pointers and lengths into its linear memory, strings as UTF-16LE. What each function
 // does is StepHost's (step-host.ts), shared with components.
 // Hot-path rules (notes/wasm-host.md): copy into plugin memory with Uint8Array.set, never slice out
-// of it except to keep a result (replaced body, local reply); no clock reads here unless a sub-op
-// sink is installed; imports are closures created once per instance, not per call.
+// of it except to keep a result (replaced body, local reply, a body_find needle kept for the next
+// call); kv values are copied by the store itself; no clock reads here unless a sub-op sink is
+// installed; imports are closures created once per instance, not per call.
 import { IMPORT_MODULE, Export, PhaseMask, type MetricKind, type Phase } from './abi.ts';
 import { PluginTrap, FuelExhaustedError, PluginConfigRefusedError } from './errors.ts';
 import { type HostExchange, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags } from './host-exchange.ts';
