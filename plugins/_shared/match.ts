@@ -7,6 +7,11 @@ export class NameSet {
   exact: string[] = [];
   prefixes: string[] = [];
   any: bool = false;
+  /** The last name asked about and the answer: the SDK hands out the same op / db / collection
+   *  string object while it repeats (and strings are immutable), so a repeated request's check is
+   *  one pointer compare instead of a scan with string compares. */
+  private lastName: string | null = null;
+  private lastHas: bool = false;
 
   static of(list: string[] | null): NameSet | null {
     if (list === null) return null;
@@ -22,6 +27,14 @@ export class NameSet {
 
   has(name: string): bool {
     if (this.any) return true;
+    if (changetype<usize>(name) == changetype<usize>(this.lastName)) return this.lastHas;
+    const r = this.scan(name);
+    this.lastName = name;
+    this.lastHas = r;
+    return r;
+  }
+
+  private scan(name: string): bool {
     for (let i = 0; i < this.exact.length; i++) if (this.exact[i] == name) return true;
     for (let i = 0; i < this.prefixes.length; i++) if (name.startsWith(this.prefixes[i])) return true;
     return false;
@@ -30,7 +43,7 @@ export class NameSet {
 
 /** True when `set` is null (no constraint) or contains `name`. */
 export function inSet(set: NameSet | null, name: string): bool {
-  return set === null || set.has(name);
+  return changetype<usize>(set) == 0 || set.has(name);
 }
 
 /** Commands that only read data. */

@@ -66,12 +66,12 @@ export class ComponentInstance {
     const size = requestCallSize(ex);
     const host = this.host;
     const flags = requestCallFlags(ex) | host.subopFlag();
-    host.ex = ex;
+    host.begin(ex);
     try {
       this.refuel();
       return this.step.onRequest(size, flags);
     } finally {
-      host.ex = null;
+      host.end();
     }
   }
 
@@ -80,12 +80,12 @@ export class ComponentInstance {
     const size = responseCallSize(ex);
     const host = this.host;
     const flags = responseCallFlags(ex) | host.subopFlag();
-    host.ex = ex;
+    host.begin(ex);
     try {
       this.refuel();
       return this.step.onResponse(size, flags);
     } finally {
-      host.ex = null;
+      host.end();
     }
   }
 

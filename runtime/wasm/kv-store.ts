@@ -36,7 +36,9 @@
 // get() and set() mark an entry used. An expired entry is absent to readers but stays where it
 // is (its key's next write reuses it in place); it goes when it reaches the LRU end, or on
 // delete()/sweep(). Values handed out by get() are views into the arena, valid until the next
-// write: readers copy them at once (into plugin memory, or through jco).
+// write: readers copy them at once (through jco). A core module's reads and writes use getInto()
+// and setFrom(), which copy between the arena and its memory directly: no view per call (short
+// values by a loop, which costs less than making the view TypedArray#set needs).
 
 /** Table cell / list link value meaning "none"; slot 0 is the list's sentinel, never an entry. */
 const NONE = 0;
@@ -148,36 +150,72 @@ export class KvStore {
 
   /** get() with the key at src[at, at + bytes) as UTF-16LE (an odd last byte is not part of it). */
   getAt(src: Uint8Array, at: number, bytes: number, now?: number): Uint8Array | undefined {
-    const units = bytes >> 1;
-    const w = this.words(src, at);
-    const s = this.find(src, at, units, w, hashKey(src, at, units, w));
+    const s = this.lookup(src, at, bytes, now);
     if (s === NONE) return undefined;
-    const exp = this.exp[s * (STRIDE / 2) + 3];
-    // Expired: absent to readers, left unmoved (it drifts to the LRU end) because the usual next
-    // call is a set of the same key, which then reuses it in place.
-    if (exp !== 0 && exp <= (now ?? performance.now())) return undefined;
-    if (this.slots[NEXT] !== s) this.toFront(s);
     const v = this.valueAt(s);
     return this.arena.subarray(v, v + this.slots[s * STRIDE + VALLEN]);
   }
 
+  /**
+   * getAt() that copies the value into dst[dstAt, dstAt + max) when it fits, instead of handing
+   * out a view (no allocation: a plugin's kv read lands in its memory directly). Returns the
+   * value's length (larger than max: nothing copied), -1 when absent or expired.
+   */
+  getInto(src: Uint8Array, at: number, bytes: number, dst: Uint8Array, dstAt: number, max: number, now?: number): number {
+    const s = this.lookup(src, at, bytes, now);
+    if (s === NONE) return -1;
+    const len = this.slots[s * STRIDE + VALLEN];
+    if (len <= max) {
+      // (as TypedArray#set would: a destination past dst's end is an error, not a partial copy)
+      if (dstAt < 0 || dstAt + len > dst.length) throw new RangeError('offset is out of bounds');
+      copyBytes(this.arena, this.valueAt(s), dst, dstAt, len);
+    }
+    return len;
+  }
+
+  /** The live slot of the key at src[at, at + bytes), marked used; NONE when absent or expired. */
+  private lookup(src: Uint8Array, at: number, bytes: number, now: number | undefined): number {
+    const units = bytes >> 1;
+    const w = this.words(src, at);
+    const s = this.find(src, at, units, w, hashKey(src, at, units, w));
+    if (s === NONE) return NONE;
+    const exp = this.exp[s * (STRIDE / 2) + 3];
+    // Expired: absent to readers, left unmoved (it drifts to the LRU end) because the usual next
+    // call is a set of the same key, which then reuses it in place.
+    if (exp !== 0 && exp <= (now ?? performance.now())) return NONE;
+    if (this.slots[NEXT] !== s) this.toFront(s);
+    return s;
+  }
+
   /** set() with the key at src[at, at + bytes) as UTF-16LE (src must not be this store's arena). */
   setAt(src: Uint8Array, at: number, bytes: number, value: Uint8Array, ttlMs: number, now?: number): boolean {
+    return this.setFrom(src, at, bytes, value, 0, value.byteLength, ttlMs, now);
+  }
+
+  /**
+   * setAt() with the value at vsrc[vAt, vAt + vLen) (a plugin's memory, like the key): no view of
+   * it is made. Returns false (and changes nothing) only when key + value alone exceed the cap.
+   */
+  setFrom(src: Uint8Array, at: number, bytes: number, vsrc: Uint8Array, vAt: number, vLen: number, ttlMs: number, now?: number): boolean {
+    if (vAt < 0 || vLen < 0 || vAt + vLen > vsrc.length) throw new RangeError('value out of bounds');
     const units = bytes >> 1;
-    const total = units * 2 + value.byteLength;
+    const total = units * 2 + vLen;
     if (total > this.max) return false;
     // A view into the arena (a value just read) would move under a compaction: copy it first.
-    if (value.buffer === this.arena.buffer) value = value.slice();
+    if (vsrc.buffer === this.arena.buffer) {
+      vsrc = vsrc.slice(vAt, vAt + vLen);
+      vAt = 0;
+    }
     const expiresAt = ttlMs > 0 ? (now ?? performance.now()) + ttlMs : 0;
     const w = this.words(src, at);
     const h = hashKey(src, at, units, w);
     let s = this.find(src, at, units, w, h);
     if (s !== NONE) {
       const slot = s * STRIDE;
-      if (this.slots[slot + VALLEN] === value.length) {
+      if (this.slots[slot + VALLEN] === vLen) {
         // Same size (a counter, a bucket, a version, a re-stored entry): overwrite in place, no
         // allocation, no accounting.
-        this.arena.set(value, this.valueAt(s));
+        copyBytes(vsrc, vAt, this.arena, this.valueAt(s), vLen);
         this.exp[s * (STRIDE / 2) + 3] = expiresAt;
         if (this.slots[NEXT] !== s) this.toFront(s);
         return true;
@@ -196,7 +234,7 @@ export class KvStore {
       this.tableInsert(s, h);
       this.count++;
     }
-    this.writeRecord(s, src, at, units, w, value);
+    this.writeRecord(s, src, at, units, w, vsrc, vAt, vLen);
     this.exp[s * (STRIDE / 2) + 3] = expiresAt;
     this.linkFront(s);
     this.used += total;
@@ -414,9 +452,10 @@ export class KvStore {
     return this.slots[s * STRIDE + OFF] + HEADER + this.slots[s * STRIDE + KEYLEN] * 2;
   }
 
-  private writeRecord(s: number, src: Uint8Array, at: number, units: number, w: Int32Array | null, value: Uint8Array): void {
+  private writeRecord(s: number, src: Uint8Array, at: number, units: number, w: Int32Array | null, vsrc: Uint8Array, vAt: number,
+    vLen: number): void {
     const kb = units * 2;
-    const len = (HEADER + kb + value.length + ALIGN - 1) & -ALIGN;
+    const len = (HEADER + kb + vLen + ALIGN - 1) & -ALIGN;
     this.reserve(len);
     const off = this.top;
     this.top = off + len === this.arena.length ? 0 : off + len;
@@ -432,9 +471,9 @@ export class KvStore {
       for (let a = base >> 2, k = (src.byteOffset + at) >> 2; i + 4 <= kb; i += 4) a32[a++] = w[k++]!;
     }
     for (; i < kb; i++) arena[base + i] = src[at + i]!;
-    arena.set(value, base + kb);
+    copyBytes(vsrc, vAt, arena, base + kb, vLen);
     this.slots[s * STRIDE + OFF] = off;
-    this.slots[s * STRIDE + VALLEN] = value.length;
+    this.slots[s * STRIDE + VALLEN] = vLen;
   }
 
   private freeRecord(s: number): void {
@@ -561,6 +600,19 @@ function hashKey(src: Uint8Array, at: number, units: number, w: Int32Array | nul
   if (i < end) h = Math.imul(h ^ (src[i]! | (src[i + 1]! << 8)), 0x9e3779b1);
   h = Math.imul(h ^ (h >>> 16), 0x45d9f3b);
   return h ^ (h >>> 16);
+}
+
+/** Values up to this many bytes are copied by a loop: a subarray view for TypedArray#set costs an
+ *  allocation, more than the loop for a short value (a bucket, a counter, a version). */
+const COPY_LOOP_MAX = 64;
+
+/** to[toAt, toAt + n) = from[fromAt, fromAt + n) (different buffers). */
+function copyBytes(from: Uint8Array, fromAt: number, to: Uint8Array, toAt: number, n: number): void {
+  if (n <= COPY_LOOP_MAX) {
+    for (let i = 0; i < n; i++) to[toAt + i] = from[fromAt + i]!;
+  } else {
+    to.set(fromAt === 0 && n === from.length ? from : from.subarray(fromAt, fromAt + n), toAt);
+  }
 }
 
 /** `bytes` rounded up to a multiple of 4 KiB, within [MIN_ARENA, MAX_ARENA]. */

@@ -2,8 +2,9 @@
 // it imports: pointers and lengths into its linear memory, strings as UTF-16LE. What each function
 // does is StepHost's (step-host.ts), shared with components.
 // Hot-path rules (notes/wasm-host.md): copy into plugin memory with Uint8Array.set, never slice out
-// of it except to keep a result (replaced body, local reply); no clock reads here unless a sub-op
-// sink is installed; imports are closures created once per instance, not per call.
+// of it except to keep a result (replaced body, local reply, a body_find needle kept for the next
+// call); kv values are copied by the store itself; no clock reads here unless a sub-op sink is
+// installed; imports are closures created once per instance, not per call.
 import { IMPORT_MODULE, Export, PhaseMask, type MetricKind, type Phase } from './abi.ts';
 import { PluginTrap, FuelExhaustedError, PluginConfigRefusedError } from './errors.ts';
 import { type HostExchange, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags } from './host-exchange.ts';
@@ -46,6 +47,8 @@ type Fn = (...args: number[]) => number;
 
 /** Distinct sub-operation names a plugin instance keeps decoded. */
 const SUBOP_NAMES_CACHED = 8;
+/** Distinct proxy_body_find needles a plugin instance keeps copied. */
+const NEEDLES_CACHED = 4;
 
 export class PluginInstance {
   readonly plugin: CompiledPlugin;
@@ -67,6 +70,8 @@ export class PluginInstance {
   private readonly host: StepHost;
   /** Sub-operation names decoded so far (at most SUBOP_NAMES_CACHED), with the bytes they came from. */
   private readonly subopNames: { ptr: number; bytes: Uint8Array; name: string }[] = [];
+  /** proxy_body_find needles copied so far (at most NEEDLES_CACHED), by the address they came from. */
+  private readonly needles: { ptr: number; bytes: Uint8Array }[] = [];
   /** Instantiates (runs the module's start function); throws on a trap. */
   constructor(plugin: CompiledPlugin, services: PluginServices) {
     this.plugin = plugin;
@@ -150,11 +155,11 @@ export class PluginInstance {
   private invoke(fn: Fn, ex: HostExchange, size: number, flags: number, context: number): number {
     const host = this.host;
     flags |= host.sameFlags(ex) | host.subopFlag();
-    host.ex = ex;
+    host.begin(ex);
     try {
       return fn(size, flags, context);
     } finally {
-      host.ex = null;
+      host.end();
     }
   }
 
@@ -200,6 +205,23 @@ export class PluginInstance {
     return name;
   }
 
+  /** The bytes at [ptr, ptr+len) as a needle to search for: the copy made before when the bytes at
+   *  that address are the same (plugins search for constants: no view or copy per call). */
+  private needle(ptr: number, len: number): Uint8Array {
+    const u8 = this.view();
+    const cache = this.needles;
+    outer: for (let k = 0; k < cache.length; k++) {
+      const c = cache[k]!;
+      if (c.ptr !== ptr || c.bytes.length !== len) continue;
+      const b = c.bytes;
+      for (let i = 0; i < len; i++) if (b[i] !== u8[ptr + i]) continue outer;
+      return b;
+    }
+    const bytes = u8.slice(ptr, ptr + len);
+    if (cache.length < NEEDLES_CACHED) cache.push({ ptr, bytes });
+    return bytes;
+  }
+
   /** A copy of plugin memory: kept beyond the call (a replaced body, a local reply). */
   private bytes(ptr: number, len: number): Uint8Array {
     return this.view().slice(ptr, ptr + len);
@@ -237,7 +259,7 @@ export class PluginInstance {
     return {
       proxy_get_body: (phase: number, dst: number, max: number): number => this.writeBytes(host.body(phase), dst, max),
       // A plugin can rule a body out (a field name it would edit is not there) without copying it.
-      proxy_body_find: (phase: number, ptr: number, len: number): number => host.bodyFind(phase, this.viewOf(ptr, len)),
+      proxy_body_find: (phase: number, ptr: number, len: number): number => host.bodyFind(phase, this.needle(ptr, len)),
       proxy_set_body: (phase: number, ptr: number, len: number): number => {
         host.setBody(phase, this.bytes(ptr, len));
         return 0;
@@ -268,10 +290,14 @@ export class PluginInstance {
         nameLen) : null) : noop2,
       proxy_subop_end: host.timesSubops ? (): void => host.subopEnd() : noop,
       // Keys are read where they lie in plugin memory (KvStore.getAt…), never decoded.
-      proxy_kv_get: (keyPtr: number, keyLen: number, dst: number, max: number): number =>
-        this.writeBytes(host.kvGetAt(this.view(), keyPtr, keyLen), dst, max),
-      proxy_kv_set: (keyPtr: number, keyLen: number, valPtr: number, valLen: number, ttlMs: number): number =>
-        host.kvSetAt(this.view(), keyPtr, keyLen, this.viewOf(valPtr, valLen), ttlMs) ? 0 : -1,
+      // Values are copied between the store and plugin memory directly, without a view of either.
+      proxy_kv_get: (keyPtr: number, keyLen: number, dst: number, max: number): number => host.kvGetInto(this.view(), keyPtr, keyLen, dst, max),
+      // (a value reaching past the memory is cut at its end, as a view of it would be)
+      proxy_kv_set: (keyPtr: number, keyLen: number, valPtr: number, valLen: number, ttlMs: number): number => {
+        const u8 = this.view();
+        if (valPtr >= 0 && valLen >= 0 && valPtr + valLen <= u8.length) return host.kvSetFrom(u8, keyPtr, keyLen, valPtr, valLen, ttlMs) ? 0 : -1;
+        return host.kvSetAt(u8, keyPtr, keyLen, this.viewOf(valPtr, valLen), ttlMs) ? 0 : -1;
+      },
       proxy_kv_delete: (keyPtr: number, keyLen: number): number => host.kvDeleteAt(this.view(), keyPtr, keyLen) ? 0 : -1,
       // An f64, not an i64: a BigInt result would cost an allocation per call.
       proxy_now: (): number => host.nowNs(),

@@ -45,6 +45,14 @@ export class StepHost {
   private readonly recordPrefix: string;
   /** Whether sub-operations are recorded at all (with the recorder off, begin/end are no-ops). */
   readonly timesSubops: boolean;
+  /**
+   * The clock (performance.now(), ms) as first read during the callback in progress, -1 before:
+   * the kv store's TTLs and expiry checks take it rather than a reading of their own, so a
+   * callback that reads the clock (proxy_now, elapsed_ns) and then gets and sets a key with a TTL
+   * reads it once, not three times. TTLs are whole milliseconds; the reading is at most the
+   * callback's own run time old. proxy_now itself always reads the clock.
+   */
+  private callNow: number;
 
   constructor(services: PluginServices) {
     this.services = services;
@@ -65,17 +73,31 @@ export class StepHost {
     this.recordPrefix = `"step":${JSON.stringify(services.step)},"pipeline":${JSON.stringify(services.pipelineId)},`
       + `"graph":${JSON.stringify(services.variant)},`;
     this.timesSubops = services.subop !== null;
+    this.callNow = -1;
   }
 
   // ---- call lifecycle -----------------------------------------------------------------------
 
+  /** A phase callback over `ex` starts: the host functions act on it until end(). */
+  begin(ex: HostExchange): void {
+    this.ex = ex;
+    this.callNow = -1;
+  }
+
+  end(): void {
+    this.ex = null;
+    this.callNow = -1;
+  }
+
   /** Runs `configure` with configuring on; a refusal (a false result) carries what the plugin logged. */
   beginConfigure(): void {
     this.configuring = true;
+    this.callNow = -1;
   }
 
   endConfigure(): void {
     this.configuring = false;
+    this.callNow = -1;
   }
 
   /** The reason of a refusal: the warnings and errors logged while configuring, else `fallback`. */
@@ -188,7 +210,7 @@ export class StepHost {
       case Property.RequestId: return ex.requestId;
       case Property.ConnectionId: return ex.conn.id;
       case Property.Phase: return ex.phase;
-      case Property.ElapsedNs: return Math.round((performance.now() - ex.startedAt) * 1e6);
+      case Property.ElapsedNs: return Math.round((this.readClock() - ex.startedAt) * 1e6);
       case Property.ReplyOk: return ex.phase === Phase.Response ? ex.replyOk() : -1;
       case Property.ReplyCode: return ex.phase === Phase.Response ? ex.replyCode() : 0;
       default: return NaN;
@@ -321,36 +343,59 @@ export class StepHost {
   // ---- kv and clock -------------------------------------------------------------------------
 
   kvGet(key: string): Uint8Array | undefined {
-    return this.services.kv.get(key);
+    return this.services.kv.get(key, this.kvNow());
   }
 
   /** `value` may be a view of plugin memory: the store copies it. False past the store's cap. */
   kvSet(key: string, value: Uint8Array, ttlMs: number): boolean {
-    return this.services.kv.set(key, value, ttlMs);
+    return this.services.kv.set(key, value, ttlMs, this.kvNow());
   }
 
   kvDelete(key: string): boolean {
-    return this.services.kv.delete(key);
+    return this.services.kv.delete(key, this.kvNow());
   }
 
   // The same with the key as UTF-16LE bytes at mem[ptr, ptr + len) (a core module's memory):
   // read in place, never decoded into a string.
 
   kvGetAt(mem: Uint8Array, ptr: number, len: number): Uint8Array | undefined {
-    return this.services.kv.getAt(mem, ptr, len);
+    return this.services.kv.getAt(mem, ptr, len, this.kvNow());
   }
 
   kvSetAt(mem: Uint8Array, ptr: number, len: number, value: Uint8Array, ttlMs: number): boolean {
-    return this.services.kv.setAt(mem, ptr, len, value, ttlMs);
+    return this.services.kv.setAt(mem, ptr, len, value, ttlMs, this.kvNow());
+  }
+
+  /** kvGetAt() copying the value to mem[dst, dst + max) when it fits: its length, -1 when absent. */
+  kvGetInto(mem: Uint8Array, ptr: number, len: number, dst: number, max: number): number {
+    return this.services.kv.getInto(mem, ptr, len, mem, dst, max, this.kvNow());
+  }
+
+  /** kvSetAt() with the value at mem[valPtr, valPtr + valLen). */
+  kvSetFrom(mem: Uint8Array, ptr: number, len: number, valPtr: number, valLen: number, ttlMs: number): boolean {
+    return this.services.kv.setFrom(mem, ptr, len, mem, valPtr, valLen, ttlMs, this.kvNow());
   }
 
   kvDeleteAt(mem: Uint8Array, ptr: number, len: number): boolean {
-    return this.services.kv.deleteAt(mem, ptr, len);
+    return this.services.kv.deleteAt(mem, ptr, len, this.kvNow());
   }
 
   /** Monotonic clock, ns (f64: exact to 2^53 ns ≈ 104 days of uptime, sub-µs resolution). */
   nowNs(): number {
-    return performance.now() * 1e6;
+    return this.readClock() * 1e6;
+  }
+
+  /** Reads the clock (always) and keeps the reading for the kv store (callNow). */
+  private readClock(): number {
+    const t = performance.now();
+    if (this.callNow < 0) this.callNow = t;
+    return t;
+  }
+
+  /** The reading the kv store takes: callNow once there is one, else undefined (the store then
+   *  reads the clock itself, only when an answer depends on it). */
+  private kvNow(): number | undefined {
+    return this.callNow < 0 ? undefined : this.callNow;
   }
 }
 

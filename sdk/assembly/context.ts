@@ -21,15 +21,19 @@ export class Context {
   private _coll: string | null = null;
   private _app: string | null = null;
 
+  // (string fields are tested for null as pointers: `=== null` on a string calls String.__eq)
+
   /** Called by the SDK before each callback. op / db / collection / appName strings decoded in an earlier
    *  call are kept when the host says they are unchanged (CallFlag.SameOp etc.). */
   reset(phase: Phase, bodySize: i32, flags: i32): void {
     this.phase = phase; this.bodySize = bodySize; this.flags = flags;
-    this._body = null;
-    if ((flags & CallFlag.SameOp) == 0) this._op = null;
-    if ((flags & CallFlag.SameDb) == 0) this._db = null;
-    if ((flags & CallFlag.SameCollection) == 0) this._coll = null;
-    if ((flags & CallFlag.SameAppName) == 0) this._app = null;
+    // Each reference store costs a GC write barrier: clear only what is set (tested as pointers:
+    // `!== null` on a string calls String.__ne).
+    if (changetype<usize>(this._body) != 0) this._body = null;
+    if ((flags & CallFlag.SameOp) == 0 && changetype<usize>(this._op) != 0) this._op = null;
+    if ((flags & CallFlag.SameDb) == 0 && changetype<usize>(this._db) != 0) this._db = null;
+    if ((flags & CallFlag.SameCollection) == 0 && changetype<usize>(this._coll) != 0) this._coll = null;
+    if ((flags & CallFlag.SameAppName) == 0 && changetype<usize>(this._app) != 0) this._app = null;
   }
 
   /** The command document (request phase, sequences folded in) or the reply document
@@ -101,10 +105,10 @@ export class Context {
   get bodyReplaced(): bool { return (this.flags & CallFlag.BodyReplaced) != 0; }
   get isLocalReply(): bool { return (this.flags & CallFlag.LocalReply) != 0; }
 
-  get op(): string { let s = this._op; if (s === null) { s = property(Property.Op); this._op = s; } return s; }
-  get db(): string { let s = this._db; if (s === null) { s = property(Property.Db); this._db = s; } return s; }
-  get collection(): string { let s = this._coll; if (s === null) { s = property(Property.Collection); this._coll = s; } return s; }
-  get appName(): string { let s = this._app; if (s === null) { s = property(Property.AppName); this._app = s; } return s; }
+  get op(): string { if (changetype<usize>(this._op) == 0) this._op = property(Property.Op); return changetype<string>(this._op); }
+  get db(): string { if (changetype<usize>(this._db) == 0) this._db = property(Property.Db); return changetype<string>(this._db); }
+  get collection(): string { if (changetype<usize>(this._coll) == 0) this._coll = property(Property.Collection); return changetype<string>(this._coll); }
+  get appName(): string { if (changetype<usize>(this._app) == 0) this._app = property(Property.AppName); return changetype<string>(this._app); }
   get clientAddress(): string { return property(Property.ClientAddress); }
   get user(): string { return property(Property.User); }
   get pipelineId(): string { return property(Property.PipelineId); }

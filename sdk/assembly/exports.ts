@@ -43,7 +43,7 @@ export function proxy_on_request(bodySize: i32, flags: i32, context: i32): i32 {
   ctx.reset(Phase.Request, bodySize, flags);
   setSubopsTimed((flags & CallFlag.TimeSubops) != 0);
   const step = currentStep();
-  ctx.request = context >= 0 ? contextFor(step, context) : null;
+  setRequest(context >= 0 ? contextFor(step, context) : null);
   return step.onRequest(ctx);
 }
 
@@ -52,7 +52,7 @@ export function proxy_on_response(replySize: i32, flags: i32, context: i32): i32
   setSubopsTimed((flags & CallFlag.TimeSubops) != 0);
   const step = currentStep();
   const c = context >= 0 ? contextFor(step, context) : null;
-  ctx.request = c;
+  setRequest(c);
   const rc = step.onResponse(ctx);
   if (c !== null) c.onDone();
   return rc;
@@ -64,6 +64,13 @@ export function proxy_on_request_done(context: i32): void {
   if (open === null || context < 0 || context >= open.length) return;
   const c = unchecked(open[context]);
   if (c !== null) c.onDone();
+}
+
+/** ctx.request = c, without the GC write barrier when it is already c (always null for a step
+ *  without contexts; the same object while one request at a time is in flight). */
+// @ts-ignore: decorator
+@inline function setRequest(c: RequestContext | null): void {
+  if (changetype<usize>(ctx.request) != changetype<usize>(c)) ctx.request = c;
 }
 
 /** The object of context number `n` (made on its first use). */

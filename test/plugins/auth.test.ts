@@ -102,3 +102,30 @@ test('auth: bad configs are refused', async () => {
   await refuses('auth', STATIC, { provider: 'hmac_jwt', secret: 'short' }, /at least 16/);
   await refuses('auth', STATIC, { provider: 'hmac_jwt', secret: SECRET, users: ['a'] }, /unknown key "users"/);
 });
+
+test('auth static: the answers kept for a repeated op, database and application follow every change of them', async () => {
+  // No users list: the connection's user is read only for a denial's message.
+  const h = await load('auth', { provider: 'static', apps: ['shop'], dbs: { app: 'readWrite', reports: 'read' } });
+  const carol = { conn: { user: 'carol', appName: 'shop' } };
+  const anon = { conn: { user: '', appName: 'shop' } };
+  const verdicts = (steps: [Record<string, unknown>, typeof carol][]) => steps.map(([cmd, who]) => h.request(cmd, who).verdict);
+  const insert = (db: string) => ({ insert: 'c', documents: [{}], $db: db });
+  const find = (db: string) => ({ find: 'c', $db: db });
+  const agg = (db: string, stage: object) => ({ aggregate: 'c', pipeline: [stage], cursor: {}, $db: db });
+  const [C, R] = [Verdict.Continue, Verdict.Reject];
+  assert.deepEqual(verdicts([
+    [find('reports'), carol], [insert('reports'), carol], [insert('reports'), carol], [insert('app'), carol], [insert('reports'), carol],
+    [find('reports'), carol], [find('nowhere'), carol], [find('reports'), carol],
+  ]), [C, R, R, C, R, C, R, C]);
+  // aggregate: the same op is a read or a write by its pipeline, each time
+  assert.deepEqual(verdicts([
+    [agg('reports', { $out: 'x' }), carol], [agg('reports', { $match: {} }), carol], [agg('reports', { $merge: 'x' }), carol],
+    [agg('app', { $out: 'x' }), carol],
+  ]), [R, C, R, C]);
+  // the application check, alternating
+  const curl = { conn: { user: 'carol', appName: 'curl' } };
+  assert.deepEqual(verdicts([[find('app'), carol], [find('app'), curl], [find('app'), carol], [find('app'), curl]]), [C, R, C, R]);
+  // a denial names the connection's user, or "this client" without one
+  assert.match(h.request(insert('reports'), carol).reject!.message, /^auth: user "carol" is not authorized to write on database "reports"/);
+  assert.match(h.request(insert('reports'), anon).reject!.message, /^auth: this client is not authorized to write on database "reports"/);
+});

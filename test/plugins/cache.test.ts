@@ -45,6 +45,14 @@ test('cache: only complete ok:1 replies of reads outside transactions are cached
   assert.deepEqual(h.request({ count: 'users', query: {}, $db: 'app' }).localReply, { n: 3, ok: 1 });
   h.roundTrip({ distinct: 'users', key: 'a', $db: 'app' }, { values: [1, 2], ok: 1 });
   assert.equal(h.request({ distinct: 'users', key: 'a', $db: 'app' }).verdict, Verdict.LocalReply);
+  // `ok` is 1 as the host's status reads it: 1 as int32, int64 or double, or true; nothing else
+  const okAs: [unknown, boolean][] = [[true, true], [Long.fromNumber(1), true], [1.0, true], [false, false], [0.5, false], [2, false],
+    ['1', false], [{ v: 1 }, false]];
+  for (const [i, [ok, cached]] of okAs.entries()) {
+    const cmd = { count: 'users', query: { i }, $db: 'app' };
+    h.roundTrip(cmd, { n: i, ok });
+    assert.equal(h.request(cmd).verdict, cached ? Verdict.LocalReply : Verdict.Continue, `ok: ${JSON.stringify(ok)}`);
+  }
 });
 
 test('cache: writes invalidate their collection (and only it); dropDatabase, $out, commit', async () => {

@@ -85,3 +85,16 @@ test('filter: bad configs are refused with a reason', async () => {
   await refuses('filter', {}, { rule: [] }, /unknown key "rule"/);
   await refuses('filter', {}, { default: 'maybe' }, /default must be one of/);
 });
+
+test('filter: scope answers kept for a repeated op, database and collection follow every change of them', async () => {
+  const h = await load('filter', { default: 'allow', rules: [
+    { name: 'no-admin-writes', action: 'deny', ops: ['insert', 'update'], dbs: ['admin', 'sys_*'], collections: ['users'] },
+  ] });
+  const req = (op: string, db: string, coll: string) => h.request({ [op]: coll, $db: db }).verdict;
+  const [C, R] = [Verdict.Continue, Verdict.Reject];
+  assert.deepEqual([
+    req('insert', 'admin', 'users'), req('insert', 'admin', 'users'), req('insert', 'app', 'users'), req('insert', 'admin', 'users'),
+    req('find', 'admin', 'users'), req('update', 'admin', 'users'), req('update', 'admin', 'other'), req('update', 'admin', 'users'),
+    req('update', 'sys_1', 'users'), req('update', 'sys', 'users'), req('update', 'sys_2', 'users'),
+  ], [R, R, C, R, C, R, C, R, R, C, R]);
+});

@@ -288,6 +288,42 @@ test('kv: a key given as UTF-16LE bytes in place (getAt/setAt/deleteAt) is the s
   assert.deepEqual(kv.get('kéy€', 0), v(9));
 });
 
+test('kv: getInto/setFrom copy values between the store and a plugin\'s memory in place, short and long alike', () => {
+  const kv = new KvStore(10_000);
+  const mem = new Uint8Array(1024).fill(0xee);
+  Buffer.from('k', 'utf16le').copy(mem, 0);
+  // Short (copied by a loop) and long (copied at once) values, from and into any offset.
+  for (const n of [0, 1, 16, 64, 65, 300]) {
+    const val = Uint8Array.from({ length: n }, (_, i) => (i * 7 + n) & 0xff);
+    mem.set(val, 101);
+    assert.equal(kv.setFrom(mem, 0, 2, mem, 101, n, 0, 0), true);
+    mem.fill(0, 101, 101 + n);
+    assert.deepEqual(kv.get('k', 0), val, `${n} bytes stored from [101, ${101 + n})`);
+    const dst = new Uint8Array(400).fill(0xaa);
+    assert.equal(kv.getInto(mem, 0, 2, dst, 7, 393, 0), n);
+    assert.deepEqual(dst.subarray(7, 7 + n), val, `${n} bytes copied to [7, ${7 + n})`);
+    assert.equal(dst[6], 0xaa, 'nothing before the destination');
+    assert.equal(dst[7 + n], 0xaa, 'nothing after it');
+  }
+  // A value larger than max: its length, nothing copied; an absent key: -1.
+  const dst = new Uint8Array(8).fill(0xaa);
+  assert.equal(kv.getInto(mem, 0, 2, dst, 0, 8, 0), 300);
+  assert.deepEqual(dst, new Uint8Array(8).fill(0xaa));
+  Buffer.from('x', 'utf16le').copy(mem, 2);
+  assert.equal(kv.getInto(mem, 2, 2, dst, 0, 8, 0), -1);
+  // A destination past the memory's end is an error (the plugin traps), as TypedArray#set's is.
+  kv.set('s', v(1, 2, 3), 0, 0);
+  Buffer.from('s', 'utf16le').copy(mem, 4);
+  assert.throws(() => kv.getInto(mem, 4, 2, mem, 1022, 3, 0), RangeError);
+  assert.throws(() => kv.setFrom(mem, 4, 2, mem, 1020, 8, 0, 0), RangeError);
+  // Same-size overwrite in place, TTL and accounting as setAt.
+  mem.set([9, 9, 9], 200);
+  assert.equal(kv.setFrom(mem, 4, 2, mem, 200, 3, 1000, 0), true);
+  assert.deepEqual(kv.get('s', 999), v(9, 9, 9));
+  assert.equal(kv.get('s', 1000), undefined, 'expired at its TTL');
+  assert.equal(kv.bytesUsed, 2 + 300 + 2 + 3);
+});
+
 test('kv: a key reads the same at an aligned address (a word at a time) and at any other, whatever its length', () => {
   const kv = new KvStore(1 << 16);
   const mem = new Uint8Array(256);

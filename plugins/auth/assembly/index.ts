@@ -5,7 +5,7 @@ import { Step, Phases, Context, Action, registerStep, log, nowNs, property } fro
 import { BsonDoc, BsonType, unset } from "../../../sdk/assembly/bson/index";
 import { Conf } from "../../_shared/config";
 import { JValue, parseJson } from "../../_shared/json";
-import { classify } from "../../_shared/match";
+import { classify, pipelineWrites } from "../../_shared/match";
 import { sha256, hmacSha256, utf8, toHex, equalBytes, base64UrlDecode } from "./sha256";
 
 const PERM_NONE = 0;
@@ -55,9 +55,25 @@ function selfTest(): bool {
   return true;
 }
 
+/** Op classes as opClass caches them (classify's strings, and aggregate: decided per command). */
+const K_NEUTRAL = 0;
+const K_READ = 1;
+const K_WRITE = 2;
+const K_AGGREGATE = 3;
+
 class Auth extends Step {
   phases: i32 = Phases.Request;
   jwt: bool = false;
+  // Per-request answers cached by the identity of the strings they were computed from: the SDK
+  // hands out the same op / db / appName string while it repeats, so a repeated request costs
+  // pointer compares instead of list scans with string compares.
+  lastOp: string | null = null;
+  lastOpKind: i32 = K_NEUTRAL;
+  lastApp: string | null = null;
+  lastAppAllowed: bool = false;
+  lastDb: string | null = null;
+  lastPerms: Perms | null = null;
+  lastLevel: i32 = PERM_NONE;
   apps: string[] | null = null;
   // static
   users: string[] | null = null;
@@ -136,8 +152,7 @@ class Auth extends Step {
   deny(ctx: Context, msg: string): Action { return ctx.reject(13, "Unauthorized", msg); }
 
   onRequest(ctx: Context): Action {
-    const apps = this.apps;
-    if (apps !== null && !apps.includes(ctx.appName)) return this.deny(ctx, "auth: application \"" + ctx.appName + "\" is not allowed");
+    if (this.apps !== null && !this.appAllowed(ctx.appName)) return this.deny(ctx, "auth: application \"" + ctx.appName + "\" is not allowed");
     if (this.jwt) {
       const cmd = BsonDoc.fromBytes(ctx.body());
       if (cmd === null) return this.deny(ctx, "auth: unreadable command document");
@@ -146,13 +161,47 @@ class Auth extends Step {
     return this.checkStatic(ctx);
   }
 
+  appAllowed(app: string): bool {
+    if (changetype<usize>(this.lastApp) == 0 || changetype<usize>(this.lastApp) != changetype<usize>(app)) {
+      this.lastAppAllowed = this.apps!.includes(app);
+      this.lastApp = app;
+    }
+    return this.lastAppAllowed;
+  }
+
+  /** K_NEUTRAL / K_READ / K_WRITE, or K_AGGREGATE (read or write depending on the pipeline). */
+  opClass(op: string): i32 {
+    if (changetype<usize>(this.lastOp) != 0 && changetype<usize>(this.lastOp) == changetype<usize>(op)) return this.lastOpKind;
+    let k: i32;
+    if (op == "aggregate") k = K_AGGREGATE;
+    else {
+      const c = classify(op, null);
+      k = c == "neutral" ? K_NEUTRAL : c == "read" ? K_READ : K_WRITE;
+    }
+    this.lastOp = op;
+    this.lastOpKind = k;
+    return k;
+  }
+
+  /** perms.level(db), cached for the last (perms, db) pair. */
+  levelFor(perms: Perms, db: string): i32 {
+    if (changetype<usize>(this.lastDb) == 0 || changetype<usize>(this.lastDb) != changetype<usize>(db) || this.lastPerms !== perms) {
+      this.lastLevel = perms.level(db);
+      this.lastDb = db;
+      this.lastPerms = perms;
+    }
+    return this.lastLevel;
+  }
+
   /** The command document, copied from the host only by the paths that read it. */
   command(ctx: Context): BsonDoc | null { return BsonDoc.fromBytes(ctx.body()); }
 
   checkStatic(ctx: Context): Action {
-    let user = "";
+    // null: the connection's user, read from the host only when a check or a message needs it
+    let user: string | null = null;
     let cmd: BsonDoc | null = null;
     if (this.fromField) {
+      user = "";
       cmd = this.command(ctx);
       if (cmd === null) return this.deny(ctx, "auth: unreadable command document");
       const f = cmd.get(this.userField);
@@ -163,12 +212,11 @@ class Auth extends Step {
         ctx.replaceBody(stripped);
         cmd = BsonDoc.fromBytes(stripped);
       }
-    } else {
-      user = ctx.user;
     }
     let perms = this.dbs;
     const users = this.users;
     if (users !== null) {
+      if (user === null) user = ctx.user;
       if (user.length == 0) return this.deny(ctx, "auth: no user identity" + (this.fromField ? " (send the " + this.userField + " field)" : " (connection is not authenticated)"));
       const i = users.indexOf(user);
       if (i < 0) return this.deny(ctx, "auth: user \"" + user + "\" is not allowed");
@@ -178,19 +226,23 @@ class Auth extends Step {
     }
     if (perms === null) return Action.Continue;
     // Only an aggregate's class depends on the document ($out / $merge make it a write).
-    if (cmd === null && ctx.op == "aggregate") {
+    if (cmd === null && this.opClass(ctx.op) == K_AGGREGATE) {
       cmd = this.command(ctx);
       if (cmd === null) return this.deny(ctx, "auth: unreadable command document");
     }
     return this.checkPerms(ctx, cmd, perms, user);
   }
 
-  checkPerms(ctx: Context, cmd: BsonDoc | null, perms: Perms, who: string): Action {
-    const kind = classify(ctx.op, cmd);
-    if (kind == "neutral") return Action.Continue;
-    const lvl = perms.level(ctx.db);
-    const need = kind == "read" ? PERM_READ : PERM_RW;
+  /** `user` null: the connection's user, read only for the denial message. */
+  checkPerms(ctx: Context, cmd: BsonDoc | null, perms: Perms, user: string | null): Action {
+    let k = this.opClass(ctx.op);
+    if (k == K_AGGREGATE) k = cmd !== null && pipelineWrites(cmd) ? K_WRITE : K_READ;
+    if (k == K_NEUTRAL) return Action.Continue;
+    const lvl = this.levelFor(perms, ctx.db);
+    const need = k == K_READ ? PERM_READ : PERM_RW;
     if (lvl >= need) return Action.Continue;
+    const kind = k == K_READ ? "read" : "write";
+    const who = user !== null ? user : ctx.user;
     const subject = who.length > 0 ? "user \"" + who + "\"" : "this client";
     return this.deny(ctx, "auth: " + subject + " is not authorized to " + kind + " on database \"" + ctx.db + "\" (" + ctx.op +
       " needs " + (need == PERM_RW ? "readWrite" : "read") + ", has " + (lvl == PERM_RW ? "readWrite" : lvl == PERM_READ ? "read" : "none") + ")");

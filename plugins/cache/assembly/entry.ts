@@ -32,7 +32,9 @@ export class EntryBuffer {
   }
 
   /** The entry for normalised command norm[0, n) and `reply` into `buf`; its length, or 0 when
-   *  the reply must not be cached (open cursor, larger than maxEntry, malformed). */
+   *  the reply must not be cached (not `ok: 1`, open cursor, larger than maxEntry, malformed).
+   *  `ok` is read on the way, as the host reads it (the last top-level `ok` that is not a
+   *  document; 1 as a number or `true`), so the step need not ask the host for it. */
   build(reply: Uint8Array, size: i32, norm: Uint8Array, n: i32, maxEntry: i32): i32 {
     if (size < 5 || load<i32>(reply.dataStart) != size) return 0;
     const start = reply.dataStart;
@@ -47,22 +49,38 @@ export class EntryBuffer {
     let out = docStart + 4;
     const cur = this.cur;
     let q = start + 4;
+    let ok = false;
     while (q < end) {
       if (!cur.parseAt(q, end, reply)) return 0;
       q = cur.nextPtr;
       const nl = cur.nameLength;
+      if (nl == 2 && load<u16>(cur.namePtr) == OK_NAME && cur.type != BsonType.DOCUMENT) ok = isOne(cur);
       if ((nl == 12 && cur.nameEquals("$clusterTime")) || (nl == 13 && cur.nameEquals("operationTime"))) continue;
       if (nl == 6 && cur.type == BsonType.DOCUMENT && cur.nameEquals("cursor") && !cursorDone(cur, this.inner)) return 0;
       const len = cur.elementLength;
       memory.copy(out, cur.elementPtr, len);
       out += <usize>len;
     }
+    if (!ok) return 0;
     store<u8>(out++, 0);
     const docLen = <i32>(out - docStart);
     if (docLen > maxEntry) return 0;
     store<i32>(docStart, docLen);
     return <i32>(out - e);
   }
+}
+
+/** "ok" as the u16 its two UTF-8 bytes load as (little-endian). */
+const OK_NAME: u16 = 0x6b6f;
+
+/** The value is 1 as the host's status peek counts it: int32, int64 or double 1, or a boolean byte of 1. */
+function isOne(v: BsonValue): bool {
+  const t = v.type;
+  if (t == BsonType.INT32) return load<i32>(v.valuePtr) == 1;
+  if (t == BsonType.INT64) return load<i64>(v.valuePtr) == 1;
+  if (t == BsonType.DOUBLE) return load<f64>(v.valuePtr) == 1;
+  if (t == BsonType.BOOL) return load<u8>(v.valuePtr) == 1;
+  return false;
 }
 
 /** A `cursor` sub-document whose `id` is 0 (the result is complete). */

@@ -91,7 +91,7 @@ export class Generations {
       this.lastPrefix = null;
     }
     const last = this.lastPrefix;
-    if (last !== null && changetype<usize>(db) == changetype<usize>(this.lastDb) && changetype<usize>(coll) == changetype<usize>(this.lastColl)) return last;
+    if (changetype<usize>(last) != 0 && changetype<usize>(db) == changetype<usize>(this.lastDb) && changetype<usize>(coll) == changetype<usize>(this.lastColl)) return changetype<string>(last);
     const ns = db + "." + coll;
     let pfx: string;
     if (this.prefixes.has(ns)) pfx = this.prefixes.get(ns);

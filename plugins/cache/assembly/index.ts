@@ -10,7 +10,8 @@
 //
 // The read path (lookup, store) allocates nothing per request but the body copy: the normalised
 // command, the kv key (built in place) and the stored entry live in reused buffers, the
-// command is walked with one re-pointed BsonValue, and reply status comes from the host's peek.
+// command is walked with one re-pointed BsonValue, and the reply's `ok` is read by the walk that
+// builds the entry (no host call).
 import { Step, Context, Action, RequestContext, registerStep, log, subop, Counter, Gauge } from "../../../sdk/assembly/index";
 import { BsonDoc } from "../../../sdk/assembly/bson/index";
 import { Conf } from "../../_shared/config";
@@ -41,8 +42,9 @@ class Pending extends RequestContext {
 
   onDone(): void {
     this.active = false;
-    this.prefix = null;
-    this.inval = NO_TARGETS;
+    // (reference stores cost a GC write barrier each: only what is set)
+    if (changetype<usize>(this.prefix) != 0) this.prefix = null;
+    if (changetype<usize>(this.inval) != changetype<usize>(NO_TARGETS)) this.inval = NO_TARGETS;
   }
 }
 
@@ -90,11 +92,13 @@ class Cache extends Step {
 
   newRequestContext(): RequestContext | null { return new Pending(); }
 
-  /** 0 neutral/other read, 1 cacheable read op, 2 write, 3 aggregate (decided per command). */
+  /** 0 neutral/other read, 1 cacheable read op, 2 write, 3 aggregate (decided per command),
+   *  4 commitTransaction. */
   opKind(op: string): i32 {
-    if (this.lastOp !== null && changetype<usize>(this.lastOp) == changetype<usize>(op)) return this.lastOpKind;
+    if (changetype<usize>(this.lastOp) != 0 && changetype<usize>(this.lastOp) == changetype<usize>(op)) return this.lastOpKind;
     let k: i32;
-    if (op == "aggregate") k = 3;
+    if (op == "commitTransaction") k = 4;
+    else if (op == "aggregate") k = 3;
     else {
       const c = classify(op, null);
       k = c == "write" ? 2 : this.ops!.has(op) ? 1 : 0;
@@ -106,9 +110,9 @@ class Cache extends Step {
 
   onRequest(ctx: Context): Action {
     const op = ctx.op;
-    if (op == "commitTransaction") { this.remember(ctx, null, 0, NO_TARGETS, true); return Action.Continue; }
     const kind = this.opKind(op);
     if (kind == 0) return Action.Continue;
+    if (kind == 4) { this.remember(ctx, null, 0, NO_TARGETS, true); return Action.Continue; }
     if (kind == 3 || kind == 2) return this.writeOrAggregate(ctx, op, kind);
     const n = this.readBody(ctx);
     if (n < 0) return Action.Continue;
@@ -179,12 +183,12 @@ class Cache extends Step {
       return Action.Continue;
     }
     const prefix = p.prefix;
-    if (prefix === null) { this.gens.invalidate(p.inval); return Action.Continue; }
-    if (ctx.replyOk != 1) return Action.Continue;
+    if (changetype<usize>(prefix) == 0) { this.gens.invalidate(p.inval); return Action.Continue; }
+    // (only an `ok: 1` reply is stored: entry.build reads ok as it walks the reply)
     const s = subop("cache.store");
     const size = this.readBody(ctx);
     const n = size < 0 ? 0 : this.entry.build(this.bodyBuf, size, p.norm, p.normLen, this.maxEntry);
-    if (n > 0) this.ledger.store(prefix, p.hash, this.entry.buf.dataStart, n, this.key);
+    if (n > 0) this.ledger.store(changetype<string>(prefix), p.hash, this.entry.buf.dataStart, n, this.key);
     s.end();
     return Action.Continue;
   }
@@ -194,8 +198,9 @@ class Cache extends Step {
     const r = ctx.request;
     if (r === null) return;
     const p = <Pending>r;
-    p.active = true; p.prefix = prefix; p.hash = hash; p.inval = inval; p.commit = commit;
-    if (prefix !== null) {
+    p.active = true; p.prefix = prefix; p.hash = hash; p.commit = commit;
+    if (changetype<usize>(p.inval) != changetype<usize>(inval)) p.inval = inval;
+    if (changetype<usize>(prefix) != 0) {
       const n = this.command.normLen;
       if (p.norm.length < n) p.norm = new Uint8Array(n);
       memory.copy(p.norm.dataStart, this.command.norm.dataStart, n);

@@ -53,7 +53,7 @@ class Metrics extends Step {
 
   // @ts-ignore: decorator
   @inline opLabel(op: string): string {
-    if (this.lastOp !== null && changetype<usize>(this.lastOp) == changetype<usize>(op)) return this.lastOpLabel;
+    if (changetype<usize>(this.lastOp) != 0 && changetype<usize>(this.lastOp) == changetype<usize>(op)) return this.lastOpLabel;
     this.lastOp = op;
     this.lastOpLabel = KNOWN_OPS.includes(op) ? op : "other";
     return this.lastOpLabel;

@@ -352,7 +352,9 @@ export class BsonValue {
     this.valuePtr = v;
     this.valueLength = size;
     this.parentEnd = end;
-    this.owner = owner;
+    // A walk re-points one value along one document: storing the same owner again would still
+    // cost a GC write barrier per element.
+    if (changetype<usize>(this.owner) != changetype<usize>(owner)) this.owner = owner;
     return true;
   }
 

@@ -59,10 +59,20 @@ export function utf8EncodeRange(s: string, from: i32, to: i32, dst: usize): i32 
  * string is encoded on the fly and compared byte by byte, stopping at the first difference.
  */
 export function utf8EqualsRange(ptr: usize, len: i32, s: string, from: i32, to: i32): bool {
-  // Fast path: pure ASCII comparison until a non-ASCII code unit shows up.
+  // Every UTF-16 unit is at least one UTF-8 byte: fewer bytes than units cannot match.
+  if (len < to - from) return false;
   let p = ptr;
   const end = ptr + <usize>len;
   let i = from;
+  // Fast path: ASCII units compared with bytes directly until a non-ASCII unit shows up.
+  const sp = changetype<usize>(s);
+  while (i < to) {
+    const c = <u32>load<u16>(sp + (<usize>i << 1));
+    if (c >= 0x80) break;
+    if (p >= end || <u32>load<u8>(p) != c) return false;
+    p += 1;
+    i++;
+  }
   while (i < to) {
     const cp = codePointAt(s, i, to);
     if (cp < 0x80) {
