@@ -9,8 +9,9 @@
 // span-writer.ts, one request's spans at a time, in one growing byte arena — and, before that, the
 // requests admitted but not yet written (pending-traces.ts): a sampled request's spans are counted
 // against the bound when the request ends (queued or dropped whole, as before), and written into
-// the arena in one pass over all pending requests when a batch is taken for export, when
-// max_batch_spans spans are pending, and at flush and shutdown.
+// the arena in one pass over all pending requests when a batch is taken for export (the interval's
+// timer; right after the turn in which max_batch_spans spans came to be queued), and at flush and
+// shutdown.
 import type { Log } from '../log/index.ts';
 import type { ReadableSpan, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-node';
 
@@ -57,7 +58,7 @@ export abstract class ExportQueue<Batch> {
   protected readonly opts: SpanQueueOptions;
   private readonly log: Pick<Log, 'warn'>;
   protected closed = false;
-  private inFlight = false;
+  protected inFlight = false;
   private timer: NodeJS.Timeout | null = null;
   private flushing = 0;
   private lastFailureLog = 0;
@@ -233,6 +234,13 @@ export class EncodedSpanQueue extends ExportQueue<EncodedSpans> {
   /** Spans of admitted requests not yet written (in the source). */
   private pending = 0;
   private source: PendingSpanSource | null = null;
+  private writeScheduled = false;
+  private readonly onWrite = () => {
+    this.writeScheduled = false;
+    if (this.closed) return;
+    if (this.pending > 0) this.source!.writePending();
+    this.added();
+  };
 
   constructor(exporter: EncodedSpanExporter, opts: SpanQueueOptions, log: Pick<Log, 'warn'>) {
     super(opts, log);
@@ -263,10 +271,19 @@ export class EncodedSpanQueue extends ExportQueue<EncodedSpans> {
     return true;
   }
 
-  /** After an admitted request was stored: the pending requests written once a batch's worth are, then an export as for any queued spans. */
+  /**
+   * After an admitted request was stored: once a batch's worth is queued, the pending requests are
+   * written and the export started on the next turn of the event loop (setImmediate, once per
+   * batch), not in the turn of the request that filled the batch; else the interval's timer.
+   */
   admitted(): void {
-    if (this.pending >= this.opts.maxBatch) this.source!.writePending();
-    this.added();
+    const max = this.opts.maxBatch;
+    // While an export is in flight a written batch waits: the pending requests are written a batch at a time.
+    if (this.pending < max && (this.queued < max || this.inFlight)) this.added();
+    else if (!this.writeScheduled) {
+      this.writeScheduled = true;
+      setImmediate(this.onWrite);
+    }
   }
 
   /** One admitted request's encoded spans (copied into the arena); `admitted`: the spans it was admitted with. */

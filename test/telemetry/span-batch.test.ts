@@ -91,12 +91,18 @@ test('the queue bound covers written and pending spans: a request over it is dro
   // The first batch is held by the receiver; two more batches' worth wait, written or pending.
   const r = await receiver({ delayMs: 300 });
   const t = tracing(r, { maxBatchSpans: 2 * SPANS_PER_REQUEST, maxQueueSpans: 3 * SPANS_PER_REQUEST });
-  // 1, 2: a batch's worth pending → written, and its export starts (in flight: no longer queued).
+  const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+  // 1, 2: a batch's worth pending → written on the next turn, and its export starts (in flight: no longer queued).
   t.record(request('r1'));
   t.record(request('r2'));
+  assert.equal(t.queue.queued, 2 * SPANS_PER_REQUEST, 'pending until the turn ends');
+  await nextTurn();
   assert.equal(t.queue.queued, 0, 'the first batch is in flight');
   // 3, 4: written into the queue while the export is in flight; 5: pending — at the bound.
-  for (const c of ['r3', 'r4', 'r5']) t.record(request(c));
+  t.record(request('r3'));
+  t.record(request('r4'));
+  await nextTurn();
+  t.record(request('r5'));
   assert.equal(t.queue.queued, 3 * SPANS_PER_REQUEST);
   assert.equal(t.queue.droppedQueueFull, 0);
   t.record(request('r6'));
