@@ -139,12 +139,17 @@ test('two sampled requests recorded from the same RequestTimings, reply and reco
   reply.errorCode = 0;
   reply.errorName = '';
   t.record(rec);
-  // And again, so the store holds three requests whose timings were all the same object.
+  // And again, so the store holds three requests whose timings were all the same object; this one
+  // with a sub-operation of a step that recorded no invocation (it makes no span).
   timings.reset();
+  timings.subop('orphan', 5_000);
   Object.assign(rec, { op: 'ping', collection: 'third', upstreamStartedAt: 0, upstreamAcquiredAt: 0, upstreamWrittenAt: 0, upstreamRepliedAt: 0,
     upstream: '', responsePhaseAt: -1 });
   t.record(rec);
+  const queued = t.queue.queued;
   await t.flush();
+  assert.equal(r.spans.length, queued, 'as many spans written as were counted when the requests ended');
+  assert.equal(r.spans.length, SPANS_PER_REQUEST + 5 + 1);
 
   const roots = rootsOf(r.spans);
   assert.deepEqual(roots.map((s) => s.attributes['db.operation']), ['find', 'insert', 'ping']);
