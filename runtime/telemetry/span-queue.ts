@@ -100,7 +100,11 @@ export abstract class ExportQueue<Batch> {
   private exportBatch(): void {
     if (this.inFlight) return;
     this.prepare();
-    if (this.queued === 0) return;
+    if (this.queued === 0) {
+      // Nothing after all (pending requests that could not be written): a flush waiting on it is done.
+      this.settled();
+      return;
+    }
     if (this.timer !== null) {
       clearTimeout(this.timer);
       this.timer = null;

@@ -229,3 +229,30 @@ test('a real proxy, one driver connection: a rejected and a served request, both
     assert.ok(Math.abs(us - (s.attributes['proxy.step.duration_us'] as number)) <= 1, `${s.name}: its own duration`);
   }
 });
+
+test('a pending request whose spans cannot be written (a value the writer refuses) is dropped and counted as export_failed with a warn ' +
+  'line; the requests around it are exported and flush() returns', async () => {
+  const r = await receiver();
+  const warnings: Array<[string, Record<string, unknown>]> = [];
+  const log = { ...quiet, warn(msg: string, fields?: Record<string, unknown>) { warnings.push([msg, fields ?? {}]); } };
+  const t = new Tracing({
+    url: `${r.url}/v1/traces`, protocol: 'http/protobuf', serviceName: 'batch-test', sampleRate: 1, resourceAttributes: {},
+    maxQueueSpans: 100_000, maxBatchSpans: 100_000, exportIntervalMs: 60_000, exportTimeoutMs: 5000, semconvStabilityOptIn: '',
+  }, log);
+  t.record(request('before'));
+  // The connection never hands over a command name that is not a string: the writer throws on it.
+  t.record({ ...request('bad'), op: undefined as unknown as string });
+  t.record(request('after'));
+  await t.flush();
+  assert.deepEqual(rootsOf(r.spans).map((s) => s.attributes['db.upstream.collection']), ['before', 'after']);
+  assert.equal(t.queue.droppedExportFailed, SPANS_PER_REQUEST, 'the unwritable request\'s spans, counted');
+  assert.equal(t.queue.exported, 2 * SPANS_PER_REQUEST);
+  assert.equal(t.queue.queued, 0);
+  assert.deepEqual(warnings.map(([msg, f]) => [msg, f.spans]), [['trace spans could not be written; dropped', SPANS_PER_REQUEST]]);
+  // Only an unwritable request pending: the flush finds nothing to export, and returns.
+  t.record({ ...request('bad'), op: undefined as unknown as string });
+  await t.flush();
+  assert.equal(t.queue.droppedExportFailed, 2 * SPANS_PER_REQUEST);
+  assert.equal(r.requests.length, 1, 'no empty export');
+  await t.close();
+});
