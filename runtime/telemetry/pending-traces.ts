@@ -1,8 +1,9 @@
 // Sampled requests whose spans are not written yet: the http/protobuf path of tracing (tracing.ts)
 // copies what a sampled request's spans need here when the request ends, and writes the spans of
 // every pending request in one pass later (span-writer.ts, the same bytes as when they were written
-// at the request's end) — when the export runs, when max_batch_spans spans are pending, and at
-// flush and shutdown (span-queue.ts EncodedSpanQueue drives it).
+// at the request's end) — just before an export, on the event loop's turn after the one in which
+// max_batch_spans spans came to be queued, and at flush and shutdown (span-queue.ts
+// EncodedSpanQueue drives it).
 //
 // Why: at sample_rate 0.01 about a hundred ordinary requests run between two sampled ones, so the
 // span writer's code and data were cold at every sampled request (evicted from the CPU caches, and
