@@ -5,8 +5,13 @@
 // fills, and later spans are dropped and counted; requests never wait for any of it.
 //
 // Two queues share that logic (ExportQueue): BoundedSpanQueue holds ReadableSpans (the http/json
-// exporter, and exporters given in tests); EncodedSpanQueue holds spans already encoded as OTLP
-// protobuf by span-writer.ts, one request's spans at a time, in one growing byte arena.
+// exporter, and exporters given in tests); EncodedSpanQueue holds spans encoded as OTLP protobuf by
+// span-writer.ts, one request's spans at a time, in one growing byte arena — and, before that, the
+// requests admitted but not yet written (pending-traces.ts): a sampled request's spans are counted
+// against the bound when the request ends (queued or dropped whole, as before), and written into
+// the arena in one pass over all pending requests when a batch is taken for export (the interval's
+// timer; right after the turn in which max_batch_spans spans came to be queued), and at flush and
+// shutdown.
 import type { Log } from '../log/index.ts';
 import type { ReadableSpan, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-node';
 
@@ -34,6 +39,14 @@ export interface EncodedSpanExporter {
   shutdown(): Promise<void>;
 }
 
+/** Where EncodedSpanQueue's admitted requests wait to be written (tracing.ts over pending-traces.ts). */
+export interface PendingSpanSource {
+  /** Writes every pending request's spans into the queue (EncodedSpanQueue.append), oldest first. */
+  writePending(): void;
+  /** Forgets every pending request (the queue is being emptied). */
+  discardPending(): void;
+}
+
 /** The bounded queue's logic over a batch type: counts, the export in flight, the timer, flush and shutdown. */
 export abstract class ExportQueue<Batch> {
   /** Spans handed to the exporter and acknowledged by the collector. */
@@ -45,7 +58,7 @@ export abstract class ExportQueue<Batch> {
   protected readonly opts: SpanQueueOptions;
   private readonly log: Pick<Log, 'warn'>;
   protected closed = false;
-  private inFlight = false;
+  protected inFlight = false;
   private timer: NodeJS.Timeout | null = null;
   private flushing = 0;
   private lastFailureLog = 0;
@@ -81,8 +94,17 @@ export abstract class ExportQueue<Batch> {
     else if (this.timer === null && !this.inFlight) this.timer = setTimeout(this.onTimer, this.opts.intervalMs).unref();
   }
 
+  /** Before a batch is taken: what the queue holds made ready to take (EncodedSpanQueue writes its pending requests). */
+  protected prepare(): void {}
+
   private exportBatch(): void {
-    if (this.inFlight || this.queued === 0) return;
+    if (this.inFlight) return;
+    this.prepare();
+    if (this.queued === 0) {
+      // Nothing after all (pending requests that could not be written): a flush waiting on it is done.
+      this.settled();
+      return;
+    }
     if (this.timer !== null) {
       clearTimeout(this.timer);
       this.timer = null;
@@ -202,8 +224,8 @@ const ARENA_BYTES = 64 * 1024;
 const ARENA_KEEP_BYTES = 4 * 1024 * 1024;
 
 /**
- * Encoded spans, a request's at a time (a request's spans are queued whole or dropped whole), in
- * one arena; a batch is whole requests, at most maxBatch spans unless one request has more.
+ * Encoded spans, a request's at a time (a request's spans are admitted whole or dropped whole),
+ * in one arena; a batch is whole requests, at most maxBatch spans unless one request has more.
  */
 export class EncodedSpanQueue extends ExportQueue<EncodedSpans> {
   private readonly exporter: EncodedSpanExporter;
@@ -213,23 +235,64 @@ export class EncodedSpanQueue extends ExportQueue<EncodedSpans> {
   private readonly ends: number[] = [];
   private readonly counts: number[] = [];
   private spans = 0;
+  /** Spans of admitted requests not yet written (in the source). */
+  private pending = 0;
+  private source: PendingSpanSource | null = null;
+  private writeScheduled = false;
+  private readonly onWrite = () => {
+    this.writeScheduled = false;
+    if (this.closed) return;
+    if (this.pending > 0) this.source!.writePending();
+    this.added();
+  };
 
   constructor(exporter: EncodedSpanExporter, opts: SpanQueueOptions, log: Pick<Log, 'warn'>) {
     super(opts, log);
     this.exporter = exporter;
   }
 
-  get queued(): number {
-    return this.spans;
+  /** Where admitted requests wait (set once, before the first admit()). */
+  setSource(source: PendingSpanSource): void {
+    this.source = source;
   }
 
-  /** Queues one request's encoded spans (copied), or drops and counts them when the queue is full. */
-  push(bytes: Uint8Array, spans: number): void {
-    if (spans === 0) return;
-    if (this.closed || this.spans + spans > this.opts.maxQueue) {
+  /** Spans written and spans pending. */
+  get queued(): number {
+    return this.spans + this.pending;
+  }
+
+  /**
+   * Admits a request of `spans` spans, to be written later by the source: false — its spans
+   * dropped whole and counted — when the queue (written and pending spans) would pass its bound,
+   * or is closed.
+   */
+  admit(spans: number): boolean {
+    if (this.closed || this.spans + this.pending + spans > this.opts.maxQueue) {
       this.droppedQueueFull += spans;
-      return;
+      return false;
     }
+    this.pending += spans;
+    return true;
+  }
+
+  /**
+   * After an admitted request was stored: once a batch's worth is queued, the pending requests are
+   * written and the export started on the next turn of the event loop (setImmediate, once per
+   * batch), not in the turn of the request that filled the batch; else the interval's timer.
+   */
+  admitted(): void {
+    const max = this.opts.maxBatch;
+    // While an export is in flight a written batch waits: the pending requests are written a batch at a time.
+    if (this.pending < max && (this.queued < max || this.inFlight)) this.added();
+    else if (!this.writeScheduled) {
+      this.writeScheduled = true;
+      setImmediate(this.onWrite);
+    }
+  }
+
+  /** One admitted request's encoded spans (copied into the arena); `admitted`: the spans it was admitted with. */
+  append(bytes: Uint8Array, spans: number, admitted: number): void {
+    this.pending -= admitted;
     if (this.used + bytes.length > this.arena.length) {
       let size = this.arena.length * 2;
       while (size < this.used + bytes.length) size *= 2;
@@ -242,7 +305,16 @@ export class EncodedSpanQueue extends ExportQueue<EncodedSpans> {
     this.ends.push(this.used);
     this.counts.push(spans);
     this.spans += spans;
-    this.added();
+  }
+
+  /** An admitted request whose spans could not be written: its spans count as lost (export_failed). */
+  lost(admitted: number): void {
+    this.pending -= admitted;
+    this.droppedExportFailed += admitted;
+  }
+
+  protected override prepare(): void {
+    if (this.pending > 0) this.source!.writePending();
   }
 
   protected take(max: number): { batch: EncodedSpans; spans: number } {
@@ -266,7 +338,9 @@ export class EncodedSpanQueue extends ExportQueue<EncodedSpans> {
   }
 
   protected clear(): number {
-    const n = this.spans;
+    const n = this.spans + this.pending;
+    if (this.pending > 0) this.source!.discardPending();
+    this.pending = 0;
     this.used = 0;
     this.ends.length = 0;
     this.counts.length = 0;

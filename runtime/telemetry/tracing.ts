@@ -6,6 +6,10 @@
 // them anyway) and no span object is ever made for it. A sampled request gathers its step timings
 // in the connection's RequestTimings like a profiled one, and when it ends record() builds its spans
 // from the recorded times (explicit start and end), so no span is open while the request runs.
+// On the http/protobuf path record() only copies what the spans need into a pending store
+// (pending-traces.ts) and counts them against the queue's bound; their spans are written later, in
+// one pass over every pending request (SpanBatch below: when the export runs, when a batch's worth
+// is pending, at flush and shutdown), where the writer's code and data are warm.
 //
 // Spans are not made through the SDK's tracer: a traced request's spans are known whole when it
 // ends, so record() builds them as finished span records (RecordedSpan, the SDK's ReadableSpan
@@ -24,7 +28,8 @@ import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace
 import type { RequestTimings, Variant } from '../pipeline/index.ts';
 import { phaseName } from '../wasm/index.ts';
 import { knownCodeName } from '../errors/index.ts';
-import { BoundedSpanQueue, EncodedSpanQueue, type EncodedSpanExporter, type ExportQueue } from './span-queue.ts';
+import { BoundedSpanQueue, EncodedSpanQueue, type EncodedSpanExporter, type ExportQueue, type PendingSpanSource } from './span-queue.ts';
+import { PendingTraces } from './pending-traces.ts';
 import { BatchEnvelope, SpanWriter } from './span-writer.ts';
 import { IdSource } from './ids.ts';
 import { StepLayout } from './step-layout.ts';
@@ -178,11 +183,10 @@ export class Tracing {
   private readonly log: Pick<Log, 'warn' | 'debug'>;
   private readonly reader = new TraceContextReader();
   private readonly origin = performance.timeOrigin;
-  /** The http/protobuf path: spans written as protobuf when the request ends (span-writer.ts); null on the ReadableSpan path. */
-  private readonly writer: SpanWriter | null = null;
+  /** The http/protobuf path: sampled requests kept, their spans written as protobuf in batches (span-writer.ts); null on the ReadableSpan path. */
+  private readonly batch: SpanBatch | null = null;
   /** The http/protobuf path's request envelope (the resource and scope around a batch). */
   readonly envelope: BatchEnvelope | null = null;
-  private readonly encoded: EncodedSpanQueue | null = null;
   private readonly spans: BoundedSpanQueue | null = null;
   private readonly layout = new StepLayout();
   /** The stable OpenTelemetry database names on the request and operation spans as well (semconv.ts). */
@@ -202,8 +206,9 @@ export class Tracing {
     if (exporter === undefined && settings.protocol === 'http/protobuf') {
       this.envelope = new BatchEnvelope(this.resource.attributes, SCOPE.name);
       const exp = parts.encodedExporter ?? new OtlpEncodedTraceExporter(this.envelope, { url: settings.url, timeoutMillis: settings.exportTimeoutMs });
-      this.writer = new SpanWriter(this.ids, this.origin, this.stableDatabaseNames);
-      this.queue = this.encoded = new EncodedSpanQueue(exp, opts, log);
+      const queue = new EncodedSpanQueue(exp, opts, log);
+      this.batch = new SpanBatch(new SpanWriter(this.ids, this.origin, this.stableDatabaseNames), queue, log);
+      this.queue = queue;
     } else {
       const exp = exporter ?? new JsonExporter({ url: settings.url, timeoutMillis: settings.exportTimeoutMs });
       this.queue = this.spans = new BoundedSpanQueue(exp, opts, log);
@@ -255,18 +260,19 @@ export class Tracing {
     return context;
   }
 
-  /** Builds the spans of a sampled request (SPEC §2.4) from its recorded times and queues them. */
+  /**
+   * A sampled request ended: its spans (SPEC §2.4), built from its recorded times, are queued — on
+   * the http/protobuf path as a copy of `r` whose spans are written with the next batch (`r` and
+   * its timings may be reused as soon as this returns); on the other, built and queued now.
+   */
   record(r: TracedRequest): void {
-    const failed = !r.ok || r.errorCode !== 0;
-    const errorType = failed ? errorTypeOf(r.errorCode, r.errorName) : '';
-    const w = this.writer;
-    if (w !== null) {
-      const replyType = r.upstreamRepliedAt > 0 && r.reply.failed ? errorTypeOf(r.reply.errorCode, r.reply.errorName) : '';
-      w.reset();
-      w.request(r, errorType, replyType);
-      this.encoded!.push(w.written(), w.spans);
+    const b = this.batch;
+    if (b !== null) {
+      b.add(r);
       return;
     }
+    const failed = !r.ok || r.errorCode !== 0;
+    const errorType = failed ? errorTypeOf(r.errorCode, r.errorName) : '';
     const a = new SpanAttrs(r, this.stableDatabaseNames);
     const remote: SpanContext | undefined = r.parent === null ? undefined
       : { traceId: r.parent.traceId, spanId: r.parent.spanId, traceFlags: r.parent.flags, isRemote: true };
@@ -328,6 +334,65 @@ export class Tracing {
    */
   async close(): Promise<void> {
     await this.queue.shutdown(this.settings.exportTimeoutMs);
+  }
+}
+
+/**
+ * The http/protobuf path's sampled requests between their end and their spans' writing: admitted
+ * against the queue's bound and copied when they end (add), written request after request into the
+ * queue's arena when the queue asks (writePending: the export runs, a batch's worth is pending,
+ * flush, shutdown). The spans and their ids are those the writer made at each request's end before:
+ * the same writer, the same requests in the same order, the ids drawn as they are written.
+ */
+class SpanBatch implements PendingSpanSource {
+  private readonly writer: SpanWriter;
+  private readonly queue: EncodedSpanQueue;
+  private readonly log: Pick<Log, 'warn'>;
+  private readonly pending = new PendingTraces();
+
+  constructor(writer: SpanWriter, queue: EncodedSpanQueue, log: Pick<Log, 'warn'>) {
+    this.writer = writer;
+    this.queue = queue;
+    this.log = log;
+    queue.setSource(this);
+  }
+
+  add(r: TracedRequest): void {
+    const spans = PendingTraces.spansOf(r);
+    if (!this.queue.admit(spans)) return;
+    this.pending.add(r, spans);
+    this.queue.admitted();
+  }
+
+  writePending(): void {
+    const p = this.pending;
+    const w = this.writer;
+    const q = this.queue;
+    let lost = 0;
+    let error: unknown = null;
+    for (let i = 0; i < p.count; i++) {
+      const admitted = p.spansAt(i);
+      try {
+        const r = p.read(i);
+        const failed = !r.ok || r.errorCode !== 0;
+        const errorType = failed ? errorTypeOf(r.errorCode, r.errorName) : '';
+        const replyType = r.upstreamRepliedAt > 0 && r.reply.failed ? errorTypeOf(r.reply.errorCode, r.reply.errorName) : '';
+        w.reset();
+        w.request(r, errorType, replyType);
+        q.append(w.written(), w.spans, admitted);
+      } catch (err) {
+        // Not expected; but this runs on the export's timer, where a throw would end the process.
+        q.lost(admitted);
+        lost += admitted;
+        error = err;
+      }
+    }
+    p.clear();
+    if (lost > 0) this.log.warn('trace spans could not be written; dropped', { spans: lost, error: String(error) });
+  }
+
+  discardPending(): void {
+    this.pending.clear();
   }
 }
 

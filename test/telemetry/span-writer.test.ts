@@ -52,15 +52,17 @@ async function readableSpans(requests: TracedRequest[], seed: number, settings: 
 
 /** The requests the http/protobuf path sends for `requests` (each batch in its envelope), and their span counts. */
 async function writtenRequests(requests: TracedRequest[], seed: number, settings: Partial<TracingSettings> = {}): Promise<{ bodies: Uint8Array[];
-  spans: number[]; tracing: Tracing }> {
+  spans: number[]; tracing: Tracing; counted: number }> {
   const batches: EncodedSpans[] = [];
   const t = new Tracing({ ...SETTINGS, ...settings }, quiet, undefined, {
     randomFill: seededFill(seed),
     encodedExporter: { export(batch, done) { batches.push(batch); done({ code: 0 }); }, async shutdown() {} },
   });
   for (const r of requests) t.record(r);
+  // Counted against the queue's bound when each request ended (the spans are written later).
+  const counted = t.queue.queued + t.queue.droppedQueueFull;
   await t.close();
-  return { bodies: batches.map((b) => t.envelope!.wrap(b.bytes)), spans: batches.map((b) => b.spans), tracing: t };
+  return { bodies: batches.map((b) => t.envelope!.wrap(b.bytes)), spans: batches.map((b) => b.spans), tracing: t, counted };
 }
 
 const timer = (step: string, phase: 0 | 1): StepTimer => ({ step, phase, record() {}, subop() {} });
@@ -143,6 +145,7 @@ for (const [mode, settings] of [['OTEL_SEMCONV_STABILITY_OPT_IN unset', {}], ['o
     const ours = await writtenRequests(requests, 7, settings);
     assert.equal(ours.bodies.length, 1, 'one batch');
     assert.equal(ours.spans[0], spans.length, 'as many spans');
+    assert.equal(ours.counted, spans.length, 'as many spans counted when the requests ended as were written');
     assert.deepStrictEqual(decodeTraceRequestFields(ours.bodies[0]), decodeTraceRequestFields(theirs), 'decodes as the SDK serializer\'s request');
     assert.ok(Buffer.from(ours.bodies[0]).equals(Buffer.from(theirs)), `the same bytes (${ours.bodies[0].length} and ${theirs.length})`);
   });
