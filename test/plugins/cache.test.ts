@@ -132,6 +132,23 @@ test('cache: a full host store (kv_max_bytes below max_bytes) evicts least recen
   assert.equal(h.request(findCmd({ k: 8 })).verdict, Verdict.Continue, 'invalidation still works when full');
 });
 
+test('cache: once the host store evicts on its own, the ledger no longer deletes an entry stored again since', async () => {
+  // Entries of ~600 bytes: kv_max_bytes holds three, max_bytes six; the host's LRU binds first.
+  const h = await load('cache', { max_bytes: 4000 }, { kv_max_bytes: 2000 });
+  const pad = 'x'.repeat(400);
+  for (let i = 0; i < 7; i++) h.roundTrip(findCmd({ k: i }), reply([{ pad }]));
+  assert.ok(h.kv.evictions > 0, 'the host store evicted entries itself');
+  // k = 2 is gone from the host but still in the ledger: a miss stores it again.
+  assert.equal(h.request(findCmd({ k: 2 })).verdict, Verdict.Continue);
+  h.roundTrip(findCmd({ k: 2 }), reply([{ pad }]));
+  // Storing k = 7 drops the ledger's older record of k = 2 to stay within max_bytes; the entry
+  // stored again stays in the host.
+  h.roundTrip(findCmd({ k: 7 }), reply([{ pad }]));
+  assert.equal(h.request(findCmd({ k: 2 })).verdict, Verdict.LocalReply, 'the entry stored again is still cached');
+  assert.equal(h.request(findCmd({ k: 7 })).verdict, Verdict.LocalReply, 'the newest entry is cached');
+  assert.ok(h.kv.bytesUsed <= 2000, `kv holds ${h.kv.bytesUsed}`);
+});
+
 test('cache: an evicted generation counter never brings back entries from before a write', async () => {
   const h = await load('cache', {});
   h.roundTrip(findCmd({ s: 1 }), reply([{ _id: 1, v: 'old' }]));

@@ -9,6 +9,13 @@
 // ones: a doubled ring took about four times its size (a million entries overran 64 MiB).
 // After an instance rebuild, the entries stored before are left to their TTL and to the host
 // store's own LRU eviction.
+//
+// A delete that finds its key gone means the host store evicted it: its own cap (kv_max_bytes,
+// below max_bytes) binds first and its LRU already drops entries as new ones come. From then on
+// the entries this ledger drops to stay within max_bytes leave its accounting without a delete:
+// most are gone already, and deleting one whose key was stored again since (a miss for a key the
+// host evicted) would drop the newer entry. Deletes to make room the host refused (a counter, an
+// entry it would not admit) still happen.
 import { nowNs, kv, Gauge, Counter } from "../../../sdk/assembly/index";
 import { KvKey, HASH_UNITS } from "./key";
 
@@ -35,6 +42,8 @@ export class Ledger {
   used: i64 = 0;
   stores: Counter | null = null;
   bytes: Gauge | null = null;
+  /** Set when a delete found its key gone: the host store evicts on its own (see the top). */
+  hostEvicts: bool = false;
 
   /** Stores entry[0, len) under prefix + hash (built into `key`), evicting the oldest entries to
    *  stay within maxBytes; skipped when the host refuses it even with nothing left to evict. */
@@ -44,7 +53,7 @@ export class Ledger {
     while (this.count > 0 && unchecked(unchecked(this.chunks[0]).expires[this.head]) <= now) this.dropHead(false, key);
     const size = ((prefix.length + HASH_UNITS) << 1) + len; // the kv key's bytes + the entry
     // (the gauge is set once, below, however many entries go)
-    while (this.used + size > this.maxBytes && this.removeOldest(key)) {}
+    while (this.used + size > this.maxBytes && this.count > 0) this.dropHead(!this.hostEvicts, key);
     if (this.used + size > this.maxBytes) { this.bytes!.set(<f64>this.used); return; }
     for (;;) {
       key.build(prefix, hash); // (removeOldest reuses the key buffer)
@@ -85,7 +94,7 @@ export class Ledger {
     const i = this.head;
     if (remove) {
       key.build(unchecked(c.prefix[i])!, unchecked(c.hash[i]));
-      kv.removeUtf16(key.buf, key.len);
+      if (!kv.removeUtf16(key.buf, key.len)) this.hostEvicts = true;
     }
     this.used -= unchecked(c.size[i]);
     unchecked(c.prefix[i] = null);
