@@ -15,7 +15,8 @@
 // the entries this ledger drops to stay within max_bytes leave its accounting without a delete:
 // most are gone already, and deleting one whose key was stored again since (a miss for a key the
 // host evicted) would drop the newer entry. Deletes to make room the host refused (a counter, an
-// entry it would not admit) still happen.
+// entry it would not admit) still happen. (Another instance sharing the store during a reload
+// may also have deleted the key first: then too the host store's cap still bounds the cache.)
 import { nowNs, kv, Gauge, Counter } from "../../../sdk/assembly/index";
 import { KvKey, HASH_UNITS } from "./key";
 
