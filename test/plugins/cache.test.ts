@@ -132,6 +132,45 @@ test('cache: a full host store (kv_max_bytes below max_bytes) evicts least recen
   assert.equal(h.request(findCmd({ k: 8 })).verdict, Verdict.Continue, 'invalidation still works when full');
 });
 
+test('cache: once the host store evicts on its own, the ledger no longer deletes an entry stored again since', async () => {
+  // Entries of ~600 bytes: kv_max_bytes holds three, max_bytes six; the host's LRU binds first.
+  const h = await load('cache', { max_bytes: 4000 }, { kv_max_bytes: 2000 });
+  const pad = 'x'.repeat(400);
+  for (let i = 0; i < 7; i++) h.roundTrip(findCmd({ k: i }), reply([{ pad }]));
+  assert.ok(h.kv.evictions > 0, 'the host store evicted entries itself');
+  // k = 2 is gone from the host but still in the ledger: a miss stores it again.
+  assert.equal(h.request(findCmd({ k: 2 })).verdict, Verdict.Continue);
+  h.roundTrip(findCmd({ k: 2 }), reply([{ pad }]));
+  // Storing k = 7 drops the ledger's older record of k = 2 to stay within max_bytes; the entry
+  // stored again stays in the host.
+  h.roundTrip(findCmd({ k: 7 }), reply([{ pad }]));
+  assert.equal(h.request(findCmd({ k: 2 })).verdict, Verdict.LocalReply, 'the entry stored again is still cached');
+  assert.equal(h.request(findCmd({ k: 7 })).verdict, Verdict.LocalReply, 'the newest entry is cached');
+  assert.ok(h.kv.bytesUsed <= 2000, `kv holds ${h.kv.bytesUsed}`);
+});
+
+test('cache: when deletes find their keys again, the ledger deletes again and max_bytes binds', async () => {
+  // The host store holds far more than max_bytes (three entries of ~600 bytes).
+  const h = await load('cache', { max_bytes: 2048 });
+  const pad = 'x'.repeat(400);
+  let n = 0;
+  const store = (count: number) => { for (let i = 0; i < count; i++) h.roundTrip(findCmd({ n: n++ }), reply([{ pad }])); };
+  store(10);
+  const steady = h.kv.bytesUsed;
+  assert.ok(steady <= 2048 + 400, `within max_bytes: kv holds ${steady}`);
+  // Keys gone from under the ledger (as when another instance sharing the store deleted them):
+  // its next delete finds nothing, and it stops deleting.
+  h.kv.clear();
+  store(100);
+  const skipping = h.kv.bytesUsed;
+  assert.ok(skipping > 4 * steady, `entries were dropped without a delete: kv holds ${skipping}`);
+  // One drop in 64 still deletes; it finds its key, so every drop deletes again: no more growth.
+  store(200);
+  assert.ok(h.kv.bytesUsed <= skipping, `no growth once deleting again: ${h.kv.bytesUsed} after ${skipping}`);
+  assert.ok(h.kv.bytesUsed < 64 * 700, `at most 63 entries left to their TTL beyond max_bytes: kv holds ${h.kv.bytesUsed}`);
+  assert.equal(h.request(findCmd({ n: n - 1 })).verdict, Verdict.LocalReply, 'the newest entry is cached');
+});
+
 test('cache: an evicted generation counter never brings back entries from before a write', async () => {
   const h = await load('cache', {});
   h.roundTrip(findCmd({ s: 1 }), reply([{ _id: 1, v: 'old' }]));

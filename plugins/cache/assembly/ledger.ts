@@ -9,11 +9,23 @@
 // ones: a doubled ring took about four times its size (a million entries overran 64 MiB).
 // After an instance rebuild, the entries stored before are left to their TTL and to the host
 // store's own LRU eviction.
+//
+// A delete that finds its key gone means the host store evicted it: its own cap (kv_max_bytes,
+// below max_bytes) binds first and its LRU already drops entries as new ones come. From then on
+// the entries this ledger drops to stay within max_bytes leave its accounting without a delete:
+// most are gone already, and deleting one whose key was stored again since (a miss for a key the
+// host evicted) would drop the newer entry. One drop in PROBE_EVERY still deletes: when that
+// delete finds its key, the host no longer evicts on its own (another instance sharing the store
+// during a reload had deleted keys first, or kv_max_bytes was raised) and every drop deletes
+// again, so max_bytes binds as before with at most PROBE_EVERY - 1 entries left to their TTL.
+// Deletes to make room the host refused (a counter, an entry it would not admit) always happen.
 import { nowNs, kv, Gauge, Counter } from "../../../sdk/assembly/index";
 import { KvKey, HASH_UNITS } from "./key";
 
 const CHUNK_BITS = 12;
 const CHUNK = 1 << CHUNK_BITS;
+/** While the host store evicts on its own, one drop in this many still deletes (a power of two). */
+const PROBE_EVERY = 64;
 /** Emptied chunks kept for reuse (beyond these, they are left to the collector). */
 const MAX_SPARE = 4;
 
@@ -35,6 +47,10 @@ export class Ledger {
   used: i64 = 0;
   stores: Counter | null = null;
   bytes: Gauge | null = null;
+  /** Whether the last delete found its key gone: the host store evicts on its own (see the top). */
+  hostEvicts: bool = false;
+  /** Drops without a delete since the last probe. */
+  skipped: i32 = 0;
 
   /** Stores entry[0, len) under prefix + hash (built into `key`), evicting the oldest entries to
    *  stay within maxBytes; skipped when the host refuses it even with nothing left to evict. */
@@ -44,7 +60,7 @@ export class Ledger {
     while (this.count > 0 && unchecked(unchecked(this.chunks[0]).expires[this.head]) <= now) this.dropHead(false, key);
     const size = ((prefix.length + HASH_UNITS) << 1) + len; // the kv key's bytes + the entry
     // (the gauge is set once, below, however many entries go)
-    while (this.used + size > this.maxBytes && this.removeOldest(key)) {}
+    while (this.used + size > this.maxBytes && this.count > 0) this.dropHead(!this.hostEvicts || (++this.skipped & (PROBE_EVERY - 1)) == 0, key);
     if (this.used + size > this.maxBytes) { this.bytes!.set(<f64>this.used); return; }
     for (;;) {
       key.build(prefix, hash); // (removeOldest reuses the key buffer)
@@ -85,7 +101,7 @@ export class Ledger {
     const i = this.head;
     if (remove) {
       key.build(unchecked(c.prefix[i])!, unchecked(c.hash[i]));
-      kv.removeUtf16(key.buf, key.len);
+      this.hostEvicts = !kv.removeUtf16(key.buf, key.len);
     }
     this.used -= unchecked(c.size[i]);
     unchecked(c.prefix[i] = null);
