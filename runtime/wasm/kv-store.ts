@@ -581,37 +581,23 @@ export class KvStore {
 /** Multiply-xorshift over the key's bytes four at a time, as little-endian int32s (read from `w`,
  *  src's buffer as int32s, when given: the key is then 4-byte aligned), then a finish for the low
  *  bits the table uses. A cache key is tens of bytes: hashing it one UTF-16 unit at a time (from a
- *  decoded string) was the largest part of the cache step's kv calls. Two lanes take alternate
- *  words: each word's multiply and shift wait for the previous one's, so one lane's chain of them
- *  was the hash's whole time (~33 ns for a 78-byte key); two halve that chain. */
+ *  decoded string) was the largest part of the cache step's kv calls. */
 function hashKey(src: Uint8Array, at: number, units: number, w: Int32Array | null): number {
   let h = 0x811c9dc5 ^ units;
-  let g = 0x2545f491;
   const end = at + units * 2;
   let i = at;
   if (w !== null) {
-    for (let k = (src.byteOffset + at) >> 2; i + 8 <= end; i += 8) {
+    for (let k = (src.byteOffset + at) >> 2; i + 4 <= end; i += 4) {
       h = Math.imul(h ^ w[k++]!, 0x9e3779b1);
-      g = Math.imul(g ^ w[k++]!, 0x85ebca77);
       h ^= h >>> 15;
-      g ^= g >>> 13;
     }
   } else {
-    for (; i + 8 <= end; i += 8) {
+    for (; i + 4 <= end; i += 4) {
       h = Math.imul(h ^ (src[i]! | (src[i + 1]! << 8) | (src[i + 2]! << 16) | (src[i + 3]! << 24)), 0x9e3779b1);
-      g = Math.imul(g ^ (src[i + 4]! | (src[i + 5]! << 8) | (src[i + 6]! << 16) | (src[i + 7]! << 24)), 0x85ebca77);
       h ^= h >>> 15;
-      g ^= g >>> 13;
     }
   }
-  // (at most one word and one UTF-16 unit left)
-  if (i + 4 <= end) {
-    h = Math.imul(h ^ (src[i]! | (src[i + 1]! << 8) | (src[i + 2]! << 16) | (src[i + 3]! << 24)), 0x9e3779b1);
-    h ^= h >>> 15;
-    i += 4;
-  }
   if (i < end) h = Math.imul(h ^ (src[i]! | (src[i + 1]! << 8)), 0x9e3779b1);
-  h = Math.imul(h ^ g ^ (g >>> 16), 0x45d9f3b);
   h = Math.imul(h ^ (h >>> 16), 0x45d9f3b);
   return h ^ (h >>> 16);
 }
