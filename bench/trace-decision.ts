@@ -8,8 +8,10 @@
 //   1     — every request traced (for scale);
 //   1, ReadableSpans — every request traced on the http/json path's way: ReadableSpans with their
 //           attribute objects, encoded at export by the SDK's ProtobufTraceSerializer.
-// The other cases take the http/protobuf path: spans written as protobuf when the request ends
-// (runtime/telemetry/span-writer.ts); the exporter stand-in puts each batch in its envelope. What an
+// The other cases take the http/protobuf path: a sampled request's end copies what its spans need
+// into the pending store, and the spans are written as protobuf in one pass before each export
+// (runtime/telemetry/span-writer.ts) — in this loop, at the closing flush, so the writing shows in
+// the "with export" column; the exporter stand-in puts each batch in its envelope. What an
 // export costs (the envelope copy, or the SDK's encoding) runs off the request's turn, on the export
 // timer, but it is CPU the proxy spends for tracing, so it is reported per request beside the
 // request-path cost ("with export"), and per span.

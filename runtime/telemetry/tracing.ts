@@ -12,13 +12,13 @@
 // is pending, at flush and shutdown), where the writer's code and data are warm.
 //
 // Spans are not made through the SDK's tracer: a traced request's spans are known whole when it
-// ends, so record() builds them as finished span records (RecordedSpan, the SDK's ReadableSpan
-// shape) with their ids, parents and times, and hands them to the bounded queue (span-queue.ts) in
-// front of the OTLP exporter (http/protobuf: the proxy's own encoder, otlp-encoder.ts, sent by the
-// SDK's HTTP transport; http/json: the SDK's exporter). Going through tracer.startSpan/end cost
-// ~60 µs per request of 12 spans (context objects, attribute sanitising, clock reads the explicit
-// times make useless); the records cost a few µs. A down or slow collector costs dropped spans,
-// counted, never request time.
+// ends. With http/protobuf they are written straight as OTLP protobuf (span-writer.ts, byte for
+// byte the SDK serializer's output) and sent by the SDK's HTTP transport (otlp-encoder.ts); with
+// http/json record() builds finished span records (RecordedSpan, the SDK's ReadableSpan shape)
+// for the SDK's exporter. Both go through a bounded queue (span-queue.ts). Going through
+// tracer.startSpan/end cost ~60 µs per request of 12 spans (context objects, attribute
+// sanitising, clock reads the explicit times make useless). A down or slow collector costs
+// dropped spans, counted, never request time.
 import type { Log } from '../log/index.ts';
 import { performance } from 'node:perf_hooks';
 import { SpanKind, SpanStatusCode, type Attributes, type HrTime, type SpanContext, type SpanStatus } from '@opentelemetry/api';
