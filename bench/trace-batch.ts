@@ -20,23 +20,15 @@
 // record() wrote a request's spans when it ended) gives the "before" figure.
 // Run briefly: node --import tsx bench/trace-batch.ts [--between 100] [--cycles 300] [--rounds 5] [--turn 50] [--evict 0]
 import { performance } from 'node:perf_hooks';
-import { existsSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
-import { PipelineManager, RequestTimings, type PipelineConfig, type Pipeline } from '../runtime/pipeline/index.ts';
 import { Tracing, TracingRecorder } from '../runtime/telemetry/index.ts';
-import { makeExchange } from '../sdk/testing/index.ts';
 import { arg } from './lib.ts';
+import { STEPS, idleGraph, plainRequest, quiet, tracedRequest } from './trace-lib.ts';
 
 const BETWEEN = Number(arg('--between', '100'));
 const CYCLES = Number(arg('--cycles', '300'));
 const ROUNDS = Number(arg('--rounds', '5'));
 const TURN = Number(arg('--turn', '50'));
 const EVICT = Number(arg('--evict', '0')) * 1024;
-const STEPS = 8;
-const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {} };
-const ROOT = new URL('..', import.meta.url).pathname;
-const path = `${ROOT}build/test-plugins/continue.wasm`;
-if (!existsSync(path)) spawnSync(process.execPath, [`${ROOT}scripts/build-plugins.mjs`, '--fixtures'], { cwd: ROOT, stdio: 'inherit' });
 
 let exportedSpans = 0;
 function tracing(): Tracing {
@@ -56,19 +48,7 @@ function tracing(): Tracing {
   return t;
 }
 
-async function graph(): Promise<Pipeline> {
-  const m = new PipelineManager({ recorder: new TracingRecorder(null), logger: quiet });
-  const names = Array.from({ length: STEPS }, (_, i) => `idle${i}`);
-  const cfg: PipelineConfig = { pipeline: { id: 'bench', request: names, response: [] }, steps: {} };
-  for (const n of names) cfg.steps[n] = { module: path, config: {}, max_memory_pages: 16 };
-  await m.load(cfg);
-  return m.get('bench');
-}
-
-const p = await graph();
-const command = { find: 'users', filter: { a: 1 }, $db: 'app' };
-const timings = new RequestTimings();
-const reply = { failed: false, errorCode: 0, errorName: '' };
+const p = await idleGraph(new TracingRecorder(null));
 const evictBuf = new Uint8Array(EVICT);
 let sink = 0;
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -78,22 +58,11 @@ function evict(): void {
 }
 
 function ordinary(): void {
-  p.runRequest(makeExchange(command, 'bench'));
+  plainRequest(p);
 }
 
 function sampled(t: Tracing): void {
-  const ex = makeExchange(command, 'bench');
-  const readAt = performance.now();
-  timings.reset();
-  ex.timings = timings;
-  const requestPhaseAt = performance.now();
-  p.runRequest(ex);
-  t.record({
-    parent: null, pipelineId: 'bench', variant: 'baseline', op: 'find', db: 'app', collection: 'users',
-    readAt, endAt: performance.now(), requestPhaseAt, responsePhaseAt: -1,
-    upstreamStartedAt: 0, upstreamAcquiredAt: 0, upstreamWrittenAt: 0, upstreamRepliedAt: 0, upstream: '',
-    ok: true, errorCode: 0, errorName: '', reply, timings,
-  });
+  tracedRequest(t, p);
 }
 
 /** ms for `cycles` cycles of `between` ordinary requests and a last one, sampled when `t` is given; with the closing flush. */

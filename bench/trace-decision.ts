@@ -18,23 +18,16 @@
 // Rounds interleaved, the minimum of each case kept (the machine is shared).
 // Run: node --import tsx bench/trace-decision.ts [--rounds 7]
 import { performance } from 'node:perf_hooks';
-import { PipelineManager, RequestTimings, type PipelineConfig, type Pipeline } from '../runtime/pipeline/index.ts';
+import type { Pipeline } from '../runtime/pipeline/index.ts';
 import { Tracing, TracingRecorder } from '../runtime/telemetry/index.ts';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-node';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import type { EncodedSpanExporter } from '../runtime/telemetry/span-queue.ts';
-import { makeExchange } from '../sdk/testing/index.ts';
-import { existsSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
 import { arg } from './lib.ts';
+import { STEPS, idleGraph, plainRequest, quiet, tracedRequest } from './trace-lib.ts';
 
 const ITER = 20_000;
 const ROUNDS = Number(arg('--rounds', '7'));
-const STEPS = 8;
-const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {} };
-const ROOT = new URL('..', import.meta.url).pathname;
-const path = `${ROOT}build/test-plugins/continue.wasm`;
-if (!existsSync(path)) spawnSync(process.execPath, [`${ROOT}scripts/build-plugins.mjs`, '--fixtures'], { cwd: ROOT, stdio: 'inherit' });
 
 let exportedSpans = 0;
 let exportedBytes = 0;
@@ -64,15 +57,6 @@ function encodedExporter(t: () => Tracing): EncodedSpanExporter {
   };
 }
 
-async function graph(recorder: TracingRecorder | undefined): Promise<Pipeline> {
-  const m = new PipelineManager({ recorder, logger: quiet });
-  const names = Array.from({ length: STEPS }, (_, i) => `idle${i}`);
-  const cfg: PipelineConfig = { pipeline: { id: 'bench', request: names, response: [] }, steps: {} };
-  for (const n of names) cfg.steps[n] = { module: path, config: {}, max_memory_pages: 16 };
-  await m.load(cfg);
-  return m.get('bench');
-}
-
 function tracing(rate: number, readable = false): Tracing {
   const settings = {
     url: 'http://127.0.0.1:4318/v1/traces', protocol: 'http/protobuf' as const, serviceName: 'bench', sampleRate: rate,
@@ -83,9 +67,8 @@ function tracing(rate: number, readable = false): Tracing {
   return t;
 }
 
-const command = { find: 'users', filter: { a: 1 }, $db: 'app' };
-const plain = await graph(undefined);
-const traced = await graph(new TracingRecorder(null));
+const plain = await idleGraph();
+const traced = await idleGraph(new TracingRecorder(null));
 const cases: Array<{ name: string; t: Tracing | null; p: Pipeline }> = [
   { name: 'off', t: null, p: plain },
   { name: 'sample_rate 0', t: tracing(0), p: traced },
@@ -93,8 +76,6 @@ const cases: Array<{ name: string; t: Tracing | null; p: Pipeline }> = [
   { name: 'sample_rate 1', t: tracing(1), p: traced },
   { name: '1, ReadableSpans', t: tracing(1, true), p: traced },
 ];
-const timings = new RequestTimings();
-const reply = { failed: false, errorCode: 0, errorName: '' };
 
 /** ns per request: the connection's part of the work (decision, phase start, spans for sampled ones). */
 function run(c: (typeof cases)[number]): number {
@@ -102,22 +83,9 @@ function run(c: (typeof cases)[number]): number {
   const p = c.p;
   const t0 = performance.now();
   for (let i = 0; i < ITER; i++) {
-    const ex = makeExchange(command, 'bench');
     const readAt = performance.now();
-    if (t !== null && t.sample(null)) {
-      timings.reset();
-      ex.timings = timings;
-      const requestPhaseAt = performance.now();
-      p.runRequest(ex);
-      t.record({
-        parent: null, pipelineId: 'bench', variant: 'baseline', op: 'find', db: 'app', collection: 'users',
-        readAt, endAt: performance.now(), requestPhaseAt, responsePhaseAt: -1,
-        upstreamStartedAt: 0, upstreamAcquiredAt: 0, upstreamWrittenAt: 0, upstreamRepliedAt: 0, upstream: '',
-        ok: true, errorCode: 0, errorName: '', reply, timings,
-      });
-    } else {
-      p.runRequest(ex);
-    }
+    if (t !== null && t.sample(null)) tracedRequest(t, p, readAt);
+    else plainRequest(p);
   }
   return ((performance.now() - t0) * 1e6) / ITER;
 }
