@@ -3,26 +3,19 @@
 // RequestTimings as the proxy does for each request). Rounds of the four cases are interleaved and
 // the minimum of each is kept: the machine is shared.
 // Run: node --import tsx bench/idle-step.ts [--rounds 7]
-import { PipelineManager, callbackRecorder, type StepRecorder, type PipelineConfig } from '../runtime/pipeline/index.ts';
+import { callbackRecorder, type StepRecorder } from '../runtime/pipeline/index.ts';
 import { makeExchange } from '../sdk/testing/index.ts';
 import { RequestTimings } from '../runtime/pipeline/request-timings.ts';
-import { fixture } from '../test/wasm/fixtures.ts';
 import { arg } from './lib.ts';
+import { idleGraph } from './trace-lib.ts';
 
 const ITER = 200_000;
 const ROUNDS = Number(arg('--rounds', '7'));
-const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {} };
-const path = await fixture('continue');
 
 async function pipeline(steps: number, recording: boolean) {
   let _sink = 0;
   const recorder: StepRecorder = callbackRecorder(recording, (_p, _s, _ph, ns) => { _sink += ns; });
-  const m = new PipelineManager({ recorder, logger: quiet });
-  const names = Array.from({ length: steps }, (_, i) => `idle${i}`);
-  const cfg: PipelineConfig = { pipeline: { id: 'bench', request: names, response: [] }, steps: {} };
-  for (const n of names) cfg.steps[n] = { module: path, config: {}, max_memory_pages: 16 };
-  await m.load(cfg);
-  return m.get('bench');
+  return idleGraph(recorder, steps);
 }
 
 function run(p: Awaited<ReturnType<typeof pipeline>>, timed: boolean): number {

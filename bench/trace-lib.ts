@@ -1,12 +1,12 @@
-// What bench/trace-decision.ts and bench/trace-batch.ts share: a graph of eight request-phase
-// steps that do nothing (the test plugin `continue`, built on first use), and one request traced
+// What bench/trace-decision.ts, bench/trace-batch.ts and bench/idle-step.ts share: a graph of
+// request-phase steps that do nothing (the test plugin `continue`, built on first use), and one request traced
 // the way a client connection traces it (its timings reset, the request phase run timed, then
 // Tracing.record with what the connection would hand over).
 import { performance } from 'node:perf_hooks';
 import { existsSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
-import { PipelineManager, RequestTimings, type PipelineConfig, type Pipeline } from '../runtime/pipeline/index.ts';
-import type { Tracing, TracingRecorder } from '../runtime/telemetry/index.ts';
+import { PipelineManager, RequestTimings, type PipelineConfig, type Pipeline, type StepRecorder } from '../runtime/pipeline/index.ts';
+import type { Tracing } from '../runtime/telemetry/index.ts';
 import { makeExchange } from '../sdk/testing/index.ts';
 
 export const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {} };
@@ -16,11 +16,11 @@ export const command = { find: 'users', filter: { a: 1 }, $db: 'app' };
 const ROOT = new URL('..', import.meta.url).pathname;
 const PLUGIN = `${ROOT}build/test-plugins/continue.wasm`;
 
-/** The eight-step graph, timed by `recorder` when given (the untimed loop otherwise). */
-export async function idleGraph(recorder?: TracingRecorder): Promise<Pipeline> {
+/** A graph of `steps` idle steps, timed by `recorder` when given (the untimed loop otherwise). */
+export async function idleGraph(recorder?: StepRecorder, steps = STEPS): Promise<Pipeline> {
   if (!existsSync(PLUGIN)) spawnSync(process.execPath, [`${ROOT}scripts/build-plugins.mjs`, '--fixtures'], { cwd: ROOT, stdio: 'inherit' });
   const m = new PipelineManager({ recorder, logger: quiet });
-  const names = Array.from({ length: STEPS }, (_, i) => `idle${i}`);
+  const names = Array.from({ length: steps }, (_, i) => `idle${i}`);
   const cfg: PipelineConfig = { pipeline: { id: 'bench', request: names, response: [] }, steps: {} };
   for (const n of names) cfg.steps[n] = { module: PLUGIN, config: {}, max_memory_pages: 16 };
   await m.load(cfg);

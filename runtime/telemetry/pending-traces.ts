@@ -255,33 +255,35 @@ export class PendingTraces {
   }
 
   private growRequests(): void {
-    const times = new Float64Array(this.times.length * 2);
-    times.set(this.times);
-    this.times = times;
-    const ints = new Int32Array(this.ints.length * 2);
-    ints.set(this.ints);
-    this.ints = ints;
+    this.times = grown(this.times, this.times.length * 2);
+    this.ints = grown(this.ints, this.ints.length * 2);
   }
 
   private growSteps(need: number): void {
-    let size = this.stepNs.length * 2;
-    while (size < need) size *= 2;
-    const ns = new Float64Array(size);
-    ns.set(this.stepNs);
-    this.stepNs = ns;
-    const errors = new Uint8Array(size);
-    errors.set(this.stepErrors);
-    this.stepErrors = errors;
+    const size = doubledTo(this.stepNs.length, need);
+    this.stepNs = grown(this.stepNs, size);
+    this.stepErrors = grown(this.stepErrors, size);
   }
 
   private growSubs(need: number): void {
-    let size = this.subNs.length * 2;
-    while (size < need) size *= 2;
-    const subOf = new Int32Array(size);
-    subOf.set(this.subOf);
-    this.subOf = subOf;
-    const ns = new Float64Array(size);
-    ns.set(this.subNs);
-    this.subNs = ns;
+    const size = doubledTo(this.subNs.length, need);
+    this.subOf = grown(this.subOf, size);
+    this.subNs = grown(this.subNs, size);
   }
+}
+
+/** `size` doubled until it holds `need`. */
+function doubledTo(size: number, need: number): number {
+  size *= 2;
+  while (size < need) size *= 2;
+  return size;
+}
+
+type Grown = Float64Array | Int32Array | Uint8Array;
+
+/** A copy of `a` with room for `size` elements. */
+function grown<T extends Grown>(a: T, size: number): T {
+  const b = new (a.constructor as new (n: number) => T)(size);
+  b.set(a);
+  return b;
 }

@@ -191,35 +191,34 @@ export class PluginInstance {
    *  same (plugins name sub-operations with constants: one string object per name, no decoding,
    *  and its hash already computed for the profiler's map). */
   private subopName(ptr: number, len: number): string {
-    const u8 = this.view();
-    const cache = this.subopNames;
-    outer: for (let k = 0; k < cache.length; k++) {
-      const c = cache[k]!;
-      if (c.ptr !== ptr || c.bytes.length !== len) continue;
-      const b = c.bytes;
-      for (let i = 0; i < len; i++) if (b[i] !== u8[ptr + i]) continue outer;
-      return c.name;
-    }
+    const hit = this.cachedAt(this.subopNames, ptr, len);
+    if (hit !== null) return hit.name;
     const name = this.str(ptr, len);
-    if (cache.length < SUBOP_NAMES_CACHED) cache.push({ ptr, bytes: u8.slice(ptr, ptr + len), name });
+    if (this.subopNames.length < SUBOP_NAMES_CACHED) this.subopNames.push({ ptr, bytes: this.bytes(ptr, len), name });
     return name;
   }
 
   /** The bytes at [ptr, ptr+len) as a needle to search for: the copy made before when the bytes at
    *  that address are the same (plugins search for constants: no view or copy per call). */
   private needle(ptr: number, len: number): Uint8Array {
+    const hit = this.cachedAt(this.needles, ptr, len);
+    if (hit !== null) return hit.bytes;
+    const bytes = this.bytes(ptr, len);
+    if (this.needles.length < NEEDLES_CACHED) this.needles.push({ ptr, bytes });
+    return bytes;
+  }
+
+  /** The entry of `cache` copied from address `ptr` whose bytes are still the ones there, or null. */
+  private cachedAt<T extends { ptr: number; bytes: Uint8Array }>(cache: readonly T[], ptr: number, len: number): T | null {
     const u8 = this.view();
-    const cache = this.needles;
     outer: for (let k = 0; k < cache.length; k++) {
       const c = cache[k]!;
       if (c.ptr !== ptr || c.bytes.length !== len) continue;
       const b = c.bytes;
       for (let i = 0; i < len; i++) if (b[i] !== u8[ptr + i]) continue outer;
-      return b;
+      return c;
     }
-    const bytes = u8.slice(ptr, ptr + len);
-    if (cache.length < NEEDLES_CACHED) cache.push({ ptr, bytes });
-    return bytes;
+    return null;
   }
 
   /** A copy of plugin memory: kept beyond the call (a replaced body, a local reply). */
