@@ -46,7 +46,13 @@ test('kill -9 the leader mid-stage: another instance takes over within the lease
     const loads = others.map((x) => traffic(x.uri, 1000));
     t.after(() => Promise.all(loads.map((l) => l.stop())));
     const id = await start(fleet, others[0], '10s');
-    const before = (await others[1].call('GET', `/api/v1/canary/${id}`)).body;
+    // The record reaches the other instances through etcd's watch, not before the 201.
+    let before: any = null;
+    await until('the canary on another instance', async () => {
+      const r = await others[1].call('GET', `/api/v1/canary/${id}`);
+      if (r.status === 200) before = r.body;
+      return before !== null;
+    }, 10_000, 50);
     assert.equal(before.current_stage, 1);
     await new Promise((r) => setTimeout(r, 2000));
     old.kill('SIGKILL');
