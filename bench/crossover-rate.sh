@@ -21,11 +21,19 @@
 #   bench/crossover-rate.sh '{"pipeline":{"request":[],"response":[]}}' '{}'        # empty vs the eight built-ins
 #   bench/crossover-rate.sh --workers 1,2 '{}' '{}'                                   # the worker machinery
 #   bench/crossover-rate.sh --rate 0 …                                                # as fast as answered
+#   bench/crossover-rate.sh --warmup 60 …   # each start warmed 60 s at the rate (default 3): see below
+#
+# --warmup: the load both proxies get after each start, before the first window. V8 compiles a
+# function once it is hot, and code that runs for only some requests (a sampled request's spans, a
+# kept flame-graph frame, a step's rare branch) gets hot late: at 1 % sampling it is still being
+# compiled (tens of ms of TurboFan work) 30–60 s after start, long after the common path. A short
+# warm-up therefore charges that one-off compilation to the state with more rare code; a long one
+# reads the steady state. Report which was used.
 set -u
-RATE=6000; W=6; SECS=10; C=8; WK=1,1
+RATE=6000; W=6; SECS=10; C=8; WK=1,1; WARM=3
 while [ $# -gt 2 ]; do
   case $1 in
-    --rate) RATE=$2 ;; --windows) W=$2 ;; --secs) SECS=$2 ;; --conns) C=$2 ;; --workers) WK=$2 ;;
+    --rate) RATE=$2 ;; --windows) W=$2 ;; --secs) SECS=$2 ;; --conns) C=$2 ;; --workers) WK=$2 ;; --warmup) WARM=$2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac; shift 2
 done
@@ -45,10 +53,10 @@ start() { # port config workers: starts the proxy (its pid in $X), waits until e
   taskset -c 1 node bin/proxy.mjs serve --config $2 --workers $3 > $D/$1.out 2> $D/$1.log & X=$!; PIDS+=($X)
   for i in $(seq 1 1200); do grep -q mongodb:// $D/$1.out 2>/dev/null && break; sleep 0.1; done; }
 load() { taskset -c 0 node --import tsx bench/scaling.ts --role load --port $1 --connections $C --ms $2 --rate $RATE; }
-both() { # A on P1 and B on P2, or exchanged; then a 3 s warm-up
+both() { # A on P1 and B on P2, or exchanged; then the warm-up
   if [ $1 = 0 ]; then cfg $P1 $H1 "$FA" > $D/p1.json; cfg $P2 $H2 "$FB" > $D/p2.json; start $P1 $D/p1.json $WA; X1=$X; start $P2 $D/p2.json $WB; X2=$X
   else cfg $P1 $H1 "$FB" > $D/p1.json; cfg $P2 $H2 "$FA" > $D/p2.json; start $P1 $D/p1.json $WB; X1=$X; start $P2 $D/p2.json $WA; X2=$X; fi
-  load $P1 3000 >/dev/null & L=$!; load $P2 3000 >/dev/null; wait $L; }
+  load $P1 $((WARM*1000)) >/dev/null & L=$!; load $P2 $((WARM*1000)) >/dev/null; wait $L; }
 both 0
 for w in $(seq 1 $W); do
   swapped=$([ $w -gt $(( W / 2 )) ] && echo 1 || echo 0)

@@ -452,9 +452,9 @@ const telemetry = v.strictObject({
   v.description('Resource attributes attached to exported traces, e.g. deployment.environment, service.version, service.namespace.')), 'object ' +
     'of attribute name → string'), {})),
   max_queue_spans: onRestart(v.optional(int(64, 1_000_000, 'Spans waiting for export at most; spans beyond are dropped and counted ' +
-    '(proxy_trace_spans_dropped_total), so a down or slow collector never holds requests.'), 2048)),
-  max_batch_spans: onRestart(v.optional(int(1, 100_000, 'Spans per export request at most.'), 512)),
-  export_interval_ms: onRestart(v.optional(int(10, 3_600_000, 'Milliseconds between exports of a partly filled batch (a full batch goes at once).'), 1000)),
+    '(proxy_trace_spans_dropped_total), so a down or slow collector never holds requests.'), 16_384)),
+  max_batch_spans: onRestart(v.optional(int(1, 100_000, 'Spans per export request at most.'), 4096)),
+  export_interval_ms: onRestart(v.optional(int(10, 3_600_000, 'Milliseconds between exports of a partly filled batch (a full batch goes at once).'), 5000)),
   export_timeout_ms: onRestart(v.optional(int(100, 600_000, 'An export request not answered within this many milliseconds fails; its spans are ' +
     'dropped and counted.'), 10000)),
 });
