@@ -165,7 +165,8 @@ export class Logger implements Log {
   /** Fields on every line (a worker's index), passed on to children; and as JSON members (`"worker":0,`) for the record lines. */
   private readonly base: Record<string, string | number> | null;
   private readonly baseMembers: string;
-  private readonly level: LogLevel;
+  /** The lowest level this logger writes. */
+  readonly level: LogLevel;
   private readonly min: number;
   private readonly format: 'json' | 'pretty';
   private readonly sink: LogSink;

@@ -135,9 +135,11 @@ export const PROPERTY = defineEnum('Property', 'Ids for proxy_get_property / pro
   ElapsedNs: { value: 12, wit: 'elapsed-ns', kind: 'both', doc: 'ns since the proxy read the request off the socket' },
   ReplyOk: { value: 13, wit: 'reply-ok', kind: 'both', doc: 'the current reply\'s `ok`: 1 when 1/true, 0 otherwise, -1 no reply yet' },
   ReplyCode: { value: 14, wit: 'reply-code', kind: 'both', doc: 'the current reply\'s numeric `code`, 0 when none' },
+  LogLevel: { value: 15, wit: 'log-level', kind: 'both', doc: 'the lowest LogLevel the proxy writes for this step (0 trace … 4 error): a line ' +
+    'below it is dropped, so a step can skip building it; readable in on_configure too' },
 } satisfies Record<string, PropertyMember>, {
   wit: 'property',
-  witDoc: 'Core ABI Property ids, in the same order. Numeric properties (the ids, phase, wall clock, elapsed-ns, reply-ok, reply-code) are decimal ' +
+  witDoc: 'Core ABI Property ids, in the same order. Numeric properties (the ids, phase, wall clock, elapsed-ns, reply-ok, reply-code, log-level) are decimal ' +
     'strings here.',
 });
 

@@ -182,8 +182,9 @@ export class StepHost {
 
   /** A property as a string (numeric ones in decimal), null for an unknown id. */
   property(id: number): string | null {
-    // The clock needs no exchange, so plugins may read it while configuring too.
+    // The clock and the log level need no exchange, so plugins may read them while configuring too.
     if (id === Property.WallClockMs) return String(Date.now());
+    if (id === Property.LogLevel) return String(this.logLevel());
     const ex = this.current();
     switch (id) {
       case Property.Op: return (this.lastOp = ex.op);
@@ -205,6 +206,7 @@ export class StepHost {
   /** A numeric property without a decimal round trip; NaN for an id that has no number. */
   number(id: number): number {
     if (id === Property.WallClockMs) return Date.now();
+    if (id === Property.LogLevel) return this.logLevel();
     const ex = this.current();
     switch (id) {
       case Property.RequestId: return ex.requestId;
@@ -218,6 +220,12 @@ export class StepHost {
   }
 
   // ---- log ----------------------------------------------------------------------------------
+
+  /** The lowest level (ABI number) the step's logger writes: 0 (all) when it does not say. */
+  private logLevel(): number {
+    const level = this.services.logger.level;
+    return level === undefined ? 0 : Math.max(0, LOG_LEVEL_NAMES.indexOf(level));
+  }
 
   /** A plain log line tagged with the step, pipeline and op. */
   log(level: number, msg: string): void {

@@ -83,6 +83,8 @@ export const enum Property {
   ReplyOk = 13,
   /** the current reply's numeric `code`, 0 when none */
   ReplyCode = 14,
+  /** the lowest LogLevel the proxy writes for this step (0 trace … 4 error): a line below it is dropped, so a step can skip building it; readable in on_configure too */
+  LogLevel = 15,
 }
 
 /** Bits of proxy_set_phases: the phases whose callback does something (the host never calls the others). */

@@ -1,7 +1,17 @@
-import { proxy_log, proxy_log_fields, LogLevel, strPtr, strLen } from "./host";
+import { proxy_log, proxy_log_fields, proxy_get_number, Property, LogLevel, strPtr, strLen } from "./host";
 
 /** Plugin logging; lines go to the proxy's logger tagged with the step and pipeline. */
 export namespace log {
+  /**
+   * Whether the proxy writes lines of this level for this step (its `log.level`): a line below it
+   * is dropped, so a step that builds a costly line checks first. One host call; true on a host
+   * that does not say (before ABI property LogLevel).
+   */
+  export function enabled(level: LogLevel): bool {
+    const min = proxy_get_number(Property.LogLevel);
+    return isNaN(min) || <f64>level >= min;
+  }
+
   export function trace(msg: string): void { proxy_log(LogLevel.Trace, strPtr(msg), strLen(msg)); }
   export function debug(msg: string): void { proxy_log(LogLevel.Debug, strPtr(msg), strLen(msg)); }
   export function info(msg: string): void { proxy_log(LogLevel.Info, strPtr(msg), strLen(msg)); }

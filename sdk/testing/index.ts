@@ -17,6 +17,12 @@ export interface HarnessOptions extends Partial<StepSettings> {
   /** Record step timings and sub-operations (default true). */
   record?: boolean;
   pipelineId?: string;
+  /**
+   * The lowest level the harness's logger says it writes (what plugins read as Property.LogLevel,
+   * `log.enabled`; default: every level). Lines are recorded in `logs` whatever their level, so a
+   * test sees what a plugin sends.
+   */
+  logLevel?: 'trace' | 'debug' | 'info' | 'warn' | 'error';
 }
 
 export interface CallOptions {
@@ -47,7 +53,7 @@ export class PluginHarness {
   private readonly pipelineId: string;
   private nextRequestId = 1;
 
-  private constructor(name: string, pipelineId: string, record: boolean) {
+  private constructor(name: string, pipelineId: string, record: boolean, logLevel: HarnessOptions['logLevel']) {
     this.name = name;
     this.pipelineId = pipelineId;
     const logs = this.logs;
@@ -58,7 +64,8 @@ export class PluginHarness {
       const msg = `{${prefix}${new TextDecoder().decode(members)}}`;
       logs.push({ level, msg, fields: JSON.parse(msg) as Record<string, unknown> });
     };
-    const logger: HostLog = { trace: line('trace'), debug: line('debug'), info: line('info'), warn: line('warn'), error: line('error'), record: structured };
+    const logger: HostLog = { trace: line('trace'), debug: line('debug'), info: line('info'), warn: line('warn'), error: line('error'), record: structured,
+      ...(logLevel === undefined ? {} : { level: logLevel }) };
     const recorder: StepRecorder = callbackRecorder(record,
       (_p, step, phase, durationNs, error) => { this.records.push({ step, phase, durationNs, error }); },
       (_p, step, phase, name, durationNs) => { this.subops.push({ step, phase, name, durationNs }); });
@@ -68,7 +75,7 @@ export class PluginHarness {
   /** Loads `wasmPath` as the only step of both phases. Rejects when the plugin refuses its config. */
   static async load(wasmPath: string, opts: HarnessOptions = {}): Promise<PluginHarness> {
     const name = opts.name ?? wasmPath.replace(/^.*\//, '').replace(/\.wasm$/, '');
-    const h = new PluginHarness(name, opts.pipelineId ?? 'default', opts.record ?? true);
+    const h = new PluginHarness(name, opts.pipelineId ?? 'default', opts.record ?? true, opts.logLevel);
     await h.reload(wasmPath, opts);
     return h;
   }

@@ -32,6 +32,17 @@ test('logging: sample_rate is deterministic; level is honoured', async () => {
   assert.equal(none.logs.filter((l) => l.msg.startsWith('{')).length, 0);
 });
 
+test('logging: a line the proxy would drop (its log level above the step\'s) is not built or sent; one at or above it is', async () => {
+  const quiet = await load('logging', {}, { logLevel: 'warn' });
+  for (let i = 0; i < 5; i++) quiet.roundTrip({ ping: 1, $db: 'admin' }, { ok: 1 });
+  assert.equal(quiet.logs.filter((l) => l.msg.startsWith('{')).length, 0);
+  const warn = await load('logging', { level: 'warn' }, { logLevel: 'warn' });
+  for (let i = 0; i < 5; i++) warn.roundTrip({ ping: 1, $db: 'admin' }, { ok: 1 });
+  const lines = warn.logs.filter((l) => l.msg.startsWith('{'));
+  assert.equal(lines.length, 5);
+  assert.ok(lines.every((l) => l.level === 'warn'));
+});
+
 test('logging: bad configs are refused', async () => {
   await refuses('logging', {}, { sample_rate: 2 }, /between 0 and 1/);
   await refuses('logging', {}, { level: 'loud' }, /level must be one of/);

@@ -1,6 +1,6 @@
 // StepHost's clock sharing: within one phase callback, the kv store's TTLs and expiry checks take
 // the clock reading the callback already made (proxy_now, elapsed_ns) instead of reading the clock
-// again per kv call; every callback (and configure) starts without one.
+// again per kv call; every callback (and configure) starts without one. And the log level plugins read.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Registry } from 'prom-client';
@@ -59,4 +59,14 @@ test('step host: each callback starts without a reading (the store reads the clo
   const readingMs = ex.startedAt + elapsedNs / 1e6;
   assert.deepEqual(kv.get('e', readingMs + 999.99), v);
   assert.equal(kv.get('e', readingMs + 1000.01), undefined);
+});
+
+test('step host: the LogLevel property is the lowest level the step\'s logger writes (0, every level, when it does not say), outside a callback too', () => {
+  const kv = new KvStore(1 << 16);
+  assert.equal(new StepHost(services(kv)).number(Property.LogLevel), 0);
+  for (const [level, n] of [['trace', 0], ['info', 2], ['warn', 3], ['error', 4]] as const) {
+    const host = new StepHost({ ...services(kv), logger: { ...logger, level } });
+    assert.equal(host.number(Property.LogLevel), n, level);
+    assert.equal(host.property(Property.LogLevel), String(n), level);
+  }
 });
