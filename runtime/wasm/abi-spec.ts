@@ -139,8 +139,8 @@ export const PROPERTY = defineEnum('Property', 'Ids for proxy_get_property / pro
     'below it is dropped, so a step can skip building it; readable in on_configure too' },
 } satisfies Record<string, PropertyMember>, {
   wit: 'property',
-  witDoc: 'Core ABI Property ids, in the same order. Numeric properties (the ids, phase, wall clock, elapsed-ns, reply-ok, reply-code, log-level) are decimal ' +
-    'strings here.',
+  witDoc: 'Core ABI Property ids, in the same order. Numeric properties (the ids, phase, wall clock, elapsed-ns, reply-ok, reply-code, log-level) ' +
+    'are decimal strings here.',
 });
 
 // The host's TypeScript names a set of phases `PhaseMask` (one phase is `Phase`); the SDK keeps `Phases`.
