@@ -137,10 +137,12 @@ export const PROPERTY = defineEnum('Property', 'Ids for proxy_get_property / pro
   ReplyCode: { value: 14, wit: 'reply-code', kind: 'both', doc: 'the current reply\'s numeric `code`, 0 when none' },
   LogLevel: { value: 15, wit: 'log-level', kind: 'both', doc: 'the lowest LogLevel the proxy writes for this step (0 trace … 4 error): a line ' +
     'below it is dropped, so a step can skip building it; readable in on_configure too' },
+  KvMaxBytes: { value: 16, wit: 'kv-max-bytes', kind: 'both', doc: 'the cap of the step\'s host kv store in bytes (its `kv_max_bytes`); readable ' +
+    'in on_configure too' },
 } satisfies Record<string, PropertyMember>, {
   wit: 'property',
-  witDoc: 'Core ABI Property ids, in the same order. Numeric properties (the ids, phase, wall clock, elapsed-ns, reply-ok, reply-code, log-level) ' +
-    'are decimal strings here.',
+  witDoc: 'Core ABI Property ids, in the same order. Numeric properties (the ids, phase, wall clock, elapsed-ns, reply-ok, reply-code, log-level, ' +
+    'kv-max-bytes) are decimal strings here.',
 });
 
 // The host's TypeScript names a set of phases `PhaseMask` (one phase is `Phase`); the SDK keeps `Phases`.

@@ -182,9 +182,10 @@ export class StepHost {
 
   /** A property as a string (numeric ones in decimal), null for an unknown id. */
   property(id: number): string | null {
-    // The clock and the log level need no exchange, so plugins may read them while configuring too.
+    // The clock, the log level and the kv cap need no exchange, so plugins may read them while configuring too.
     if (id === Property.WallClockMs) return String(Date.now());
     if (id === Property.LogLevel) return String(this.logLevel());
+    if (id === Property.KvMaxBytes) return String(this.services.kv.maxBytes);
     const ex = this.current();
     switch (id) {
       case Property.Op: return (this.lastOp = ex.op);
@@ -207,6 +208,7 @@ export class StepHost {
   number(id: number): number {
     if (id === Property.WallClockMs) return Date.now();
     if (id === Property.LogLevel) return this.logLevel();
+    if (id === Property.KvMaxBytes) return this.services.kv.maxBytes;
     const ex = this.current();
     switch (id) {
       case Property.RequestId: return ex.requestId;

@@ -85,6 +85,8 @@ export const enum Property {
   ReplyCode = 14,
   /** the lowest LogLevel the proxy writes for this step (0 trace … 4 error): a line below it is dropped, so a step can skip building it; readable in on_configure too */
   LogLevel = 15,
+  /** the cap of the step's host kv store in bytes (its `kv_max_bytes`); readable in on_configure too */
+  KvMaxBytes = 16,
 }
 
 /** Bits of proxy_set_phases: the phases whose callback does something (the host never calls the others). */

@@ -1,4 +1,4 @@
-import { proxy_kv_get, proxy_kv_set, proxy_kv_delete, strPtr, strLen } from "./host";
+import { proxy_kv_get, proxy_kv_set, proxy_kv_delete, proxy_get_number, Property, strPtr, strLen } from "./host";
 
 const INITIAL = 256;
 // Small values (the common case: counters, flags, short entries) land here first, so a get
@@ -8,6 +8,13 @@ const scratch = new Uint8Array(INITIAL);
 /** Host-side key/value store of this plugin: survives instance rebuilds and reloads, capped
  *  in bytes per plugin, entries expire after their TTL (0 = no expiry). */
 export namespace kv {
+  /** The store's cap in bytes (the step's `kv_max_bytes`; keys count as UTF-16 bytes plus the
+   *  values); -1 on a host that does not say. Readable in onConfigure. */
+  export function maxBytes(): i64 {
+    const n = proxy_get_number(Property.KvMaxBytes);
+    return isNaN(n) ? -1 : <i64>n;
+  }
+
   /** The value, or null when absent or expired. */
   export function get(key: string): Uint8Array | null {
     let n = proxy_kv_get(strPtr(key), strLen(key), scratch.dataStart, INITIAL);

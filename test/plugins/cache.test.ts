@@ -132,6 +132,18 @@ test('cache: a full host store (kv_max_bytes below max_bytes) evicts least recen
   assert.equal(h.request(findCmd({ k: 8 })).verdict, Verdict.Continue, 'invalidation still works when full');
 });
 
+test('cache: a max_bytes above the step\'s kv_max_bytes is accepted with a warning naming both; none when the store holds it', async () => {
+  const over = await load('cache', { max_bytes: 2 << 20 });
+  const warnings = over.logs.filter((l) => l.level === 'warn').map((l) => l.msg);
+  assert.equal(warnings.length, 1, warnings.join('\n'));
+  assert.match(warnings[0]!, /max_bytes \(2097152\) is above the step's kv_max_bytes \(1048576\)/);
+  assert.match(warnings[0]!, /raise kv_max_bytes/);
+  const fits = await load('cache', { max_bytes: 2 << 20 }, { kv_max_bytes: 4 << 20 });
+  assert.deepEqual(fits.logs.filter((l) => l.level === 'warn'), []);
+  const dflt = await load('cache', {});
+  assert.deepEqual(dflt.logs.filter((l) => l.level === 'warn'), [], 'the defaults (1 MiB each) fit');
+});
+
 test('cache: once the host store evicts on its own, the ledger no longer deletes an entry stored again since', async () => {
   // Entries of ~600 bytes: kv_max_bytes holds three, max_bytes six; the host's LRU binds first.
   const h = await load('cache', { max_bytes: 4000 }, { kv_max_bytes: 2000 });

@@ -70,3 +70,9 @@ test('step host: the LogLevel property is the lowest level the step\'s logger wr
     assert.equal(host.property(Property.LogLevel), String(n), level);
   }
 });
+
+test('step host: the KvMaxBytes property is the cap of the step\'s kv store, outside a callback too', () => {
+  const host = new StepHost(services(new KvStore(123_456)));
+  assert.equal(host.number(Property.KvMaxBytes), 123_456);
+  assert.equal(host.property(Property.KvMaxBytes), '123456');
+});

@@ -12,7 +12,7 @@
 // command, the kv key (built in place) and the stored entry live in reused buffers, the
 // command is walked with one re-pointed BsonValue, and the reply's `ok` is read by the walk that
 // builds the entry (no host call).
-import { Step, Context, Action, RequestContext, registerStep, log, subop, Counter, Gauge } from "../../../sdk/assembly/index";
+import { Step, Context, Action, RequestContext, registerStep, log, kv, subop, Counter, Gauge } from "../../../sdk/assembly/index";
 import { BsonDoc } from "../../../sdk/assembly/bson/index";
 import { Conf } from "../../_shared/config";
 import { NameSet, classify, pipelineWrites } from "../../_shared/match";
@@ -78,6 +78,13 @@ class Cache extends Step {
     const ops = c.strList(root, "ops", "");
     if (ops !== null) for (let i = 0; i < ops.length; i++) if (!CACHEABLE.includes(ops[i])) c.fail("ops: \"" + ops[i] + "\" is not cacheable (" + CACHEABLE.join(", ") + ")");
     if (!c.ok) { log.error("cache: bad config: " + c.error); return false; }
+    // The entries live in the host store: past its cap the host evicts its least recently used
+    // keys, so the cache holds at most kv_max_bytes whatever max_bytes says.
+    const cap = kv.maxBytes();
+    if (cap > 0 && <i64>maxBytes > cap) {
+      log.warn("cache: max_bytes (" + (<i64>maxBytes).toString() + ") is above the step's kv_max_bytes (" + cap.toString() +
+        "): the cache holds at most kv_max_bytes; raise kv_max_bytes to at least max_bytes");
+    }
     this.ledger.ttlMs = <i32>ttl;
     this.ledger.maxBytes = <i64>maxBytes;
     this.maxEntry = <i32>maxEntry;
