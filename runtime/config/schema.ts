@@ -315,7 +315,8 @@ const step = v.strictObject({
     int(4096, undefined, 'Byte cap of the step\'s host-side key/value store (keys count 2 bytes a character, values their length); default 1 MiB. ' +
       'A full store evicts least recently used entries. Memory: a full store holds about twice the cap (its record area keeps room to reuse) plus ' +
       '50–100 bytes of index per entry. Each graph (baseline, candidate) has its own store per step; a reload keeps the data while the step\'s ' +
-      'config is unchanged, and a changed cap applies without losing what fits.'),
+      'config is unchanged, and a changed cap applies without losing what fits. The cache step keeps its entries here: give it at least its ' +
+      'max_bytes (it warns when configured otherwise).'),
   )),
   fuel: onReload(v.optional(
     int(0, undefined, 'Work budget per plugin call (fuel: one unit per loop iteration and per entry into a function that calls another ' +
