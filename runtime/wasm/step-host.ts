@@ -183,9 +183,7 @@ export class StepHost {
   /** A property as a string (numeric ones in decimal), null for an unknown id. */
   property(id: number): string | null {
     // The clock, the log level and the kv cap need no exchange, so plugins may read them while configuring too.
-    if (id === Property.WallClockMs) return String(Date.now());
-    if (id === Property.LogLevel) return String(this.logLevel());
-    if (id === Property.KvMaxBytes) return String(this.services.kv.maxBytes);
+    if (id === Property.WallClockMs || id === Property.LogLevel || id === Property.KvMaxBytes) return String(this.number(id));
     const ex = this.current();
     switch (id) {
       case Property.Op: return (this.lastOp = ex.op);

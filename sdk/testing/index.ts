@@ -6,6 +6,7 @@ import { serialize, deserialize, type Document } from 'bson';
 import { PipelineManager, Exchange, Verdict, type Pipeline, type StepSettings, type ConnectionInfo, type StepRecorder, type DocSequence,
   callbackRecorder } from '../../runtime/pipeline/index.ts';
 import type { KvStore, HostLog } from '../../runtime/wasm/index.ts';
+import type { LogLevel } from '../../runtime/log/levels.ts';
 
 export interface LogLine { level: string; msg: string; fields: Record<string, unknown> }
 export interface StepRecord { step: string; phase: 0 | 1; durationNs: number; error: boolean }
@@ -22,7 +23,7 @@ export interface HarnessOptions extends Partial<StepSettings> {
    * `log.enabled`; default: every level). Lines are recorded in `logs` whatever their level, so a
    * test sees what a plugin sends.
    */
-  logLevel?: 'trace' | 'debug' | 'info' | 'warn' | 'error';
+  logLevel?: LogLevel;
 }
 
 export interface CallOptions {

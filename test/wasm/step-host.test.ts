@@ -1,6 +1,7 @@
 // StepHost's clock sharing: within one phase callback, the kv store's TTLs and expiry checks take
 // the clock reading the callback already made (proxy_now, elapsed_ns) instead of reading the clock
-// again per kv call; every callback (and configure) starts without one. And the log level plugins read.
+// again per kv call; every callback (and configure) starts without one. Also the properties a plugin
+// reads outside a request: the log level and the kv store's cap.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Registry } from 'prom-client';
