@@ -229,7 +229,7 @@ export class PipelineManager {
     const recorder = this.recorder;
     let timers: [StepTimer, StepTimer] | null = null;
     let subop: SubopSink | null = null;
-    let subopActive: (() => boolean) | null = null;
+    let subopDirect = true;
     if (recorder !== null && recorder.enabled) {
       const t: [StepTimer, StepTimer] = [recorder.bind(key, step, Phase.Request), recorder.bind(key, step, Phase.Response)];
       timers = t;
@@ -243,16 +243,12 @@ export class PipelineManager {
       // kept, or it is traced). With no RequestTimings (the SDK harness, benches) they are timed
       // straight into the timer, unless the recorder times only the requests given RequestTimings
       // (tracing's sampled ones).
-      const direct = recorder.timingsOnly !== true;
-      subopActive = () => {
-        const cur = recorder.current;
-        return cur === null ? direct : cur.subops;
-      };
+      subopDirect = recorder.timingsOnly !== true;
     }
     const config = settings?.config ?? {};
     // Everything the step owns in this graph, bound now: the hot path looks nothing up by string.
     const services = {
-      step, pipelineId, variant, logger: this.logger, subop, subopActive, fuel,
+      step, pipelineId, variant, logger: this.logger, subop, subopGate: subop === null ? null : recorder, subopDirect, fuel,
       kv: host.kv.for(pipelineId, variant, name, config, settings?.kv_max_bytes ?? DEFAULT_KV_MAX_BYTES),
       metrics: host.pluginMetrics,
       rebuilds: host.instanceRebuilds.labels(pipelineId, variant, step),

@@ -19,6 +19,11 @@ import type { Variant } from '../config/index.ts';
 /** Receives sub-operation timings (name, phase, duration ns). Null = recording off. */
 export type SubopSink = (name: string, phase: Phase, durationNs: number) => void;
 
+/** The recorder's view of the request running now (StepRecorder.current, set by the timed loop). */
+export interface SubopGate {
+  readonly current: { readonly subops: boolean } | null;
+}
+
 /** What the host gives one step of one graph, bound when the graph is built (shared by the
  *  successive instances of the step). */
 export interface PluginServices {
@@ -35,11 +40,14 @@ export interface PluginServices {
   readonly rebuilds: { inc(): void };
   readonly subop: SubopSink | null;
   /**
-   * Whether the request running now records its sub-operations; absent or null: every request
-   * does. Tracing without profiling times only its sampled requests, so an unsampled one skips the
-   * clock reads and the name decoding of each sub-operation.
+   * Whether the request running now records its sub-operations: its `current` request's `subops`
+   * flag, or `subopDirect` while no request is current (the SDK harness, benches); absent or null:
+   * every request does. Tracing without profiling times only its sampled requests, so an unsampled
+   * one skips the clock reads and the name decoding of each sub-operation. (A field read per step
+   * call, not a closure call: it is asked before every call while the recorder is on.)
    */
-  readonly subopActive?: (() => boolean) | null;
+  readonly subopGate?: SubopGate | null;
+  readonly subopDirect?: boolean;
   readonly fuel: number;
 }
 

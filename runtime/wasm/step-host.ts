@@ -12,7 +12,7 @@ import { Property, Phase, PhaseMask, phaseName, CallFlag, LOG_LEVEL_NAMES, MAX_R
 import { PluginTrap, ConfigureNotes } from './errors.ts';
 import { type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, findInBody } from './host-exchange.ts';
 import { encodeLabelKey, type BoundMetric, type MetricBinding } from './plugin-metrics.ts';
-import type { PluginServices } from './plugin-instance.ts';
+import type { PluginServices, SubopGate } from './plugin-instance.ts';
 
 /** Sub-operations nested deeper than this are not timed (their begin/end still pair up). */
 const MAX_SUBOP_DEPTH = 16;
@@ -45,6 +45,9 @@ export class StepHost {
   private readonly recordPrefix: string;
   /** Whether sub-operations are recorded at all (with the recorder off, begin/end are no-ops). */
   readonly timesSubops: boolean;
+  /** PluginServices.subopGate and subopDirect. */
+  private readonly subopGate: SubopGate | null;
+  private readonly subopDirect: boolean;
   /**
    * The clock (performance.now(), ms) as first read during the callback in progress, -1 before:
    * the kv store's TTLs and expiry checks take it rather than a reading of their own, so a
@@ -73,6 +76,8 @@ export class StepHost {
     this.recordPrefix = `"step":${JSON.stringify(services.step)},"pipeline":${JSON.stringify(services.pipelineId)},`
       + `"graph":${JSON.stringify(services.variant)},`;
     this.timesSubops = services.subop !== null;
+    this.subopGate = services.subopGate ?? null;
+    this.subopDirect = services.subopDirect ?? true;
     this.callNow = -1;
   }
 
@@ -310,10 +315,12 @@ export class StepHost {
 
   // ---- sub-operations -----------------------------------------------------------------------
 
-  /** Whether the request running now records sub-operations (PluginServices.subopActive). */
+  /** Whether the request running now records sub-operations (PluginServices.subopGate). */
   subopRecorded(): boolean {
-    const active = this.services.subopActive;
-    return active === undefined || active === null || active();
+    const gate = this.subopGate;
+    if (gate === null) return true;
+    const cur = gate.current;
+    return cur === null ? this.subopDirect : cur.subops;
   }
 
   /**

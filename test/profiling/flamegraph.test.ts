@@ -276,6 +276,54 @@ test('the frame ring samples above capacity per minute: a burst of capacity / 10
   assert.equal(last.weight, 1 + ring.skippedTotal - skippedAtLastKept, 'weight = 1 + requests skipped since the previous kept frame');
 });
 
+test('the frame ring gives back each frame as recorded, across wrap-arounds, and drops the steps of a frame a later one overwrote', () => {
+  // Capacity 2: the step ring holds 2 × 16 steps, the sub-operation ring 2 × 8.
+  const ring = new FrameRing(2);
+  const timer = (step: string, phase: 0 | 1) => ({ step, phase, record() {}, subop() {} });
+  const [cacheReq, filter, cacheRes] = [timer('wasm:cache', 0), timer('wasm:filter', 0), timer('wasm:cache', 1)];
+  const timings = (n: number, base: number): RequestTimings => {
+    const t = new RequestTimings();
+    for (let i = 0; i < n; i++) {
+      if (i === 0) t.subop('cache.lookup', base + 0.5);
+      if (i === n - 1) t.subop('cache.store', base + 0.25);
+      t.step(i % 3 === 0 ? cacheReq : i % 3 === 1 ? filter : cacheRes, base + i, false);
+    }
+    return t;
+  };
+  const completed = (n: number, base: number, op: string) => ({
+    pipelineId: 'p', variant: 'baseline' as const, op, collection: `c${base}`, totalNs: base * 10, acquireNs: base, upstreamNs: base * 2,
+    ok: base % 2 === 0, timings: timings(n, base),
+  });
+  const check = (f: RequestFrame, n: number, base: number, op: string) => {
+    assert.deepEqual([f.op, f.collection, f.totalNs, f.acquireNs, f.upstreamNs, f.ok, f.weight],
+      [op, `c${base}`, base * 10, base, base * 2, base % 2 === 0, 1]);
+    assert.deepEqual(f.steps.map((s) => [s.name, s.phase, s.ns]),
+      Array.from({ length: n }, (_, i) => [i % 3 === 1 ? 'wasm:filter' : 'wasm:cache', i % 3 === 2 ? 1 : 0, base + i]));
+    assert.deepEqual(f.steps[0]!.subops, [{ name: 'cache.lookup', ns: base + 0.5 }]);
+    assert.deepEqual(f.steps[n - 1]!.subops.at(-1), { name: 'cache.store', ns: base + 0.25 });
+  };
+  // Frames of 7 steps and 2 sub-operations: the fifth and later wrap the step ring, the ninth the other.
+  for (let k = 0; k < 7; k++) {
+    ring.record(completed(7, 100 * k, `op${k}`));
+    const frames = ring.since(0, null, null);
+    assert.equal(frames.length, Math.min(k + 1, 2));
+    check(frames.at(-1)!, 7, 100 * k, `op${k}`);
+    if (k > 0) check(frames[0]!, 7, 100 * (k - 1), `op${k - 1}`);
+  }
+  // A frame of 30 steps overwrites most of its predecessor's steps: that one keeps its totals and
+  // loses its steps; the new one is whole.
+  ring.record(completed(30, 1000, 'big'));
+  const [older, newer] = ring.since(0, null, null);
+  assert.equal(older!.op, 'op6');
+  assert.equal(older!.totalNs, 6000);
+  assert.deepEqual(older!.steps, []);
+  check(newer!, 30, 1000, 'big');
+  // By graph.
+  assert.equal(ring.since(0, 'p', 'baseline').length, 2);
+  assert.equal(ring.since(0, 'q', null).length, 0);
+  assert.equal(ring.since(0, null, 'candidate').length, 0);
+});
+
 // ---- Colours ----
 
 function hsl(rgb: string): { h: number; s: number } {
