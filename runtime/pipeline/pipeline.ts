@@ -1,7 +1,8 @@
 // A loaded pipeline graph. The run loops are chosen once at construction: untimed (no clock
 // reads at all) when the recorder is off, timed when it is on (one performance.now() read per step
-// boundary: a float, where hrtime.bigint() allocated a BigInt per read and per difference), and a
-// no-op for an empty phase.
+// boundary: a float, where hrtime.bigint() allocated a BigInt per read and per difference), sampled
+// when the recorder times only some requests (tracing without profiling), and a no-op for an empty
+// phase.
 import { performance } from 'node:perf_hooks';
 import { Verdict, type Exchange } from './exchange.ts';
 import type { StepRecorder, StepTimer } from './recorder.ts';
@@ -52,10 +53,9 @@ export class Pipeline {
     };
     const timed = recorder !== null && recorder.enabled;
     this.timed = timed;
-    this.runRequest = requestSteps.length === 0 ? setRequestPhase
-      : timed ? timedLoop(requestSteps, Phase.Request, recorder, onReject) : untimedLoop(requestSteps, Phase.Request, onReject);
-    this.runResponse = responseSteps.length === 0 ? setResponsePhase
-      : timed ? timedLoop(responseSteps, Phase.Response, recorder, onReject) : untimedLoop(responseSteps, Phase.Response, onReject);
+    const loop = !timed ? untimedLoop : recorder.timingsOnly === true ? sampledLoop : timedLoop;
+    this.runRequest = requestSteps.length === 0 ? setRequestPhase : loop(requestSteps, Phase.Request, recorder!, onReject);
+    this.runResponse = responseSteps.length === 0 ? setResponsePhase : loop(responseSteps, Phase.Response, recorder!, onReject);
   }
 }
 
@@ -69,7 +69,7 @@ function acting(steps: readonly StepRunner[], phase: Phase): StepRunner[] {
   return steps.filter((s) => (s.slot.phases & bit) !== 0);
 }
 
-function untimedLoop(all: readonly StepRunner[], phase: Phase, onReject: OnReject): RunFn {
+function untimedLoop(all: readonly StepRunner[], phase: Phase, _recorder: StepRecorder, onReject: OnReject): RunFn {
   const steps = acting(all, phase);
   const n = steps.length;
   return (ex) => {
@@ -87,7 +87,6 @@ function timedLoop(all: readonly StepRunner[], phase: Phase, recorder: StepRecor
   const steps = acting(all, phase);
   const n = steps.length;
   const timers = steps.map((s) => s.timers![phase]);
-  const untimed = recorder.timingsOnly === true ? untimedLoop(all, phase, onReject) : null;
   // The clock readings and results of the run in progress: the loop stores them and nothing else,
   // so it stays small enough for V8 to inline the step call into it as it does in the untimed loop;
   // the timings are handed on after the last step. A graph's loop never runs inside one of its own
@@ -96,10 +95,6 @@ function timedLoop(all: readonly StepRunner[], phase: Phase, recorder: StepRecor
   const results = new Int32Array(n);
   return (ex) => {
     const t = ex.timings;
-    if (t === null && untimed !== null) {
-      untimed(ex);
-      return;
-    }
     ex.phase = phase;
     recorder.current = t;
     // One clock read per step boundary: a step's end is the next one's start, so what the loop
@@ -123,6 +118,52 @@ function timedLoop(all: readonly StepRunner[], phase: Phase, recorder: StepRecor
       // Tracing marks the rejecting step's span (a rejection is not a step error: the profiler's
       // error counts stay traps and failures).
       if (t !== null) t.rejectedAt = t.count - 1;
+      onReject(steps[i - 1]!, ex);
+    }
+  };
+}
+
+/**
+ * The loop of a recorder that times only the requests given RequestTimings (tracing without
+ * profiling: one request in a hundred at sample_rate 0.01). Both kinds run the same loop and the
+ * same inlined step calls; a sampled request adds only the clock reads and stores behind `t !==
+ * null`. (Two loops, one timed and one not, left a sampled request to run a whole second copy of
+ * the step calls' machine code that the other 99 requests had long evicted from the CPU's caches.)
+ */
+function sampledLoop(all: readonly StepRunner[], phase: Phase, recorder: StepRecorder, onReject: OnReject): RunFn {
+  const steps = acting(all, phase);
+  const n = steps.length;
+  const timers = steps.map((s) => s.timers![phase]);
+  const stamps = new Float64Array(n + 1);
+  const results = new Int32Array(n);
+  return (ex) => {
+    const t = ex.timings;
+    ex.phase = phase;
+    let base = 0;
+    if (t !== null) {
+      recorder.current = t;
+      base = t.count;
+      stamps[0] = performance.now();
+    }
+    let i = 0;
+    let rc = 0;
+    while (i < n) {
+      if (t !== null) t.count = base + i;
+      rc = steps[i]!.run(ex, phase);
+      i++;
+      if (t !== null) {
+        results[i - 1] = rc;
+        stamps[i] = performance.now();
+      }
+      if ((rc & STOP) !== 0) break;
+    }
+    if (t !== null) {
+      recorder.current = null;
+      t.count = base;
+      settle(t, timers, stamps, results, i);
+    }
+    if ((rc & STOP) !== 0 && ex.verdict === Verdict.Reject) {
+      if (t !== null) t.rejectedAt = base + i - 1;
       onReject(steps[i - 1]!, ex);
     }
   };

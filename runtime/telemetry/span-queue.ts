@@ -33,7 +33,7 @@ export interface ExportResult { code: number; error?: Error }
 /** Spans encoded as OTLP/protobuf ScopeSpans.spans entries, and how many. */
 export interface EncodedSpans { bytes: Uint8Array; spans: number }
 
-/** An exporter of encoded spans (otlp-encoder.ts OtlpEncodedTraceExporter). */
+/** An exporter of encoded spans (export-thread.ts ThreadedTraceExporter). */
 export interface EncodedSpanExporter {
   export(batch: EncodedSpans, done: (result: ExportResult) => void): void;
   shutdown(): Promise<void>;

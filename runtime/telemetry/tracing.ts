@@ -13,7 +13,7 @@
 //
 // Spans are not made through the SDK's tracer: a traced request's spans are known whole when it
 // ends. With http/protobuf they are written straight as OTLP protobuf (span-writer.ts, byte for
-// byte the SDK serializer's output) and sent by the SDK's HTTP transport (otlp-encoder.ts); with
+// byte the SDK serializer's output) and sent by the SDK's HTTP transport in a thread of its own (export-thread.ts); with
 // http/json record() builds finished span records (RecordedSpan, the SDK's ReadableSpan shape)
 // for the SDK's exporter. Both go through a bounded queue (span-queue.ts). Going through
 // tracer.startSpan/end cost ~60 µs per request of 12 spans (context objects, attribute
@@ -33,7 +33,7 @@ import { PendingTraces } from './pending-traces.ts';
 import { BatchEnvelope, SpanWriter } from './span-writer.ts';
 import { IdSource } from './ids.ts';
 import { StepLayout } from './step-layout.ts';
-import { OtlpEncodedTraceExporter } from './otlp-encoder.ts';
+import { ThreadedTraceExporter } from './export-thread.ts';
 import { TraceContextReader, parseTraceparent, type TraceParent } from './traceparent.ts';
 import { SEMCONV_OPT_IN_ENV, stableDatabaseNames } from './semconv.ts';
 
@@ -205,7 +205,7 @@ export class Tracing {
     const opts = { maxQueue: settings.maxQueueSpans, maxBatch: settings.maxBatchSpans, intervalMs: settings.exportIntervalMs };
     if (exporter === undefined && settings.protocol === 'http/protobuf') {
       this.envelope = new BatchEnvelope(this.resource.attributes, SCOPE.name);
-      const exp = parts.encodedExporter ?? new OtlpEncodedTraceExporter(this.envelope, { url: settings.url, timeoutMillis: settings.exportTimeoutMs });
+      const exp = parts.encodedExporter ?? new ThreadedTraceExporter(this.envelope, { url: settings.url, timeoutMillis: settings.exportTimeoutMs });
       const queue = new EncodedSpanQueue(exp, opts, log);
       this.batch = new SpanBatch(new SpanWriter(this.ids, this.origin, this.stableDatabaseNames), queue, log);
       this.queue = queue;
