@@ -83,16 +83,23 @@ function untimedLoop(all: readonly StepRunner[], phase: Phase, _recorder: StepRe
   };
 }
 
-function timedLoop(all: readonly StepRunner[], phase: Phase, recorder: StepRecorder, onReject: OnReject): RunFn {
+/**
+ * What a timed loop keeps: the steps that act in the phase, their timers, and the clock readings
+ * and results of the run in progress. The loop stores those and nothing else, so it stays small
+ * enough for V8 to inline the step call into it as it does in the untimed loop; the timings are
+ * handed on after the last step (settle). A graph's loop never runs inside one of its own steps (a
+ * step calls only host functions), so one pair of arrays per loop is enough.
+ */
+function timedParts(all: readonly StepRunner[], phase: Phase) {
   const steps = acting(all, phase);
-  const n = steps.length;
-  const timers = steps.map((s) => s.timers![phase]);
-  // The clock readings and results of the run in progress: the loop stores them and nothing else,
-  // so it stays small enough for V8 to inline the step call into it as it does in the untimed loop;
-  // the timings are handed on after the last step. A graph's loop never runs inside one of its own
-  // steps (a step calls only host functions), so one pair of arrays per loop is enough.
-  const stamps = new Float64Array(n + 1);
-  const results = new Int32Array(n);
+  return {
+    steps, n: steps.length, timers: steps.map((s) => s.timers![phase]),
+    stamps: new Float64Array(steps.length + 1), results: new Int32Array(steps.length),
+  };
+}
+
+function timedLoop(all: readonly StepRunner[], phase: Phase, recorder: StepRecorder, onReject: OnReject): RunFn {
+  const { steps, n, timers, stamps, results } = timedParts(all, phase);
   return (ex) => {
     const t = ex.timings;
     ex.phase = phase;
@@ -131,11 +138,7 @@ function timedLoop(all: readonly StepRunner[], phase: Phase, recorder: StepRecor
  * the step calls' machine code that the other 99 requests had long evicted from the CPU's caches.)
  */
 function sampledLoop(all: readonly StepRunner[], phase: Phase, recorder: StepRecorder, onReject: OnReject): RunFn {
-  const steps = acting(all, phase);
-  const n = steps.length;
-  const timers = steps.map((s) => s.timers![phase]);
-  const stamps = new Float64Array(n + 1);
-  const results = new Int32Array(n);
+  const { steps, n, timers, stamps, results } = timedParts(all, phase);
   return (ex) => {
     const t = ex.timings;
     ex.phase = phase;
