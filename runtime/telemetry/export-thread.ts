@@ -22,27 +22,29 @@ import type { BatchEnvelope } from './span-writer.ts';
 /** ExportResultCode (@opentelemetry/core). */
 const SUCCESS = 0;
 const FAILED = 1;
-/** How long shutdown waits for the thread's requests in flight before ending it. */
-const SHUTDOWN_WAIT_MS = 5000;
-
 export interface ExportThreadOptions {
   url: string;
   timeoutMillis: number;
 }
+
+/** Default: how long shutdown waits for the thread's requests in flight before ending it. */
+const SHUTDOWN_WAIT_MS = 5000;
 
 interface Reply { id: number; ok: boolean; message?: string }
 
 export class ThreadedTraceExporter implements EncodedSpanExporter {
   private readonly envelope: BatchEnvelope;
   private readonly options: ExportThreadOptions;
+  private readonly shutdownWaitMs: number;
   private worker: Worker | null = null;
   private nextId = 1;
   /** Exports (and a shutdown) sent to the thread and not answered yet, by id. */
   private readonly waiting = new Map<number, (r: Reply) => void>();
 
-  constructor(envelope: BatchEnvelope, options: ExportThreadOptions) {
+  constructor(envelope: BatchEnvelope, options: ExportThreadOptions, shutdownWaitMs = SHUTDOWN_WAIT_MS) {
     this.envelope = envelope;
     this.options = options;
+    this.shutdownWaitMs = shutdownWaitMs;
   }
 
   export(batch: EncodedSpans, done: (result: ExportResult) => void): void {
@@ -51,18 +53,21 @@ export class ThreadedTraceExporter implements EncodedSpanExporter {
       (r) => done(r.ok ? { code: SUCCESS } : { code: FAILED, error: new Error(r.message ?? 'export failed') }));
   }
 
-  /** Ends the thread once its requests in flight have ended (at most SHUTDOWN_WAIT_MS). */
+  /**
+   * Ends the thread once its requests in flight have ended, or after the shutdown wait: exports
+   * still unanswered then are reported failed (their spans counted as dropped).
+   */
   async shutdown(): Promise<void> {
     const w = this.worker;
     if (w === null) return;
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, SHUTDOWN_WAIT_MS);
+      const timer = setTimeout(resolve, this.shutdownWaitMs);
       this.send({ shutdown: true }, [], () => {
         clearTimeout(timer);
         resolve();
       });
     });
-    this.worker = null;
+    this.lost(w, 'was ended at shutdown');
     await w.terminate();
   }
 
@@ -84,16 +89,18 @@ export class ThreadedTraceExporter implements EncodedSpanExporter {
       if (this.waiting.size === 0) w.unref();
       reply(r);
     });
-    const failed = (why: string) => {
-      if (this.worker !== w) return;
-      this.worker = null;
-      const replies = [...this.waiting.values()];
-      this.waiting.clear();
-      for (const reply of replies) reply({ id: 0, ok: false, message: `the trace export thread ${why}` });
-    };
-    w.on('error', (err: Error) => failed(`failed: ${err.message}`));
-    w.on('exit', (code: number) => failed(`exited with code ${code}`));
+    w.on('error', (err: Error) => this.lost(w, `failed: ${err.message}`));
+    w.on('exit', (code: number) => this.lost(w, `exited with code ${code}`));
     this.worker = w;
     return w;
+  }
+
+  /** The thread `w` is gone (or going): what it had not answered fails; the next export starts another. */
+  private lost(w: Worker, why: string): void {
+    if (this.worker !== w) return;
+    this.worker = null;
+    const replies = [...this.waiting.values()];
+    this.waiting.clear();
+    for (const reply of replies) reply({ id: 0, ok: false, message: `the trace export thread ${why}` });
   }
 }

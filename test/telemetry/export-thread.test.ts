@@ -84,3 +84,29 @@ test('a thread that dies fails the exports it had; the next export starts anothe
     await c.close();
   }
 });
+
+test('shutdown waits for an export in flight, then ends the thread and fails what it had not answered', async () => {
+  const c = await collector(() => 200);
+  const envelope = new BatchEnvelope({ 'service.name': 'x' }, 'pipeline-proxy');
+  // A collector that answers: shutdown lets the export finish first.
+  const exp = new ThreadedTraceExporter(envelope, { url: c.url, timeoutMillis: 5000 }, 2000);
+  const answered = exportOnce(exp, Uint8Array.from([0x0a, 0x00]), 1);
+  await exp.shutdown();
+  assert.equal((await answered).code, 0);
+  // A collector that holds the request past the shutdown wait (200 ms): the export fails, the thread ends.
+  const held = new ThreadedTraceExporter(envelope, { url: c.url, timeoutMillis: 5000 }, 200);
+  try {
+    c.hold = true;
+    const inFlight = exportOnce(held, Uint8Array.from([0x0a, 0x00]), 2);
+    while (c.received.length < 2) await new Promise((r) => setTimeout(r, 10));
+    const started = Date.now();
+    await held.shutdown();
+    assert.ok(Date.now() - started < 2000, 'shutdown ends after its wait, not the export timeout');
+    const result = await inFlight;
+    assert.equal(result.code, 1);
+    assert.match(String(result.error?.message), /trace export thread was ended at shutdown/);
+    assert.equal((held as unknown as { worker: unknown }).worker, null);
+  } finally {
+    await c.close();
+  }
+});
