@@ -53,9 +53,8 @@ export class Pipeline {
     };
     const timed = recorder !== null && recorder.enabled;
     this.timed = timed;
-    const loop = !timed ? untimedLoop : recorder.timingsOnly === true ? sampledLoop : timedLoop;
-    this.runRequest = requestSteps.length === 0 ? setRequestPhase : loop(requestSteps, Phase.Request, recorder!, onReject);
-    this.runResponse = responseSteps.length === 0 ? setResponsePhase : loop(responseSteps, Phase.Response, recorder!, onReject);
+    this.runRequest = requestSteps.length === 0 ? setRequestPhase : stepLoop(requestSteps, Phase.Request, recorder, onReject);
+    this.runResponse = responseSteps.length === 0 ? setResponsePhase : stepLoop(responseSteps, Phase.Response, recorder, onReject);
   }
 }
 
@@ -69,7 +68,13 @@ function acting(steps: readonly StepRunner[], phase: Phase): StepRunner[] {
   return steps.filter((s) => (s.slot.phases & bit) !== 0);
 }
 
-function untimedLoop(all: readonly StepRunner[], phase: Phase, _recorder: StepRecorder, onReject: OnReject): RunFn {
+/** The loop for a phase's steps: untimed without an enabled recorder, sampled for one that times only some requests, else timed. */
+function stepLoop(all: readonly StepRunner[], phase: Phase, recorder: StepRecorder | null, onReject: OnReject): RunFn {
+  if (recorder === null || !recorder.enabled) return untimedLoop(all, phase, onReject);
+  return recorder.timingsOnly === true ? sampledLoop(all, phase, recorder, onReject) : timedLoop(all, phase, recorder, onReject);
+}
+
+function untimedLoop(all: readonly StepRunner[], phase: Phase, onReject: OnReject): RunFn {
   const steps = acting(all, phase);
   const n = steps.length;
   return (ex) => {
