@@ -451,7 +451,8 @@ const ops: Record<string, { weight: number; op: Op }> = {
       }
       case 2: {
         const size = b.readInt32LE(20);
-        const v = rng.pick([0, -1, size + 1, size - 1, size * 2, MAX_MESSAGE_SIZE, 0x7fffffff]);
+        // `size` may itself be a mutation's (0x7fffffff): the derived values wrap to int32, as on the wire.
+        const v = rng.pick([0, -1, size + 1, size - 1, size * 2, MAX_MESSAGE_SIZE, 0x7fffffff]) | 0;
         out.writeInt32LE(v, 20);
         return { bytes: out, desc: `cz-size:${size}->${v}` };
       }
