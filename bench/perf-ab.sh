@@ -6,18 +6,20 @@
 # largest increases and the 10 largest decreases). JavaScript functions are named by
 # --perf-basic-prof; a function inlined in one proxy and not the other moves its time to its caller.
 # Run from the project root after npm run build; needs `perf` (Debian linux-perf).
-# Usage: [RATE=5000] [WARM=40] [SECS=20] bench/perf-ab.sh A-fragment B-fragment
+# Usage: [RATE=5000] [WARM=40] [SECS=20] [TREE_A=dir] [TREE_B=dir] [KEEP=1] bench/perf-ab.sh A-fragment B-fragment
+# TREE_A / TREE_B: the (built) project root whose bin/proxy.mjs runs A / B, to compare two builds of
+# the code; KEEP=1 keeps the perf data (its directory is printed on stderr) for `perf report -i`.
 set -u
 FA=$1; FB=$2; RATE=${RATE:-5000}; WARM=${WARM:-40}; SECS=${SECS:-20}
 D=$(mktemp -d /tmp/perf-ab.XXXX); PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null; done; rm -rf $D' EXIT
+trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null; done; [ -n "${KEEP:-}" ] && echo "kept $D" >&2 || rm -rf $D' EXIT
 fp() { node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
 S=$(fp); P1=$(fp); P2=$(fp); H1=$(fp); H2=$(fp)
 taskset -c 0 node --import tsx bench/scaling.ts --role stub --port $S & PIDS+=($!)
 node bench/crossover-config.mjs $P1 $S "${FA//PROFPORT/$H1}" > $D/a.json
 node bench/crossover-config.mjs $P2 $S "${FB//PROFPORT/$H2}" > $D/b.json
-taskset -c 1 node --perf-basic-prof bin/proxy.mjs serve --config $D/a.json --workers 1 > $D/a.out 2>$D/a.log & XA=$!; PIDS+=($XA)
-taskset -c 1 node --perf-basic-prof bin/proxy.mjs serve --config $D/b.json --workers 1 > $D/b.out 2>$D/b.log & XB=$!; PIDS+=($XB)
+taskset -c 1 node --perf-basic-prof ${TREE_A:-.}/bin/proxy.mjs serve --config $D/a.json --workers 1 > $D/a.out 2>$D/a.log & XA=$!; PIDS+=($XA)
+taskset -c 1 node --perf-basic-prof ${TREE_B:-.}/bin/proxy.mjs serve --config $D/b.json --workers 1 > $D/b.out 2>$D/b.log & XB=$!; PIDS+=($XB)
 for i in $(seq 1 300); do grep -q mongodb:// $D/a.out 2>/dev/null && grep -q mongodb:// $D/b.out 2>/dev/null && break; sleep 0.1; done
 load() { taskset -c 0 node --import tsx bench/scaling.ts --role load --port $1 --connections 8 --ms $2 --rate $RATE; }
 load $P1 $((WARM*1000)) >/dev/null & L=$!; load $P2 $((WARM*1000)) > /dev/null; wait $L

@@ -5,6 +5,7 @@
 import {
   BSON_INT64, BSON_STRING, BSON_BOOLEAN, BSON_DOCUMENT, BSON_ARRAY, ElementCursor, utf8,
 } from './bson-peek.ts';
+import { StringCache } from './string-cache.ts';
 
 const K_DB = utf8('$db');
 const K_LSID = utf8('lsid');
@@ -23,6 +24,9 @@ const NO_COLLECTION: ReadonlySet<string> = new Set([
   'listCollections', 'serverStatus', 'hostInfo', 'whatsmyuri', 'getLog', 'connectionStatus',
   'commitTransaction', 'abortTransaction', 'startSession', 'explain', 'dbStats', 'getMore',
 ]);
+
+/** The names, databases and collections of commands, decoded once (shared by every connection of the thread). */
+export const COMMAND_STRINGS = new StringCache();
 
 export class CommandPeek {
   op = '';
@@ -65,15 +69,15 @@ export class CommandPeek {
     while (cur.next()) {
       if (first) {
         first = false;
-        this.op = cur.name();
-        if (cur.type === BSON_STRING && !NO_COLLECTION.has(this.op)) this.collection = cur.string();
+        this.op = COMMAND_STRINGS.get(body, cur.nameStart, cur.nameEnd);
+        if (cur.type === BSON_STRING && !NO_COLLECTION.has(this.op)) this.collection = sharedString(body, cur);
         else if (cur.type === BSON_INT64 && this.op === 'getMore') this.cursorId = cur.int64();
         continue;
       }
       // Dispatch on the first byte before comparing whole names: most keys are skipped after one test.
       switch (body[cur.nameStart]) {
         case 0x24: // '$'
-          if (cur.nameIs(K_DB) && cur.type === BSON_STRING) this.db = cur.string();
+          if (cur.nameIs(K_DB) && cur.type === BSON_STRING) this.db = sharedString(body, cur);
           else if (cur.nameIs(K_TRACEPARENT)) this.traceparentAt = cur.at;
           else if (cur.nameIs(K_READ_PREFERENCE) && cur.type === BSON_DOCUMENT) this.readPreferenceAt = cur.at;
           break;
@@ -94,12 +98,17 @@ export class CommandPeek {
           break;
         case 0x63: // 'c'
           if (cur.nameIs(K_COMMENT)) this.commentAt = cur.at;
-          else if (this.op === 'getMore' && cur.nameIs(K_COLLECTION) && cur.type === BSON_STRING) this.collection = cur.string();
+          else if (this.op === 'getMore' && cur.nameIs(K_COLLECTION) && cur.type === BSON_STRING) this.collection = sharedString(body, cur);
           break;
       }
     }
     return this;
   }
+}
+
+/** A string element's value (its length already checked by the cursor) from COMMAND_STRINGS. */
+function sharedString(body: Buffer, cur: ElementCursor): string {
+  return COMMAND_STRINGS.get(body, cur.valueStart + 4, cur.valueEnd - 1);
 }
 
 const K_OK = utf8('ok');
