@@ -5,7 +5,7 @@
 // a reload reaches every worker before it is answered; kill -9 of the primary ends the workers.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
@@ -14,6 +14,7 @@ import { until } from '../helpers/until.ts';
 import { spawnServe, type Served } from '../helpers/serve.ts';
 import { RawClient, opMsg } from '../helpers/wire.ts';
 import type { WorkersView } from '../../runtime/http/surface.ts';
+import { workerExecArgv } from '../../runtime/cluster/machine.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'proxy-workers-'));
 const TOKEN = 'workers-test-token-0123';
@@ -58,6 +59,12 @@ async function finds(client: RawClient, n: number): Promise<void> {
   }
 }
 
+test('workers get the young generation\'s floor unless the proxy was started with a semi-space size of its own', () => {
+  assert.deepEqual(workerExecArgv(['--enable-source-maps']), ['--enable-source-maps', '--min-semi-space-size=16']);
+  assert.deepEqual(workerExecArgv(['--max-semi-space-size=64']), ['--max-semi-space-size=64']);
+  assert.deepEqual(workerExecArgv(['--min-semi-space-size=4']), ['--min-semi-space-size=4']);
+});
+
 test('connections land on both workers, and the merged counts equal the requests sent', { timeout: 180_000 }, async () => {
   const s = await start('counts');
   const clients: RawClient[] = [];
@@ -67,6 +74,11 @@ test('connections land on both workers, and the merged counts equal the requests
     const { body } = await admin<WorkersView>(s, '/api/v1/workers');
     assert.equal(body.workers.length, 2);
     assert.notEqual(body.workers[0].pid, body.workers[1].pid);
+    for (const w of body.workers) {
+      // Each worker keeps a young generation of at least 16 MiB per semi-space (runtime/cluster/machine.ts).
+      const argv = readFileSync(`/proc/${w.pid}/cmdline`, 'utf8').split('\0');
+      assert.ok(argv.includes('--min-semi-space-size=16'), `worker ${w.worker}'s node options: ${argv.join(' ')}`);
+    }
     for (const w of body.workers) assert.ok(w.connections_active >= 1, `worker ${w.worker} holds connections: ${JSON.stringify(body.workers)}`);
     assert.equal(body.workers.reduce((n, w) => n + w.requests, 0), 60);
     assert.equal(await totalRequests(s), 60, 'the profile counts every worker\'s requests');
