@@ -11,7 +11,7 @@ const base = {
     filter: { config: { default: 'allow', rules: [{ name: 'no-admin-writes', action: 'deny', ops: ['insert', 'update', 'delete'], dbs: ['admin'] }] } },
     route: { config: { rules: [{ dbs: ['archive'], upstream: `mongodb://127.0.0.1:${stub}` }] } },
     transform: { config: { response: [{ op: 'redact', path: 'ssn', replacement: '***' }] } },
-    cache: { config: { ttl_ms: 60000, max_bytes: 16777216 } },
+    cache: { kv_max_bytes: 16777216, config: { ttl_ms: 60000, max_bytes: 16777216 } },
   },
 };
 const merge = (a, b) => {
