@@ -26,6 +26,7 @@
 #
 # TREE_A / TREE_B: the project root whose bin/proxy.mjs runs state A / B (default: this one), each
 # built (npm run build): compares a change of the code itself, both builds running at once.
+# NODE_A / NODE_B: node options of state A's / B's proxy (e.g. NODE_B=--min-semi-space-size=16).
 #
 # --warmup: the load both proxies get after each start, before the first window. V8 compiles a
 # function once it is hot, and code that runs for only some requests (a sampled request's spans, a
@@ -55,15 +56,16 @@ cpu() { # "user system total" CPU µs of a process and its children: user and sy
     read -r a b < <(awk '{print $14, $15}' /proc/$p/stat 2>/dev/null || echo 0 0); u=$(( u + a )); s=$(( s + b ))
     for f in /proc/$p/task/*/schedstat; do read -r n _ < $f 2>/dev/null && t=$(( t + n )); done; done
   echo $(( u * 1000000 / $(getconf CLK_TCK) )) $(( s * 1000000 / $(getconf CLK_TCK) )) $(( t / 1000 )); }
-TA=${TREE_A:-.}; TB=${TREE_B:-.}
-start() { # port config workers tree: starts the proxy (its pid in $X), waits until every worker listens (the ready banner)
+TA="${NODE_A:-} ${TREE_A:-.}"; TB="${NODE_B:-} ${TREE_B:-.}"
+start() { # port config workers "node-options tree": starts the proxy (its pid in $X), waits until every worker listens (the ready banner)
   rm -f $D/$1.out
-  taskset -c 1 node $4/bin/proxy.mjs serve --config $2 --workers $3 > $D/$1.out 2> $D/$1.log & X=$!; PIDS+=($X)
+  local o=${4% *} t=${4##* }
+  taskset -c 1 node $o $t/bin/proxy.mjs serve --config $2 --workers $3 > $D/$1.out 2> $D/$1.log & X=$!; PIDS+=($X)
   for i in $(seq 1 1200); do grep -q mongodb:// $D/$1.out 2>/dev/null && break; sleep 0.1; done; }
 load() { taskset -c 0 node --import tsx bench/scaling.ts --role load --port $1 --connections $C --ms $2 --rate $RATE; }
 both() { # A on P1 and B on P2, or exchanged; then the warm-up
-  if [ $1 = 0 ]; then cfg $P1 $H1 "$FA" > $D/p1.json; cfg $P2 $H2 "$FB" > $D/p2.json; start $P1 $D/p1.json $WA $TA; X1=$X; start $P2 $D/p2.json $WB $TB; X2=$X
-  else cfg $P1 $H1 "$FB" > $D/p1.json; cfg $P2 $H2 "$FA" > $D/p2.json; start $P1 $D/p1.json $WB $TB; X1=$X; start $P2 $D/p2.json $WA $TA; X2=$X; fi
+  if [ $1 = 0 ]; then cfg $P1 $H1 "$FA" > $D/p1.json; cfg $P2 $H2 "$FB" > $D/p2.json; start $P1 $D/p1.json $WA "$TA"; X1=$X; start $P2 $D/p2.json $WB "$TB"; X2=$X
+  else cfg $P1 $H1 "$FB" > $D/p1.json; cfg $P2 $H2 "$FA" > $D/p2.json; start $P1 $D/p1.json $WB "$TB"; X1=$X; start $P2 $D/p2.json $WA "$TA"; X2=$X; fi
   load $P1 $((WARM*1000)) >/dev/null & L=$!; load $P2 $((WARM*1000)) >/dev/null; wait $L; }
 both 0
 for w in $(seq 1 $W); do

@@ -41,10 +41,10 @@ const BIN = fileURLToPath(new URL('../../bin/proxy.mjs', import.meta.url));
 /** How long a worker has to answer a statistics request. */
 /**
  * The young generation a worker's V8 keeps at least (MiB per semi-space). About 100 s after a busy
- * worker starts, V8's memory reducer runs a full collection and shrinks the young generation to
- * its floor (1 MiB per semi-space); a proxy's per-request garbage all dies young, so V8 never grows
- * it back, and from then on scavenges run eight times as often (every ~2 MB of garbage instead of
- * every ~16 MB): about 1 µs of CPU per request at 5,000 requests per second (bench/RESULTS.md).
+ * worker starts, V8's memory reducer runs a full collection and shrinks the young generation; a
+ * proxy's per-request garbage all dies young, so V8 never grows it back, and from then on scavenges
+ * run about eight times as often (each frees ~1.6 MB instead of ~13 MB): 0.7–0.9 µs of CPU per
+ * request at 5,000 requests per second (bench/RESULTS.md).
  * A floor at V8's default maximum keeps the young generation as it was. Not added when the proxy
  * was started with a semi-space option of its own: workers inherit the primary's node options.
  */
