@@ -38,23 +38,24 @@ export const WORKER_GENERATIONS_ENV = 'PROXY_WORKER_GENERATIONS';
 
 /** The `proxy` command a worker runs (its `serve` sees it is a cluster worker). */
 const BIN = fileURLToPath(new URL('../../bin/proxy.mjs', import.meta.url));
-/** How long a worker has to answer a statistics request. */
 /**
  * The young generation a worker's V8 keeps at least (MiB per semi-space). About 100 s after a busy
  * worker starts, V8's memory reducer runs a full collection and shrinks the young generation; a
  * proxy's per-request garbage all dies young, so V8 never grows it back, and from then on scavenges
- * run about eight times as often (each frees ~1.6 MB instead of ~13 MB): 0.7–0.9 µs of CPU per
+ * run about eight times as often (each frees ~1.6 MB instead of ~13 MB): 0.7–0.9 µs more GC per
  * request at 5,000 requests per second (bench/RESULTS.md).
- * A floor at V8's default maximum keeps the young generation as it was. Not added when the proxy
- * was started with a semi-space option of its own: workers inherit the primary's node options.
+ * A floor of 16 MiB, the size a busy worker's young generation had before the shrink, keeps it as
+ * it was. Not added when the proxy was started with a semi-space option of its own: workers
+ * inherit the primary's node options.
  */
-export const WORKER_MIN_SEMI_SPACE_MB = 16;
+const WORKER_MIN_SEMI_SPACE_MB = 16;
 
 /** The node options a worker runs with: the primary's, and the young generation's floor unless they set its size. */
 export function workerExecArgv(own: readonly string[]): string[] {
   return own.some((a) => a.includes('semi-space-size')) ? [...own] : [...own, `--min-semi-space-size=${WORKER_MIN_SEMI_SPACE_MB}`];
 }
 
+/** How long a worker has to answer a statistics request. */
 const STATS_TIMEOUT_MS = 5000;
 /** How long a worker has to apply a reload (compiling plugins). */
 const RELOAD_TIMEOUT_MS = 120_000;
