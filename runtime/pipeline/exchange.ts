@@ -1,5 +1,7 @@
 // One request's state as it travels through the pipeline. Every field is initialised in the
-// constructor so all exchanges share one hidden class.
+// constructor so all exchanges share one hidden class. A client connection keeps one and reset()s
+// it per request (its requests run one at a time), so a request allocates no exchange; `serial`
+// tells its requests apart (a plugin's per-request context is keyed by it, not by the object).
 import { foldSequences, ElementCursor, BSON_DOCUMENT, utf8, type DocSequence } from '../wire/index.ts';
 import { Phase, type HostExchange } from '../wasm/index.ts';
 import type { RequestTimings } from './request-timings.ts';
@@ -10,12 +12,14 @@ export interface ConnectionInfo { readonly id: number; appName: string; clientAd
 
 export class Exchange implements HostExchange {
   readonly conn: ConnectionInfo;
-  readonly pipelineId: string;
-  readonly op: string;
-  readonly db: string;
-  readonly collection: string;
-  readonly requestBody: Uint8Array;
-  readonly sequences: DocSequence[] | null;
+  /** Unique per request in this process (a new one per constructor call and per reset()). */
+  serial: number;
+  pipelineId: string;
+  op: string;
+  db: string;
+  collection: string;
+  requestBody: Uint8Array;
+  sequences: DocSequence[] | null;
   /** Client request id (set by the server; property `request_id`). */
   requestId: number;
   phase: Phase;
@@ -28,7 +32,7 @@ export class Exchange implements HostExchange {
   replyBody: Uint8Array | null;
   newReply: Uint8Array | null;
   route: string | null;
-  readonly startedAt: number;
+  startedAt: number;
   /** The request's timings while the profiler records it (set by the connection); null otherwise. */
   timings: RequestTimings | null;
   private folded: Uint8Array | null;
@@ -41,6 +45,36 @@ export class Exchange implements HostExchange {
   constructor(conn: ConnectionInfo, pipelineId: string, op: string, db: string, collection: string,
     requestBody: Uint8Array, sequences: DocSequence[] | null, startedAt = performance.now()) {
     this.conn = conn;
+    this.serial = ++lastSerial;
+    this.pipelineId = pipelineId;
+    this.op = op;
+    this.db = db;
+    this.collection = collection;
+    this.requestBody = requestBody;
+    this.sequences = sequences;
+    this.requestId = 0;
+    this.phase = Phase.Request;
+    this.verdict = Verdict.Continue;
+    this.rejectCode = 0;
+    this.rejectCodeName = '';
+    this.rejectMessage = '';
+    this.localReply = null;
+    this.newRequest = null;
+    this.replyBody = null;
+    this.newReply = null;
+    this.route = null;
+    this.startedAt = startedAt;
+    this.timings = null;
+    this.folded = null;
+    this.statusOf = null;
+    this.statusOk = -1;
+    this.statusCode = 0;
+  }
+
+  /** Makes this the exchange of a new request (the constructor's arguments, conn aside). */
+  reset(pipelineId: string, op: string, db: string, collection: string, requestBody: Uint8Array, sequences: DocSequence[] | null,
+    startedAt: number): void {
+    this.serial = ++lastSerial;
     this.pipelineId = pipelineId;
     this.op = op;
     this.db = db;
@@ -112,6 +146,8 @@ export class Exchange implements HostExchange {
   }
 }
 
+/** The last serial handed out (2^53 requests before it repeats). */
+let lastSerial = 0;
 const statusCursor = new ElementCursor();
 const K_OK = utf8('ok');
 const K_CODE = utf8('code');

@@ -455,6 +455,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     const answer = steps.request(pipeline, body, sequences, this.writer.requestId, this.writer.expectReply);
     const baselineMs = performance.now() - t0;
     const ex = steps.current!;
+    steps.detach();
     if (answer !== null) {
       this.sendBody(answer);
       sh.begin(shadow, ex, answer, baselineMs, body, sequences, this.record.readAt);

@@ -2,8 +2,10 @@
 // its response phase over the upstream's or a local reply, both on the graph picked for it
 // whatever loads meanwhile, and each verdict turned into what the client is answered. The
 // connection writes those answers and forwards the rest. One per connection (one request is in
-// flight at a time); the Exchange is the request's own.
-import { parseOpMsg, type CommandPeek, type DocSequence } from '../wire/index.ts';
+// flight at a time), and so is its Exchange: reset per request, so running a request's steps
+// allocates no exchange. A shadowed request's exchange is handed to the shadow canary, which may
+// still read it after the next request starts (detach()): the next request gets a new one.
+import { opMsgBody, type CommandPeek, type DocSequence } from '../wire/index.ts';
 import { errorDocument } from '../errors/index.ts';
 import { Exchange, Verdict, type ConnectionInfo, type Pipeline } from '../pipeline/index.ts';
 import type { RequestRecord } from './request-record.ts';
@@ -17,6 +19,8 @@ export class RequestSteps {
   exchange: Exchange | null = null;
   /** The exchange of the latest request that ran a request phase, kept after it is answered (a shadow canary compares it). */
   current: Exchange | null = null;
+  /** The exchange the next request reuses (null: a shadow canary kept the last one, make another). */
+  private spare: Exchange | null = null;
   /** The graph the request runs on: its response phase runs there too. */
   private pipeline: Pipeline | null = null;
   private readonly conn: ConnectionInfo;
@@ -40,6 +44,11 @@ export class RequestSteps {
     this.pipeline = null;
   }
 
+  /** The latest request's exchange stays its own (a shadow canary keeps it): the next request gets a new one. */
+  detach(): void {
+    this.spare = null;
+  }
+
   /**
    * Runs the request phase of `pipeline` (which has steps) over the request the peek describes
    * (`body`, `sequences`; `requestId`: the client's; `expectsReply`: not moreToCome). Returns what the client is answered — a
@@ -50,7 +59,11 @@ export class RequestSteps {
     this.expectsReply = expectsReply;
     const peek = this.peek;
     const rec = this.record;
-    const ex = new Exchange(this.conn, pipeline.id, peek.op, peek.db, peek.collection, body, sequences, rec.readAt);
+    let ex = this.spare;
+    if (ex === null) {
+      ex = new Exchange(this.conn, pipeline.id, peek.op, peek.db, peek.collection, body, sequences, rec.readAt);
+      this.spare = ex;
+    } else ex.reset(pipeline.id, peek.op, peek.db, peek.collection, body, sequences, rec.readAt);
     ex.requestId = requestId;
     if (rec.graph !== null) ex.timings = rec.timings;
     this.exchange = ex;
@@ -82,7 +95,7 @@ export class RequestSteps {
     this.exchange = null;
     const pipeline = this.pipeline!;
     if (pipeline.responseSteps.length === 0) return null;
-    ex.replyBody = parseOpMsg(frame).body;
+    ex.replyBody = opMsgBody(frame);
     this.record.responsePhase();
     pipeline.runResponse(ex);
     if ((ex.verdict as Verdict) === Verdict.Reject) return this.rejection(ex);

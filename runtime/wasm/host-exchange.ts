@@ -6,6 +6,8 @@ export interface HostConnection { readonly id: number; appName: string; clientAd
 
 export interface HostExchange {
   readonly conn: HostConnection;
+  /** Tells one request from another: unique per request in the process (an exchange object may be reused by its connection's next request). */
+  readonly serial: number;
   readonly pipelineId: string;
   readonly op: string;
   readonly db: string;

@@ -22,8 +22,10 @@ const SWEEP_SLACK = 64;
 
 export class RequestContexts {
   readonly max: number;
-  /** The exchange each context number belongs to (null: free); grows up to max. */
-  private readonly exOf: (HostExchange | null)[];
+  /** The serial of the request each context number belongs to (0: free); grows up to max. A
+   *  connection reuses its exchange object for its next request, so requests are told apart by
+   *  serial, not by object. */
+  private readonly exOf: number[];
   /** The connection id of each context number's last request. */
   private readonly connOf: number[];
   /** Connection id → its last context number (open only while exOf/connOf still say so). */
@@ -57,18 +59,18 @@ export class RequestContexts {
     const conn = ex.conn.id;
     const prev = this.byConn.get(conn);
     if (prev !== undefined && this.connOf[prev] === conn) {
-      const owner = this.exOf[prev];
-      if (owner === ex) return prev; // the step runs twice in this phase
-      if (owner !== null) this.end(prev);
+      const owner = this.exOf[prev]!;
+      if (owner === ex.serial) return prev; // the step runs twice in this phase
+      if (owner !== 0) this.end(prev);
     }
     if (this.free.length === 0 && this.exOf.length >= this.max) this.end(this.victim());
     let context: number;
     if (this.free.length > 0) context = this.free.pop()!;
     else {
-      context = this.exOf.push(null) - 1;
+      context = this.exOf.push(0) - 1;
       this.connOf.push(-1);
     }
-    this.exOf[context] = ex;
+    this.exOf[context] = ex.serial;
     this.connOf[context] = conn;
     this.open_++;
     if (prev === undefined && this.byConn.size > 2 * this.open_ + SWEEP_SLACK) this.sweep();
@@ -80,13 +82,13 @@ export class RequestContexts {
    *  callback), or -1 when it has none. */
   take(ex: HostExchange): number {
     const context = this.byConn.get(ex.conn.id);
-    if (context === undefined || this.exOf[context] !== ex) return -1;
+    if (context === undefined || this.exOf[context] !== ex.serial) return -1;
     return context;
   }
 
   /** Frees a context take() returned, once the response callback is over. */
   release(context: number): void {
-    this.exOf[context] = null;
+    this.exOf[context] = 0;
     this.free.push(context);
     this.open_--;
   }
@@ -102,14 +104,14 @@ export class RequestContexts {
     for (;;) {
       const k = this.cursor;
       this.cursor = k + 1 === n ? 0 : k + 1;
-      if (this.exOf[k] !== null) return k;
+      if (this.exOf[k] !== 0) return k;
     }
   }
 
   /** Drops the entries of connections without an open context. */
   private sweep(): void {
     for (const [conn, k] of this.byConn) {
-      if (this.connOf[k] !== conn || this.exOf[k] === null) this.byConn.delete(conn);
+      if (this.connOf[k] !== conn || this.exOf[k] === 0) this.byConn.delete(conn);
     }
   }
 }

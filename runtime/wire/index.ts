@@ -4,7 +4,7 @@
 export * from './constants.ts';
 export { WireError, type WireErrorCode } from './errors.ts';
 export { Framer, type FrameSink } from './framer.ts';
-export { OpMsg, parseOpMsg, encodeOpMsg, retargetOpMsg, foldSequences, type DocSequence } from './op-msg.ts';
+export { OpMsg, parseOpMsg, opMsgBody, encodeOpMsg, retargetOpMsg, foldSequences, type DocSequence } from './op-msg.ts';
 export { OpQuery, parseOpQuery, encodeOpReply } from './op-query.ts';
 export {
   initCompression, compressFrame, decompressFrame, compressorName, compressedSize, compressorOf, inflateFrame, inflatesInline,

@@ -92,6 +92,26 @@ export function parseOpMsg(frame: Buffer): OpMsg {
   return new OpMsg(frame.readInt32LE(4), frame.readInt32LE(8), flags, body, sequences);
 }
 
+/**
+ * The kind-0 body of an OP_MSG frame, validated as parseOpMsg() does. The common shape (no
+ * checksum, the body the only section) is read without parsing: no OpMsg, no sequence list, no
+ * header reads beyond the flags (a reply's body per request, for the response phase). Any other
+ * shape goes through parseOpMsg(), and so does every error.
+ */
+export function opMsgBody(frame: Buffer): Buffer {
+  const len = frame.length;
+  if (len >= HEADER_SIZE + 4 + 1 + 5 && frame[HEADER_SIZE + 4] === SECTION_BODY) {
+    const flags = frame[HEADER_SIZE] | (frame[HEADER_SIZE + 1] << 8) | (frame[HEADER_SIZE + 2] << 16) | (frame[HEADER_SIZE + 3] << 24);
+    const off = HEADER_SIZE + 5;
+    const n = frame[off] | (frame[off + 1] << 8) | (frame[off + 2] << 16) | (frame[off + 3] << 24);
+    if ((flags & (MSG_CHECKSUM_PRESENT | (MSG_REQUIRED_BITS_MASK & ~MSG_KNOWN_REQUIRED_BITS))) === 0 && n >= 5 && off + n === len &&
+      frame[len - 1] === 0) {
+      return frame.subarray(off, len);
+    }
+  }
+  return parseOpMsg(frame).body;
+}
+
 /** Builds an OP_MSG frame with a single kind-0 section (and optional sequences). */
 export function encodeOpMsg(
   requestId: number, responseTo: number, flags: number, body: Uint8Array,

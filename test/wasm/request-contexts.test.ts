@@ -9,7 +9,8 @@ import type { HostExchange } from '../../runtime/wasm/index.ts';
 import { PluginHarness } from '../../sdk/testing/index.ts';
 import { fixture } from './fixtures.ts';
 
-const exchange = (conn: number) => ({ conn: { id: conn } }) as unknown as HostExchange;
+let serial = 0;
+const exchange = (conn: number) => ({ conn: { id: conn }, serial: ++serial }) as unknown as HostExchange;
 
 test('host: a context per open request, ended by the response or by the connection\'s next request', () => {
   const done: number[] = [];
@@ -29,6 +30,20 @@ test('host: a context per open request, ended by the response or by the connecti
   assert.equal(c.take(a1), -1);
   assert.equal(c.take(a2), ka2);
   c.release(ka2);
+  assert.equal(c.size, 0);
+});
+
+test('host: an exchange object its connection reuses for the next request is a new request (told by serial)', () => {
+  const done: number[] = [];
+  const c = new RequestContexts(8, (n) => done.push(n));
+  const ex = exchange(1) as { serial: number };
+  const k1 = c.open(ex as unknown as HostExchange);
+  assert.equal(c.open(ex as unknown as HostExchange), k1, 'the same request keeps its context');
+  ex.serial = ++serial; // the connection's next request, same object
+  const k2 = c.open(ex as unknown as HostExchange);
+  assert.deepEqual(done, [k1], 'the previous request\'s context was ended');
+  assert.equal(c.take(ex as unknown as HostExchange), k2);
+  c.release(k2);
   assert.equal(c.size, 0);
 });
 

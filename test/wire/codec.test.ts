@@ -4,7 +4,7 @@ import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { deserialize, serialize } from 'bson';
 import {
-  initCompression, decompressFrame, compressFrame, parseOpMsg, parseOpQuery, encodeOpMsg, foldSequences,
+  initCompression, decompressFrame, compressFrame, parseOpMsg, opMsgBody, parseOpQuery, encodeOpMsg, foldSequences,
   CommandPeek, OP_MSG, OP_QUERY, OP_COMPRESSED, COMPRESSOR_SNAPPY, COMPRESSOR_ZLIB, COMPRESSOR_ZSTD,
   MSG_CHECKSUM_PRESENT, MSG_MORE_TO_COME, retargetOpMsg, crc32c, WireError,
 } from '../../runtime/wire/index.ts';
@@ -42,6 +42,7 @@ test('every captured client frame decodes to what its index records', () => {
     assert.equal(peek.op, e.command, `${e.file}: command`);
     assert.equal(peek.db, e.db, `${e.file}: $db`);
     assert.deepEqual((msg.sequences ?? []).map((s) => s.id), e.sequences ?? [], `${e.file}: sequences`);
+    assert.deepEqual(opMsgBody(frame), msg.body, `${e.file}: opMsgBody`);
     // The peek agrees with a full decode.
     const full = deserialize(msg.body);
     assert.equal(Object.keys(full)[0], peek.op);
@@ -136,4 +137,30 @@ test('malformed OP_MSG variants are refused with a specific error', () => {
   // exhaustAllowed (bit 16) is optional and accepted; moreToCome is known.
   const more = encodeOpMsg(1, 0, MSG_MORE_TO_COME | (1 << 16), body);
   assert.equal(parseOpMsg(more).flags, MSG_MORE_TO_COME | (1 << 16));
+});
+
+test('opMsgBody: the body parseOpMsg gives, whatever the shape; the same error for every malformed frame', () => {
+  const body = serialize({ ok: 1, cursor: { id: 0, ns: 'a.b', firstBatch: [{ _id: 1 }] } });
+  const plain = encodeOpMsg(1, 0, 0, body);
+  assert.deepEqual(opMsgBody(plain), body);
+  assert.equal(opMsgBody(plain).buffer, plain.buffer, 'a view, not a copy');
+  const summed = encodeOpMsg(1, 0, MSG_CHECKSUM_PRESENT, body);
+  assert.deepEqual(opMsgBody(summed), body);
+  const seq = encodeOpMsg(1, 0, 0, body, [{ id: 'documents', payload: Buffer.from(serialize({ x: 1 })) }]);
+  assert.deepEqual(opMsgBody(seq), body);
+  const more = encodeOpMsg(1, 0, MSG_MORE_TO_COME | (1 << 16), body);
+  assert.deepEqual(opMsgBody(more), body);
+  const bads: Buffer[] = [];
+  const kind = Buffer.from(plain); kind[20] = 7; bads.push(kind);
+  const flags = Buffer.from(plain); flags.writeUInt32LE(1 << 4, 16); bads.push(flags);
+  const truncated = Buffer.from(plain.subarray(0, plain.length - 3)); truncated.writeInt32LE(truncated.length, 0); bads.push(truncated);
+  const noNul = Buffer.from(plain); noNul[noNul.length - 1] = 1; bads.push(noNul);
+  const short = Buffer.from(plain); short.writeInt32LE(body.length - 2, 21); bads.push(short);
+  const badSum = Buffer.from(summed); badSum[badSum.length - 1] ^= 0xff; bads.push(badSum);
+  for (const f of bads) {
+    let expected: unknown = null;
+    try { parseOpMsg(f); } catch (err) { expected = err; }
+    assert.ok(expected instanceof WireError, 'the frame is malformed');
+    assert.throws(() => opMsgBody(f), (e: unknown) => e instanceof WireError && e.message === (expected as WireError).message);
+  }
 });
