@@ -132,6 +132,31 @@ test('cache: a full host store (kv_max_bytes below max_bytes) evicts least recen
   assert.equal(h.request(findCmd({ k: 8 })).verdict, Verdict.Continue, 'invalidation still works when full');
 });
 
+test('cache: with max_bytes at kv_max_bytes the host store evicts least recently used entries and the step deletes none', async () => {
+  const h = await load('cache', { max_bytes: 4096 }, { kv_max_bytes: 4096 });
+  let deletes = 0;
+  const kv = h.kv as unknown as { deleteAt: (...a: unknown[]) => boolean };
+  const deleteAt = kv.deleteAt.bind(kv);
+  kv.deleteAt = (...a) => { deletes++; return deleteAt(...a); };
+  const pad = 'x'.repeat(400);
+  for (let i = 0; i < 3; i++) h.roundTrip(findCmd({ k: i }), reply([{ pad }]));
+  assert.equal(h.request(findCmd({ k: 0 })).verdict, Verdict.LocalReply, 'k = 0 is hit, so the host keeps it');
+  for (let i = 3; i < 12; i++) {
+    h.roundTrip(findCmd({ k: i }), reply([{ pad }]));
+    assert.equal(h.request(findCmd({ k: 0 })).verdict, Verdict.LocalReply, `k = 0 still hit after storing k = ${i}`);
+  }
+  assert.ok(h.kv.evictions > 0, 'the host store evicted');
+  assert.equal(deletes, 0, 'the step deleted nothing');
+  assert.ok(h.kv.bytesUsed <= 4096, `kv holds ${h.kv.bytesUsed}`);
+  assert.equal(h.request(findCmd({ k: 0 })).verdict, Verdict.LocalReply, 'the entry kept hot is still cached (LRU, not oldest first)');
+  assert.equal(h.request(findCmd({ k: 1 })).verdict, Verdict.Continue, 'an old entry never hit was evicted');
+  assert.equal(h.request(findCmd({ k: 11 })).verdict, Verdict.LocalReply, 'the newest entry is cached');
+  const gauge = metric(await h.metrics(), 'proxy_plugin_cache_bytes', h.pipeline.id);
+  assert.ok(gauge > 0 && gauge <= 4096, `proxy_plugin_cache_bytes ${gauge}`);
+  h.roundTrip({ insert: 'users', documents: [{}], $db: 'app' }, { ok: 1 });
+  assert.equal(h.request(findCmd({ k: 11 })).verdict, Verdict.Continue, 'invalidation still works');
+});
+
 test('cache: a max_bytes above the step\'s kv_max_bytes is accepted with a warning naming both; none when the store holds it', async () => {
   const over = await load('cache', { max_bytes: 2 << 20 });
   const warnings = over.logs.filter((l) => l.level === 'warn').map((l) => l.msg);

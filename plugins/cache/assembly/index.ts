@@ -87,6 +87,9 @@ class Cache extends Step {
     }
     this.ledger.ttlMs = <i32>ttl;
     this.ledger.maxBytes = <i64>maxBytes;
+    // The host's cap binds first: the ledger leaves eviction to the host (ledger.ts).
+    this.ledger.hostBound = cap > 0 && <i64>maxBytes >= cap;
+    this.ledger.hostCap = cap;
     this.maxEntry = <i32>maxEntry;
     this.ops = NameSet.of(ops === null ? CACHEABLE : ops);
     this.hits = new Counter("proxy_plugin_cache_hits_total");
