@@ -11,7 +11,9 @@
 //   1m-host       — kv_max_bytes = 1,000,000 entries, max_bytes twice that: the host store's LRU
 //                   evicts (the plugin's ledger only drops what the host already dropped);
 //   768k / 16m    — the pipeline-bench cache (max_bytes 768 KiB) and the issue's (16 MiB), both
-//                   with the default 1 MiB kv store (16m: the host cap binds, as in the issue);
+//                   with the default 1 MiB kv store (16m: the host cap binds);
+//   16m-16m       — max_bytes and kv_max_bytes both 16 MiB, as bench/crossover-config.mjs runs it
+//                   (the host's cap binds and its LRU evicts: the ledger deletes nothing);
 //   100-eight / 1m-eight — 100 / 1m inside bench/step-costs.ts's eight-step pipeline, so the
 //                   other steps run between the cache's calls, as in the proxy (only the cache
 //                   step's time is summed).
@@ -43,7 +45,7 @@ import { arg, cpuMicros, devNullHostLogger, distinctKeyRun, eightBuiltinsWire, f
 const ROOT = new URL('..', import.meta.url).pathname;
 const REQUESTS = Number(arg('--requests', '50000'));
 const ROUNDS = Number(arg('--rounds', '5'));
-const ALL_SIZES = ['100', '1m', '1m-host', '768k', '16m', '100-eight', '1m-eight'] as const;
+const ALL_SIZES = ['100', '1m', '1m-host', '768k', '16m', '16m-16m', '100-eight', '1m-eight'] as const;
 type SizeName = typeof ALL_SIZES[number];
 const SIZES = arg('--sizes', ALL_SIZES.join(',')).split(',').filter((s): s is SizeName => (ALL_SIZES as readonly string[]).includes(s));
 const TTL_MS = 3_600_000; // nothing expires during the run: entries leave by eviction only
@@ -105,6 +107,7 @@ async function build(manager: PipelineManager, size: SizeName, entryBytes: numbe
     kvMax = entries * entryBytes;
   } else {
     maxBytes = size === '768k' ? 786_432 : 16 << 20;
+    if (size === '16m-16m') kvMax = 16 << 20;
   }
   // The plugin's eviction ledger takes ~40 bytes of plugin memory per entry (a million: ~40 MiB).
   const settings = { module: join(BUILTIN_PLUGIN_DIR, 'cache.wasm'), config: { ttl_ms: TTL_MS, max_bytes: maxBytes }, kv_max_bytes: kvMax,
@@ -141,7 +144,7 @@ function storeOf(p: Pipeline, step: string): KvStore {
 
 const LABELS: Record<SizeName | 'none', string> = {
   none: 'no step (harness only)', 100: '100 entries', '1m': '1,000,000 entries', '1m-host': '1,000,000 entries, host LRU evicts',
-  '768k': 'max_bytes 768 KiB', '16m': 'max_bytes 16 MiB, kv 1 MiB',
+  '768k': 'max_bytes 768 KiB', '16m': 'max_bytes 16 MiB, kv 1 MiB', '16m-16m': 'max_bytes 16 MiB, kv 16 MiB',
   '100-eight': '100 entries, in the eight-step pipeline', '1m-eight': '1,000,000 entries, in the eight-step pipeline',
 };
 
