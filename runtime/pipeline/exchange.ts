@@ -71,7 +71,9 @@ export class Exchange implements HostExchange {
     this.statusCode = 0;
   }
 
-  /** Makes this the exchange of a new request (the constructor's arguments, conn aside). */
+  /** Makes this the exchange of a new request (the constructor's arguments, conn aside). The
+   *  constructor assigns the same fields itself rather than calling this, so V8 sees each field's
+   *  first value there (startedAt a float from the start, not undefined first). */
   reset(pipelineId: string, op: string, db: string, collection: string, requestBody: Uint8Array, sequences: DocSequence[] | null,
     startedAt: number): void {
     this.serial = ++lastSerial;

@@ -34,3 +34,10 @@ test('every test that spawns proxy serve chooses its workers (the command\'s def
   assert.ok(spawns.length > 10, 'the scan finds the spawns');
   assert.deepEqual(spawns.filter((s) => !s.args.includes("'--workers'")), [], 'pass --workers (1 for one process), or use spawnServe');
 });
+
+test('freePort never hands out one port twice in a process, even to callers that do not bind it at once', async () => {
+  const { freePort } = await import('./ports.ts');
+  // 1,500 draws from ~12,700 ports: without the record of ports handed out, ~90 would repeat.
+  const ports = await Promise.all(Array.from({ length: 1500 }, () => freePort()));
+  assert.equal(new Set(ports).size, ports.length);
+});

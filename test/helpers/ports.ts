@@ -29,9 +29,18 @@ function tryListen(port: number): Promise<boolean> {
   });
 }
 
+/**
+ * Ports this process handed out: never handed out again. A port is free when checked but taken only
+ * when its child binds it, so two callers in a row (instances of a fleet started at once) could
+ * otherwise both be given it (seen in CI: EADDRINUSE on a fleet instance's listener).
+ */
+const handedOut = new Set<number>();
+
 export async function freePort(): Promise<number> {
   for (let attempt = 0; attempt < 200; attempt++) {
     const port = LOW + Math.floor(Math.random() * (high - LOW + 1));
+    if (handedOut.has(port)) continue;
+    handedOut.add(port);
     if (await tryListen(port)) return port;
   }
   throw new Error(`no free port found in ${LOW}–${high} after 200 tries`);
