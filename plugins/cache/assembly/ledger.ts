@@ -25,7 +25,8 @@
 // evicts its least recently used keys as each entry comes. The ledger then never deletes
 // (hostBound): it only keeps its accounting, and each store costs one host call rather than a
 // delete of the oldest key plus the store (0.16 µs less per store into a full 16 MiB store:
-// bench/cache-full.ts --sizes 16m-16m). Eviction is then least recently used, not oldest first: a hit keeps an entry.
+// bench/cache-full.ts --sizes 16m-16m). Eviction is then least recently used, not oldest first:
+// a hit keeps an entry.
 import { nowNs, kv, Gauge, Counter } from "../../../sdk/assembly/index";
 import { KvKey, HASH_UNITS } from "./key";
 
