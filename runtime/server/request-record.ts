@@ -119,7 +119,7 @@ export class RequestRecord {
   /** The upstream's reply `frame` (an OP_MSG): its `ok` and error code, while recording or counting for a canary. */
   readReply(frame: Buffer): void {
     if (this.graph === null && this.evidence === null) return;
-    const rp = this.replyPeek.read(frame.subarray(HEADER_SIZE + 5));
+    const rp = this.replyPeek.read(frame, HEADER_SIZE + 5);
     this.replyOk = rp.ok;
     if (rp.failed) { this.errorCode = rp.errorCode; this.errorName = rp.errorName; }
   }

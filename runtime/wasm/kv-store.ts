@@ -94,6 +94,8 @@ export class KvStore {
    *  address is hashed, compared and copied a word at a time (see words()). */
   private srcU8: Uint8Array | null = null;
   private src32: Int32Array<ArrayBufferLike> = new Int32Array(0);
+  /** srcU8's byteOffset (read once per view: the getter is a builtin call V8 does not inline here). */
+  private srcOff = 0;
 
   constructor(maxBytes: number) {
     this.max = maxBytes;
@@ -177,7 +179,7 @@ export class KvStore {
   private lookup(src: Uint8Array, at: number, bytes: number, now: number | undefined): number {
     const units = bytes >> 1;
     const w = this.words(src, at);
-    const s = this.find(src, at, units, w, hashKey(src, at, units, w));
+    const s = this.find(src, at, units, w, hashKey(src, at, units, w, this.srcOff));
     if (s === NONE) return NONE;
     const exp = this.exp[s * (STRIDE / 2) + 3];
     // Expired: absent to readers, left unmoved (it drifts to the LRU end) because the usual next
@@ -201,14 +203,15 @@ export class KvStore {
     const units = bytes >> 1;
     const total = units * 2 + vLen;
     if (total > this.max) return false;
-    // A view into the arena (a value just read) would move under a compaction: copy it first.
-    if (vsrc.buffer === this.arena.buffer) {
+    // A view into the arena (a value just read) would move under a compaction: copy it first. A
+    // value in the key's own source (a plugin's memory) is not one: src is never the arena.
+    if (vsrc !== src && vsrc.buffer === this.arena.buffer) {
       vsrc = vsrc.slice(vAt, vAt + vLen);
       vAt = 0;
     }
     const expiresAt = ttlMs > 0 ? (now ?? performance.now()) + ttlMs : 0;
     const w = this.words(src, at);
-    const h = hashKey(src, at, units, w);
+    const h = hashKey(src, at, units, w, this.srcOff);
     let s = this.find(src, at, units, w, h);
     if (s !== NONE) {
       const slot = s * STRIDE;
@@ -245,7 +248,7 @@ export class KvStore {
   deleteAt(src: Uint8Array, at: number, bytes: number, now?: number): boolean {
     const units = bytes >> 1;
     const w = this.words(src, at);
-    const s = this.find(src, at, units, w, hashKey(src, at, units, w));
+    const s = this.find(src, at, units, w, hashKey(src, at, units, w, this.srcOff));
     if (s === NONE) return false;
     const exp = this.exp[s * (STRIDE / 2) + 3];
     this.drop(s);
@@ -255,14 +258,15 @@ export class KvStore {
   /** src's buffer as int32s when the key at src[at] is 4-byte aligned (and the platform little
    *  endian, so a word is its four bytes as hashKey reads them); null otherwise. */
   private words(src: Uint8Array, at: number): Int32Array | null {
-    if (!LITTLE_ENDIAN || ((src.byteOffset + at) & 3) !== 0) return null;
+    if (!LITTLE_ENDIAN) return null;
     // Kept by the view's identity, cheaper to check than its buffer's (a plugin instance passes
     // the same view until its memory grows, and then a new one).
     if (src !== this.srcU8) {
       this.srcU8 = src;
+      this.srcOff = src.byteOffset;
       this.src32 = new Int32Array(src.buffer, 0, src.buffer.byteLength >> 2);
     }
-    return this.src32;
+    return ((this.srcOff + at) & 3) === 0 ? this.src32 : null;
   }
 
   /** Writes `key` as UTF-16LE into keyBuf (grown when needed); its byte length. */
@@ -390,7 +394,7 @@ export class KvStore {
     let i = 0;
     if (w !== null) {
       const a32 = this.a32;
-      for (let a = base >> 2, k = (src.byteOffset + at) >> 2; i + 4 <= n; i += 4) if (a32[a++] !== w[k++]) return false;
+      for (let a = base >> 2, k = (this.srcOff + at) >> 2; i + 4 <= n; i += 4) if (a32[a++] !== w[k++]) return false;
     }
     const arena = this.arena;
     for (; i < n; i++) if (arena[base + i] !== src[at + i]) return false;
@@ -468,7 +472,7 @@ export class KvStore {
     let i = 0;
     if (w !== null) {
       const a32 = this.a32;
-      for (let a = base >> 2, k = (src.byteOffset + at) >> 2; i + 4 <= kb; i += 4) a32[a++] = w[k++]!;
+      for (let a = base >> 2, k = (this.srcOff + at) >> 2; i + 4 <= kb; i += 4) a32[a++] = w[k++]!;
     }
     for (; i < kb; i++) arena[base + i] = src[at + i]!;
     copyBytes(vsrc, vAt, arena, base + kb, vLen);
@@ -582,12 +586,12 @@ export class KvStore {
  *  src's buffer as int32s, when given: the key is then 4-byte aligned), then a finish for the low
  *  bits the table uses. A cache key is tens of bytes: hashing it one UTF-16 unit at a time (from a
  *  decoded string) was the largest part of the cache step's kv calls. */
-function hashKey(src: Uint8Array, at: number, units: number, w: Int32Array | null): number {
+function hashKey(src: Uint8Array, at: number, units: number, w: Int32Array | null, srcOff: number): number {
   let h = 0x811c9dc5 ^ units;
   const end = at + units * 2;
   let i = at;
   if (w !== null) {
-    for (let k = (src.byteOffset + at) >> 2; i + 4 <= end; i += 4) {
+    for (let k = (srcOff + at) >> 2; i + 4 <= end; i += 4) {
       h = Math.imul(h ^ w[k++]!, 0x9e3779b1);
       h ^= h >>> 15;
     }

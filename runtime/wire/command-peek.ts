@@ -153,8 +153,9 @@ export class ReplyPeek {
     this.readsCursor = readsCursor;
   }
 
-  read(body: Buffer): this {
-    const cur = this.cur.open(body, 0);
+  /** Reads the reply document at body[at] (a frame's offset to its body: no view of it is made). */
+  read(body: Buffer, at = 0): this {
+    const cur = this.cur.open(body, at);
     this.ok = false;
     this.code = 0;
     this.cursorId = 0n;

@@ -348,6 +348,33 @@ test('kv: a key reads the same at an aligned address (a word at a time) and at a
   assert.equal(kv.size, keys.length);
 });
 
+test('kv: keys read through views at different offsets of one buffer, used in turn, find the same entries', () => {
+  // The store keeps the last source view's word view and byteOffset: a view at another offset of
+  // the same memory (aligned, then not) must not reuse them.
+  const kv = new KvStore(1 << 16);
+  const buf = new ArrayBuffer(512);
+  const views = [new Uint8Array(buf, 0, 256), new Uint8Array(buf, 4, 256), new Uint8Array(buf, 6, 256), new Uint8Array(buf, 1, 256)];
+  const keys = ['k', 'key-two', 'e:1.lx9.1:ly0.2:lz1.3:0123456789abcdef'];
+  for (const [i, key] of keys.entries()) {
+    const w = views[i % views.length]!;
+    const n = Buffer.from(key, 'utf16le').copy(w, 16);
+    w.set([i, i, i], 200);
+    assert.equal(kv.setFrom(w, 16, n, w, 200, 3, 0, 0), true);
+  }
+  for (let round = 0; round < 2; round++) {
+    for (const view of views) {
+      for (const [i, key] of keys.entries()) {
+        const n = Buffer.from(key, 'utf16le').copy(view, 40);
+        assert.deepEqual(kv.getAt(view, 40, n, 0), v(i, i, i), `${key} through a view at offset ${view.byteOffset}`);
+        const got = new Uint8Array(3);
+        assert.equal(kv.getInto(view, 40, n, got, 0, 3, 0), 3);
+        assert.deepEqual(got, v(i, i, i));
+      }
+    }
+  }
+  assert.equal(kv.size, keys.length);
+});
+
 test('kv: without a `now` argument the clock decides expiry (it is read only when an answer needs it)', async () => {
   const kv = new KvStore(1000);
   kv.set('t', v(1), 30);

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Long, serialize, UUID, Binary } from 'bson';
-import { CommandPeek, ReplyPeek, WireError } from '../../runtime/wire/index.ts';
+import { CommandPeek, ReplyPeek, WireError, encodeOpMsg, HEADER_SIZE } from '../../runtime/wire/index.ts';
 
 const buf = (d: object) => Buffer.from(serialize(d));
 
@@ -65,6 +65,22 @@ test('a status-only reply peek (the profiler\'s and tracing\'s) reads ok and the
   assert.deepEqual([r.ok, r.failed, r.cursorId], [true, false, 0n]);
   r.read(buf({ cursor: { firstBatch: [], id: Long.fromNumber(7), ns: 'a.b' }, ok: 0, code: 43, codeName: 'CursorNotFound' }));
   assert.deepEqual([r.ok, r.failed, r.errorCode, r.errorName, r.cursorId], [false, true, 43, 'CursorNotFound', 0n]);
+});
+
+test('a reply peek reads the body of a whole OP_MSG frame at its offset as it reads the body alone', () => {
+  const ok = buf({ cursor: { firstBatch: [{ _id: 1 }], id: Long.fromNumber(42), ns: 'a.b' }, ok: 1 });
+  const failed = buf({ ok: 0, errmsg: 'x', code: 48, codeName: 'NamespaceExists' });
+  for (const body of [ok, failed]) {
+    const alone = new ReplyPeek();
+    alone.read(body);
+    const inFrame = new ReplyPeek();
+    inFrame.read(encodeOpMsg(7, 3, 0, body), HEADER_SIZE + 5);
+    assert.deepEqual([inFrame.ok, inFrame.code, inFrame.cursorId, inFrame.failed, inFrame.errorCode, inFrame.errorName],
+      [alone.ok, alone.code, alone.cursorId, alone.failed, alone.errorCode, alone.errorName]);
+  }
+  const r = new ReplyPeek();
+  assert.equal(r.read(encodeOpMsg(7, 3, 0, failed), HEADER_SIZE + 5).errorName, 'NamespaceExists');
+  assert.equal(r.read(encodeOpMsg(7, 3, 0, ok), HEADER_SIZE + 5).cursorId, 42n);
 });
 
 test('the failure a reply reports: ok 0 with its codeName, the first write error, a write concern error; none on success', () => {
