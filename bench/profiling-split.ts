@@ -51,8 +51,13 @@ async function main(): Promise<void> {
     port, ROOT, logFile);
   const uri = `mongodb://127.0.0.1:${port}`;
 
+  // Each SIGHUP ends in one of these log lines: "configuration reloaded" (also its warn form, keys
+  // needing a restart), "configuration unchanged since the last reload" (the file says what the
+  // proxy already runs: round 2 on writes the state the previous round ended in), or an error
+  // ("configuration reload refused" / "configuration reload failed"), which stops the run.
   let reloads = 0;
-  const reloaded = () => readFileSync(logFile, 'utf8').split('"configuration reloaded').length - 1;
+  const outcomes = () => readFileSync(logFile, 'utf8').split('\n')
+    .filter((l) => /"configuration (reloaded|unchanged since the last reload|reload refused|reload failed)/.test(l));
   const windows: Array<{ on: boolean; t0: number; t1: number; requests: number }> = [];
   for (let r = 0; r < rounds; r++) {
     for (const on of r % 2 === 0 ? [false, true] : [true, false]) {
@@ -60,10 +65,14 @@ async function main(): Promise<void> {
       proxy.kill('SIGHUP');
       reloads++;
       const until = Date.now() + 15_000;
-      while (reloaded() < reloads) {
-        if (Date.now() > until) throw new Error(`no reload within 15 s (${logFile})`);
+      let seen = outcomes();
+      while (seen.length < reloads) {
+        if (Date.now() > until) throw new Error(`no reload outcome logged within 15 s of SIGHUP ${reloads} (${logFile})`);
         await new Promise((res) => setTimeout(res, 20));
+        seen = outcomes();
       }
+      const failed = seen.find((l) => /"configuration reload (refused|failed)/.test(l));
+      if (failed !== undefined) throw new Error(`reload ${reloads} failed: ${failed}`);
       await runBench({ target: uri, connections, durationMs: 700, op: 'find' }); // warm-up, not counted
       const t0 = Number(process.hrtime.bigint() / 1000n);
       const res = await runBench({ target: uri, connections, durationMs, op: 'find' });
