@@ -583,7 +583,8 @@ export class KvStore {
 }
 
 /** Multiply-xorshift over the key's bytes four at a time, as little-endian int32s (read from `w`,
- *  src's buffer as int32s, when given: the key is then 4-byte aligned), then a finish for the low
+ *  src's buffer as int32s, when given: the key is then 4-byte aligned, at word (srcOff + at) / 4 of
+ *  it, srcOff being src's byteOffset), then a finish for the low
  *  bits the table uses. A cache key is tens of bytes: hashing it one UTF-16 unit at a time (from a
  *  decoded string) was the largest part of the cache step's kv calls. */
 function hashKey(src: Uint8Array, at: number, units: number, w: Int32Array | null, srcOff: number): number {
