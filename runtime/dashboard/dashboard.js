@@ -111,9 +111,15 @@
     }
   }
 
+  // Numbered like the trend chart's refreshes: the 5 s refresh asked before a change of pipeline or
+  // variant must not fill the table after the answer for the new selection.
+  let tableGeneration = 0;
+
   async function refreshTable() {
+    const generation = ++tableGeneration;
     try {
       const s = await api('/api/profile?' + graphQuery());
+      if (generation !== tableGeneration) return;
       notice('');
       state.rows = s.steps.map((r) => Object.assign({}, r, { error_rate: r.invocations > 0 ? (100 * r.errors) / r.invocations : 0 }));
       $('summary').textContent = s.total_requests === 0
@@ -123,6 +129,7 @@
       $('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
       renderTable();
     } catch (err) {
+      if (generation !== tableGeneration) return;
       if (!explain(err)) notice('Profile: ' + err.message);
     }
   }
@@ -141,14 +148,21 @@
     return Math.round((Date.parse(live.t) - Date.parse(live.since)) / 1000);
   }
 
+  // Each refresh is numbered; one whose answer arrives after a later one began draws nothing, so
+  // two quick changes (range, then figure) end on the chart the last change asked for.
+  let trendsGeneration = 0;
+
   async function refreshTrends() {
+    const generation = ++trendsGeneration;
     const info = $('trends-info');
     const figure = $('figure').value;
     const from = Date.now() - Number($('range').value);
     let series;
     try {
       series = await api('/api/profile/series?' + graphQuery() + '&from=' + from);
+      if (generation !== trendsGeneration) return;
     } catch (err) {
+      if (generation !== trendsGeneration) return;
       if (explain(err)) return;
       info.textContent = err.code === 'PROXY_ERR_NOT_FOUND'
         ? 'This proxy serves no time series (GET /api/profile/series answered 404).'

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import type { Page } from 'playwright-core';
+import type { Page, Request } from 'playwright-core';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { startProxy } from '../../runtime/app/serve.ts';
 import { ARTIFACTS, quiet, running, start, open } from './helpers.ts';
@@ -132,6 +132,38 @@ test('trend chart: drawn from the persisted snapshots, with a range picker', { t
   await page.waitForSelector('#chart[data-figure=p99_latency_us] canvas');
   assert.equal(await page.getAttribute('#chart', 'data-points'), '3');
   await page.screenshot({ path: join(ARTIFACTS, 'trends.png'), fullPage: true });
+  await page.close();
+});
+
+test('trend chart: two quick changes end on the chart the last one asked for, whichever answer comes last', { timeout: 90_000 }, async () => {
+  const { proxy, client } = await start({});
+  for (let i = 0; i < 10; i++) await client.db('dash').collection('us_300').findOne({});
+  await proxy.snapshots!.snapshot();
+  const page = await openTrends(proxy.profilingUrl!);
+  // The range change's answer is held back until the figure change has drawn its chart.
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => { release = resolve; });
+  let first = true;
+  let heldRequest!: (r: Request) => void;
+  const heldSeen = new Promise<Request>((resolve) => { heldRequest = resolve; });
+  await page.route('**/api/profile/series*', async (route) => {
+    if (!first) return route.continue();
+    first = false;
+    heldRequest(route.request());
+    await held;
+    await route.continue();
+  });
+  await page.selectOption('#range', '900000');
+  const late = await heldSeen;
+  await page.selectOption('#figure', 'p99_latency_us');
+  await page.waitForSelector('#chart[data-figure=p99_latency_us] canvas');
+  const lateFinished = page.waitForEvent('requestfinished', (r) => r === late);
+  release();
+  await lateFinished;
+  // The late answer (asked for while the figure was still P95) has reached the page; give its handler time to draw.
+  await page.waitForTimeout(300);
+  assert.equal(await page.getAttribute('#chart', 'data-figure'), 'p99_latency_us');
+  assert.equal(await page.$$eval('#chart canvas', (cs) => cs.length), 1);
   await page.close();
 });
 

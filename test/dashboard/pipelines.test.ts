@@ -6,14 +6,15 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
-import type { Page } from 'playwright-core';
+import type { Page, Request } from 'playwright-core';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { startProxy } from '../../runtime/app/serve.ts';
 import { ARTIFACTS, quiet, running, clients, open } from './helpers.ts';
 
 const names = (page: Page) => page.$$eval('#steps tbody tr td:nth-child(1)', (tds) => tds.map((t) => t.textContent ?? ''));
 
-test('pipeline selector: the configured pipelines, each showing its own steps and requests', { timeout: 90_000 }, async () => {
+/** A proxy with three pipelines, 7 requests through `reports` and 3 through `default`. */
+async function threePipelines() {
   const proxy = await startProxy(parseConfig({
     listen: '127.0.0.1:0', log: { level: 'error' },
     profiling: { enabled: true, port: 0, alert_on_slow_step: false },
@@ -30,7 +31,11 @@ test('pipeline selector: the configured pipelines, each showing its own steps an
   clients.push(reports, shop);
   for (let i = 0; i < 7; i++) await reports.db('d').collection('c').findOne({});
   for (let i = 0; i < 3; i++) await shop.db('d').collection('c').findOne({});
+  return proxy;
+}
 
+test('pipeline selector: the configured pipelines, each showing its own steps and requests', { timeout: 90_000 }, async () => {
+  const proxy = await threePipelines();
   const page = await open(`${proxy.profilingUrl}/dashboard/`);
   await page.waitForSelector('#steps tbody tr');
   const options = await page.$$eval('#pipeline-id option', (os) => os.map((o) => [(o as HTMLOptionElement).value, o.textContent]));
@@ -44,4 +49,32 @@ test('pipeline selector: the configured pipelines, each showing its own steps an
   const extra = page as unknown as { errors: string[]; foreign: string[] };
   assert.deepEqual(extra.errors, []);
   assert.deepEqual(extra.foreign, []);
+});
+
+test('pipeline selector: an answer for an earlier choice that comes late does not replace the table of the later one', { timeout: 90_000 }, async () => {
+  const proxy = await threePipelines();
+  const page = await open(`${proxy.profilingUrl}/dashboard/`);
+  await page.waitForSelector('#steps tbody tr');
+  // The table's answer for `idle` is held back until `reports` has been chosen and shown.
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => { release = resolve; });
+  let heldRequest!: (r: Request) => void;
+  const heldSeen = new Promise<Request>((resolve) => { heldRequest = resolve; });
+  await page.route(/\/api\/profile\?.*pipeline_id=idle/, async (route) => {
+    heldRequest(route.request());
+    await held;
+    await route.continue();
+  });
+  await page.selectOption('#pipeline-id', 'idle');
+  const late = await heldSeen;
+  await page.selectOption('#pipeline-id', 'reports');
+  await page.waitForFunction(() => /7 requests/.test(document.getElementById('summary')?.textContent ?? ''), undefined, { timeout: 10_000 });
+  const lateFinished = page.waitForEvent('requestfinished', (r) => r === late);
+  release();
+  await lateFinished;
+  // The late answer (no requests, step cache) has reached the page; give its handler time to run.
+  await page.waitForTimeout(300);
+  assert.match(await page.textContent('#summary') ?? '', /7 requests/);
+  assert.deepEqual(await names(page), ['wasm:filter']);
+  await page.close();
 });
