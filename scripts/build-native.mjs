@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// Compiles the project's own N-API addons (native/<name>/binding.gyp) with node-gyp, which ships
-// with npm: native/shm, the file mapping behind `profiling.storage: mmap`. Part of `npm run build`.
+// Compiles the project's own addons (native/<name>/binding.gyp) with node-gyp, which ships with npm:
+// native/shm (N-API), the file mapping behind `profiling.storage: mmap`, and native/clock (V8 API,
+// so built for the Node that runs the build), the profiler's step clock. Part of `npm run build`.
 // Skipped when native/<name>/build/Release/<name>.node is newer than every file of the addon.
 // The headers come from the local Node installation (<prefix>/include/node) when it has them, so a
 // fresh machine needs no download; otherwise node-gyp's own lookup (nodedir, its cache) applies.
@@ -10,7 +11,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const ADDONS = ['shm'];
+const ADDONS = ['shm', 'clock'];
 
 function nodeGyp() {
   // npm sets npm_config_node_gyp for scripts it runs; outside npm, the copy beside npm.

@@ -25,6 +25,7 @@ import { ProfilerCanaryMetrics } from './canary-metrics.ts';
 import { Notifier, outboxPath, registerNotificationMetrics } from '../canary/notify/index.ts';
 import { Profiler, SnapshotStore, durationToMs, mmapFitIssue, type MmapStorage, type ProfilingSettings } from '../profiling/index.ts';
 import { Tracing, TracingRecorder, tracesUrl, type TracingSettings } from '../telemetry/index.ts';
+import { stepClock } from '../step-clock.ts';
 import type { MetricsSource, WorkersView } from '../http/surface.ts';
 import { controlPlaneTokens } from './http-surfaces.ts';
 import { controlPlaneFleet, fleetConfigIssues, instanceIdOf, instanceInfo, openFleet, type FleetParts } from './fleet.ts';
@@ -453,7 +454,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     const p = config.profiling;
     surfaces.profiling = await surfaces.openProfiling(p);
     log.info(p.enabled ? 'profiling endpoint listening' : 'profiling endpoint listening; profiling is disabled (profiling.enabled: false)',
-      { url: surfaces.profiling.url });
+      stepClock.reason === '' ? { url: surfaces.profiling.url, step_clock: stepClock.source }
+      : { url: surfaces.profiling.url, step_clock: stepClock.source, step_clock_reason: stepClock.reason });
     if (snapshots !== null) {
       snapshots.start();
       if (snapshots.dir !== null) log.info('profiling snapshots persisted',

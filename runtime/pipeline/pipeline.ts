@@ -1,9 +1,9 @@
 // A loaded pipeline graph. The run loops are chosen once at construction: untimed (no clock
-// reads at all) when the recorder is off, timed when it is on (one performance.now() read per step
+// reads at all) when the recorder is off, timed when it is on (one step-clock read per step
 // boundary: a float, where hrtime.bigint() allocated a BigInt per read and per difference), sampled
 // when the recorder times only some requests (tracing without profiling), and a no-op for an empty
 // phase.
-import { performance } from 'node:perf_hooks';
+import { stepNow, NS_PER_TICK } from '../step-clock.ts';
 import { Verdict, type Exchange } from './exchange.ts';
 import type { StepRecorder, StepTimer } from './recorder.ts';
 import type { RequestTimings } from './request-timings.ts';
@@ -114,12 +114,12 @@ function timedLoop(all: readonly StepRunner[], phase: Phase, recorder: StepRecor
     // its invocation's index (its sub-operations are recorded against it).
     const base = t === null ? 0 : t.count;
     let i = 0;
-    stamps[0] = performance.now();
+    stamps[0] = stepNow();
     while (i < n) {
       if (t !== null) t.count = base + i;
       const rc = steps[i]!.run(ex, phase);
       results[i++] = rc;
-      stamps[i] = performance.now();
+      stamps[i] = stepNow();
       if ((rc & STOP) !== 0) break;
     }
     recorder.current = null;
@@ -151,7 +151,7 @@ function sampledLoop(all: readonly StepRunner[], phase: Phase, recorder: StepRec
     if (t !== null) {
       recorder.current = t;
       base = t.count;
-      stamps[0] = performance.now();
+      stamps[0] = stepNow();
     }
     let i = 0;
     let rc = 0;
@@ -161,7 +161,7 @@ function sampledLoop(all: readonly StepRunner[], phase: Phase, recorder: StepRec
       i++;
       if (t !== null) {
         results[i - 1] = rc;
-        stamps[i] = performance.now();
+        stamps[i] = stepNow();
       }
       if ((rc & STOP) !== 0) break;
     }
@@ -181,7 +181,7 @@ function sampledLoop(all: readonly StepRunner[], phase: Phase, recorder: StepRec
  *  timers when the request has none: the SDK harness, benches). */
 function settle(t: RequestTimings | null, timers: readonly StepTimer[], stamps: Float64Array, results: Int32Array, ran: number): void {
   for (let k = 0; k < ran; k++) {
-    const ns = Math.round((stamps[k + 1]! - stamps[k]!) * 1e6);
+    const ns = Math.round((stamps[k + 1]! - stamps[k]!) * NS_PER_TICK);
     const error = (results[k]! & ERROR) !== 0;
     if (t !== null) t.step(timers[k]!, ns, error);
     else timers[k]!.record(ns, error);

@@ -8,6 +8,7 @@
 // Hot path: no allocation here beyond what a function returns to keep (a replaced body, a string
 // property); the exchange is a field set around each call, not a closure.
 import { performance } from 'node:perf_hooks';
+import { stepNow, NS_PER_TICK } from '../step-clock.ts';
 import { Property, Phase, PhaseMask, phaseName, CallFlag, LOG_LEVEL_NAMES, MAX_REQUEST_CONTEXTS, type MetricKind } from './abi.ts';
 import { PluginTrap, ConfigureNotes } from './errors.ts';
 import { type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, findInBody } from './host-exchange.ts';
@@ -341,7 +342,7 @@ export class StepHost {
       return;
     }
     this.subopNames[d] = name;
-    this.subopStarts[d] = performance.now();
+    this.subopStarts[d] = stepNow();
   }
 
   subopEnd(): void {
@@ -352,7 +353,7 @@ export class StepHost {
     const start = this.subopStarts[d]!;
     if (start < 0) return;
     const ex = this.ex;
-    sink(this.subopNames[d]!, ex === null ? Phase.Request : ex.phase, Math.round((performance.now() - start) * 1e6));
+    sink(this.subopNames[d]!, ex === null ? Phase.Request : ex.phase, Math.round((stepNow() - start) * NS_PER_TICK));
   }
 
   // ---- kv and clock -------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 // plugins' own clock reads, the kv store's TTLs, are counted from the same graph built untraced) — and a
 // sampled one gets its steps and sub-operations in its RequestTimings. And a request whose
 // RequestTimings do not ask for sub-operations (profiling outside its frame sample) has its steps
-// timed while its plugins' subop() calls never leave the plugin.
+// timed while its plugins' subop() calls never leave the plugin. The reads are counted by wrapping
+// performance.now(), which the step clock is made to read (PROXY_STEP_CLOCK=performance).
+import '../helpers/performance-step-clock.ts';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
@@ -11,6 +13,7 @@ import { PipelineManager, RequestTimings, type PipelineConfig } from '../../runt
 import { TracingRecorder } from '../../runtime/telemetry/index.ts';
 import { makeExchange } from '../../sdk/testing/index.ts';
 import { fixture } from '../wasm/fixtures.ts';
+import { stepClock } from '../../runtime/step-clock.ts';
 
 const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {} };
 
@@ -32,6 +35,7 @@ test('tracing only: an unsampled request reads no clock (steps or sub-operations
   const plain = plainManager.get('t');
   plain.runRequest(makeExchange({ find: 'c', $db: 'app' }, 't'));
 
+  assert.equal(stepClock.source, 'performance.now', 'the step clock reads performance.now()');
   const realNow = performance.now;
   let reads = 0;
   performance.now = function now(this: typeof performance) { reads++; return realNow.call(this); };

@@ -1,0 +1,129 @@
+// The step clock: a time-stamp counter read that V8 calls as a fast API call from optimised
+// JavaScript (no handle scope, no JS-to-C++ trampoline), for the profiler's per-step timing. A
+// request with the eight built-ins reads the clock a dozen times; performance.now() costs ~35 ns a
+// read here and this ~10 ns.
+//
+// ticks(): the counter since the addon was loaded, as a double. On x86-64 it is the CPU's
+// time-stamp counter (rdtsc); elsewhere CLOCK_MONOTONIC in ns. nsPerTick() measures the
+// counter's rate against CLOCK_MONOTONIC over a few milliseconds. runtime/pipeline/step-clock.ts
+// decides whether to use it (the kernel must trust the TSC as its own clocksource).
+//
+// Node 20's headers do not ship v8-fast-api-calls.h. V8 exports what a fast call needs
+// (CFunction's constructor), and Node has already built the CFunctionInfo of the signature used here,
+// `double (v8::Local<v8::Object> receiver)`, for its own bindings: it is looked up by its symbol and
+// reused, so nothing here depends on the layout or numbering of V8's type descriptions. Without
+// that symbol (another Node version) `fast` is false and step-clock.ts keeps performance.now().
+#include <dlfcn.h>
+#include <stdint.h>
+#include <time.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+#include <new>
+#include <node.h>
+#include <v8.h>
+
+namespace v8 {
+class CFunctionInfo;
+// The two members of V8's CFunction (v8-fast-api-calls.h); built only by V8's exported constructor.
+class CFunction {
+ public:
+  CFunction(const void* address, const CFunctionInfo* type_info);
+
+ private:
+  const void* address_;
+  const CFunctionInfo* type_info_;
+};
+}  // namespace v8
+
+namespace {
+
+// The CFunctionInfo of `double (v8::Local<v8::Object>)` that Node built for its own bindings, and
+// its guard (non-zero once it is constructed).
+const char kInfoSymbol[] =
+    "_ZZN2v88internal28CFunctionBuilderWithFunctionINS_16CTypeInfoBuilderIdJEEEJNS2_INS_5LocalINS_6ObjectEEEJEEEEE5BuildEvE8instance";
+const char kGuardSymbol[] =
+    "_ZGVZN2v88internal28CFunctionBuilderWithFunctionINS_16CTypeInfoBuilderIdJEEEJNS2_INS_5LocalINS_6ObjectEEEJEEEEE5BuildEvE8instance";
+
+uint64_t raw_base = 0;
+// Calls that took the slow path (a test checks that optimised code does not).
+double slow_calls = 0;
+
+inline uint64_t monotonic_ns() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+inline uint64_t raw() {
+#if defined(__x86_64__)
+  return __rdtsc();
+#else
+  return monotonic_ns();
+#endif
+}
+
+inline double ticks() { return (double)(raw() - raw_base); }
+
+double FastTicks(v8::Local<v8::Object> receiver) {
+  (void)receiver;
+  return ticks();
+}
+
+void SlowTicks(const v8::FunctionCallbackInfo<v8::Value>& info) {
+  slow_calls++;
+  info.GetReturnValue().Set(ticks());
+}
+
+void SlowCalls(const v8::FunctionCallbackInfo<v8::Value>& info) { info.GetReturnValue().Set(slow_calls); }
+
+// ns per tick, measured over `ms` milliseconds (spinning: the caller does it once, at start).
+void NsPerTick(const v8::FunctionCallbackInfo<v8::Value>& info) {
+#if defined(__x86_64__)
+  double ms = info.Length() > 0 && info[0]->IsNumber() ? info[0].As<v8::Number>()->Value() : 5;
+  if (!(ms > 0) || ms > 1000) ms = 5;
+  const uint64_t t0 = monotonic_ns();
+  const uint64_t c0 = raw();
+  uint64_t t1, c1;
+  do {
+    t1 = monotonic_ns();
+    c1 = raw();
+  } while ((double)(t1 - t0) < ms * 1e6);
+  info.GetReturnValue().Set(c1 > c0 ? (double)(t1 - t0) / (double)(c1 - c0) : 0.0);
+#else
+  info.GetReturnValue().Set(1.0);
+#endif
+}
+
+alignas(alignof(void*)) unsigned char cfunction_storage[sizeof(v8::CFunction)];
+
+void Set(v8::Local<v8::Context> context, v8::Local<v8::Object> target, const char* name, v8::Local<v8::Value> value) {
+  v8::Isolate* isolate = context->GetIsolate();
+  target->Set(context, v8::String::NewFromUtf8(isolate, name).ToLocalChecked(), value).Check();
+}
+
+}  // namespace
+
+NODE_MODULE_INIT() {
+  (void)module;
+  v8::Isolate* isolate = context->GetIsolate();
+  raw_base = raw();
+  const v8::CFunction* fast = nullptr;
+  void* info = dlsym(RTLD_DEFAULT, kInfoSymbol);
+  const volatile unsigned char* guard = static_cast<const volatile unsigned char*>(dlsym(RTLD_DEFAULT, kGuardSymbol));
+  if (info != nullptr && guard != nullptr && *guard != 0) {
+    fast = new (cfunction_storage) v8::CFunction(reinterpret_cast<const void*>(FastTicks), static_cast<const v8::CFunctionInfo*>(info));
+  }
+  v8::Local<v8::FunctionTemplate> ticks_template = v8::FunctionTemplate::New(
+      isolate, SlowTicks, v8::Local<v8::Value>(), v8::Local<v8::Signature>(), 0, v8::ConstructorBehavior::kThrow,
+      v8::SideEffectType::kHasNoSideEffect, fast);
+  Set(context, exports, "ticks", ticks_template->GetFunction(context).ToLocalChecked());
+  Set(context, exports, "nsPerTick", v8::FunctionTemplate::New(isolate, NsPerTick)->GetFunction(context).ToLocalChecked());
+  Set(context, exports, "slowCalls", v8::FunctionTemplate::New(isolate, SlowCalls)->GetFunction(context).ToLocalChecked());
+  Set(context, exports, "fast", v8::Boolean::New(isolate, fast != nullptr));
+#if defined(__x86_64__)
+  Set(context, exports, "source", v8::String::NewFromUtf8Literal(isolate, "rdtsc"));
+#else
+  Set(context, exports, "source", v8::String::NewFromUtf8Literal(isolate, "monotonic"));
+#endif
+}

@@ -1,0 +1,84 @@
+// The clock the profiler times steps and sub-operations with: read at every step boundary of a
+// timed request (a dozen reads per request with the eight built-ins), so its cost is most of what
+// timing a step costs. performance.now() takes ~35 ns a read here; native/clock's time-stamp
+// counter, called by V8 as a fast API call, ~10 ns.
+//
+// Readings are in ticks and are only ever subtracted from one another: a duration in ns is
+// (b - a) * NS_PER_TICK. Every other time in the proxy (when a request was read, the upstream
+// call's stages, tracing's span times) stays performance.now() ms.
+//
+// The counter is used when native/clock is built (`npm run build`), V8 calls it without leaving
+// optimised code (`fast`), and, for the CPU's time-stamp counter, the kernel uses it as its own
+// clocksource (so it runs at a constant rate and agrees across CPUs). Otherwise, or with
+// PROXY_STEP_CLOCK=performance in the environment, the clock is performance.now().
+import { createRequire } from 'node:module';
+import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+
+export const CLOCK_ADDON_PATH = resolve(dirname(fileURLToPath(import.meta.url)), '../native/clock/build/Release/clock.node');
+
+interface ClockAddon {
+  /** The counter since the addon was loaded. */
+  ticks(): number;
+  /** ns per tick, measured against CLOCK_MONOTONIC over `ms` milliseconds. */
+  nsPerTick(ms: number): number;
+  /** Calls that took the slow (non-fast-API) path. */
+  slowCalls(): number;
+  /** Whether V8 was given the fast call (false: every call takes the slow path). */
+  readonly fast: boolean;
+  /** 'rdtsc' (x86-64) or 'monotonic' (CLOCK_MONOTONIC ns). */
+  readonly source: string;
+}
+
+export interface StepClock {
+  /** A reading, in ticks. */
+  readonly now: () => number;
+  /** ns per tick. */
+  readonly nsPerTick: number;
+  /** 'rdtsc', 'monotonic' or 'performance.now'. */
+  readonly source: string;
+  /** Why the counter is not used (source 'performance.now'), else ''. */
+  readonly reason: string;
+  /** The addon, when it is used (tests read its slow-call count). */
+  readonly addon: ClockAddon | null;
+}
+
+function performanceClock(reason: string): StepClock {
+  return { now: () => performance.now(), nsPerTick: 1e6, source: 'performance.now', reason, addon: null };
+}
+
+function kernelClocksource(): string {
+  try {
+    return readFileSync('/sys/devices/system/clocksource/clocksource0/current_clocksource', 'utf8').trim();
+  } catch {
+    return '';
+  }
+}
+
+function load(): StepClock {
+  if (process.env.PROXY_STEP_CLOCK === 'performance') return performanceClock('PROXY_STEP_CLOCK=performance');
+  let addon: ClockAddon;
+  try {
+    addon = createRequire(import.meta.url)(CLOCK_ADDON_PATH) as ClockAddon;
+  } catch (err) {
+    return performanceClock(`native/clock not loaded (${(err as Error).message.split('\n')[0]})`);
+  }
+  if (!addon.fast) return performanceClock('this Node version gives native/clock no fast call');
+  if (addon.source === 'rdtsc') {
+    const cs = kernelClocksource();
+    if (cs !== 'tsc') return performanceClock(`the kernel's clocksource is ${cs === '' ? 'unknown' : `"${cs}"`}, not "tsc"`);
+  }
+  const nsPerTick = addon.source === 'rdtsc' ? addon.nsPerTick(5) : 1;
+  if (!(nsPerTick > 0.01 && nsPerTick < 100)) return performanceClock(`the counter's rate could not be measured (${nsPerTick} ns per tick)`);
+  const ticks = addon.ticks;
+  return { now: ticks, nsPerTick, source: addon.source, reason: '', addon };
+}
+
+/** The process's step clock, chosen once when this module loads. */
+export const stepClock: StepClock = load();
+/** stepClock.now, for the hot loops. */
+export const stepNow: () => number = stepClock.now;
+/** stepClock.nsPerTick. */
+export const NS_PER_TICK: number = stepClock.nsPerTick;

@@ -1,0 +1,69 @@
+// The profiler's step clock (runtime/step-clock.ts): native/clock's counter, called by V8 as a fast
+// API call, where the kernel trusts the CPU's time-stamp counter; performance.now() otherwise or
+// when PROXY_STEP_CLOCK=performance asks for it. Durations read from it agree with performance.now().
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
+import { stepClock, stepNow, NS_PER_TICK } from '../../runtime/step-clock.ts';
+
+function clocksource(): string {
+  try {
+    return readFileSync('/sys/devices/system/clocksource/clocksource0/current_clocksource', 'utf8').trim();
+  } catch {
+    return '';
+  }
+}
+
+test('the step clock is the time-stamp counter where the kernel keeps time with it, else performance.now() with the reason', () => {
+  if (process.arch === 'x64' && clocksource() === 'tsc') {
+    assert.equal(stepClock.source, 'rdtsc', stepClock.reason);
+    assert.equal(stepClock.reason, '');
+    assert.ok(NS_PER_TICK > 0.01 && NS_PER_TICK < 100, `${NS_PER_TICK} ns per tick`);
+  } else if (process.arch === 'x64') {
+    assert.equal(stepClock.source, 'performance.now');
+    assert.match(stepClock.reason, /clocksource/);
+  } else {
+    assert.equal(stepClock.source, 'monotonic');
+    assert.equal(NS_PER_TICK, 1);
+  }
+});
+
+test('optimised code reads the counter through the fast call, not the slow callback', { skip: stepClock.addon === null }, () => {
+  const addon = stepClock.addon!;
+  const stamps = new Float64Array(8);
+  const loop = (n: number) => { for (let i = 0; i < n; i++) stamps[i & 7] = stepNow(); };
+  const before = addon.slowCalls();
+  const calls = 2_000_000;
+  loop(calls);
+  const slow = addon.slowCalls() - before;
+  // The first few thousand calls run before V8 optimises the loop.
+  assert.ok(slow < calls / 100, `${slow} of ${calls} calls took the slow path`);
+  assert.ok(stamps[7]! > 0);
+});
+
+test('a duration read from the step clock is the one performance.now() reads', () => {
+  for (const ms of [5, 40]) {
+    const t0 = stepNow();
+    const p0 = performance.now();
+    while (performance.now() - p0 < ms);
+    const t1 = stepNow();
+    const p1 = performance.now();
+    const stepMs = ((t1 - t0) * NS_PER_TICK) / 1e6;
+    const perfMs = p1 - p0;
+    assert.ok(Math.abs(stepMs - perfMs) < 0.01 * perfMs + 0.01, `${ms} ms: step clock ${stepMs} ms, performance.now ${perfMs} ms`);
+  }
+  const a = stepNow();
+  const b = stepNow();
+  assert.ok(b >= a, 'readings do not go back');
+});
+
+test('PROXY_STEP_CLOCK=performance keeps performance.now(), and says why', () => {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', '-e',
+    "import('./runtime/step-clock.ts').then((m) => console.log(JSON.stringify([m.stepClock.source, m.stepClock.reason, m.NS_PER_TICK])))"], {
+    encoding: 'utf8', env: { ...process.env, PROXY_STEP_CLOCK: 'performance' },
+  });
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout), ['performance.now', 'PROXY_STEP_CLOCK=performance', 1e6]);
+});
