@@ -22,6 +22,18 @@ export class RequestTimings {
    * starts: the profiler keeps its frame, or tracing samples it). Steps are timed either way.
    */
   subops = true;
+  /**
+   * Whether each step's time goes straight to its timer as its phase ends (set by the connection
+   * when the profiler has no sampling filter to apply at the end and keeps its histograms in process
+   * memory); the profiler's commit then records the request's totals only.
+   */
+  direct = false;
+  /**
+   * Whether the step invocations are also kept in the arrays above (for whatever reads them when
+   * the request ends: the profiler's commit when not `direct`, its frame, its trace spans, its
+   * `proxy_profile`). With `direct` and nothing to read them, they are not stored at all.
+   */
+  keep = true;
 
   reset(): void {
     this.count = 0;
@@ -30,6 +42,8 @@ export class RequestTimings {
   }
 
   step(timer: StepTimer, durationNs: number, error: boolean): void {
+    if (this.direct) timer.record(durationNs, error);
+    if (!this.keep) return;
     const i = this.count++;
     this.timers[i] = timer;
     this.ns[i] = durationNs;

@@ -260,6 +260,14 @@ export class Profiler implements StepRecorder {
   private readonly stepStats = new Map<string, StepStats>();
   private operations: ReadonlySet<string> | null;
   private collections: ReadonlySet<string> | null;
+  /**
+   * Whether a request's step times may go to the step histograms as each phase ends
+   * (RequestTimings.direct) rather than at commit: no sampling filter is configured (every request
+   * is recorded, so nothing need wait for its end) and the histograms are in process memory (the
+   * histogram file's writes are bracketed by commit's begin/end).
+   */
+  recordsDirect = false;
+
   /** When the statistics were last reset (ms since the epoch). */
   since = Date.now();
   private readonly resetListeners: Array<() => void> = [];
@@ -280,6 +288,12 @@ export class Profiler implements StepRecorder {
     this.frames = new FrameRing(settings.frameCapacity);
     this.operations = settings.filters.operations === null ? null : new Set(settings.filters.operations);
     this.collections = settings.filters.collections === null ? null : new Set(settings.filters.collections);
+    this.recordsDirect = this.canRecordDirect();
+  }
+
+  private canRecordDirect(): boolean {
+    return this.file === null && this.operations === null && this.collections === null
+      && this.settings.filters.minUpstreamLatencyUs === 0;
   }
 
   /**
@@ -325,6 +339,7 @@ export class Profiler implements StepRecorder {
     this.settings = { ...settings, histogramBuckets: this.settings.histogramBuckets, frameCapacity: this.settings.frameCapacity };
     this.operations = settings.filters.operations === null ? null : new Set(settings.filters.operations);
     this.collections = settings.filters.collections === null ? null : new Set(settings.filters.collections);
+    this.recordsDirect = this.canRecordDirect();
     for (const s of this.stepStats.values()) s.thresholdNs = this.thresholdUs(s.step) * 1000;
   }
 
@@ -417,7 +432,7 @@ export class Profiler implements StepRecorder {
     g.overhead.record(Math.max(0, r.totalNs - upstreamNs), false);
     if (r.acquireNs > 0) g.acquire.record(r.acquireNs, false);
     const t = r.timings;
-    for (let i = 0; i < t.count; i++) t.timers[i].record(t.ns[i], t.errors[i]);
+    if (!t.direct) for (let i = 0; i < t.count; i++) t.timers[i].record(t.ns[i], t.errors[i]);
     const framed = r.framed;
     // Sub-operation statistics are of the framed requests (a traced request outside them has its
     // sub-operations timed for its spans: they are left out here, so the sample stays the frames').

@@ -96,6 +96,11 @@ export class RequestRecord {
       const t = (this.timings ??= new RequestTimings());
       t.reset();
       t.subops = framed || traced;
+      // Without sampling filters the step times go straight to the histograms; they are stored for
+      // the request only if something reads them at its end.
+      const direct = profiling && profiler.recordsDirect;
+      t.direct = direct;
+      t.keep = !direct || framed || traced || this.wantsProfile;
       if (traced) {
         this.requestPhaseAt = -1;
         this.responsePhaseAt = -1;

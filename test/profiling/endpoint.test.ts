@@ -295,6 +295,45 @@ test('every step invocation is counted; sub-operations are timed only for the re
   assert.match(folded, /request pipeline;wasm:cache;cache\.lookup \d+/, 'the kept frames carry the sub-operation');
 });
 
+test('without a sampling filter step times go to the histograms as each phase ends: every invocation counted once, and the requests ' +
+  'outside the frame sample still give their steps to proxy_profile', { timeout: 60_000 }, async () => {
+  // flamegraph_frames 100: a burst of 10 frames, then one per 600 ms; 40 finds back to back leave
+  // most requests outside the sample, their step times stored nowhere but in the histograms.
+  const { proxy, client } = await start({ enabled: true, flamegraph_frames: 100 });
+  assert.equal(proxy.profiler!.recordsDirect, true, 'no filter, histograms in memory');
+  const db = client.db('prof');
+  for (let i = 0; i < 40; i++) await db.collection('c').findOne({ i });
+  const snap = (await get(`${proxy.profilingUrl}/api/profile`)).body;
+  assert.equal(snap.total_requests, 40);
+  const rows = snap.steps.map((r: { name: string; phase: string; invocations: number }) => `${r.name}/${r.phase} ${r.invocations}`);
+  assert.deepEqual(rows.sort(), ['wasm:filter/request 40', 'wasm:logging/response 40', 'wasm:spin/request 40']);
+  const frames = proxy.profiler!.frames.size;
+  assert.ok(frames >= 10 && frames < 30, `a burst of frames kept (${frames})`);
+  const folded = (await get(`${proxy.profilingUrl}/api/profile/flamegraph?format=folded`)).body as string;
+  assert.match(folded, /request pipeline;wasm:spin \d+/, 'the kept frames carry their steps');
+  // A client that asks for proxy_profile, once the frame budget is spent: its steps are kept for the reply.
+  const pc = new MongoClient(proxy.uri, { appName: 'reporting?proxy_profile=true' });
+  clients.push(pc);
+  for (let i = 0; i < 5; i++) {
+    const profiled = await pc.db('prof').command({ find: 'c', filter: {} });
+    assert.deepEqual(profiled.proxy_profile.steps.map((x: { name: string; phase: string }) => `${x.name}/${x.phase}`),
+      ['wasm:spin/request', 'wasm:filter/request', 'wasm:logging/response'], `request ${i}`);
+  }
+  // A filter (on reload) records at commit instead: the same requests, the same counts.
+  const filtered = parseConfig({
+    listen: '127.0.0.1:0', log: { level: 'warn' }, profiling: { port: 0, enabled: true, filters: { collections: ['c'] } },
+    pipeline: { request: ['filter'], response: [] }, steps: { filter: { config: { rules: [], default: 'allow' } } },
+  }, null);
+  proxy.profiler!.configure(profilingSettings(filtered.profiling!));
+  assert.equal(proxy.profiler!.recordsDirect, false, 'a filter is decided at the end of the request');
+  for (let i = 0; i < 10; i++) await db.collection('c').findOne({ i });
+  await db.collection('other').findOne({});
+  const after = (await get(`${proxy.profilingUrl}/api/profile`)).body;
+  assert.equal(after.total_requests, 40 + 5 + 10);
+  const spin = after.steps.find((r: { name: string }) => r.name === 'wasm:spin');
+  assert.equal(spin.invocations, 40 + 5 + 10, 'the find on "other" is left out');
+});
+
 test('disabled → /api/profile 404 (metrics still served); not configured → connection refused; reload turns profiling on', { timeout: 60_000 }, async () => {
   const { proxy, client } = await start({ enabled: false });
   await client.db('prof').collection('x').findOne({});
