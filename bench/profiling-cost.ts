@@ -41,6 +41,11 @@ function run(p: Pipeline, timed: boolean): number {
       timings.reset();
       const framed = profiler.admitFrame(performance.now());
       timings.subops = framed;
+      // Without sampling filters step times go straight to the histograms, and are stored for the
+      // request only when its frame is kept.
+      const direct = profiler.recordsDirect;
+      timings.direct = direct;
+      timings.keep = !direct || framed;
       completed.framed = framed;
       ex.timings = timings;
     }
