@@ -41,12 +41,14 @@ export interface StepClock {
   readonly source: string;
   /** Why the counter is not used (source 'performance.now'), else ''. */
   readonly reason: string;
+  /** A PROXY_STEP_CLOCK value that is not a choice, said once at start (the clock is chosen as without it), else ''. */
+  readonly warning: string;
   /** The addon, when it is used (tests read its slow-call count). */
   readonly addon: ClockAddon | null;
 }
 
-function performanceClock(reason: string): StepClock {
-  return { now: () => performance.now(), nsPerTick: 1e6, source: 'performance.now', reason, addon: null };
+function performanceClock(reason: string, warning: string): StepClock {
+  return { now: () => performance.now(), nsPerTick: 1e6, source: 'performance.now', reason, warning, addon: null };
 }
 
 function kernelClocksource(): string {
@@ -58,22 +60,24 @@ function kernelClocksource(): string {
 }
 
 function load(): StepClock {
-  if (process.env.PROXY_STEP_CLOCK === 'performance') return performanceClock('PROXY_STEP_CLOCK=performance');
+  const choice = process.env.PROXY_STEP_CLOCK ?? '';
+  if (choice === 'performance') return performanceClock('PROXY_STEP_CLOCK=performance', '');
+  const warning = choice === '' ? '' : `PROXY_STEP_CLOCK=${choice} is not a choice (the one choice is "performance"): ignored`;
   let addon: ClockAddon;
   try {
     addon = createRequire(import.meta.url)(CLOCK_ADDON_PATH) as ClockAddon;
   } catch (err) {
-    return performanceClock(`native/clock not loaded (${(err as Error).message.split('\n')[0]})`);
+    return performanceClock(`native/clock not loaded (${(err as Error).message.split('\n')[0]})`, warning);
   }
-  if (!addon.fast) return performanceClock('this Node version gives native/clock no fast call');
+  if (!addon.fast) return performanceClock('this Node version gives native/clock no fast call', warning);
   if (addon.source === 'rdtsc') {
     const cs = kernelClocksource();
-    if (cs !== 'tsc') return performanceClock(`the kernel's clocksource is ${cs === '' ? 'unknown' : `"${cs}"`}, not "tsc"`);
+    if (cs !== 'tsc') return performanceClock(`the kernel's clocksource is ${cs === '' ? 'unknown' : `"${cs}"`}, not "tsc"`, warning);
   }
   const nsPerTick = addon.source === 'rdtsc' ? addon.nsPerTick(5) : 1;
-  if (!(nsPerTick > 0.01 && nsPerTick < 100)) return performanceClock(`the counter's rate could not be measured (${nsPerTick} ns per tick)`);
+  if (!(nsPerTick > 0.01 && nsPerTick < 100)) return performanceClock(`the counter's rate could not be measured (${nsPerTick} ns per tick)`, warning);
   const ticks = addon.ticks;
-  return { now: ticks, nsPerTick, source: addon.source, reason: '', addon };
+  return { now: ticks, nsPerTick, source: addon.source, reason: '', warning, addon };
 }
 
 /** The process's step clock, chosen once when this module loads. */

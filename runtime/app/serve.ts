@@ -456,6 +456,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     log.info(p.enabled ? 'profiling endpoint listening' : 'profiling endpoint listening; profiling is disabled (profiling.enabled: false)',
       stepClock.reason === '' ? { url: surfaces.profiling.url, step_clock: stepClock.source }
       : { url: surfaces.profiling.url, step_clock: stepClock.source, step_clock_reason: stepClock.reason });
+    if (stepClock.warning !== '') log.warn(stepClock.warning, { step_clock: stepClock.source });
     if (snapshots !== null) {
       snapshots.start();
       if (snapshots.dir !== null) log.info('profiling snapshots persisted',

@@ -60,11 +60,23 @@ test('a duration read from the step clock is the one performance.now() reads', (
   assert.ok(b >= a, 'readings do not go back');
 });
 
-test('PROXY_STEP_CLOCK=performance keeps performance.now(), and says why', () => {
+/** [source, reason, warning, NS_PER_TICK] of the step clock of a process started with PROXY_STEP_CLOCK=`value`. */
+function clockWith(value: string): [string, string, string, number] {
   const r = spawnSync(process.execPath, ['--import', 'tsx', '-e',
-    "import('./runtime/step-clock.ts').then((m) => console.log(JSON.stringify([m.stepClock.source, m.stepClock.reason, m.NS_PER_TICK])))"], {
-    encoding: 'utf8', env: { ...process.env, PROXY_STEP_CLOCK: 'performance' },
+    "import('./runtime/step-clock.ts').then((m) => console.log(JSON.stringify([m.stepClock.source, m.stepClock.reason, m.stepClock.warning, m.NS_PER_TICK])))"], {
+    encoding: 'utf8', env: { ...process.env, PROXY_STEP_CLOCK: value },
   });
   assert.equal(r.status, 0, r.stderr);
-  assert.deepEqual(JSON.parse(r.stdout), ['performance.now', 'PROXY_STEP_CLOCK=performance', 1e6]);
+  return JSON.parse(r.stdout);
+}
+
+test('PROXY_STEP_CLOCK=performance keeps performance.now(), and says why', () => {
+  assert.deepEqual(clockWith('performance'), ['performance.now', 'PROXY_STEP_CLOCK=performance', '', 1e6]);
+});
+
+test('a PROXY_STEP_CLOCK value that is not a choice is named in a warning, and the clock is chosen as without it', () => {
+  const [source, reason, warning] = clockWith('tsc');
+  assert.equal(warning, 'PROXY_STEP_CLOCK=tsc is not a choice (the one choice is "performance"): ignored');
+  assert.equal(source, stepClock.source);
+  assert.equal(reason, stepClock.reason);
 });
