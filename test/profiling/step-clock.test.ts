@@ -62,8 +62,9 @@ test('a duration read from the step clock is the one performance.now() reads', (
 
 /** [source, reason, warning, NS_PER_TICK] of the step clock of a process started with PROXY_STEP_CLOCK=`value`. */
 function clockWith(value: string): [string, string, string, number] {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', '-e',
-    "import('./runtime/step-clock.ts').then((m) => console.log(JSON.stringify([m.stepClock.source, m.stepClock.reason, m.stepClock.warning, m.NS_PER_TICK])))"], {
+  const script = 'import(\'./runtime/step-clock.ts\').then(({ stepClock: c, NS_PER_TICK }) => '
+    + 'console.log(JSON.stringify([c.source, c.reason, c.warning, NS_PER_TICK])))';
+  const r = spawnSync(process.execPath, ['--import', 'tsx', '-e', script], {
     encoding: 'utf8', env: { ...process.env, PROXY_STEP_CLOCK: value },
   });
   assert.equal(r.status, 0, r.stderr);
