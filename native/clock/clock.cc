@@ -77,17 +77,35 @@ void SlowTicks(const v8::FunctionCallbackInfo<v8::Value>& info) {
 
 void SlowCalls(const v8::FunctionCallbackInfo<v8::Value>& info) { info.GetReturnValue().Set(slow_calls); }
 
-// ns per tick, measured over `ms` milliseconds (spinning: the caller does it once, at start).
+#if defined(__x86_64__)
+// A counter reading and the CLOCK_MONOTONIC time it was taken at: the reading between two clock
+// reads, taken again until they are less than 2 µs apart (not preempted or interrupted between),
+// at their midpoint. Gives up after 1000 tries (false).
+bool Paired(uint64_t* ns, uint64_t* ticks) {
+  for (int i = 0; i < 1000; i++) {
+    const uint64_t before = monotonic_ns();
+    const uint64_t c = raw();
+    const uint64_t after = monotonic_ns();
+    if (after - before < 2000) {
+      *ns = before + (after - before) / 2;
+      *ticks = c;
+      return true;
+    }
+  }
+  return false;
+}
+#endif
+
+// ns per tick, measured over `ms` milliseconds (spinning: the caller does it once, at start);
+// 0 when no undisturbed reading could be paired with the clock.
 void NsPerTick(const v8::FunctionCallbackInfo<v8::Value>& info) {
 #if defined(__x86_64__)
   double ms = info.Length() > 0 && info[0]->IsNumber() ? info[0].As<v8::Number>()->Value() : 5;
   if (!(ms > 0) || ms > 1000) ms = 5;
-  const uint64_t t0 = monotonic_ns();
-  const uint64_t c0 = raw();
-  uint64_t t1, c1;
+  uint64_t t0, c0, t1, c1;
+  if (!Paired(&t0, &c0)) return info.GetReturnValue().Set(0.0);
   do {
-    t1 = monotonic_ns();
-    c1 = raw();
+    if (!Paired(&t1, &c1)) return info.GetReturnValue().Set(0.0);
   } while ((double)(t1 - t0) < ms * 1e6);
   info.GetReturnValue().Set(c1 > c0 ? (double)(t1 - t0) / (double)(c1 - c0) : 0.0);
 #else
