@@ -19,6 +19,7 @@
 #if defined(__x86_64__)
 #include <x86intrin.h>
 #endif
+#include <mutex>
 #include <new>
 #include <node.h>
 #include <v8.h>
@@ -45,7 +46,10 @@ const char kInfoSymbol[] =
 const char kGuardSymbol[] =
     "_ZGVZN2v88internal28CFunctionBuilderWithFunctionINS_16CTypeInfoBuilderIdJEEEJNS2_INS_5LocalINS_6ObjectEEEJEEEEE5BuildEvE8instance";
 
+// Set once per process (the addon may be loaded by several threads, each its own context).
 uint64_t raw_base = 0;
+std::once_flag init_once;
+const v8::CFunction* fast_ticks = nullptr;
 // Calls that took the slow path (a test checks that optimised code does not).
 double slow_calls = 0;
 
@@ -122,16 +126,20 @@ void Set(v8::Local<v8::Context> context, v8::Local<v8::Object> target, const cha
 
 }  // namespace
 
-NODE_MODULE_INIT() {
-  (void)module;
-  v8::Isolate* isolate = context->GetIsolate();
+void InitOnce() {
   raw_base = raw();
-  const v8::CFunction* fast = nullptr;
   void* info = dlsym(RTLD_DEFAULT, kInfoSymbol);
   const volatile unsigned char* guard = static_cast<const volatile unsigned char*>(dlsym(RTLD_DEFAULT, kGuardSymbol));
   if (info != nullptr && guard != nullptr && *guard != 0) {
-    fast = new (cfunction_storage) v8::CFunction(reinterpret_cast<const void*>(FastTicks), static_cast<const v8::CFunctionInfo*>(info));
+    fast_ticks = new (cfunction_storage) v8::CFunction(reinterpret_cast<const void*>(FastTicks), static_cast<const v8::CFunctionInfo*>(info));
   }
+}
+
+NODE_MODULE_INIT() {
+  (void)module;
+  v8::Isolate* isolate = context->GetIsolate();
+  std::call_once(init_once, InitOnce);
+  const v8::CFunction* fast = fast_ticks;
   v8::Local<v8::FunctionTemplate> ticks_template = v8::FunctionTemplate::New(
       isolate, SlowTicks, v8::Local<v8::Value>(), v8::Local<v8::Signature>(), 0, v8::ConstructorBehavior::kThrow,
       v8::SideEffectType::kHasNoSideEffect, fast);
