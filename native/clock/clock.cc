@@ -5,13 +5,14 @@
 //
 // ticks(): the counter since the addon was loaded, as a double. On x86-64 it is the CPU's
 // time-stamp counter (rdtsc); elsewhere CLOCK_MONOTONIC in ns. nsPerTick() measures the
-// counter's rate against CLOCK_MONOTONIC over a few milliseconds. runtime/pipeline/step-clock.ts
+// counter's rate against CLOCK_MONOTONIC over a few milliseconds. runtime/step-clock.ts
 // decides whether to use it (the kernel must trust the TSC as its own clocksource).
 //
 // Node 20's headers do not ship v8-fast-api-calls.h. V8 exports what a fast call needs
 // (CFunction's constructor), and Node has already built the CFunctionInfo of the signature used here,
 // `double (v8::Local<v8::Object> receiver)`, for its own bindings: it is looked up by its symbol and
-// reused, so nothing here depends on the layout or numbering of V8's type descriptions. Without
+// reused, so nothing here depends on the layout or numbering of V8's type descriptions (CTypeInfo,
+// CFunctionInfo); only CFunction's two members are declared below. Without
 // that symbol (another Node version) `fast` is false and step-clock.ts keeps performance.now().
 #include <dlfcn.h>
 #include <stdint.h>
