@@ -5,10 +5,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import type { Page, Request } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { startProxy } from '../../runtime/app/serve.ts';
-import { ARTIFACTS, quiet, running, start, open } from './helpers.ts';
+import { ARTIFACTS, quiet, running, start, open, holdFirst } from './helpers.ts';
 
 const column = (page: Page, i: number) => page.$$eval(`#steps tbody tr td:nth-child(${i})`, (tds) => tds.map((t) => t.textContent ?? ''));
 const num = (s: string) => Number(s.replace(/[^\d.]/g, ''));
@@ -141,25 +141,12 @@ test('trend chart: two quick changes end on the chart the last one asked for, wh
   await proxy.snapshots!.snapshot();
   const page = await openTrends(proxy.profilingUrl!);
   // The range change's answer is held back until the figure change has drawn its chart.
-  let release!: () => void;
-  const held = new Promise<void>((resolve) => { release = resolve; });
-  let first = true;
-  let heldRequest!: (r: Request) => void;
-  const heldSeen = new Promise<Request>((resolve) => { heldRequest = resolve; });
-  await page.route('**/api/profile/series*', async (route) => {
-    if (!first) return route.continue();
-    first = false;
-    heldRequest(route.request());
-    await held;
-    await route.continue();
-  });
+  const hold = await holdFirst(page, '**/api/profile/series*');
   await page.selectOption('#range', '900000');
-  const late = await heldSeen;
+  await hold.seen;
   await page.selectOption('#figure', 'p99_latency_us');
   await page.waitForSelector('#chart[data-figure=p99_latency_us] canvas');
-  const lateFinished = page.waitForEvent('requestfinished', (r) => r === late);
-  release();
-  await lateFinished;
+  await hold.release();
   // The late answer (asked for while the figure was still P95) has reached the page; give its handler time to draw.
   await page.waitForTimeout(300);
   assert.equal(await page.getAttribute('#chart', 'data-figure'), 'p99_latency_us');

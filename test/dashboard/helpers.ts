@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type Page, type Request } from 'playwright-core';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
@@ -101,4 +101,33 @@ export async function createCanary(proxy: RunningProxy, token: string, body: Rec
   }).then((r) => r.json()) as { canary_id?: string };
   assert.match(created.canary_id ?? '', /./, JSON.stringify(created));
   return created.canary_id!;
+}
+
+/**
+ * Holds back the page's first request to a URL matching `url` (the others pass): `seen` resolves
+ * with it when it is made; after `release()` it goes on, and the promise release() returns
+ * resolves once its answer has reached the page.
+ */
+export async function holdFirst(page: Page, url: string | RegExp): Promise<{ seen: Promise<Request>; release: () => Promise<void> }> {
+  let letGo!: () => void;
+  const held = new Promise<void>((resolve) => { letGo = resolve; });
+  let seenIt!: (r: Request) => void;
+  const seen = new Promise<Request>((resolve) => { seenIt = resolve; });
+  let first = true;
+  await page.route(url, async (route) => {
+    if (!first) return route.continue();
+    first = false;
+    seenIt(route.request());
+    await held;
+    await route.continue();
+  });
+  return {
+    seen,
+    release: async () => {
+      const late = await seen;
+      const finished = page.waitForEvent('requestfinished', (r) => r === late);
+      letGo();
+      await finished;
+    },
+  };
 }

@@ -6,10 +6,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
-import type { Page, Request } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { startProxy } from '../../runtime/app/serve.ts';
-import { ARTIFACTS, quiet, running, clients, open } from './helpers.ts';
+import { ARTIFACTS, quiet, running, clients, open, holdFirst } from './helpers.ts';
 
 const names = (page: Page) => page.$$eval('#steps tbody tr td:nth-child(1)', (tds) => tds.map((t) => t.textContent ?? ''));
 
@@ -56,22 +56,12 @@ test('pipeline selector: an answer for an earlier choice that comes late does no
   const page = await open(`${proxy.profilingUrl}/dashboard/`);
   await page.waitForSelector('#steps tbody tr');
   // The table's answer for `idle` is held back until `reports` has been chosen and shown.
-  let release!: () => void;
-  const held = new Promise<void>((resolve) => { release = resolve; });
-  let heldRequest!: (r: Request) => void;
-  const heldSeen = new Promise<Request>((resolve) => { heldRequest = resolve; });
-  await page.route(/\/api\/profile\?.*pipeline_id=idle/, async (route) => {
-    heldRequest(route.request());
-    await held;
-    await route.continue();
-  });
+  const hold = await holdFirst(page, /\/api\/profile\?.*pipeline_id=idle/);
   await page.selectOption('#pipeline-id', 'idle');
-  const late = await heldSeen;
+  await hold.seen;
   await page.selectOption('#pipeline-id', 'reports');
   await page.waitForFunction(() => /7 requests/.test(document.getElementById('summary')?.textContent ?? ''), undefined, { timeout: 10_000 });
-  const lateFinished = page.waitForEvent('requestfinished', (r) => r === late);
-  release();
-  await lateFinished;
+  await hold.release();
   // The late answer (no requests, step cache) has reached the page; give its handler time to run.
   await page.waitForTimeout(300);
   assert.match(await page.textContent('#summary') ?? '', /7 requests/);
