@@ -209,13 +209,18 @@
   }
 
   // ---- flame graph -------------------------------------------------------------------------
+  // Numbered like the table's and the chart's refreshes: of two quick submits, the later one's graph stays.
+  let flameGeneration = 0;
+
   async function drawFlame(ev) {
     if (ev) ev.preventDefault();
+    const generation = ++flameGeneration;
     const q = graphQuery() + '&duration=' + encodeURIComponent($('flame-duration').value)
       + '&min_width=' + encodeURIComponent($('flame-min-width').value)
       + ($('flame-title').value ? '&title=' + encodeURIComponent($('flame-title').value) : '');
     try {
       const svg = await api('/api/profile/flamegraph?' + q, true);
+      if (generation !== flameGeneration) return;
       if (state.flameUrl) URL.revokeObjectURL(state.flameUrl);
       // A blob URL keeps the SVG's own script (zoom, search) working inside the frame, with the token sent by fetch.
       state.flameUrl = URL.createObjectURL(new Blob([svg], { type: 'image/svg+xml' }));
@@ -225,6 +230,7 @@
       dl.hidden = false;
       notice('');
     } catch (err) {
+      if (generation !== flameGeneration) return;
       if (!explain(err)) notice('Flame graph: ' + err.message);
     }
   }

@@ -175,6 +175,29 @@ test('flame graph view: the interactive SVG embedded, click zooms and Reset Zoom
   await page.close();
 });
 
+test('flame graph: of two quick submits the later one\'s graph stays, whichever answer comes last', { timeout: 90_000 }, async () => {
+  const { proxy, client } = await start({});
+  for (let i = 0; i < 20; i++) await client.db('dash').collection('us_500').findOne({});
+  const page = await open(`${proxy.profilingUrl}/dashboard/`);
+  await page.waitForSelector('#steps tbody tr');
+  await page.click('#tab-flame');
+  // The first submit's answer is held back until the second one's graph is shown.
+  const hold = await holdFirst(page, '**/api/profile/flamegraph*');
+  await page.fill('#flame-title', 'first submit');
+  await page.click('#flame-form button[type=submit]');
+  await hold.seen;
+  await page.fill('#flame-title', 'second submit');
+  await page.click('#flame-form button[type=submit]');
+  const frame = page.frameLocator('#flame');
+  await frame.locator('[id$=title]').filter({ hasText: 'second submit' }).waitFor();
+  await hold.release();
+  // The late answer (titled "first submit") has reached the page; give its handler time to run.
+  await page.waitForTimeout(300);
+  assert.equal(await frame.locator('[id$=title]').filter({ hasText: 'second submit' }).count(), 1);
+  assert.equal(await frame.locator('[id$=title]').filter({ hasText: 'first submit' }).count(), 0);
+  await page.close();
+});
+
 test('a token-protected endpoint: the page loads, asks for the token, then shows data', { timeout: 60_000 }, async () => {
   const { proxy, client } = await start({ token: 'sesame-dashboard' });
   await client.db('dash').collection('us_10').findOne({});
