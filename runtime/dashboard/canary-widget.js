@@ -59,7 +59,7 @@
     const base = o.baseUrl.replace(/\/$/, '');
     const root = el('section', { class: 'pcw' + (o.theme === 'dark' ? ' dark' : ''), 'aria-live': 'polite', 'aria-label': 'Canary ' + o.canaryId });
     container.replaceChildren(root);
-    let socket = null, closed = false, last = null, retry = 1000, actionMsg = '';
+    let socket = null, closed = false, last = null, retry = 1000, actionMsg = '', pending = null;
 
     function render(c) {
       last = c;
@@ -168,6 +168,8 @@
     }
 
     function connect() {
+      pending = null;
+      if (closed) return;
       const url = base.replace(/^http/, 'ws') + '/api/v1/canary/' + encodeURIComponent(o.canaryId) + '/feed?interval_ms=' + Number(o.refreshInterval)
         + (o.token ? '&access_token=' + encodeURIComponent(o.token) : '');
       socket = new WebSocket(url);
@@ -196,13 +198,18 @@
 
     function reconnect() {
       if (last === null) message('Connecting to the control plane…');
-      setTimeout(connect, retry);
+      pending = setTimeout(connect, retry);
       retry = Math.min(retry * 2, 30000);
     }
     message('Connecting to the control plane…');
     connect();
     return {
-      close() { closed = true; if (socket) socket.close(); },
+      // Also during a reconnect's back-off: a closed widget never opens another feed.
+      close() {
+        closed = true;
+        if (pending !== null) clearTimeout(pending);
+        if (socket) socket.close();
+      },
       get status() { return last; },
     };
   }

@@ -240,12 +240,18 @@
   // its URL from /dashboard/config.json and calls it directly (it answers CORS for that).
   const canary = { url: null, widget: null, token: sessionStorage.getItem('proxy.controlToken') || '' };
 
+  // Numbered too: of two quick changes of "all", the list the later one asked for stays.
+  let canariesGeneration = 0;
+
   async function loadCanaries() {
+    const generation = ++canariesGeneration;
     const off = $('canary-off');
     let cfg;
     try {
       cfg = await (await fetch('/dashboard/config.json')).json();
+      if (generation !== canariesGeneration) return;
     } catch (err) {
+      if (generation !== canariesGeneration) return;
       off.textContent = 'The dashboard configuration did not load: ' + err.message;
       off.hidden = false;
       return;
@@ -266,6 +272,7 @@
         headers: canary.token ? { authorization: 'Bearer ' + canary.token } : {},
       });
       const body = await res.json();
+      if (generation !== canariesGeneration) return;
       if (!res.ok) { info.textContent = res.status === 401 ? 'Enter a control-plane token ' +
         '(control_plane.tokens).' : body.error.code + ': ' + body.error.message; return; }
       const sel = $('canary-select');
@@ -277,6 +284,7 @@
         'canar' + (body.total === 1 ? 'y' : 'ies');
       if (body.total > 0 && canary.widget === null) showCanary();
     } catch (err) {
+      if (generation !== canariesGeneration) return;
       info.textContent = 'The control plane did not answer: ' + err.message;
     }
   }
