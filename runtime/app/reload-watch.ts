@@ -3,9 +3,9 @@
 // files it names, as they were at the last reload that applied does nothing (a save that changed
 // nothing, the burst of events of one save, a SIGHUP sent after an edit the watch already applied).
 import { createHash } from 'node:crypto';
-import { readFileSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
-import { ConfigError, parseConfigText, readConfigFile, type ProxyConfig } from '../config/index.ts';
+import { ConfigError, parseConfigText, readConfigFile, readRegularFileSync, type ProxyConfig } from '../config/index.ts';
 import type { Log } from '../log/index.ts';
 import { ConfigFileWatcher } from './config-watch.ts';
 
@@ -32,7 +32,7 @@ export function configFingerprint(text: string, config: ProxyConfig, target: Rel
   for (const path of tls === undefined ? [] : [tls.cert_file, tls.key_file, tls.ca_file]) {
     if (path === undefined) continue;
     try {
-      h.update(`\0tls\0${path}\0`).update(readFileSync(path));
+      h.update(`\0tls\0${path}\0`).update(readRegularFileSync(path));
     } catch (err) {
       h.update(`\0tls\0${path}\0${(err as NodeJS.ErrnoException).code ?? 'unreadable'}`);
     }

@@ -277,6 +277,10 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
   const feedMs = opts.feedIntervalMs ?? 5000;
   const sockets = new Set<WebSocket>();
   app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    // Node's HTTP server takes its own error listener off a socket it hands to 'upgrade': without
+    // this one, a client that resets the connection while being refused crashed the whole proxy
+    // (an unhandled ECONNRESET from the write of the answer). ws adds its own once it upgrades.
+    socket.on('error', () => socket.destroy());
     // Refused before the upgrade, as plain HTTP answers: no WebSocket is opened for a client
     // without a valid token, nor for a canary that does not exist.
     let url: URL;

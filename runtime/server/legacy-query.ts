@@ -21,14 +21,29 @@ export function readLegacyCommand(frame: Buffer): LegacyCommand {
       `legacy OP_QUERY find on ${q.fullCollectionName} is not supported; use OP_MSG (MongoDB 3.6+ drivers)`);
   }
   let cmd = decodeCommand(q.query);
-  if (cmd.$query !== undefined && typeof cmd.$query === 'object' && cmd.$query !== null) cmd = cmd.$query as Document;
+  const wrapped: unknown = cmd.$query;
+  if (wrapped !== undefined && typeof wrapped === 'object' && wrapped !== null) {
+    // Only an embedded document is a command: an array or another BSON value (Binary, Code, ObjectId…)
+    // is no command document, and could not be sent upstream as one. Bad input, answered as such.
+    if (Object.getPrototypeOf(wrapped) !== Object.prototype) {
+      throw new WireError('PROXY_ERR_BAD_SECTION', `legacy OP_QUERY $query must be a document, got ${Array.isArray(wrapped) ? 'an array' :
+        `a ${(wrapped as { _bsontype?: string })._bsontype ?? 'non-document value'}`}`, true);
+    }
+    cmd = wrapped as Document;
+  }
   return { op: Object.keys(cmd)[0] ?? '', cmd, db: q.db };
 }
 
 /** The OP_MSG body a legacy command becomes upstream (`$db` from its namespace). */
 export function legacyToMsgBody(c: LegacyCommand): Buffer {
   c.cmd.$db = c.db;
-  return Buffer.from(serialize(c.cmd));
+  try {
+    return Buffer.from(serialize(c.cmd));
+  } catch (err) {
+    // What decodes need not encode again: a field named _bsontype makes the BSON library take a
+    // plain document for one of its own types. The client's bad input, not the proxy's defect.
+    throw new WireError('PROXY_ERR_BAD_BSON', `legacy OP_QUERY command cannot be re-encoded as OP_MSG: ${(err as Error).message}`, true);
+  }
 }
 
 /** A command decoded whole (handshake and legacy paths only): undecodable bytes are the client's InvalidBSON, not our internal error. */

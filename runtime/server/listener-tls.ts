@@ -3,9 +3,8 @@
 // dropping the open ones (tls.Server.setSecureContext). A file that cannot be read, or a
 // certificate and key that do not belong together, is refused with the key path — at start before
 // any port opens, at reload with the running certificate kept.
-import { readFileSync } from 'node:fs';
 import { createSecureContext, type TlsOptions, type TLSSocket } from 'node:tls';
-import { ConfigError } from '../config/index.ts';
+import { ConfigError, readRegularFileSync } from '../config/index.ts';
 import type { ProxyConfig } from '../config/index.ts';
 
 export type ListenerTlsConfig = NonNullable<ProxyConfig['tls']>;
@@ -16,7 +15,7 @@ export function listenerTlsOptions(cfg: ListenerTlsConfig, source: string | null
     const path = cfg[key];
     if (path === undefined) return undefined;
     try {
-      return readFileSync(path);
+      return readRegularFileSync(path);
     } catch (err) {
       throw new ConfigError(source, [{ path: `tls.${key}`, message: `cannot read ${path}: ${(err as Error).message}` }]);
     }

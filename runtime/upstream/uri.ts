@@ -10,7 +10,7 @@
 // ssl), tlsCAFile, tlsCertificateKeyFile, tlsCertificateKeyFilePassword,
 // tlsAllowInvalidCertificates, tlsAllowInvalidHostnames, tlsInsecure (both of the last two).
 import type { Log } from '../log/index.ts';
-import { readFileSync } from 'node:fs';
+import { readRegularFileSync } from '../config/index.ts';
 import { ProxyError, ErrorCodes } from '../errors/index.ts';
 import type { LookupFunction } from 'node:net';
 import type { Credentials, ScramMechanism } from './scram.ts';
@@ -65,7 +65,7 @@ function readPem(params: Map<string, string>, name: string): Buffer | null {
   const path = params.get(name.toLowerCase());
   if (path === undefined) return null;
   try {
-    return readFileSync(path);
+    return readRegularFileSync(path);
   } catch (err) {
     throw bad(`${name}: cannot read ${path}: ${(err as Error).message}`);
   }

@@ -3,11 +3,11 @@
 // with an unchanged plugin skips binaryen and the compiler. A trapped instance is rebuilt from the
 // CompiledPlugin's WebAssembly.Module, whatever the cache keeps.
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import { instrumentModule } from './metering.ts';
 import { PluginLoadError } from './errors.ts';
 import { Export } from './abi.ts';
 import { checkModuleAbi } from './module-abi.ts';
+import { readRegularFile } from '../config/index.ts';
 import type { BoundedCache } from './bounded-cache.ts';
 
 export interface CompiledPlugin {
@@ -32,9 +32,9 @@ export interface CompileOptions {
 export async function compilePluginFile(path: string, opts: CompileOptions): Promise<CompiledPlugin> {
   let bytes: Uint8Array;
   try {
-    bytes = await readFile(path);
+    bytes = await readRegularFile(path);
   } catch (err) {
-    throw new PluginLoadError(opts.name, `cannot read ${path}`, err);
+    throw new PluginLoadError(opts.name, `cannot read ${path}: ${(err as Error).message}`, err);
   }
   return compilePluginBytes(bytes, opts);
 }

@@ -16,6 +16,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { isRegularFile, readRegularFile } from '../config/index.ts';
 import type { BoundedCache } from './bounded-cache.ts';
 import { PluginLoadError, FuelExhaustedError } from './errors.ts';
 import { instrumentModule, METERING_VERSION } from './metering.ts';
@@ -37,6 +38,8 @@ export function isComponentHeader(header: Uint8Array): boolean {
 
 /** Reads the first 8 bytes of a file; false if unreadable (the core loader reports the error). */
 export async function isComponentFile(path: string): Promise<boolean> {
+  // A FIFO would block the open: only a regular file is looked into (the core loader refuses the rest).
+  if (!await isRegularFile(path)) return false;
   let fh;
   try {
     fh = await open(path, 'r');
@@ -132,9 +135,9 @@ export function componentAbiProblem(t: { imports: readonly string[]; exports: re
 export async function compileComponentFile(path: string, opts: ComponentCompileOptions): Promise<CompiledComponent> {
   let bytes: Uint8Array;
   try {
-    bytes = await readFile(path);
+    bytes = await readRegularFile(path);
   } catch (err) {
-    throw new PluginLoadError(opts.name, `cannot read ${path}`, err);
+    throw new PluginLoadError(opts.name, `cannot read ${path}: ${(err as Error).message}`, err);
   }
   return compileComponentBytes(bytes, opts);
 }

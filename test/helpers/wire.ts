@@ -78,14 +78,14 @@ export function opMsg(body: Document | Buffer, o: MsgOptions = {}): Buffer {
   return frame;
 }
 
-/** A legacy OP_QUERY frame. */
-export function opQuery(fullCollectionName: string, query: Document, o: { reqId?: number; numberToReturn?: number } = {}): Buffer {
+/** A legacy OP_QUERY frame (`query` a document, or its BSON bytes as they are). */
+export function opQuery(fullCollectionName: string, query: Document | Buffer, o: { reqId?: number; numberToReturn?: number } = {}): Buffer {
   const flags = Buffer.alloc(4);
   const ns = Buffer.from(fullCollectionName + '\0', 'utf8');
   const nums = Buffer.alloc(8);
   nums.writeInt32LE(0, 0); // numberToSkip
   nums.writeInt32LE(o.numberToReturn ?? -1, 4);
-  const q = Buffer.from(serialize(query));
+  const q = Buffer.isBuffer(query) ? query : Buffer.from(serialize(query));
   const payload = Buffer.concat([flags, ns, nums, q]);
   return Buffer.concat([header(16 + payload.length, o.reqId ?? requestId(), 0, OP_QUERY), payload]);
 }
