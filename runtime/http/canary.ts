@@ -53,6 +53,8 @@ const direct = <T>(_id: string | null, fn: () => T | Promise<T>): Promise<T> => 
 
 /** Largest body: a canary start with its candidate configuration. */
 export const CONTROL_PLANE_BODY_LIMIT_BYTES = 1024 * 1024;
+/** The largest message a feed client may send (bytes); the feed reads none, a larger one closes it (1009). */
+export const FEED_MAX_CLIENT_MESSAGE = 4096;
 
 const STATUSES = new Set(['active', 'paused', 'completed', 'rolled_back', 'all']);
 
@@ -273,7 +275,9 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
   }
 
   // The WebSocket feed: upgrades on /api/v1/canary/{id}/feed, outside fastify's routing.
-  const wss = new WebSocketServer({ noServer: true });
+  // The feed only sends: a client's messages are read and dropped, so one larger than a few KiB is
+  // refused (close 1009) instead of buffered (the library's default allows 100 MiB per message).
+  const wss = new WebSocketServer({ noServer: true, maxPayload: FEED_MAX_CLIENT_MESSAGE });
   const feedMs = opts.feedIntervalMs ?? 5000;
   const sockets = new Set<WebSocket>();
   app.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {

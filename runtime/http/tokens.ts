@@ -39,7 +39,8 @@ export class Tokens {
   /** Whether a request with this Authorization header may pass. */
   allows(header: string | undefined): boolean {
     if (this.list.length === 0) return this.openWhenEmpty;
-    if (header === undefined || !header.startsWith('Bearer ')) return false;
+    // The scheme name is case-insensitive (RFC 7235 §2.1): "bearer", "BEARER" pass as "Bearer" does.
+    if (header === undefined || header.length < 7 || header.slice(0, 7).toLowerCase() !== 'bearer ') return false;
     const given = Buffer.from(header.slice(7));
     // Every token is compared (no early exit), each in constant time for its length.
     let ok = false;

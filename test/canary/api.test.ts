@@ -254,6 +254,35 @@ test('WebSocket feed: a status message at once and on every interval; an event m
   await call('POST', `/${id}/rollback`);
 });
 
+test('WebSocket feed: a client message over 4 KiB closes that feed with 1009, not buffered; the control plane goes on', async () => {
+  const c = await call('POST', '', { pipeline_id: 'default', candidate_config: CANDIDATE, stages: STAGES });
+  const id = c.body.canary_id;
+  const url = `${proxy.controlPlaneUrl!.replace('http', 'ws')}/api/v1/canary/${id}/feed`;
+  const open = async () => {
+    const ws = new WebSocket(url, { headers: { authorization: `Bearer ${TOKEN}` } });
+    await new Promise((r) => ws.once('open', r));
+    return ws;
+  };
+  const closed = (ws: WebSocket) => new Promise<number>((r) => ws.once('close', (code) => r(code)));
+  // A small message is read and dropped: the feed stays open.
+  const small = await open();
+  small.send('x'.repeat(4096));
+  const next = await new Promise<any>((r) => small.once('message', (d) => r(JSON.parse(String(d)))));
+  assert.equal(next.type, 'status');
+  assert.equal(small.readyState, WebSocket.OPEN);
+  small.close();
+  const big = await open();
+  try {
+    const code = Promise.race([closed(big), new Promise<number>((r) => setTimeout(() => r(-1), 5000))]);
+    big.send(Buffer.alloc(64 * 1024));
+    assert.equal(await code, 1009, 'closed with 1009 (-1: still open after 5 s)');
+  } finally {
+    big.terminate();
+  }
+  assert.equal((await call('GET', `/${id}`)).status, 200);
+  await call('POST', `/${id}/rollback`);
+});
+
 test('restore-baseline: 200 within the grace period after completion, then 409; 409 for a canary that did not complete', async () => {
   const before = proxy.pipelines.get('default');
   const c = await call('POST', '', { pipeline_id: 'default', candidate_config: CANDIDATE, stages: [{ traffic_pct: 100, min_duration: '0', min_requests: 0 }] });

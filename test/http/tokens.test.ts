@@ -5,12 +5,16 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createApp, listenApp, Tokens } from '../../runtime/http/index.ts';
 
-test('Tokens: exact Bearer match against every held token; empty refuses unless open', () => {
+test('Tokens: exact token match against every held token, the Bearer scheme in any case; empty refuses unless open', () => {
   const t = new Tokens(['first-token-0123456789', 'second-token-0123456789']);
   assert.equal(t.allows('Bearer first-token-0123456789'), true);
   assert.equal(t.allows('Bearer second-token-0123456789'), true);
   assert.equal(t.allows('Bearer first-token-012345678'), false);
-  assert.equal(t.allows('bearer first-token-0123456789'), false);
+  assert.equal(t.allows('bearer first-token-0123456789'), true, 'the scheme name is case-insensitive');
+  assert.equal(t.allows('BEARER second-token-0123456789'), true);
+  assert.equal(t.allows('bearer First-token-0123456789'), false, 'the token itself is exact');
+  assert.equal(t.allows('Basic first-token-0123456789'), false);
+  assert.equal(t.allows('Bearerfirst-token-0123456789'), false);
   assert.equal(t.allows('first-token-0123456789'), false);
   assert.equal(t.allows(undefined), false);
   t.replace([]);
