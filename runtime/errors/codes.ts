@@ -17,6 +17,8 @@ export const ErrorCodes = {
   ExceededTimeLimit: 262,
   ProtocolError: 17,
   InvalidBSON: 22,
+  ClientMetadataAppNameTooLarge: 184,
+  ClientMetadataDocumentTooLarge: 185,
   ClientMetadataCannotBeMutated: 186,
   UnsupportedOpQueryCommand: 352,
   UnsupportedFormat: 115,

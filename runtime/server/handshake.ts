@@ -1,7 +1,8 @@
 // The proxy answers hello / isMaster / ismaster itself, as a mongos (`msg: "isdbgrid"`), so
 // drivers treat it as a router and never learn (or bypass to) the upstream topology.
 // Spec: github.com/mongodb/specifications source/mongodb-handshake/handshake.md.
-import { serialize, type Document, type ObjectId } from 'bson';
+import { calculateObjectSize, serialize, type Document, type ObjectId } from 'bson';
+import { ErrorCodes, ProxyError } from '../errors/index.ts';
 import { COMPRESSOR_IDS, type CompressorName } from '../wire/index.ts';
 import type { UpstreamInfo } from '../upstream/index.ts';
 
@@ -34,9 +35,28 @@ export function parseAppName(raw: string): { appName: string; appParams: Record<
   return { appName: raw.slice(0, q), appParams };
 }
 
+/** The largest client metadata document a mongos accepts in a hello, in bytes (mongod: 1,024). */
+export const MAX_CLIENT_METADATA_BYTES = 512;
+/** The longest `application.name` accepted, in bytes (UTF-8). */
+export const MAX_APP_NAME_BYTES = 128;
+
+/**
+ * A hello's client metadata, refused as a mongos refuses it when larger than it allows: the
+ * connection keeps its metadata for its life, so a client cannot make it hold more than that.
+ */
 export function readClientMetadata(client: Document): ClientMetadata {
+  const size = calculateObjectSize(client);
+  if (size > MAX_CLIENT_METADATA_BYTES) {
+    throw new ProxyError(ErrorCodes.ClientMetadataDocumentTooLarge,
+      `The client metadata document must be less than or equal to ${MAX_CLIENT_METADATA_BYTES} bytes (this one is ${size})`);
+  }
   const app = client.application as Document | undefined;
-  const { appName, appParams } = parseAppName(typeof app?.name === 'string' ? app.name : '');
+  const rawName = typeof app?.name === 'string' ? app.name : '';
+  if (Buffer.byteLength(rawName) > MAX_APP_NAME_BYTES) {
+    throw new ProxyError(ErrorCodes.ClientMetadataAppNameTooLarge,
+      `The 'application.name' field must be less than or equal to ${MAX_APP_NAME_BYTES} bytes in the client metadata document`);
+  }
+  const { appName, appParams } = parseAppName(rawName);
   const driver = client.driver as Document | undefined;
   const os = client.os as Document | undefined;
   return {
