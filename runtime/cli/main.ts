@@ -29,6 +29,13 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
   .action(async (opts: { config?: string; listen?: unknown; workers?: unknown }) => {
     // A worker forked by the primary (runtime/cluster/): it is handed its configuration.
     if (cluster.isWorker) return runWorker();
+    // A SIGHUP before the reload handler is installed would end the process (the signal's default
+    // action): it is held, and applied once the proxy is up. bin/proxy.mjs holds the ones that
+    // come while the modules load.
+    let hupWhileStarting = false;
+    const holdHup = () => { hupWhileStarting = true; };
+    process.on('SIGHUP', holdHup);
+    if (takeStartupHup()) hupWhileStarting = true;
     let loaded;
     let workers: number;
     try {
@@ -54,11 +61,6 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
     const log = new Logger('proxy', loaded.config.log.level, loaded.config.log.format, undefined, new LogRing(loaded.config.log.ring_lines));
     if (loaded.source !== null) log.info('configuration loaded', { file: loaded.source });
     else log.info('no configuration file found: using defaults');
-    // A SIGHUP before the reload handler is installed would end the process (the signal's default
-    // action): it is held, and applied once the proxy is up.
-    let hupWhileStarting = false;
-    const holdHup = () => { hupWhileStarting = true; };
-    process.on('SIGHUP', holdHup);
     let running;
     try {
       running = await startProxy(loaded.config, { log, configFile: loaded.source,
@@ -100,6 +102,16 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
     process.on('SIGINT', () => stop('SIGINT'));
     process.on('SIGTERM', () => stop('SIGTERM'));
   });
+
+/** Removes the SIGHUP holder bin/proxy.mjs installs for `serve`; true when a signal came while the modules loaded. */
+function takeStartupHup(): boolean {
+  const key = Symbol.for('pipeline-proxy.startup-hup');
+  const holder = (globalThis as Record<symbol, { held: boolean; listener: () => void } | undefined>)[key];
+  if (holder === undefined) return false;
+  process.off('SIGHUP', holder.listener);
+  delete (globalThis as Record<symbol, unknown>)[key];
+  return holder.held;
+}
 
 /** What `serve` prints on stdout once every listener is open: how to connect, and each HTTP surface configured. */
 function readyBanner(running: RunningProxy): string {

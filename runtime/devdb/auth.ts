@@ -1,7 +1,8 @@
 // Optional SCRAM-SHA-256 logins for the development upstream, so the proxy's upstream
 // authentication can be exercised end to end. Users are given at start (`proxy devdb --user
-// name:password`); an unauthenticated connection may only run the handshake, ping and the SASL
-// commands, everything else gets code 13 as from mongod with authorization enabled.
+// name:password`); an unauthenticated connection may only run the handshake, ping, buildInfo,
+// endSessions, logout and the SASL commands, everything else gets code 13 as from mongod with
+// authorization enabled; logout ends a connection's login.
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { Binary, type Document } from 'bson';
 import { scramServerKeys } from '../upstream/index.ts';
@@ -57,6 +58,12 @@ export class DevAuthSession {
   constructor(users: Map<string, UserKeys>, db: string) {
     this.users = users;
     this.db = db;
+  }
+
+  /** Ends the connection's login (the `logout` command) and any conversation under way. */
+  logout(): void {
+    this.user = null;
+    this.pending = null;
   }
 
   saslStart(cmd: Document): Document {

@@ -106,6 +106,11 @@ class DevConnection implements FrameSink {
     if (auth !== null) {
       if (name === 'saslStart') return auth.saslStart(cmd);
       if (name === 'saslContinue') return auth.saslContinue(cmd);
+      if (name === 'logout') {
+        // As in mongod: the connection's login ends; later commands need a new one.
+        auth.logout();
+        return { ok: 1 };
+      }
       if (auth.user === null && !OPEN_COMMANDS.has(name)) {
         return { ok: 0, errmsg: `command ${name} requires authentication`, code: 13, codeName: 'Unauthorized' };
       }

@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../helpers/ports.ts';
@@ -134,6 +134,43 @@ test('a SIGHUP while the proxy is starting does not end it: it is held and the f
     const reloaded = err.split('\n').find((l) => l.includes('configuration reloaded'));
     assert.ok(reloaded !== undefined, `the held SIGHUP reloaded the file: ${err}`);
     assert.deepEqual(JSON.parse(reloaded).request, ['metrics'], 'the file as it was when the signal came');
+    assert.match(out, new RegExp(`mongodb://127\\.0\\.0\\.1:${port}/`));
+  } finally {
+    await stop(child);
+  }
+});
+
+/** True when process `pid` has a handler for SIGHUP (Linux: the SigCgt mask of /proc/<pid>/status). */
+function catchesHup(pid: number): boolean {
+  const m = /^SigCgt:\s*([0-9a-f]+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m !== null && (BigInt(`0x${m[1]}`) & 1n) === 1n;
+}
+
+test('a SIGHUP while the modules are still loading, before the configuration is read, is held too', async () => {
+  const port = await freePort();
+  const file = join(dir, 'hup-early.json');
+  writeFileSync(file, JSON.stringify({ listen: `127.0.0.1:${port}`, log: { level: 'info' }, admin: { reload_on_change: false } }));
+  const child = spawn(process.execPath, [bin, 'serve', '--config', file, '--workers', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  let out = '';
+  child.stdout!.on('data', (d) => { out += d; });
+  child.stderr!.on('data', (d) => { err += d; });
+  try {
+    // The signal is sent as soon as the process handles it: that must be before the modules have
+    // loaded (about a second), let alone the configuration.
+    const until = Date.now() + 60_000;
+    while (child.exitCode === null && child.pid !== undefined && !catchesHup(child.pid) && Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    // The step clock's addon is loaded when the modules are (runtime/step-clock.ts): not yet.
+    assert.ok(!readFileSync(`/proc/${child.pid}/maps`, 'utf8').includes('clock.node'), 'SIGHUP is held before the modules have loaded');
+    child.kill('SIGHUP');
+    const applied = /configuration (reloaded|unchanged since the last reload)/;
+    while (!applied.test(err) && child.exitCode === null && Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(child.exitCode, null, `the proxy ended on the SIGHUP: ${err}`);
+    assert.match(err, applied, 'the held SIGHUP was applied once the proxy was up');
     assert.match(out, new RegExp(`mongodb://127\\.0\\.0\\.1:${port}/`));
   } finally {
     await stop(child);

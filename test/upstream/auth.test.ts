@@ -31,6 +31,23 @@ test('the development upstream refuses unauthenticated commands (so the next tes
   }
 });
 
+test('the development upstream with users: logout runs before a login, and after one ends it', async () => {
+  const d = await devdbAddress;
+  const anon = new MongoClient(d.uri, { directConnection: true });
+  const user = new MongoClient(`mongodb://svc:${encodeURIComponent('p@ss:w/rd')}@127.0.0.1:${d.port}/?authSource=admin`,
+    { directConnection: true, maxPoolSize: 1 });
+  try {
+    assert.equal((await anon.db('admin').command({ logout: 1 })).ok, 1);
+    await user.db('app').collection('c').findOne({});
+    assert.equal((await user.db('admin').command({ logout: 1 })).ok, 1);
+    // The one pooled connection is no longer logged in.
+    await assert.rejects(user.db('app').collection('c').findOne({}), (e: unknown) => e instanceof MongoServerError && e.code === 13);
+  } finally {
+    await anon.close();
+    await user.close();
+  }
+});
+
 test('with credentials in upstream.uri, clients without credentials work through the proxy', async (t) => {
   const p = await proxyFor(t, `svc:${encodeURIComponent('p@ss:w/rd')}`);
   const c = new MongoClient(p.uri);
