@@ -46,3 +46,48 @@ test('values counted before the HDR histogram is read end up in it exactly as on
     direct.destroy();
   }
 });
+
+test('count and Prometheus buckets derived from the pending counts equal one search per value, at bounds too', () => {
+  const bounds = [1, 5, 10, 100, 250, 1000, 5000];
+  const s = new LatencyStats(bounds);
+  try {
+    const want = new Float64Array(bounds.length + 1);
+    let n = 0;
+    let errors = 0;
+    const put = (ns: number, error: boolean) => {
+      s.record(ns, error);
+      // Prometheus `le`: a value lies in the first bucket whose bound it does not pass; record()
+      // keeps whole ns, so the reference does too.
+      const us = Math.round(ns) / 1000;
+      let i = 0;
+      while (i < bounds.length && us > bounds[i]!) i++;
+      want[i]++;
+      n++;
+      if (error) errors++;
+    };
+    // Just below, on and just above every bound (values that round onto a bound from either side),
+    // 0, values past PENDING_US, and a spread of ordinary ones; a read in the middle.
+    for (const b of bounds) for (const d of [-600, -500, -499, -1, 0, 0.4, 1, 300, 499, 500, 501]) put(b * 1000 + d, d === 1);
+    put(0, false);
+    assert.equal(s.count, n);
+    assert.deepEqual(Array.from(s.counts), Array.from(want));
+    let x = 7;
+    for (let k = 0; k < 5000; k++) {
+      x = (x * 1103515245 + 12345) % 2147483648;
+      put((x % 2_000_000) + (x % 7) / 10, false);
+    }
+    assert.equal(s.count, n);
+    assert.equal(s.errors, errors);
+    assert.deepEqual(Array.from(s.counts), Array.from(want));
+    assert.equal(s.hdr.totalCount, n);
+    // A restore adds to the count; reset clears what is pending as well.
+    s.count += 10;
+    assert.equal(s.count, n + 10);
+    s.record(3000, false);
+    s.reset();
+    assert.equal(s.count, 0);
+    assert.deepEqual(Array.from(s.counts), new Array(bounds.length + 1).fill(0));
+  } finally {
+    s.destroy();
+  }
+});
