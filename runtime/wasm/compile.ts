@@ -7,7 +7,7 @@ import { instrumentModule } from './metering.ts';
 import { PluginLoadError } from './errors.ts';
 import { Export } from './abi.ts';
 import { checkModuleAbi } from './module-abi.ts';
-import { readRegularFile } from '../config/index.ts';
+import { readRegularFile } from '../fs/index.ts';
 import type { BoundedCache } from './bounded-cache.ts';
 
 export interface CompiledPlugin {

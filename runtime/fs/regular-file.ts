@@ -19,12 +19,3 @@ export async function readRegularFile(path: string): Promise<Buffer> {
   if (!(await stat(path)).isFile()) throw new Error(NOT_REGULAR);
   return readFile(path);
 }
-
-/** Whether `path` is a regular file (symlinks followed); false when it cannot be stat'ed. */
-export async function isRegularFile(path: string): Promise<boolean> {
-  try {
-    return (await stat(path)).isFile();
-  } catch {
-    return false;
-  }
-}
