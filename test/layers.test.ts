@@ -8,7 +8,7 @@ import { dirname, join, normalize, relative } from 'node:path';
 
 /** Each top folder's rank: a folder may import only from folders of a lower rank (and itself). */
 const RANK: Record<string, number> = {
-  errors: 0, log: 0,
+  errors: 0, log: 0, fs: 0,
   'version.ts': 1, 'step-clock.ts': 1, wire: 1, config: 1, metrics: 1,
   upstream: 2, wasm: 2,
   pipeline: 3, devdb: 3,

@@ -5,7 +5,8 @@
 import { createHash } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
-import { ConfigError, parseConfigText, readConfigFile, readRegularFileSync, type ProxyConfig } from '../config/index.ts';
+import { ConfigError, parseConfigText, readConfigFile, type ProxyConfig } from '../config/index.ts';
+import { readRegularFileSync } from '../fs/index.ts';
 import type { Log } from '../log/index.ts';
 import { ConfigFileWatcher } from './config-watch.ts';
 

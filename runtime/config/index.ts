@@ -1,6 +1,5 @@
 // Public surface of the configuration layer.
 export { ConfigError, type ConfigIssue } from './errors.ts';
-export { readRegularFile, readRegularFileSync, isRegularFile } from './files.ts';
 export {
   loadConfig, parseConfig, parseConfigText, parseText, readConfigFile, MAX_CONFIG_BYTES, formatPath, CONFIG_FILE_NAMES, type LoadedConfig,
 } from './load.ts';

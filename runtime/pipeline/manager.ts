@@ -5,9 +5,9 @@ import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import {
-  compilePluginFile, PluginSlot, WasmHost, defaultLogger, DEFAULT_FUEL, DEFAULT_KV_MAX_BYTES, type KvStore,
+  readPluginFile, compilePluginBytes, PluginSlot, WasmHost, defaultLogger, DEFAULT_FUEL, DEFAULT_KV_MAX_BYTES, type KvStore,
   PluginLoadError, Phase, type HostLog, type SubopSink,
-  isComponentFile, compileComponentFile, ComponentSlot,
+  isComponentHeader, compileComponentBytes, ComponentSlot,
 } from '../wasm/index.ts';
 import { Pipeline } from './pipeline.ts';
 import { StepRunner, defaultOnError } from './step-runner.ts';
@@ -257,14 +257,16 @@ export class PipelineManager {
       host.stepErrors.labels(pipelineId, variant, step, 'request'), host.stepErrors.labels(pipelineId, variant, step, 'response'),
     ];
     const onError = settings?.on_error ?? defaultOnError(name);
-    if (await isComponentFile(path)) {
+    // Read once, then compiled as what its header says: no second open that could find another file.
+    const bytes = await readPluginFile(path, step);
+    if (isComponentHeader(bytes)) {
       // A WebAssembly component (sdk/wit/step.wit): same StepRunner, ComponentSlot has PluginSlot's contract.
-      const component = await compileComponentFile(path, { name: step, fuel, maxMemoryPages, config, cache: host.components });
+      const component = await compileComponentBytes(bytes, { name: step, fuel, maxMemoryPages, config, cache: host.components });
       const runner = new StepRunner(name, new ComponentSlot(component, services), onError, errors);
       runner.timers = timers;
       return runner;
     }
-    const compiled = await compilePluginFile(path, { name: step, fuel, maxMemoryPages, config, cache: host.modules });
+    const compiled = await compilePluginBytes(bytes, { name: step, fuel, maxMemoryPages, config, cache: host.modules });
     const runner = new StepRunner(name, new PluginSlot(compiled, services), onError, errors);
     runner.timers = timers;
     return runner;

@@ -4,7 +4,8 @@
 // certificate and key that do not belong together, is refused with the key path — at start before
 // any port opens, at reload with the running certificate kept.
 import { createSecureContext, type TlsOptions, type TLSSocket } from 'node:tls';
-import { ConfigError, readRegularFileSync } from '../config/index.ts';
+import { ConfigError } from '../config/index.ts';
+import { readRegularFileSync } from '../fs/index.ts';
 import type { ProxyConfig } from '../config/index.ts';
 
 export type ListenerTlsConfig = NonNullable<ProxyConfig['tls']>;

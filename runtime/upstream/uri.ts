@@ -10,7 +10,7 @@
 // ssl), tlsCAFile, tlsCertificateKeyFile, tlsCertificateKeyFilePassword,
 // tlsAllowInvalidCertificates, tlsAllowInvalidHostnames, tlsInsecure (both of the last two).
 import type { Log } from '../log/index.ts';
-import { readRegularFileSync } from '../config/index.ts';
+import { readRegularFileSync } from '../fs/index.ts';
 import { ProxyError, ErrorCodes } from '../errors/index.ts';
 import type { LookupFunction } from 'node:net';
 import type { Credentials, ScramMechanism } from './scram.ts';

@@ -7,7 +7,7 @@ import { instrumentModule } from './metering.ts';
 import { PluginLoadError } from './errors.ts';
 import { Export } from './abi.ts';
 import { checkModuleAbi } from './module-abi.ts';
-import { readRegularFile } from '../config/index.ts';
+import { readRegularFile } from '../fs/index.ts';
 import type { BoundedCache } from './bounded-cache.ts';
 
 export interface CompiledPlugin {
@@ -29,14 +29,17 @@ export interface CompileOptions {
   readonly cache?: BoundedCache<string, Promise<WebAssembly.Module>>;
 }
 
-export async function compilePluginFile(path: string, opts: CompileOptions): Promise<CompiledPlugin> {
-  let bytes: Uint8Array;
+/** A step's module file (core module or component), read once; unreadable or not a regular file: PluginLoadError naming `name`. */
+export async function readPluginFile(path: string, name: string): Promise<Uint8Array> {
   try {
-    bytes = await readRegularFile(path);
+    return await readRegularFile(path);
   } catch (err) {
-    throw new PluginLoadError(opts.name, `cannot read ${path}: ${(err as Error).message}`, err);
+    throw new PluginLoadError(name, `cannot read ${path}: ${(err as Error).message}`, err);
   }
-  return compilePluginBytes(bytes, opts);
+}
+
+export async function compilePluginFile(path: string, opts: CompileOptions): Promise<CompiledPlugin> {
+  return compilePluginBytes(await readPluginFile(path, opts.name), opts);
 }
 
 export async function compilePluginBytes(bytes: Uint8Array, opts: CompileOptions): Promise<CompiledPlugin> {

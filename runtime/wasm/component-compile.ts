@@ -13,12 +13,12 @@
 // ComponentInstance refills them before each step call.
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { isRegularFile, readRegularFile } from '../config/index.ts';
 import type { BoundedCache } from './bounded-cache.ts';
 import { PluginLoadError, FuelExhaustedError } from './errors.ts';
+import { readPluginFile } from './compile.ts';
 import { instrumentModule, METERING_VERSION } from './metering.ts';
 import { IMPORT_MODULE, Export, ABI_VERSION, WIT_PACKAGE, WIT_VERSION } from './abi.ts';
 
@@ -34,25 +34,6 @@ export function isComponentHeader(header: Uint8Array): boolean {
   for (let i = 0; i < 4; i++) if (header[i] !== MAGIC[i]) return false;
   const core = header[4] === 0x01 && header[5] === 0x00 && header[6] === 0x00 && header[7] === 0x00;
   return !core && header[6] === 0x01 && header[7] === 0x00;
-}
-
-/** Reads the first 8 bytes of a file; false if unreadable (the core loader reports the error). */
-export async function isComponentFile(path: string): Promise<boolean> {
-  // A FIFO would block the open: only a regular file is looked into (the core loader refuses the rest).
-  if (!await isRegularFile(path)) return false;
-  let fh;
-  try {
-    fh = await open(path, 'r');
-  } catch {
-    return false;
-  }
-  try {
-    const buf = new Uint8Array(8);
-    const { bytesRead } = await fh.read(buf, 0, 8, 0);
-    return bytesRead === 8 && isComponentHeader(buf);
-  } finally {
-    await fh.close();
-  }
 }
 
 /** The host side of `proxy:step/host`, as jco's bindings call it (camelCase names). */
@@ -133,13 +114,7 @@ export function componentAbiProblem(t: { imports: readonly string[]; exports: re
 }
 
 export async function compileComponentFile(path: string, opts: ComponentCompileOptions): Promise<CompiledComponent> {
-  let bytes: Uint8Array;
-  try {
-    bytes = await readRegularFile(path);
-  } catch (err) {
-    throw new PluginLoadError(opts.name, `cannot read ${path}: ${(err as Error).message}`, err);
-  }
-  return compileComponentBytes(bytes, opts);
+  return compileComponentBytes(await readPluginFile(path, opts.name), opts);
 }
 
 export async function compileComponentBytes(bytes: Uint8Array, opts: ComponentCompileOptions): Promise<CompiledComponent> {

@@ -1,0 +1,2 @@
+// Public surface of the file helpers shared by the layers above (config, upstream, wasm, server).
+export { readRegularFile, readRegularFileSync } from './regular-file.ts';
