@@ -18,7 +18,6 @@ import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { BoundedCache } from './bounded-cache.ts';
 import { PluginLoadError, FuelExhaustedError } from './errors.ts';
-import { readPluginFile } from './compile.ts';
 import { instrumentModule, METERING_VERSION } from './metering.ts';
 import { IMPORT_MODULE, Export, ABI_VERSION, WIT_PACKAGE, WIT_VERSION } from './abi.ts';
 
@@ -111,10 +110,6 @@ export function componentAbiProblem(t: { imports: readonly string[]; exports: re
   const foreign = t.imports.filter((i) => i !== HOST_INTERFACE && i !== HOST_INTERFACE_VERSIONED);
   if (foreign.length > 0) return `imports ${foreign.join(', ')}: a step component may import only ${HOST_INTERFACE_VERSIONED}`;
   return null;
-}
-
-export async function compileComponentFile(path: string, opts: ComponentCompileOptions): Promise<CompiledComponent> {
-  return compileComponentBytes(await readPluginFile(path, opts.name), opts);
 }
 
 export async function compileComponentBytes(bytes: Uint8Array, opts: ComponentCompileOptions): Promise<CompiledComponent> {

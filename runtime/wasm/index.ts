@@ -14,7 +14,7 @@ export { BoundedCache } from './bounded-cache.ts';
 export { type HostExchange, type HostConnection, VERDICT_CONTINUE, VERDICT_REJECT, VERDICT_LOCAL_REPLY } from './host-exchange.ts';
 export { type HostLog, defaultLogger } from './logger.ts';
 export {
-  isComponentHeader, compileComponentFile, compileComponentBytes,
+  isComponentHeader, compileComponentBytes,
   type CompiledComponent, type ComponentCompileOptions, type ComponentHostImports, type ComponentStepExports,
 } from './component-compile.ts';
 export { ComponentInstance } from './component-instance.ts';
