@@ -108,9 +108,10 @@ export class HttpSurfaces {
   /**
    * Opens the listeners whose address `next` changes (and the admin API when `next` turns it on).
    * Throws a ConfigError naming the key when an address cannot be bound, after closing whatever
-   * it opened: the running listeners are untouched until commit().
+   * it opened: the running listeners are untouched until commit(). `source` is what `next` came
+   * from (the configuration file, or the admin API's request body), named in the error.
    */
-  async move(current: ProxyConfig, next: ProxyConfig): Promise<ListenerMove> {
+  async move(current: ProxyConfig, next: ProxyConfig, source: string | null): Promise<ListenerMove> {
     const opened: { admin?: Http | null; profiling?: Http; controlPlane?: Http } = {};
     const abort = async () => {
       await Promise.all([opened.admin, opened.profiling, opened.controlPlane].map((h) => h?.app.close()));
@@ -120,7 +121,7 @@ export class HttpSurfaces {
         return await open();
       } catch (err) {
         await abort();
-        throw new ConfigError(this.deps.configFile, [{ path: key, message: `cannot listen on ${address}: ${(err as Error).message}` }], { cause: err });
+        throw new ConfigError(source, [{ path: key, message: `cannot listen on ${address}: ${(err as Error).message}` }], { cause: err });
       }
     };
     const adminNext = next.admin?.listen;

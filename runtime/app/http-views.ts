@@ -68,7 +68,7 @@ export function adminSurface(running: RunningProxy, metrics: MetricsSource, work
     metrics,
     get logRing() { return running.logRing; },
     pipeline: () => defaultPipeline(running),
-    reload: (next) => running.reload(next),
+    reload: (next, source) => running.reload(next, source),
   };
 }
 

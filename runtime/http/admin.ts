@@ -22,6 +22,9 @@ export const ADMIN_BODY_LIMIT_BYTES = 1024 * 1024;
 
 const send = sendError;
 
+/** How a refused configuration sent in a reload's body is named in the error message. */
+const BODY_SOURCE = 'request body';
+
 /** Routes answered without the admin token (health probes). */
 const PROBES: ReadonlySet<string> = new Set(['/healthz', '/readyz']);
 
@@ -139,20 +142,25 @@ export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyI
   // Body: a whole configuration object (JSON) to apply, or nothing to re-read the file.
   app.post('/api/v1/reload', async (req, reply) => {
     let next;
+    // What the configuration came from, named in every refusal's message (a schema issue, or one
+    // only applying it finds: an address that cannot be bound, a TLS file that cannot be read).
+    let source: string | null;
     try {
       // The body parser (app.ts) has refused anything but a JSON object; undefined is no body.
       if (req.body !== undefined) {
-        next = parseConfig(req.body, 'request body');
+        source = BODY_SOURCE;
+        next = parseConfig(req.body, source);
       } else {
         if (opts.configFile === null) return send(reply, 'PROXY_ERR_NO_CONFIG_FILE');
-        next = (await loadConfig({ file: opts.configFile })).config;
+        source = opts.configFile;
+        next = (await loadConfig({ file: source })).config;
       }
     } catch (err) {
       if (err instanceof ConfigError) return send(reply, 'PROXY_ERR_CONFIG', err.message, err.issues);
       throw err;
     }
     try {
-      await proxy.reload(next);
+      await proxy.reload(next, source);
     } catch (err) {
       // Refused by what only a reload can check (a listener address that cannot be bound, a TLS
       // file): the configuration's fault, with its key path; otherwise a plugin's.
