@@ -251,7 +251,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   }
   if (config.upstream.uri?.startsWith('mongodb+srv://') === true) {
     log.info('upstream hosts from DNS SRV records, re-resolved periodically', {
-      uri: config.upstream.uri, hosts: address.hosts.current().map((h) => `${h.host}:${h.port}`),
+      uri: config.upstream.uri, hosts: address.hosts.current().map((h) => formatHostPort(h.host, h.port)),
       rescan_interval_ms: config.upstream.srv_rescan_interval_ms, tls: address.tls !== null,
     });
   }
