@@ -68,6 +68,7 @@ export function adminSurface(running: RunningProxy, metrics: MetricsSource, work
     metrics,
     get logRing() { return running.logRing; },
     pipeline: () => defaultPipeline(running),
+    adminListen: () => running.config.admin?.listen ?? null,
     reload: (next, source) => running.reload(next, source),
   };
 }

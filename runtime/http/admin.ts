@@ -34,8 +34,8 @@ const LOGS_QUERY = ['tail', 'level', 'filter', 'worker', 'follow'] as const;
 /** A plain decimal number: no sign, point, exponent, hex prefix or blank (Number() takes all of those). */
 const DIGITS = /^\d+$/;
 
-/** The values `follow` takes. */
-const FOLLOW: ReadonlyMap<string, boolean> = new Map([['true', true], ['1', true], ['false', false], ['0', false]]);
+/** The values a yes/no query parameter takes (`follow`, `allow_admin_change`). */
+const BOOLEAN: ReadonlyMap<string, boolean> = new Map([['true', true], ['1', true], ['false', false], ['0', false]]);
 
 /** Whether a JSON log line is at `min` or above and contains `filter` (case-insensitive; '' matches all). */
 function logMatcher(min: number, filter: string, worker: number | null): (line: string) => boolean {
@@ -105,7 +105,7 @@ export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyI
     const tail = q.tail === undefined ? 100 : Math.min(Number(q.tail), ring.capacity);
     const level = q.level ?? 'trace';
     if (!isLogLevel(level)) return send(reply, 'PROXY_ERR_BAD_QUERY', `level must be one of ${LOG_LEVELS.join(', ')}`);
-    const follow = q.follow === undefined ? false : FOLLOW.get(q.follow);
+    const follow = q.follow === undefined ? false : BOOLEAN.get(q.follow);
     if (follow === undefined) return send(reply, 'PROXY_ERR_BAD_QUERY', `follow must be true or false (or 1 or 0), got "${q.follow}"`);
     // ?worker=<i>: the lines worker i wrote (every line forwarded from a worker carries its index).
     let worker: number | null = null;
@@ -140,7 +140,13 @@ export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyI
   app.get('/api/v1/workers', async () => proxy.workers());
 
   // Body: a whole configuration object (JSON) to apply, or nothing to re-read the file.
+  // ?allow_admin_change=true: apply a configuration that closes or moves this API (refused otherwise).
   app.post('/api/v1/reload', async (req, reply) => {
+    const allow = (req.query as Record<string, string | string[] | undefined>).allow_admin_change;
+    const allowAdminChange = allow === undefined ? false : typeof allow === 'string' ? BOOLEAN.get(allow) : undefined;
+    if (allowAdminChange === undefined) {
+      return send(reply, 'PROXY_ERR_BAD_QUERY', `allow_admin_change must be true or false (or 1 or 0), given once, got "${String(allow)}"`);
+    }
     let next;
     // What the configuration came from, named in every refusal's message (a schema issue, or one
     // only applying it finds: an address that cannot be bound, a TLS file that cannot be read).
@@ -158,6 +164,16 @@ export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyI
     } catch (err) {
       if (err instanceof ConfigError) return send(reply, 'PROXY_ERR_CONFIG', err.message, err.issues);
       throw err;
+    }
+    // The operator is using this API: a reload that closes it, or moves it where they may not reach
+    // (another interface, a port a firewall closes), is applied only when asked for by name.
+    const running = proxy.adminListen();
+    const requested = next.admin?.listen ?? null;
+    if (!allowAdminChange && running !== null && requested !== running) {
+      const what = requested === null ? `close the admin API on ${running} (the configuration has no admin.listen)`
+        : `move the admin API from ${running} to ${requested}`;
+      return send(reply, 'PROXY_ERR_RELOAD_CHANGES_ADMIN', `this reload would ${what}; nothing was applied. To apply it, send it again ` +
+        'with ?allow_admin_change=true (or put it in the configuration file and send the proxy SIGHUP)', { admin_listen: running, requested });
     }
     try {
       await proxy.reload(next, source);

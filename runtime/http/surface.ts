@@ -32,6 +32,8 @@ export interface AdminSurface {
   readonly logRing: LogRing | null;
   /** The default pipeline's steps. */
   pipeline(): PipelineView;
+  /** The running configuration's `admin.listen`: the address this API was opened on. */
+  adminListen(): string | null;
   /**
    * Applies `next`, or throws (a ConfigError, a plugin's error) and keeps the running configuration.
    * `source` is what `next` came from (the file, or "request body"), named in a refusal's message.

@@ -89,6 +89,7 @@ test('worker: digits only, a worker\'s index; a repeated level or filter is refu
     metrics: { contentType: 'text/plain', text: async () => '' },
     logRing: ring,
     pipeline: () => ({ id: 'default', request: [], response: [] }),
+    adminListen: () => null,
     workers: async () => ({ workers: [], replaced: 0, pin_lookups: { found: 0, missed: 0 } }),
     reload: async () => {},
     workerCount: 2,
