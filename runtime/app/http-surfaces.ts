@@ -108,37 +108,38 @@ export class HttpSurfaces {
   /**
    * Opens the listeners whose address `next` changes (and the admin API when `next` turns it on).
    * Throws a ConfigError naming the key when an address cannot be bound, after closing whatever
-   * it opened: the running listeners are untouched until commit().
+   * it opened: the running listeners are untouched until commit(). `source` is what `next` came
+   * from (the configuration file, or the admin API's request body), named in the error.
    */
-  async move(current: ProxyConfig, next: ProxyConfig): Promise<ListenerMove> {
+  async move(current: ProxyConfig, next: ProxyConfig, source: string | null): Promise<ListenerMove> {
     const opened: { admin?: Http | null; profiling?: Http; controlPlane?: Http } = {};
     const abort = async () => {
       await Promise.all([opened.admin, opened.profiling, opened.controlPlane].map((h) => h?.app.close()));
     };
-    const bind = async <T>(key: string, address: string, open: () => Promise<T>): Promise<T> => {
+    // The open's error says `cannot listen on <host:port>: <reason>` (runtime/http/app.ts).
+    const bind = async <T>(key: string, open: () => Promise<T>): Promise<T> => {
       try {
         return await open();
       } catch (err) {
         await abort();
-        throw new ConfigError(this.deps.configFile, [{ path: key, message: `cannot listen on ${address}: ${(err as Error).message}` }], { cause: err });
+        throw new ConfigError(source, [{ path: key, message: (err as Error).message }], { cause: err });
       }
     };
     const adminNext = next.admin?.listen;
     if (adminNext !== current.admin?.listen) {
-      opened.admin = adminNext === undefined ? null : await bind('admin.listen', adminNext, () => this.openAdmin(adminNext));
+      opened.admin = adminNext === undefined ? null : await bind('admin.listen', () => this.openAdmin(adminNext));
     }
     const p = next.profiling;
     // Without a running endpoint (no `profiling` block at start) adding one is a restart.
     if (this.profiling !== null && p !== undefined && current.profiling !== undefined
       && (p.host !== current.profiling.host || p.port !== current.profiling.port)) {
-      opened.profiling = await bind(p.host !== current.profiling.host ? 'profiling.host' : 'profiling.port', `${p.host} port ${p.port}`,
-        () => this.openProfiling(p));
+      opened.profiling = await bind(p.host !== current.profiling.host ? 'profiling.host' : 'profiling.port', () => this.openProfiling(p));
     }
     const cp = next.control_plane;
     if (this.controlPlane !== null && cp !== undefined && current.control_plane !== undefined
       && (cp.host !== current.control_plane.host || cp.port !== current.control_plane.port)) {
-      opened.controlPlane = await bind(cp.host !== current.control_plane.host ? 'control_plane.host' : 'control_plane.port', `${cp.host} ` +
-        `port ${cp.port}`, () => this.openControlPlane(cp));
+      opened.controlPlane = await bind(cp.host !== current.control_plane.host ? 'control_plane.host' : 'control_plane.port',
+        () => this.openControlPlane(cp));
     }
     return {
       abort,

@@ -68,7 +68,8 @@ export function adminSurface(running: RunningProxy, metrics: MetricsSource, work
     metrics,
     get logRing() { return running.logRing; },
     pipeline: () => defaultPipeline(running),
-    reload: (next) => running.reload(next),
+    adminListen: () => running.config.admin?.listen ?? null,
+    reload: (next, source) => running.reload(next, source),
   };
 }
 

@@ -69,8 +69,10 @@ export interface RunningProxy {
    * Applies a new configuration's pipeline and steps: compiled and configured off the hot path,
    * then swapped atomically; in-flight requests finish on the old graph. Throws (and keeps the old
    * graph) when the schema or a plugin refuses it. Keys that need a restart are reported, not applied.
+   * `source` is what `next` came from, named in a refusal's message (such as "request body" for the
+   * admin API's body); absent, the configuration file.
    */
-  reload(next: ProxyConfig): Promise<void>;
+  reload(next: ProxyConfig, source?: string | null): Promise<void>;
   /** Whether close() (SIGTERM, SIGINT) has begun: readiness (/readyz) reports not ready from then on. */
   readonly draining: boolean;
   close(): Promise<void>;
@@ -249,7 +251,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   }
   if (config.upstream.uri?.startsWith('mongodb+srv://') === true) {
     log.info('upstream hosts from DNS SRV records, re-resolved periodically', {
-      uri: config.upstream.uri, hosts: address.hosts.current().map((h) => `${h.host}:${h.port}`),
+      uri: config.upstream.uri, hosts: address.hosts.current().map((h) => formatHostPort(h.host, h.port)),
       rescan_interval_ms: config.upstream.srv_rescan_interval_ms, tls: address.tls !== null,
     });
   }
@@ -317,20 +319,20 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   // compared with, and applied over, the configuration the previous one left.
   let reloading: Promise<void> = Promise.resolve();
   /** With workers (`beforePublish`): runs once the new graphs are built, before any is published; a throw refuses the reload. */
-  const applyReload = async (next: ProxyConfig, gate?: (baselines: PipelineConfig[]) => Promise<void>) => {
+  const applyReload = async (next: ProxyConfig, source: string | null, gate?: (baselines: PipelineConfig[]) => Promise<void>) => {
     // Restart-only keys are in effect as the proxy started: those that differ from that are named
     // (after a reload that changed one, a reload that puts it back no longer warns).
     const restartOnly = restartKeys(config, next);
     // Everything that can refuse the configuration runs before anything is applied.
     // Renewed certificates apply to new connections (open ones keep theirs).
-    const nextTls = next.tls === undefined || !server.tls ? null : listenerTlsOptions(next.tls, opts.configFile ?? null);
+    const nextTls = next.tls === undefined || !server.tls ? null : listenerTlsOptions(next.tls, source);
     if (profiler?.file != null) {
       const issue = mmapFitIssue(pipelineEntries(next), config.profiling!.mmap_size_mb);
-      if (issue !== null) throw new ConfigError(opts.configFile ?? null, [issue]);
+      if (issue !== null) throw new ConfigError(source, [issue]);
     }
     // A listener whose address changes is bound now, next to the old one; one that cannot be bound
     // refuses the reload. The old ones close once the rest has applied.
-    const moved = worker ? NO_MOVE : await surfaces.move(current, next);
+    const moved = worker ? NO_MOVE : await surfaces.move(current, next, source);
     // Thresholds, filters and `enabled` apply now; graphs are rebuilt below, timed or untimed
     // accordingly. Adding or removing the block is a restart: the profiler keeps its settings.
     const before = profiler?.settings;
@@ -346,7 +348,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       const busy = canary === null ? [] : (canary.list('all').canaries as Array<{ canary_id: string; pipeline_id: string; status: string }>)
         .filter((c) => removed.includes(c.pipeline_id) && (c.status === 'active' || c.status === 'paused'));
       if (busy.length > 0) {
-        throw new ConfigError(opts.configFile ?? null, busy.map((c) => ({ path: 'pipelines', message: `removes pipeline "${c.pipeline_id}", which ` +
+        throw new ConfigError(source, busy.map((c) => ({ path: 'pipelines', message: `removes pipeline "${c.pipeline_id}", which ` +
           `canary ${c.canary_id} is ${c.status} on; roll the canary back (or let it finish) first` })));
       }
       // A promotion outranks the file's steps until the file changes them (settled below).
@@ -399,7 +401,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     workerCanary: workerCanary === null ? null : { handlers: workerCanary, changes: canaryChanges },
     profiler, snapshots, tracing, logRing: log.ring,
     server, pool, devdb, host: bound.host, port: bound.port, uri, pipelines, metrics,
-    reload(next: ProxyConfig) {
+    reload(next: ProxyConfig, source?: string | null) {
       // With workers, two phases: the primary checks everything and builds its graphs; then every
       // worker builds its own (machine.prepare); only when all have, all publish (machine.commit),
       // and the reload is answered once every worker serves it. A refusal anywhere publishes none.
@@ -407,7 +409,8 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       // The workers build the baselines the primary chose (a promoted canary's graph outranks the file's).
       const gate = machine !== null ? (baselines: PipelineConfig[]) => machine.prepare(next, baselines)
         : opts.cluster?.role === 'worker' ? opts.cluster.reloadGate : undefined;
-      const run = reloading.then(() => applyReload(next, gate)).then(async () => { await machine?.commit(); }, async (err: unknown) => {
+      const from = source === undefined ? opts.configFile ?? null : source;
+      const run = reloading.then(() => applyReload(next, from, gate)).then(async () => { await machine?.commit(); }, async (err: unknown) => {
         await machine?.abort();
         throw err;
       });

@@ -5,6 +5,7 @@ import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Histogram } from 'hdr-histogram-js';
 import { Framer, HEADER_SIZE, OP_MSG, ReplyPeek, WireError, parseOpMsg, type FrameSink } from '../wire/index.ts';
+import { formatHostPort } from '../config/index.ts';
 import { BenchError } from './errors.ts';
 
 /** Shared by all connections of a run (one thread, so plain counters suffice). */
@@ -50,7 +51,7 @@ export class BenchConnection implements FrameSink {
       const socket = connect({ host, port });
       const timer = setTimeout(() => {
         socket.destroy();
-        reject(new BenchError('PROXY_ERR_BENCH_CONNECT', `cannot connect to ${host}:${port} within ${timeoutMs} ms`));
+        reject(new BenchError('PROXY_ERR_BENCH_CONNECT', `cannot connect to ${formatHostPort(host, port)} within ${timeoutMs} ms`));
       }, timeoutMs);
       socket.once('connect', () => {
         clearTimeout(timer);
@@ -59,7 +60,7 @@ export class BenchConnection implements FrameSink {
       });
       socket.once('error', (err) => {
         clearTimeout(timer);
-        reject(new BenchError('PROXY_ERR_BENCH_CONNECT', `cannot connect to ${host}:${port}: ${err.message}`, { cause: err }));
+        reject(new BenchError('PROXY_ERR_BENCH_CONNECT', `cannot connect to ${formatHostPort(host, port)}: ${err.message}`, { cause: err }));
       });
     });
   }

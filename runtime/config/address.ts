@@ -4,6 +4,7 @@
 // URLs they print use its output: an IPv6 host is written `[::1]:9090` in an address and in a URL,
 // and handed to `listen()` bare (`::1`), which is what Node's resolver accepts.
 import { isIPv4, isIPv6 } from 'node:net';
+import { getSystemErrorMap } from 'node:util';
 import * as v from 'valibot';
 import { expects } from './expects.ts';
 
@@ -63,6 +64,22 @@ export function bracketHost(host: string): string {
 /** `host:port` with an IPv6 host bracketed. */
 export function formatHostPort(host: string, port: number): string {
   return `${bracketHost(host)}:${port}`;
+}
+
+/**
+ * A system error's reason without the address Node appends to its message (`connect ECONNREFUSED
+ * ::1:27017` writes an IPv6 address bare): `connection refused (ECONNREFUSED)`. Any other error: its
+ * message.
+ */
+export function errorReason(err: Error): string {
+  const e = err as NodeJS.ErrnoException;
+  const reason = typeof e.errno === 'number' && typeof e.code === 'string' ? getSystemErrorMap().get(e.errno)?.[1] : undefined;
+  return reason === undefined ? err.message : `${reason} (${e.code})`;
+}
+
+/** Why listening on host:port failed, the address bracketed: `cannot listen on [::1]:9090: address already in use (EADDRINUSE)`. */
+export function listenFailure(host: string, port: number, err: Error): string {
+  return `cannot listen on ${formatHostPort(host, port)}: ${errorReason(err)}`;
 }
 
 /** `http://host:port` with an IPv6 host bracketed (a zone index escaped, as URLs need). */

@@ -359,7 +359,8 @@ const admin = v.strictObject({
   listen: onReload(v.optional(hostPortSchema(
     'Address of the admin HTTP API ("host:port", or "[ipv6]:port"): GET /metrics (Prometheus text), GET /api/v1/pipeline, POST /api/v1/reload, and ' +
       'the health probes GET /healthz (liveness) and GET /readyz (readiness). Absent: no admin API. A reload that changes it opens the new address ' +
-      'first and then closes the old one; an address that cannot be bound refuses the reload (the old listener and configuration stay).',
+      'first and then closes the old one; an address that cannot be bound refuses the reload (the old listener and configuration stay). ' +
+      'POST /api/v1/reload refuses a configuration that moves or removes it (422) unless asked with ?allow_admin_change=true.',
   ))),
   token: onReload(v.optional(expects(
     v.pipe(

@@ -51,6 +51,8 @@ export const ERRORS = {
   PROXY_ERR_BAD_QUERY: { class: 'HttpError', status: 400, meaning: 'query parameters are not valid' },
   PROXY_ERR_BAD_REQUEST: { class: 'HttpError', status: 400, meaning: 'the request is not valid HTTP' },
   PROXY_ERR_PLUGIN: { class: 'HttpError', status: 422, meaning: 'a plugin refused its configuration or failed to load' },
+  PROXY_ERR_RELOAD_CHANGES_ADMIN: { class: 'HttpError', status: 422, meaning: 'a reload through the admin API would close the admin API or move ' +
+    'it to another address; nothing was applied (send it again with ?allow_admin_change=true to apply it)' },
   PROXY_ERR_NOT_FOUND: { class: 'HttpError', status: 404, meaning: 'no such resource' },
   PROXY_ERR_PROFILING_DISABLED: { class: 'HttpError', status: 404, meaning: 'profiling is disabled (profiling.enabled: false)' },
   PROXY_ERR_NO_CONFIG_FILE: { class: 'HttpError', status: 409, meaning: 'the proxy was started without a configuration file; send the ' +

@@ -22,8 +22,20 @@ export const ADMIN_BODY_LIMIT_BYTES = 1024 * 1024;
 
 const send = sendError;
 
+/** How a refused configuration sent in a reload's body is named in the error message. */
+const BODY_SOURCE = 'request body';
+
 /** Routes answered without the admin token (health probes). */
 const PROBES: ReadonlySet<string> = new Set(['/healthz', '/readyz']);
+
+/** The query parameters of GET /api/v1/logs; each is taken once. */
+const LOGS_QUERY = ['tail', 'level', 'filter', 'worker', 'follow'] as const;
+
+/** A plain decimal number: no sign, point, exponent, hex prefix or blank (Number() takes all of those). */
+const DIGITS = /^\d+$/;
+
+/** The values a yes/no query parameter takes (`follow`, `allow_admin_change`). */
+const BOOLEAN: ReadonlyMap<string, boolean> = new Map([['true', true], ['1', true], ['false', false], ['0', false]]);
 
 /** Whether a JSON log line is at `min` or above and contains `filter` (case-insensitive; '' matches all). */
 function logMatcher(min: number, filter: string, worker: number | null): (line: string) => boolean {
@@ -76,19 +88,29 @@ export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyI
 
   // Recent log lines (NDJSON, oldest first), then with follow=true every new line as it is written.
   // level: the lowest level shown; filter: text a line must contain (case-insensitive); tail: how many recent lines;
-  // worker: one worker's lines (with workers, the ring holds every worker's lines too).
+  // worker: one worker's lines (with workers, the ring holds every worker's lines too). Values are
+  // taken as written or refused: `tail=1e3`, `tail=5.0` or `follow=maybe` is a 400, not a guess.
   app.get('/api/v1/logs', async (req, reply) => {
     const ring = proxy.logRing;
     if (ring === null || ring.capacity === 0) return send(reply, 'PROXY_ERR_NOT_FOUND', 'no recent logs are kept (log.ring_lines is 0)');
-    const q = req.query as Record<string, string | undefined>;
-    const tail = q.tail === undefined ? 100 : Number(q.tail);
-    if (!Number.isInteger(tail) || tail < 0) return send(reply, 'PROXY_ERR_BAD_QUERY', 'tail must be an integer >= 0');
+    const raw = req.query as Record<string, string | string[] | undefined>;
+    for (const name of LOGS_QUERY) {
+      if (Array.isArray(raw[name])) return send(reply, 'PROXY_ERR_BAD_QUERY', `${name} is given more than once`);
+    }
+    const q = raw as Record<string, string | undefined>;
+    if (q.tail !== undefined && !DIGITS.test(q.tail)) {
+      return send(reply, 'PROXY_ERR_BAD_QUERY', `tail must be a number of lines, digits only (0 or more), got "${q.tail}"`);
+    }
+    // More than the ring holds is every line it holds.
+    const tail = q.tail === undefined ? 100 : Math.min(Number(q.tail), ring.capacity);
     const level = q.level ?? 'trace';
     if (!isLogLevel(level)) return send(reply, 'PROXY_ERR_BAD_QUERY', `level must be one of ${LOG_LEVELS.join(', ')}`);
+    const follow = q.follow === undefined ? false : BOOLEAN.get(q.follow);
+    if (follow === undefined) return send(reply, 'PROXY_ERR_BAD_QUERY', `follow must be true or false (or 1 or 0), got "${q.follow}"`);
     // ?worker=<i>: the lines worker i wrote (every line forwarded from a worker carries its index).
     let worker: number | null = null;
     if (q.worker !== undefined) {
-      worker = /^\d+$/.test(q.worker) ? Number(q.worker) : -1;
+      worker = DIGITS.test(q.worker) ? Number(q.worker) : -1;
       const n = proxy.workerCount;
       if (n === undefined) return send(reply, 'PROXY_ERR_BAD_QUERY', 'worker: this proxy runs in one process (workers: 1); there is no worker to choose');
       if (worker < 0 || worker >= n) return send(reply, 'PROXY_ERR_BAD_QUERY', `worker must be the index of a worker, 0 to ${n - 1}, got "${q.worker}"`);
@@ -96,7 +118,7 @@ export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyI
     const match = logMatcher(LOG_LEVEL_VALUES[level], q.filter ?? '', worker);
     const lines = tail === 0 ? [] : ring.recent(ring.capacity).filter(match).slice(-tail);
     const text = lines.map((l) => l + '\n').join('');
-    if (q.follow !== 'true' && q.follow !== '1') {
+    if (!follow) {
       reply.header('content-type', 'application/x-ndjson');
       return text;
     }
@@ -118,22 +140,43 @@ export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyI
   app.get('/api/v1/workers', async () => proxy.workers());
 
   // Body: a whole configuration object (JSON) to apply, or nothing to re-read the file.
+  // ?allow_admin_change=true: apply a configuration that closes or moves this API (refused otherwise).
   app.post('/api/v1/reload', async (req, reply) => {
+    const allow = (req.query as Record<string, string | string[] | undefined>).allow_admin_change;
+    const allowAdminChange = allow === undefined ? false : typeof allow === 'string' ? BOOLEAN.get(allow) : undefined;
+    if (allowAdminChange === undefined) {
+      return send(reply, 'PROXY_ERR_BAD_QUERY', `allow_admin_change must be true or false (or 1 or 0), given once, got "${String(allow)}"`);
+    }
     let next;
+    // What the configuration came from, named in every refusal's message (a schema issue, or one
+    // only applying it finds: an address that cannot be bound, a TLS file that cannot be read).
+    let source: string | null;
     try {
       // The body parser (app.ts) has refused anything but a JSON object; undefined is no body.
       if (req.body !== undefined) {
-        next = parseConfig(req.body, 'request body');
+        source = BODY_SOURCE;
+        next = parseConfig(req.body, source);
       } else {
         if (opts.configFile === null) return send(reply, 'PROXY_ERR_NO_CONFIG_FILE');
-        next = (await loadConfig({ file: opts.configFile })).config;
+        source = opts.configFile;
+        next = (await loadConfig({ file: source })).config;
       }
     } catch (err) {
       if (err instanceof ConfigError) return send(reply, 'PROXY_ERR_CONFIG', err.message, err.issues);
       throw err;
     }
+    // The operator is using this API: a reload that closes it, or moves it where they may not reach
+    // (another interface, a port a firewall closes), is applied only when asked for by name.
+    const running = proxy.adminListen();
+    const requested = next.admin?.listen ?? null;
+    if (!allowAdminChange && running !== null && requested !== running) {
+      const what = requested === null ? `close the admin API on ${running} (the configuration has no admin.listen)`
+        : `move the admin API from ${running} to ${requested}`;
+      return send(reply, 'PROXY_ERR_RELOAD_CHANGES_ADMIN', `this reload would ${what}; nothing was applied. To apply it, send it again ` +
+        'with ?allow_admin_change=true (or put it in the configuration file and send the proxy SIGHUP)', { admin_listen: running, requested });
+    }
     try {
-      await proxy.reload(next);
+      await proxy.reload(next, source);
     } catch (err) {
       // Refused by what only a reload can check (a listener address that cannot be bound, a TLS
       // file): the configuration's fault, with its key path; otherwise a plugin's.

@@ -7,7 +7,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { IncomingMessage } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
-import { httpUrl } from '../config/index.ts';
+import { httpUrl, listenFailure } from '../config/index.ts';
 import { ERRORS } from '../errors/catalogue.ts';
 import { httpError, isHttpErrorCode, type HttpErrorCode } from './errors.ts';
 import { sendError } from './reply.ts';
@@ -206,7 +206,11 @@ export function createApp(opts: AppOptions): FastifyInstance {
 
 /** Listens on host (bare, as the address parser gives it) and port; the app's base URL. */
 export async function listenApp(app: FastifyInstance, host: string, port: number): Promise<string> {
-  await app.listen({ host, port });
+  try {
+    await app.listen({ host, port });
+  } catch (err) {
+    throw new Error(listenFailure(host, port, err as Error), { cause: err });
+  }
   const a = app.server.address();
   return httpUrl(host, typeof a === 'object' && a !== null ? a.port : port);
 }

@@ -32,8 +32,13 @@ export interface AdminSurface {
   readonly logRing: LogRing | null;
   /** The default pipeline's steps. */
   pipeline(): PipelineView;
-  /** Applies `next`, or throws (a ConfigError, a plugin's error) and keeps the running configuration. */
-  reload(next: ProxyConfig): Promise<void>;
+  /** The running configuration's `admin.listen`: the address this API was opened on. */
+  adminListen(): string | null;
+  /**
+   * Applies `next`, or throws (a ConfigError, a plugin's error) and keeps the running configuration.
+   * `source` is what `next` came from (the file, or "request body"), named in a refusal's message.
+   */
+  reload(next: ProxyConfig, source: string | null): Promise<void>;
   /** The processes serving clients (GET /api/v1/workers). */
   workers(): Promise<WorkersView>;
   /** With workers, how many (GET /api/v1/logs?worker=<i> takes 0 … n-1); absent: one process, no worker to choose. */

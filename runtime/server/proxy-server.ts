@@ -14,6 +14,7 @@ import { newServerStats } from '../metrics/index.ts';
 import { ClientAuth, newDecoyKey, type ClientAuthSettings } from './client-auth.ts';
 import type { Profiler } from '../profiling/index.ts';
 import type { Tracing } from '../telemetry/index.ts';
+import { listenFailure } from '../config/index.ts';
 
 export interface ProxyServerOptions {
   host: string;
@@ -181,9 +182,10 @@ export class ProxyServer implements ServerContext {
 
   listen(): Promise<{ host: string; port: number }> {
     return new Promise((resolve, reject) => {
-      this.server.once('error', reject);
+      const failed = (err: Error) => reject(new Error(listenFailure(this.host, this.port, err), { cause: err }));
+      this.server.once('error', failed);
       this.server.listen(this.port, this.host, () => {
-        this.server.off('error', reject);
+        this.server.off('error', failed);
         const a = this.server.address();
         resolve(typeof a === 'object' && a !== null ? { host: this.host, port: a.port } : { host: this.host, port: this.port });
       });

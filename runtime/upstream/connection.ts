@@ -12,6 +12,7 @@ import {
   Framer, type FrameSink, type WireError, encodeOpMsg, parseOpMsg, decompressFrame, checkDocument, OP_MSG, OP_COMPRESSED,
   MSG_MORE_TO_COME, MSG_CHECKSUM_PRESENT, SECTION_BODY, HEADER_SIZE,
 } from '../wire/index.ts';
+import { errorReason, formatHostPort } from '../config/index.ts';
 
 export interface ReplyHandler {
   /** A reply frame (OP_MSG, decompressed) answering the request sent with `send`. */
@@ -121,13 +122,13 @@ export class UpstreamConnection implements FrameSink {
         if (settled) return;
         settled = true;
         socket.destroy();
-        reject(new Error(`connect to ${host}:${port} timed out after ${timeoutMs} ms`));
+        reject(new Error(`connect to ${formatHostPort(host, port)} timed out after ${timeoutMs} ms`));
       }, timeoutMs);
       const early = (err: Error) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        reject(new Error(`connect to ${host}:${port} failed: ${tls === null ? '' : 'TLS: '}${err.message}`, { cause: err }));
+        reject(new Error(`connect to ${formatHostPort(host, port)} failed: ${tls === null ? '' : 'TLS: '}${errorReason(err)}`, { cause: err }));
       };
       socket.once('error', early);
       socket.once(tls === null ? 'connect' : 'secureConnect', () => {
@@ -143,7 +144,7 @@ export class UpstreamConnection implements FrameSink {
           clearTimeout(timer);
           conn.info = info;
           if (!conn.alive) {
-            reject(new Error(`connection to ${host}:${port} closed right after its handshake`));
+            reject(new Error(`connection to ${formatHostPort(host, port)} closed right after its handshake`));
             return;
           }
           conn.onClosed = onClosed;

@@ -2,6 +2,7 @@
 // `mongodb+srv://` URI gives a list that DNS rescans replace (srv.ts). Consumers (the pool today,
 // topology monitoring later) read `current()` when they open a connection and may subscribe to
 // changes; nothing here is on the per-request path.
+import { formatHostPort } from '../config/index.ts';
 
 export interface HostAddress {
   readonly host: string;
@@ -21,8 +22,7 @@ export interface HostSource {
 
 /** `host:port`, with IPv6 literals bracketed; host names compare case-insensitively. */
 export function hostKey(h: HostAddress): string {
-  const host = h.host.toLowerCase();
-  return host.includes(':') ? `[${host}]:${h.port}` : `${host}:${h.port}`;
+  return formatHostPort(h.host.toLowerCase(), h.port);
 }
 
 /** The hosts of a `mongodb://` URI: they never change. */

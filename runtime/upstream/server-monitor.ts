@@ -8,6 +8,7 @@ import type { Document } from 'bson';
 import type { LookupFunction } from 'node:net';
 import { UpstreamConnection } from './connection.ts';
 import type { UpstreamTls } from './uri.ts';
+import { formatHostPort } from '../config/index.ts';
 
 /** The spec's minHeartbeatFrequencyMS: the least time between two checks of one server. */
 export const MIN_HEARTBEAT_MS = 500;
@@ -46,7 +47,7 @@ export class ServerMonitor {
     this.lookup = lookup;
     this.host = host;
     this.port = port;
-    this.address = `${host}:${port}`;
+    this.address = formatHostPort(host, port);
     this.tls = tls;
     this.timeoutMs = timeoutMs;
     this.listener = listener;

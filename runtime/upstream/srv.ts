@@ -14,6 +14,7 @@ import { Resolver } from 'node:dns/promises';
 import { isIP, type LookupFunction } from 'node:net';
 import type { LookupAddress } from 'node:dns';
 import { ErrorCodes, ProxyError } from '../errors/index.ts';
+import { formatHostPort } from '../config/index.ts';
 import { hostKey, type HostAddress, type HostSource } from './host-source.ts';
 
 /** The rescan interval when none is configured (the polling specification's 60 s). */
@@ -246,7 +247,7 @@ export class SrvHostSource implements HostSource {
       const skipped: string[] = [];
       for (const r of records) {
         if (targetInDomain(r.name, hostname)) valid.push({ host: lower(r.name), port: r.port });
-        else skipped.push(`${r.name}:${r.port}`);
+        else skipped.push(formatHostPort(r.name, r.port));
       }
       const key = skipped.join(',');
       if (key !== this.skipped && skipped.length > 0) {

@@ -5,6 +5,7 @@ import type { UpstreamInfo } from './connection.ts';
 import type { UpstreamPool } from './pool.ts';
 import type { SelectableServer } from './read-preference.ts';
 import type { ServerMonitor } from './server-monitor.ts';
+import { hostKey } from './host-source.ts';
 
 export type ServerType = 'Unknown' | 'Standalone' | 'Mongos' | 'RSPrimary' | 'RSSecondary' | 'RSArbiter' | 'RSOther' | 'RSGhost';
 
@@ -34,7 +35,7 @@ export class TopologyServer implements SelectableServer {
   constructor(host: string, port: number, monitor: (s: TopologyServer) => ServerMonitor, makePool: (s: TopologyServer) => UpstreamPool) {
     this.host = host;
     this.port = port;
-    this.address = `${host}:${port}`.toLowerCase();
+    this.address = hostKey({ host, port });
     this.makePool = makePool;
     this.monitor = monitor(this);
   }

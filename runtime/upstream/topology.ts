@@ -26,7 +26,7 @@ import { PRIMARY, ReadPreferenceReader, ReplicaSetSelector, describeReadPreferen
 import { MIN_HEARTBEAT_MS, ServerMonitor, type MonitorListener } from './server-monitor.ts';
 import { TopologyServer, compareElection, memberList, serverType, splitAddress } from './topology-server.ts';
 import type { UpstreamAddress } from './uri.ts';
-import { StaticHostSource } from './host-source.ts';
+import { StaticHostSource, hostKey } from './host-source.ts';
 
 export type TopologyKind = 'Unknown' | 'ReplicaSet' | 'Sharded';
 
@@ -141,7 +141,7 @@ export class Topology implements MonitorListener, PoolHealthListener {
 
   /** The server at host:port, monitored again if it had been left out, or added and monitored. */
   private addOrRejoin(host: string, port: number): TopologyServer {
-    const s = this.servers.get(`${host}:${port}`.toLowerCase());
+    const s = this.servers.get(hostKey({ host, port }));
     if (s !== undefined) {
       if (!s.member) {
         s.member = true;

@@ -17,6 +17,7 @@ import { until } from '../helpers/until.ts';
 import { freePort } from '../helpers/ports.ts';
 
 const ENV = 'PROXY_TEST_ROTATED_CONTROL_TOKEN';
+const ALLOW_ADMIN_CHANGE = '?allow_admin_change=true';
 let proxy: RunningProxy;
 let dir: string;
 const lines: string[] = [];
@@ -58,8 +59,9 @@ const adminStatus = (token: string) => status(`${proxy.adminUrl}/api/v1/pipeline
 const profilingStatus = (token: string) => status(`${proxy.profilingUrl}/api/profile/graphs`, token);
 const controlStatus = (token: string) => status(`${proxy.controlPlaneUrl}/api/v1/canary`, token);
 
-async function reloadByApi(body: ProxyConfigInput, token: string) {
-  const res = await fetch(`${proxy.adminUrl}/api/v1/reload`, {
+/** `query`: ?allow_admin_change=true for a reload that moves or closes the admin API. */
+async function reloadByApi(body: ProxyConfigInput, token: string, query = '') {
+  const res = await fetch(`${proxy.adminUrl}/api/v1/reload${query}`, {
     method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body),
   });
   return { status: res.status, body: await res.json() as any };
@@ -153,7 +155,7 @@ async function refusesConnections(url: string): Promise<boolean> {
 test('a changed admin.listen, profiling.port and control_plane.port rebind on reload: the new addresses answer, the old ones close', async () => {
   const old = { admin: proxy.adminUrl!, profiling: proxy.profilingUrl!, control: proxy.controlPlaneUrl! };
   const [a, p, c] = [await freePort(), await freePort(), await freePort()];
-  const r = await reloadByApi(config(SECOND, { adminListen: `127.0.0.1:${a}`, profilingPort: p, controlPort: c }), SECOND.admin);
+  const r = await reloadByApi(config(SECOND, { adminListen: `127.0.0.1:${a}`, profilingPort: p, controlPort: c }), SECOND.admin, ALLOW_ADMIN_CHANGE);
   assert.equal(r.status, 200, JSON.stringify(r.body));
   assert.equal(proxy.adminUrl, `http://127.0.0.1:${a}`);
   assert.equal(proxy.profilingUrl, `http://127.0.0.1:${p}`);
@@ -174,7 +176,7 @@ test('an address that cannot be bound refuses the whole reload: old listener, ol
     const port = (taken.address() as { port: number }).port;
     const adminUrl = proxy.adminUrl;
     const running = proxy.config;
-    const r = await reloadByApi(config(THIRD, { adminListen: `127.0.0.1:${port}` }), SECOND.admin);
+    const r = await reloadByApi(config(THIRD, { adminListen: `127.0.0.1:${port}` }), SECOND.admin, ALLOW_ADMIN_CHANGE);
     assert.equal(r.status, 400, JSON.stringify(r.body));
     assert.equal(r.body.error.code, 'PROXY_ERR_CONFIG');
     assert.match(r.body.error.message, /admin\.listen: cannot listen on 127\.0\.0\.1:\d+/);
@@ -217,7 +219,7 @@ test('removing the admin block closes the admin API; adding it back (SIGHUP) ope
   const next = config(THIRD) as Record<string, unknown>;
   delete next.admin;
   delete next.profiling; // as in the test before: no restart-only change
-  const r = await reloadByApi(next, THIRD.admin);
+  const r = await reloadByApi(next, THIRD.admin, ALLOW_ADMIN_CHANGE);
   assert.equal(r.status, 200, JSON.stringify(r.body));
   assert.equal(proxy.adminUrl, null);
   await until('the admin API to close', () => refusesConnections(url));

@@ -86,6 +86,7 @@ test('the admin API\'s level filter (GET /api/v1/logs?level=) takes the table\'s
     metrics: { contentType: 'text/plain', text: async () => '' },
     logRing: ring,
     pipeline: () => ({ id: 'default', request: [], response: [] }),
+    adminListen: () => null,
     workers: async () => ({ workers: [], replaced: 0, pin_lookups: { found: 0, missed: 0 } }),
     reload: async () => {},
   };
