@@ -25,7 +25,9 @@ export interface ClientLimits {
   maxConnections: number;
 }
 
-export const DEFAULT_CLIENT_LIMITS: ClientLimits = { maxPendingReplyBytes: 16 * 1024 * 1024, maxQueuedRequests: 64, maxQueuedRequestBytes: 16 * 1024 * 1024, maxConnections: 0 };
+export const DEFAULT_CLIENT_LIMITS: ClientLimits = {
+  maxPendingReplyBytes: 16 * 1024 * 1024, maxQueuedRequests: 64, maxQueuedRequestBytes: 16 * 1024 * 1024, maxConnections: 0,
+};
 
 export interface ServerContext {
   readonly log: Log;
