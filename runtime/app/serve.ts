@@ -291,6 +291,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     pipelines, pipelineId: config.pipeline.id, routing: routingOf(pipelines, config), poolOptions,
     clientLimits: {
       maxPendingReplyBytes: config.clients.max_pending_reply_bytes, maxQueuedRequests: config.clients.max_queued_requests,
+      maxQueuedRequestBytes: config.clients.max_queued_request_bytes,
       maxConnections: config.clients.max_connections,
     },
     profiler, tracing, topology, clientAuth: clientAuthSettings(config.auth),

@@ -131,6 +131,11 @@ const clients = v.strictObject({
       '(drivers do not pipeline, so this only bounds misbehaving clients).'),
     64,
   )),
+  max_queued_request_bytes: onRestart(v.optional(
+    int(65536, undefined, 'Bytes of requests read from one client and not yet started; past this the proxy stops reading that client until ' +
+      'they are down to half. A request is always read whole, so a client holds at most this plus one request (≤ 48,000,000 bytes).'),
+    16 * 1024 * 1024,
+  )),
 });
 
 const tls = v.strictObject({

@@ -122,7 +122,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.record = new RequestRecord(id, this.peek, this.call, ctx.profiler, ctx.tracing);
     this.steps = new RequestSteps(this.handshake, this.peek, this.record, ctx.stats);
     this.graphs = ctx.routing.single;
-    this.queue = new RequestQueue(socket, ctx.clientLimits.maxQueuedRequests);
+    this.queue = new RequestQueue(socket, ctx.clientLimits.maxQueuedRequests, ctx.clientLimits.maxQueuedRequestBytes);
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.framer.push(chunk));
     socket.on('error', () => this.close());

@@ -19,11 +19,15 @@ export type { ServerStats } from '../metrics/index.ts';
 export interface ClientLimits {
   maxPendingReplyBytes: number;
   maxQueuedRequests: number;
+  /** Bytes of requests read from one client and not started yet (clients.max_queued_request_bytes). */
+  maxQueuedRequestBytes: number;
   /** Client connections served at once (0: no limit). */
   maxConnections: number;
 }
 
-export const DEFAULT_CLIENT_LIMITS: ClientLimits = { maxPendingReplyBytes: 16 * 1024 * 1024, maxQueuedRequests: 64, maxConnections: 0 };
+export const DEFAULT_CLIENT_LIMITS: ClientLimits = {
+  maxPendingReplyBytes: 16 * 1024 * 1024, maxQueuedRequests: 64, maxQueuedRequestBytes: 16 * 1024 * 1024, maxConnections: 0,
+};
 
 export interface ServerContext {
   readonly log: Log;

@@ -1,9 +1,12 @@
 // A client connection's intake: the requests read off its socket and not started yet, in arrival
 // order, each with when it was read; and the reading side of backpressure. Reading stops while
 // the client's unread replies are over their bound (ReplyWriter.blocked) or too many of its
-// requests are queued (clients.max_queued_requests), and resumes when neither holds (the queue
-// with hysteresis: at or below half the bound). A client that pipelines without reading thus
-// costs at most the queue bound plus the reply bound.
+// requests, or too many bytes of them, are queued (clients.max_queued_requests,
+// clients.max_queued_request_bytes), and resumes when none holds (the queue with hysteresis: at
+// or below half of both bounds). A request is always queued whole, so the queue holds at most its
+// byte bound plus one request: without the byte bound, 64 pipelined requests of 48 MB each held
+// 3 GB. A client that pipelines without reading thus costs at most the queue bounds plus the
+// reply bound.
 import type { Socket } from 'node:net';
 
 export class RequestQueue {
@@ -16,11 +19,20 @@ export class RequestQueue {
   private readonly frames: Buffer[] = [];
   private readonly readAts: number[] = [];
   private readonly max: number;
+  private readonly maxBytes: number;
   private readonly socket: Socket;
+  /** Bytes of the requests queued. */
+  private queuedBytes = 0;
 
-  constructor(socket: Socket, maxQueued: number) {
+  constructor(socket: Socket, maxQueued: number, maxQueuedBytes = Number.MAX_SAFE_INTEGER) {
     this.socket = socket;
     this.max = maxQueued;
+    this.maxBytes = maxQueuedBytes;
+  }
+
+  /** Bytes of the requests queued. */
+  get bytes(): number {
+    return this.queuedBytes;
   }
 
   get length(): number {
@@ -32,18 +44,22 @@ export class RequestQueue {
     this.lastReadAt = now;
     this.frames.push(frame);
     this.readAts.push(now);
-    return this.frames.length > this.max;
+    this.queuedBytes += frame.length;
+    return this.frames.length > this.max || this.queuedBytes > this.maxBytes;
   }
 
   /** The oldest request (the queue is not empty); `readAt` is when it was read. */
   shift(): Buffer {
     this.readAt = this.readAts.shift()!;
-    return this.frames.shift()!;
+    const frame = this.frames.shift()!;
+    this.queuedBytes -= frame.length;
+    return frame;
   }
 
   clear(): void {
     this.frames.length = 0;
     this.readAts.length = 0;
+    this.queuedBytes = 0;
   }
 
   /**
@@ -60,13 +76,13 @@ export class RequestQueue {
 
   /** Pauses or resumes reading; `blocked`: the client's unread replies are over their bound. */
   updateReading(blocked: boolean): void {
-    const stop = blocked || this.frames.length > this.max;
+    const stop = blocked || this.frames.length > this.max || this.queuedBytes > this.maxBytes;
     if (stop) {
       if (!this.paused) {
         this.paused = true;
         this.socket.pause();
       }
-    } else if (this.paused && this.frames.length <= this.max >> 1) {
+    } else if (this.paused && this.frames.length <= this.max >> 1 && this.queuedBytes <= this.maxBytes / 2) {
       this.paused = false;
       this.socket.resume();
     }

@@ -73,7 +73,8 @@ export function parseOpMsg(frame: Buffer): OpMsg {
       if (off + 4 > end) bad('truncated document sequence');
       const size = frame.readInt32LE(off);
       const seqEnd = off + size;
-      if (size < 5 || seqEnd > end) bad(`document sequence size ${size} exceeds the message`);
+      if (size < 5) bad(`document sequence size ${size} is below 5, the least a sequence takes (its size and an empty identifier)`);
+      if (seqEnd > end) bad(`document sequence size ${size} exceeds the message`);
       const idEnd = skipCString(frame, off + 4, seqEnd);
       const id = frame.toString('utf8', off + 4, idEnd - 1);
       let p = idEnd;

@@ -111,6 +111,38 @@ test('in flight per client: one request at the upstream at a time; requests sent
   assert.equal(tap.count('toServer', OP_MSG), before + 5);
 });
 
+test('queued requests are bounded in bytes too: large pipelined requests behind one in flight pause reading at clients.max_queued_request_bytes', async () => {
+  // Without the byte bound the proxy read all 24 requests of 8 MB (fewer than max_queued_requests):
+  // +192 MB held for one client; 64 requests of 48 MB held 3 GB.
+  const d = await devdbAddress;
+  const tap = new TcpTap(d.port);
+  const tapUri = await tap.listen();
+  cleanups.push(() => tap.close());
+  const p = await proxy({ upstream: { uri: tapUri } });
+  const r = await RawClient.connect(p.port);
+  cleanups.push(async () => r.destroy());
+  await r.hello();
+  const COUNT = 24;
+  const frames = Array.from({ length: COUNT }, () => opMsg({ ping: 1, pad: 'x'.repeat(8_000_000), $db: 'admin' }));
+  const before = tap.count('toServer', OP_MSG);
+  await new Promise((res) => setTimeout(res, 200));
+  const base = process.memoryUsage().arrayBuffers;
+  tap.hold(); // the first request stays in flight: the others wait in the proxy's queue
+  for (const f of frames) r.write(f);
+  await until('the first request upstream', () => tap.count('toServer', OP_MSG) === before + 1, 10_000);
+  await new Promise((res) => setTimeout(res, 1000));
+  const grown = process.memoryUsage().arrayBuffers - base;
+  assert.ok(grown < 80 * 1024 * 1024,
+    `the proxy holds ${(grown / 1048576).toFixed(0)} MB of one client's queued requests (bound: 16 MiB plus one request, one in flight, one being read)`);
+  tap.release();
+  for (const f of frames) {
+    const reply = await r.next(20_000);
+    assert.ok(reply !== null);
+    assert.equal(reply.responseTo, f.readInt32LE(4), 'answered in order, once reading resumed');
+    assert.equal(decodeReply(reply).body!.ok, 1);
+  }
+});
+
 test('request size: a command over maxBsonObjectSize is answered with BSONObjectTooLarge and the connection stays usable', async () => {
   const p = await proxy();
   const r = await RawClient.connect(p.port);

@@ -71,3 +71,23 @@ test('resumeToDrain: a paused queue reads again and its quiet time starts then; 
   assert.equal(q.lastReadAt, 500, 'not paused: nothing changes');
   assert.deepEqual(calls, ['pause', 'resume']);
 });
+
+test('the queue is bounded in bytes too: a push past the byte bound pauses reading, which resumes at or below half of it', () => {
+  const { socket, calls } = fakeSocket();
+  const q = new RequestQueue(socket, 64, 100);
+  assert.equal(q.push(Buffer.alloc(60), 1), false, '60 of 100 bytes');
+  assert.equal(q.push(Buffer.alloc(60), 2), true, '120 bytes: over the byte bound, although 2 requests are far below 64');
+  assert.equal(q.bytes, 120);
+  q.updateReading(false);
+  assert.equal(q.paused, true);
+  q.push(Buffer.alloc(40), 3);
+  q.shift();
+  q.updateReading(false);
+  assert.equal(q.paused, true, '100 bytes: above half the byte bound, still paused');
+  q.shift();
+  q.updateReading(false);
+  assert.equal(q.paused, false, '40 bytes: at most half the byte bound, reading resumes');
+  assert.deepEqual(calls, ['pause', 'resume']);
+  q.clear();
+  assert.equal(q.bytes, 0);
+});

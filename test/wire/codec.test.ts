@@ -131,6 +131,13 @@ test('malformed OP_MSG variants are refused with a specific error', () => {
   const twoBodies = Buffer.concat([ok, Buffer.from([0]), body]);
   twoBodies.writeInt32LE(twoBodies.length, 0);
   assert.throws(() => parseOpMsg(twoBodies), /more than one kind-0 section/);
+  // A kind-1 section whose size is below its own size field says so (not "exceeds the message").
+  const smallSeq = Buffer.concat([ok, Buffer.from([1]), Buffer.from([3, 0, 0, 0]), Buffer.from('documents\0')]);
+  smallSeq.writeInt32LE(smallSeq.length, 0);
+  assert.throws(() => parseOpMsg(smallSeq), /document sequence size 3 is below 5/);
+  const longSeq = Buffer.from(smallSeq);
+  longSeq.writeInt32LE(1000, ok.length + 1);
+  assert.throws(() => parseOpMsg(longSeq), /document sequence size 1000 exceeds the message/);
   const noNul = Buffer.from(ok);
   noNul[noNul.length - 1] = 1;
   assert.throws(() => parseOpMsg(noNul), /terminating NUL/);
