@@ -8,6 +8,7 @@
 import type { Log } from '../log/index.ts';
 import { randomBytes } from 'node:crypto';
 import { canaryDurationMs } from '../config/index.ts';
+import { longInterval, longTimeout } from './long-timers.ts';
 import { divergedEventId, transitionEventId, warningEventId, type CanaryEvent, type CanaryEventSink, type CanaryEventType, type RuleReading,
   type SideMetrics, type TransitionEventType, fleetEventId } from './events.ts';
 import { CanaryError } from './errors.ts';
@@ -28,11 +29,7 @@ export const systemClock: Clock = { now: () => Date.now() };
 
 /** Runs `fn` every `ms`; returns a cancel function. */
 export type Scheduler = (ms: number, fn: () => void) => () => void;
-export const intervalScheduler: Scheduler = (ms, fn) => {
-  const t = setInterval(fn, ms);
-  t.unref();
-  return () => clearInterval(t);
-};
+export const intervalScheduler: Scheduler = longInterval;
 
 const silentLog: Pick<Log, 'info' | 'warn' | 'error'> = { info() {}, warn() {}, error() {} };
 
@@ -109,7 +106,8 @@ class LiveCanary {
   retained: RetainedBaseline | null = null;
   /** The promotion this canary's completion replaced (put back by restore-baseline). */
   replacedPromotion: PromotionRecord | null = null;
-  graceTimer: NodeJS.Timeout | null = null;
+  /** Cancels the grace period's timer (the old baseline's release). */
+  graceTimer: (() => void) | null = null;
   /** A shadow canary's comparison (kept after it ends: its counts stay readable). */
   shadow: ShadowFigures | null = null;
   readonly shadowTracker = new ShadowTracker();
@@ -661,17 +659,16 @@ export class CanaryController {
     this.leaveStage(c, now);
     this.commit(c, 'completed', `completed: candidate ${r.candidate_version} is the baseline; old baseline ${r.baseline_version} kept ` +
       `for ${formatDuration(this.gracePeriodMs)}`, 'canary.completed', { triggered_by: by });
-    c.graceTimer = setTimeout(() => {
+    c.graceTimer = longTimeout(this.gracePeriodMs, () => {
       if (c.retained === null) return;
       this.release(c);
       this.commit(c, 'baseline_released', 'grace period over: the old baseline was released', null);
-    }, this.gracePeriodMs);
-    c.graceTimer.unref();
+    });
   }
 
   private release(c: LiveCanary): void {
     c.retained = null;
-    if (c.graceTimer !== null) clearTimeout(c.graceTimer);
+    c.graceTimer?.();
     c.graceTimer = null;
   }
 
@@ -779,8 +776,7 @@ export class CanaryController {
     }
     c.prepared = null;
     // The old baseline is kept here for the grace period, as on the instance that completed it.
-    c.graceTimer = setTimeout(() => this.release(c), this.gracePeriodMs);
-    c.graceTimer.unref();
+    c.graceTimer = longTimeout(this.gracePeriodMs, () => this.release(c));
   }
 
   /**
@@ -880,7 +876,7 @@ export class CanaryController {
   async close(): Promise<void> {
     for (const c of this.canaries.values()) {
       this.unschedule(c);
-      if (c.graceTimer !== null) clearTimeout(c.graceTimer);
+      c.graceTimer?.();
     }
     this.listeners.clear();
   }

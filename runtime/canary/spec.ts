@@ -218,9 +218,15 @@ export function parseStartRequest(body: unknown, defaults: CanaryDefaults): Cana
   let channels: NotificationChannel[] | null = null;
   if (body.notifications !== undefined) {
     if (!isObject(body.notifications)) throw new CanaryError('PROXY_ERR_BAD_BODY', 'notifications: expected an object { channels: [...] }');
+    // Given channels replace the configured ones, so a misspelt key would silence the canary.
+    for (const k of Object.keys(body.notifications)) {
+      if (k !== 'channels') throw new CanaryError('PROXY_ERR_BAD_BODY', `notifications: unknown field ${JSON.stringify(k)} (only channels)`);
+    }
+    if (body.notifications.channels === undefined) throw new CanaryError('PROXY_ERR_BAD_BODY', 'notifications.channels: required (an empty list ' +
+      'sends this canary\'s events nowhere; without notifications the configured channels apply)');
     // The config file's rules too (a webhook needs a secret, email needs notifications.smtp, a
     // pager takes only the events it can page): refused here with the key path, not at delivery.
-    const checked = checkChannels(body.notifications.channels ?? [], defaults.notifications);
+    const checked = checkChannels(body.notifications.channels, defaults.notifications);
     if (checked.channels === null) {
       const first = checked.issues[0]!;
       throw new CanaryError('PROXY_ERR_BAD_BODY', `${first.path}: ${first.message}`, { issues: checked.issues });

@@ -43,8 +43,37 @@ export function compileGlob(pattern: string): StringTest {
   if (pattern.endsWith('*') && !hasWildcard(body)) return (s) => s.startsWith(body);
   const tail = pattern.slice(1);
   if (pattern.startsWith('*') && !hasWildcard(tail)) return (s) => s.endsWith(tail);
-  const re = globRegExp(pattern);
-  return (s) => re.test(s);
+  return (s) => globMatches(pattern, s);
+}
+
+/**
+ * Whether `s` matches glob `pattern`, in at most pattern × string steps: on a mismatch only the
+ * last `*` takes one more character. The values matched come from clients (a collection name, a
+ * database, an appName), so no backtracking RegExp: `^.*_.*_archive$` took 0.65 s on a collection
+ * name of 20,000 `_` (quadratic), `*-*-*-*-*x` 2.3 s on a 128-byte appName (a power of the stars).
+ */
+export function globMatches(pattern: string, s: string): boolean {
+  let p = 0;
+  let i = 0;
+  let star = -1;
+  let from = 0;
+  while (i < s.length) {
+    const c = pattern[p];
+    if (c === '*') {
+      star = p++;
+      from = i;
+    } else if (p < pattern.length && (c === '?' || c === s[i])) {
+      p++;
+      i++;
+    } else if (star >= 0) {
+      p = star + 1;
+      i = ++from;
+    } else {
+      return false;
+    }
+  }
+  while (pattern[p] === '*') p++;
+  return p === pattern.length;
 }
 
 /**

@@ -112,6 +112,10 @@ export function createApp(opts: AppOptions): FastifyInstance {
     logger: false,
     bodyLimit: opts.bodyLimit,
     requestTimeout: REQUEST_TIMEOUT_MS,
+    // A path parameter (a canary id, a pipeline id) of any length the headers allow reaches its
+    // route, which answers for an unknown one (404, or 401 without a token); fastify's default of
+    // 100 characters answered a longer one 400 before the token was checked.
+    routerOptions: { maxParamLength: 16 * 1024 }, // the headers (the request line too) hold 16 KiB at most
     clientErrorHandler: clientError,
     // A path that does not decode (`/%zz`): fastify answers it before any hook or route.
     frameworkErrors: (err, _req, reply) => sendError(reply, 'PROXY_ERR_BAD_REQUEST', err.message),

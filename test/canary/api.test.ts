@@ -100,6 +100,14 @@ test('400s on start: malformed JSON, not an object, invalid stages, rules, traff
   const noSmtp = await call('POST', '', { ...ok, notifications: { channels: [{ type: 'email', addresses: ['ops@example.com'] }] } });
   expectError(noSmtp, 400, 'PROXY_ERR_BAD_BODY');
   assert.match(noSmtp.body.error.message, /smtp/);
+  // Inline channels replace the configured ones: a misspelt key or a missing list would have
+  // started the canary with no channel at all, silently.
+  const typo = await call('POST', '', { ...ok, notifications: { chanels: [{ type: 'webhook', url: 'http://127.0.0.1:1/hook', secret: 'a-secret-of-16-chars' }] } });
+  expectError(typo, 400, 'PROXY_ERR_BAD_BODY');
+  assert.match(typo.body.error.message, /^notifications: unknown field "chanels"/);
+  const empty = await call('POST', '', { ...ok, notifications: {} });
+  expectError(empty, 400, 'PROXY_ERR_BAD_BODY');
+  assert.match(empty.body.error.message, /^notifications\.channels: required/);
   const refused = await call('POST', '', { ...ok, candidate_config: { steps: [{ type: 'filter', config: { rules: [{ action: 'perhaps' }] } }] } });
   expectError(refused, 400, 'PROXY_ERR_CANARY_CANDIDATE_REFUSED');
   assert.match(refused.body.error.message, /filter/);

@@ -136,3 +136,28 @@ test('a gate is validated: an http(s) URL, timeout_ms 1..60000, default 5000', (
   assert.equal(parseConfig({ canary: { stages: [{ traffic_pct: 5, min_duration: '1m', min_requests: 0,
     gate: { url: 'https://ci.example/confirm' } }] } }, null).canary.stages[0].gate!.url, 'https://ci.example/confirm');
 });
+
+test('a gate that sends its headers and then trickles its body forever is cut at timeout_ms: the stage holds and the evaluations go on', async () => {
+  const trickle = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    const t = setInterval(() => res.write('.'), 50);
+    res.on('close', () => clearInterval(t));
+  });
+  await new Promise<void>((r) => trickle.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(trickle.address() as AddressInfo).port}/gate`;
+  try {
+    const h = harness();
+    const { canary_id: id } = await h.controller.start(body({ url, timeout_ms: 300 })) as { canary_id: string };
+    const t0 = Date.now();
+    const ev = await Promise.race([tick(h, id), new Promise<'hung'>((r) => setTimeout(() => r('hung'), 5000).unref())]);
+    assert.notEqual(ev, 'hung', 'the evaluation waited on the gate past its timeout_ms');
+    assert.ok(Date.now() - t0 < 3000);
+    assert.equal(h.controller.record(id).current_stage, 1, 'an answer that did not end within timeout_ms does not confirm');
+    assert.match(h.store.history(id).find((e) => e.event === 'gate_failed')!.message, /no answer within 300 ms/);
+    assert.notEqual(await tick(h, id), null, 'the next evaluation runs');
+    await h.controller.rollback(id, { reason: 'done' });
+  } finally {
+    trickle.closeAllConnections();
+    await new Promise<void>((r) => trickle.close(() => r()));
+  }
+});

@@ -206,3 +206,12 @@ test(`control plane: a candidate of 20,000 steps (inside the body limit) is refu
     candidate_config: { steps: [], pipeline: { request: phase } } }) });
   isError(p, 400, 'PROXY_ERR_BAD_BODY', new RegExp(`candidate_config\\.pipeline\\.request: at most ${MAX_STEPS_PER_PHASE} steps per phase`));
 });
+
+test('control plane: a canary id or pipeline id over 100 characters is an unknown one (404 / 400 with the canary code), not a bad request; ' +
+  'without a token it is 401', async () => {
+  const long = 'c'.repeat(500);
+  isError(await call(proxy.controlPlaneUrl!, 'GET', `/api/v1/canary/${long}`), 404, 'PROXY_ERR_CANARY_NOT_FOUND');
+  isError(await call(proxy.controlPlaneUrl!, 'POST', `/api/v1/canary/${long}/rollback`, { body: '{}' }), 404, 'PROXY_ERR_CANARY_NOT_FOUND');
+  isError(await call(proxy.controlPlaneUrl!, 'GET', `/api/v1/canary/pipelines/${long}/baseline`), 400, 'PROXY_ERR_CANARY_UNKNOWN_PIPELINE');
+  isError(await call(proxy.controlPlaneUrl!, 'GET', `/api/v1/canary/${long}`, { headers: { authorization: '' } }), 401, 'PROXY_ERR_UNAUTHORIZED');
+});

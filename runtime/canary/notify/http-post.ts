@@ -1,11 +1,22 @@
 // One JSON POST with a deadline, through node:http (fetch refuses some ports and would hide the
 // socket errors we log). Resolves with the status, never rejects: a network failure is an Outcome.
+// `timeoutMs` bounds the whole exchange, the answer's body included: an idle timeout alone let a
+// receiver that sent its headers and then trickled a byte now and then hold the call forever (a
+// gate held the canary's evaluations with it, so no rollback rule ran).
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { httpOutcome, type Outcome } from './outcome.ts';
 
 export function postJson(url: string, body: string, headers: Record<string, string>, timeoutMs: number): Promise<Outcome> {
-  return new Promise((resolve) => {
+  return new Promise((resolveOnce) => {
+    let timer: NodeJS.Timeout | null = null;
+    let settled = false;
+    const resolve = (o: Outcome) => {
+      if (settled) return;
+      settled = true;
+      if (timer !== null) clearTimeout(timer);
+      resolveOnce(o);
+    };
     let u: URL;
     try {
       u = new URL(url);
@@ -30,8 +41,14 @@ export function postJson(url: string, body: string, headers: Record<string, stri
         resolve(httpOutcome(res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8').trim(), Array.isArray(retryAfter) ? retryAfter[0] : retryAfter));
       });
       res.on('error', (err) => resolve({ ok: false, retry: true, error: err.message }));
+      // Closed before its end (the connection lost mid-body): a failed attempt, never a hang.
+      res.on('close', () => resolve({ ok: false, retry: true, error: 'the connection closed before the answer ended' }));
     });
-    req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    timer = setTimeout(() => {
+      const err = new Error(`no answer within ${timeoutMs} ms`);
+      resolve({ ok: false, retry: true, error: err.message });
+      req.destroy(err);
+    }, timeoutMs);
     req.on('error', (err: NodeJS.ErrnoException) => resolve({ ok: false, retry: true, error: err.code ? `${err.code}: ${err.message}` : err.message }));
     req.end(body);
   });

@@ -3,6 +3,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
@@ -424,3 +426,33 @@ test('configure (a config reload): new default channels apply to later events; m
     await Promise.all([a.close(), b.close()]);
   }
 });
+
+test('a webhook that answers its headers and then trickles its body forever: the attempt fails at timeout_ms and is retried; the channel goes on',
+  async () => {
+    let calls = 0;
+    const trickle = createServer((req, res) => {
+      req.resume();
+      calls++;
+      if (calls > 1) { res.writeHead(200); res.end('ok'); return; }
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      const t = setInterval(() => res.write('.'), 50);
+      res.on('close', () => clearInterval(t));
+    });
+    await new Promise<void>((r) => trickle.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(trickle.address() as AddressInfo).port}/hook`;
+    const log = new MemoryLog();
+    const n = new Notifier({
+      settings: settings({ webhook_secret: SECRET, timeout_ms: 300, initial_backoff_ms: 50, channels: [{ type: 'webhook', url }] }),
+      log: testLogger(log),
+    });
+    try {
+      n.emit(event('canary.started'), null);
+      n.emit(event('canary.promoted'), null);
+      await until('both delivered', () => n.counts().delivered === 2, 5000);
+      assert.equal(calls, 3, 'the trickling attempt failed and was retried');
+    } finally {
+      trickle.closeAllConnections();
+      await n.close();
+      await new Promise<void>((r) => trickle.close(() => r()));
+    }
+  });
