@@ -14,6 +14,12 @@ export function expects<T extends object>(schema: T, phrase: string): T {
   return schema;
 }
 
+/**
+ * The longest delay a Node timer waits (2^31 − 1 ms, about 24.8 days): a longer one fires after
+ * 1 ms. The upper bound of every `*_ms` key that sets a timer.
+ */
+export const MAX_TIMER_MS = 2_147_483_647;
+
 export const int = (min: number, max: number | undefined, desc: string) => {
   const base =
     max === undefined

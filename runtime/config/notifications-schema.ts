@@ -3,7 +3,7 @@
 // channels given inline at canary start with the same schema and channelProblems.
 import * as v from 'valibot';
 import { onReload, onRestart } from './applies.ts';
-import { expects, int } from './expects.ts';
+import { MAX_TIMER_MS, expects, int } from './expects.ts';
 
 /** SPEC §6 event names. runtime/canary/events.ts owns the list (CANARY_EVENT_TYPES); config sits
  *  below canary in the layers, so it keeps this copy and test/canary/notify/config.test.ts checks
@@ -53,11 +53,11 @@ export const notificationsSchema = v.strictObject({
   webhook_secret: onReload(v.optional(expects(v.pipe(v.string(), v.minLength(16),
     v.description('Default HMAC-SHA256 secret of webhook channels (X-Proxy-Signature over "<X-Proxy-Timestamp>.<body>"). A webhook channel without ' +
     'a secret here or its own is refused.')), 'string of at least 16 characters'))),
-  timeout_ms: onReload(v.optional(int(100, undefined, 'Milliseconds allowed for one delivery attempt (HTTP request or SMTP session).'), 10000)),
+  timeout_ms: onReload(v.optional(int(100, MAX_TIMER_MS, 'Milliseconds allowed for one delivery attempt (HTTP request or SMTP session).'), 10000)),
   max_attempts: onReload(v.optional(int(1, 100, 'Attempts per message before it is given up (logged and counted as failed).'), 8)),
-  initial_backoff_ms: onReload(v.optional(int(1, undefined, 'Delay before the second attempt; each later one doubles it, up to max_backoff_ms, ' +
+  initial_backoff_ms: onReload(v.optional(int(1, MAX_TIMER_MS, 'Delay before the second attempt; each later one doubles it, up to max_backoff_ms, ' +
     'with random jitter (50..100% of the delay).'), 1000)),
-  max_backoff_ms: onReload(v.optional(int(1, undefined, 'Largest delay between two attempts.'), 60000)),
+  max_backoff_ms: onReload(v.optional(int(1, MAX_TIMER_MS, 'Largest delay between two attempts.'), 60000)),
   smtp: onReload(v.optional(v.pipe(v.strictObject({
     host: onReload(v.pipe(v.string(), v.minLength(1), v.description('SMTP server host.'))),
     port: onReload(v.optional(int(1, 65535, 'SMTP server port.'), 587)),

@@ -3,7 +3,7 @@
 // the loader, the error messages and the docs all follow.
 import * as v from 'valibot';
 import { LOG_LEVELS } from '../log/levels.ts';
-import { EXPECTS, expects, int, type Expects } from './expects.ts';
+import { EXPECTS, MAX_TIMER_MS, expects, int, type Expects } from './expects.ts';
 import { appliesOf, onReload, onRestart, partlyOnReload, type Applies } from './applies.ts';
 import { hostPortSchema, hostSchema } from './address.ts';
 import { channelProblems } from './notifications-schema.ts';
@@ -63,19 +63,19 @@ const upstream = v.strictObject({
     0,
   )),
   max_idle_time_ms: onRestart(v.optional(
-    int(0, undefined, 'Milliseconds an idle pooled connection is kept before it is closed.'),
+    int(0, MAX_TIMER_MS, 'Milliseconds an idle pooled connection is kept before it is closed.'),
     60000,
   )),
   connect_timeout_ms: onRestart(v.optional(
-    int(1, undefined, 'Milliseconds allowed to open a new upstream connection.'),
+    int(1, MAX_TIMER_MS, 'Milliseconds allowed to open a new upstream connection.'),
     5000,
   )),
   wait_queue_timeout_ms: onRestart(v.optional(
-    int(1, undefined, 'Milliseconds a request waits for a pooled connection before it fails.'),
+    int(1, MAX_TIMER_MS, 'Milliseconds a request waits for a pooled connection before it fails.'),
     10000,
   )),
   request_timeout_ms: onRestart(v.optional(
-    int(0, undefined, 'Milliseconds allowed for one upstream round trip; 0 means no limit. With a single upstream host (no server monitor) this is ' +
+    int(0, MAX_TIMER_MS, 'Milliseconds allowed for one upstream round trip; 0 means no limit. With a single upstream host (no server monitor) this is ' +
       'the only bound on a request written to a server that stopped answering without closing its connection; a replica set or mongos list also ' +
       'has its monitors, which clear a silent server\'s pool (see docs/operations.md, "A silent server"). Set it above your slowest legitimate ' +
       'command when the upstream is one host.'),
@@ -93,12 +93,12 @@ const upstream = v.strictObject({
     ),
   )),
   srv_rescan_interval_ms: onRestart(v.optional(
-    int(100, undefined, 'Milliseconds between re-resolutions of a mongodb+srv:// upstream\'s SRV records (counted from the end of the previous ' +
+    int(100, MAX_TIMER_MS, 'Milliseconds between re-resolutions of a mongodb+srv:// upstream\'s SRV records (counted from the end of the previous ' +
       'one; after a failed one, the next comes after at most 10000). Node\'s resolver does not report SRV record TTLs, so they cannot shorten it.'),
     60000,
   )),
   heartbeat_ms: onRestart(v.optional(
-    int(500, undefined, 'Multi-host upstreams (replica set, mongos list): milliseconds between two hello checks of each server (every 500 ms while ' +
+    int(500, MAX_TIMER_MS, 'Multi-host upstreams (replica set, mongos list): milliseconds between two hello checks of each server (every 500 ms while ' +
       'a replica set has no known primary; at once after a network or "not primary" error).'),
     10000,
   )),
@@ -108,7 +108,7 @@ const upstream = v.strictObject({
     15,
   )),
   server_selection_timeout_ms: onRestart(v.optional(
-    int(1, undefined, 'Multi-host upstreams: milliseconds a request waits for a server it can go to (a primary, a secondary its read preference ' +
+    int(1, MAX_TIMER_MS, 'Multi-host upstreams: milliseconds a request waits for a server it can go to (a primary, a secondary its read preference ' +
       'accepts, a healthy mongos) before it fails with a retryable FailedToSatisfyReadPreference error.'),
     10000,
   )),
@@ -191,7 +191,7 @@ const auth = v.strictObject({
 
 const shutdown = v.strictObject({
   drain_timeout_ms: onReload(v.optional(
-    int(0, undefined, 'On SIGTERM/SIGINT: milliseconds allowed for requests in flight to be answered before the remaining connections are closed. ' +
+    int(0, MAX_TIMER_MS, 'On SIGTERM/SIGINT: milliseconds allowed for requests in flight to be answered before the remaining connections are closed. ' +
       'Requests read but not started are answered with ShutdownInProgress (code 91).'),
     10000,
   )),
@@ -410,7 +410,7 @@ const profiling = v.strictObject({
     'relative to the working directory): state.json, the cumulative statistics restored on start, and per-hour series-<YYYYMMDDHH>.jsonl files for ' +
     'GET /api/profile/series. Absent: the time series is kept in memory (bounded; docs/profiling.md) and statistics reset when the proxy restarts. ' +
     'One proxy per directory.')))),
-  snapshot_interval_s: onRestart(v.optional(int(1, undefined, 'Seconds between snapshots: one time-series point (GET /api/profile/series, the ' +
+  snapshot_interval_s: onRestart(v.optional(int(1, Math.floor(MAX_TIMER_MS / 1000), 'Seconds between snapshots: one time-series point (GET /api/profile/series, the ' +
     'dashboard\'s trend charts) is taken, and with snapshot_dir state.json is rewritten and the point appended to its hour file.'), 30)),
   snapshot_retention: onRestart(v.optional(expects(v.pipe(v.string(), v.regex(DURATION_PATTERN),
     v.description('How long time-series points are kept: in memory, points older than this are dropped (and past 16 MiB of them the oldest go ' +

@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import * as v from 'valibot';
 import { ProxyConfigSchema, defaultConfig, schemaKeys } from '../../runtime/config/schema.ts';
 import { DEFAULT_STAGES } from '../../runtime/config/canary-schema.ts';
+import { MAX_TIMER_MS } from '../../runtime/config/expects.ts';
+import { parseConfig, ConfigError } from '../../runtime/config/index.ts';
 
 test('an empty object takes every default', () => {
   assert.deepEqual(defaultConfig(), {
@@ -62,4 +64,22 @@ test('step identifiers must match the documented pattern', () => {
 
 test('every key has a description', () => {
   for (const key of schemaKeys()) assert.ok(key.description.length > 0, `${key.path} has no description`);
+});
+
+test('a *_ms key that sets a timer refuses a delay past what a Node timer can wait (2^31 − 1 ms: a longer one fires after 1 ms)', () => {
+  const keys: [string, string][] = [
+    ['upstream', 'max_idle_time_ms'], ['upstream', 'connect_timeout_ms'], ['upstream', 'wait_queue_timeout_ms'], ['upstream', 'request_timeout_ms'],
+    ['upstream', 'srv_rescan_interval_ms'], ['upstream', 'heartbeat_ms'], ['upstream', 'server_selection_timeout_ms'],
+    ['shutdown', 'drain_timeout_ms'], ['notifications', 'timeout_ms'], ['notifications', 'initial_backoff_ms'], ['notifications', 'max_backoff_ms'],
+  ];
+  for (const [section, key] of keys) {
+    const at = (ms: number) => ({ [section]: { [key]: ms, ...(key === 'initial_backoff_ms' ? { max_backoff_ms: MAX_TIMER_MS } : {}) } });
+    assert.equal((parseConfig(at(MAX_TIMER_MS), null) as unknown as Record<string, Record<string, number>>)[section]![key], MAX_TIMER_MS, key);
+    assert.throws(() => parseConfig(at(MAX_TIMER_MS + 1), null), (err: ConfigError) => {
+      assert.ok(err.issues.some((i) => i.path === `${section}.${key}` && /2147483647/.test(i.message)), `${key}: ${JSON.stringify(err.issues)}`);
+      return true;
+    });
+  }
+  assert.throws(() => parseConfig({ profiling: { snapshot_interval_s: 2_147_484 } }, null), /profiling\.snapshot_interval_s/);
+  assert.equal(parseConfig({ profiling: { snapshot_interval_s: 2_147_483 } }, null).profiling!.snapshot_interval_s, 2_147_483);
 });
