@@ -410,7 +410,8 @@ const profiling = v.strictObject({
     'relative to the working directory): state.json, the cumulative statistics restored on start, and per-hour series-<YYYYMMDDHH>.jsonl files for ' +
     'GET /api/profile/series. Absent: the time series is kept in memory (bounded; docs/profiling.md) and statistics reset when the proxy restarts. ' +
     'One proxy per directory.')))),
-  snapshot_interval_s: onRestart(v.optional(int(1, Math.floor(MAX_TIMER_MS / 1000), 'Seconds between snapshots: one time-series point (GET /api/profile/series, the ' +
+  snapshot_interval_s: onRestart(v.optional(int(1, Math.floor(MAX_TIMER_MS / 1000),
+    'Seconds between snapshots: one time-series point (GET /api/profile/series, the ' +
     'dashboard\'s trend charts) is taken, and with snapshot_dir state.json is rewritten and the point appended to its hour file.'), 30)),
   snapshot_retention: onRestart(v.optional(expects(v.pipe(v.string(), v.regex(DURATION_PATTERN),
     v.description('How long time-series points are kept: in memory, points older than this are dropped (and past 16 MiB of them the oldest go ' +
