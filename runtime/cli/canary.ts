@@ -6,6 +6,7 @@ import type { CAC } from 'cac';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { CanaryCliError, CanaryClient, EXIT, usage } from './canary-client.ts';
+import { ERRORS } from '../errors/catalogue.ts';
 import { typedOption, httpBaseUrl } from './argv.ts';
 import { fragmentFor, fragmentYaml, readPlain, writeFragment, type BaselineAnswer } from './canary-adopt.ts';
 import { isRunning, num, renderDiffs, renderHistory, renderStatus, table, type Diffs, type History, type Report, type Side,
@@ -85,8 +86,13 @@ interface Ctx { client: CanaryClient; json: boolean; o: Options; target: string 
 // ---- Finding a pipeline's canary ----------------------------------------------------------------
 
 async function listAll(c: Ctx): Promise<ListItem[]> {
-  const r = await c.client.json<{ canaries: ListItem[]; total: number }>('GET', '/api/v1/canary', undefined, { status: 'all' });
-  return r.canaries;
+  const r = await c.client.json<{ canaries?: unknown }>('GET', '/api/v1/canary', undefined, { status: 'all' });
+  // Another service at --url answers JSON too: what is not a canary list is said so, not misread.
+  if (r === null || typeof r !== 'object' || !Array.isArray(r.canaries)) {
+    throw new CanaryCliError('PROXY_ERR_CANARY_CLI_DATA', `GET /api/v1/canary at ${c.client.url} did not answer a canary list ` +
+      '(is --url the proxy\'s control plane?)', ERRORS.PROXY_ERR_CANARY_CLI_DATA.exit);
+  }
+  return r.canaries as ListItem[];
 }
 
 const running = isRunning;

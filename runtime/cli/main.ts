@@ -209,6 +209,8 @@ try {
     await cli.runMatchedCommand();
   }
 } catch (err) {
+  // cac's own errors are bad usage (an unknown option, a missing argument): exit 2. Anything else
+  // that reaches here failed at run time (an answer of an unexpected shape, say): exit 1.
   process.stderr.write(`proxy: ${(err as Error).message}\n`);
-  process.exit(2);
+  process.exit((err as Error).name === 'CACError' ? 2 : 1);
 }
