@@ -54,6 +54,9 @@
 
   function mount(container, options) {
     const o = Object.assign({ refreshInterval: 5000, showActions: false, theme: 'light', token: '' }, options);
+    // The feed takes 100..60000 ms (it refuses anything else): a refreshInterval outside is brought into the range.
+    const asked = Math.round(Number(o.refreshInterval));
+    const feedInterval = Number.isFinite(asked) ? Math.min(60000, Math.max(100, asked)) : 5000;
     if (!o.baseUrl || !o.canaryId) throw new Error('ProxyCanaryWidget.mount needs baseUrl and canaryId');
     if (!document.getElementById(STYLE_ID)) document.head.append(el('style', { id: STYLE_ID }, CSS));
     const base = o.baseUrl.replace(/\/$/, '');
@@ -170,7 +173,7 @@
     function connect() {
       pending = null;
       if (closed) return;
-      const url = base.replace(/^http/, 'ws') + '/api/v1/canary/' + encodeURIComponent(o.canaryId) + '/feed?interval_ms=' + Number(o.refreshInterval)
+      const url = base.replace(/^http/, 'ws') + '/api/v1/canary/' + encodeURIComponent(o.canaryId) + '/feed?interval_ms=' + feedInterval
         + (o.token ? '&access_token=' + encodeURIComponent(o.token) : '');
       socket = new WebSocket(url);
       let opened = false;

@@ -55,6 +55,9 @@ const direct = <T>(_id: string | null, fn: () => T | Promise<T>): Promise<T> => 
 export const CONTROL_PLANE_BODY_LIMIT_BYTES = 1024 * 1024;
 /** The largest message a feed client may send (bytes); the feed reads none, a larger one closes it (1009). */
 export const FEED_MAX_CLIENT_MESSAGE = 4096;
+/** The range of a feed's `?interval_ms=` (ms between two status messages). */
+export const FEED_MIN_INTERVAL_MS = 100;
+export const FEED_MAX_INTERVAL_MS = 60_000;
 
 const STATUSES = new Set(['active', 'paused', 'completed', 'rolled_back', 'all']);
 
@@ -310,10 +313,14 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
       return err instanceof CanaryError ? refuseUpgrade(socket, err.code, err.message) : refuseUpgrade(socket, 'PROXY_ERR_INTERNAL', (err as Error).message);
     }
     let interval = feedMs;
-    const iq = url.searchParams.get('interval_ms');
-    if (iq !== null) {
-      const n = Number(iq);
-      if (Number.isInteger(n) && n >= 100 && n <= 60000) interval = n;
+    const iq = url.searchParams.getAll('interval_ms');
+    if (iq.length > 0) {
+      const n = iq.length === 1 && /^\d+$/.test(iq[0]!) ? Number(iq[0]) : NaN;
+      if (!(n >= FEED_MIN_INTERVAL_MS && n <= FEED_MAX_INTERVAL_MS)) {
+        return refuseUpgrade(socket, 'PROXY_ERR_BAD_QUERY', `interval_ms must be an integer from ${FEED_MIN_INTERVAL_MS} to ` +
+          `${FEED_MAX_INTERVAL_MS}, given once; got ${iq.map((x) => `"${x}"`).join(', ')}`);
+      }
+      interval = n;
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
       let unsubscribe: () => void;

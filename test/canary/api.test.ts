@@ -249,7 +249,7 @@ test('WebSocket feed: a status message at once and on every interval; an event m
   // Refused before the upgrade: a plain HTTP answer in the error shape, never a 101.
   const refusal = (u: string, headers: Record<string, string> = {}) => new Promise<{ status: number; code: string }>((r, reject) => {
     const s = new WebSocket(u, { headers });
-    s.on('open', () => reject(new Error('upgraded')));
+    s.on('open', () => { s.terminate(); reject(new Error('upgraded')); });
     s.on('unexpected-response', (_req, res) => {
       let text = '';
       res.on('data', (d: Buffer) => { text += d; });
@@ -259,6 +259,11 @@ test('WebSocket feed: a status message at once and on every interval; an event m
   });
   assert.deepEqual(await refusal(url, { authorization: 'Bearer nope' }), { status: 401, code: 'PROXY_ERR_UNAUTHORIZED' });
   assert.deepEqual(await refusal(url.replace(id, 'nope'), { authorization: `Bearer ${TOKEN}` }), { status: 404, code: 'PROXY_ERR_CANARY_NOT_FOUND' });
+  // An interval outside 100..60000 ms, not a plain integer, or given twice: refused, not quietly 5 s.
+  for (const q of ['50', '60001', 'abc', '1e3', '200&interval_ms=300', '']) {
+    assert.deepEqual(await refusal(url.replace('interval_ms=200', `interval_ms=${q}`), { authorization: `Bearer ${TOKEN}` }),
+      { status: 400, code: 'PROXY_ERR_BAD_QUERY' }, q);
+  }
   await call('POST', `/${id}/rollback`);
 });
 
