@@ -37,6 +37,14 @@ const DIGITS = /^\d+$/;
 /** The values a yes/no query parameter takes (`follow`, `allow_admin_change`). */
 const BOOLEAN: ReadonlyMap<string, boolean> = new Map([['true', true], ['1', true], ['false', false], ['0', false]]);
 
+/** A `?worker=` value: a worker's index (digits only, given once), or why not. `count`: the workers, undefined in one process. */
+function workerParam(value: string | string[], count: number | undefined): number | { problem: string } {
+  if (typeof value !== 'string') return { problem: 'worker is given more than once' };
+  if (count === undefined) return { problem: 'worker: this proxy runs in one process (workers: 1); there is no worker to choose' };
+  const i = DIGITS.test(value) ? Number(value) : -1;
+  return i >= 0 && i < count ? i : { problem: `worker must be the index of a worker, 0 to ${count - 1}, got "${value}"` };
+}
+
 /** Whether a JSON log line is at `min` or above and contains `filter` (case-insensitive; '' matches all). */
 function logMatcher(min: number, filter: string, worker: number | null): (line: string) => boolean {
   const needle = filter.toLowerCase();
@@ -81,9 +89,17 @@ export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyI
   });
 
   // Prometheus text exposition: the proxy's counters, pool state, and plugin metrics (proxy_plugin_*).
-  app.get('/metrics', async (_req, reply) => {
+  // ?worker=<i>: worker i's figures alone (with workers; the default is the machine's).
+  app.get('/metrics', async (req, reply) => {
+    const w = (req.query as Record<string, string | string[] | undefined>).worker;
+    let worker: number | undefined;
+    if (w !== undefined) {
+      const chosen = workerParam(w, proxy.workerCount);
+      if (typeof chosen !== 'number') return send(reply, 'PROXY_ERR_BAD_QUERY', chosen.problem);
+      worker = chosen;
+    }
     reply.header('content-type', proxy.metrics.contentType);
-    return proxy.metrics.text();
+    return proxy.metrics.text(worker);
   });
 
   // Recent log lines (NDJSON, oldest first), then with follow=true every new line as it is written.
@@ -110,10 +126,9 @@ export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyI
     // ?worker=<i>: the lines worker i wrote (every line forwarded from a worker carries its index).
     let worker: number | null = null;
     if (q.worker !== undefined) {
-      worker = DIGITS.test(q.worker) ? Number(q.worker) : -1;
-      const n = proxy.workerCount;
-      if (n === undefined) return send(reply, 'PROXY_ERR_BAD_QUERY', 'worker: this proxy runs in one process (workers: 1); there is no worker to choose');
-      if (worker < 0 || worker >= n) return send(reply, 'PROXY_ERR_BAD_QUERY', `worker must be the index of a worker, 0 to ${n - 1}, got "${q.worker}"`);
+      const chosen = workerParam(q.worker, proxy.workerCount);
+      if (typeof chosen !== 'number') return send(reply, 'PROXY_ERR_BAD_QUERY', chosen.problem);
+      worker = chosen;
     }
     const match = logMatcher(LOG_LEVEL_VALUES[level], q.filter ?? '', worker);
     const lines = tail === 0 ? [] : ring.recent(ring.capacity).filter(match).slice(-tail);

@@ -110,3 +110,17 @@ test('worker: digits only, a worker\'s index; a repeated level or filter is refu
     await app.close();
   }
 });
+
+test('/metrics on the admin port: ?worker= is checked as on /api/v1/logs, not ignored (one process: no worker to choose)', async () => {
+  const metrics = async (query: string) => {
+    const res = await fetch(`${proxy.adminUrl}/metrics${query}`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    return { status: res.status, text: await res.text() };
+  };
+  const all = await metrics('');
+  assert.equal(all.status, 200);
+  assert.match(all.text, /^proxy_wire_requests_total /m);
+  for (const w of ['0', 'abc', '-1', '0&worker=1']) {
+    const r = await metrics(`?worker=${w}`);
+    badQuery(r, w.includes('&') ? /^worker is given more than once$/ : /^worker: this proxy runs in one process/, `worker=${w}`);
+  }
+});
