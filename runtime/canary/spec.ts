@@ -13,6 +13,9 @@ import { CanaryError } from './errors.ts';
 import { ClientMatch, type ClientMatchSpec } from '../pipeline/client-match.ts';
 import type { Sticky } from './aimed-selector.ts';
 
+/** The shortest rollback_rules.check_interval (ms). */
+export const MIN_CHECK_INTERVAL_MS = 100;
+
 export type Stage = v.InferOutput<typeof stagesSchema>[number];
 export type RollbackRules = v.InferOutput<typeof rollbackRulesSchema>;
 export type AutoPromoteRules = v.InferOutput<typeof autoPromoteRulesSchema>;
@@ -201,8 +204,12 @@ export function parseStartRequest(body: unknown, defaults: CanaryDefaults): Cana
   };
   const rollback = parsePart(rollbackRulesSchema, merge('rollback_rules', body.rollback_rules, defaults.rollback_rules), 'rollback_rules',
     'PROXY_ERR_CANARY_INVALID_RULES');
-  if (canaryDurationMs(rollback.check_interval) <= 0) throw new CanaryError('PROXY_ERR_CANARY_INVALID_RULES', 'rollback_rules.check_interval: must ' +
-    'be longer than 0');
+  // Each evaluation reads both graphs' histograms and writes a sample to the store: a millisecond
+  // interval ("1ms") would keep the proxy busy with little else.
+  if (canaryDurationMs(rollback.check_interval) < MIN_CHECK_INTERVAL_MS) {
+    throw new CanaryError('PROXY_ERR_CANARY_INVALID_RULES', `rollback_rules.check_interval: must be at least ${MIN_CHECK_INTERVAL_MS}ms, got ` +
+      `"${rollback.check_interval}"`);
+  }
   const promote = parsePart(autoPromoteRulesSchema, merge('auto_promote_rules', body.auto_promote_rules, defaults.auto_promote_rules),
     'auto_promote_rules', 'PROXY_ERR_CANARY_INVALID_RULES');
   if (shadow === null) {

@@ -91,6 +91,10 @@ test('400s on start: malformed JSON, not an object, invalid stages, rules, traff
   expectError(await call('POST', '', { ...ok, stages: 'fast' }), 400, 'PROXY_ERR_CANARY_INVALID_STAGES');
   expectError(await call('POST', '', { ...ok, rollback_rules: { error_rate_delta_pct: -2 } }), 400, 'PROXY_ERR_CANARY_INVALID_RULES');
   expectError(await call('POST', '', { ...ok, auto_promote_rules: { min_requests: 'many' } }), 400, 'PROXY_ERR_CANARY_INVALID_RULES');
+  // An evaluation (histograms read, a sample stored) every millisecond would busy the proxy: 100ms at least.
+  for (const ci of ['0', '1ms', '99ms']) {
+    expectError(await call('POST', '', { ...ok, rollback_rules: { check_interval: ci } }), 400, 'PROXY_ERR_CANARY_INVALID_RULES');
+  }
   expectError(await call('POST', '', { ...ok, initial_traffic_pct: 101 }), 400, 'PROXY_ERR_CANARY_INVALID_TRAFFIC');
   expectError(await call('POST', '', { ...ok, pipeline_id: 'elsewhere' }), 400, 'PROXY_ERR_CANARY_UNKNOWN_PIPELINE');
   // Inline channels meet the config file's rules: a webhook needs a secret, email needs notifications.smtp.
