@@ -3,9 +3,9 @@
 // setInterval take at most 2^31 - 1 ms (about 24.8 days); a longer delay is replaced by 1 ms with
 // a TimeoutOverflowWarning, so a check_interval of "600h" evaluated every millisecond and a grace
 // period of "720h" released the old baseline at once. These wait a long delay out in steps.
+import { MAX_TIMER_MS } from '../config/index.ts';
 
-/** The longest delay Node's timers take. */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
+export { MAX_TIMER_MS };
 
 /** Calls `fn` once after `ms` (any length; unref'd); returns a cancel function. */
 export function longTimeout(ms: number, fn: () => void): () => void {

@@ -18,6 +18,7 @@ export {
 } from './schema.ts';
 export { renderConfigDocs, CONFIG_DOCS_PATH } from './docs.ts';
 export { restartKeys } from './reload.ts';
+export { MAX_TIMER_MS } from './expects.ts';
 export { VARIANTS, isVariant, type Variant } from './variant.ts';
 export { pipelineEntries, defaultPipelineId, matchesAll, RESERVED_PIPELINE_IDS, type PipelineEntry } from './pipeline-list.ts';
 export {

@@ -23,19 +23,23 @@ export function valuesOf(v: string | string[] | undefined): string[] {
 
 // ---- globs ------------------------------------------------------------------------------------
 
-/** A compiled glob: the cheapest test that decides it (exact, prefix, suffix, any) or a RegExp. */
+/** A compiled glob: the cheapest test that decides it (exact, prefix, suffix, any, else globMatches). */
 export type StringTest = (s: string) => boolean;
 
 export function hasWildcard(pattern: string): boolean {
   return pattern.includes('*') || pattern.includes('?');
 }
 
-/** A glob as a RegExp: `*` any run of characters, `?` one character, everything else literal. */
+/**
+ * A glob as a RegExp: `*` any run of characters, `?` one character, everything else literal. Not
+ * used on values from clients (it backtracks: see globMatches); the reference globMatches is tested
+ * against.
+ */
 export function globRegExp(glob: string): RegExp {
   return new RegExp(`^${glob.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`, 's');
 }
 
-/** `orders` exact, `orders_*` prefix, `*_archive` suffix, `*` anything, other forms a RegExp. */
+/** `orders` exact, `orders_*` prefix, `*_archive` suffix, `*` anything, other forms globMatches. */
 export function compileGlob(pattern: string): StringTest {
   if (pattern === '*') return () => true;
   if (!hasWildcard(pattern)) return (s) => s === pattern;
