@@ -3,7 +3,16 @@
 // proxy land in the page cache, where another process mapping or reading the same file sees them
 // without a system call per write. The mapping is released when the ArrayBuffer is collected.
 // The file layout is defined in runtime/profiling/mmap-layout.ts and docs/profiling.md.
+//
+// A file shrunk under a mapping (`truncate -s 0`, `: > file`) makes every access to a page past
+// its new end raise SIGBUS, which kills the process. So the addon keeps each writable mapping's
+// file descriptor and handles SIGBUS: a fault inside one of its mappings sets the file back to the
+// mapping's size (ftruncate is async-signal-safe; the pages past the cut read as zeros again) or,
+// when that fails and for read-only mappings, puts anonymous zero pages over the mapping, and the
+// faulting access is retried. faults() counts these repairs, so the proxy can rewrite the header
+// and say so. A SIGBUS elsewhere goes to the handler that was installed before (or kills).
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,8 +30,60 @@ static napi_value throw_errno(napi_env env, const char *what, const char *path, 
   return NULL;
 }
 
+#define MAX_MAPPINGS 64
+
+struct mapping { void *addr; size_t bytes; int fd; bool writable; };
+static struct mapping mappings[MAX_MAPPINGS];
+static volatile sig_atomic_t fault_count = 0;
+static struct sigaction previous_bus;
+static bool handler_installed = false;
+
+static void on_sigbus(int sig, siginfo_t *info, void *ctx) {
+  char *at = (char *)info->si_addr;
+  for (int i = 0; i < MAX_MAPPINGS; i++) {
+    struct mapping *m = &mappings[i];
+    if (m->addr == NULL || at < (char *)m->addr || at >= (char *)m->addr + m->bytes) continue;
+    int saved = errno;
+    bool repaired = m->writable && m->fd >= 0 && ftruncate(m->fd, (off_t)m->bytes) == 0;
+    if (!repaired) {
+      void *r = mmap(m->addr, m->bytes, m->writable ? (PROT_READ | PROT_WRITE) : PROT_READ,
+                     MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      repaired = r != MAP_FAILED;
+    }
+    errno = saved;
+    if (repaired) {
+      fault_count++;
+      return; // the access is retried
+    }
+    break;
+  }
+  if (previous_bus.sa_flags & SA_SIGINFO) {
+    if (previous_bus.sa_sigaction != NULL) { previous_bus.sa_sigaction(sig, info, ctx); return; }
+  } else if (previous_bus.sa_handler != SIG_DFL && previous_bus.sa_handler != SIG_IGN && previous_bus.sa_handler != NULL) {
+    previous_bus.sa_handler(sig);
+    return;
+  }
+  signal(SIGBUS, SIG_DFL); // the fault repeats on return and kills, as without this handler
+}
+
+static void install_handler(void) {
+  if (handler_installed) return;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_sigbus;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGBUS, &sa, &previous_bus) == 0) handler_installed = true;
+}
+
 static void unmap(napi_env env, void *data, void *hint) {
   (void)env;
+  for (int i = 0; i < MAX_MAPPINGS; i++) {
+    if (mappings[i].addr != data) continue;
+    mappings[i].addr = NULL;
+    if (mappings[i].fd >= 0) close(mappings[i].fd);
+    mappings[i].fd = -1;
+  }
   munmap(data, (size_t)(uintptr_t)hint);
 }
 
@@ -74,8 +135,23 @@ static napi_value map(napi_env env, napi_callback_info info) {
   }
   void *addr = mmap(NULL, bytes, writable ? (PROT_READ | PROT_WRITE) : PROT_READ, MAP_SHARED, fd, 0);
   int err = errno;
-  close(fd); // the mapping keeps its own reference to the file
-  if (addr == MAP_FAILED) return throw_errno(env, "cannot map", path, err);
+  if (addr == MAP_FAILED) {
+    close(fd);
+    return throw_errno(env, "cannot map", path, err);
+  }
+  // Registered for the SIGBUS handler; a writable mapping keeps its descriptor to restore the size.
+  install_handler();
+  bool kept = false;
+  for (int i = 0; i < MAX_MAPPINGS; i++) {
+    if (mappings[i].addr != NULL) continue;
+    mappings[i].bytes = bytes;
+    mappings[i].writable = writable;
+    mappings[i].fd = writable ? fd : -1;
+    mappings[i].addr = addr; // last: the handler reads the entry once addr is set
+    kept = writable;
+    break;
+  }
+  if (!kept) close(fd); // the mapping keeps its own reference to the file
 
   napi_value ab;
   if (napi_create_external_arraybuffer(env, addr, bytes, unmap, (void *)(uintptr_t)bytes, &ab) != napi_ok) {
@@ -86,8 +162,18 @@ static napi_value map(napi_env env, napi_callback_info info) {
   return ab;
 }
 
+// faults(): number — how many SIGBUS faults in this addon's mappings were repaired so far.
+static napi_value faults(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value n;
+  napi_create_double(env, (double)fault_count, &n);
+  return n;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_value fn;
+  napi_create_function(env, "faults", NAPI_AUTO_LENGTH, faults, NULL, &fn);
+  napi_set_named_property(env, exports, "faults", fn);
   napi_create_function(env, "map", NAPI_AUTO_LENGTH, map, NULL, &fn);
   napi_set_named_property(env, exports, "map", fn);
   return exports;

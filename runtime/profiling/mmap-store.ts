@@ -27,6 +27,8 @@ export const SHM_ADDON_PATH = resolve(dirname(fileURLToPath(import.meta.url)), '
 interface ShmAddon {
   /** Maps `path` (MAP_SHARED): writable creates it and sets its size to `bytes`; read-only maps it whole (bytes 0). */
   map(path: string, bytes: number, writable: boolean): ArrayBuffer;
+  /** How many SIGBUS faults in the addon's mappings (a file shrunk under them) it repaired. */
+  faults(): number;
 }
 
 let addon: ShmAddon | null = null;
@@ -94,9 +96,16 @@ export class HistogramFile {
   private readonly buffer: ArrayBuffer;
   private used = 0;
   private seq = 0;
+  private readonly defaultPipelineId: string;
+  private readonly startedMs = Date.now();
+  /** Each allocated row's names, to write them again after the file was cut under the mapping. */
+  private readonly rowNames: [number, number, string, Variant, string, number][] = [];
+  private faultsSeen: number;
 
-  private constructor(path: string, buffer: ArrayBuffer) {
+  private constructor(path: string, buffer: ArrayBuffer, defaultPipelineId: string, faults: number) {
     this.path = path;
+    this.defaultPipelineId = defaultPipelineId;
+    this.faultsSeen = faults;
     this.buffer = buffer;
     this.f64 = new Float64Array(buffer);
     this.i32 = new Int32Array(buffer);
@@ -108,7 +117,8 @@ export class HistogramFile {
    * Creates (or takes over and clears) the file at `path`, `sizeMb` MiB, and writes its header.
    * Throws a ConfigError on `profiling.mmap_path` when it cannot be opened or mapped.
    */
-  static create(path: string, sizeMb: number, defaultPipelineId: string): HistogramFile {
+  static create(path: string, sizeMb: number, defaultPipelineId: string,
+    onCut?: (info: { file: string; faults: number }) => void): HistogramFile {
     const shm = loadShm();
     let buffer: ArrayBuffer;
     try {
@@ -116,22 +126,45 @@ export class HistogramFile {
     } catch (err) {
       throw new ConfigError(null, [{ path: 'profiling.mmap_path', message: (err as Error).message }], { cause: err });
     }
-    const f = new HistogramFile(path, buffer);
+    const f = new HistogramFile(path, buffer, defaultPipelineId, shm.faults());
     f.u8.fill(0);
-    const view = new DataView(buffer);
+    f.writeHeader();
+    if (onCut !== undefined) {
+      // The addon keeps a file shrunk under the mapping at its size (its SIGBUS handler); here the
+      // header and the rows' names are written again, once a second at most, and it is said.
+      setInterval(() => {
+        const n = shm.faults();
+        if (n === f.faultsSeen) return;
+        f.faultsSeen = n;
+        f.rewrite();
+        onCut({ file: f.path, faults: n });
+      }, 1000).unref();
+    }
+    return f;
+  }
+
+  /** After the file was cut under the mapping (its pages read as zeros again): the header and row names. */
+  private rewrite(): void {
+    this.writeHeader();
+    for (const [row, kind, pipelineId, variant, step, phase] of this.rowNames) this.writeRowNames(row, kind, pipelineId, variant, step, phase);
+    Atomics.store(this.i32, H_ROWS_USED >> 2, this.used);
+  }
+
+  private writeHeader(): void {
+    const f = this.u8;
+    const view = new DataView(this.buffer);
     view.setUint32(H_VERSION, LAYOUT_VERSION, true);
     view.setUint32(H_HEADER_BYTES, HEADER_BYTES, true);
     view.setUint32(H_ROW_BYTES, ROW_BYTES, true);
-    view.setUint32(H_ROW_CAPACITY, f.capacity, true);
+    view.setUint32(H_ROW_CAPACITY, this.capacity, true);
     view.setUint32(H_BUCKETS, BUCKETS, true);
     view.setUint32(H_SUB_BUCKET_BITS, SUB_BUCKET_BITS, true);
     view.setUint32(H_PID, process.pid, true);
-    view.setFloat64(H_STARTED_MS, Date.now(), true);
-    view.setFloat64(H_SINCE_MS, Date.now(), true);
-    f.writeName(H_DEFAULT_PIPELINE_ID, NAME_BYTES, defaultPipelineId);
+    view.setFloat64(H_STARTED_MS, this.startedMs, true);
+    view.setFloat64(H_SINCE_MS, Date.now(), true); // a cut file's counts start again from zero
+    this.writeName(H_DEFAULT_PIPELINE_ID, NAME_BYTES, this.defaultPipelineId);
     // The magic last: a reader that sees it sees the whole header.
-    new TextEncoder().encodeInto(MAGIC, f.u8.subarray(H_MAGIC, H_MAGIC + 8));
-    return f;
+    new TextEncoder().encodeInto(MAGIC, f.subarray(H_MAGIC, H_MAGIC + 8));
   }
 
   get rowsUsed(): number {
@@ -142,12 +175,8 @@ export class HistogramFile {
   allocate(kind: number, pipelineId: string, variant: Variant, step: string, phase: number): number {
     if (this.used >= this.capacity) return -1;
     const row = this.used;
-    const at = HEADER_BYTES + row * ROW_BYTES;
-    this.i32[(at + R_KIND) >> 2] = kind;
-    this.i32[(at + R_PHASE) >> 2] = phase;
-    this.writeName(at + R_PIPELINE_ID, NAME_BYTES, pipelineId);
-    this.writeName(at + R_VARIANT, VARIANT_BYTES, variant);
-    this.writeName(at + R_STEP, NAME_BYTES, step);
+    this.writeRowNames(row, kind, pipelineId, variant, step, phase);
+    this.rowNames.push([row, kind, pipelineId, variant, step, phase]);
     this.used = row + 1;
     Atomics.store(this.i32, H_ROWS_USED >> 2, this.used); // publishes the row to readers
     return row;
@@ -169,6 +198,15 @@ export class HistogramFile {
   /** Records when the statistics were last reset (the header's since field). */
   markReset(ms: number): void {
     this.f64[H_SINCE_MS >> 3] = ms;
+  }
+
+  private writeRowNames(row: number, kind: number, pipelineId: string, variant: Variant, step: string, phase: number): void {
+    const at = HEADER_BYTES + row * ROW_BYTES;
+    this.i32[(at + R_KIND) >> 2] = kind;
+    this.i32[(at + R_PHASE) >> 2] = phase;
+    this.writeName(at + R_PIPELINE_ID, NAME_BYTES, pipelineId);
+    this.writeName(at + R_VARIANT, VARIANT_BYTES, variant);
+    this.writeName(at + R_STEP, NAME_BYTES, step);
   }
 
   private writeName(at: number, size: number, text: string): void {

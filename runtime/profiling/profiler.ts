@@ -303,7 +303,10 @@ export class Profiler implements StepRecorder {
    */
   static async create(settings: ProfilingSettings, log: Pick<Log, 'warn'>, mmap: MmapStorage | null = null): Promise<Profiler> {
     await initHistograms();
-    const file = mmap === null ? null : HistogramFile.create(mmap.path, mmap.sizeMb, mmap.defaultPipelineId);
+    const file = mmap === null ? null : HistogramFile.create(mmap.path, mmap.sizeMb, mmap.defaultPipelineId, (cut) => {
+      log.warn('profiling histogram file was truncated while the proxy ran: set back to its size, its header written again; the counts ' +
+        'in it start again from zero (do not truncate, replace or delete profiling.mmap_path while the proxy runs)', cut);
+    });
     return new Profiler(settings, log, file);
   }
 

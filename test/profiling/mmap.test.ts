@@ -1,12 +1,13 @@
 // profiling.storage: "mmap" — the histogram file (runtime/profiling/mmap-layout.ts) through a real
 // `proxy serve` child driven by the real driver: a second process (`proxy profile --mmap`) reads
 // live counts while the proxy runs and prints what /api/profile answers; the file's buckets and
-// percentiles; restored snapshots land in the file; a pipeline too large for mmap_size_mb and a
+// percentiles; restored snapshots land in the file; a file truncated under the running proxy (no
+// SIGBUS); a pipeline too large for mmap_size_mb and a
 // missing mmap_path are refused with their key paths.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
@@ -257,4 +258,47 @@ test('a full file: further distributions are kept in memory, and the proxy says 
   steps[175].record(1_000_000, false);
   assert.equal(p.snapshot('default', 'baseline').steps[0].invocations, 1, 'served from memory');
   assert.equal(fileSnapshot(readHistogramFile(path), 'default', 'baseline').steps.length, 0, 'not in the file');
+});
+
+test('the histogram file truncated, or deleted, while `proxy serve` runs and serves: no SIGBUS; the size, header and row names come back, ' +
+  'and the proxy says so', { timeout: 120_000 }, async () => {
+  const path = join(dir, 'cut.hist');
+  const file = join(dir, 'cut.json');
+  writeFileSync(file, JSON.stringify({
+    listen: '127.0.0.1:0', log: { level: 'info', format: 'json' },
+    pipeline: { request: ['filter'], response: ['logging'] },
+    steps: { filter: { config: { rules: [], default: 'allow' } }, logging: { config: { sample_rate: 0 } } },
+    profiling: { enabled: true, port: 0, storage: 'mmap', mmap_path: path, mmap_size_mb: 1 },
+  }));
+  const proxy = await serve(file);
+  let err = '';
+  proxy.child.stderr!.on('data', (d) => { err += d; });
+  const client = new MongoClient(proxy.uri, { serverSelectionTimeoutMS: 10_000 });
+  clients.push(client);
+  const db = client.db('cut');
+  for (let i = 0; i < 5; i++) await db.collection('c').findOne({});
+  await until('the 5 requests in the file', () => fileSnapshot(readHistogramFile(path), 'default', 'baseline').total_requests === 5, 20_000);
+
+  truncateSync(path, 0); // `: > file`: the mapped pages now lie past the end of the file
+  for (let i = 0; i < 5; i++) await db.collection('c').findOne({});
+  assert.ok(proxy.child.exitCode === null && proxy.child.signalCode === null, `the proxy runs (${proxy.child.signalCode})`);
+  assert.equal(statSync(path).size, 1024 * 1024, 'the file has its size again');
+  await until('the warning', () => /profiling histogram file was truncated while the proxy ran/.test(err), 10_000);
+  const warn = JSON.parse(err.split('\n').find((l) => l.includes('was truncated'))!);
+  assert.equal(warn.level, 'warn');
+  assert.equal(warn.file, path);
+  // The header and the rows' names are back: the file reader reads it again, with the requests since.
+  await until('the file readable again', () => {
+    try { return fileSnapshot(readHistogramFile(path), 'default', 'baseline').steps.length === 2; } catch { return false; }
+  }, 10_000);
+  for (let i = 0; i < 3; i++) await db.collection('c').findOne({});
+  const n = fileSnapshot(readHistogramFile(path), 'default', 'baseline').total_requests;
+  assert.ok(n >= 3 && n <= 8, `${n} requests counted since the cut`);
+
+  unlinkSync(path); // deleted: the mapping keeps the inode; nothing faults
+  for (let i = 0; i < 3; i++) await db.collection('c').findOne({});
+  assert.ok(proxy.child.exitCode === null && proxy.child.signalCode === null, 'the proxy runs');
+  const total = (await (await fetch(`${proxy.profilingUrl}/api/profile`)).json()).total_requests;
+  assert.ok(total >= n + 3, `${total}: the requests after the delete are counted`);
+  proxy.child.kill('SIGTERM');
 });
