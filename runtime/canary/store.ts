@@ -119,6 +119,30 @@ export interface CanaryRecords {
   evaluated?(id: string, view: EvaluationView): void;
 }
 
+/**
+ * An error opening one of the canary's SQLite files, naming the file and what to do
+ * (better-sqlite3 says "file is not a database" or "database is locked" without the file).
+ */
+export function sqliteOpenError(what: string, path: string, err: unknown, key: string): Error {
+  const e = err as NodeJS.ErrnoException;
+  const todo = e.code === 'SQLITE_NOTADB' || e.code === 'SQLITE_CORRUPT'
+    ? 'it is not a readable SQLite database: move it aside (it is then created empty) or restore it from a backup'
+    : e.code === 'SQLITE_BUSY' ? `another process holds it (one proxy per ${key})`
+    : e.code === 'EEXIST' || e.code === 'ENOTDIR' ? `its directory (from ${key}) is a file, not a directory` : `check ${key}`;
+  return new Error(`cannot open ${what} ${path}: ${e.message}; ${todo}`, { cause: err });
+}
+
+const CANARY_SCHEMA = `
+  CREATE TABLE IF NOT EXISTS canaries (id TEXT PRIMARY KEY, pipeline_id TEXT NOT NULL, status TEXT NOT NULL, created_at INTEGER NOT NULL,
+    record TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS history (seq INTEGER PRIMARY KEY AUTOINCREMENT, canary_id TEXT NOT NULL, at INTEGER NOT NULL, entry TEXT NOT NULL);
+  CREATE INDEX IF NOT EXISTS history_canary ON history (canary_id, seq);
+  CREATE TABLE IF NOT EXISTS samples (seq INTEGER PRIMARY KEY AUTOINCREMENT, canary_id TEXT NOT NULL, at INTEGER NOT NULL, sample TEXT NOT NULL);
+  CREATE INDEX IF NOT EXISTS samples_canary ON samples (canary_id, seq);
+  CREATE TABLE IF NOT EXISTS promotions (pipeline_id TEXT PRIMARY KEY, record TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS fleet_kv (key TEXT PRIMARY KEY, value TEXT NOT NULL, revision INTEGER NOT NULL);
+`;
+
 export class CanaryStore implements CanaryRecords {
   readonly path: string;
   private readonly db: Database.Database;
@@ -132,23 +156,22 @@ export class CanaryStore implements CanaryRecords {
 
   constructor(dir: string, maxSamples = 10000) {
     const d = resolve(dir);
-    mkdirSync(d, { recursive: true });
     this.path = join(d, 'canary.db');
     this.maxSamples = maxSamples;
-    this.db = new Database(this.path);
-    this.db.pragma('journal_mode = WAL');
-    this.db.pragma('synchronous = FULL');
-    this.db.exec(`
-      CREATE TABLE IF NOT EXISTS canaries (id TEXT PRIMARY KEY, pipeline_id TEXT NOT NULL, status TEXT NOT NULL, created_at INTEGER NOT NULL,
-        record TEXT NOT NULL);
-      CREATE TABLE IF NOT EXISTS history (seq INTEGER PRIMARY KEY AUTOINCREMENT, canary_id TEXT NOT NULL, at INTEGER NOT NULL, entry TEXT NOT NULL);
-      CREATE INDEX IF NOT EXISTS history_canary ON history (canary_id, seq);
-      CREATE TABLE IF NOT EXISTS samples (seq INTEGER PRIMARY KEY AUTOINCREMENT, canary_id TEXT NOT NULL, at INTEGER NOT NULL, sample TEXT NOT NULL);
-      CREATE INDEX IF NOT EXISTS samples_canary ON samples (canary_id, seq);
-      CREATE TABLE IF NOT EXISTS promotions (pipeline_id TEXT PRIMARY KEY, record TEXT NOT NULL);
-      CREATE TABLE IF NOT EXISTS fleet_kv (key TEXT PRIMARY KEY, value TEXT NOT NULL, revision INTEGER NOT NULL);
-    `);
+    let db: Database.Database | null = null;
+    try {
+      mkdirSync(d, { recursive: true });
+      db = new Database(this.path);
+      db.pragma('journal_mode = WAL');
+      db.pragma('synchronous = FULL');
+      db.exec(CANARY_SCHEMA);
+    } catch (err) {
+      db?.close();
+      throw sqliteOpenError('the canary store', this.path, err, 'canary.data_dir');
+    }
+    this.db = db;
     this.stmts = {
+
       upsert: this.db.prepare('INSERT INTO canaries (id, pipeline_id, status, created_at, record) VALUES (@id, @pipeline_id, @status, @created_at, ' +
         '@record) ON CONFLICT(id) DO UPDATE SET status = excluded.status, record = excluded.record'),
       all: this.db.prepare('SELECT record FROM canaries ORDER BY created_at DESC, id'),

@@ -4,6 +4,7 @@
 // key) makes a re-emitted event (a controller replaying a transition after a restart) a no-op:
 // one message per transition per channel.
 import Database from 'better-sqlite3';
+import { sqliteOpenError } from '../store.ts';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { CanaryEvent, NotificationChannel } from '../events.ts';
@@ -70,13 +71,20 @@ export class Outbox {
   private readonly countStmt: Database.Statement;
 
   constructor(path: string) {
-    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-    this.db = new Database(path);
-    // WAL + NORMAL: a committed row survives a process crash (kill -9); only a power loss may lose
-    // the last transactions, which is the usual trade for an outbox written on every transition.
-    this.db.pragma('journal_mode = WAL');
-    this.db.pragma('synchronous = NORMAL');
-    this.db.exec(SCHEMA);
+    let db: Database.Database | null = null;
+    try {
+      if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+      db = new Database(path);
+      // WAL + NORMAL: a committed row survives a process crash (kill -9); only a power loss may lose
+      // the last transactions, which is the usual trade for an outbox written on every transition.
+      db.pragma('journal_mode = WAL');
+      db.pragma('synchronous = NORMAL');
+      db.exec(SCHEMA);
+    } catch (err) {
+      db?.close();
+      throw sqliteOpenError('the notification outbox', path, err, 'notifications.outbox_path, or canary.data_dir');
+    }
+    this.db = db;
     this.insertStmt = this.db.prepare(`INSERT OR IGNORE INTO outbox (event_id, channel_key, channel_type, channel, event, next_attempt_at, created_at)
       VALUES (?, ?, ?, ?, ?, ?, ?)`);
     // Per channel, only its oldest pending message is eligible: a channel receives its messages in
