@@ -61,7 +61,13 @@ export function readHistogramFile(path: string): FileContents {
     throw new Error(`${path}: unexpected row layout (row ${view.getUint32(H_ROW_BYTES, true)} bytes, ${view.getUint32(H_BUCKETS, true)} buckets)`);
   }
   const capacity = view.getUint32(H_ROW_CAPACITY, true);
-  const fit = Math.min(capacity, Math.floor((buf.byteLength - HEADER_BYTES) / ROW_BYTES));
+  // The proxy sizes the file before it writes the header: a shorter one was cut (a partial copy),
+  // and its rows past the end would silently read as missing.
+  const want = HEADER_BYTES + capacity * ROW_BYTES;
+  if (buf.byteLength < want) {
+    throw new Error(`${path}: cut short: ${buf.byteLength} bytes, but its header says ${capacity} rows (${want} bytes); copy the whole file`);
+  }
+  const fit = capacity;
   let used = 0;
   let copy: Float64Array | null = null;
   for (let t = 0; t < MAX_TRIES && copy === null; t++) {

@@ -7,7 +7,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
@@ -15,6 +15,7 @@ import { ConfigError, parseConfig } from '../../runtime/config/index.ts';
 import { GraphKey } from '../../runtime/pipeline/index.ts';
 import { Profiler, fileSnapshot, readHistogramFile, type StepStats } from '../../runtime/profiling/index.ts';
 import { BUCKETS, bucketHighUs, bucketIndex, rowCapacity } from '../../runtime/profiling/mmap-layout.ts';
+import { HistogramFile } from '../../runtime/profiling/mmap-store.ts';
 import { profilingSettings } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
 import { fixture } from '../wasm/fixtures.ts';
@@ -150,6 +151,15 @@ test('--mmap: a file that is not a histogram file, or none, exits 1 saying so; -
   const bad = await cli(['profile', '--mmap', junk]);
   assert.equal(bad.status, 1);
   assert.match(bad.stderr, /not a profiling histogram file \(magic/);
+  // A real histogram file cut short (a partial copy): said, not read as a file with fewer rows.
+  const whole = join(dir, 'whole.hist');
+  HistogramFile.create(whole, 1, 'default');
+  const cut = join(dir, 'cut-copy.hist');
+  writeFileSync(cut, readFileSync(whole).subarray(0, 8000));
+  const short = await cli(['profile', '--mmap', cut]);
+  assert.equal(short.status, 1, short.stdout);
+  assert.match(short.stderr, /cut-copy\.hist: cut short: 8000 bytes, but its header says 178 rows \(1048576 bytes\); copy the whole file/);
+  assert.equal((await cli(['profile', '--mmap', whole])).status, 0);
   const none = await cli(['profile', '--mmap', join(dir, 'absent.bin')]);
   assert.equal(none.status, 1);
   assert.match(none.stderr, /cannot open .*absent\.bin: No such file or directory/);
