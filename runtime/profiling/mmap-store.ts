@@ -132,12 +132,20 @@ export class HistogramFile {
     if (onCut !== undefined) {
       // The addon keeps a file shrunk under the mapping at its size (its SIGBUS handler); here the
       // header and the rows' names are written again, once a second at most, and it is said.
-      setInterval(() => {
+      // A weak reference: the timer does not keep a file nobody uses mapped (the mapping goes with
+      // its buffer); it stops once the file is collected.
+      const ref = new WeakRef(f);
+      const timer = setInterval(() => {
+        const file = ref.deref();
+        if (file === undefined) {
+          clearInterval(timer);
+          return;
+        }
         const n = shm.faults();
-        if (n === f.faultsSeen) return;
-        f.faultsSeen = n;
-        f.rewrite();
-        onCut({ file: f.path, faults: n });
+        if (n === file.faultsSeen) return;
+        file.faultsSeen = n;
+        file.rewrite();
+        onCut({ file: file.path, faults: n });
       }, 1000).unref();
     }
     return f;
