@@ -7,8 +7,7 @@ import assert from 'node:assert/strict';
 import { parseConfig } from '../../runtime/config/index.ts';
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { Logger, LogRing } from '../../runtime/log/index.ts';
-import { buildAdminApp } from '../../runtime/http/admin.ts';
-import type { AdminSurface } from '../../runtime/http/surface.ts';
+import { ringOnlyAdminApp } from '../helpers/admin-surface.ts';
 
 const TOKEN = 'logs-query-token-0123456789';
 const RING = 50;
@@ -84,17 +83,7 @@ test('follow: true, false, 1 or 0; anything else is refused, not read as false',
 
 test('worker: digits only, a worker\'s index; a repeated level or filter is refused too', async () => {
   const ring = new LogRing(10);
-  const surface: AdminSurface = {
-    readiness: async () => ({ ready: true, upstream: null }),
-    metrics: { contentType: 'text/plain', text: async () => '' },
-    logRing: ring,
-    pipeline: () => ({ id: 'default', request: [], response: [] }),
-    adminListen: () => null,
-    workers: async () => ({ workers: [], replaced: 0, pin_lookups: { found: 0, missed: 0 } }),
-    reload: async () => {},
-    workerCount: 2,
-  };
-  const app = buildAdminApp(surface, { token: TOKEN, configFile: null });
+  const app = ringOnlyAdminApp(ring, TOKEN, 2);
   try {
     const inject = async (query: string) => {
       const r = await app.inject({ url: `/api/v1/logs?${query}`, headers: { authorization: `Bearer ${TOKEN}` } });

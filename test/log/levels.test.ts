@@ -7,8 +7,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LOG_LEVELS, LOG_LEVEL_VALUES, Logger, LogRing, type LogLevel } from '../../runtime/log/index.ts';
-import { buildAdminApp } from '../../runtime/http/admin.ts';
-import type { AdminSurface } from '../../runtime/http/surface.ts';
+import { ringOnlyAdminApp } from '../helpers/admin-surface.ts';
 import { parseConfig, ConfigError } from '../../runtime/config/index.ts';
 import { LOG_LEVEL_NAMES, AbiLogLevel } from '../../runtime/wasm/abi.ts';
 import { runLogs, LogsError } from '../../runtime/cli/logs.ts';
@@ -81,16 +80,7 @@ test('the admin API\'s level filter (GET /api/v1/logs?level=) takes the table\'s
   const ring = new LogRing(100);
   const log = new Logger('t', 'trace', 'json', { write() {} }, ring);
   for (const l of LOG_LEVELS) log[l](`at ${l}`);
-  const surface: AdminSurface = {
-    readiness: async () => ({ ready: true, upstream: null }),
-    metrics: { contentType: 'text/plain', text: async () => '' },
-    logRing: ring,
-    pipeline: () => ({ id: 'default', request: [], response: [] }),
-    adminListen: () => null,
-    workers: async () => ({ workers: [], replaced: 0, pin_lookups: { found: 0, missed: 0 } }),
-    reload: async () => {},
-  };
-  const app = buildAdminApp(surface, { token: 'admin-token-0123456789', configFile: null });
+  const app = ringOnlyAdminApp(ring, 'admin-token-0123456789');
   try {
     const get = (level: string) => app.inject({ url: `/api/v1/logs?tail=100&follow=false&level=${level}`,
       headers: { authorization: 'Bearer admin-token-0123456789' } });
