@@ -7,7 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import type { CAC } from 'cac';
 import { loadConfig } from '../config/index.ts';
 import { prettyLine, isLogLevel, LOG_LEVELS } from '../log/index.ts';
-import { openRequest, REQUEST_TIMEOUT_MS } from './http-client.ts';
+import { answerTooLarge, MAX_ANSWER_BYTES, openRequest, REQUEST_TIMEOUT_MS } from './http-client.ts';
 
 interface LogsOptions {
   url?: unknown;
@@ -21,7 +21,14 @@ interface LogsOptions {
   follow?: boolean;
 }
 
-export class LogsError extends Error {}
+export class LogsError extends Error {
+  /** 2 for what the user can fix (usage, an unreachable proxy, a refused token), 1 for an answer the command cannot take. */
+  readonly exitCode: number;
+  constructor(message: string, exitCode = 2) {
+    super(message);
+    this.exitCode = exitCode;
+  }
+}
 
 async function endpoint(opts: LogsOptions): Promise<{ url: string; token: string | null }> {
   let url = typeof opts.url === 'string' ? opts.url : process.env.PROXY_ADMIN_URL;
@@ -64,7 +71,15 @@ export async function runLogs(opts: LogsOptions, out: (s: string) => void = (s) 
   }
   if (status < 200 || status >= 300) {
     let body = '';
-    for await (const chunk of res) body += decoder.decode(chunk as Buffer, { stream: true });
+    let size = 0;
+    for await (const chunk of res) {
+      size += (chunk as Buffer).length;
+      if (size > MAX_ANSWER_BYTES) {
+        res.destroy();
+        throw new LogsError(answerTooLarge(`${url}/api/v1/logs`, `${status} answer`).message, 1);
+      }
+      body += decoder.decode(chunk as Buffer, { stream: true });
+    }
     let message = body;
     try {
       message = (JSON.parse(body) as { error: { message: string } }).error.message;
@@ -75,15 +90,23 @@ export async function runLogs(opts: LogsOptions, out: (s: string) => void = (s) 
   let pending = '';
   try {
     for await (const chunk of res) {
-      pending += decoder.decode(chunk as Buffer, { stream: true });
-      let nl: number;
-      while ((nl = pending.indexOf('\n')) >= 0) {
+      const text = decoder.decode(chunk as Buffer, { stream: true });
+      // Look for a newline in the new text only: a long line is not scanned again per chunk.
+      let nl = text.indexOf('\n');
+      if (nl >= 0) nl += pending.length;
+      pending += text;
+      for (; nl >= 0; nl = pending.indexOf('\n')) {
         const line = pending.slice(0, nl);
         pending = pending.slice(nl + 1);
         if (line !== '') print(line);
       }
+      if (pending.length > MAX_ANSWER_BYTES) {
+        res.destroy();
+        throw new LogsError(answerTooLarge(`${url}/api/v1/logs`, 'log line').message, 1);
+      }
     }
   } catch (err) {
+    if (err instanceof LogsError) throw err;
     if (signal?.aborted === true) return;
     throw new LogsError(`the log stream from ${url} broke off: ${(err as Error).message}`);
   }
@@ -110,7 +133,7 @@ export function registerLogs(cli: CAC): void {
       } catch (err) {
         if (err instanceof LogsError) {
           process.stderr.write(`proxy logs: ${err.message}\n`);
-          process.exit(2);
+          process.exit(err.exitCode);
         }
         throw err;
       }

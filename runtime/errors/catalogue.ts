@@ -83,14 +83,16 @@ export const ERRORS = {
   PROXY_ERR_PROFILE_DISABLED: { class: 'ProfileError', exit: 1, meaning: 'the profiling endpoint answers that profiling is disabled' },
   PROXY_ERR_PROFILE_TOKEN: { class: 'ProfileError', exit: 1, meaning: 'the profiling endpoint refused the token (or its absence)' },
   PROXY_ERR_PROFILE_HTTP: { class: 'ProfileError', exit: 1, meaning: 'the profiling endpoint answered an error, or has no statistics for the step asked for' },
-  PROXY_ERR_PROFILE_DATA: { class: 'ProfileError', exit: 1, meaning: 'an answer or a file is not what was expected (not JSON, no folded stacks), ' +
+  PROXY_ERR_PROFILE_DATA: { class: 'ProfileError', exit: 1, meaning: 'an answer or a file is not what was expected (not JSON, ' +
+    'no folded stacks, an answer over 64 MiB), ' +
     'or an output file cannot be written' },
 
   // proxy canary (its exit codes for the control plane's own codes follow the status: 404 → 3, 401 → 4, else 1).
   PROXY_ERR_CANARY_CLI_USAGE: { class: 'CanaryCliError', exit: 2, meaning: 'proxy canary was called with an unknown or missing option, or an ' +
     'unreadable or invalid file' },
   PROXY_ERR_CANARY_CLI_UNREACHABLE: { class: 'CanaryCliError', exit: 5, meaning: 'the control plane did not answer (connection refused or timeout)' },
-  PROXY_ERR_CANARY_CLI_DATA: { class: 'CanaryCliError', exit: 1, meaning: 'the control plane answered something other than JSON' },
+  PROXY_ERR_CANARY_CLI_DATA: { class: 'CanaryCliError', exit: 1, meaning: 'the control plane answered something other than JSON, ' +
+    'not the expected shape, or more than 64 MiB' },
 
   // proxy plugin new.
   PROXY_ERR_PLUGIN_BAD_NAME: { class: 'PluginScaffoldError', exit: 2, meaning: 'the plugin name is missing or not lowercase letters, digits, - and ' +
