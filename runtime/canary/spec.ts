@@ -16,6 +16,27 @@ import type { Sticky } from './aimed-selector.ts';
 /** The shortest rollback_rules.check_interval (ms). */
 export const MIN_CHECK_INTERVAL_MS = 100;
 
+/** The longest `description` of a start request, in characters (it is copied into every event and notification). */
+export const MAX_DESCRIPTION_CHARS = 4096;
+/** The longest rollback `reason`, in characters (copied into the event, the notifications and the history). */
+export const MAX_REASON_CHARS = 1024;
+/** The longest candidate step `type` and `plugin_id` (a package name or a path), in characters. */
+export const MAX_STEP_TYPE_CHARS = 128;
+export const MAX_PLUGIN_ID_CHARS = 4096;
+/** As the configuration's `pipeline.id` (a longer one names no pipeline). */
+export const MAX_PIPELINE_ID_CHARS = 48;
+
+/**
+ * A free-text field of a request body: absent (undefined), or a string of at most `max` characters;
+ * otherwise PROXY_ERR_BAD_BODY naming the field.
+ */
+export function optionalText(value: unknown, field: string, max: number): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') throw new CanaryError('PROXY_ERR_BAD_BODY', `${field}: expected a string`);
+  if (value.length > max) throw new CanaryError('PROXY_ERR_BAD_BODY', `${field}: at most ${max} characters, got ${value.length}`);
+  return value;
+}
+
 export type Stage = v.InferOutput<typeof stagesSchema>[number];
 export type RollbackRules = v.InferOutput<typeof rollbackRulesSchema>;
 export type AutoPromoteRules = v.InferOutput<typeof autoPromoteRulesSchema>;
@@ -110,16 +131,18 @@ export function defaultsFromConfig(c: ProxyConfig): CanaryDefaults {
 const STEP_TYPE = /^(wasm:)?[a-z][a-z0-9_-]*$/;
 
 const candidateStepSchema = v.strictObject({
-  type: v.pipe(v.string(), v.regex(STEP_TYPE, 'expected a step name like "rate_limit" or "wasm:redact"')),
+  type: v.pipe(v.string(), v.maxLength(MAX_STEP_TYPE_CHARS, `at most ${MAX_STEP_TYPE_CHARS} characters`),
+    v.regex(STEP_TYPE, 'expected a step name like "rate_limit" or "wasm:redact"')),
   config: v.optional(v.record(v.string(), v.unknown())),
-  plugin_id: v.optional(v.pipe(v.string(), v.minLength(1))),
+  plugin_id: v.optional(v.pipe(v.string(), v.minLength(1), v.maxLength(MAX_PLUGIN_ID_CHARS, `at most ${MAX_PLUGIN_ID_CHARS} characters`))),
   phase: v.optional(v.picklist(['request', 'response'])),
   on_error: v.optional(v.picklist(['open', 'closed'])),
 });
 
 // Bounded like the configuration's phases (MAX_STEPS_PER_PHASE), so a start request cannot make
 // the proxy compile and instantiate an unbounded graph.
-const candidatePhase = v.pipe(v.array(v.pipe(v.string(), v.regex(STEP_TYPE))),
+const stepName = v.pipe(v.string(), v.maxLength(MAX_STEP_TYPE_CHARS, `at most ${MAX_STEP_TYPE_CHARS} characters`), v.regex(STEP_TYPE));
+const candidatePhase = v.pipe(v.array(stepName),
   v.maxLength(MAX_STEPS_PER_PHASE, `at most ${MAX_STEPS_PER_PHASE} steps per phase`));
 const candidateConfigSchema = v.strictObject({
   steps: v.pipe(v.array(candidateStepSchema), v.maxLength(2 * MAX_STEPS_PER_PHASE, `at most ${2 * MAX_STEPS_PER_PHASE} steps ` +
@@ -163,6 +186,8 @@ export function parseStartRequest(body: unknown, defaults: CanaryDefaults): Cana
   // No pipeline_id: the default pipeline (the one requests no `pipelines` match go through).
   const pipelineId = body.pipeline_id === undefined ? defaults.default_pipeline_id ?? 'default' : body.pipeline_id;
   if (typeof pipelineId !== 'string' || pipelineId === '') throw new CanaryError('PROXY_ERR_BAD_BODY', 'pipeline_id: expected a non-empty string');
+  optionalText(pipelineId, 'pipeline_id', MAX_PIPELINE_ID_CHARS);
+  const description = optionalText(body.description, 'description', MAX_DESCRIPTION_CHARS) ?? null;
   if (body.candidate_config === undefined) throw new CanaryError('PROXY_ERR_BAD_BODY', 'candidate_config: required');
   const candidate = parsePart(candidateConfigSchema, body.candidate_config, 'candidate_config', 'PROXY_ERR_BAD_BODY');
   let stages = body.stages === undefined ? defaults.stages.map((s) => ({ ...s })) : parsePart(stagesSchema, body.stages, 'stages',
@@ -240,12 +265,11 @@ export function parseStartRequest(body: unknown, defaults: CanaryDefaults): Cana
     }
     channels = checked.channels;
   }
-  if (body.description !== undefined && typeof body.description !== 'string') throw new CanaryError('PROXY_ERR_BAD_BODY', 'description: expected a string');
   return {
     pipeline_id: pipelineId, candidate_config: candidate as CandidateConfig, stages,
     auto_promote: (body.auto_promote as boolean | undefined) ?? defaults.auto_promote,
     rollback_rules: rollback, auto_promote_rules: promote, judge, channels,
-    description: (body.description as string | undefined) ?? null,
+    description,
     match, sticky: (body.sticky as Sticky | undefined) ?? null,
     shadow,
   };
