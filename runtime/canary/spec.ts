@@ -2,7 +2,7 @@
 // filled in (SPEC §2.8: the file's keys are defaults for canaries started through the API, which may
 // override them). Validation uses the configuration's own schemas, so a key means the same in both.
 import { checkChannels } from './notify/channels.ts';
-import type { NotificationsConfig } from '../config/index.ts';
+import { refusedUrl, type NotificationsConfig } from '../config/index.ts';
 import * as v from 'valibot';
 import {
   autoPromoteRulesSchema, canaryDurationMs, judgeSchema, rollbackRulesSchema, shadowSchema, stagesSchema, MAX_STEPS_PER_PHASE,
@@ -177,6 +177,21 @@ function checkDurations(stages: Stage[]): void {
   });
 }
 
+/**
+ * The URLs a start request makes the canary call (stages' gates, inline channels): one whose host
+ * is a link-local or unspecified address is PROXY_ERR_CANARY_URL_REFUSED, naming the key, before
+ * any other check of those parts (which would refuse it too, with their own code).
+ */
+function refuseUrls(body: Record<string, unknown>): void {
+  const check = (url: unknown, path: string) => {
+    const problem = typeof url === 'string' ? refusedUrl(url) : null;
+    if (problem !== null) throw new CanaryError('PROXY_ERR_CANARY_URL_REFUSED', `${path}: ${problem}`);
+  };
+  if (Array.isArray(body.stages)) body.stages.forEach((s, i) => { if (isObject(s) && isObject(s.gate)) check(s.gate.url, `stages.${i}.gate.url`); });
+  const n = body.notifications;
+  if (isObject(n) && Array.isArray(n.channels)) n.channels.forEach((c, i) => { if (isObject(c)) check(c.url, `notifications.channels[${i}].url`); });
+}
+
 /** Validates a POST /api/v1/canary body and fills in the defaults. Throws CanaryError (400 codes). */
 export function parseStartRequest(body: unknown, defaults: CanaryDefaults): CanarySpec {
   if (!isObject(body)) throw new CanaryError('PROXY_ERR_BAD_BODY', 'expected a JSON object');
@@ -188,6 +203,7 @@ export function parseStartRequest(body: unknown, defaults: CanaryDefaults): Cana
   if (typeof pipelineId !== 'string' || pipelineId === '') throw new CanaryError('PROXY_ERR_BAD_BODY', 'pipeline_id: expected a non-empty string');
   optionalText(pipelineId, 'pipeline_id', MAX_PIPELINE_ID_CHARS);
   const description = optionalText(body.description, 'description', MAX_DESCRIPTION_CHARS) ?? null;
+  refuseUrls(body);
   if (body.candidate_config === undefined) throw new CanaryError('PROXY_ERR_BAD_BODY', 'candidate_config: required');
   const candidate = parsePart(candidateConfigSchema, body.candidate_config, 'candidate_config', 'PROXY_ERR_BAD_BODY');
   let stages = body.stages === undefined ? defaults.stages.map((s) => ({ ...s })) : parsePart(stagesSchema, body.stages, 'stages',

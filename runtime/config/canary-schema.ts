@@ -4,7 +4,7 @@
 // (runtime/canary/spec.ts), so a key means the same thing in a file and in a request.
 import * as v from 'valibot';
 import { onReload, onRestart } from './applies.ts';
-import { hostSchema } from './address.ts';
+import { hostSchema, notRefusedUrl } from './address.ts';
 import { expects, int } from './expects.ts';
 
 /** `0`, `250ms`, `30s`, `10m`, `1h`, or a sum such as `1h30m`. */
@@ -32,7 +32,9 @@ export const MAX_CANARY_STAGES = 100;
 export const MAX_CUSTOM_METRICS = 100;
 
 const duration = (desc: string) => v.pipe(v.string(), v.regex(CANARY_DURATION_PATTERN, 'expected a duration like "30s", "10m", "1h30m", "250ms" or ' +
-  '"0"'), v.check((s) => canaryDurationMs(s) <= MAX_CANARY_DURATION_MS, 'expected a duration of at most 8760h (a year)'), v.description(desc));
+  '"0"'), v.rawCheck<string>(({ dataset, addIssue }) => {
+  if (dataset.typed && canaryDurationMs(dataset.value) > MAX_CANARY_DURATION_MS) addIssue({ message: 'expected a duration of at most 8760h (a year)' });
+}), v.description(desc));
 // v.number() takes Infinity (JSON.parse reads 1e400 as Infinity) and v.integer() takes 1e300:
 // every number below has a finite upper bound.
 const pct = (desc: string) => v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(100), v.description(desc));
@@ -50,6 +52,7 @@ export const stageSchema = v.strictObject({
   manual_gate: onReload(v.optional(v.pipe(v.boolean(), v.description('With auto_promote, the canary pauses here (status `paused`) until promoted by hand.')))),
   gate: onReload(v.optional(v.pipe(v.strictObject({
     url: onReload(v.pipe(v.string(), v.url('expected an http:// or https:// URL'), v.regex(/^https?:\/\//i, 'expected an http:// or https:// URL'),
+      notRefusedUrl,
       v.description('Where the gate is POSTed the canary\'s state.'))),
     timeout_ms: onReload(v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(60_000),
       v.description('How long the gate has to answer, ms.')), 5000)),

@@ -68,6 +68,8 @@ export const ERRORS = {
   PROXY_ERR_CANARY_INVALID_STAGES: { class: 'CanaryError', status: 400, meaning: 'stages are not valid' },
   PROXY_ERR_CANARY_INVALID_RULES: { class: 'CanaryError', status: 400, meaning: 'rollback or auto-promote rules are not valid' },
   PROXY_ERR_CANARY_INVALID_TRAFFIC: { class: 'CanaryError', status: 400, meaning: 'traffic_pct must be an integer 0..100' },
+  PROXY_ERR_CANARY_URL_REFUSED: { class: 'CanaryError', status: 400, meaning: 'a webhook, pager or gate URL names a link-local (169.254.0.0/16, ' +
+    'fe80::/10) or unspecified (0.0.0.0/8, ::) address, which the canary never calls' },
   PROXY_ERR_CANARY_UNKNOWN_PIPELINE: { class: 'CanaryError', status: 400, meaning: 'no such pipeline' },
   PROXY_ERR_CANARY_CANDIDATE_REFUSED: { class: 'CanaryError', status: 400, meaning: 'the candidate graph failed to load' },
   PROXY_ERR_CANARY_NOT_FOUND: { class: 'CanaryError', status: 404, exit: 3, meaning: 'no such canary' },
