@@ -7,6 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import type { CAC } from 'cac';
 import { loadConfig } from '../config/index.ts';
 import { prettyLine, isLogLevel, LOG_LEVELS } from '../log/index.ts';
+import { digitsOption } from './argv.ts';
 import { answerTooLarge, MAX_ANSWER_BYTES, openRequest, REQUEST_TIMEOUT_MS } from './http-client.ts';
 
 interface LogsOptions {
@@ -47,12 +48,18 @@ async function endpoint(opts: LogsOptions): Promise<{ url: string; token: string
 export async function runLogs(opts: LogsOptions, out: (s: string) => void = (s) => process.stdout.write(s), signal?: AbortSignal): Promise<void> {
   const level = opts.level === undefined ? 'trace' : String(opts.level);
   if (!isLogLevel(level)) throw new LogsError(`--level must be one of ${LOG_LEVELS.join(', ')}`);
-  const tail = opts.tail === undefined ? 20 : Number(opts.tail);
-  if (!Number.isInteger(tail) || tail < 0) throw new LogsError('--tail must be an integer >= 0');
+  // Digits only, as the API's `tail` and `worker`: cac would have taken "1e3" as 1000.
+  const integer = (name: string, parsed: unknown): number | undefined => {
+    const r = digitsOption(name, parsed);
+    if ('problem' in r) throw new LogsError(r.problem);
+    return r.value;
+  };
+  const tail = integer('tail', opts.tail) ?? 20;
+  const worker = integer('worker', opts.worker);
   const { url, token } = await endpoint(opts);
   const q = new URLSearchParams({ tail: String(tail), level, follow: opts.follow === false ? 'false' : 'true' });
   if (opts.filter !== undefined) q.set('filter', String(opts.filter));
-  if (opts.worker !== undefined) q.set('worker', String(opts.worker));
+  if (worker !== undefined) q.set('worker', String(worker));
   const headers: Record<string, string> = {};
   if (token !== null) headers.authorization = `Bearer ${token}`;
   let res: IncomingMessage;
