@@ -6,6 +6,7 @@ export {
 export {
   ProxyConfigSchema,
   BUILTIN_STEPS,
+  unknownStep,
   STEP_ID_PATTERN,
   MAX_STEPS_PER_PHASE,
   defaultConfig,

@@ -249,6 +249,17 @@ test('free text and numbers of the bodies are bounded: 400 naming the field (1 M
   assert.equal(rolled.body.reason, 'r'.repeat(1024));
 });
 
+test('a candidate step that is not a built-in and has no plugin_id: the step and the built-ins named, not the plugin directory', async () => {
+  for (const candidate of [{ steps: [{ type: 'nosuch' }] }, { steps: [{ type: 'wasm:nosuch', phase: 'response' }] },
+    { steps: [], pipeline: { request: ['logging', 'nosuch'] } }]) {
+    const r = await call('POST', '', { pipeline_id: 'default', candidate_config: candidate, stages: STAGES });
+    expectError(r, 400, 'PROXY_ERR_CANARY_CANDIDATE_REFUSED');
+    assert.equal(r.body.error.message, 'candidate refused: unknown step type "nosuch": not a built-in step (logging, filter, cache, metrics, ' +
+      'rate_limit, auth, transform, route), and no plugin_id gives its module (a .wasm path or an npm package)');
+    assert.ok(!r.text.includes(process.cwd()) && !r.text.includes('plugins/'), r.text);
+  }
+});
+
 test('promote while auto-promotion runs and the canary is not at a gate: 409', async () => {
   const c = await call('POST', '', { pipeline_id: 'default', candidate_config: CANDIDATE, stages: STAGES, auto_promote: true });
   assert.equal(c.status, 201);
