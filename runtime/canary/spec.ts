@@ -23,8 +23,6 @@ export const MAX_REASON_CHARS = 1024;
 /** The longest candidate step `type` and `plugin_id` (a package name or a path), in characters. */
 export const MAX_STEP_TYPE_CHARS = 128;
 export const MAX_PLUGIN_ID_CHARS = 4096;
-/** As the configuration's `pipeline.id` (a longer one names no pipeline). */
-export const MAX_PIPELINE_ID_CHARS = 48;
 
 /**
  * A free-text field of a request body: absent (undefined), or a string of at most `max` characters;
@@ -201,7 +199,6 @@ export function parseStartRequest(body: unknown, defaults: CanaryDefaults): Cana
   // No pipeline_id: the default pipeline (the one requests no `pipelines` match go through).
   const pipelineId = body.pipeline_id === undefined ? defaults.default_pipeline_id ?? 'default' : body.pipeline_id;
   if (typeof pipelineId !== 'string' || pipelineId === '') throw new CanaryError('PROXY_ERR_BAD_BODY', 'pipeline_id: expected a non-empty string');
-  optionalText(pipelineId, 'pipeline_id', MAX_PIPELINE_ID_CHARS);
   const description = optionalText(body.description, 'description', MAX_DESCRIPTION_CHARS) ?? null;
   refuseUrls(body);
   if (body.candidate_config === undefined) throw new CanaryError('PROXY_ERR_BAD_BODY', 'candidate_config: required');
