@@ -10,6 +10,7 @@ import {
   type Pipeline, type PipelineConfig, type PipelineManager, type StepSettings, type Variant,
 } from '../pipeline/index.ts';
 import type { CandidateConfig } from './spec.ts';
+import { unknownStep } from '../config/index.ts';
 import { ClientMatch, type ClientMatchSpec } from '../pipeline/client-match.ts';
 import { AimedSelector, saltOf, type Sticky } from './aimed-selector.ts';
 import { CanaryEvidence } from './arm-evidence.ts';
@@ -192,6 +193,12 @@ export class PipelineCanaryGraphs implements CanaryGraphs {
       if (want !== null && have !== want) throw new Error(`step ${s.type}: package ${pkg} is version ${have}, not ${want}`);
     }
     const config = candidatePipelineConfig(base, candidate);
+    // A step that is neither a built-in nor given a module: said as the configuration says it, not
+    // as the plugin file the loader would fail to read (whose path is the install's).
+    for (const id of [...config.pipeline.request, ...config.pipeline.response]) {
+      const problem = unknownStep(id, config.steps[stepName(id)], 'no plugin_id gives its module (a .wasm path or an npm package)');
+      if (problem !== null) throw new Error(problem);
+    }
     for (const [name, path] of modules) config.steps[name].module = path;
     const graph = await this.manager.build(config, 'candidate');
     return { pipelineId, config, graph, version: this.version(config) };

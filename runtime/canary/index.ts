@@ -6,7 +6,8 @@ export { PipelineCanaryGraphs, candidatePipelineConfig, type Aim, type CanaryGra
 export { AimedSelector, sessionDraw, saltOf, type Sticky } from './aimed-selector.ts';
 export { CanaryStore, type CanaryRecord, type CanaryStatus, type HistoryEntry, type PromotionRecord, type Sample } from './store.ts';
 export { Promotions, stepsFingerprint, type BaselineChoice } from './promotions.ts';
-export { parseStartRequest, defaultsFromConfig, type CanarySpec, type CanaryDefaults, type Stage, type CandidateConfig } from './spec.ts';
+export { parseStartRequest, defaultsFromConfig, optionalText, MAX_DESCRIPTION_CHARS, MAX_REASON_CHARS,
+  type CanarySpec, type CanaryDefaults, type Stage, type CandidateConfig } from './spec.ts';
 export { evaluate, formatDuration, type Evaluation, type RuleStatus, type ConditionStatus } from './evaluator.ts';
 export { mannWhitneyWorse, twoProportionWorse, errorRateWorse, fisherWorse, logGamma, normalUpperTail, FISHER_MAX_ERRORS } from './judge.ts';
 export { SideWindow, WindowTracker, emptyHistogram, jsCopy, buckets, HIGHEST_TRACKABLE_US, type CanaryMetricsSource, type GraphTotals,

@@ -2,7 +2,7 @@
 // filled in (SPEC §2.8: the file's keys are defaults for canaries started through the API, which may
 // override them). Validation uses the configuration's own schemas, so a key means the same in both.
 import { checkChannels } from './notify/channels.ts';
-import type { NotificationsConfig } from '../config/index.ts';
+import { refusedUrl, type NotificationsConfig } from '../config/index.ts';
 import * as v from 'valibot';
 import {
   autoPromoteRulesSchema, canaryDurationMs, judgeSchema, rollbackRulesSchema, shadowSchema, stagesSchema, MAX_STEPS_PER_PHASE,
@@ -15,6 +15,25 @@ import type { Sticky } from './aimed-selector.ts';
 
 /** The shortest rollback_rules.check_interval (ms). */
 export const MIN_CHECK_INTERVAL_MS = 100;
+
+/** The longest `description` of a start request, in characters (it is copied into every event and notification). */
+export const MAX_DESCRIPTION_CHARS = 4096;
+/** The longest rollback `reason`, in characters (copied into the event, the notifications and the history). */
+export const MAX_REASON_CHARS = 1024;
+/** The longest candidate step `type` and `plugin_id` (a package name or a path), in characters. */
+export const MAX_STEP_TYPE_CHARS = 128;
+export const MAX_PLUGIN_ID_CHARS = 4096;
+
+/**
+ * A free-text field of a request body: absent (undefined), or a string of at most `max` characters;
+ * otherwise PROXY_ERR_BAD_BODY naming the field.
+ */
+export function optionalText(value: unknown, field: string, max: number): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') throw new CanaryError('PROXY_ERR_BAD_BODY', `${field}: expected a string`);
+  if (value.length > max) throw new CanaryError('PROXY_ERR_BAD_BODY', `${field}: at most ${max} characters, got ${value.length}`);
+  return value;
+}
 
 export type Stage = v.InferOutput<typeof stagesSchema>[number];
 export type RollbackRules = v.InferOutput<typeof rollbackRulesSchema>;
@@ -110,16 +129,18 @@ export function defaultsFromConfig(c: ProxyConfig): CanaryDefaults {
 const STEP_TYPE = /^(wasm:)?[a-z][a-z0-9_-]*$/;
 
 const candidateStepSchema = v.strictObject({
-  type: v.pipe(v.string(), v.regex(STEP_TYPE, 'expected a step name like "rate_limit" or "wasm:redact"')),
+  type: v.pipe(v.string(), v.maxLength(MAX_STEP_TYPE_CHARS, `at most ${MAX_STEP_TYPE_CHARS} characters`),
+    v.regex(STEP_TYPE, 'expected a step name like "rate_limit" or "wasm:redact"')),
   config: v.optional(v.record(v.string(), v.unknown())),
-  plugin_id: v.optional(v.pipe(v.string(), v.minLength(1))),
+  plugin_id: v.optional(v.pipe(v.string(), v.minLength(1), v.maxLength(MAX_PLUGIN_ID_CHARS, `at most ${MAX_PLUGIN_ID_CHARS} characters`))),
   phase: v.optional(v.picklist(['request', 'response'])),
   on_error: v.optional(v.picklist(['open', 'closed'])),
 });
 
 // Bounded like the configuration's phases (MAX_STEPS_PER_PHASE), so a start request cannot make
 // the proxy compile and instantiate an unbounded graph.
-const candidatePhase = v.pipe(v.array(v.pipe(v.string(), v.regex(STEP_TYPE))),
+const stepName = v.pipe(v.string(), v.maxLength(MAX_STEP_TYPE_CHARS, `at most ${MAX_STEP_TYPE_CHARS} characters`), v.regex(STEP_TYPE));
+const candidatePhase = v.pipe(v.array(stepName),
   v.maxLength(MAX_STEPS_PER_PHASE, `at most ${MAX_STEPS_PER_PHASE} steps per phase`));
 const candidateConfigSchema = v.strictObject({
   steps: v.pipe(v.array(candidateStepSchema), v.maxLength(2 * MAX_STEPS_PER_PHASE, `at most ${2 * MAX_STEPS_PER_PHASE} steps ` +
@@ -154,6 +175,21 @@ function checkDurations(stages: Stage[]): void {
   });
 }
 
+/**
+ * The URLs a start request makes the canary call (stages' gates, inline channels): one whose host
+ * is a link-local or unspecified address is PROXY_ERR_CANARY_URL_REFUSED, naming the key, before
+ * any other check of those parts (which would refuse it too, with their own code).
+ */
+function refuseUrls(body: Record<string, unknown>): void {
+  const check = (url: unknown, path: string) => {
+    const problem = typeof url === 'string' ? refusedUrl(url) : null;
+    if (problem !== null) throw new CanaryError('PROXY_ERR_CANARY_URL_REFUSED', `${path}: ${problem}`);
+  };
+  if (Array.isArray(body.stages)) body.stages.forEach((s, i) => { if (isObject(s) && isObject(s.gate)) check(s.gate.url, `stages.${i}.gate.url`); });
+  const n = body.notifications;
+  if (isObject(n) && Array.isArray(n.channels)) n.channels.forEach((c, i) => { if (isObject(c)) check(c.url, `notifications.channels[${i}].url`); });
+}
+
 /** Validates a POST /api/v1/canary body and fills in the defaults. Throws CanaryError (400 codes). */
 export function parseStartRequest(body: unknown, defaults: CanaryDefaults): CanarySpec {
   if (!isObject(body)) throw new CanaryError('PROXY_ERR_BAD_BODY', 'expected a JSON object');
@@ -163,6 +199,8 @@ export function parseStartRequest(body: unknown, defaults: CanaryDefaults): Cana
   // No pipeline_id: the default pipeline (the one requests no `pipelines` match go through).
   const pipelineId = body.pipeline_id === undefined ? defaults.default_pipeline_id ?? 'default' : body.pipeline_id;
   if (typeof pipelineId !== 'string' || pipelineId === '') throw new CanaryError('PROXY_ERR_BAD_BODY', 'pipeline_id: expected a non-empty string');
+  const description = optionalText(body.description, 'description', MAX_DESCRIPTION_CHARS) ?? null;
+  refuseUrls(body);
   if (body.candidate_config === undefined) throw new CanaryError('PROXY_ERR_BAD_BODY', 'candidate_config: required');
   const candidate = parsePart(candidateConfigSchema, body.candidate_config, 'candidate_config', 'PROXY_ERR_BAD_BODY');
   let stages = body.stages === undefined ? defaults.stages.map((s) => ({ ...s })) : parsePart(stagesSchema, body.stages, 'stages',
@@ -240,12 +278,11 @@ export function parseStartRequest(body: unknown, defaults: CanaryDefaults): Cana
     }
     channels = checked.channels;
   }
-  if (body.description !== undefined && typeof body.description !== 'string') throw new CanaryError('PROXY_ERR_BAD_BODY', 'description: expected a string');
   return {
     pipeline_id: pipelineId, candidate_config: candidate as CandidateConfig, stages,
     auto_promote: (body.auto_promote as boolean | undefined) ?? defaults.auto_promote,
     rollback_rules: rollback, auto_promote_rules: promote, judge, channels,
-    description: (body.description as string | undefined) ?? null,
+    description,
     match, sticky: (body.sticky as Sticky | undefined) ?? null,
     shadow,
   };

@@ -22,3 +22,15 @@ export function httpBaseUrl(text: string, what: string): { url: string } | { pro
   if (u.protocol !== 'http:' && u.protocol !== 'https:') return { problem: `${what} "${text}" must be http:// or https://` };
   return { url: `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, '')}` };
 }
+
+/**
+ * An integer option as typed, digits only, as the HTTP APIs take their integer parameters: cac
+ * (mri) turns "1e3" into 1000 and "0x10" into 16 before the command sees them. `{ value: undefined }`
+ * when the option is absent; `{ problem }` (naming the option and the value) when it is not digits.
+ */
+export function digitsOption(name: string, parsed: unknown): { value: number | undefined } | { problem: string } {
+  if (parsed === undefined) return { value: undefined };
+  const text = typedOption(name) ?? (typeof parsed === 'boolean' ? '' : String(parsed));
+  if (!/^\d+$/.test(text)) return { problem: `--${name} must be digits only (a whole number), got "${text}"` };
+  return { value: Number(text) };
+}

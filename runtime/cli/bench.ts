@@ -2,6 +2,7 @@
 // with the reason; a target that cannot be reached or misbehaves exits 1.
 import type { CAC } from 'cac';
 import { exitCodeOf } from '../errors/catalogue.ts';
+import { typedOption } from './argv.ts';
 import {
   BENCH_OPS, BenchError, DEFAULT_PROFILING_URL, formatProgress, formatResult, parseConnections, parseDuration, parseOp, parseTarget, runBench,
   type BenchOp, type BenchProgress,
@@ -36,7 +37,8 @@ async function benchCommand(opts: BenchCliOptions): Promise<void> {
   let op: BenchOp;
   const target = String(opts.target);
   try {
-    connections = parseConnections(opts.connections);
+    // As typed: cac would have turned "1e1" into 10, which parseConnections' digits-only check would miss.
+    connections = parseConnections(typedOption('connections') ?? opts.connections);
     durationMs = parseDuration(opts.duration);
     op = parseOp(opts.op);
     parseTarget(target);

@@ -1,6 +1,6 @@
 // The HTTP client of `proxy canary`: the control-plane API of docs/canary.md (SPEC §4.2), with a
 // bearer token, and the errors the command reports (its exit codes are documented in docs/cli.md).
-import { httpRequest, REQUEST_TIMEOUT_MS, type HttpAnswer } from './http-client.ts';
+import { ANSWER_TOO_LARGE, httpRequest, REQUEST_TIMEOUT_MS, type HttpAnswer } from './http-client.ts';
 import { ERRORS, isErrorCode, type ProxyErrorCode } from '../errors/catalogue.ts';
 
 /** Exit codes of `proxy canary` (docs/cli.md); those of the command's own codes are the catalogue's. */
@@ -61,8 +61,11 @@ export class CanaryClient {
     try {
       res = await httpRequest(u, { method, headers, body: payload });
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      const why = code === 'ETIMEDOUT' ? `did not answer within ${REQUEST_TIMEOUT_MS / 1000} s` : `is not reachable${code ? ` (${code})` : ''}`;
+      const e = err as NodeJS.ErrnoException & { total?: boolean };
+      const code = e.code;
+      if (code === ANSWER_TOO_LARGE) throw new CanaryCliError('PROXY_ERR_CANARY_CLI_DATA', e.message, ERRORS.PROXY_ERR_CANARY_CLI_DATA.exit);
+      const why = code !== 'ETIMEDOUT' ? `is not reachable${code ? ` (${code})` : ''}` : e.total === true ? e.message :
+        `did not answer within ${REQUEST_TIMEOUT_MS / 1000} s`;
       throw new CanaryCliError('PROXY_ERR_CANARY_CLI_UNREACHABLE', `the control plane at ${this.url} ${why}; is control_plane configured? (--url ` +
         `or PROXY_CONTROL_URL)`, EXIT.unreachable);
     }

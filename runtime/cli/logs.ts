@@ -7,7 +7,8 @@ import type { IncomingMessage } from 'node:http';
 import type { CAC } from 'cac';
 import { loadConfig } from '../config/index.ts';
 import { prettyLine, isLogLevel, LOG_LEVELS } from '../log/index.ts';
-import { openRequest, REQUEST_TIMEOUT_MS } from './http-client.ts';
+import { digitsOption } from './argv.ts';
+import { answerTooLarge, MAX_ANSWER_BYTES, openRequest, REQUEST_TIMEOUT_MS } from './http-client.ts';
 
 interface LogsOptions {
   url?: unknown;
@@ -21,7 +22,14 @@ interface LogsOptions {
   follow?: boolean;
 }
 
-export class LogsError extends Error {}
+export class LogsError extends Error {
+  /** 2 for what the user can fix (usage, an unreachable proxy, a refused token), 1 for an answer the command cannot take. */
+  readonly exitCode: number;
+  constructor(message: string, exitCode = 2) {
+    super(message);
+    this.exitCode = exitCode;
+  }
+}
 
 async function endpoint(opts: LogsOptions): Promise<{ url: string; token: string | null }> {
   let url = typeof opts.url === 'string' ? opts.url : process.env.PROXY_ADMIN_URL;
@@ -40,12 +48,18 @@ async function endpoint(opts: LogsOptions): Promise<{ url: string; token: string
 export async function runLogs(opts: LogsOptions, out: (s: string) => void = (s) => process.stdout.write(s), signal?: AbortSignal): Promise<void> {
   const level = opts.level === undefined ? 'trace' : String(opts.level);
   if (!isLogLevel(level)) throw new LogsError(`--level must be one of ${LOG_LEVELS.join(', ')}`);
-  const tail = opts.tail === undefined ? 20 : Number(opts.tail);
-  if (!Number.isInteger(tail) || tail < 0) throw new LogsError('--tail must be an integer >= 0');
+  // Digits only, as the API's `tail` and `worker`: cac would have taken "1e3" as 1000.
+  const integer = (name: string, parsed: unknown): number | undefined => {
+    const r = digitsOption(name, parsed);
+    if ('problem' in r) throw new LogsError(r.problem);
+    return r.value;
+  };
+  const tail = integer('tail', opts.tail) ?? 20;
+  const worker = integer('worker', opts.worker);
   const { url, token } = await endpoint(opts);
   const q = new URLSearchParams({ tail: String(tail), level, follow: opts.follow === false ? 'false' : 'true' });
   if (opts.filter !== undefined) q.set('filter', String(opts.filter));
-  if (opts.worker !== undefined) q.set('worker', String(opts.worker));
+  if (worker !== undefined) q.set('worker', String(worker));
   const headers: Record<string, string> = {};
   if (token !== null) headers.authorization = `Bearer ${token}`;
   let res: IncomingMessage;
@@ -64,7 +78,15 @@ export async function runLogs(opts: LogsOptions, out: (s: string) => void = (s) 
   }
   if (status < 200 || status >= 300) {
     let body = '';
-    for await (const chunk of res) body += decoder.decode(chunk as Buffer, { stream: true });
+    let size = 0;
+    for await (const chunk of res) {
+      size += (chunk as Buffer).length;
+      if (size > MAX_ANSWER_BYTES) {
+        res.destroy();
+        throw new LogsError(answerTooLarge(`${url}/api/v1/logs`, `${status} answer`).message, 1);
+      }
+      body += decoder.decode(chunk as Buffer, { stream: true });
+    }
     let message = body;
     try {
       message = (JSON.parse(body) as { error: { message: string } }).error.message;
@@ -75,15 +97,23 @@ export async function runLogs(opts: LogsOptions, out: (s: string) => void = (s) 
   let pending = '';
   try {
     for await (const chunk of res) {
-      pending += decoder.decode(chunk as Buffer, { stream: true });
-      let nl: number;
-      while ((nl = pending.indexOf('\n')) >= 0) {
+      const text = decoder.decode(chunk as Buffer, { stream: true });
+      // Look for a newline in the new text only: a long line is not scanned again per chunk.
+      let nl = text.indexOf('\n');
+      if (nl >= 0) nl += pending.length;
+      pending += text;
+      for (; nl >= 0; nl = pending.indexOf('\n')) {
         const line = pending.slice(0, nl);
         pending = pending.slice(nl + 1);
         if (line !== '') print(line);
       }
+      if (pending.length > MAX_ANSWER_BYTES) {
+        res.destroy();
+        throw new LogsError(answerTooLarge(`${url}/api/v1/logs`, 'log line').message, 1);
+      }
     }
   } catch (err) {
+    if (err instanceof LogsError) throw err;
     if (signal?.aborted === true) return;
     throw new LogsError(`the log stream from ${url} broke off: ${(err as Error).message}`);
   }
@@ -110,7 +140,7 @@ export function registerLogs(cli: CAC): void {
       } catch (err) {
         if (err instanceof LogsError) {
           process.stderr.write(`proxy logs: ${err.message}\n`);
-          process.exit(2);
+          process.exit(err.exitCode);
         }
         throw err;
       }

@@ -7,7 +7,7 @@ import { ConfigError, loadConfig, parseConfig, parseHost, type ProxyConfig } fro
 import { startProxy, watchReload, type RunningProxy } from '../app/serve.ts';
 import { DevDbServer, DevReplicaSet } from '../devdb/index.ts';
 import { Logger, LogRing } from '../log/index.ts';
-import { typedOption } from './argv.ts';
+import { digitsOption, typedOption } from './argv.ts';
 import { registerLogs } from './logs.ts';
 import { registerBench } from './bench.ts';
 import { registerCanary } from './canary.ts';
@@ -44,7 +44,9 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
       const listen = opts.listen === undefined ? undefined : typedOption('listen') ?? String(opts.listen);
       if (listen !== undefined) loaded = { ...loaded, config: { ...loaded.config, listen: parseConfig({ listen }, '--listen').listen } };
       if (opts.workers !== undefined) {
-        const w = /^\d+$/.test(String(opts.workers)) ? Number(opts.workers) : String(opts.workers);
+        // As typed: cac would have turned "1e0" into 1.
+        const typed = typedOption('workers') ?? String(opts.workers);
+        const w = /^\d+$/.test(typed) ? Number(typed) : typed;
         loaded = { ...loaded, config: { ...loaded.config, workers: parseConfig({ workers: w }, '--workers').workers } };
       }
       // "auto" (the default): one per CPU, as many as the configuration can be shared by.
@@ -134,14 +136,23 @@ cli.command('devdb', 'Run the embedded development upstream alone (in-memory; no
     'in-memory store; not replication)')
   .action(async (opts: { port: number; host: string; user?: string | string[]; tlsCert?: string; tlsKey?: string; replicaSet?: number }) => {
     const log = new Logger('proxy::devdb', 'info', 'pretty');
-    if (opts.replicaSet !== undefined) {
+    // Digits only (cac would have taken "1e3" as 1000).
+    const integer = (name: string, parsed: unknown): number | undefined => {
+      const r = digitsOption(name, parsed);
+      if (!('problem' in r)) return r.value;
+      process.stderr.write(`proxy devdb: ${r.problem}\n`);
+      process.exit(2);
+    };
+    const port = integer('port', opts.port)!;
+    const members = integer('replica-set', opts.replicaSet);
+    if (members !== undefined) {
       if (opts.user !== undefined || opts.tlsCert !== undefined) {
         process.stderr.write('proxy devdb: --replica-set runs without --user and --tls-cert\n');
         process.exit(2);
       }
       let rs: DevReplicaSet;
       try {
-        rs = await DevReplicaSet.start(Number(opts.replicaSet), 'rs0', undefined, Number(opts.port));
+        rs = await DevReplicaSet.start(members, 'rs0', undefined, port);
       } catch (err) {
         process.stderr.write(`proxy devdb: ${(err as Error).message}\n`);
         process.exit(2);
@@ -179,7 +190,7 @@ cli.command('devdb', 'Run the embedded development upstream alone (in-memory; no
       process.exit(2);
     }
     const server = new DevDbServer(undefined, { users, tls });
-    const a = await server.listen(Number(opts.port), host);
+    const a = await server.listen(port, host);
     log.info('development upstream listening (in-memory, no durability, not a database)', { uri: a.uri });
     process.stdout.write(`${a.uri}\n`);
     const stop = () => { server.close().then(() => process.exit(0)); };

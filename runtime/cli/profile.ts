@@ -14,7 +14,7 @@ import type { CAC } from 'cac';
 import { readFileSync, writeFileSync } from 'node:fs';
 import * as hdr from 'hdr-histogram-js';
 import { typedOption, httpBaseUrl } from './argv.ts';
-import { httpRequest } from './http-client.ts';
+import { ANSWER_TOO_LARGE, httpRequest } from './http-client.ts';
 import { exitCodeOf, type CodesOf } from '../errors/catalogue.ts';
 import { parseDuration } from '../bench/index.ts';
 import { fileSnapshot, foldedText, readHistogramFile } from '../profiling/index.ts';
@@ -90,9 +90,11 @@ class ProfileClient {
     try {
       res = await httpRequest(u, { method, headers, timeoutMs: REQUEST_TIMEOUT_MS });
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ETIMEDOUT') throw new ProfileError('PROXY_ERR_PROFILE_UNREACHABLE', `profiling endpoint at ${this.url} did not answer ` +
-        `within ${REQUEST_TIMEOUT_MS / 1000} s`);
+      const e = err as NodeJS.ErrnoException & { total?: boolean };
+      const code = e.code;
+      if (code === ANSWER_TOO_LARGE) throw new ProfileError('PROXY_ERR_PROFILE_DATA', e.message);
+      if (code === 'ETIMEDOUT') throw new ProfileError('PROXY_ERR_PROFILE_UNREACHABLE', `profiling endpoint at ${this.url} ` +
+        (e.total === true ? e.message : `did not answer within ${REQUEST_TIMEOUT_MS / 1000} s`));
       throw new ProfileError('PROXY_ERR_PROFILE_UNREACHABLE', `profiling endpoint not reachable at ${this.url} (is profiling configured? see ` +
         `docs/profiling.md)${code === undefined ? '' : ` [${code}]`}`);
     }

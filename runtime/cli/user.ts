@@ -9,7 +9,7 @@ import { saslprep } from '@mongodb-js/saslprep';
 import { stringify as toYaml } from 'yaml';
 import { stringify as toToml } from 'smol-toml';
 import { scramKeysFromSaltedPassword } from '../server/index.ts';
-import { typedOption } from './argv.ts';
+import { digitsOption, typedOption } from './argv.ts';
 
 /** mongod's defaults for SCRAM-SHA-256: 15000 iterations, a 28-byte salt. */
 export const DEFAULT_ITERATIONS = 15000;
@@ -111,9 +111,10 @@ export function registerUser(cli: CAC): void {
         if (userName === undefined || String(userName).length === 0) throw new UserCommandError('missing user name: proxy user add <name>');
         const db = typedOption('db') ?? 'admin';
         const format = typedOption('format') ?? 'json';
-        const iterText = typedOption('iterations');
-        const iterations = iterText === undefined ? DEFAULT_ITERATIONS : Number(iterText);
-        if (!Number.isInteger(iterations) || iterations < 4096) throw new UserCommandError(`--iterations must be an integer >= 4096, got "${iterText}"`);
+        const iter = digitsOption('iterations', typedOption('iterations'));
+        if ('problem' in iter) throw new UserCommandError(iter.problem);
+        const iterations = iter.value ?? DEFAULT_ITERATIONS;
+        if (iterations < 4096) throw new UserCommandError(`--iterations must be an integer >= 4096, got "${iterations}"`);
         if (db.length === 0) throw new UserCommandError('--db must not be empty');
         if (!FORMATS.includes(format)) throw new UserCommandError(`unknown --format "${format}" (expected json, yaml or toml)`);
         const password = await readPassword(String(userName));

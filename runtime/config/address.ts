@@ -3,7 +3,7 @@
 // address is refused at load with its key path before any port opens, and the listeners and the
 // URLs they print use its output: an IPv6 host is written `[::1]:9090` in an address and in a URL,
 // and handed to `listen()` bare (`::1`), which is what Node's resolver accepts.
-import { isIPv4, isIPv6 } from 'node:net';
+import { BlockList, isIPv4, isIPv6 } from 'node:net';
 import { getSystemErrorMap } from 'node:util';
 import * as v from 'valibot';
 import { expects } from './expects.ts';
@@ -118,3 +118,41 @@ export function hostSchema(description: string) {
     'string: a host name, IPv4 or IPv6 address',
   );
 }
+
+// Addresses the canary never calls (notification webhooks and pagers, promotion gates): the
+// link-local ranges (169.254.0.0/16 holds the cloud metadata service, 169.254.169.254) and the
+// unspecified address (0.0.0.0/8 and ::, which connect to this host). IPv4-mapped IPv6 forms
+// (::ffff:169.254.169.254) match the IPv4 rules. Loopback and private ranges stay allowed.
+const LINK_LOCAL = new BlockList();
+LINK_LOCAL.addSubnet('169.254.0.0', 16, 'ipv4');
+LINK_LOCAL.addSubnet('fe80::', 10, 'ipv6');
+const UNSPECIFIED = new BlockList();
+UNSPECIFIED.addSubnet('0.0.0.0', 8, 'ipv4');
+UNSPECIFIED.addAddress('::', 'ipv6');
+
+/**
+ * Why a canary must not call `host` (an IP address, bracketed or not): "a link-local address" or
+ * "the unspecified address"; null for any other address and for a host name.
+ */
+export function refusedAddress(host: string): string | null {
+  const h = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+  const family = isIPv4(h) ? 'ipv4' : isIPv6(h) ? 'ipv6' : null;
+  if (family === null) return null;
+  if (UNSPECIFIED.check(h, family)) return 'the unspecified address';
+  return LINK_LOCAL.check(h, family) ? 'a link-local address' : null;
+}
+
+/** The problem with an http(s) URL the canary calls, when its host is a refused address literal; else null. */
+export function refusedUrl(url: string): string | null {
+  let host: string;
+  try { host = new URL(url).hostname; } catch { return null; }
+  const why = refusedAddress(host);
+  return why === null ? null : `${host} is ${why}: the canary never calls link-local (169.254.0.0/16, fe80::/10) or unspecified (0.0.0.0/8, ::) ` +
+    'addresses';
+}
+
+/** A valibot check of a URL the canary calls: refused when refusedUrl finds a problem (a raw check, so the message is kept). */
+export const notRefusedUrl = v.rawCheck<string>(({ dataset, addIssue }) => {
+  const problem = dataset.typed ? refusedUrl(dataset.value) : null;
+  if (problem !== null) addIssue({ message: problem });
+});

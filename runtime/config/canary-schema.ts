@@ -4,7 +4,8 @@
 // (runtime/canary/spec.ts), so a key means the same thing in a file and in a request.
 import * as v from 'valibot';
 import { onReload, onRestart } from './applies.ts';
-import { hostSchema } from './address.ts';
+import { hostSchema, notRefusedUrl } from './address.ts';
+import { expects, int } from './expects.ts';
 
 /** `0`, `250ms`, `30s`, `10m`, `1h`, or a sum such as `1h30m`. */
 export const CANARY_DURATION_PATTERN = /^(0|(\d+(ms|s|m|h))+)$/;
@@ -20,11 +21,27 @@ export function canaryDurationMs(s: string): number {
   return ms;
 }
 
+/** The longest canary duration (a stage's min_duration, check_interval, …): a year, 8760h. */
+export const MAX_CANARY_DURATION_MS = 8760 * 3_600_000;
+/** The largest request count a canary key takes (min_requests, min_window_requests): a billion. */
+export const MAX_CANARY_COUNT = 1_000_000_000;
+/** The largest millisecond delta a rule takes (latency_p95_delta_ms, …): a day. */
+export const MAX_CANARY_DELTA_MS = 86_400_000;
+/** The most stages a canary has, and the most custom_metrics rules. */
+export const MAX_CANARY_STAGES = 100;
+export const MAX_CUSTOM_METRICS = 100;
+
 const duration = (desc: string) => v.pipe(v.string(), v.regex(CANARY_DURATION_PATTERN, 'expected a duration like "30s", "10m", "1h30m", "250ms" or ' +
-  '"0"'), v.description(desc));
+  '"0"'), v.rawCheck<string>(({ dataset, addIssue }) => {
+  if (dataset.typed && canaryDurationMs(dataset.value) > MAX_CANARY_DURATION_MS) addIssue({ message: 'expected a duration of at most 8760h (a year)' });
+}), v.description(desc));
+// v.number() takes Infinity (JSON.parse reads 1e400 as Infinity) and v.integer() takes 1e300:
+// every number below has a finite upper bound.
 const pct = (desc: string) => v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(100), v.description(desc));
-const nonNeg = (desc: string) => v.pipe(v.number(), v.minValue(0), v.description(desc));
-const count = (desc: string) => v.pipe(v.number(), v.integer(), v.minValue(0), v.description(desc));
+const pctDelta = (desc: string) => expects(v.pipe(v.number(), v.minValue(0), v.maxValue(100), v.description(desc)), 'number 0..100');
+const msDelta = (desc: string) => expects(v.pipe(v.number(), v.minValue(0), v.maxValue(MAX_CANARY_DELTA_MS), v.description(desc)),
+  `number 0..${MAX_CANARY_DELTA_MS}`);
+const count = (desc: string) => int(0, MAX_CANARY_COUNT, desc);
 
 export const stageSchema = v.strictObject({
   traffic_pct: onReload(pct('Percentage of requests sent to the candidate in this stage (0..100).')),
@@ -35,6 +52,7 @@ export const stageSchema = v.strictObject({
   manual_gate: onReload(v.optional(v.pipe(v.boolean(), v.description('With auto_promote, the canary pauses here (status `paused`) until promoted by hand.')))),
   gate: onReload(v.optional(v.pipe(v.strictObject({
     url: onReload(v.pipe(v.string(), v.url('expected an http:// or https:// URL'), v.regex(/^https?:\/\//i, 'expected an http:// or https:// URL'),
+      notRefusedUrl,
       v.description('Where the gate is POSTed the canary\'s state.'))),
     timeout_ms: onReload(v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(60_000),
       v.description('How long the gate has to answer, ms.')), 5000)),
@@ -45,6 +63,7 @@ export const stageSchema = v.strictObject({
 export const stagesSchema = v.pipe(
   v.array(stageSchema),
   v.minLength(1, 'at least one stage is needed'),
+  v.maxLength(MAX_CANARY_STAGES, `at most ${MAX_CANARY_STAGES} stages`),
   v.check((a) => a.every((s, i) => i === 0 || s.traffic_pct >= a[i - 1].traffic_pct), 'traffic_pct must not decrease from one stage to the next'),
 );
 
@@ -58,22 +77,24 @@ export const DEFAULT_STAGES = [
 export const customMetricSchema = v.strictObject({
   metric: onReload(v.pipe(v.string(), v.regex(/^proxy_plugin_[a-zA-Z0-9_]+$/, 'expected a plugin metric name (proxy_plugin_…)'),
     v.description('Plugin metric (proxy_plugin_…) compared between the graphs.'))),
-  threshold_delta: onReload(v.pipe(v.number(), v.description('Candidate minus baseline beyond which the rule is breached.'))),
+  threshold_delta: onReload(v.pipe(v.number(), v.minValue(-Number.MAX_SAFE_INTEGER), v.maxValue(Number.MAX_SAFE_INTEGER),
+    v.description('Candidate minus baseline beyond which the rule is breached.'))),
   comparison: onReload(v.optional(v.pipe(v.picklist(['greater_than', 'less_than']),
     v.description('`greater_than`: breached when the delta exceeds threshold_delta; `less_than`: when it is below it.')), 'greater_than')),
 });
 
 export const rollbackRulesSchema = v.strictObject({
-  error_rate_delta_pct: onReload(v.optional(nonNeg('Roll back when the candidate error rate exceeds the baseline\'s by more than this many ' +
+  error_rate_delta_pct: onReload(v.optional(pctDelta('Roll back when the candidate error rate exceeds the baseline\'s by more than this many ' +
     'percentage points (additive: baseline 0.02 and 5.0 trigger above 5.02).'), 5)),
-  latency_p95_delta_ms: onReload(v.optional(nonNeg('Roll back when the candidate P95 latency exceeds the baseline\'s by more than this many ' +
+  latency_p95_delta_ms: onReload(v.optional(msDelta('Roll back when the candidate P95 latency exceeds the baseline\'s by more than this many ' +
     'milliseconds.'), 100)),
   sustained_duration: onReload(v.optional(duration('How long a breach must persist, evaluation after evaluation, before the rollback.'), '20s')),
   check_interval: onReload(v.optional(duration('How often the canary is evaluated (the evaluation window).'), '5s')),
-  custom_metrics: onReload(v.optional(v.pipe(v.array(customMetricSchema), v.description('Extra rules over plugin metrics (see docs/canary.md).')), [])),
+  custom_metrics: onReload(v.optional(v.pipe(v.array(customMetricSchema), v.maxLength(MAX_CUSTOM_METRICS, `at most ${MAX_CUSTOM_METRICS} rules`),
+    v.description('Extra rules over plugin metrics (see docs/canary.md).')), [])),
   divergence_rate: onReload(v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(1), v.description('Shadow canaries: roll back when the share ' +
     '(0..1) of shadowed requests on which the candidate diverged from the baseline exceeds this.')))),
-  candidate_latency_p95_delta_ms: onReload(v.optional(nonNeg('Shadow canaries: roll back when the P95 of the candidate\'s steps\' time on the ' +
+  candidate_latency_p95_delta_ms: onReload(v.optional(msDelta('Shadow canaries: roll back when the P95 of the candidate\'s steps\' time on the ' +
     'shadowed requests exceeds the baseline\'s on the same requests by more than this many milliseconds.'))),
   min_window_requests: onReload(v.optional(count('Fewer requests than this on either side in a window is no evidence: the window neither starts ' +
     'nor resets a timer and never promotes.'), 20)),
@@ -82,13 +103,13 @@ export const rollbackRulesSchema = v.strictObject({
 export const autoPromoteRulesSchema = v.strictObject({
   min_duration: onReload(v.optional(duration('Floor on every stage\'s min_duration for automatic promotion.'), '0')),
   min_requests: onReload(v.optional(count('Floor on every stage\'s min_requests for automatic promotion.'), 0)),
-  max_error_rate_delta_pct: onReload(v.optional(nonNeg('Promote only when the candidate error rate exceeds the baseline\'s by at most this many ' +
+  max_error_rate_delta_pct: onReload(v.optional(pctDelta('Promote only when the candidate error rate exceeds the baseline\'s by at most this many ' +
     'points (stage window).'), 1)),
-  max_latency_p95_delta_ms: onReload(v.optional(nonNeg('Promote only when the candidate P95 exceeds the baseline\'s by at most this many ms (stage ' +
+  max_latency_p95_delta_ms: onReload(v.optional(msDelta('Promote only when the candidate P95 exceeds the baseline\'s by at most this many ms (stage ' +
     'window).'), 20)),
   max_divergence_rate: onReload(v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(1), v.description('Shadow canaries: promote only when at ' +
     'most this share (0..1) of the stage\'s shadowed requests diverged.')))),
-  max_candidate_latency_p95_delta_ms: onReload(v.optional(nonNeg('Shadow canaries: promote only when the P95 of the candidate\'s steps\' time on ' +
+  max_candidate_latency_p95_delta_ms: onReload(v.optional(msDelta('Shadow canaries: promote only when the P95 of the candidate\'s steps\' time on ' +
     'the stage\'s shadowed requests exceeds the baseline\'s by at most this many ms.'))),
 });
 
@@ -106,7 +127,7 @@ export { notificationChannel as channelSchema, notificationsSchema } from './not
 export const DEFAULT_SHADOW_IGNORE_PATHS = ['$clusterTime', 'operationTime'];
 
 export const shadowSchema = v.strictObject({
-  ignore_paths: onReload(v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(1))), v.maxLength(100),
+  ignore_paths: onReload(v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(1), v.maxLength(1024))), v.maxLength(100),
     v.description('Dotted paths a shadow canary\'s diff skips, with everything under them (array elements by index, e.g. `cursor.id`).')),
   DEFAULT_SHADOW_IGNORE_PATHS)),
   show_values: onReload(v.optional(v.pipe(v.boolean(), v.description('Diffs show the differing values; by default only paths and types (the ' +
@@ -128,7 +149,7 @@ export const canarySchema = v.strictObject({
     '/api/v1/canary/{id}/restore-baseline).'), '15m')),
   warning_share: onRestart(v.optional(v.pipe(v.number(), v.minValue(0.01), v.maxValue(1),
     v.description('canary.threshold_warning is emitted when a delta passes this share of its rollback threshold.')), 0.8)),
-  max_samples: onRestart(v.optional(v.pipe(v.number(), v.integer(), v.minValue(10),
+  max_samples: onRestart(v.optional(v.pipe(v.number(), v.integer(), v.minValue(10), v.maxValue(10_000_000),
     v.description('Evaluation samples kept per canary (GET …/metrics); older ones are dropped.')), 10000)),
   judge: onReload(v.optional(v.pipe(judgeSchema, v.description('Optional statistical judge (docs/canary.md).')), {})),
   shadow: onReload(v.optional(v.pipe(shadowSchema, v.description('Defaults of shadow canaries (mode `shadow`, docs/canary.md "Shadow canaries"); ' +

@@ -6,6 +6,7 @@ export {
 export {
   ProxyConfigSchema,
   BUILTIN_STEPS,
+  unknownStep,
   STEP_ID_PATTERN,
   MAX_STEPS_PER_PHASE,
   defaultConfig,
@@ -35,4 +36,5 @@ export {
   channelProblems, notificationChannel, NOTIFICATION_EVENTS, PAGER_EVENTS, PAGERDUTY_EVENTS_URL, PAGER_SEVERITIES,
   type NotificationsConfig, type NotificationChannelConfig,
 } from './notifications-schema.ts';
-export { parseHost, parseHostPort, hostPort, bracketHost, formatHostPort, httpUrl, listenFailure, errorReason, type HostPort } from './address.ts';
+export { parseHost, parseHostPort, refusedAddress, refusedUrl, hostPort, bracketHost, formatHostPort, httpUrl, listenFailure, errorReason,
+  type HostPort } from './address.ts';

@@ -4,6 +4,7 @@
 import * as v from 'valibot';
 import { onReload, onRestart } from './applies.ts';
 import { MAX_TIMER_MS, expects, int } from './expects.ts';
+import { notRefusedUrl } from './address.ts';
 
 /** SPEC §6 event names. runtime/canary/events.ts owns the list (CANARY_EVENT_TYPES); config sits
  *  below canary in the layers, so it keeps this copy and test/canary/notify/config.test.ts checks
@@ -26,7 +27,7 @@ export const PAGERDUTY_EVENTS_URL = 'https://events.pagerduty.com/v2/enqueue';
 
 export const notificationChannel = v.strictObject({
   type: onReload(v.pipe(v.picklist(['webhook', 'email', 'pager']), v.description('Channel kind.'))),
-  url: onReload(v.optional(expects(v.pipe(v.string(), v.url(), v.regex(/^https?:/),
+  url: onReload(v.optional(expects(v.pipe(v.string(), v.url(), v.regex(/^https?:/), notRefusedUrl,
     v.description(`webhook: the URL the JSON event is POSTed to (required). pager: the PagerDuty Events API v2 URL; ` +
     `default ${PAGERDUTY_EVENTS_URL}.`)), 'http(s) URL'))),
   secret: onReload(v.optional(expects(v.pipe(v.string(), v.minLength(16), v.description('webhook: HMAC-SHA256 signing secret of this channel ' +

@@ -13,6 +13,19 @@ import { autoPromoteRulesSchema, canarySchema, controlPlaneSchema, notifications
 import { fleetSchema } from './fleet-schema.ts';
 
 /** Step kinds the proxy ships; every other pipeline step must name a WASM module or package. */
+/**
+ * Why pipeline entry `id` (`name` or `wasm:name`) has nothing to load: not a built-in step and
+ * `entry` names no module or package (`missing` says where one would be given); null when it has.
+ * Names the step and the built-ins, never the plugin directory's path.
+ */
+export function unknownStep(id: string, entry: { module?: string; package?: string } | undefined, missing: string): string | null {
+  const name = id.startsWith('wasm:') ? id.slice(5) : id;
+  // `cache` and `wasm:cache` both name the built-in; a steps entry may still override its module.
+  if ((BUILTIN_STEPS as readonly string[]).includes(name)) return null;
+  if (entry?.module !== undefined || entry?.package !== undefined) return null;
+  return `unknown step type "${id}": not a built-in step (${BUILTIN_STEPS.join(', ')}), and ${missing}`;
+}
+
 export const BUILTIN_STEPS = [
   'logging',
   'filter',
@@ -646,14 +659,11 @@ export const ProxyConfigSchema = v.pipe(
     for (const { path, list, owner } of stepLists(cfg)) {
       list.forEach((id, i) => {
         if (!STEP_ID_PATTERN.test(id)) return; // already reported as malformed
-        const isWasm = id.startsWith('wasm:');
-        const name = isWasm ? id.slice(5) : id;
-        // `cache` and `wasm:cache` both name the built-in; a steps entry may still override its module.
-        if ((BUILTIN_STEPS as readonly string[]).includes(name)) return;
-        const entry = (owner === null ? undefined : owner.steps?.[name]) ?? cfg.steps[name];
-        if (entry?.module !== undefined || entry?.package !== undefined) return;
+        const name = id.startsWith('wasm:') ? id.slice(5) : id;
+        const problem = unknownStep(id, (owner === null ? undefined : owner.steps?.[name]) ?? cfg.steps[name], `steps.${name} names no "module" or "package"`);
+        if (problem === null) return;
         addIssue({
-          message: `unknown step type "${id}": not a built-in step (${BUILTIN_STEPS.join(', ')}), and steps.${name} names no "module" or "package"`,
+          message: problem,
           path: [...pathItems(root, path), { type: 'array', origin: 'value', input: list, key: i, value: id }] as unknown as [v.IssuePathItem,
             ...v.IssuePathItem[]],
         });

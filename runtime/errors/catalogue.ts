@@ -68,6 +68,8 @@ export const ERRORS = {
   PROXY_ERR_CANARY_INVALID_STAGES: { class: 'CanaryError', status: 400, meaning: 'stages are not valid' },
   PROXY_ERR_CANARY_INVALID_RULES: { class: 'CanaryError', status: 400, meaning: 'rollback or auto-promote rules are not valid' },
   PROXY_ERR_CANARY_INVALID_TRAFFIC: { class: 'CanaryError', status: 400, meaning: 'traffic_pct must be an integer 0..100' },
+  PROXY_ERR_CANARY_URL_REFUSED: { class: 'CanaryError', status: 400, meaning: 'a webhook, pager or gate URL names a link-local (169.254.0.0/16, ' +
+    'fe80::/10) or unspecified (0.0.0.0/8, ::) address, which the canary never calls' },
   PROXY_ERR_CANARY_UNKNOWN_PIPELINE: { class: 'CanaryError', status: 400, meaning: 'no such pipeline' },
   PROXY_ERR_CANARY_CANDIDATE_REFUSED: { class: 'CanaryError', status: 400, meaning: 'the candidate graph failed to load' },
   PROXY_ERR_CANARY_NOT_FOUND: { class: 'CanaryError', status: 404, exit: 3, meaning: 'no such canary' },
@@ -83,14 +85,16 @@ export const ERRORS = {
   PROXY_ERR_PROFILE_DISABLED: { class: 'ProfileError', exit: 1, meaning: 'the profiling endpoint answers that profiling is disabled' },
   PROXY_ERR_PROFILE_TOKEN: { class: 'ProfileError', exit: 1, meaning: 'the profiling endpoint refused the token (or its absence)' },
   PROXY_ERR_PROFILE_HTTP: { class: 'ProfileError', exit: 1, meaning: 'the profiling endpoint answered an error, or has no statistics for the step asked for' },
-  PROXY_ERR_PROFILE_DATA: { class: 'ProfileError', exit: 1, meaning: 'an answer or a file is not what was expected (not JSON, no folded stacks), ' +
+  PROXY_ERR_PROFILE_DATA: { class: 'ProfileError', exit: 1, meaning: 'an answer or a file is not what was expected (not JSON, ' +
+    'no folded stacks, an answer over 64 MiB), ' +
     'or an output file cannot be written' },
 
   // proxy canary (its exit codes for the control plane's own codes follow the status: 404 → 3, 401 → 4, else 1).
   PROXY_ERR_CANARY_CLI_USAGE: { class: 'CanaryCliError', exit: 2, meaning: 'proxy canary was called with an unknown or missing option, or an ' +
     'unreadable or invalid file' },
   PROXY_ERR_CANARY_CLI_UNREACHABLE: { class: 'CanaryCliError', exit: 5, meaning: 'the control plane did not answer (connection refused or timeout)' },
-  PROXY_ERR_CANARY_CLI_DATA: { class: 'CanaryCliError', exit: 1, meaning: 'the control plane answered something other than JSON' },
+  PROXY_ERR_CANARY_CLI_DATA: { class: 'CanaryCliError', exit: 1, meaning: 'the control plane answered something other than JSON, ' +
+    'not the expected shape, or more than 64 MiB' },
 
   // proxy plugin new.
   PROXY_ERR_PLUGIN_BAD_NAME: { class: 'PluginScaffoldError', exit: 2, meaning: 'the plugin name is missing or not lowercase letters, digits, - and ' +

@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { CanaryError, type CanaryController, type CanaryStatus, type Sample } from '../canary/index.ts';
+import { CanaryError, MAX_REASON_CHARS, optionalText, type CanaryController, type CanaryStatus, type Sample } from '../canary/index.ts';
 import { parseHost } from '../config/index.ts';
 import { sendError } from './reply.ts';
 import { httpError, type HttpErrorCode } from './errors.ts';
@@ -82,7 +82,7 @@ function objectBody(body: unknown): Record<string, unknown> {
 function optionalVersion(b: Record<string, unknown>): number | undefined {
   const v = b.expected_version;
   if (v === undefined) return undefined;
-  if (typeof v !== 'number' || !Number.isInteger(v)) throw new CanaryError('PROXY_ERR_BAD_BODY', 'expected_version: expected an integer');
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new CanaryError('PROXY_ERR_BAD_BODY', 'expected_version: expected an integer >= 0');
   return v;
 }
 
@@ -168,8 +168,8 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
   app.post<P>('/api/v1/canary/:id/rollback', async (req, reply) => {
     try {
       const b = objectBody(req.body);
-      if (b.reason !== undefined && typeof b.reason !== 'string') throw new CanaryError('PROXY_ERR_BAD_BODY', 'reason: expected a string');
-      return await tx(req.params.id, () => controller.rollback(req.params.id, { reason: b.reason as string | undefined,
+      const reason = optionalText(b.reason, 'reason', MAX_REASON_CHARS);
+      return await tx(req.params.id, () => controller.rollback(req.params.id, { reason,
         expectedVersion: optionalVersion(b), triggeredBy: 'manual' }));
     } catch (err) {
       return fail(reply, err);

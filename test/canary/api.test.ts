@@ -206,6 +206,59 @@ test('the six SPEC §4.2 endpoints with their fields; 404, 409 and PATCH errors;
   assert.equal((await call('GET', '?status=active')).body.total, 0);
 });
 
+test('free text and numbers of the bodies are bounded: 400 naming the field (1 MiB was copied into every event and notification)', async () => {
+  const ok = { pipeline_id: 'default', candidate_config: CANDIDATE, stages: STAGES };
+  const refused = async (body: unknown, code: string, field: RegExp, path = '') => {
+    const r = await call('POST', path, body);
+    expectError(r, 400, code);
+    assert.match(r.body.error.message, field);
+  };
+  await refused({ ...ok, description: 'd'.repeat(4097) }, 'PROXY_ERR_BAD_BODY', /^description: at most 4096 characters, got 4097/);
+  await refused({ ...ok, candidate_config: { steps: [{ type: 'x'.repeat(129) }] } }, 'PROXY_ERR_BAD_BODY', /^candidate_config\.steps\.0\.type: at most 128/);
+  await refused({ ...ok, candidate_config: { steps: [{ type: 'logging', plugin_id: 'p'.repeat(4097) }] } }, 'PROXY_ERR_BAD_BODY',
+    /^candidate_config\.steps\.0\.plugin_id: at most 4096/);
+  // Numbers: finite, integral where a count, and bounded (1e300 is an integer to JavaScript; 1e400 parses as Infinity).
+  await refused({ ...ok, auto_promote_rules: { min_requests: 1e300 } }, 'PROXY_ERR_CANARY_INVALID_RULES', /^auto_promote_rules\.min_requests: /);
+  await refused({ ...ok, rollback_rules: { min_window_requests: 1e300 } }, 'PROXY_ERR_CANARY_INVALID_RULES', /^rollback_rules\.min_window_requests: /);
+  await refused({ ...ok, stages: [{ traffic_pct: 100, min_duration: '0', min_requests: 1e300 }] }, 'PROXY_ERR_CANARY_INVALID_STAGES',
+    /^stages\.0\.min_requests: /);
+  await refused({ ...ok, rollback_rules: { error_rate_delta_pct: 101 } }, 'PROXY_ERR_CANARY_INVALID_RULES', /^rollback_rules\.error_rate_delta_pct: /);
+  await refused({ ...ok, auto_promote_rules: { max_error_rate_delta_pct: 1e300 } }, 'PROXY_ERR_CANARY_INVALID_RULES',
+    /^auto_promote_rules\.max_error_rate_delta_pct: /);
+  await refused({ ...ok, rollback_rules: { latency_p95_delta_ms: 1e300 } }, 'PROXY_ERR_CANARY_INVALID_RULES', /^rollback_rules\.latency_p95_delta_ms: /);
+  await refused({ ...ok, auto_promote_rules: { max_latency_p95_delta_ms: 86_400_001 } }, 'PROXY_ERR_CANARY_INVALID_RULES',
+    /^auto_promote_rules\.max_latency_p95_delta_ms: /);
+  await refused({ ...ok, rollback_rules: { custom_metrics: [{ metric: 'proxy_plugin_x', threshold_delta: 1e300 }] } }, 'PROXY_ERR_CANARY_INVALID_RULES',
+    /^rollback_rules\.custom_metrics\.0\.threshold_delta: /);
+  const inf = await call('POST', '', undefined, { raw: JSON.stringify({ ...ok, auto_promote_rules: { max_latency_p95_delta_ms: 7 } })
+    .replace('"max_latency_p95_delta_ms":7', '"max_latency_p95_delta_ms":1e400') });
+  expectError(inf, 400, 'PROXY_ERR_CANARY_INVALID_RULES');
+  await refused({ ...ok, stages: [{ traffic_pct: 100, min_duration: '8761h', min_requests: 0 }] }, 'PROXY_ERR_CANARY_INVALID_STAGES',
+    /^stages\.0\.min_duration: expected a duration of at most 8760h/);
+  await refused({ ...ok, rollback_rules: { sustained_duration: `${'9'.repeat(400)}h` } }, 'PROXY_ERR_CANARY_INVALID_RULES', /^rollback_rules\.sustained_duration: /);
+  await refused({ ...ok, stages: Array.from({ length: 101 }, () => ({ traffic_pct: 100, min_duration: '0', min_requests: 0 })) },
+    'PROXY_ERR_CANARY_INVALID_STAGES', /^stages: at most 100 stages/);
+  // Within the bounds, all is taken.
+  const c = await call('POST', '', { ...ok, description: 'd'.repeat(4096), auto_promote_rules: { min_requests: 1_000_000_000 } });
+  assert.equal(c.status, 201, JSON.stringify(c.body));
+  await refused({ reason: 'r'.repeat(1025) }, 'PROXY_ERR_BAD_BODY', /^reason: at most 1024 characters, got 1025/, `/${c.body.canary_id}/rollback`);
+  await refused({ expected_version: 1e300 }, 'PROXY_ERR_BAD_BODY', /^expected_version: /, `/${c.body.canary_id}/rollback`);
+  const rolled = await call('POST', `/${c.body.canary_id}/rollback`, { reason: 'r'.repeat(1024) });
+  assert.equal(rolled.status, 200, JSON.stringify(rolled.body));
+  assert.equal(rolled.body.reason, 'r'.repeat(1024));
+});
+
+test('a candidate step that is not a built-in and has no plugin_id: the step and the built-ins named, not the plugin directory', async () => {
+  for (const candidate of [{ steps: [{ type: 'nosuch' }] }, { steps: [{ type: 'wasm:nosuch', phase: 'response' }] },
+    { steps: [], pipeline: { request: ['logging', 'nosuch'] } }]) {
+    const r = await call('POST', '', { pipeline_id: 'default', candidate_config: candidate, stages: STAGES });
+    expectError(r, 400, 'PROXY_ERR_CANARY_CANDIDATE_REFUSED');
+    assert.equal(r.body.error.message, 'candidate refused: unknown step type "nosuch": not a built-in step (logging, filter, cache, metrics, ' +
+      'rate_limit, auth, transform, route), and no plugin_id gives its module (a .wasm path or an npm package)');
+    assert.ok(!r.text.includes(process.cwd()) && !r.text.includes('plugins/'), r.text);
+  }
+});
+
 test('promote while auto-promotion runs and the canary is not at a gate: 409', async () => {
   const c = await call('POST', '', { pipeline_id: 'default', candidate_config: CANDIDATE, stages: STAGES, auto_promote: true });
   assert.equal(c.status, 201);

@@ -5,9 +5,39 @@
 // gate held the canary's evaluations with it, so no rollback rule ran).
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
+import { refusedAddress, refusedUrl } from '../../config/index.ts';
 import { httpOutcome, type Outcome } from './outcome.ts';
 
-export function postJson(url: string, body: string, headers: Record<string, string>, timeoutMs: number): Promise<Outcome> {
+/** The code of a delivery refused because its host is, or resolves to, a link-local or unspecified address. */
+export const URL_REFUSED = 'PROXY_ERR_CANARY_URL_REFUSED';
+
+type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+/**
+ * dns.lookup for the request's socket, refusing a name that resolves to a link-local or
+ * unspecified address (checked where the URL is given only when it is an address literal): the
+ * request fails with code URL_REFUSED and nothing is sent.
+ */
+function guardedLookup(resolver: typeof dnsLookup) {
+  return (hostname: string, options: LookupOptions, callback: LookupCallback): void => resolver(hostname, { ...options, all: true },
+    (err, addresses) => {
+      if (err !== null) { callback(err, []); return; }
+      for (const a of addresses) {
+        const why = refusedAddress(a.address);
+        if (why !== null) {
+          callback(Object.assign(new Error(`${hostname} resolves to ${a.address}, ${why}: not called`), { code: URL_REFUSED }), []);
+          return;
+        }
+      }
+      if (options.all === true) callback(null, addresses);
+      else callback(null, addresses[0].address, addresses[0].family);
+    });
+}
+
+/** `resolver`: how host names are resolved (dns.lookup; tests give names of their own). */
+export function postJson(url: string, body: string, headers: Record<string, string>, timeoutMs: number,
+  resolver: typeof dnsLookup = dnsLookup): Promise<Outcome> {
   return new Promise((resolveOnce) => {
     let timer: NodeJS.Timeout | null = null;
     let settled = false;
@@ -24,9 +54,15 @@ export function postJson(url: string, body: string, headers: Record<string, stri
       resolve({ ok: false, retry: false, error: `invalid URL ${url}` });
       return;
     }
+    const refused = refusedUrl(url);
+    if (refused !== null) {
+      resolve({ ok: false, retry: false, error: `${URL_REFUSED}: ${refused}` });
+      return;
+    }
     const send = u.protocol === 'https:' ? httpsRequest : httpRequest;
     const req = send(u, {
       method: 'POST',
+      lookup: guardedLookup(resolver),
       headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), ...headers },
     }, (res) => {
       const chunks: Buffer[] = [];
@@ -49,6 +85,7 @@ export function postJson(url: string, body: string, headers: Record<string, stri
       resolve({ ok: false, retry: true, error: err.message });
       req.destroy(err);
     }, timeoutMs);
+    // A name resolving to a refused address is retried like any network failure (its records may change).
     req.on('error', (err: NodeJS.ErrnoException) => resolve({ ok: false, retry: true, error: err.code ? `${err.code}: ${err.message}` : err.message }));
     req.end(body);
   });

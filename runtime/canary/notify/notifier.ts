@@ -14,6 +14,7 @@ import type { Outcome } from './outcome.ts';
 import { Outbox, type OutboxRow } from './outbox.ts';
 import { sendPager } from './pager.ts';
 import { sendWebhook } from './webhook.ts';
+import { URL_REFUSED } from './http-post.ts';
 
 export type ChannelType = NotificationChannel['type'];
 export const CHANNEL_TYPES: readonly ChannelType[] = ['webhook', 'email', 'pager'];
@@ -224,7 +225,8 @@ export class Notifier implements CanaryEventSink {
     } else {
       this.outbox.markFailed(row.seq, attempt, outcome.error);
       stats.failed++;
-      this.log.error('notification given up', { ...fields, error: outcome.error, reason: outcome.retry ? 'max_attempts reached' : 'refused by the receiver' });
+      const reason = outcome.retry ? 'max_attempts reached' : outcome.error.startsWith(URL_REFUSED) ? 'address refused' : 'refused by the receiver';
+      this.log.error('notification given up', { ...fields, error: outcome.error, reason });
     }
   }
 
