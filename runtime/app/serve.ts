@@ -212,7 +212,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       // Read at scrape time by every /metrics, like plugin metrics.
       registerNotificationMetrics(metrics, notifier);
     }
-    canaryStore = new CanaryStore(resolve(config.canary.data_dir), config.canary.max_samples);
+    canaryStore = new CanaryStore(resolve(config.canary.data_dir), config.canary.max_samples, { log: canaryLog });
     // A completed canary's graph stays its pipeline's baseline across restarts (canary/promotions.ts).
     promotions = new Promotions(canaryStore, canaryLog);
     const baselines = [];
