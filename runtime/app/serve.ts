@@ -439,6 +439,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       if (surfaces.admin !== null) await surfaces.admin.app.close();
       await surfaces.retired();
       if (snapshots !== null) await snapshots.close(); // after the drain: the last snapshot has every request
+      profiler?.file?.release(); // the histogram file's lock: a proxy started next (in this process too) may take it
       if (tracing !== null) await tracing.close(); // after the drain: the last requests' spans are exported
       if (devdb !== null) await devdb.close();
       canaryStore?.close();

@@ -518,11 +518,15 @@ export class Profiler implements StepRecorder {
    * the snapshots this is the same cumulative statistics moving on, not a reset.
    */
   replaceWith(states: readonly unknown[], frames: RequestFrame[]): void {
+    // One write to readers of the histogram file: they never see the rows cleared and not yet refilled.
     this.file?.begin();
-    for (const g of this.graphs.values()) g.reset();
-    this.file?.end();
-    this.encoded.clear();
-    for (const s of states) this.importState(s);
+    try {
+      for (const g of this.graphs.values()) g.reset();
+      this.encoded.clear();
+      for (const s of states) this.importState(s);
+    } finally {
+      this.file?.end();
+    }
     this.merged = frames;
   }
 
