@@ -355,6 +355,27 @@ export class MappedLatencyStats implements Distribution {
     this.counts.fill(0);
   }
 
+  /**
+   * After the file was cut under the mapping, its row restarted from zero (with whatever was
+   * recorded between the fault and now, up to a second): the histogram_buckets counts of /metrics,
+   * kept in process memory, are rebuilt from the row's buckets (each at its high end, at most the
+   * max — within the 1/32 width of a bucket for those few values), so `le` never exceeds `+Inf`
+   * and the counts add up to `_count` again.
+   */
+  rebuildMemory(): void {
+    this.counts.fill(0);
+    const b = this.bounds;
+    const maxUs = this.maxUs();
+    for (let k = 0; k < BUCKETS; k++) {
+      const n = this.f[this.bucketAt + k];
+      if (n === 0) continue;
+      const us = Math.min(bucketHighUs(k), maxUs);
+      let i = 0;
+      while (i < b.length && us > b[i]) i++;
+      this.counts[i] += n;
+    }
+  }
+
   destroy(): void {
     this.materialised?.destroy();
     this.materialised = null;

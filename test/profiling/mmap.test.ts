@@ -356,6 +356,24 @@ test('the histogram file truncated, or deleted, while `proxy serve` runs and ser
   for (let i = 0; i < 3; i++) await db.collection('c').findOne({});
   const n = fileSnapshot(readHistogramFile(path), 'default', 'baseline').total_requests;
   assert.ok(n >= 3 && n <= 8, `${n} requests counted since the cut`);
+  // /metrics agrees with the file: the buckets kept in process memory restarted with it (a finite
+  // `le` bucket above `+Inf` is no histogram), and so did the request counters. (A request is
+  // committed just after its reply: read until the last one is in both.)
+  const value = (text: string, re: RegExp) => [...text.matchAll(re)].map((m) => [m[1], Number(m[2])] as const);
+  let metrics = '';
+  await until(() => `/metrics agreeing with the file:\n${metrics}`, async () => {
+    const inFile = fileSnapshot(readHistogramFile(path), 'default', 'baseline').total_requests;
+    metrics = await (await fetch(`${proxy.profilingUrl}/metrics`)).text();
+    const requests = value(metrics, /^proxy_requests_total\{(pipeline_id="default",pipeline="baseline"),status="\w+"\} (\S+)$/gm)
+      .reduce((a, [, v]) => a + v, 0);
+    return requests === inFile && metrics.includes(`proxy_request_duration_seconds_count{pipeline_id="default",pipeline="baseline"} ${inFile}\n`);
+  }, 5000, 100);
+  const inf = new Map(value(metrics, /^proxy_step_latency_us_bucket\{(.*),le="\+Inf"\} (\S+)$/gm));
+  assert.ok(inf.size >= 2, metrics);
+  for (const [labels, v] of value(metrics, /^proxy_step_latency_us_bucket\{(.*),le="[\d.]+"\} (\S+)$/gm)) {
+    assert.ok(v <= inf.get(labels)!, `${labels}: a bucket of ${v} above +Inf ${inf.get(labels)}`);
+  }
+  for (const [labels, v] of value(metrics, /^proxy_step_latency_us_count\{(.*)\} (\S+)$/gm)) assert.equal(inf.get(labels), v);
 
   unlinkSync(path); // deleted: the mapping keeps the inode; nothing faults
   for (let i = 0; i < 3; i++) await db.collection('c').findOne({});
