@@ -11,11 +11,20 @@
 // when that fails and for read-only mappings, puts anonymous zero pages over the mapping, and the
 // faulting access is retried. faults() counts these repairs, so the proxy can rewrite the header
 // and say so. A SIGBUS elsewhere goes to the handler that was installed before (or kills).
+//
+// One writer per file: a writable mapping takes an exclusive advisory lock on the file
+// (flock LOCK_EX|LOCK_NB, held by the descriptor the mapping keeps) before it sizes the file, so a
+// second proxy given the same path fails with PROXY_ERR_MMAP_LOCKED instead of clearing and
+// sharing the first one's rows. Read-only mappings (`proxy profile --mmap`) take no lock.
+// release(buffer) drops the lock of a mapping its owner has finished with (the mapping itself
+// goes only when the buffer is collected, so a proxy started again in the same process would
+// otherwise find its own old lock).
 #include <errno.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -111,10 +120,25 @@ static napi_value map(napi_env env, napi_callback_info info) {
   bool writable = false;
   napi_get_value_bool(env, argv[2], &writable);
 
+  // A writable mapping needs a slot: the slot keeps the descriptor that holds the lock.
+  int slot = -1;
+  for (int i = 0; i < MAX_MAPPINGS && slot < 0; i++) if (mappings[i].addr == NULL) slot = i;
+  if (writable && slot < 0) return throw_errno(env, "cannot map (too many files mapped in this process)", path, EMFILE);
+
   int fd = open(path, writable ? (O_RDWR | O_CREAT | O_CLOEXEC) : (O_RDONLY | O_CLOEXEC), 0644);
   if (fd < 0) return throw_errno(env, "cannot open", path, errno);
   size_t bytes = (size_t)bytes_d;
   if (writable) {
+    // Before anything changes the file: it may be another proxy's, in use.
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      int err = errno;
+      close(fd);
+      if (err != EWOULDBLOCK) return throw_errno(env, "cannot lock", path, err);
+      char msg[MAX_PATH_BYTES + 128];
+      snprintf(msg, sizeof msg, "another process holds %s (an exclusive lock on it)", path);
+      napi_throw_error(env, "PROXY_ERR_MMAP_LOCKED", msg);
+      return NULL;
+    }
     if (ftruncate(fd, (off_t)bytes) != 0) {
       int err = errno;
       close(fd);
@@ -141,25 +165,45 @@ static napi_value map(napi_env env, napi_callback_info info) {
   }
   // Registered for the SIGBUS handler; a writable mapping keeps its descriptor to restore the size.
   install_handler();
-  bool kept = false;
-  for (int i = 0; i < MAX_MAPPINGS; i++) {
-    if (mappings[i].addr != NULL) continue;
-    mappings[i].bytes = bytes;
-    mappings[i].writable = writable;
-    mappings[i].fd = writable ? fd : -1;
-    mappings[i].addr = addr; // last: the handler reads the entry once addr is set
-    kept = writable;
-    break;
+  if (slot >= 0) {
+    mappings[slot].bytes = bytes;
+    mappings[slot].writable = writable;
+    mappings[slot].fd = writable ? fd : -1;
+    mappings[slot].addr = addr; // last: the handler reads the entry once addr is set
   }
-  if (!kept) close(fd); // the mapping keeps its own reference to the file
+  if (!writable) close(fd); // the mapping keeps its own reference to the file
 
   napi_value ab;
   if (napi_create_external_arraybuffer(env, addr, bytes, unmap, (void *)(uintptr_t)bytes, &ab) != napi_ok) {
+    if (slot >= 0) mappings[slot].addr = NULL;
     munmap(addr, bytes);
+    if (writable) close(fd);
     napi_throw_error(env, "PROXY_ERR_MMAP", "cannot wrap the mapping in an ArrayBuffer");
     return NULL;
   }
   return ab;
+}
+
+// release(buffer: ArrayBuffer): boolean — drops the lock of a writable mapping (true if it held one).
+// The mapping and its descriptor stay (the SIGBUS repair needs it) until the buffer is collected.
+static napi_value release(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  void *data = NULL;
+  size_t len = 0;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1
+      || napi_get_arraybuffer_info(env, argv[0], &data, &len) != napi_ok) {
+    napi_throw_type_error(env, NULL, "release(buffer)");
+    return NULL;
+  }
+  bool done = false;
+  for (int i = 0; i < MAX_MAPPINGS; i++) {
+    if (mappings[i].addr != data || mappings[i].fd < 0) continue;
+    done = flock(mappings[i].fd, LOCK_UN) == 0;
+  }
+  napi_value r;
+  napi_get_boolean(env, done, &r);
+  return r;
 }
 
 // faults(): number — how many SIGBUS faults in this addon's mappings were repaired so far.
@@ -176,6 +220,8 @@ static napi_value init(napi_env env, napi_value exports) {
   napi_set_named_property(env, exports, "faults", fn);
   napi_create_function(env, "map", NAPI_AUTO_LENGTH, map, NULL, &fn);
   napi_set_named_property(env, exports, "map", fn);
+  napi_create_function(env, "release", NAPI_AUTO_LENGTH, release, NULL, &fn);
+  napi_set_named_property(env, exports, "release", fn);
   return exports;
 }
 

@@ -212,7 +212,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       // Read at scrape time by every /metrics, like plugin metrics.
       registerNotificationMetrics(metrics, notifier);
     }
-    canaryStore = new CanaryStore(resolve(config.canary.data_dir), config.canary.max_samples);
+    canaryStore = new CanaryStore(resolve(config.canary.data_dir), config.canary.max_samples, { log: canaryLog });
     // A completed canary's graph stays its pipeline's baseline across restarts (canary/promotions.ts).
     promotions = new Promotions(canaryStore, canaryLog);
     const baselines = [];
@@ -439,6 +439,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       if (surfaces.admin !== null) await surfaces.admin.app.close();
       await surfaces.retired();
       if (snapshots !== null) await snapshots.close(); // after the drain: the last snapshot has every request
+      profiler?.file?.release(); // the histogram file's lock: a proxy started next (in this process too) may take it
       if (tracing !== null) await tracing.close(); // after the drain: the last requests' spans are exported
       if (devdb !== null) await devdb.close();
       canaryStore?.close();

@@ -1,10 +1,11 @@
 // Finding, reading and validating the configuration file. Every failure, from a missing file to a
 // YAML syntax error to a bad key, becomes one ConfigError listing `<file>: <key path>: <reason>`.
-import { open, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { extname, resolve } from 'node:path';
 import * as v from 'valibot';
 import { parseDocument } from 'yaml';
 import { parse as parseToml } from 'smol-toml';
+import { readFileOrPipe } from '../fs/index.ts';
 import { ConfigError, type ConfigIssue } from './errors.ts';
 import {
   ProxyConfigSchema,
@@ -53,22 +54,18 @@ export async function loadConfig(opts: { file?: string; cwd?: string } = {}): Pr
 /** The largest configuration file read: configurations are kilobytes; a larger file is a mistake (or /dev/zero). */
 export const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
 
-/** A configuration file's text, read to at most MAX_CONFIG_BYTES (larger: an error saying so; a device or pipe is read the same way). */
-export async function readConfigFile(file: string): Promise<string> {
-  const fh = await open(file, 'r');
-  try {
-    const buf = Buffer.allocUnsafe(MAX_CONFIG_BYTES + 1);
-    let n = 0;
-    while (n < buf.length) {
-      const { bytesRead } = await fh.read(buf, n, buf.length - n, null);
-      if (bytesRead === 0) break;
-      n += bytesRead;
-    }
-    if (n > MAX_CONFIG_BYTES) throw new Error(`larger than ${MAX_CONFIG_BYTES / (1024 * 1024)} MiB; a configuration file may be at most that`);
-    return buf.toString('utf8', 0, n);
-  } finally {
-    await fh.close();
-  }
+/** How long a configuration file that is a pipe may stay silent (no data, no end) before reading it fails. */
+export const CONFIG_PIPE_IDLE_MS = 5000;
+
+/**
+ * A configuration file's text, read to at most MAX_CONFIG_BYTES (larger: an error saying so; a
+ * device is read the same way). A pipe (a FIFO, process substitution) is read as it comes, and
+ * fails after CONFIG_PIPE_IDLE_MS without data or end of file instead of waiting for ever.
+ */
+export async function readConfigFile(file: string, idleMs = CONFIG_PIPE_IDLE_MS): Promise<string> {
+  const buf = await readFileOrPipe(file, { maxBytes: MAX_CONFIG_BYTES, idleMs });
+  if (buf.length > MAX_CONFIG_BYTES) throw new Error(`larger than ${MAX_CONFIG_BYTES / (1024 * 1024)} MiB; a configuration file may be at most that`);
+  return buf.toString('utf8');
 }
 
 /** The configuration in a file's text, read as the file's extension says (a reload that has read the file itself). */

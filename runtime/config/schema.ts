@@ -444,7 +444,8 @@ const profiling = v.strictObject({
     'histograms in process memory) or "mmap" (a fixed-layout file at `mmap_path`, mapped into the proxy, that other processes read while it runs: ' +
     '`proxy profile --mmap <path>`; see docs/profiling.md).')), 'memory')),
   mmap_path: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('Path of the shared-memory histogram file (required with ' +
-    'storage "mmap"; relative to the working directory). Created, or cleared, at start; one proxy per file.')))),
+    'storage "mmap"; relative to the working directory). Created, or cleared, at start; one proxy per file: the proxy locks it while it runs, ' +
+    'and a second proxy on the same file stops at start.')))),
   mmap_size_mb: onRestart(v.optional(int(1, 4096, 'Size of the histogram file in MiB (storage "mmap"): (size − 512 bytes) / 5888 rows, 178 in 1 ' +
     'MiB; a pipeline of N steps needs 2 × (4 + 2N) rows (baseline and candidate graphs, each step in both phases), and with `pipelines` every ' +
     'pipeline needs its own; checked at start and on reload.'), 1)),

@@ -36,7 +36,14 @@ export interface FileContents {
 }
 
 /** Attempts at a consistent copy before giving up (the proxy holds the lock for a few microseconds per request). */
-const MAX_TRIES = 100_000;
+/**
+ * How long a reader waits for a consistent copy. The writer's sequence number stays odd for as long
+ * as one write takes: microseconds for a request, milliseconds when the primary of `--workers`
+ * merges its workers' statistics into the file — so an odd number is waited out (1 ms sleeps), not
+ * spun on, which would give up within that merge.
+ */
+const MAX_WAIT_MS = 2000;
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
 
 function readName(u8: Uint8Array, at: number, size: number): string {
   const field = u8.subarray(at, at + size);
@@ -70,14 +77,18 @@ export function readHistogramFile(path: string): FileContents {
   const fit = capacity;
   let used = 0;
   let copy: Float64Array | null = null;
-  for (let t = 0; t < MAX_TRIES && copy === null; t++) {
+  const deadline = Date.now() + MAX_WAIT_MS;
+  while (copy === null && Date.now() < deadline) {
     const before = Atomics.load(i32, H_SEQ >> 2);
-    if ((before & 1) !== 0) continue;
+    if ((before & 1) !== 0) {
+      Atomics.wait(sleeper, 0, 0, 1);
+      continue;
+    }
     used = Math.min(Atomics.load(i32, H_ROWS_USED >> 2), fit);
     const c = f64.slice(HEADER_BYTES >> 3, (HEADER_BYTES + used * ROW_BYTES) >> 3);
     if (Atomics.load(i32, H_SEQ >> 2) === before) copy = c;
   }
-  if (copy === null) throw new Error(`${path}: the rows kept changing; no consistent copy after ${MAX_TRIES} tries`);
+  if (copy === null) throw new Error(`${path}: the rows kept changing; no consistent copy in ${MAX_WAIT_MS / 1000} s`);
   const rows: FileRow[] = [];
   for (let r = 0; r < used; r++) {
     const at = HEADER_BYTES + r * ROW_BYTES;

@@ -9,6 +9,7 @@
 // Everything else the profiler serves from a distribution (HDR encodings for
 // /api/profile/histograms, --aggregate, snapshots, the series) is derived from the buckets when
 // asked, off the request path.
+import { closeSync, openSync, readSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +30,23 @@ interface ShmAddon {
   map(path: string, bytes: number, writable: boolean): ArrayBuffer;
   /** How many SIGBUS faults in the addon's mappings (a file shrunk under them) it repaired. */
   faults(): number;
+  /** Drops the exclusive lock a writable mapping holds on its file (the mapping stays until collected). */
+  release(buffer: ArrayBuffer): boolean;
+}
+
+/** The pid in the header of the histogram file at `path`, if it is one; null otherwise. */
+function headerPid(path: string): number | null {
+  let fd: number | null = null;
+  try {
+    fd = openSync(path, 'r');
+    const head = Buffer.alloc(H_PID + 4);
+    if (readSync(fd, head, 0, head.length, 0) < head.length || head.toString('latin1', H_MAGIC, H_MAGIC + 8) !== MAGIC) return null;
+    return head.readUInt32LE(H_PID);
+  } catch {
+    return null;
+  } finally {
+    if (fd !== null) closeSync(fd);
+  }
 }
 
 let addon: ShmAddon | null = null;
@@ -96,6 +114,8 @@ export class HistogramFile {
   private readonly buffer: ArrayBuffer;
   private used = 0;
   private seq = 0;
+  /** begin() calls not yet ended (they nest). */
+  private depth = 0;
   private readonly defaultPipelineId: string;
   private readonly startedMs = Date.now();
   /** Each allocated row's names, to write them again after the file was cut under the mapping. */
@@ -115,7 +135,8 @@ export class HistogramFile {
 
   /**
    * Creates (or takes over and clears) the file at `path`, `sizeMb` MiB, and writes its header.
-   * Throws a ConfigError on `profiling.mmap_path` when it cannot be opened or mapped.
+   * Throws a ConfigError on `profiling.mmap_path` when it cannot be opened or mapped, an Error when
+   * another process (another proxy) holds its lock.
    */
   static create(path: string, sizeMb: number, defaultPipelineId: string,
     onCut?: (info: { file: string; faults: number }) => void): HistogramFile {
@@ -124,6 +145,13 @@ export class HistogramFile {
     try {
       buffer = shm.map(path, sizeMb * 1024 * 1024, true);
     } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'PROXY_ERR_MMAP_LOCKED') {
+        // Not a configuration error (the same file is fine once the other proxy stops): the start stops, exit 1.
+        const pid = headerPid(path);
+        const who = pid === null ? '' : ` (pid ${pid} wrote its header)`;
+        throw new Error(`cannot use the profiling histogram file ${path}: another process holds it${who}; one proxy per file: give each ` +
+          'proxy its own profiling.mmap_path (the file was not changed)', { cause: err });
+      }
       throw new ConfigError(null, [{ path: 'profiling.mmap_path', message: (err as Error).message }], { cause: err });
     }
     const f = new HistogramFile(path, buffer, defaultPipelineId, shm.faults());
@@ -149,6 +177,14 @@ export class HistogramFile {
       }, 1000).unref();
     }
     return f;
+  }
+
+  /**
+   * Drops the file's lock (the proxy stops): another proxy may take the file over. The mapping
+   * stays until this object is collected; nothing should be recorded into it after this.
+   */
+  release(): void {
+    loadShm().release(this.buffer);
   }
 
   /** After the file was cut under the mapping (its pages read as zeros again): the header and row names. */
@@ -195,12 +231,15 @@ export class HistogramFile {
    * consistent, so it is visible before the row writes that follow (on any CPU).
    */
   begin(): void {
-    Atomics.store(this.i32, H_SEQ >> 2, ++this.seq);
+    if (this.depth++ === 0) Atomics.store(this.i32, H_SEQ >> 2, ++this.seq);
   }
 
-  /** After writing rows: the sequence number becomes even, after every row write before it. */
+  /**
+   * After writing rows: the sequence number becomes even, after every row write before it. Pairs
+   * nest: only the outermost end() publishes (a merge of several states is one write to readers).
+   */
   end(): void {
-    Atomics.store(this.i32, H_SEQ >> 2, ++this.seq);
+    if (--this.depth === 0) Atomics.store(this.i32, H_SEQ >> 2, ++this.seq);
   }
 
   /** Records when the statistics were last reset (the header's since field). */
@@ -314,6 +353,27 @@ export class MappedLatencyStats implements Distribution {
   reset(): void {
     this.f.fill(0, this.at, this.bucketAt + BUCKETS);
     this.counts.fill(0);
+  }
+
+  /**
+   * After the file was cut under the mapping, its row restarted from zero (with whatever was
+   * recorded between the fault and now, up to a second): the histogram_buckets counts of /metrics,
+   * kept in process memory, are rebuilt from the row's buckets (each at its high end, at most the
+   * max — within the 1/32 width of a bucket for those few values), so `le` never exceeds `+Inf`
+   * and the counts add up to `_count` again.
+   */
+  rebuildMemory(): void {
+    this.counts.fill(0);
+    const b = this.bounds;
+    const maxUs = this.maxUs();
+    for (let k = 0; k < BUCKETS; k++) {
+      const n = this.f[this.bucketAt + k];
+      if (n === 0) continue;
+      const us = Math.min(bucketHighUs(k), maxUs);
+      let i = 0;
+      while (i < b.length && us > b[i]) i++;
+      this.counts[i] += n;
+    }
   }
 
   destroy(): void {

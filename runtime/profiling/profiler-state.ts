@@ -104,6 +104,16 @@ export function encodeDist(s: Distribution, cache: EncodedCache): DistState {
 }
 
 /** Validates a parsed `state.json`; throws StateFormatError with the first problem. */
+/**
+ * The version of a state written by a newer proxy (its format, a higher version), else null. Such a
+ * file is not corrupt: this proxy cannot read it, and must not destroy it (a rollback after an upgrade).
+ */
+export function newerStateVersion(json: unknown): number | null {
+  if (typeof json !== 'object' || json === null) return null;
+  const { format, version } = json as { format?: unknown; version?: unknown };
+  return format === STATE_FORMAT && typeof version === 'number' && Number.isInteger(version) && version > STATE_VERSION ? version : null;
+}
+
 export function parseState(json: unknown): ProfilerState {
   const r = v.safeParse(stateSchema, json);
   if (!r.success) {

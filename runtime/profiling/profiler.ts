@@ -303,11 +303,35 @@ export class Profiler implements StepRecorder {
    */
   static async create(settings: ProfilingSettings, log: Pick<Log, 'warn'>, mmap: MmapStorage | null = null): Promise<Profiler> {
     await initHistograms();
+    let profiler: Profiler | null = null;
     const file = mmap === null ? null : HistogramFile.create(mmap.path, mmap.sizeMb, mmap.defaultPipelineId, (cut) => {
+      profiler?.afterFileCut();
       log.warn('profiling histogram file was truncated while the proxy ran: set back to its size, its header written again; the counts ' +
-        'in it start again from zero (do not truncate, replace or delete profiling.mmap_path while the proxy runs)', cut);
+        'in it start again from zero, and so do the /metrics buckets and request counters of the graphs in it (do not truncate, replace ' +
+        'or delete profiling.mmap_path while the proxy runs)', cut);
     });
-    return new Profiler(settings, log, file);
+    profiler = new Profiler(settings, log, file);
+    return profiler;
+  }
+
+  /**
+   * The histogram file was cut and its rows restarted from zero: what this process keeps beside
+   * the rows restarts with them — the /metrics bucket counts of every distribution in the file
+   * (rebuilt from its row), and the request counters of each graph whose total is in it (from the
+   * total's row: count and errors) — so /metrics, /api/profile and `proxy profile --mmap` agree
+   * again. Sub-operations and slow-step counters are not in the file and are kept.
+   */
+  private afterFileCut(): void {
+    for (const g of this.graphs.values()) {
+      if (g.total instanceof MappedLatencyStats) {
+        g.errors = g.total.errors;
+        g.ok = g.total.count - g.total.errors;
+      }
+      for (const d of [g.total, g.upstream, g.overhead, g.acquire, ...g.steps.map((s) => s.latency)]) {
+        if (d instanceof MappedLatencyStats) d.rebuildMemory();
+      }
+    }
+    this.encoded.clear();
   }
 
   /**
@@ -518,11 +542,15 @@ export class Profiler implements StepRecorder {
    * the snapshots this is the same cumulative statistics moving on, not a reset.
    */
   replaceWith(states: readonly unknown[], frames: RequestFrame[]): void {
+    // One write to readers of the histogram file: they never see the rows cleared and not yet refilled.
     this.file?.begin();
-    for (const g of this.graphs.values()) g.reset();
-    this.file?.end();
-    this.encoded.clear();
-    for (const s of states) this.importState(s);
+    try {
+      for (const g of this.graphs.values()) g.reset();
+      this.encoded.clear();
+      for (const s of states) this.importState(s);
+    } finally {
+      this.file?.end();
+    }
     this.merged = frames;
   }
 

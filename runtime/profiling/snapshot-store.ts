@@ -10,19 +10,26 @@
 //   (b) appends the point as one line to the hour's `series-<YYYYMMDDHH>.jsonl` (UTC), and deletes
 //       series files whose whole hour is older than snapshot_retention.
 // On start, `state.json` is merged into the fresh profiler; an unreadable one is logged, moved aside
-// to `state.json.corrupt` and ignored — never fatal. A reset of the profiler rewrites `state.json`
+// to `state.json.corrupt-<time>` (the last CORRUPT_KEPT are kept) and ignored — never fatal. One
+// written by a newer proxy (a higher state version: a rollback after an upgrade) is not corrupt and
+// is left untouched: the store logs an error and runs as without snapshot_dir, so the rolled-back
+// proxy serves traffic and the newer file survives for the version that can read it. A reset of the profiler rewrites `state.json`
 // at once (empty); series points are kept (they hold per-interval figures, which a reset does not
 // make wrong). One proxy per directory.
 import type { Log } from '../log/index.ts';
-import { appendFile, mkdir, open, readFile, rename, rm, unlink } from 'node:fs/promises';
+import { appendFile, mkdir, open, readFile, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { IntervalTracker } from './interval-stats.ts';
 import type { Profiler, RestoreSummary } from './profiler.ts';
+import { STATE_VERSION, newerStateVersion } from './profiler-state.ts';
 import { listSeriesFiles, readSeries, seriesFileName, toPoint, type SeriesPoint, type SeriesQuery } from './series-file.ts';
 import { MemorySeries } from './series-memory.ts';
 
 const HOUR_MS = 3_600_000;
 export const STATE_FILE = 'state.json';
+/** Unreadable state files moved aside that are kept (the newest); older ones are deleted. */
+export const CORRUPT_KEPT = 3;
+const CORRUPT_PREFIX = `${STATE_FILE}.corrupt`;
 
 /** The interval still running, as a series point: `t` is now, `since` its start. */
 export interface LivePoint extends SeriesPoint {
@@ -71,7 +78,8 @@ async function endsMidLine(path: string): Promise<boolean> {
 }
 
 export class SnapshotStore {
-  readonly dir: string | null;
+  /** snapshot_dir; null when not set, or once a newer proxy's state.json turned persistence off (load()). */
+  private directory: string | null;
   readonly intervalMs: number;
   readonly retentionMs: number;
   private readonly profiler: Profiler;
@@ -87,12 +95,12 @@ export class SnapshotStore {
   private failing = false;
   private closed = false;
   /** The series without a directory, else null. */
-  private readonly memory: MemorySeries | null;
+  private memory: MemorySeries | null;
   private cappedLogged = false;
 
   constructor(profiler: Profiler, opts: SnapshotStoreOptions) {
     this.profiler = profiler;
-    this.dir = opts.dir;
+    this.directory = opts.dir;
     this.intervalMs = opts.intervalMs;
     this.retentionMs = opts.retentionMs;
     this.log = opts.log;
@@ -106,6 +114,10 @@ export class SnapshotStore {
       this.enqueue(() => this.writeState(JSON.stringify(this.profiler.exportState()))).catch((err) => this.failed('rewriting the profiling ' +
         'snapshot after a reset failed', err));
     });
+  }
+
+  get dir(): string | null {
+    return this.directory;
   }
 
   /** Whether snapshots go to disk (snapshot_dir) and statistics survive a restart. */
@@ -129,8 +141,9 @@ export class SnapshotStore {
   }
 
   /**
-   * Merges `state.json` into the profiler, if there is one. Returns what was restored, or null (no
-   * file, or an unreadable one: logged as a warning, moved to `state.json.corrupt`, ignored).
+   * Merges `state.json` into the profiler, if there is one. Returns what was restored, or null: no
+   * file; an unreadable one (logged as a warning, moved aside, ignored); one written by a newer
+   * proxy (logged as an error, left untouched, and nothing is persisted from then on).
    */
   async load(): Promise<RestoreSummary | null> {
     const file = this.statePath;
@@ -147,10 +160,15 @@ export class SnapshotStore {
     }
     let summary: RestoreSummary;
     try {
-      summary = this.profiler.importState(JSON.parse(text));
+      const json: unknown = JSON.parse(text);
+      const newer = newerStateVersion(json);
+      if (newer !== null) {
+        this.stopPersisting(file, newer);
+        return null;
+      }
+      summary = this.profiler.importState(json);
     } catch (err) {
-      const aside = `${file}.corrupt`;
-      const moved = await rename(file, aside).then(() => aside, () => null);
+      const moved = await this.moveAside(file).catch(() => null);
       this.log.warn('ignoring an unreadable profiling snapshot; statistics start empty', { file, error: (err as Error).message, moved_to: moved });
       return null;
     }
@@ -159,6 +177,37 @@ export class SnapshotStore {
       file, written: summary.written, graphs: summary.graphs, steps: summary.steps, requests: summary.requests,
     });
     return summary;
+  }
+
+  /**
+   * A state.json of a newer version: most likely a rollback after an upgrade. Refusing to start would
+   * turn the rollback into an outage for the sake of diagnostic figures; moving or overwriting the
+   * file would lose the newer version's statistics. So it is left as it is and this proxy keeps its
+   * snapshots in memory, as without snapshot_dir, saying so at `error` with what to do.
+   */
+  private stopPersisting(file: string, version: number): void {
+    this.log.error(`the profiling snapshot was written by a newer version of the proxy (state version ${version}; this one reads ` +
+      `version ${STATE_VERSION}): it is left untouched and profiling statistics are NOT persisted by this proxy (they start empty and ` +
+      'are kept in memory). Run the newer version again, or set profiling.snapshot_dir to another directory (or move the file away) ' +
+      'and restart', { file, version, supported_version: STATE_VERSION });
+    this.directory = null;
+    this.memory = new MemorySeries(this.retentionMs);
+  }
+
+  /**
+   * Renames an unreadable state.json to `state.json.corrupt-<UTC time>` (never over an earlier one)
+   * and deletes all but the newest CORRUPT_KEPT of them: a file that keeps coming back corrupt
+   * fills no disk. Returns the new name.
+   */
+  private async moveAside(file: string): Promise<string> {
+    const stamp = new Date(this.now()).toISOString().replace(/:/g, '');
+    let aside = `${file}.corrupt-${stamp}`;
+    for (let n = 2; await stat(aside).then(() => true, () => false); n++) aside = `${file}.corrupt-${stamp}-${n}`;
+    await rename(file, aside);
+    // Names sort by time; a `state.json.corrupt` of older versions sorts first, as the oldest.
+    const kept = (await readdir(this.disk)).filter((n) => n === CORRUPT_PREFIX || n.startsWith(`${CORRUPT_PREFIX}-`)).sort();
+    for (const name of kept.slice(0, -CORRUPT_KEPT)) await rm(join(this.disk, name), { force: true });
+    return aside;
   }
 
   /** Snapshots every interval from now on (the timer does not keep the process alive). */

@@ -2,7 +2,8 @@
 // `proxy serve` child driven by the real driver: a second process (`proxy profile --mmap`) reads
 // live counts while the proxy runs and prints what /api/profile answers; the file's buckets and
 // percentiles; restored snapshots land in the file; a file truncated under the running proxy (no
-// SIGBUS); a pipeline too large for mmap_size_mb and a
+// SIGBUS); a second proxy on the same file stops at start (the first holds its lock; readers need
+// none; the first's own workers do not map it); a pipeline too large for mmap_size_mb and a
 // missing mmap_path are refused with their key paths.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -35,8 +36,8 @@ after(async () => {
 });
 
 /** `proxy serve --config file` as a child; resolves once it prints its connection string and profiling URL. */
-async function serve(file: string): Promise<{ child: ChildProcess; uri: string; profilingUrl: string }> {
-  const child = spawn(process.execPath, [bin, 'serve', '--config', file, '--workers', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+async function serve(file: string, workers = 1): Promise<{ child: ChildProcess; uri: string; profilingUrl: string }> {
+  const child = spawn(process.execPath, [bin, 'serve', '--config', file, '--workers', String(workers)], { stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   let err = '';
   child.stderr!.on('data', (d) => { err += d; });
@@ -190,6 +191,57 @@ test('statistics restored from snapshot_dir land in the histogram file: counts a
   assert.deepEqual(mapped.snapshot('default', 'baseline').steps, rows);
 });
 
+test('one proxy per histogram file: a second `proxy serve` on the same mmap_path stops at start naming the file and the holder, the ' +
+  'file untouched; `proxy profile --mmap` reads it meanwhile; with --workers 2 only the primary maps it', { timeout: 240_000 }, async () => {
+  const path = join(dir, 'shared.hist');
+  const config = (name: string) => {
+    const file = join(dir, `${name}.json`);
+    writeFileSync(file, JSON.stringify({
+      listen: '127.0.0.1:0', log: { level: 'info', format: 'json' },
+      pipeline: { request: ['filter'], response: [] }, steps: { filter: { config: { rules: [], default: 'allow' } } },
+      profiling: { enabled: true, port: 0, storage: 'mmap', mmap_path: path, mmap_size_mb: 1 },
+    }));
+    return file;
+  };
+  const first = await serve(config('shared-a'), 2);
+  const client = new MongoClient(first.uri, { serverSelectionTimeoutMS: 10_000 });
+  clients.push(client);
+  for (let i = 0; i < 12; i++) await client.db('sh').collection('c').findOne({});
+  await until('the 12 requests in the file', () => fileSnapshot(readHistogramFile(path), 'default', 'baseline').total_requests === 12, 20_000);
+
+  const second = await cli(['serve', '--config', config('shared-b'), '--workers', '1']);
+  assert.equal(second.status, 1, second.stderr);
+  assert.match(second.stderr, new RegExp(`^proxy: could not start: cannot use the profiling histogram file ${path.replace(/[.]/g, '\\.')}: another process holds it ` +
+    `\\(pid ${first.child.pid} wrote its header\\); one proxy per file: give each proxy its own profiling\\.mmap_path`, 'm'));
+  assert.doesNotMatch(second.stderr, /\n\s+at /, 'no stack trace');
+  const f = readHistogramFile(path);
+  assert.equal(f.pid, first.child.pid, 'the header is the first proxy\'s');
+  assert.equal(fileSnapshot(f, 'default', 'baseline').total_requests, 12, 'its counts are not cleared');
+  const read = await cli(['profile', '--mmap', path, '--json']);
+  assert.equal(read.status, 0, read.stderr);
+  assert.equal(JSON.parse(read.stdout).total_requests, 12);
+  for (let i = 0; i < 3; i++) await client.db('sh').collection('c').findOne({});
+  await until('the first proxy still writes it', () => fileSnapshot(readHistogramFile(path), 'default', 'baseline').total_requests === 15, 20_000);
+
+  // This process is another one too; once the first proxy stops, the file is free.
+  assert.throws(() => HistogramFile.create(path, 1, 'default'), /another process holds it/);
+  const exited = new Promise((r) => first.child.once('exit', r));
+  first.child.kill('SIGTERM');
+  await exited;
+  // A proxy stopped in this process lets the next one in it take the file (the lock goes at close, not when the mapping is collected).
+  const raw = {
+    pipeline: { request: ['filter'], response: [] }, steps: { filter: { config: { rules: [], default: 'allow' } } },
+    profiling: { enabled: true, port: 0, storage: 'mmap', mmap_path: path, mmap_size_mb: 1 },
+  };
+  const closes = new Closes();
+  const a = await withProxy(closes, raw);
+  await closes.run();
+  const b = await withProxy(running, raw);
+  assert.equal(readHistogramFile(path).pid, process.pid);
+  assert.ok(b.proxy.profiler !== null);
+  assert.equal(a.proxy.profiler?.file?.path, path);
+});
+
 test('a pipeline too large for mmap_size_mb is refused at start with the key path; mmap_path is required', { timeout: 120_000 }, async () => {
   const file = join(dir, 'big.json');
   // 45 distinct steps, each timed in both phases: 2 graphs × (4 + 90) rows. The check comes before any plugin loads.
@@ -304,6 +356,24 @@ test('the histogram file truncated, or deleted, while `proxy serve` runs and ser
   for (let i = 0; i < 3; i++) await db.collection('c').findOne({});
   const n = fileSnapshot(readHistogramFile(path), 'default', 'baseline').total_requests;
   assert.ok(n >= 3 && n <= 8, `${n} requests counted since the cut`);
+  // /metrics agrees with the file: the buckets kept in process memory restarted with it (a finite
+  // `le` bucket above `+Inf` is no histogram), and so did the request counters. (A request is
+  // committed just after its reply: read until the last one is in both.)
+  const value = (text: string, re: RegExp) => [...text.matchAll(re)].map((m) => [m[1], Number(m[2])] as const);
+  let metrics = '';
+  await until(() => `/metrics agreeing with the file:\n${metrics}`, async () => {
+    const inFile = fileSnapshot(readHistogramFile(path), 'default', 'baseline').total_requests;
+    metrics = await (await fetch(`${proxy.profilingUrl}/metrics`)).text();
+    const requests = value(metrics, /^proxy_requests_total\{(pipeline_id="default",pipeline="baseline"),status="\w+"\} (\S+)$/gm)
+      .reduce((a, [, v]) => a + v, 0);
+    return requests === inFile && metrics.includes(`proxy_request_duration_seconds_count{pipeline_id="default",pipeline="baseline"} ${inFile}\n`);
+  }, 5000, 100);
+  const inf = new Map(value(metrics, /^proxy_step_latency_us_bucket\{(.*),le="\+Inf"\} (\S+)$/gm));
+  assert.ok(inf.size >= 2, metrics);
+  for (const [labels, v] of value(metrics, /^proxy_step_latency_us_bucket\{(.*),le="[\d.]+"\} (\S+)$/gm)) {
+    assert.ok(v <= inf.get(labels)!, `${labels}: a bucket of ${v} above +Inf ${inf.get(labels)}`);
+  }
+  for (const [labels, v] of value(metrics, /^proxy_step_latency_us_count\{(.*)\} (\S+)$/gm)) assert.equal(inf.get(labels), v);
 
   unlinkSync(path); // deleted: the mapping keeps the inode; nothing faults
   for (let i = 0; i < 3; i++) await db.collection('c').findOne({});

@@ -394,14 +394,60 @@ test('a corrupt or malformed state.json is ignored with a warning (moved aside),
     const warn = lines.find((l) => l.msg === 'ignoring an unreadable profiling snapshot; statistics start empty');
     assert.ok(warn, `${what}: warned`);
     assert.equal(warn.level, 'warn');
-    assert.equal(warn.moved_to, join(dir, 'state.json.corrupt'));
-    assert.equal(readFileSync(join(dir, 'state.json.corrupt'), 'utf8'), body, 'kept for inspection');
+    assert.match(String(warn.moved_to), /\/state\.json\.corrupt-\d{4}-\d\d-\d\dT\d{6}\.\d{3}Z$/);
+    assert.equal(readFileSync(String(warn.moved_to), 'utf8'), body, 'kept for inspection');
     const snap = (await getJson(`${proxy.profilingUrl}/api/profile`)).body;
     assert.equal(snap.total_requests, 0, `${what}: nothing half-restored`);
     await client.db('snap').collection('us_10').findOne({});
     await store.snapshot();
     assert.equal(stateRequests(dir), 1);
   }
+});
+
+test('unreadable state files moved aside get distinct names and only the newest 3 are kept (an older `state.json.corrupt` included)', async () => {
+  const profiler = await Profiler.create(profilingSettings(parseConfig({ profiling: { enabled: true } }, null).profiling!), { warn: () => {} });
+  const dir = tempDir();
+  writeFileSync(join(dir, 'state.json.corrupt'), 'from an older version');
+  writeFileSync(join(dir, 'state.json.corrupted-notes'), 'not ours');
+  let clock = Date.UTC(2030, 0, 1, 12);
+  const moved: string[] = [];
+  const log = { info: () => {}, error: () => {}, warn: (_m: string, f?: Record<string, unknown>) => { moved.push(String(f?.moved_to)); } };
+  // Two in the same millisecond: the second does not overwrite the first.
+  for (const step of [0, 1000, 0, 60_000, 1]) {
+    clock += step;
+    writeFileSync(join(dir, 'state.json'), `corrupt #${moved.length}`);
+    const s = new SnapshotStore(profiler, { dir, intervalMs: 30_000, retentionMs: 86_400_000, log, now: () => clock });
+    assert.equal(await s.load(), null);
+  }
+  assert.equal(new Set(moved).size, 5, 'five distinct names');
+  const left = readdirSync(dir).filter((n) => n.startsWith('state.json.corrupt-')).sort();
+  assert.deepEqual(left, ['state.json.corrupt-2030-01-01T120001.000Z-2', 'state.json.corrupt-2030-01-01T120101.000Z',
+    'state.json.corrupt-2030-01-01T120101.001Z']);
+  assert.deepEqual(left.map((n) => readFileSync(join(dir, n), 'utf8')), ['corrupt #2', 'corrupt #3', 'corrupt #4'], 'the newest three, each its own');
+  assert.ok(existsSync(join(dir, 'state.json.corrupted-notes')), 'a file not named by the store is left alone');
+  assert.ok(!existsSync(join(dir, 'state.json.corrupt')), 'the older name counts as the oldest');
+});
+
+test('a state.json written by a newer version is left untouched: the proxy starts, logs an error naming the file and version, and persists ' +
+  'nothing (series in memory)', { timeout: 60_000 }, async () => {
+  const dir = tempDir();
+  const body = JSON.stringify({ format: 'proxy-profiling-state', version: 2, written: '2031-01-01T00:00:00.000Z', graphs: [], extra: 'new' });
+  writeFileSync(join(dir, 'state.json'), body);
+  const { proxy, client, lines, store } = await start(dir);
+  const err = lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('the profiling snapshot was written by a newer version'));
+  assert.ok(err, 'logged');
+  assert.equal(err.level, 'error');
+  assert.equal(err.file, join(dir, 'state.json'));
+  assert.equal(err.version, 2);
+  assert.equal(err.supported_version, 1);
+  assert.match(String(err.msg), /snapshot_dir/);
+  assert.ok(!lines.some((l) => l.msg === 'profiling snapshots persisted'), 'not announced as persisted');
+  assert.equal(store.persistent, false);
+  await client.db('snap').collection('us_10').findOne({});
+  await store.snapshot();
+  await proxy.close();
+  assert.equal(readFileSync(join(dir, 'state.json'), 'utf8'), body, 'not overwritten, even by the last snapshot at stop');
+  assert.deepEqual(readdirSync(dir), ['state.json'], 'nothing moved aside, no series file');
 });
 
 test('POST /api/profile/reset clears the persisted state (a restart after it starts empty); series files are kept', { timeout: 60_000 }, async () => {
