@@ -24,6 +24,7 @@
 // written to the client.
 import { createHmac } from 'node:crypto';
 import { BSON_ARRAY, BSON_DOCUMENT, BSON_INT64, ElementCursor, utf8, type CommandPeek } from '../wire/index.ts';
+import { ErrorCodes, ProxyError } from '../errors/index.ts';
 
 const ROUNDS = 27;
 
@@ -205,21 +206,26 @@ export function sealReply(buf: Buffer, at: number, op: string, seal: CursorSeal,
 /**
  * The command document `body` (which `peek` has read) with the cursor ids a client sent unsealed
  * in place: getMore's id (and peek.cursorId with it) and the ids of killCursors' `cursors`.
- * Other commands are left alone.
+ * Other commands are left alone. An id of another type than long is refused here (TypeMismatch,
+ * as mongod refuses it): passed on unopened, it could name an upstream id directly.
  */
 export function unsealRequest(body: Buffer, peek: CommandPeek, seal: CursorSeal): void {
   if (peek.op === 'getMore') {
-    if (peek.cursorId === 0n) return;
     const cur = outer.open(body, 0);
-    if (!cur.next() || cur.type !== BSON_INT64) return;
+    if (!cur.next()) return;
+    if (cur.type !== BSON_INT64) throw new ProxyError(ErrorCodes.TypeMismatch, "BSON field 'getMore.getMore' is the wrong type, expected type 'long'");
     seal.unsealAt(body, cur.valueStart);
     peek.cursorId = body.readBigInt64LE(cur.valueStart);
   } else if (peek.op === 'killCursors') {
     const cur = outer.open(body, 0);
     while (cur.next()) {
-      if (cur.type !== BSON_ARRAY || !cur.nameIs(K_CURSORS)) continue;
+      if (!cur.nameIs(K_CURSORS)) continue;
+      if (cur.type !== BSON_ARRAY) throw new ProxyError(ErrorCodes.TypeMismatch, "BSON field 'killCursors.cursors' is the wrong type, expected type 'array'");
       const a = inner.open(body, cur.valueStart, cur.valueEnd);
-      while (a.next()) if (a.type === BSON_INT64) seal.unsealAt(body, a.valueStart);
+      while (a.next()) {
+        if (a.type !== BSON_INT64) throw new ProxyError(ErrorCodes.TypeMismatch, "BSON field 'killCursors.cursors' must contain cursor ids of type long");
+        seal.unsealAt(body, a.valueStart);
+      }
     }
   }
 }

@@ -10,13 +10,13 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Binary, Long, deserialize, serialize, type Document } from 'bson';
+import { Binary, Double, Int32, Long, deserialize, serialize, type Document } from 'bson';
 import { MongoClient, MongoServerError, type Db } from 'mongodb';
 import { DevDbServer } from '../../runtime/devdb/index.ts';
 import { scramUserEntry } from '../../runtime/cli/user.ts';
 import { ScramClient } from '../../runtime/upstream/index.ts';
 import { CursorSeal, deriveCursorSeal, sealReply } from '../../runtime/server/cursor-seal.ts';
-import { RawClient, opMsg } from '../helpers/wire.ts';
+import { RawClient, opMsg, opQuery } from '../helpers/wire.ts';
 import { Closes, withProxy } from '../helpers/proxy.ts';
 import { freePort } from '../helpers/ports.ts';
 import { spawnServe } from '../helpers/serve.ts';
@@ -249,12 +249,41 @@ test('auth.mode optional: a connection without a login and a user do not reach e
   }
 });
 
+test('legacy OP_QUERY commands are sealed and opened alike; a cursor id of another type than long is refused', async () => {
+  const port = await start({ users: USERS });
+  const ann = await rawLogin(port, 'ann', ANN, false);
+  const bob = await rawLogin(port, 'bob', BOB, false);
+  const legacy = async (raw: RawClient, cmd: Document) => (await raw.roundTrip(opQuery('cursorsl.$cmd', cmd, { numberToReturn: -1 }))).docs![0];
+  try {
+    await rawCommand(ann.raw, { delete: 'c', deletes: [{ q: {}, limit: 0 }], $db: 'cursorsl' });
+    await rawCommand(ann.raw, { insert: 'c', documents: Array.from({ length: 10 }, (_, i) => ({ _id: i })), $db: 'cursorsl' });
+    const found = await legacy(ann.raw, { find: 'c', filter: {}, batchSize: 2 });
+    const id = (found.cursor as Document).id as Long;
+    assert.equal((await legacy(bob.raw, { getMore: id, collection: 'c' })).code, 43);
+    assert.deepEqual(ids((await legacy(bob.raw, { killCursors: 'c', cursors: [id] })).cursorsNotFound), [BigInt(id.toString())]);
+    const more = await legacy(ann.raw, { getMore: id, collection: 'c', batchSize: 2 });
+    assert.equal(more.ok, 1, JSON.stringify(more));
+    assert.equal(((more.cursor as Document).id as Long).toString(), id.toString(), 'the same sealed id back over OP_REPLY');
+    // Only a long is opened: another type would reach the upstream unopened, naming its ids directly.
+    for (const bad of [new Double(Number(id.toString())), new Int32(7)]) {
+      const r = await rawCommand(bob.raw, { getMore: bad, collection: 'c', $db: 'cursorsl' });
+      assert.equal(r.code, 14, JSON.stringify(r));
+      const k = await rawCommand(bob.raw, { killCursors: 'c', cursors: [bad], $db: 'cursorsl' });
+      assert.equal(k.code, 14, JSON.stringify(k));
+    }
+    assert.equal((await rawCommand(ann.raw, { getMore: id, collection: 'c', batchSize: 100, $db: 'cursorsl' })).cursor.nextBatch.length, 6);
+  } finally {
+    ann.raw.destroy();
+    bob.raw.destroy();
+  }
+});
+
 // ---- several workers ----------------------------------------------------------------------------
 
-/** A raw connection logged in as `user` (load-balanced hello: its serviceId names the worker process). */
-async function rawLogin(port: number, user: string, password: string): Promise<{ raw: RawClient; worker: string }> {
+/** A raw connection logged in as `user` (with a load-balanced hello, its serviceId names the worker process). */
+async function rawLogin(port: number, user: string, password: string, loadBalanced = true): Promise<{ raw: RawClient; worker: string }> {
   const raw = await RawClient.connect(port);
-  const hello = await raw.hello({ loadBalanced: true });
+  const hello = await raw.hello(loadBalanced ? { loadBalanced: true } : {});
   const c = new ScramClient({ username: user, password, source: 'admin', mechanism: 'SCRAM-SHA-256' });
   const first = (await raw.roundTrip(opMsg({
     saslStart: 1, mechanism: 'SCRAM-SHA-256', payload: new Binary(c.first()), options: { skipEmptyExchange: true }, $db: 'admin',
@@ -267,7 +296,7 @@ async function rawLogin(port: number, user: string, password: string): Promise<{
 }
 
 async function rawCommand(raw: RawClient, cmd: Document): Promise<Document> {
-  return (await raw.roundTrip(opMsg({ ...cmd, $db: 'cursorsw' }), 10_000)).body!;
+  return (await raw.roundTrip(opMsg(cmd.$db === undefined ? { ...cmd, $db: 'cursorsw' } : cmd), 10_000)).body!;
 }
 
 test('with --workers 2: a find on one worker is continued on the other by its user, and by nobody else', { timeout: 180_000 }, async () => {
