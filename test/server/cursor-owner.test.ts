@@ -35,8 +35,10 @@ after(async () => {
 
 const upstreamUri = async () => `mongodb://svc:upstream-pw@127.0.0.1:${(await devdbAddress).port}/?authSource=admin`;
 
-async function start(auth: Record<string, unknown>): Promise<number> {
-  const { proxy } = await withProxy(proxies, { log: { level: 'error' }, upstream: { uri: await upstreamUri(), connect_timeout_ms: 3000 }, auth });
+async function start(auth: Record<string, unknown>, extra: Record<string, unknown> = {}): Promise<number> {
+  const { proxy } = await withProxy(proxies, {
+    log: { level: 'error' }, upstream: { uri: await upstreamUri(), connect_timeout_ms: 3000 }, auth, ...extra,
+  });
   return proxy.port;
 }
 
@@ -214,6 +216,33 @@ test('aggregate, listCollections and driver iteration over many batches work; ot
     await assert.rejects(getMore(b, lcId, '$cmd.listCollections', 1), isCode(43));
     assert.equal((await getMore(a, aggId, 'c', 100)).nextBatch.length, 8);
     assert.equal((await getMore(a, lcId, '$cmd.listCollections', 100)).nextBatch.length, 2);
+  } finally {
+    await ann.close();
+    await bob.close();
+  }
+});
+
+test('a reply a response step replaced is sealed too (in a copy): its batches continue for its user only', async () => {
+  const port = await start({ users: USERS }, {
+    pipeline: { response: ['transform'] },
+    steps: { transform: { config: { response: [{ op: 'redact', path: 'secret' }] } } },
+  });
+  const ann = client(port, 'ann', ANN);
+  const bob = client(port, 'bob', BOB);
+  try {
+    const a = ann.db('cursors4');
+    await a.collection('c').deleteMany({});
+    await a.collection('c').insertMany(Array.from({ length: 10 }, (_, i) => ({ _id: i, secret: `s${i}` } as Document)));
+    const all = await a.collection('c').find({}, { batchSize: 2 }).toArray();
+    assert.equal(all.length, 10);
+    assert.ok(all.every((d) => d.secret === '***'), 'the step replaced every batch');
+    const r = await a.command({ find: 'c', filter: {}, batchSize: 2 });
+    const id = BigInt((r.cursor as Document).id.toString());
+    assert.equal((r.cursor as Document).firstBatch[0].secret, '***');
+    await assert.rejects(getMore(bob.db('cursors4'), id), isCode(43));
+    const more = await getMore(a, id, 'c', 100);
+    assert.equal(more.nextBatch.length, 8);
+    assert.equal(BigInt(more.id.toString()), 0n);
   } finally {
     await ann.close();
     await bob.close();
