@@ -7,7 +7,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Binary, Double, Int32, Long, deserialize, serialize, type Document } from 'bson';
@@ -36,10 +36,14 @@ after(async () => {
 const upstreamUri = async () => `mongodb://svc:upstream-pw@127.0.0.1:${(await devdbAddress).port}/?authSource=admin`;
 
 async function start(auth: Record<string, unknown>, extra: Record<string, unknown> = {}): Promise<number> {
+  return (await startProxy(auth, extra)).port;
+}
+
+async function startProxy(auth: Record<string, unknown>, extra: Record<string, unknown> = {}) {
   const { proxy } = await withProxy(proxies, {
     log: { level: 'error' }, upstream: { uri: await upstreamUri(), connect_timeout_ms: 3000 }, auth, ...extra,
   });
-  return proxy.port;
+  return proxy;
 }
 
 function client(port: number, user?: string, password?: string, params = ''): MongoClient {
@@ -246,6 +250,48 @@ test('a reply a response step replaced is sealed too (in a copy): its batches co
   } finally {
     await ann.close();
     await bob.close();
+  }
+});
+
+test('a shadow canary on every request: the client gets sealed ids (baseline reply unchanged or replaced by a step)', async () => {
+  const TOKEN = 'cursor-owner-token-0123456789';
+  const dir = mkdtempSync(join(tmpdir(), 'cursor-owner-shadow-'));
+  try {
+    // The baseline redacts `secret` (collection s: replies replaced) and `nothing` (collection p: left as the upstream sent them).
+    const proxy = await startProxy({ users: USERS }, {
+      control_plane: { port: 0, tokens: [TOKEN] }, canary: { data_dir: dir },
+      pipeline: { response: ['transform'] }, steps: { transform: { config: { response: [{ op: 'redact', path: 'secret' }] } } },
+    });
+    const res = await fetch(`${proxy.controlPlaneUrl!}/api/v1/canary`, {
+      method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        mode: 'shadow', shadow_pct: 100, auto_promote: false,
+        candidate_config: { steps: [{ type: 'transform', config: { response: [{ op: 'redact', path: 'other' }] } }] },
+        stages: [{ traffic_pct: 0, min_duration: '1h', min_requests: 1_000_000 }, { traffic_pct: 100, min_duration: '0', min_requests: 0 }],
+      }),
+    });
+    assert.equal(res.status, 201, await res.text());
+    const ann = client(proxy.port, 'ann', ANN);
+    const bob = client(proxy.port, 'bob', BOB);
+    try {
+      const a = ann.db('cursors5');
+      for (const [coll, field] of [['s', 'secret'], ['p', 'plain']]) {
+        await a.collection(coll).deleteMany({});
+        await a.collection(coll).insertMany(Array.from({ length: 10 }, (_, i) => ({ _id: i, [field]: i } as Document)));
+        const all = await a.collection(coll).find({}, { batchSize: 2 }).toArray();
+        assert.equal(all.length, 10, coll);
+        const r = await a.command({ find: coll, filter: {}, batchSize: 2 });
+        const id = BigInt((r.cursor as Document).id.toString());
+        await assert.rejects(getMore(bob.db('cursors5'), id, coll), isCode(43));
+        assert.equal((await getMore(a, id, coll, 100)).nextBatch.length, 8, coll);
+      }
+    } finally {
+      await ann.close();
+      await bob.close();
+    }
+    assert.ok(proxy.server.stats.requests > 0);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 
