@@ -7,6 +7,7 @@
 // so the machine's counts never go back. The workers' log lines reach the primary's ring
 // (ipc/log-forward.ts). Nothing here is on a request's path.
 import cluster, { type Worker } from 'node:cluster';
+import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue, type Registry } from 'prom-client';
 import type { ProxyConfig } from '../config/index.ts';
@@ -35,6 +36,8 @@ export const WORKER_CONFIG_ENV = 'PROXY_WORKER_CONFIG';
 export const WORKER_INDEX_ENV = 'PROXY_WORKER_INDEX';
 export const WORKER_CONFIG_FILE_ENV = 'PROXY_WORKER_CONFIG_FILE';
 export const WORKER_GENERATIONS_ENV = 'PROXY_WORKER_GENERATIONS';
+/** The cursor seals' secret (hex), one per primary: a getMore sealed by one worker opens on any other. */
+export const WORKER_CURSOR_SECRET_ENV = 'PROXY_WORKER_CURSOR_SECRET';
 
 /** The `proxy` command a worker runs (its `serve` sees it is a cluster worker). */
 const BIN = fileURLToPath(new URL('../../bin/proxy.mjs', import.meta.url));
@@ -76,6 +79,8 @@ export interface MachineOptions {
 
 export class Machine {
   readonly size: number;
+  /** The cursor seals' secret every worker (a replaced one too) gets: hex, for the environment. */
+  private readonly cursorSecret = randomBytes(32).toString('hex');
   private readonly log: Log;
   private readonly configFile: string | null;
   private readonly channels: Array<WorkerChannel | null>;
@@ -172,6 +177,7 @@ export class Machine {
     const worker: Worker = cluster.fork({
       [WORKER_CONFIG_ENV]: JSON.stringify(workerConfig(this.workerConfig!, this.size, index)), [WORKER_INDEX_ENV]: String(index),
       [WORKER_CONFIG_FILE_ENV]: this.configFile ?? '', [WORKER_GENERATIONS_ENV]: JSON.stringify(this.generations()),
+      [WORKER_CURSOR_SECRET_ENV]: this.cursorSecret,
     });
     const channel = new WorkerChannel(index, worker);
     channel.on('pin', (b) => { const p = b as { key: string; server: string }; this.pins.publish(p.key, p.server); });

@@ -13,6 +13,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { Binary, type Document } from 'bson';
 import { ErrorCodes, ProxyError } from '../errors/index.ts';
 import { ScramRefusal, ScramServerConversation, parseClientFirst, type ScramCredential } from './client-auth-scram.ts';
+import { deriveCursorSeal, type CursorSeal } from './cursor-seal.ts';
 
 export const SCRAM_SHA_256 = 'SCRAM-SHA-256';
 /** Iterations of the decoy credential answered for unknown users (mongod's default for SCRAM-SHA-256). */
@@ -41,10 +42,16 @@ export class ClientAuth {
   private readonly users = new Map<string, ScramCredential>();
   /** Key of the decoy salts: the same unknown name gets the same salt for as long as the server runs. */
   private readonly decoyKey: Buffer;
+  /** The process tree's secret the cursor seals are derived from (cursor-seal.ts). */
+  private readonly cursorSecret: Buffer;
+  /** Seals by credential (a connection's login), made at a login's first cursor command. */
+  private readonly seals = new Map<ScramCredential, CursorSeal>();
+  private anonymousSeal: CursorSeal | null = null;
 
-  constructor(settings: ClientAuthSettings, decoyKey: Buffer) {
+  constructor(settings: ClientAuthSettings, decoyKey: Buffer, cursorSecret: Buffer) {
     this.required = settings.required;
     this.decoyKey = decoyKey;
+    this.cursorSecret = cursorSecret;
     for (const u of settings.users) this.users.set(key(u.db, u.name), u);
   }
 
@@ -60,6 +67,17 @@ export class ClientAuth {
   stillValid(c: ScramCredential): boolean {
     const now = this.lookup(c.db, c.name);
     return now !== null && now.storedKey.equals(c.storedKey) && now.serverKey.equals(c.serverKey);
+  }
+
+  /**
+   * The cursor seal of a connection logged in with `c` (null: not logged in, auth.mode optional).
+   * A credential of an earlier configuration still valid here gets the same seal as this one's.
+   */
+  cursorSeal(c: ScramCredential | null): CursorSeal {
+    if (c === null) return this.anonymousSeal ??= deriveCursorSeal(this.cursorSecret, null);
+    let s = this.seals.get(c);
+    if (s === undefined) this.seals.set(c, s = deriveCursorSeal(this.cursorSecret, c));
+    return s;
   }
 
   /**
@@ -110,5 +128,10 @@ export function saslReply(done: boolean, payload: string): Document {
 
 /** A new decoy key (one per server). */
 export function newDecoyKey(): Buffer {
+  return randomBytes(32);
+}
+
+/** A new secret for the cursor seals: one per process tree (with workers, the primary's, handed to each). */
+export function newCursorSecret(): Buffer {
   return randomBytes(32);
 }

@@ -8,6 +8,7 @@
 //   ClientHandshake (client-handshake.ts)  hello, compression, SCRAM login; the client's identity
 //   RequestSteps    (request-steps.ts)     the request and response phases; verdicts into answers
 //   RequestRecord   (request-record.ts)    profiling, tracing and proxy_profile of the request in flight
+//   CursorSeal      (cursor-seal.ts)       auth on: the cursor ids the client sees are sealed with its user's key
 //   LoadBalancedState (load-balanced.ts)   a load-balanced client's open cursors and transaction
 //   request errors  (request-errors.ts)    size limits, refusals, bad input and defects as error documents
 //   InflatePool     (wire/inflate-pool.ts) decompresses large compressed requests off the event loop
@@ -35,6 +36,7 @@ import type { ServerContext } from './context.ts';
 import { LoadBalancedState, endLoadBalanced } from './load-balanced.ts';
 import { stateChangeReplacement } from './state-change.ts';
 import { AUTH_COMMANDS, type ClientAuth } from './client-auth.ts';
+import { sealReply, unsealRequest, type CursorSeal } from './cursor-seal.ts';
 import { ClientHandshake, type IdentityOwner } from './client-handshake.ts';
 import { RequestRecord } from './request-record.ts';
 import { RequestSteps } from './request-steps.ts';
@@ -103,6 +105,12 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   private readonly record: RequestRecord;
   /** Its request and response phases, when its graph has steps. */
   private readonly steps: RequestSteps;
+  /**
+   * Client authentication on: the seal of the cursor ids of the request in flight (its user's;
+   * cursor-seal.ts). Its ids were unsealed when it was read; its reply's are sealed as it is
+   * written. Null: authentication off, ids pass unchanged and replies are not scanned.
+   */
+  private seal: CursorSeal | null = null;
   /** A shadow canary's candidate beside the baseline (made at the first shadowed request). */
   private shadowSteps: ShadowSteps | null = null;
   /** Set while the request in flight is shadowed and its candidate waits for the upstream's reply. */
@@ -357,6 +365,8 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       return;
     }
     this.handshake.authorize(op);
+    const seal = this.seal = this.handshake.cursorSeal;
+    if (seal !== null) unsealRequest(msg.body, this.peek, seal);
     this.dispatch(frame, msg.body, msg.sequences, msg.flags);
   }
 
@@ -371,6 +381,8 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.handshake.authorize(c.op);
     const body = legacyToMsgBody(c);
     this.peek.read(body);
+    const seal = this.seal = this.handshake.cursorSeal;
+    if (seal !== null) unsealRequest(body, this.peek, seal);
     this.dispatch(encodeOpMsg(0, 0, 0, body), body, null, 0);
   }
 
@@ -431,7 +443,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     }
     const answer = steps.request(pipeline, body, sequences, this.writer.requestId, this.writer.expectReply);
     if (answer !== null) {
-      this.sendBody(answer);
+      this.sendBody(this.sealed(answer));
       return;
     }
     const ex = steps.exchange!;
@@ -457,7 +469,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     const ex = steps.current!;
     steps.detach();
     if (answer !== null) {
-      this.sendBody(answer);
+      this.sendBody(this.sealed(answer));
       sh.begin(shadow, ex, answer, baselineMs, body, sequences, this.record.readAt);
       return;
     }
@@ -524,10 +536,12 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     }
     const answer = this.steps.response(frame);
     if (answer !== null) {
-      this.sendBody(answer);
+      this.sendBody(this.sealed(answer));
       this.finish();
       return;
     }
+    // Nothing reads the upstream's reply after this: its cursor ids are sealed in place.
+    if (this.seal !== null) sealReply(frame, HEADER_SIZE + 5, this.peek.op, this.seal, false);
     if (rec.attachesProfile) this.sendBody(parseOpMsg(frame).body);
     else this.writer.upstreamFrame(frame);
     this.finish();
@@ -540,9 +554,17 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     const t0 = performance.now();
     const answer = this.steps.response(frame);
     const baselineMs = performance.now() - t0;
-    if (answer !== null) this.sendBody(answer);
-    else if (this.record.attachesProfile) this.sendBody(body);
-    else this.writer.upstreamFrame(frame);
+    // The candidate compares the upstream's reply: what the client gets is sealed in a copy.
+    const seal = this.seal;
+    if (answer !== null) this.sendBody(this.sealed(answer));
+    else if (seal === null) {
+      if (this.record.attachesProfile) this.sendBody(body);
+      else this.writer.upstreamFrame(frame);
+    } else {
+      const out = sealReply(frame, HEADER_SIZE + 5, this.peek.op, seal, true);
+      if (this.record.attachesProfile) this.sendBody(parseOpMsg(out).body);
+      else this.writer.upstreamFrame(out);
+    }
     const call = this.call;
     sh.reply(answer ?? body, baselineMs, body, call.repliedAt > call.writtenAt ? (call.repliedAt - call.writtenAt) * 1e6 : 0);
     this.finish();
@@ -557,6 +579,13 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   }
 
   // ---- replies ----------------------------------------------------------------------------
+
+  /** A reply document of a step's (local answer or replaced reply) with its cursor ids sealed: a copy when any is. */
+  private sealed(body: Uint8Array): Uint8Array {
+    const seal = this.seal;
+    if (seal === null) return body;
+    return sealReply(Buffer.from(body.buffer, body.byteOffset, body.byteLength), 0, this.peek.op, seal, true);
+  }
 
   private sendBody(body: Uint8Array): void {
     if (this.closed) return;

@@ -10,6 +10,7 @@ import { emptyMetadata, helloReply, negotiateCompression, readClientMetadata, ty
 import { OPEN_COMMANDS, type ClientAuth } from './client-auth.ts';
 import { ClientAuthSession, type LoginOwner } from './client-auth-session.ts';
 import type { ScramCredential } from './client-auth-scram.ts';
+import type { CursorSeal } from './cursor-seal.ts';
 import type { ServerContext } from './context.ts';
 
 /** Who is told that a connection's identity (appName, user) changed. */
@@ -105,6 +106,17 @@ export class ClientHandshake implements ConnectionInfo, LoginOwner {
     const reply = (this.login ??= new ClientAuthSession(this)).command(op, cmd, db, auth);
     if (op === 'logout') this.user = '';
     return serialize(reply);
+  }
+
+  /**
+   * The seal of the cursor ids this connection sees (cursor-seal.ts): its login's, or the
+   * anonymous one when it has none; null when client authentication is off (ids pass unchanged).
+   */
+  get cursorSeal(): CursorSeal | null {
+    const auth = this.ctx.clientAuth;
+    if (auth === null) return null;
+    const login = this.login;
+    return auth.cursorSeal(login === null ? null : login.credential);
   }
 
   /** With auth.mode required, an unauthenticated connection runs only the commands a login needs (as mongod: 13 Unauthorized). */
