@@ -123,8 +123,8 @@ export interface StartOptions {
    * proxy in this process, whatever `workers` says.
    */
   cluster?: { role: 'primary'; machine: MachineView } | { role: 'worker'; index: number; pins?: SharedPins; generations?: Record<string, number>;
-    /** The primary's secret of the cursor seals (runtime/server/cursor-seal.ts): every worker seals alike. */
-    cursorSecret?: Buffer;
+    /** The primary's secret of client authentication (decoy salts, cursor seals): every worker answers and seals alike. */
+    authSecret?: Buffer;
     /** A reload's graphs are built: waits for the primary's word to publish them (throws: drop them). */
     reloadGate?: () => Promise<void>;
     /** During a reload: the baselines the primary chose (null: the file's). */
@@ -297,7 +297,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       maxConnections: config.clients.max_connections,
     },
     profiler, tracing, topology, clientAuth: clientAuthSettings(config.auth),
-    cursorSecret: opts.cluster?.role === 'worker' ? opts.cluster.cursorSecret : undefined,
+    authSecret: opts.cluster?.role === 'worker' ? opts.cluster.authSecret : undefined,
   });
   if (opts.cluster?.role === 'worker') server.router.sharedPins = opts.cluster.pins ?? null;
   registerProxyMetrics(metrics, server);

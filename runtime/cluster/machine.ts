@@ -37,7 +37,7 @@ export const WORKER_INDEX_ENV = 'PROXY_WORKER_INDEX';
 export const WORKER_CONFIG_FILE_ENV = 'PROXY_WORKER_CONFIG_FILE';
 export const WORKER_GENERATIONS_ENV = 'PROXY_WORKER_GENERATIONS';
 /** The cursor seals' secret (hex), one per primary: a getMore sealed by one worker opens on any other. */
-export const WORKER_CURSOR_SECRET_ENV = 'PROXY_WORKER_CURSOR_SECRET';
+export const WORKER_AUTH_SECRET_ENV = 'PROXY_WORKER_AUTH_SECRET';
 
 /** The `proxy` command a worker runs (its `serve` sees it is a cluster worker). */
 const BIN = fileURLToPath(new URL('../../bin/proxy.mjs', import.meta.url));
@@ -80,7 +80,7 @@ export interface MachineOptions {
 export class Machine {
   readonly size: number;
   /** The cursor seals' secret every worker (a replaced one too) gets: hex, for the environment. */
-  private readonly cursorSecret = randomBytes(32).toString('hex');
+  private readonly authSecret = randomBytes(32).toString('hex');
   private readonly log: Log;
   private readonly configFile: string | null;
   private readonly channels: Array<WorkerChannel | null>;
@@ -177,7 +177,7 @@ export class Machine {
     const worker: Worker = cluster.fork({
       [WORKER_CONFIG_ENV]: JSON.stringify(workerConfig(this.workerConfig!, this.size, index)), [WORKER_INDEX_ENV]: String(index),
       [WORKER_CONFIG_FILE_ENV]: this.configFile ?? '', [WORKER_GENERATIONS_ENV]: JSON.stringify(this.generations()),
-      [WORKER_CURSOR_SECRET_ENV]: this.cursorSecret,
+      [WORKER_AUTH_SECRET_ENV]: this.authSecret,
     });
     const channel = new WorkerChannel(index, worker);
     channel.on('pin', (b) => { const p = b as { key: string; server: string }; this.pins.publish(p.key, p.server); });

@@ -16,7 +16,7 @@ import { WorkerLogForwarder } from '../ipc/log-forward.ts';
 import type { CanaryState } from '../ipc/canary-graphs.ts';
 import { workerPins } from './pins.ts';
 import {
-  WORKER_CONFIG_ENV, WORKER_CONFIG_FILE_ENV, WORKER_CURSOR_SECRET_ENV, WORKER_GENERATIONS_ENV, WORKER_INDEX_ENV, type WorkerGeneration, type WorkerStats,
+  WORKER_CONFIG_ENV, WORKER_CONFIG_FILE_ENV, WORKER_AUTH_SECRET_ENV, WORKER_GENERATIONS_ENV, WORKER_INDEX_ENV, type WorkerGeneration, type WorkerStats,
 } from './machine.ts';
 
 async function stats(running: RunningProxy): Promise<WorkerStats> {
@@ -31,9 +31,9 @@ export async function runWorker(): Promise<void> {
   const configFile = process.env[WORKER_CONFIG_FILE_ENV] || null;
   const generations = JSON.parse(process.env[WORKER_GENERATIONS_ENV] ?? '{}') as Record<string, number>;
   // The primary's secret; not left in the environment that plugins and child processes see.
-  const secretHex = process.env[WORKER_CURSOR_SECRET_ENV] ?? '';
-  delete process.env[WORKER_CURSOR_SECRET_ENV];
-  const cursorSecret = secretHex.length === 64 ? Buffer.from(secretHex, 'hex') : undefined;
+  const secretHex = process.env[WORKER_AUTH_SECRET_ENV] ?? '';
+  delete process.env[WORKER_AUTH_SECRET_ENV];
+  const authSecret = secretHex.length === 64 ? Buffer.from(secretHex, 'hex') : undefined;
   // Every line says which worker wrote it. No ring: a copy of each line goes to the primary's, which `proxy logs` reads.
   const forwarder = config.log.ring_lines > 0 ? new WorkerLogForwarder() : null;
   const log = new Logger('proxy', config.log.level, config.log.format, undefined, forwarder, undefined, { worker: index });
@@ -53,7 +53,7 @@ export async function runWorker(): Promise<void> {
   const reloadGate = () => (gate === null ? Promise.resolve() : gate());
   let running: RunningProxy;
   try {
-    running = await startProxy(config, { log, configFile, cluster: { role: 'worker', index, pins: workerPins, generations, cursorSecret, reloadGate,
+    running = await startProxy(config, { log, configFile, cluster: { role: 'worker', index, pins: workerPins, generations, authSecret, reloadGate,
       reloadBaselines: () => baselines, canaryState: () => askPrimary<CanaryState>('canary-state', null, 10_000) } });
   } catch (err) {
     const e = err as Error;

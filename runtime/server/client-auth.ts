@@ -40,18 +40,22 @@ const FAILED = 'Authentication failed.';
 export class ClientAuth {
   readonly required: boolean;
   private readonly users = new Map<string, ScramCredential>();
-  /** Key of the decoy salts: the same unknown name gets the same salt for as long as the server runs. */
+  /**
+   * Key of the decoy salts: the same unknown name gets the same salt for as long as the process
+   * tree runs, from every worker (a salt that changed between workers would tell unknown users
+   * from real ones).
+   */
   private readonly decoyKey: Buffer;
-  /** The process tree's secret the cursor seals are derived from (cursor-seal.ts). */
-  private readonly cursorSecret: Buffer;
+  /** The process tree's secret the decoy key and the cursor seals (cursor-seal.ts) are derived from. */
+  private readonly authSecret: Buffer;
   /** Seals by credential (a connection's login), made at a login's first cursor command. */
   private readonly seals = new Map<ScramCredential, CursorSeal>();
   private anonymousSeal: CursorSeal | null = null;
 
-  constructor(settings: ClientAuthSettings, decoyKey: Buffer, cursorSecret: Buffer) {
+  constructor(settings: ClientAuthSettings, authSecret: Buffer) {
     this.required = settings.required;
-    this.decoyKey = decoyKey;
-    this.cursorSecret = cursorSecret;
+    this.decoyKey = createHmac('sha256', authSecret).update('pipeline-proxy decoy salt v1').digest();
+    this.authSecret = authSecret;
     for (const u of settings.users) this.users.set(key(u.db, u.name), u);
   }
 
@@ -74,9 +78,9 @@ export class ClientAuth {
    * A credential of an earlier configuration still valid here gets the same seal as this one's.
    */
   cursorSeal(c: ScramCredential | null): CursorSeal {
-    if (c === null) return this.anonymousSeal ??= deriveCursorSeal(this.cursorSecret, null);
+    if (c === null) return this.anonymousSeal ??= deriveCursorSeal(this.authSecret, null);
     let s = this.seals.get(c);
-    if (s === undefined) this.seals.set(c, s = deriveCursorSeal(this.cursorSecret, c));
+    if (s === undefined) this.seals.set(c, s = deriveCursorSeal(this.authSecret, c));
     return s;
   }
 
@@ -126,12 +130,7 @@ export function saslReply(done: boolean, payload: string): Document {
   return { conversationId: 1, done, payload: new Binary(Buffer.from(payload, 'utf8')), ok: 1 };
 }
 
-/** A new decoy key (one per server). */
-export function newDecoyKey(): Buffer {
-  return randomBytes(32);
-}
-
-/** A new secret for the cursor seals: one per process tree (with workers, the primary's, handed to each). */
-export function newCursorSecret(): Buffer {
+/** A new secret for client authentication's keys: one per process tree (with workers, the primary's, handed to each). */
+export function newAuthSecret(): Buffer {
   return randomBytes(32);
 }

@@ -11,7 +11,7 @@ import { ClientConnection } from './client-connection.ts';
 import { DEFAULT_CLIENT_LIMITS, type ClientLimits, type ServerContext, type ServerStats } from './context.ts';
 import { LogThrottle } from './log-throttle.ts';
 import { newServerStats } from '../metrics/index.ts';
-import { ClientAuth, newCursorSecret, newDecoyKey, type ClientAuthSettings } from './client-auth.ts';
+import { ClientAuth, newAuthSecret, type ClientAuthSettings } from './client-auth.ts';
 import type { Profiler } from '../profiling/index.ts';
 import type { Tracing } from '../telemetry/index.ts';
 import { listenFailure } from '../config/index.ts';
@@ -41,8 +41,8 @@ export interface ProxyServerOptions {
   tls?: TlsOptions | null;
   /** Client authentication (config `auth`); absent: clients connect without credentials. */
   clientAuth?: ClientAuthSettings | null;
-  /** The secret of the cursor seals (workers: the primary's); absent: a new one for this server. */
-  cursorSecret?: Buffer;
+  /** The secret client authentication derives its keys from (workers: the primary's); absent: a new one for this server. */
+  authSecret?: Buffer;
   /** A multi-host upstream (replica set, mongos list): selects the server; `pool` is its first seed's. */
   topology?: Topology | null;
   /** Off-loop decompression of large compressed requests (workers, bytes in flight); defaults in inflate-pool.ts. */
@@ -69,10 +69,12 @@ export class ProxyServer implements ServerContext {
   readonly tracing: Tracing | null;
   readonly inflater: InflatePool;
   clientAuth: ClientAuth | null = null;
-  /** Salts the decoy credentials of unknown users; kept across reloads so their salt stays stable. */
-  private readonly decoyKey = newDecoyKey();
-  /** The cursor seals' secret (cursor-seal.ts): the primary's with workers, so every worker seals alike. */
-  private readonly cursorSecret: Buffer;
+  /**
+   * The secret of client authentication's keys — the decoy salts of unknown users and the cursor
+   * seals (cursor-seal.ts) — kept across reloads; the primary's with workers, so that every worker
+   * answers an unknown user with the same salt and seals cursors alike.
+   */
+  private readonly authSecret: Buffer;
   private readonly server: Server;
   private readonly clients = new Set<ClientConnection>();
   private readonly host: string;
@@ -99,8 +101,8 @@ export class ProxyServer implements ServerContext {
     this.tracing = opts.tracing ?? null;
     this.inflater = new InflatePool(opts.inflate);
     const maxConnections = this.clientLimits.maxConnections;
-    this.cursorSecret = opts.cursorSecret ?? newCursorSecret();
-    if (opts.clientAuth != null) this.clientAuth = new ClientAuth(opts.clientAuth, this.decoyKey, this.cursorSecret);
+    this.authSecret = opts.authSecret ?? newAuthSecret();
+    if (opts.clientAuth != null) this.clientAuth = new ClientAuth(opts.clientAuth, this.authSecret);
     const accept = (socket: Socket) => {
       // Past clients.max_connections the connection is still accepted, so that the client reads
       // why (its first request is answered with an error document) instead of a bare reset.
@@ -162,7 +164,7 @@ export class ProxyServer implements ServerContext {
    * was removed, or whose credential changed, loses its login (its next command needs a new one).
    */
   setClientAuth(settings: ClientAuthSettings | null): void {
-    const next = settings === null ? null : new ClientAuth(settings, this.decoyKey, this.cursorSecret);
+    const next = settings === null ? null : new ClientAuth(settings, this.authSecret);
     this.clientAuth = next;
     let revoked = 0;
     for (const c of this.clients) if (c.revalidateLogin(next)) revoked++;

@@ -370,11 +370,30 @@ async function rawLogin(port: number, user: string, password: string, loadBalanc
   return { raw, worker: String(hello.serviceId) };
 }
 
+/** The salt the server-first message of a SCRAM conversation for `user` names, and the worker that answered. */
+async function saltOf(port: number, user: string): Promise<{ salt: string; worker: string }> {
+  const raw = await RawClient.connect(port);
+  try {
+    const hello = await raw.hello({ loadBalanced: true });
+    const c = new ScramClient({ username: user, password: 'whatever', source: 'admin', mechanism: 'SCRAM-SHA-256' });
+    const first = (await raw.roundTrip(opMsg({
+      saslStart: 1, mechanism: 'SCRAM-SHA-256', payload: new Binary(c.first()), options: { skipEmptyExchange: true }, $db: 'admin',
+    }))).body!;
+    assert.equal(first.ok, 1, JSON.stringify(first));
+    const salt = /(?:^|,)s=([^,]+)/.exec(Buffer.from((first.payload as Binary).buffer).toString('utf8'))?.[1];
+    assert.ok(salt !== undefined);
+    return { salt, worker: String(hello.serviceId) };
+  } finally {
+    raw.destroy();
+  }
+}
+
 async function rawCommand(raw: RawClient, cmd: Document): Promise<Document> {
   return (await raw.roundTrip(opMsg(cmd.$db === undefined ? { ...cmd, $db: 'cursorsw' } : cmd), 10_000)).body!;
 }
 
-test('with --workers 2: a find on one worker is continued on the other by its user, and by nobody else', { timeout: 180_000 }, async () => {
+test('with --workers 2: a find on one worker is continued on the other by its user, and by nobody else; an unknown user gets one salt from both',
+  { timeout: 180_000 }, async () => {
   const port = await freePort();
   const file = join(mkdtempSync(join(tmpdir(), 'proxy-cursor-owner-')), 'proxy.json');
   writeFileSync(file, JSON.stringify({
@@ -421,6 +440,15 @@ test('with --workers 2: a find on one worker is continued on the other by its us
     // The driver's pool spans both workers: many cursors, each read to its end.
     const docs = await Promise.all(Array.from({ length: 16 }, () => pool.db('cursorsw').collection('c').find({}, { batchSize: 2 }).toArray()));
     assert.ok(docs.every((d) => d.length === 10));
+    // An unknown user's decoy salt is the same whichever worker answers (a salt that changed
+    // between workers, while a real user's does not, would tell which users exist).
+    const salts = new Map<string, string>();
+    for (let i = 0; i < 12 && salts.size < 2; i++) {
+      const a = await saltOf(port, 'nobody-here');
+      salts.set(a.worker, a.salt);
+    }
+    assert.equal(salts.size, 2, 'answers from both workers');
+    assert.equal(new Set(salts.values()).size, 1, JSON.stringify([...salts]));
   } finally {
     for (const r of raws) r.destroy();
     await pool.close();
