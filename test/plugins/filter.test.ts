@@ -1,5 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
 import { Verdict } from '../../sdk/testing/index.ts';
 import { load, refuses } from './helpers.ts';
 
@@ -97,4 +99,36 @@ test('filter: scope answers kept for a repeated op, database and collection foll
     req('find', 'admin', 'users'), req('update', 'admin', 'users'), req('update', 'admin', 'other'), req('update', 'admin', 'users'),
     req('update', 'sys_1', 'users'), req('update', 'sys', 'users'), req('update', 'sys_2', 'users'),
   ], [R, R, C, R, C, R, C, R, R, C, R]);
+});
+
+test('filter: the rules docs/operations.md gives to keep proxy users out of each other\'s operations and sessions deny them, and nothing else', async () => {
+  const doc = readFileSync('docs/operations.md', 'utf8');
+  const at = doc.indexOf('**Sessions and operations are not kept apart by user.**');
+  assert.ok(at > 0);
+  const block = /```yaml\n([\s\S]*?)```/.exec(doc.slice(at));
+  assert.ok(block !== null);
+  const config = (parseYaml(block[1]) as { filter: { config: Record<string, unknown> } }).filter.config;
+  const h = await load('filter', config);
+  const denied: Record<string, unknown>[] = [
+    { currentOp: 1, $all: true, $db: 'admin' },
+    { killOp: 1, op: 12345, $db: 'admin' },
+    { killSessions: [{ id: 'x' }], $db: 'admin' },
+    { killAllSessions: [], $db: 'admin' },
+    { killAllSessionsByPattern: [], $db: 'admin' },
+    { aggregate: 1, pipeline: [{ $currentOp: { allUsers: true } }, { $match: {} }], cursor: {}, $db: 'admin' },
+    { aggregate: 1, pipeline: [{ $listLocalSessions: { allUsers: true } }], cursor: {}, $db: 'admin' },
+    { aggregate: 'system.sessions', pipeline: [{ $listSessions: {} }], cursor: {}, $db: 'config' },
+  ];
+  for (const cmd of denied) {
+    const r = h.request(cmd);
+    assert.equal(r.verdict, Verdict.Reject, JSON.stringify(cmd));
+    assert.equal(r.reject?.code, 13, JSON.stringify(cmd));
+  }
+  const allowed: Record<string, unknown>[] = [
+    { find: 'c', filter: {}, $db: 'app' },
+    { aggregate: 'c', pipeline: [{ $match: { currentOp: 1 } }, { $group: { _id: '$killOp' } }], cursor: {}, $db: 'app' },
+    { endSessions: [{ id: 'x' }], $db: 'admin' },
+    { getMore: 1, collection: 'c', $db: 'app' },
+  ];
+  for (const cmd of allowed) assert.equal(h.request(cmd).verdict, Verdict.Continue, JSON.stringify(cmd));
 });
