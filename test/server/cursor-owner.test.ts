@@ -392,8 +392,9 @@ async function rawCommand(raw: RawClient, cmd: Document): Promise<Document> {
   return (await raw.roundTrip(opMsg(cmd.$db === undefined ? { ...cmd, $db: 'cursorsw' } : cmd), 10_000)).body!;
 }
 
-test('with --workers 2: a find on one worker is continued on the other by its user, and by nobody else; an unknown user gets one salt from both',
-  { timeout: 180_000 }, async () => {
+const WORKERS_TEST = 'with --workers 2: a find on one worker is continued on the other by its user, and by nobody else; ' +
+  'an unknown user gets one salt from both';
+test(WORKERS_TEST, { timeout: 180_000 }, async () => {
   const port = await freePort();
   const file = join(mkdtempSync(join(tmpdir(), 'proxy-cursor-owner-')), 'proxy.json');
   writeFileSync(file, JSON.stringify({
