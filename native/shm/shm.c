@@ -14,7 +14,7 @@
 //
 // One writer per file: a writable mapping takes an exclusive advisory lock on the file
 // (flock LOCK_EX|LOCK_NB, held by the descriptor the mapping keeps) before it sizes the file, so a
-// second proxy given the same path fails with PROXY_ERR_MMAP_LOCKED instead of clearing and
+// second proxy given the same path fails with SHM_FILE_LOCKED instead of clearing and
 // sharing the first one's rows. Read-only mappings (`proxy profile --mmap`) take no lock.
 // release(buffer) drops the lock of a mapping its owner has finished with (the mapping itself
 // goes only when the buffer is collected, so a proxy started again in the same process would
@@ -136,7 +136,7 @@ static napi_value map(napi_env env, napi_callback_info info) {
       if (err != EWOULDBLOCK) return throw_errno(env, "cannot lock", path, err);
       char msg[MAX_PATH_BYTES + 128];
       snprintf(msg, sizeof msg, "another process holds %s (an exclusive lock on it)", path);
-      napi_throw_error(env, "PROXY_ERR_MMAP_LOCKED", msg);
+      napi_throw_error(env, "SHM_FILE_LOCKED", msg);
       return NULL;
     }
     if (ftruncate(fd, (off_t)bytes) != 0) {

@@ -145,7 +145,7 @@ export class HistogramFile {
     try {
       buffer = shm.map(path, sizeMb * 1024 * 1024, true);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'PROXY_ERR_MMAP_LOCKED') {
+      if ((err as NodeJS.ErrnoException).code === 'SHM_FILE_LOCKED') {
         // Not a configuration error (the same file is fine once the other proxy stops): the start stops, exit 1.
         const pid = headerPid(path);
         const who = pid === null ? '' : ` (pid ${pid} wrote its header)`;
