@@ -16,6 +16,8 @@
 # TREE_A / TREE_B: the (built) project root whose bin/proxy.mjs runs A / B, to compare two builds of
 # the code; KEEP=1 keeps the perf data (its directory is printed on stderr) for `perf report -i`:
 # a.jit.data / b.jit.data are the injected ones (their symbols are the jitted-*.so files in a/, b/).
+# Function names have the tree's root replaced by <tree>, so one function of two trees is one row.
+# MATCH=regex also prints every row whose name matches (e.g. MATCH='profiling|settle').
 set -u
 FA=$1; FB=$2; RATE=${RATE:-5000}; WARM=${WARM:-40}; SECS=${SECS:-20}
 # Not /tmp/perf-…: perf takes any file whose name starts so for a perf-<pid>.map and reads no ELF
@@ -51,11 +53,12 @@ done
 node -e '
 const fs=require("fs");const D=process.argv[1];
 const n=(s)=>{const j=JSON.parse(fs.readFileSync(D+"/l"+s+".json"));return j.n*('$SECS'*1000)/j.ms};
-const rd=(s)=>{const m=new Map();for(const l of fs.readFileSync(D+"/"+s+".rep","utf8").split("\n")){const x=l.trim().match(/^\S+%\s+(\d+)\s+\[.\]\s+(.*)$/);if(!x)continue;let k=x[2].replace(/\s+$/,"");k=k.replace(/^(LazyCompile|Function|JS):[~*^+]?/,"").replace(/-\d+-(turbofan|liftoff)$/,"").replace(/^ (?=file:)/,"(anonymous) ");m.set(k,(m.get(k)||0)+ +x[1]);}return m};
+const rd=(s)=>{const m=new Map();for(const l of fs.readFileSync(D+"/"+s+".rep","utf8").split("\n")){const x=l.trim().match(/^\S+%\s+(\d+)\s+\[.\]\s+(.*)$/);if(!x)continue;let k=x[2].replace(/\s+$/,"");k=k.split(process.argv[2]).join("<tree>").split(process.argv[3]).join("<tree>");k=k.replace(/^(LazyCompile|Function|JS):[~*^+]?/,"").replace(/-\d+-(turbofan|liftoff)$/,"").replace(/^ (?=file:)/,"(anonymous) ");m.set(k,(m.get(k)||0)+ +x[1]);}return m};
 const A=rd("a"),B=rd("b");const na=JSON.parse(fs.readFileSync(D+"/la.json")).n,nb=JSON.parse(fs.readFileSync(D+"/lb.json")).n;
 const us=(c,N)=>c/3000*1e6/N;let ta=0,tb=0;for(const v of A.values())ta+=v;for(const v of B.values())tb+=v;
 console.log("requests",na,nb,"total µs/req A",us(ta,na).toFixed(2),"B",us(tb,nb).toFixed(2));
 const keys=new Set([...A.keys(),...B.keys()]);const rows=[...keys].map(k=>[k,us(A.get(k)||0,na),us(B.get(k)||0,nb)]).map(r=>[...r,r[2]-r[1]]).sort((a,b)=>b[3]-a[3]);
 for(const r of rows.slice(0,45))console.log(r[3].toFixed(3).padStart(7),r[1].toFixed(3).padStart(7),r[2].toFixed(3).padStart(7)," ",r[0].slice(0,110));
 console.log("...");for(const r of rows.slice(-10))console.log(r[3].toFixed(3).padStart(7),r[1].toFixed(3).padStart(7),r[2].toFixed(3).padStart(7)," ",r[0].slice(0,110));
-' $D
+if(process.env.MATCH){console.log("matching "+process.env.MATCH+":");const re=new RegExp(process.env.MATCH);for(const r of rows)if(re.test(r[0]))console.log(r[3].toFixed(3).padStart(7),r[1].toFixed(3).padStart(7),r[2].toFixed(3).padStart(7)," ",r[0].slice(0,110));}
+' $D "file://$TA/" "file://$TB/"

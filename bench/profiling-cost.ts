@@ -4,7 +4,12 @@
 // histograms and the frame ring, as a client connection does per request). Rounds interleaved,
 // minimum of each kept: the machine is shared. No sockets, so the difference is profiling's alone.
 //
-// Usage: node --import tsx bench/profiling-cost.ts [--rounds 8] [--requests 20000]
+// --evict-kb N writes one double in each 64-byte line of an N KiB array after every request, in
+// both states alike: a stand-in for what the rest of a running proxy's request (sockets, buffers,
+// the other process on the core) does to the CPU's caches between two requests, so that the records'
+// cost with their data out of the nearest caches can be read here too.
+//
+// Usage: node --import tsx bench/profiling-cost.ts [--rounds 8] [--requests 20000] [--evict-kb 0]
 import { performance } from 'node:perf_hooks';
 import { serialize, Long } from 'bson';
 import { PipelineManager, Exchange, type Pipeline } from '../runtime/pipeline/index.ts';
@@ -16,6 +21,9 @@ import { arg, devNullHostLogger, eightBuiltinsInProcess } from './lib.ts';
 
 const rounds = Number(arg('--rounds', '8'));
 const requests = Number(arg('--requests', '20000'));
+const evictKb = Number(arg('--evict-kb', '0'));
+const evict = new Float64Array(evictKb * 128);
+let evictSum = 0;
 const hostLog = devNullHostLogger();
 const config = eightBuiltinsInProcess();
 const profiler = await Profiler.create(profilingSettings(parseConfig({ profiling: { enabled: true } }, null).profiling!), { warn() {} });
@@ -54,6 +62,7 @@ function run(p: Pipeline, timed: boolean): number {
       ex.replyBody = reply;
       p.runResponse(ex);
     }
+    if (evictKb > 0) for (let k = 0; k < evict.length; k += 8) evictSum += evict[k]++;
     if (timed) {
       completed.totalNs = 150_000; completed.upstreamNs = 100_000;
       profiler.commit(completed);
