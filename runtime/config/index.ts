@@ -36,5 +36,5 @@ export {
   channelProblems, notificationChannel, NOTIFICATION_EVENTS, PAGER_EVENTS, PAGERDUTY_EVENTS_URL, PAGER_SEVERITIES,
   type NotificationsConfig, type NotificationChannelConfig,
 } from './notifications-schema.ts';
-export { parseHost, parseHostPort, refusedAddress, refusedUrl, hostPort, bracketHost, formatHostPort, httpUrl, listenFailure, errorReason,
+export { parseHost, parseHostPort, refusedAddress, refusedHost, refusedUrl, hostPort, bracketHost, formatHostPort, httpUrl, listenFailure, errorReason,
   type HostPort } from './address.ts';
