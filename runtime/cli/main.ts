@@ -7,7 +7,7 @@ import { ConfigError, loadConfig, parseConfig, parseHost, type ProxyConfig } fro
 import { startProxy, watchReload, type RunningProxy } from '../app/serve.ts';
 import { DevDbServer, DevReplicaSet } from '../devdb/index.ts';
 import { Logger, LogRing } from '../log/index.ts';
-import { digitsOption, typedOption } from './argv.ts';
+import { digitsOption, portOption, typedOption } from './argv.ts';
 import { registerLogs } from './logs.ts';
 import { registerBench } from './bench.ts';
 import { registerCanary } from './canary.ts';
@@ -136,15 +136,14 @@ cli.command('devdb', 'Run the embedded development upstream alone (in-memory; no
     'in-memory store; not replication)')
   .action(async (opts: { port: number; host: string; user?: string | string[]; tlsCert?: string; tlsKey?: string; replicaSet?: number }) => {
     const log = new Logger('proxy::devdb', 'info', 'pretty');
-    // Digits only (cac would have taken "1e3" as 1000).
-    const integer = (name: string, parsed: unknown): number | undefined => {
-      const r = digitsOption(name, parsed);
+    // Digits only (cac would have taken "1e3" as 1000); a port 0..65535, 0 picking a free one.
+    const option = (r: { value: number | undefined } | { problem: string }): number | undefined => {
       if (!('problem' in r)) return r.value;
       process.stderr.write(`proxy devdb: ${r.problem}\n`);
       process.exit(2);
     };
-    const port = integer('port', opts.port)!;
-    const members = integer('replica-set', opts.replicaSet);
+    const port = option(portOption('port', opts.port, true))!;
+    const members = option(digitsOption('replica-set', opts.replicaSet));
     if (members !== undefined) {
       if (opts.user !== undefined || opts.tlsCert !== undefined) {
         process.stderr.write('proxy devdb: --replica-set runs without --user and --tls-cert\n');
