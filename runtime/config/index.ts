@@ -1,7 +1,8 @@
 // Public surface of the configuration layer.
 export { ConfigError, type ConfigIssue } from './errors.ts';
 export {
-  loadConfig, parseConfig, parseConfigText, parseText, readConfigFile, MAX_CONFIG_BYTES, formatPath, CONFIG_FILE_NAMES, type LoadedConfig,
+  loadConfig, parseConfig, parseConfigText, parseText, readConfigFile, MAX_CONFIG_BYTES, formatPath, CONFIG_FILE_NAMES, CONFIG_FORMATS, type LoadedConfig,
+  type ConfigFormat,
 } from './load.ts';
 export {
   ProxyConfigSchema,
