@@ -5,7 +5,7 @@
 // reload has succeeded: an address that cannot be bound refuses the reload, and the old listener,
 // tokens and configuration stay.
 import type { FastifyInstance } from 'fastify';
-import { ConfigError, type ProxyConfig } from '../config/index.ts';
+import { ConfigError, type ConfigFormat, type ProxyConfig } from '../config/index.ts';
 import type { Log } from '../log/index.ts';
 import type { CanaryController } from '../canary/index.ts';
 import type { Profiler, SnapshotStore } from '../profiling/index.ts';
@@ -23,6 +23,8 @@ export interface HttpSurfaceDeps {
   snapshots: SnapshotStore | null;
   canary: CanaryController | null;
   configFile: string | null;
+  /** Its format when its name does not say it; absent: by the extension. */
+  configFormat?: ConfigFormat;
   log: Log;
   /** With workers: the machine's merged metrics and the refresh of the primary's profiler from the workers'. */
   machine?: Pick<MachineView, 'metrics' | 'refresh' | 'workers' | 'workerProfiler' | 'size'> | null;
@@ -79,7 +81,7 @@ export class HttpSurfaces {
     const machine = this.deps.machine ?? null;
     const workers = machine === null ? undefined : () => machine.workers();
     return startAdmin(adminSurface(this.deps.running, this.metrics, workers, machine?.size), listen,
-      { token: this.adminTokens, configFile: this.deps.configFile });
+      { token: this.adminTokens, configFile: this.deps.configFile, configFormat: this.deps.configFormat });
   }
 
   openProfiling(p: NonNullable<ProxyConfig['profiling']>): Promise<Http> {

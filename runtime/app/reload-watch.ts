@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
-import { ConfigError, parseConfigText, readConfigFile, type ProxyConfig } from '../config/index.ts';
+import { ConfigError, parseConfigText, readConfigFile, type ConfigFormat, type ProxyConfig } from '../config/index.ts';
 import { readRegularFileSync } from '../fs/index.ts';
 import type { Log } from '../log/index.ts';
 import { ConfigFileWatcher } from './config-watch.ts';
@@ -20,6 +20,8 @@ export interface ReloadTarget {
 export interface WatchReloadOptions {
   /** Quiet time after a file event before the file is read (default 200 ms). */
   debounceMs?: number;
+  /** The file's format when its name does not say it (serve --config-format); absent: by the extension. */
+  format?: ConfigFormat;
 }
 
 /**
@@ -85,7 +87,7 @@ export function watchReload(running: ReloadTarget, file: string, log: Log, opts:
     const textHash = createHash('sha256').update(text).digest('hex');
     let config: ProxyConfig;
     try {
-      config = parseConfigText(text, file);
+      config = parseConfigText(text, file, opts.format);
     } catch (err) {
       if (!(err instanceof ConfigError)) throw err;
       if (!explicit && textHash === refusedText) return;
@@ -128,7 +130,7 @@ export function watchReload(running: ReloadTarget, file: string, log: Log, opts:
   chain = chain.then(async () => {
     try {
       const text = await readConfigFile(file);
-      const config = parseConfigText(text, file);
+      const config = parseConfigText(text, file, opts.format);
       if (isDeepStrictEqual(config, running.config)) applied = { fingerprint: configFingerprint(text, config, running), config: running.config };
     } catch {
       // Unreadable or refused now: the first trigger reports it.

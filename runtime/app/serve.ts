@@ -1,6 +1,7 @@
 // Assembles a running proxy from a configuration: logger, development upstream (when no
 // upstream.uri), upstream pool, client listener. Used by `proxy serve` and by tests.
-import { ConfigError, parseConfig, pipelineEntries, canaryDurationMs, formatHostPort, hostPort, restartKeys, type ProxyConfig } from '../config/index.ts';
+import { ConfigError, parseConfig, pipelineEntries, canaryDurationMs, formatHostPort, hostPort, restartKeys, type ConfigFormat,
+  type ProxyConfig } from '../config/index.ts';
 import { Logger, LogRing } from '../log/index.ts';
 import { DevDbServer } from '../devdb/index.ts';
 import { Topology, UpstreamPool, parseUpstreamUri, resolveUpstreamUri, type SharedPins, type UpstreamAddress } from '../upstream/index.ts';
@@ -112,6 +113,8 @@ export interface StartOptions {
   pluginDir?: string;
   /** The file the configuration came from (the admin reload re-reads it). */
   configFile?: string | null;
+  /** Its format when its name does not say it (serve --config-format); absent: by the extension. */
+  configFormat?: ConfigFormat;
   /** Where canary events go (the notification channels); default: logged. */
   canarySink?: CanaryEventSink;
   /** The canary controller's clock (tests). */
@@ -450,7 +453,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   };
   let member: FleetMember | null = null;
   let fleetPipelines: FleetPipelines | null = null;
-  surfaces = new HttpSurfaces(config, { running, profiler, snapshots, canary, configFile: opts.configFile ?? null, log,
+  surfaces = new HttpSurfaces(config, { running, profiler, snapshots, canary, configFile: opts.configFile ?? null, configFormat: opts.configFormat, log,
     fleet: () => (member === null ? null : controlPlaneFleet(member, fleet?.sync ?? null, canary!, controllerGraphs!, fleetToken,
       config.fleet.evidence_timeout_ms, fleetPipelines, canaryMetrics!)), machine });
   if (worker) return running; // the primary opens the HTTP endpoints

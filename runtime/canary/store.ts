@@ -3,21 +3,17 @@
 // sustained timers' start times, the paused flag, outcome), its history, its evaluation samples and
 // its report. WAL journal: a kill -9 loses nothing that was committed.
 //
-// The file is watched (its device and inode, before each write and every checkMs): canary.db
-// deleted or replaced while the proxy runs (`rm -rf data/`, a restore over it) would otherwise go
-// on being written through the open handle, into a file nobody can open again, and every canary
-// would be gone at the next restart with nothing said. The open handle still holds everything, so
-// the store writes it to a new canary.db (a replacing file is moved aside first, not overwritten)
-// and logs it at `error` once.
-import Database from 'better-sqlite3';
-import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import type { Log } from '../log/index.ts';
+// The file is watched (sqlite-file.ts: its device and inode, before each write and every checkMs):
+// canary.db deleted or replaced while the proxy runs (`rm -rf data/`, a restore over it) is written
+// anew from the open handle and logged at `error` once.
+import type Database from 'better-sqlite3';
+import { join, resolve } from 'node:path';
 import type { CanarySpec } from './spec.ts';
 import type { RuleReading, SideMetrics } from './events.ts';
 import type { PipelineConfig } from '../pipeline/index.ts';
 import type { Evaluation } from './evaluator.ts';
 import type { DiffRecord, DivergenceKind } from './shadow.ts';
+import { WatchedSqlite, type SqliteFileSettings, type WatchOptions } from './sqlite-file.ts';
 
 export type CanaryStatus = 'active' | 'paused' | 'completed' | 'rolled_back';
 
@@ -127,18 +123,7 @@ export interface CanaryRecords {
   evaluated?(id: string, view: EvaluationView): void;
 }
 
-/**
- * An error opening one of the canary's SQLite files, naming the file and what to do
- * (better-sqlite3 says "file is not a database" or "database is locked" without the file).
- */
-export function sqliteOpenError(what: string, path: string, err: unknown, key: string): Error {
-  const e = err as NodeJS.ErrnoException;
-  const todo = e.code === 'SQLITE_NOTADB' || e.code === 'SQLITE_CORRUPT'
-    ? 'it is not a readable SQLite database: move it aside (it is then created empty) or restore it from a backup'
-    : e.code === 'SQLITE_BUSY' ? `another process holds it (one proxy per ${key})`
-    : e.code === 'EEXIST' || e.code === 'ENOTDIR' ? `its directory (from ${key}) is a file, not a directory` : `check ${key}`;
-  return new Error(`cannot open ${what} ${path}: ${e.message}; ${todo}`, { cause: err });
-}
+export { sqliteOpenError } from './sqlite-file.ts';
 
 const CANARY_SCHEMA = `
   CREATE TABLE IF NOT EXISTS canaries (id TEXT PRIMARY KEY, pipeline_id TEXT NOT NULL, status TEXT NOT NULL, created_at INTEGER NOT NULL,
@@ -178,70 +163,27 @@ function prepare(db: Database.Database) {
   };
 }
 
-/** Opens (creating if missing) a canary database at `path` with the store's settings and tables. */
-function openDatabase(path: string): Database.Database {
-  let db: Database.Database | null = null;
-  try {
-    mkdirSync(dirname(path), { recursive: true });
-    db = new Database(path);
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = FULL');
-    db.exec(CANARY_SCHEMA);
-    return db;
-  } catch (err) {
-    db?.close();
-    throw sqliteOpenError('the canary store', path, err, 'canary.data_dir');
-  }
-}
+const CANARY_FILE: SqliteFileSettings = {
+  what: 'the canary store', key: 'canary.data_dir', place: 'canary.data_dir', holds: 'the canaries, their history, samples and promotions',
+  lost: 'every canary', synchronous: 'FULL', schema: CANARY_SCHEMA,
+};
 
-/**
- * A file's identity: device and inode (bigint: inode numbers past 2^53 exist); null: no file there;
- * undefined: cannot tell (stat failed otherwise, e.g. EACCES) — nothing is done about that.
- */
-function identityOf(path: string): string | null | undefined {
-  try {
-    const st = statSync(path, { bigint: true });
-    return `${st.dev}:${st.ino}`;
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    return code === 'ENOENT' || code === 'ENOTDIR' ? null : undefined;
-  }
-}
-
-export interface CanaryStoreOptions {
-  /** Where a canary.db deleted or replaced under the proxy is reported (absent: not reported, still re-persisted). */
-  log?: Pick<Log, 'info' | 'error'>;
-  /** How often the file is checked besides before each write (ms); 0: only before writes. */
-  checkMs?: number;
-  /** The clock (ms since the epoch) naming a replaced file moved aside; tests move it. */
-  now?: () => number;
-}
+export type CanaryStoreOptions = WatchOptions;
 
 export class CanaryStore implements CanaryRecords {
   readonly path: string;
-  private db: Database.Database;
+  private readonly file: WatchedSqlite;
   private readonly maxSamples: number;
-  private stmts: Statements;
-  /** The device and inode of the file `db` has open. */
-  private identity: string | null | undefined;
-  private readonly log: Pick<Log, 'info' | 'error'> | null;
-  private readonly now: () => number;
-  private readonly timer: NodeJS.Timeout | null;
-  /** A re-persist failed and was reported; retried at each check, reported again only once it works. */
-  private failing = false;
-  private closed = false;
+  private stmts!: Statements;
 
   constructor(dir: string, maxSamples = 10000, opts: CanaryStoreOptions = {}) {
     this.path = join(resolve(dir), 'canary.db');
     this.maxSamples = maxSamples;
-    this.log = opts.log ?? null;
-    this.now = opts.now ?? Date.now;
-    this.db = openDatabase(this.path);
-    this.stmts = prepare(this.db);
-    this.identity = identityOf(this.path);
-    const every = opts.checkMs ?? 10_000;
-    this.timer = every > 0 ? setInterval(() => this.check(), every) : null;
-    this.timer?.unref();
+    this.file = new WatchedSqlite(this.path, CANARY_FILE, (db) => { this.stmts = prepare(db); }, opts);
+  }
+
+  private get db(): Database.Database {
+    return this.file.db;
   }
 
   /**
@@ -249,58 +191,7 @@ export class CanaryStore implements CanaryRecords {
    * file), writes everything the open handle holds to a new canary.db and switches to it.
    */
   check(): void {
-    const now = identityOf(this.path);
-    if (this.closed || now === undefined || this.identity === undefined || now === this.identity) return;
-    const how = now === null ? 'deleted' : 'replaced';
-    try {
-      const movedAside = this.repersist(now !== null);
-      this.log?.error(`the canary store ${this.path} was ${how} while the proxy runs: the canaries, their history, samples and promotions ` +
-        `the proxy holds were written to a new ${this.path}, so nothing is lost` + (movedAside === null ? '' : ` (the file found there is ` +
-        `kept as ${movedAside})`) + '. Stop the proxy before deleting, moving or restoring canary.data_dir', {
-        file: this.path, how, moved_aside: movedAside,
-      });
-      this.failing = false;
-    } catch (err) {
-      if (!this.failing) {
-        this.log?.error(`the canary store ${this.path} was ${how} while the proxy runs, and writing its state to a new file failed ` +
-          `(retried every check): every canary is lost at the next restart unless this is fixed while the proxy runs — make ` +
-          `canary.data_dir writable again`, { file: this.path, how, error: (err as Error).message });
-      }
-      this.failing = true;
-    }
-  }
-
-  /**
-   * Writes the open database to `<path>.recovering` (VACUUM INTO: a consistent copy), moves a file
-   * now at `path` aside if `replaced`, closes the old handle and opens the copy as `path`. The WAL
-   * is checkpointed and truncated first: the old handle's canary.db-wal keeps its name, and a new
-   * database must not find frames of the old one in it. Returns where a replacing file went.
-   */
-  private repersist(replaced: boolean): string | null {
-    const tmp = `${this.path}.recovering`;
-    rmSync(tmp, { force: true });
-    mkdirSync(dirname(this.path), { recursive: true });
-    this.db.pragma('wal_checkpoint(TRUNCATE)');
-    this.db.prepare('VACUUM INTO ?').run(tmp);
-    let aside: string | null = null;
-    if (replaced) {
-      aside = `${this.path}.replaced-${new Date(this.now()).toISOString().replace(/:/g, '')}`;
-      renameSync(this.path, aside);
-    }
-    this.db.close();
-    try {
-      renameSync(tmp, this.path);
-      this.db = openDatabase(this.path);
-    } catch (err) {
-      // The copy holds everything: run on it (the next check, finding no canary.db of ours, tries again).
-      this.db = openDatabase(existsSync(this.path) && !existsSync(tmp) ? this.path : tmp);
-      this.stmts = prepare(this.db);
-      this.identity = `the copy at ${tmp}`;
-      throw err;
-    }
-    this.stmts = prepare(this.db);
-    this.identity = identityOf(this.path);
-    return aside;
+    this.file.check();
   }
 
   /** Writes the record and, in the same transaction, its new history entries. */
@@ -377,10 +268,6 @@ export class CanaryStore implements CanaryRecords {
 
   /** Checks the file a last time (a graceful stop re-persists a deleted store), then closes it. */
   close(): void {
-    if (this.closed) return;
-    if (this.timer !== null) clearInterval(this.timer);
-    this.check();
-    this.closed = true;
-    this.db.close();
+    this.file.close();
   }
 }

@@ -14,9 +14,17 @@ export function typedOption(name: string): string | undefined {
   return undefined;
 }
 
+/** The highest TCP port. */
+export const MAX_PORT = 65535;
+
 /** `host:port` or an http(s) URL → `http(s)://host:port[/path]` without a trailing slash; or why not. */
 export function httpBaseUrl(text: string, what: string): { url: string } | { problem: string } {
   const t = /^[a-z][a-z0-9+.-]*:\/\//i.test(text) ? text : `http://${text}`;
+  // A port the URL parser would refuse (99999) or keep (0, which nothing listens on): said as such, not "not a URL".
+  const port = /^[a-z][a-z0-9+.-]*:\/\/(?:[^@/?#]*@)?(?:\[[^\]/?#]*\]|[^:/?#]*):(\d+)(?:[/?#]|$)/i.exec(t)?.[1];
+  if (port !== undefined && !(Number(port) >= 1 && Number(port) <= MAX_PORT)) {
+    return { problem: `${what} "${text}": the port must be 1..${MAX_PORT}, got ${port}` };
+  }
   let u: URL;
   try { u = new URL(t); } catch { return { problem: `${what} "${text}" is not a URL (use http://host:port)` }; }
   if (u.protocol !== 'http:' && u.protocol !== 'https:') return { problem: `${what} "${text}" must be http:// or https://` };
@@ -33,4 +41,16 @@ export function digitsOption(name: string, parsed: unknown): { value: number | u
   const text = typedOption(name) ?? (typeof parsed === 'boolean' ? '' : String(parsed));
   if (!/^\d+$/.test(text)) return { problem: `--${name} must be digits only (a whole number), got "${text}"` };
   return { value: Number(text) };
+}
+
+/**
+ * A port option (`--port`): digits only (digitsOption), 0..65535; 0, "any free port", only where
+ * `anyFree` says the command documents it, else 1..65535.
+ */
+export function portOption(name: string, parsed: unknown, anyFree: boolean): { value: number | undefined } | { problem: string } {
+  const r = digitsOption(name, parsed);
+  const min = anyFree ? 0 : 1;
+  if ('problem' in r || r.value === undefined || (r.value >= min && r.value <= MAX_PORT)) return r;
+  return { problem: `--${name} must be a port number ${min}..${MAX_PORT}${anyFree ? ' (0: any free port)' : ''}, got ` +
+    `${typedOption(name) ?? String(parsed)}` };
 }

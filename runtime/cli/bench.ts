@@ -2,7 +2,7 @@
 // with the reason; a target that cannot be reached or misbehaves exits 1.
 import type { CAC } from 'cac';
 import { exitCodeOf } from '../errors/catalogue.ts';
-import { typedOption } from './argv.ts';
+import { httpBaseUrl, typedOption } from './argv.ts';
 import {
   BENCH_OPS, BenchError, DEFAULT_PROFILING_URL, formatProgress, formatResult, parseConnections, parseDuration, parseOp, parseTarget, runBench,
   type BenchOp, type BenchProgress,
@@ -35,6 +35,7 @@ async function benchCommand(opts: BenchCliOptions): Promise<void> {
   let connections: number;
   let durationMs: number;
   let op: BenchOp;
+  let profilingUrl: string | null;
   const target = String(opts.target);
   try {
     // As typed: cac would have turned "1e1" into 10, which parseConnections' digits-only check would miss.
@@ -42,6 +43,7 @@ async function benchCommand(opts: BenchCliOptions): Promise<void> {
     durationMs = parseDuration(opts.duration);
     op = parseOp(opts.op);
     parseTarget(target);
+    profilingUrl = profilingEndpoint(opts.profilingUrl);
   } catch (err) {
     process.stderr.write(`proxy bench: ${(err as Error).message}\n`);
     process.exit(2);
@@ -52,10 +54,9 @@ async function benchCommand(opts: BenchCliOptions): Promise<void> {
     ? (p: BenchProgress) => process.stderr.write(`\r\x1b[2K${formatProgress(p)}`)
     : (p: BenchProgress) => process.stderr.write(`${formatProgress(p)}\n`);
   try {
-    const url = opts.profilingUrl ?? process.env.PROXY_PROFILE_URL ?? DEFAULT_PROFILING_URL;
     const result = await runBench({
       target, connections, durationMs, op, onProgress,
-      profilingUrl: url === 'none' ? null : url.replace(/\/+$/, ''), profilingToken: opts.profilingToken ?? process.env.PROXY_PROFILE_TOKEN ?? null,
+      profilingUrl, profilingToken: opts.profilingToken ?? process.env.PROXY_PROFILE_TOKEN ?? null,
     });
     if (tty) process.stderr.write('\r\x1b[2K');
     process.stdout.write(opts.json === true ? `${JSON.stringify(result, null, 2)}\n` : formatResult(result));
@@ -65,4 +66,14 @@ async function benchCommand(opts: BenchCliOptions): Promise<void> {
     process.stderr.write(`proxy bench: ${(err as Error).message}${code}\n`);
     process.exit(err instanceof BenchError ? exitCodeOf(err.code) : 1);
   }
+}
+
+/** The profiling endpoint read for the overhead (--profiling-url, $PROXY_PROFILE_URL, the default), null for "none"; a bad URL or port throws. */
+function profilingEndpoint(option: string | undefined): string | null {
+  const text = option ?? process.env.PROXY_PROFILE_URL ?? DEFAULT_PROFILING_URL;
+  if (text === 'none') return null;
+  const r = httpBaseUrl(text, option !== undefined ? '--profiling-url' : process.env.PROXY_PROFILE_URL !== undefined ? '$PROXY_PROFILE_URL' :
+    'the profiling URL');
+  if ('problem' in r) throw new Error(r.problem);
+  return r.url;
 }

@@ -7,7 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import type { CAC } from 'cac';
 import { loadConfig } from '../config/index.ts';
 import { prettyLine, isLogLevel, LOG_LEVELS } from '../log/index.ts';
-import { digitsOption } from './argv.ts';
+import { digitsOption, httpBaseUrl } from './argv.ts';
 import { answerTooLarge, MAX_ANSWER_BYTES, openRequest, REQUEST_TIMEOUT_MS } from './http-client.ts';
 
 interface LogsOptions {
@@ -33,15 +33,18 @@ export class LogsError extends Error {
 
 async function endpoint(opts: LogsOptions): Promise<{ url: string; token: string | null }> {
   let url = typeof opts.url === 'string' ? opts.url : process.env.PROXY_ADMIN_URL;
+  let what = typeof opts.url === 'string' ? '--url' : '$PROXY_ADMIN_URL';
   let token = typeof opts.token === 'string' ? opts.token : process.env.PROXY_ADMIN_TOKEN ?? null;
   if (typeof opts.config === 'string') {
     const { config } = await loadConfig({ file: opts.config });
     if (config.admin?.listen === undefined) throw new LogsError(`${opts.config} has no admin.listen: the proxy serves its logs on the admin port`);
-    url ??= `http://${config.admin.listen}`;
+    if (url === undefined) [url, what] = [`http://${config.admin.listen}`, `admin.listen of ${opts.config}`];
     token ??= config.admin.token ?? null;
   }
   if (url === undefined) throw new LogsError('which proxy? give --url http://<admin.listen> (or $PROXY_ADMIN_URL), or --config <the proxy\'s config file>');
-  return { url: url.replace(/\/$/, ''), token };
+  const base = httpBaseUrl(url, what);
+  if ('problem' in base) throw new LogsError(base.problem);
+  return { url: base.url, token };
 }
 
 /** Prints the lines through `out` until the proxy closes the stream or `signal` aborts (then it returns). */

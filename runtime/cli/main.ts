@@ -3,11 +3,11 @@ import { readFileSync } from 'node:fs';
 import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { cac } from 'cac';
-import { ConfigError, loadConfig, parseConfig, parseHost, type ProxyConfig } from '../config/index.ts';
+import { CONFIG_FORMATS, ConfigError, loadConfig, parseConfig, parseHost, type ConfigFormat, type ProxyConfig } from '../config/index.ts';
 import { startProxy, watchReload, type RunningProxy } from '../app/serve.ts';
 import { DevDbServer, DevReplicaSet } from '../devdb/index.ts';
 import { Logger, LogRing } from '../log/index.ts';
-import { digitsOption, typedOption } from './argv.ts';
+import { digitsOption, portOption, typedOption } from './argv.ts';
 import { registerLogs } from './logs.ts';
 import { registerBench } from './bench.ts';
 import { registerCanary } from './canary.ts';
@@ -24,9 +24,10 @@ const cli = cac('proxy');
 
 cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,yaml,yml,toml}, else defaults)')
   .option('--config <file>', 'configuration file (JSON, YAML or TOML)')
+  .option('--config-format <format>', 'json | yaml | toml: how to read --config whatever its name (a pipe, --config <(…), has no extension)')
   .option('--listen <host:port>', 'address for client connections, in place of the configuration\'s listen (kept across reloads)')
   .option('--workers <n>', 'worker processes ("auto", the default: one per CPU; 1: the whole proxy in one process), in place of the configuration\'s workers')
-  .action(async (opts: { config?: string; listen?: unknown; workers?: unknown }) => {
+  .action(async (opts: { config?: string; configFormat?: unknown; listen?: unknown; workers?: unknown }) => {
     // A worker forked by the primary (runtime/cluster/): it is handed its configuration.
     if (cluster.isWorker) return runWorker();
     // A SIGHUP before the reload handler is installed would end the process (the signal's default
@@ -38,8 +39,9 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
     if (takeStartupHup()) hupWhileStarting = true;
     let loaded;
     let workers: number;
+    const format = configFormat(opts.configFormat, opts.config);
     try {
-      loaded = await loadConfig({ file: opts.config });
+      loaded = await loadConfig({ file: opts.config, format });
       // Checked by the schema as the file's `listen` is; cac would turn a bare "27018" into a number.
       const listen = opts.listen === undefined ? undefined : typedOption('listen') ?? String(opts.listen);
       if (listen !== undefined) loaded = { ...loaded, config: { ...loaded.config, listen: parseConfig({ listen }, '--listen').listen } };
@@ -65,7 +67,7 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
     else log.info('no configuration file found: using defaults');
     let running;
     try {
-      running = await startProxy(loaded.config, { log, configFile: loaded.source,
+      running = await startProxy(loaded.config, { log, configFile: loaded.source, configFormat: format,
         cluster: workers > 1 ? { role: 'primary', machine: new Machine({ workers, log: log.child('proxy::cluster'), configFile: loaded.source,
           ring: log.ring }) }
         : undefined });
@@ -89,7 +91,7 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
         get config() { return proxy.config; },
         pipelines: proxy.pipelines,
         reload: (next) => proxy.reload({ ...next, ...kept }),
-      }, loaded.source, log);
+      }, loaded.source, log, { format });
     }
     process.off('SIGHUP', holdHup);
     if (hupWhileStarting && loaded.source !== null) process.emit('SIGHUP', 'SIGHUP');
@@ -104,6 +106,17 @@ cli.command('serve', 'Run the proxy (config from --config, else ./proxy.{json,ya
     process.on('SIGINT', () => stop('SIGINT'));
     process.on('SIGTERM', () => stop('SIGTERM'));
   });
+
+/** `--config-format` checked (json, yaml or toml; only with --config): a bad one exits 2. */
+function configFormat(option: unknown, file: string | undefined): ConfigFormat | undefined {
+  if (option === undefined) return undefined;
+  const text = typedOption('config-format') ?? String(option);
+  const problem = !(CONFIG_FORMATS as readonly string[]).includes(text) ? `--config-format must be ${CONFIG_FORMATS.join(', ')}, got "${text}"`
+    : file === undefined ? '--config-format goes with --config <file>' : null;
+  if (problem === null) return text as ConfigFormat;
+  process.stderr.write(`proxy serve: ${problem}\n`);
+  process.exit(2);
+}
 
 /** Removes the SIGHUP holder bin/proxy.mjs installs for `serve`; true when a signal came while the modules loaded. */
 function takeStartupHup(): boolean {
@@ -136,15 +149,14 @@ cli.command('devdb', 'Run the embedded development upstream alone (in-memory; no
     'in-memory store; not replication)')
   .action(async (opts: { port: number; host: string; user?: string | string[]; tlsCert?: string; tlsKey?: string; replicaSet?: number }) => {
     const log = new Logger('proxy::devdb', 'info', 'pretty');
-    // Digits only (cac would have taken "1e3" as 1000).
-    const integer = (name: string, parsed: unknown): number | undefined => {
-      const r = digitsOption(name, parsed);
+    // Digits only (cac would have taken "1e3" as 1000); a port 0..65535, 0 picking a free one.
+    const option = (r: { value: number | undefined } | { problem: string }): number | undefined => {
       if (!('problem' in r)) return r.value;
       process.stderr.write(`proxy devdb: ${r.problem}\n`);
       process.exit(2);
     };
-    const port = integer('port', opts.port)!;
-    const members = integer('replica-set', opts.replicaSet);
+    const port = option(portOption('port', opts.port, true))!;
+    const members = option(digitsOption('replica-set', opts.replicaSet));
     if (members !== undefined) {
       if (opts.user !== undefined || opts.tlsCert !== undefined) {
         process.stderr.write('proxy devdb: --replica-set runs without --user and --tls-cert\n');

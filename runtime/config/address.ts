@@ -142,17 +142,40 @@ export function refusedAddress(host: string): string | null {
   return LINK_LOCAL.check(h, family) ? 'a link-local address' : null;
 }
 
+/**
+ * The problem with calling `host` (a host name or address, as a URL or the SMTP settings give it)
+ * when it is a refused address in any spelling a URL accepts (`2852039166`, `0xa9.254.169.254`,
+ * `::ffff:169.254.169.254`); else null. A host name is checked where it is resolved.
+ */
+export function refusedHost(host: string): string | null {
+  let h = host;
+  try {
+    // The WHATWG URL parser writes every IPv4 spelling as a dotted quad and IPv6 in its short form;
+    // taken only when the whole text is the URL's host (not `user@host`, `host/path`, `host:port`).
+    const u = new URL(`http://${isIPv6(host) ? `[${host}]` : host}/`);
+    if (u.username === '' && u.password === '' && u.port === '' && u.pathname === '/' && u.search === '' && u.hash === '') h = u.hostname;
+  } catch { /* not a URL host: checked as written */ }
+  const why = refusedAddress(h);
+  return why === null ? null : `${h} is ${why}: the canary never calls link-local (169.254.0.0/16, fe80::/10) or unspecified (0.0.0.0/8, ::) ` +
+    'addresses';
+}
+
 /** The problem with an http(s) URL the canary calls, when its host is a refused address literal; else null. */
 export function refusedUrl(url: string): string | null {
   let host: string;
   try { host = new URL(url).hostname; } catch { return null; }
-  const why = refusedAddress(host);
-  return why === null ? null : `${host} is ${why}: the canary never calls link-local (169.254.0.0/16, fe80::/10) or unspecified (0.0.0.0/8, ::) ` +
-    'addresses';
+  return refusedHost(host);
 }
 
-/** A valibot check of a URL the canary calls: refused when refusedUrl finds a problem (a raw check, so the message is kept). */
-export const notRefusedUrl = v.rawCheck<string>(({ dataset, addIssue }) => {
-  const problem = dataset.typed ? refusedUrl(dataset.value) : null;
-  if (problem !== null) addIssue({ message: problem });
-});
+/** A valibot check of a text with `refused` (refusedUrl, refusedHost): refused with its problem (a raw check, so the message is kept). */
+function notRefused(refused: (text: string) => string | null) {
+  return v.rawCheck<string>(({ dataset, addIssue }) => {
+    const problem = dataset.typed ? refused(dataset.value) : null;
+    if (problem !== null) addIssue({ message: problem });
+  });
+}
+
+/** A valibot check of a URL the canary calls. */
+export const notRefusedUrl = notRefused(refusedUrl);
+/** A valibot check of a host the canary calls (notifications.smtp.host). */
+export const notRefusedHost = notRefused(refusedHost);

@@ -1,7 +1,8 @@
 // Public surface of the configuration layer.
 export { ConfigError, type ConfigIssue } from './errors.ts';
 export {
-  loadConfig, parseConfig, parseConfigText, parseText, readConfigFile, MAX_CONFIG_BYTES, formatPath, CONFIG_FILE_NAMES, type LoadedConfig,
+  loadConfig, parseConfig, parseConfigText, parseText, readConfigFile, MAX_CONFIG_BYTES, formatPath, CONFIG_FILE_NAMES, CONFIG_FORMATS, type LoadedConfig,
+  type ConfigFormat,
 } from './load.ts';
 export {
   ProxyConfigSchema,
@@ -36,5 +37,5 @@ export {
   channelProblems, notificationChannel, NOTIFICATION_EVENTS, PAGER_EVENTS, PAGERDUTY_EVENTS_URL, PAGER_SEVERITIES,
   type NotificationsConfig, type NotificationChannelConfig,
 } from './notifications-schema.ts';
-export { parseHost, parseHostPort, refusedAddress, refusedUrl, hostPort, bracketHost, formatHostPort, httpUrl, listenFailure, errorReason,
+export { parseHost, parseHostPort, refusedAddress, refusedHost, refusedUrl, hostPort, bracketHost, formatHostPort, httpUrl, listenFailure, errorReason,
   type HostPort } from './address.ts';

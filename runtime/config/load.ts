@@ -20,13 +20,18 @@ import {
 /** Looked for, in this order, in the working directory when no file is named. */
 export const CONFIG_FILE_NAMES = ['proxy.json', 'proxy.yaml', 'proxy.yml', 'proxy.toml'] as const;
 
+/** A configuration file's format, when its name does not tell it (`serve --config <(…)` reads /dev/fd/63). */
+export const CONFIG_FORMATS = ['json', 'yaml', 'toml'] as const;
+export type ConfigFormat = typeof CONFIG_FORMATS[number];
+
 export interface LoadedConfig {
   config: ProxyConfig;
   /** Absolute path of the file read, or null when the defaults were used. */
   source: string | null;
 }
 
-export async function loadConfig(opts: { file?: string; cwd?: string } = {}): Promise<LoadedConfig> {
+/** `format`: how to read the file, whatever its extension (absent: by the extension). */
+export async function loadConfig(opts: { file?: string; cwd?: string; format?: ConfigFormat } = {}): Promise<LoadedConfig> {
   const cwd = opts.cwd ?? process.cwd();
   let file: string | null = null;
   if (opts.file !== undefined) {
@@ -48,7 +53,7 @@ export async function loadConfig(opts: { file?: string; cwd?: string } = {}): Pr
   } catch (err) {
     throw new ConfigError(file, [{ path: '', message: `cannot read file: ${(err as Error).message}` }], { cause: err });
   }
-  return { config: parseConfigText(text, file), source: file };
+  return { config: parseConfigText(text, file, opts.format), source: file };
 }
 
 /** The largest configuration file read: configurations are kilobytes; a larger file is a mistake (or /dev/zero). */
@@ -68,9 +73,9 @@ export async function readConfigFile(file: string, idleMs = CONFIG_PIPE_IDLE_MS)
   return buf.toString('utf8');
 }
 
-/** The configuration in a file's text, read as the file's extension says (a reload that has read the file itself). */
-export function parseConfigText(text: string, file: string): ProxyConfig {
-  return parseConfig(parseText(text, file), file);
+/** The configuration in a file's text, read as `format` or else the file's extension says (a reload that has read the file itself). */
+export function parseConfigText(text: string, file: string, format?: ConfigFormat): ProxyConfig {
+  return parseConfig(parseText(text, file, format), file);
 }
 
 /** Validates an already-parsed object (a reload, a test, a config built in code). */
@@ -88,18 +93,19 @@ async function isFile(path: string): Promise<boolean> {
   }
 }
 
-/** The object a configuration file's text holds (by its extension: JSON, YAML or TOML), not yet validated. */
-export function parseText(text: string, file: string): unknown {
+const FORMAT_OF_EXTENSION: Record<string, ConfigFormat> = { '.json': 'json', '.yaml': 'yaml', '.yml': 'yaml', '.toml': 'toml' };
+
+/** The object a configuration file's text holds (as `format`, else by its extension: JSON, YAML or TOML), not yet validated. */
+export function parseText(text: string, file: string, format?: ConfigFormat): unknown {
   const ext = extname(file).toLowerCase();
-  switch (ext) {
-    case '.json':
+  switch (format ?? FORMAT_OF_EXTENSION[ext]) {
+    case 'json':
       try {
         return JSON.parse(text);
       } catch (err) {
         throw new ConfigError(file, [{ path: '', message: `invalid JSON: ${jsonPosition(text, (err as Error).message)}` }], { cause: err });
       }
-    case '.yaml':
-    case '.yml': {
+    case 'yaml': {
       const doc = parseDocument(text);
       if (doc.errors.length > 0) {
         const issues = doc.errors.map((e) => ({ path: '', message: `invalid YAML: ${firstLine(e.message)}` }));
@@ -107,7 +113,7 @@ export function parseText(text: string, file: string): unknown {
       }
       return doc.toJS();
     }
-    case '.toml':
+    case 'toml':
       try {
         return parseToml(text);
       } catch (err) {
@@ -117,9 +123,9 @@ export function parseText(text: string, file: string): unknown {
         throw new ConfigError(file, [{ path: '', message: `invalid TOML${at}: ${reason}` }], { cause: err });
       }
     default:
-      throw new ConfigError(file, [
-        { path: '', message: `unsupported file extension "${ext}" (use .json, .yaml, .yml or .toml)` },
-      ]);
+      throw new ConfigError(file, [{ path: '', message: `${ext === '' ? 'no file extension' : `unsupported file extension "${ext}"`} to tell the ` +
+        'format (use .json, .yaml, .yml or .toml; `proxy serve --config-format json|yaml|toml` names it for a file without one, such as ' +
+        'the pipe of --config <(…))' }]);
   }
 }
 

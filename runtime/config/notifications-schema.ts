@@ -4,7 +4,7 @@
 import * as v from 'valibot';
 import { onReload, onRestart } from './applies.ts';
 import { MAX_TIMER_MS, expects, int } from './expects.ts';
-import { notRefusedUrl } from './address.ts';
+import { notRefusedHost, notRefusedUrl } from './address.ts';
 
 /** SPEC §6 event names. runtime/canary/events.ts owns the list (CANARY_EVENT_TYPES); config sits
  *  below canary in the layers, so it keeps this copy and test/canary/notify/config.test.ts checks
@@ -60,7 +60,9 @@ export const notificationsSchema = v.strictObject({
     'with random jitter (50..100% of the delay).'), 1000)),
   max_backoff_ms: onReload(v.optional(int(1, MAX_TIMER_MS, 'Largest delay between two attempts.'), 60000)),
   smtp: onReload(v.optional(v.pipe(v.strictObject({
-    host: onReload(v.pipe(v.string(), v.minLength(1), v.description('SMTP server host.'))),
+    host: onReload(v.pipe(v.string(), v.minLength(1), notRefusedHost, v.description('SMTP server host. Never a link-local (169.254.0.0/16, ' +
+      'fe80::/10) or unspecified (0.0.0.0/8, ::) address, nor, at delivery, a name resolving to one (nothing is sent: the attempt fails and ' +
+      'is retried).'))),
     port: onReload(v.optional(int(1, 65535, 'SMTP server port.'), 587)),
     secure: onReload(v.optional(v.pipe(v.boolean(), v.description('TLS from the first byte (port 465); false: STARTTLS when the server offers it.')), false)),
     from: onReload(v.pipe(v.string(), v.minLength(3), v.description('Sender address, e.g. "Pipeline Proxy <proxy@example.com>".'))),

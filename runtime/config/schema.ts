@@ -245,14 +245,18 @@ const maxSteps = v.rawCheck<string[]>(({ dataset, addIssue }) => {
 
 /** A pipeline id: a metrics label value and a URL query value, so a plain name. */
 export const PIPELINE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
+export const PIPELINE_ID_MAX_LENGTH = 48;
+/** The one rule of a pipeline id, `pipeline.id` and `pipelines[].id` alike. */
+function pipelineIdSchema(description: string) {
+  return expects(v.pipe(v.string(), v.regex(PIPELINE_ID_PATTERN), v.maxLength(PIPELINE_ID_MAX_LENGTH), v.description(description)),
+    `pipeline id: letters, digits, "_", "-" and ".", starting with a letter or digit, at most ${PIPELINE_ID_MAX_LENGTH} characters`);
+}
 /** Pipelines at most: each is a graph compiled on every reload. */
 export const MAX_PIPELINES = 64;
 
 const pipeline = v.strictObject({
-  id: onRestart(v.optional(
-    v.pipe(v.string(), v.minLength(1), v.description('Name of this pipeline, used to tag its metrics.')),
-    'default',
-  )),
+  id: onRestart(v.optional(pipelineIdSchema('Name of this pipeline, used to tag its metrics (pipeline_id) and to name it to the canary API.'),
+    'default')),
   request: onReload(v.optional(
     v.pipe(
       v.array(stepId),
@@ -344,9 +348,8 @@ const step = v.strictObject({
 });
 
 const pipelineEntry = v.strictObject({
-  id: onReload(expects(v.pipe(v.string(), v.regex(PIPELINE_ID_PATTERN), v.maxLength(48),
-    v.description('Name of the pipeline: its metrics\' and profile\'s pipeline_id, the canary\'s pipeline_id. The entry whose id is the pipeline ' +
-    'block\'s id (default "default") is the default pipeline.')), 'pipeline id: letters, digits, "_", "-" and ".", at most 48 characters')),
+  id: onReload(pipelineIdSchema('Name of the pipeline: its metrics\' and profile\'s pipeline_id, the canary\'s pipeline_id. The entry whose id is ' +
+    'the pipeline block\'s id (default "default") is the default pipeline.')),
   match: onReload(v.optional(v.pipe(match, v.description('What a request must carry for this pipeline to take it: every key given must match (a ' +
     'key with a list: any of its values). Absent or empty: every request. app_name, user and client are settled once per connection; db, ' +
     'collection and command per request.')))),

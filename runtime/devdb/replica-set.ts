@@ -143,6 +143,9 @@ export class DevReplicaSet {
   /** `basePort` 0: free ports; else members listen on basePort, basePort + 1, … */
   static async start(size = 3, setName = 'rs0', engine = new DevEngine(), basePort = 0): Promise<DevReplicaSet> {
     if (!(size >= 1 && size <= 50)) throw new Error(`a replica set has 1 to 50 members, not ${size}`);
+    if (basePort !== 0 && basePort + size - 1 > 65535) {
+      throw new Error(`${size} members need ports ${basePort}..${basePort + size - 1}, past 65535: give a lower port (or 0 for free ones)`);
+    }
     const rs = new DevReplicaSet(size, setName, engine);
     for (const m of rs.members) {
       m.server = new DevDbServer(engine, { member: m });

@@ -5,6 +5,8 @@
 // good. So the file is opened non-blocking (returns at once) and a pipe is read through the event
 // loop (a net.Socket over the descriptor: epoll, no thread), with an idle bound: no data and no end
 // for `idleMs` is an error naming the wait. A regular file ignores O_NONBLOCK and is read as usual.
+// A pipe that ends without data is an error too: a process substitution's /dev/fd/N opened again
+// (a reload) ends at once, and reading that as an empty file would reload the defaults.
 import { close, constants, fstat, open, read } from 'node:fs';
 import { Socket } from 'node:net';
 import { promisify } from 'node:util';
@@ -63,7 +65,8 @@ function readPipe(fd: number, limits: ReadLimits): Promise<Buffer> {
       n += chunk.length;
       if (n > limits.maxBytes) done(null);
     });
-    sock.on('end', () => done(null));
+    sock.on('end', () => done(n === 0 ? new Error('the pipe ended without data (a pipe such as <(…) is read once: it cannot be read again ' +
+      'for a reload)') : null));
     sock.on('error', (err) => done(err));
   });
 }

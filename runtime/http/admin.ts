@@ -3,7 +3,7 @@
 // health probes /healthz and /readyz, which orchestrators (Kubernetes httpGet probes) call without
 // credentials and which reveal nothing but up/ready and why not.
 import type { FastifyInstance } from 'fastify';
-import { ConfigError, hostPort, loadConfig, parseConfig } from '../config/index.ts';
+import { ConfigError, hostPort, loadConfig, parseConfig, type ConfigFormat } from '../config/index.ts';
 import { sendError } from './reply.ts';
 import { createApp, listenApp } from './app.ts';
 import { Tokens } from './tokens.ts';
@@ -15,6 +15,8 @@ export interface AdminOptions {
   token: string | Tokens;
   /** The configuration file the proxy was started with (reload re-reads it when no body is sent). */
   configFile: string | null;
+  /** Its format when its name does not say it (serve --config-format); absent: by the extension. */
+  configFormat?: ConfigFormat;
 }
 
 /** Largest body: a whole configuration as JSON. */
@@ -174,7 +176,7 @@ export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyI
       } else {
         if (opts.configFile === null) return send(reply, 'PROXY_ERR_NO_CONFIG_FILE');
         source = opts.configFile;
-        next = (await loadConfig({ file: source })).config;
+        next = (await loadConfig({ file: source, format: opts.configFormat })).config;
       }
     } catch (err) {
       if (err instanceof ConfigError) return send(reply, 'PROXY_ERR_CONFIG', err.message, err.issues);

@@ -95,6 +95,23 @@ test('ids: unique, not a graph variant, a plain name; the default pipeline has n
   ]);
 });
 
+test('pipeline.id follows the rule of pipelines[].id: the same pattern and at most 48 characters, refused with its key path', () => {
+  const ok = 'a'.repeat(48);
+  for (const [id, fine] of [[ok, true], ['orders.v2_eu-1', true], [`${ok}b`, false], ['a b', false], ['', false], ['-a', false], ['a/b', false],
+    ['é', false]] as const) {
+    for (const [raw, path] of [[{ pipeline: { id } }, 'pipeline.id'], [{ pipelines: [{ id, match: { db: 'x' } }] }, 'pipelines[0].id']] as const) {
+      if (fine) {
+        assert.doesNotThrow(() => parseConfig(raw, null), `${path} ${id}`);
+        continue;
+      }
+      const issues = refused(raw);
+      assert.equal(issues.length, 1, issues.join('; '));
+      assert.equal(issues[0], `${path}: expected pipeline id: letters, digits, "_", "-" and ".", starting with a letter or digit, at most 48 ` +
+        `characters, received ${JSON.stringify(id)}`);
+    }
+  }
+});
+
 test('match primitives: globs, CIDR blocks (IPv4-mapped clients), coverage', () => {
   assert.ok(compileGlob('rep*')('reports') && !compileGlob('rep*')('xrep'));
   assert.ok(compileGlob('*_archive')('orders_archive') && compileGlob('a?c*')('abcd') && !compileGlob('a?c')('ac'));

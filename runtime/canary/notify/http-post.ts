@@ -15,11 +15,11 @@ export const URL_REFUSED = 'PROXY_ERR_CANARY_URL_REFUSED';
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
 
 /**
- * dns.lookup for the request's socket, refusing a name that resolves to a link-local or
- * unspecified address (checked where the URL is given only when it is an address literal): the
- * request fails with code URL_REFUSED and nothing is sent.
+ * dns.lookup for a socket (an HTTP request's, an SMTP session's), refusing a name that resolves to
+ * a link-local or unspecified address (checked where the URL or host is given only when it is an
+ * address literal): the connection fails with code URL_REFUSED and nothing is sent.
  */
-function guardedLookup(resolver: typeof dnsLookup) {
+export function guardedLookup(resolver: typeof dnsLookup) {
   return (hostname: string, options: LookupOptions, callback: LookupCallback): void => resolver(hostname, { ...options, all: true },
     (err, addresses) => {
       if (err !== null) { callback(err, []); return; }

@@ -82,7 +82,8 @@ export class Notifier implements CanaryEventSink {
     this.email = opts.settings.smtp === undefined ? null : new EmailSender(opts.settings.smtp, opts.settings.timeout_ms);
     this.stats = { webhook: newStats(), email: newStats(), pager: newStats() };
     const path = opts.settings.outbox_path ?? opts.defaultOutboxPath ?? ':memory:';
-    this.outbox = new Outbox(path);
+    // Watched (before each write, every 10 s, at close): deleted or replaced while the proxy runs, it is written anew and logged.
+    this.outbox = new Outbox(path, { log: this.log });
     this.prunedAt = this.now();
     this.outbox.prune(this.prunedAt - KEEP_DONE_MS);
     const pending = this.outbox.counts().pending;

@@ -2,11 +2,11 @@
 // emitted and marked when delivered or given up, in SQLite (better-sqlite3) so that a restart —
 // kill -9 included — resumes exactly what was not delivered. The unique key (event id, channel
 // key) makes a re-emitted event (a controller replaying a transition after a restart) a no-op:
-// one message per transition per channel.
-import Database from 'better-sqlite3';
-import { sqliteOpenError } from '../store.ts';
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+// one message per transition per channel. The file is watched as canary.db is (sqlite-file.ts):
+// deleted or replaced while the proxy runs, it is written anew from the open handle, so the
+// pending messages are still delivered (and after a restart), and logged at `error` once.
+import type Database from 'better-sqlite3';
+import { WatchedSqlite, type SqliteFileSettings, type WatchOptions } from '../sqlite-file.ts';
 import type { CanaryEvent, NotificationChannel } from '../events.ts';
 
 export type OutboxState = 'pending' | 'delivered' | 'failed';
@@ -61,84 +61,90 @@ function toRow(r: RawRow): OutboxRow {
   };
 }
 
-export class Outbox {
-  private readonly db: Database.Database;
-  private readonly insertStmt: Database.Statement;
-  private readonly headsStmt: Database.Statement;
-  private readonly deliveredStmt: Database.Statement;
-  private readonly retryStmt: Database.Statement;
-  private readonly failedStmt: Database.Statement;
-  private readonly countStmt: Database.Statement;
+// WAL + NORMAL: a committed row survives a process crash (kill -9); only a power loss may lose the
+// last transactions, which is the usual trade for an outbox written on every transition.
+const OUTBOX_FILE: SqliteFileSettings = {
+  what: 'the notification outbox', key: 'notifications.outbox_path, or canary.data_dir', place: 'notifications.outbox_path (default in ' +
+    'canary.data_dir)', holds: 'the notifications not yet delivered (and the record of those that were)', lost: 'every undelivered notification',
+  synchronous: 'NORMAL', schema: SCHEMA,
+};
 
-  constructor(path: string) {
-    let db: Database.Database | null = null;
-    try {
-      if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-      db = new Database(path);
-      // WAL + NORMAL: a committed row survives a process crash (kill -9); only a power loss may lose
-      // the last transactions, which is the usual trade for an outbox written on every transition.
-      db.pragma('journal_mode = WAL');
-      db.pragma('synchronous = NORMAL');
-      db.exec(SCHEMA);
-    } catch (err) {
-      db?.close();
-      throw sqliteOpenError('the notification outbox', path, err, 'notifications.outbox_path, or canary.data_dir');
-    }
-    this.db = db;
-    this.insertStmt = this.db.prepare(`INSERT OR IGNORE INTO outbox (event_id, channel_key, channel_type, channel, event, next_attempt_at, created_at)
-      VALUES (?, ?, ?, ?, ?, ?, ?)`);
+type Statements = ReturnType<typeof prepare>;
+
+function prepare(db: Database.Database) {
+  return {
+    insert: db.prepare(`INSERT OR IGNORE INTO outbox (event_id, channel_key, channel_type, channel, event, next_attempt_at, created_at)
+      VALUES (?, ?, ?, ?, ?, ?, ?)`),
     // Per channel, only its oldest pending message is eligible: a channel receives its messages in
     // order (a pager's resolve never overtakes its trigger), and a later one waits while an earlier
     // one is being retried.
-    this.headsStmt = this.db.prepare(`SELECT o.* FROM outbox o
+    heads: db.prepare(`SELECT o.* FROM outbox o
       JOIN (SELECT channel_key, MIN(seq) AS seq FROM outbox WHERE state = 'pending' GROUP BY channel_key) h ON h.seq = o.seq
-      ORDER BY o.next_attempt_at, o.seq`);
-    this.deliveredStmt = this.db.prepare(`UPDATE outbox SET state = 'delivered', attempts = ?, delivered_at = ?, last_error = NULL WHERE seq = ?`);
-    this.retryStmt = this.db.prepare(`UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_error = ? WHERE seq = ?`);
-    this.failedStmt = this.db.prepare(`UPDATE outbox SET state = 'failed', attempts = ?, last_error = ? WHERE seq = ?`);
-    this.countStmt = this.db.prepare(`SELECT state, COUNT(*) AS n FROM outbox GROUP BY state`);
+      ORDER BY o.next_attempt_at, o.seq`),
+    delivered: db.prepare(`UPDATE outbox SET state = 'delivered', attempts = ?, delivered_at = ?, last_error = NULL WHERE seq = ?`),
+    retry: db.prepare(`UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_error = ? WHERE seq = ?`),
+    failed: db.prepare(`UPDATE outbox SET state = 'failed', attempts = ?, last_error = ? WHERE seq = ?`),
+    count: db.prepare(`SELECT state, COUNT(*) AS n FROM outbox GROUP BY state`),
+    prune: db.prepare(`DELETE FROM outbox WHERE state != 'pending' AND created_at < ?`),
+    all: db.prepare('SELECT * FROM outbox ORDER BY seq'),
+  };
+}
+
+export class Outbox {
+  private readonly file: WatchedSqlite;
+  private stmts!: Statements;
+
+  /** `path`: the SQLite file, or ":memory:" (not watched). `opts`: how the file is watched (its log, how often). */
+  constructor(path: string, opts: WatchOptions = {}) {
+    this.file = new WatchedSqlite(path, OUTBOX_FILE, (db) => { this.stmts = prepare(db); }, opts);
   }
 
   /** Records the message; false when this event was already recorded for this channel. */
   enqueue(event: CanaryEvent, channelKey: string, channel: OutboxRow['channel'], now: number): boolean {
-    const r = this.insertStmt.run(event.id, channelKey, channel.type, JSON.stringify(channel), JSON.stringify(event), now, now);
+    this.file.check();
+    const r = this.stmts.insert.run(event.id, channelKey, channel.type, JSON.stringify(channel), JSON.stringify(event), now, now);
     return r.changes === 1;
   }
 
   /** The oldest pending message of each channel, soonest due first. */
   heads(): OutboxRow[] {
-    return (this.headsStmt.all() as RawRow[]).map(toRow);
+    return (this.stmts.heads.all() as RawRow[]).map(toRow);
   }
 
   markDelivered(seq: number, attempts: number, now: number): void {
-    this.deliveredStmt.run(attempts, now, seq);
+    this.file.check();
+    this.stmts.delivered.run(attempts, now, seq);
   }
 
   markRetry(seq: number, attempts: number, nextAt: number, error: string): void {
-    this.retryStmt.run(attempts, nextAt, error.slice(0, 500), seq);
+    this.file.check();
+    this.stmts.retry.run(attempts, nextAt, error.slice(0, 500), seq);
   }
 
   markFailed(seq: number, attempts: number, error: string): void {
-    this.failedStmt.run(attempts, error.slice(0, 500), seq);
+    this.file.check();
+    this.stmts.failed.run(attempts, error.slice(0, 500), seq);
   }
 
   /** Deletes delivered and given-up rows created before `before` (epoch ms); pending rows stay. */
   prune(before: number): number {
-    return this.db.prepare(`DELETE FROM outbox WHERE state != 'pending' AND created_at < ?`).run(before).changes;
+    this.file.check();
+    return this.stmts.prune.run(before).changes;
   }
 
   counts(): Record<OutboxState, number> {
     const out: Record<OutboxState, number> = { pending: 0, delivered: 0, failed: 0 };
-    for (const r of this.countStmt.all() as { state: OutboxState; n: number }[]) out[r.state] = r.n;
+    for (const r of this.stmts.count.all() as { state: OutboxState; n: number }[]) out[r.state] = r.n;
     return out;
   }
 
   /** Every row, oldest first (tests and diagnostics). */
   all(): OutboxRow[] {
-    return (this.db.prepare('SELECT * FROM outbox ORDER BY seq').all() as RawRow[]).map(toRow);
+    return (this.stmts.all.all() as RawRow[]).map(toRow);
   }
 
+  /** Checks the file a last time (a graceful stop re-persists a deleted outbox), then closes it. */
   close(): void {
-    this.db.close();
+    this.file.close();
   }
 }

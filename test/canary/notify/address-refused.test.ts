@@ -2,7 +2,8 @@
 // metadata service at 169.254.169.254 —, fe80::/10) or the unspecified one (0.0.0.0/8, ::, which
 // connect to this host): refused where the URL is given (the config file: key path; the control
 // plane: 400 PROXY_ERR_CANARY_URL_REFUSED) when the host is such an address, and at delivery when a
-// host name resolves to one. Loopback and private addresses stay allowed.
+// host name resolves to one. Loopback and private addresses stay allowed. The same holds for the
+// SMTP server of email channels (notifications.smtp.host), which gets the SMTP AUTH credentials.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
@@ -17,6 +18,8 @@ import { startProxy, type RunningProxy } from '../../../runtime/app/serve.ts';
 import { Logger } from '../../../runtime/log/index.ts';
 import { postJson } from '../../../runtime/canary/notify/http-post.ts';
 import { httpGate } from '../../../runtime/canary/gate.ts';
+import { EmailSender } from '../../../runtime/canary/notify/email.ts';
+import { event, smtpReceiver } from './helpers.ts';
 
 const SECRET = 'a-webhook-secret-of-16+';
 const URL_REFUSED = 'PROXY_ERR_CANARY_URL_REFUSED';
@@ -107,19 +110,20 @@ test('delivery: an address literal is not called (0.0.0.0 would reach this host)
   assert.equal(received, before, 'the receiver was never called');
 });
 
+// Names of the test's own: the resolver is what the request's socket asks (dns.lookup otherwise).
+const names: Record<string, { address: string; family: number }> = {
+  'metadata.test': { address: '169.254.169.254', family: 4 },
+  'v6.test': { address: 'fe80::1', family: 6 },
+  'receiver.test': { address: '127.0.0.1', family: 4 },
+};
+const resolver = ((hostname: string, opts: { all?: boolean }, cb: (err: Error | null, a: unknown, f?: number) => void) => {
+  const a = names[hostname];
+  if (a === undefined) { cb(Object.assign(new Error(`no ${hostname}`), { code: 'ENOTFOUND' }), []); return; }
+  if (opts.all === true) cb(null, [a]);
+  else cb(null, a.address, a.family);
+}) as unknown as typeof lookup;
+
 test('delivery: a host name resolving to a link-local address is not called; one resolving to loopback is', async () => {
-  // Names of the test's own: the resolver is what the request's socket asks (dns.lookup otherwise).
-  const names: Record<string, { address: string; family: number }> = {
-    'metadata.test': { address: '169.254.169.254', family: 4 },
-    'v6.test': { address: 'fe80::1', family: 6 },
-    'receiver.test': { address: '127.0.0.1', family: 4 },
-  };
-  const resolver = ((hostname: string, opts: { all?: boolean }, cb: (err: Error | null, a: unknown, f?: number) => void) => {
-    const a = names[hostname];
-    if (a === undefined) { cb(Object.assign(new Error(`no ${hostname}`), { code: 'ENOTFOUND' }), []); return; }
-    if (opts.all === true) cb(null, [a]);
-    else cb(null, a.address, a.family);
-  }) as unknown as typeof lookup;
   const before = received;
   for (const host of ['metadata.test', 'v6.test']) {
     const out = await postJson(`http://${host}:${port}/direct`, '{}', {}, 2000, resolver);
@@ -130,4 +134,49 @@ test('delivery: a host name resolving to a link-local address is not called; one
   const ok = await postJson(`http://receiver.test:${port}/direct`, '{}', {}, 2000, resolver);
   assert.deepEqual(ok, { ok: true, detail: 'HTTP 200' });
   assert.equal(received, before + 1);
+});
+
+test('config file: notifications.smtp.host naming a link-local or unspecified address is refused with its key path', () => {
+  const smtpIssues = (host: string): string[] => {
+    try {
+      parseConfig({ notifications: { smtp: { host, from: 'proxy@example.com', user: 'proxy', password: 'secret' } } }, 'proxy.yaml');
+    } catch (err) {
+      assert.ok(err instanceof ConfigError);
+      return err.issues.map((i) => `${i.path}: ${i.message}`);
+    }
+    return [];
+  };
+  for (const host of ['169.254.169.254', '2852039166', '0xa9.0xfe.0xa9.0xfe', '::ffff:169.254.169.254', '[fe80::1]', 'fe80::1', '0.0.0.0', '0',
+    '::']) {
+    const [issue] = smtpIssues(host);
+    assert.match(issue ?? 'accepted', /^notifications\.smtp\.host: \S+ is (a link-local|the unspecified) address: the canary never calls link-local/,
+      host);
+  }
+  for (const host of ['127.0.0.1', '::1', '10.0.0.8', 'smtp.example.com', 'mail_relay']) assert.deepEqual(smtpIssues(host), [], host);
+});
+
+test('delivery: an SMTP host name resolving to a link-local address is not connected to (no AUTH sent), and the attempt is retried', async () => {
+  const smtp = await smtpReceiver({ user: 'proxy', password: 'secret' });
+  const sender = (host: string) => new EmailSender({ host, port: smtp.port, secure: false, from: 'proxy@example.com', user: 'proxy',
+    password: 'secret' }, 2000, resolver);
+  const channel = { type: 'email' as const, addresses: ['ops@example.com'] };
+  try {
+    for (const host of ['metadata.test', 'v6.test']) {
+      const s = sender(host);
+      const out = await s.send(event('canary.rolled_back'), channel, 'k', 'proxy-test-1');
+      s.close();
+      assert.ok(!out.ok && out.error.startsWith(`${URL_REFUSED}: ${host} resolves to ${names[host].address}, a link-local address`),
+        JSON.stringify(out));
+      assert.ok(!out.ok && out.retry, 'retried like any network failure of SMTP');
+    }
+    assert.equal(smtp.mails.length, 0, 'nothing was sent');
+    const s = sender('receiver.test');
+    const ok = await s.send(event('canary.rolled_back'), channel, 'k', 'proxy-test-1');
+    s.close();
+    assert.equal(ok.ok, true, JSON.stringify(ok));
+    assert.equal(smtp.mails.length, 1);
+    assert.equal(smtp.mails[0].user, 'proxy');
+  } finally {
+    await smtp.close();
+  }
 });

@@ -3,6 +3,7 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SMTPServer } from 'smtp-server';
+import Database from 'better-sqlite3';
 import { parseConfig, type NotificationsConfig } from '../../../runtime/config/index.ts';
 import type { CanaryEvent } from '../../../runtime/canary/events.ts';
 import { Logger, type LogSink } from '../../../runtime/log/index.ts';
@@ -110,3 +111,13 @@ export function event(type: CanaryEvent['type'], extra: Partial<CanaryEvent> = {
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The rows of an outbox file, oldest first, read through a read-only handle of its own (the proxy may hold it open). */
+export function outboxRows(path: string): { event_id: string; state: string; attempts: number }[] {
+  const db = new Database(path, { readonly: true, fileMustExist: true });
+  try {
+    return db.prepare('SELECT event_id, state, attempts FROM outbox ORDER BY seq').all() as { event_id: string; state: string; attempts: number }[];
+  } finally {
+    db.close();
+  }
+}

@@ -8,9 +8,8 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { verifySignature } from '../../../runtime/canary/notify/index.ts';
-import { httpReceiver } from './helpers.ts';
+import { httpReceiver, outboxRows } from './helpers.ts';
 import { until } from '../../helpers/until.ts';
 import { freePort } from '../../helpers/ports.ts';
 
@@ -27,15 +26,6 @@ async function serve(config: string): Promise<{ child: ChildProcess; out: () => 
   await until('the proxy', () => out.includes('is ready') || child.exitCode !== null, 60_000);
   assert.ok(out.includes('is ready'), out);
   return { child, out: () => out };
-}
-
-function pendingRows(path: string): { event_id: string; state: string; attempts: number }[] {
-  const db = new Database(path, { readonly: true, fileMustExist: true });
-  try {
-    return db.prepare('SELECT event_id, state, attempts FROM outbox ORDER BY seq').all() as { event_id: string; state: string; attempts: number }[];
-  } finally {
-    db.close();
-  }
 }
 
 test('kill -9 with a message pending: the restarted proxy delivers it once, to the inline channel, and counts it in /metrics', async () => {
@@ -72,10 +62,10 @@ test('kill -9 with a message pending: the restarted proxy delivers it once, to t
     });
     assert.equal(r.status, 0, r.stderr);
     const canaryId = JSON.parse(r.stdout).canary_id as string;
-    await until('two failed attempts', () => pendingRows(outbox).some((row) => row.attempts >= 2), 20_000);
+    await until('two failed attempts', () => outboxRows(outbox).some((row) => row.attempts >= 2), 20_000);
     first.child.kill('SIGKILL');
     await new Promise((res) => first.child.once('exit', res));
-    const before = pendingRows(outbox);
+    const before = outboxRows(outbox);
     assert.equal(before.length, 1, 'one message: one channel, one event (the inline channel wants only canary.started)');
     assert.equal(before[0].state, 'pending');
 
@@ -83,7 +73,7 @@ test('kill -9 with a message pending: the restarted proxy delivers it once, to t
     hook.close = rx.close;
     second = (await serve(config)).child;
     await until('the delivery after the restart', () => rx.received.length >= 1, 20_000);
-    await until('the row marked delivered', () => pendingRows(outbox)[0].state === 'delivered');
+    await until('the row marked delivered', () => outboxRows(outbox)[0].state === 'delivered');
     await new Promise((res) => setTimeout(res, 1000));
     assert.equal(rx.received.length, 1, 'exactly once');
     const got = rx.received[0];
