@@ -7,8 +7,10 @@
 // user's sealed id opens under the wrong key to an id the upstream does not have: the client gets
 // the upstream's own answer for an unknown cursor (CursorNotFound; `cursorsNotFound`).
 //
-// Stateless: the key is HMAC-SHA256(secret, user) — the secret is made once per process tree (the
-// primary hands it to its workers), so a getMore may reach any worker. It is not derived from the
+// Stateless: the key is HMAC-SHA256(secret, user) — the secret is one per process tree (the
+// primary hands it to its workers), so a getMore may reach any worker; derived from
+// auth.secret_file when set (client-auth.ts configuredAuthSecret), so that every instance given
+// the file, and an instance after a restart, opens the same ids. It is not derived from the
 // user's SCRAM credential alone: a user knows its own password, so it could compute its own key,
 // and with an upstream id learned elsewhere ($currentOp lists cursors) seal that id itself.
 //

@@ -20,6 +20,7 @@ import { RawClient, opMsg, opQuery } from '../helpers/wire.ts';
 import { Closes, withProxy } from '../helpers/proxy.ts';
 import { freePort } from '../helpers/ports.ts';
 import { spawnServe } from '../helpers/serve.ts';
+import { saltOf } from '../helpers/scram.ts';
 
 const ANN = 'ann-pw';
 const BOB = 'bob-pw';
@@ -368,24 +369,6 @@ async function rawLogin(port: number, user: string, password: string, loadBalanc
   const fin = (await raw.roundTrip(opMsg({ saslContinue: 1, conversationId: first.conversationId, payload: new Binary(proof), $db: 'admin' }))).body!;
   assert.equal(fin.done, true, JSON.stringify(fin));
   return { raw, worker: String(hello.serviceId) };
-}
-
-/** The salt the server-first message of a SCRAM conversation for `user` names, and the worker that answered. */
-async function saltOf(port: number, user: string): Promise<{ salt: string; worker: string }> {
-  const raw = await RawClient.connect(port);
-  try {
-    const hello = await raw.hello({ loadBalanced: true });
-    const c = new ScramClient({ username: user, password: 'whatever', source: 'admin', mechanism: 'SCRAM-SHA-256' });
-    const first = (await raw.roundTrip(opMsg({
-      saslStart: 1, mechanism: 'SCRAM-SHA-256', payload: new Binary(c.first()), options: { skipEmptyExchange: true }, $db: 'admin',
-    }))).body!;
-    assert.equal(first.ok, 1, JSON.stringify(first));
-    const salt = /(?:^|,)s=([^,]+)/.exec(Buffer.from((first.payload as Binary).buffer).toString('utf8'))?.[1];
-    assert.ok(salt !== undefined);
-    return { salt, worker: String(hello.serviceId) };
-  } finally {
-    raw.destroy();
-  }
 }
 
 async function rawCommand(raw: RawClient, cmd: Document): Promise<Document> {
