@@ -93,11 +93,12 @@ async function getMore(port: number, user: string, password: string, id: Long): 
   }
 }
 
-/** The CursorNotFound a getMore of `id` gets. */
+/** The CursorNotFound a getMore of `id` gets; its message names the id the client sent, never the upstream's. */
 async function notFound(port: number, user: string, password: string, id: Long): Promise<void> {
   await assert.rejects(getMore(port, user, password, id), (e: unknown) => {
     assert.ok(e instanceof MongoServerError, String(e));
     assert.equal(e.code, 43, e.message);
+    assert.match(e.message, new RegExp(`\\b${id.toString()}\\b`), `the message names the id the client sent (${id.toString()}): ${e.message}`);
     return true;
   });
 }
@@ -132,7 +133,7 @@ test('with one auth.secret_file, a cursor opened through one instance is continu
   assert.equal((await saltOf(p1, 'nobody-here')).salt, (await saltOf(p2, 'nobody-here')).salt);
 });
 
-test('without auth.secret_file, each instance has its own secret: the other instance answers CursorNotFound, ' +
+test('without auth.secret_file, each instance has its own secret: the other instance answers CursorNotFound (naming the client\'s id), ' +
   'and an unknown user\'s salt differs', { timeout: 180_000 }, async () => {
   const [p1, p2] = await pair('own', { users: USERS });
   const cursor = await openCursor(p1);
