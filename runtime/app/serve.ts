@@ -7,6 +7,7 @@ import { DevDbServer } from '../devdb/index.ts';
 import { Topology, UpstreamPool, parseUpstreamUri, resolveUpstreamUri, type SharedPins, type UpstreamAddress } from '../upstream/index.ts';
 import { ProxyServer, type ClientAuthSettings } from '../server/index.ts';
 import { listenerTlsOptions } from '../server/listener-tls.ts';
+import { configuredAuthSecret } from '../server/client-auth.ts';
 import { initCompression } from '../wire/index.ts';
 import { PipelineManager, type Pipeline, type PipelineConfig } from '../pipeline/index.ts';
 import { loadPipelines, pipelineConfigs, removedPipelines, routingOf } from './pipelines.ts';
@@ -88,7 +89,8 @@ export interface MachineView {
   /** How many workers serve clients (a fleet member registers it). */
   readonly size: number;
   /** `generations`: the graph generation each pipeline of the primary serves now (a worker started later continues from it). */
-  listen(workerConfig: ProxyConfig, profiler: Profiler | null, generations: () => Record<string, number>): Promise<{ host: string; port: number }>;
+  listen(workerConfig: ProxyConfig, profiler: Profiler | null, generations: () => Record<string, number>, authSecret: Buffer): Promise<{ host: string;
+    port: number }>;
   refresh(): Promise<void>;
   readonly metrics: MetricsSource;
   /** Has every worker build `next`'s graphs without publishing them; throws (and has them drop what they built) when one cannot. */
@@ -146,6 +148,11 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   const log = opts.log ?? new Logger('proxy', config.log.level, config.log.format, undefined, new LogRing(config.log.ring_lines));
   const fleetIssues = fleetConfigIssues(config);
   if (fleetIssues.length > 0) throw new ConfigError(opts.configFile ?? null, fleetIssues);
+  // The secret of client authentication's keys, once per process tree: auth.secret_file's (a file
+  // that cannot be used stops startup here, before anything opens), else a random one; a worker's
+  // is the primary's.
+  const authSecret = opts.cluster?.role === 'worker' && opts.cluster.authSecret !== undefined ? opts.cluster.authSecret
+    : configuredAuthSecret(config.auth, opts.configFile ?? null);
   await initCompression();
   // First, before anything opens: a mongodb+srv:// name that does not resolve stops startup.
   const upstreamLog = log.child('proxy::upstream');
@@ -300,7 +307,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       maxConnections: config.clients.max_connections,
     },
     profiler, tracing, topology, clientAuth: clientAuthSettings(config.auth),
-    authSecret: opts.cluster?.role === 'worker' ? opts.cluster.authSecret : undefined,
+    authSecret,
   });
   if (opts.cluster?.role === 'worker') server.router.sharedPins = opts.cluster.pins ?? null;
   registerProxyMetrics(metrics, server);
@@ -318,7 +325,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
       const out: Record<string, number> = {};
       for (const id of server.routing.ids) out[id] = pipelines.get(id).key.generation;
       return out;
-    });
+    }, authSecret);
   const uri = `mongodb://${formatHostPort(bound.host, bound.port)}/${listenerTls === null ? '' : '?tls=true'}`;
   log.info('proxy listening', { listen: formatHostPort(bound.host, bound.port), upstream: topology?.describe() ?? pool.describe(), connect: uri });
   let closing = false;

@@ -7,7 +7,6 @@
 // so the machine's counts never go back. The workers' log lines reach the primary's ring
 // (ipc/log-forward.ts). Nothing here is on a request's path.
 import cluster, { type Worker } from 'node:cluster';
-import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue, type Registry } from 'prom-client';
 import type { ProxyConfig } from '../config/index.ts';
@@ -36,7 +35,7 @@ export const WORKER_CONFIG_ENV = 'PROXY_WORKER_CONFIG';
 export const WORKER_INDEX_ENV = 'PROXY_WORKER_INDEX';
 export const WORKER_CONFIG_FILE_ENV = 'PROXY_WORKER_CONFIG_FILE';
 export const WORKER_GENERATIONS_ENV = 'PROXY_WORKER_GENERATIONS';
-/** The cursor seals' secret (hex), one per primary: a getMore sealed by one worker opens on any other. */
+/** The cursor seals' secret (hex), one per primary (auth.secret_file's, or random): a getMore sealed by one worker opens on any other. */
 export const WORKER_AUTH_SECRET_ENV = 'PROXY_WORKER_AUTH_SECRET';
 
 /** The `proxy` command a worker runs (its `serve` sees it is a cluster worker). */
@@ -79,8 +78,8 @@ export interface MachineOptions {
 
 export class Machine {
   readonly size: number;
-  /** The cursor seals' secret every worker (a replaced one too) gets: hex, for the environment. */
-  private readonly authSecret = randomBytes(32).toString('hex');
+  /** The primary's secret of client authentication (auth.secret_file's, or random) every worker (a replaced one too) gets: hex, for the environment. */
+  private authSecret = '';
   private readonly log: Log;
   private readonly configFile: string | null;
   private readonly channels: Array<WorkerChannel | null>;
@@ -148,8 +147,10 @@ export class Machine {
    * Forks every worker with `config` (its upstream already resolved: the primary's devdb, if any)
    * and waits until each listens. Rejects with the first worker's error (and stops the others).
    */
-  async listen(config: ProxyConfig, profiler: Profiler | null, generations: () => Record<string, number>): Promise<{ host: string; port: number }> {
+  async listen(config: ProxyConfig, profiler: Profiler | null, generations: () => Record<string, number>, authSecret: Buffer): Promise<{ host: string;
+    port: number }> {
     this.workerConfig = config;
+    this.authSecret = authSecret.toString('hex');
     this.generations = generations;
     this.profiler = profiler;
     // What the primary's profiler holds already (restored from profiling.snapshot_dir) stays in the

@@ -4,8 +4,9 @@
 //
 //   reload   a changed value applies on reload (SIGHUP, POST /api/v1/reload, a file change)
 //   restart  a changed value is named in the reload's warning and applies after a restart
-//   partial  a block whose keys differ: adding or removing the block needs a restart, a change
-//            inside it is decided key by key; `note` says which keys apply in a sentence
+//   partial  a block whose keys differ: adding or removing the block needs a restart (or, with
+//            `presence` "reload", applies on reload), a change inside it is decided key by key;
+//            `note` says which keys apply in a sentence
 import type * as v from 'valibot';
 
 export const APPLIES = Symbol('applies');
@@ -13,7 +14,7 @@ export const APPLIES = Symbol('applies');
 export type Applies =
   | { readonly on: 'reload' }
   | { readonly on: 'restart' }
-  | { readonly on: 'partial'; readonly note: string };
+  | { readonly on: 'partial'; readonly note: string; readonly presence: 'reload' | 'restart' };
 
 type Marked = { [APPLIES]?: Applies };
 
@@ -31,8 +32,13 @@ export const onReload = <T extends v.GenericSchema>(schema: T): T => mark(schema
 /** A change to this key applies after a restart; a reload names it in a warning. */
 export const onRestart = <T extends v.GenericSchema>(schema: T): T => mark(schema, { on: 'restart' });
 
-/** A block whose presence needs a restart and whose keys each say when they apply; `note` sums it up. */
-export const partlyOnReload = <T extends v.GenericSchema>(schema: T, note: string): T => mark(schema, { on: 'partial', note });
+/**
+ * A block whose keys each say when they apply; `note` sums it up. Adding or removing the block
+ * needs a restart, unless `presence` is "reload" (then its restart-only keys are named when the
+ * block is added or removed).
+ */
+export const partlyOnReload = <T extends v.GenericSchema>(schema: T, note: string, presence: 'reload' | 'restart' = 'restart'): T =>
+  mark(schema, { on: 'partial', note, presence });
 
 /** The mark of a key's schema (its optional wrappers are looked through), or undefined. */
 export function appliesOf(schema: unknown): Applies | undefined {

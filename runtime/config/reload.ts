@@ -26,9 +26,10 @@ function walkEntries(entries: Record<string, AnySchema>, a: unknown, b: unknown,
 
 function diffKey(schema: AnySchema, a: unknown, b: unknown, path: string, out: string[]): void {
   if (isDeepStrictEqual(a, b)) return;
-  const applies = appliesOf(schema)?.on ?? 'restart'; // unmarked (a test forbids it): the safe answer
+  const mark = appliesOf(schema);
+  const applies = mark?.on ?? 'restart'; // unmarked (a test forbids it): the safe answer
   const presenceChanged = (a === undefined) !== (b === undefined);
-  if (presenceChanged && applies !== 'reload') {
+  if (presenceChanged && applies !== 'reload' && !(mark?.on === 'partial' && mark.presence === 'reload')) {
     out.push(path);
     return;
   }

@@ -200,6 +200,12 @@ const auth = v.strictObject({
       'connection logged in as a removed or changed user must log in again.')),
     'non-empty array of users',
   )),
+  secret_file: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('File holding the secret the proxy seals cursor ids and ' +
+    'derives the decoy salts of unknown user names from (relative to the working directory), e.g. made with `openssl rand -base64 48 > ' +
+    'proxy-secret && chmod 600 proxy-secret`: at least 32 characters (surrounding whitespace not counted), at most 1024 bytes, and on POSIX no ' +
+    'permission for its group or others (as mongod\'s keyFile). Give every instance behind one address the same file: a cursor opened through ' +
+    'one is continued through another, and after a restart. Absent: a random secret each time the proxy starts (cursors do not outlive it, ' +
+    'and do not move between instances). Read at start. See docs/operations.md, "Several proxy instances".')))),
 });
 
 const shutdown = v.strictObject({
@@ -498,9 +504,10 @@ const rootObject = v.strictObject({
   tls: partlyOnReload(v.optional(v.pipe(tls, v.description('TLS on the client-facing listener (clients then connect with tls=true). Absent: plain ' +
     'TCP.'))), 'Adding or removing the block needs a restart; changes to its keys apply on reload, to new connections (open ones keep their ' +
     'certificate).'),
-  auth: onReload(v.optional(v.pipe(auth, v.description('Client authentication: clients log in to the proxy with SCRAM-SHA-256 as users listed ' +
-    'here; the proxy logs in to the upstream with upstream.uri\'s own credentials and never forwards a client\'s. Absent: clients connect without ' +
-    'credentials (a client that sends some gets AuthenticationFailed). See docs/operations.md.')))),
+  auth: partlyOnReload(v.optional(v.pipe(auth, v.description('Client authentication: clients log in to the proxy with SCRAM-SHA-256 as users ' +
+    'listed here; the proxy logs in to the upstream with upstream.uri\'s own credentials and never forwards a client\'s. Absent: clients connect ' +
+    'without credentials (a client that sends some gets AuthenticationFailed). See docs/operations.md.'))), 'Adding or removing the block, and ' +
+    'changes to `mode` and `users`, apply on reload; `secret_file` needs a restart.', 'reload'),
   shutdown: onReload(v.optional(v.pipe(shutdown, v.description('Graceful shutdown.')), {})),
   compression: onRestart(v.optional(
     v.pipe(

@@ -1,3 +1,3 @@
 // Public surface of the file helpers shared by the layers above (config, upstream, wasm, server).
-export { readRegularFile, readRegularFileSync } from './regular-file.ts';
+export { readRegularFile, readRegularFileSync, readRegularFileStatSync } from './regular-file.ts';
 export { readFileOrPipe, type ReadLimits } from './file-or-pipe.ts';

@@ -8,7 +8,7 @@
 // stat'ed as regular could be swapped for a FIFO before the open. The open cannot block —
 // O_NONBLOCK makes opening a FIFO return at once — and O_NOCTTY keeps a terminal named by mistake
 // from becoming the process's controlling terminal. Reading a regular file ignores O_NONBLOCK.
-import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync, type Stats } from 'node:fs';
 import { open } from 'node:fs/promises';
 
 const FLAGS = constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY;
@@ -27,6 +27,14 @@ function openFailure(err: unknown): unknown {
 
 /** The bytes of a regular file; throws (ENOENT, EACCES, or "not a regular file") otherwise. */
 export function readRegularFileSync(path: string): Buffer {
+  return readRegularFileStatSync(path).bytes;
+}
+
+/**
+ * readRegularFileSync, with the file's status as the descriptor read shows it (its mode: a key
+ * file readable by others is refused). `maxBytes`: a larger file throws without being read.
+ */
+export function readRegularFileStatSync(path: string, maxBytes = Infinity): { bytes: Buffer; stat: Stats } {
   let fd: number;
   try {
     fd = openSync(path, FLAGS);
@@ -34,8 +42,10 @@ export function readRegularFileSync(path: string): Buffer {
     throw openFailure(err);
   }
   try {
-    if (!fstatSync(fd).isFile()) throw notRegular();
-    return readFileSync(fd);
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) throw notRegular();
+    if (stat.size > maxBytes) throw new Error(`larger than ${maxBytes} bytes`);
+    return { bytes: readFileSync(fd), stat };
   } finally {
     closeSync(fd);
   }

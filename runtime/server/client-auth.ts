@@ -12,6 +12,8 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { Binary, type Document } from 'bson';
 import { ErrorCodes, ProxyError } from '../errors/index.ts';
+import { ConfigError } from '../config/index.ts';
+import { readRegularFileStatSync } from '../fs/index.ts';
 import { ScramRefusal, ScramServerConversation, parseClientFirst, type ScramCredential } from './client-auth-scram.ts';
 import { deriveCursorSeal, type CursorSeal } from './cursor-seal.ts';
 
@@ -42,8 +44,8 @@ export class ClientAuth {
   private readonly users = new Map<string, ScramCredential>();
   /**
    * Key of the decoy salts: the same unknown name gets the same salt for as long as the process
-   * tree runs, from every worker (a salt that changed between workers would tell unknown users
-   * from real ones).
+   * tree runs, from every worker — with auth.secret_file, from every instance and across restarts
+   * (a salt that changed between workers or restarts would tell unknown users from real ones).
    */
   private readonly decoyKey: Buffer;
   /** The process tree's secret the decoy key and the cursor seals (cursor-seal.ts) are derived from. */
@@ -133,4 +135,41 @@ export function saslReply(done: boolean, payload: string): Document {
 /** A new secret for client authentication's keys: one per process tree (with workers, the primary's, handed to each). */
 export function newAuthSecret(): Buffer {
   return randomBytes(32);
+}
+
+/** The fewest characters auth.secret_file holds (surrounding whitespace trimmed): `openssl rand -base64 48` gives 64. */
+export const SECRET_FILE_MIN_CHARS = 32;
+/** The largest auth.secret_file read (as mongod's keyFile): one secret, not a data file. */
+export const SECRET_FILE_MAX_BYTES = 1024;
+
+/**
+ * The process tree's secret (the decoy salts, the cursor seals) as the configuration gives it:
+ * with auth.secret_file, HMAC-SHA256 of the file's content (surrounding whitespace trimmed) over a
+ * fixed label — every instance given the same file, and the same instance after a restart, seals
+ * cursor ids and answers unknown users alike; without it, a new random one (newAuthSecret). Read
+ * when the proxy starts. Throws a ConfigError on `auth.secret_file` for a file that cannot be read,
+ * holds fewer than SECRET_FILE_MIN_CHARS characters, or (POSIX, as mongod's keyFile) gives its
+ * group or others any permission.
+ */
+export function configuredAuthSecret(auth: { secret_file?: string } | undefined, source: string | null): Buffer {
+  const path = auth?.secret_file;
+  if (path === undefined) return newAuthSecret();
+  const refuse = (message: string) => new ConfigError(source, [{ path: 'auth.secret_file', message }]);
+  let read: ReturnType<typeof readRegularFileStatSync>;
+  try {
+    read = readRegularFileStatSync(path, SECRET_FILE_MAX_BYTES);
+  } catch (err) {
+    throw refuse(`cannot read ${path}: ${(err as Error).message}`);
+  }
+  const mode = read.stat.mode & 0o777;
+  if (process.platform !== 'win32' && (mode & 0o077) !== 0) {
+    throw refuse(`permissions on ${path} are too open (mode ${mode.toString(8).padStart(4, '0')}): its group and others must have no ` +
+      `access (chmod 600 ${path})`);
+  }
+  const content = read.bytes.toString('utf8').trim();
+  if (content.length < SECRET_FILE_MIN_CHARS) {
+    throw refuse(`${path} holds ${content.length} characters (surrounding whitespace not counted); at least ${SECRET_FILE_MIN_CHARS} are ` +
+      'needed (e.g. openssl rand -base64 48)');
+  }
+  return createHmac('sha256', content).update('pipeline-proxy auth secret v1').digest();
 }

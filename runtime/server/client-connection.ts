@@ -36,7 +36,7 @@ import type { ServerContext } from './context.ts';
 import { LoadBalancedState, endLoadBalanced } from './load-balanced.ts';
 import { stateChangeReplacement } from './state-change.ts';
 import { AUTH_COMMANDS, type ClientAuth } from './client-auth.ts';
-import { sealReply, unsealRequest, type CursorSeal } from './cursor-seal.ts';
+import { renameNotFoundCursor, sealReply, unsealRequest, type CursorSeal } from './cursor-seal.ts';
 import { ClientHandshake, type IdentityOwner } from './client-handshake.ts';
 import { RequestRecord } from './request-record.ts';
 import { RequestSteps } from './request-steps.ts';
@@ -540,8 +540,17 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       this.finish();
       return;
     }
-    // Nothing reads the upstream's reply after this: its cursor ids are sealed in place.
-    if (this.seal !== null) sealReply(frame, HEADER_SIZE + 5, this.peek.op, this.seal, false);
+    // Nothing reads the upstream's reply after this: its cursor ids are sealed in place (a
+    // CursorNotFound names the id the client sent: a new document).
+    if (this.seal !== null) {
+      const renamed = renameNotFoundCursor(frame, HEADER_SIZE + 5, this.peek, this.seal);
+      if (renamed !== null) {
+        this.sendBody(renamed);
+        this.finish();
+        return;
+      }
+      sealReply(frame, HEADER_SIZE + 5, this.peek.op, this.seal, false);
+    }
     if (rec.attachesProfile) this.sendBody(parseOpMsg(frame).body);
     else this.writer.upstreamFrame(frame);
     this.finish();
@@ -561,9 +570,13 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       if (this.record.attachesProfile) this.sendBody(body);
       else this.writer.upstreamFrame(frame);
     } else {
-      const out = sealReply(frame, HEADER_SIZE + 5, this.peek.op, seal, true);
-      if (this.record.attachesProfile) this.sendBody(parseOpMsg(out).body);
-      else this.writer.upstreamFrame(out);
+      const renamed = renameNotFoundCursor(frame, HEADER_SIZE + 5, this.peek, seal);
+      if (renamed !== null) this.sendBody(renamed);
+      else {
+        const out = sealReply(frame, HEADER_SIZE + 5, this.peek.op, seal, true);
+        if (this.record.attachesProfile) this.sendBody(parseOpMsg(out).body);
+        else this.writer.upstreamFrame(out);
+      }
     }
     const call = this.call;
     sh.reply(answer ?? body, baselineMs, body, call.repliedAt > call.writtenAt ? (call.repliedAt - call.writtenAt) * 1e6 : 0);
@@ -584,7 +597,8 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   private sealed(body: Uint8Array): Uint8Array {
     const seal = this.seal;
     if (seal === null) return body;
-    return sealReply(Buffer.from(body.buffer, body.byteOffset, body.byteLength), 0, this.peek.op, seal, true);
+    const b = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+    return renameNotFoundCursor(b, 0, this.peek, seal) ?? sealReply(b, 0, this.peek.op, seal, true);
   }
 
   private sendBody(body: Uint8Array): void {

@@ -7,8 +7,10 @@
 // user's sealed id opens under the wrong key to an id the upstream does not have: the client gets
 // the upstream's own answer for an unknown cursor (CursorNotFound; `cursorsNotFound`).
 //
-// Stateless: the key is HMAC-SHA256(secret, user) — the secret is made once per process tree (the
-// primary hands it to its workers), so a getMore may reach any worker. It is not derived from the
+// Stateless: the key is HMAC-SHA256(secret, user) — the secret is one per process tree (the
+// primary hands it to its workers), so a getMore may reach any worker; derived from
+// auth.secret_file when set (client-auth.ts configuredAuthSecret), so that every instance given
+// the file, and an instance after a restart, opens the same ids. It is not derived from the
 // user's SCRAM credential alone: a user knows its own password, so it could compute its own key,
 // and with an upstream id learned elsewhere ($currentOp lists cursors) seal that id itself.
 //
@@ -23,7 +25,7 @@
 // every id is the upstream's: requests are unsealed when they are read, replies sealed as they are
 // written to the client.
 import { createHmac } from 'node:crypto';
-import { BSON_ARRAY, BSON_DOCUMENT, BSON_INT64, ElementCursor, utf8, type CommandPeek } from '../wire/index.ts';
+import { BSON_ARRAY, BSON_DOCUMENT, BSON_INT32, BSON_INT64, BSON_STRING, ElementCursor, utf8, type CommandPeek } from '../wire/index.ts';
 import { ErrorCodes, ProxyError } from '../errors/index.ts';
 
 const ROUNDS = 27;
@@ -228,4 +230,42 @@ export function unsealRequest(body: Buffer, peek: CommandPeek, seal: CursorSeal)
       }
     }
   }
+}
+
+const K_CODE = utf8('code');
+const K_ERRMSG = utf8('errmsg');
+const CURSOR_NOT_FOUND = 43;
+
+/**
+ * The reply document at buf[at] to a getMore whose id the client sent sealed (`peek.cursorId` is
+ * the upstream's, unsealed): when it is a CursorNotFound (43) whose errmsg names the upstream's id
+ * ("cursor id 123 not found"), a new document whose errmsg names the id the client sent instead —
+ * the upstream's id is never shown, and the client reads the id it asked for. Null otherwise (the
+ * reply is written as it is).
+ */
+export function renameNotFoundCursor(buf: Buffer, at: number, peek: CommandPeek, seal: CursorSeal): Buffer | null {
+  if (peek.op !== 'getMore' || peek.cursorId === 0n) return null;
+  let notFound = false;
+  let msgStart = -1;
+  let msgEnd = -1;
+  const cur = outer.open(buf, at);
+  while (cur.next()) {
+    if (cur.type === BSON_INT32 && cur.nameIs(K_CODE)) notFound = buf.readInt32LE(cur.valueStart) === CURSOR_NOT_FOUND;
+    else if (cur.type === BSON_STRING && cur.nameIs(K_ERRMSG)) {
+      msgStart = cur.valueStart;
+      msgEnd = cur.valueEnd;
+    }
+  }
+  if (!notFound || msgStart < 0) return null;
+  const upstream = peek.cursorId.toString();
+  const message = buf.toString('utf8', msgStart + 4, msgEnd - 1);
+  // The id as a whole number: not a run of digits inside a longer one.
+  const named = new RegExp(`(?<![0-9${peek.cursorId > 0n ? '-' : ''}])${upstream}(?![0-9])`, 'g');
+  if (!named.test(message)) return null;
+  const text = Buffer.from(message.replace(named, seal.seal(peek.cursorId).toString()), 'utf8');
+  const docEnd = at + buf.readInt32LE(at);
+  const out = Buffer.concat([buf.subarray(at, msgStart), Buffer.alloc(4), text, Buffer.alloc(1), buf.subarray(msgEnd, docEnd)]);
+  out.writeInt32LE(text.length + 1, msgStart - at);
+  out.writeInt32LE(out.length, 0);
+  return out;
 }

@@ -41,7 +41,7 @@ export interface ProxyServerOptions {
   tls?: TlsOptions | null;
   /** Client authentication (config `auth`); absent: clients connect without credentials. */
   clientAuth?: ClientAuthSettings | null;
-  /** The secret client authentication derives its keys from (workers: the primary's); absent: a new one for this server. */
+  /** The secret client authentication derives its keys from (auth.secret_file's or random; workers: the primary's); absent: a new one for this server. */
   authSecret?: Buffer;
   /** A multi-host upstream (replica set, mongos list): selects the server; `pool` is its first seed's. */
   topology?: Topology | null;

@@ -13,5 +13,5 @@ export {
 export { InflatePool, DEFAULT_MAX_INFLATING_BYTES, type InflateOwner, type InflatePoolOptions, type InflatePoolStats } from './inflate-pool.ts';
 export { crc32c } from './crc32c.ts';
 export { CommandPeek, ReplyPeek } from './command-peek.ts';
-export { ElementCursor, findField, firstKey, checkDocument, utf8, BSON_DOCUMENT, BSON_ARRAY, BSON_INT64, BSON_STRING } from './bson-peek.ts';
+export { ElementCursor, findField, firstKey, checkDocument, utf8, BSON_DOCUMENT, BSON_ARRAY, BSON_INT32, BSON_INT64, BSON_STRING } from './bson-peek.ts';
 export { validateDocument, validateDocuments, checkUtf8, MAX_BSON_DEPTH } from './bson-validate.ts';

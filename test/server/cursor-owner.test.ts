@@ -15,11 +15,13 @@ import { MongoClient, MongoServerError, type Db } from 'mongodb';
 import { DevDbServer } from '../../runtime/devdb/index.ts';
 import { scramUserEntry } from '../../runtime/cli/user.ts';
 import { ScramClient } from '../../runtime/upstream/index.ts';
-import { CursorSeal, deriveCursorSeal, sealReply } from '../../runtime/server/cursor-seal.ts';
+import { CursorSeal, deriveCursorSeal, renameNotFoundCursor, sealReply } from '../../runtime/server/cursor-seal.ts';
+import { CommandPeek } from '../../runtime/wire/index.ts';
 import { RawClient, opMsg, opQuery } from '../helpers/wire.ts';
 import { Closes, withProxy } from '../helpers/proxy.ts';
 import { freePort } from '../helpers/ports.ts';
 import { spawnServe } from '../helpers/serve.ts';
+import { saltOf } from '../helpers/scram.ts';
 
 const ANN = 'ann-pw';
 const BOB = 'bob-pw';
@@ -142,6 +144,27 @@ test('sealReply: cursor.id in place (8 bytes, nothing re-encoded), killCursors a
   assert.deepEqual([k.cursorsKilled[0], k.cursorsNotFound[0], k.cursorsAlive[0], k.cursorsUnknown[0]], [1n, 2n, 3n, 4n].map((i) => s.seal(i)));
 });
 
+test('renameNotFoundCursor: a getMore\'s CursorNotFound names the id the client sent, the rest of the reply kept; other replies untouched', () => {
+  const s = deriveCursorSeal(randomBytes(32), null);
+  const upstream = 5317663433239072815n;
+  const sent = s.seal(upstream);
+  const peek = new CommandPeek();
+  peek.read(Buffer.from(serialize({ getMore: Long.fromBigInt(upstream), collection: 'c', $db: 'd' })));
+  assert.equal(peek.cursorId, upstream);
+  const reply = (code: number, errmsg: string) => Buffer.from(serialize({ ok: 0, errmsg, code, codeName: 'CursorNotFound', $clusterTime: { t: 1 } }));
+  const out = renameNotFoundCursor(reply(43, `cursor id ${upstream} not found`), 0, peek, s);
+  assert.ok(out !== null);
+  assert.deepEqual(deserialize(out), { ok: 0, errmsg: `cursor id ${sent} not found`, code: 43, codeName: 'CursorNotFound', $clusterTime: { t: 1 } });
+  // mongos' form, and a longer number that only contains the id's digits.
+  const mongos = renameNotFoundCursor(reply(43, `Cursor not found (namespace: 'd.c', id: ${upstream}).`), 0, peek, s);
+  assert.equal(deserialize(mongos!).errmsg, `Cursor not found (namespace: 'd.c', id: ${sent}).`);
+  assert.equal(renameNotFoundCursor(reply(43, `cursor id 9${upstream} not found`), 0, peek, s), null);
+  assert.equal(renameNotFoundCursor(reply(50, `cursor id ${upstream} timed out`), 0, peek, s), null, 'another code: as it is');
+  const find = new CommandPeek();
+  find.read(Buffer.from(serialize({ find: 'c', $db: 'd' })));
+  assert.equal(renameNotFoundCursor(reply(43, `cursor id ${upstream} not found`), 0, find, s), null, 'not a getMore');
+});
+
 // ---- through the proxy ------------------------------------------------------------------------
 
 /** find with batchSize 2 over the ten documents: the client-visible cursor id. */
@@ -165,7 +188,7 @@ test("another user's getMore and killCursors do not reach a cursor; the owner re
     const b = bob.db('cursors');
     await seed(a);
     const id = await openFind(a);
-    await assert.rejects(getMore(b, id), isCode(43));
+    await assert.rejects(getMore(b, id), (e: unknown) => isCode(43)(e) && (e as Error).message === `cursor id ${id} not found`);
     const killed = await b.command({ killCursors: 'c', cursors: [Long.fromBigInt(id)] });
     assert.deepEqual(ids(killed.cursorsNotFound), [id], 'not found for bob, under the id bob sent');
     assert.deepEqual(ids(killed.cursorsKilled), []);
@@ -368,24 +391,6 @@ async function rawLogin(port: number, user: string, password: string, loadBalanc
   const fin = (await raw.roundTrip(opMsg({ saslContinue: 1, conversationId: first.conversationId, payload: new Binary(proof), $db: 'admin' }))).body!;
   assert.equal(fin.done, true, JSON.stringify(fin));
   return { raw, worker: String(hello.serviceId) };
-}
-
-/** The salt the server-first message of a SCRAM conversation for `user` names, and the worker that answered. */
-async function saltOf(port: number, user: string): Promise<{ salt: string; worker: string }> {
-  const raw = await RawClient.connect(port);
-  try {
-    const hello = await raw.hello({ loadBalanced: true });
-    const c = new ScramClient({ username: user, password: 'whatever', source: 'admin', mechanism: 'SCRAM-SHA-256' });
-    const first = (await raw.roundTrip(opMsg({
-      saslStart: 1, mechanism: 'SCRAM-SHA-256', payload: new Binary(c.first()), options: { skipEmptyExchange: true }, $db: 'admin',
-    }))).body!;
-    assert.equal(first.ok, 1, JSON.stringify(first));
-    const salt = /(?:^|,)s=([^,]+)/.exec(Buffer.from((first.payload as Binary).buffer).toString('utf8'))?.[1];
-    assert.ok(salt !== undefined);
-    return { salt, worker: String(hello.serviceId) };
-  } finally {
-    raw.destroy();
-  }
 }
 
 async function rawCommand(raw: RawClient, cmd: Document): Promise<Document> {
