@@ -338,6 +338,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     // (after a reload that changed one, a reload that puts it back no longer warns).
     const restartOnly = restartKeys(config, next);
     // Everything that can refuse the configuration runs before anything is applied.
+    // auth.secret_file takes a restart, but a file that restart could not use (gone, too open, too
+    // short) refuses the reload now rather than stopping the next start.
+    if (!worker && next.auth?.secret_file !== undefined) configuredAuthSecret(next.auth, source);
     // Renewed certificates apply to new connections (open ones keep theirs).
     const nextTls = next.tls === undefined || !server.tls ? null : listenerTlsOptions(next.tls, source);
     if (profiler?.file != null) {

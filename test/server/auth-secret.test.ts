@@ -17,6 +17,7 @@ import { parseConfig, restartKeys } from '../../runtime/config/index.ts';
 import { freePort } from '../helpers/ports.ts';
 import { spawnServe, type Served } from '../helpers/serve.ts';
 import { saltOf } from '../helpers/scram.ts';
+import { until } from '../helpers/until.ts';
 
 const ANN = 'ann-pw';
 const BOB = 'bob-pw';
@@ -179,4 +180,18 @@ test('auth.secret_file takes effect at a restart: a reload that changes it names
   const b = parseConfig({ auth: { users: USERS, secret_file: 'b.key' } }, null);
   assert.deepEqual(restartKeys(a, b), ['auth.secret_file']);
   assert.deepEqual(restartKeys(parseConfig({}, null), b), ['auth.secret_file']);
+});
+
+test('a reload to a secret file the next start could not use is refused, naming auth.secret_file; the running configuration stays', async () => {
+  const good = keyFile('reload-good.key', SECRET);
+  const open = keyFile('reload-open.key', SECRET, 0o644);
+  const config = await configFile('reload', { users: USERS, secret_file: good });
+  const { proc } = await serve(config, 0);
+  writeFileSync(config, JSON.stringify({ listen: '127.0.0.1:0', log: { level: 'warn' }, upstream: { uri: await upstreamUri() },
+    auth: { users: USERS, secret_file: open } }));
+  proc.child.kill('SIGHUP');
+  await until('the refused reload', () => /configuration reload refused/.test(proc.err()), 10_000);
+  assert.match(proc.err(), /auth\.secret_file: permissions on [^"]*reload-open\.key are too open \(mode 0644\)/);
+  assert.doesNotMatch(proc.err(), /configuration reloaded/);
+  assert.equal(proc.child.exitCode, null, 'the proxy still runs');
 });
