@@ -32,6 +32,17 @@ export function httpBaseUrl(text: string, what: string): { url: string } | { pro
 }
 
 /**
+ * The base URL an option names (`given`: the option as typed, when on the command line), else the
+ * environment variable's, else `fallback`; or why not, naming where the bad value came from (the
+ * option, the variable or the default).
+ */
+export function endpointUrl(option: string, given: string | undefined, env: string, fallback: string): { url: string } | { problem: string } {
+  if (given !== undefined) return httpBaseUrl(given, `--${option}`);
+  const fromEnv = process.env[env];
+  return fromEnv !== undefined ? httpBaseUrl(fromEnv, `$${env}`) : httpBaseUrl(fallback, `the default --${option}`);
+}
+
+/**
  * An integer option as typed, digits only, as the HTTP APIs take their integer parameters: cac
  * (mri) turns "1e3" into 1000 and "0x10" into 16 before the command sees them. `{ value: undefined }`
  * when the option is absent; `{ problem }` (naming the option and the value) when it is not digits.

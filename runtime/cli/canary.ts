@@ -7,7 +7,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { CanaryCliError, CanaryClient, EXIT, usage } from './canary-client.ts';
 import { ERRORS } from '../errors/catalogue.ts';
-import { typedOption, httpBaseUrl } from './argv.ts';
+import { typedOption, endpointUrl } from './argv.ts';
 import { fragmentFor, fragmentYaml, readPlain, writeFragment, type BaselineAnswer } from './canary-adopt.ts';
 import { isRunning, num, renderDiffs, renderHistory, renderStatus, table, type Diffs, type History, type Report, type Side,
   type Status } from './canary-render.ts';
@@ -59,8 +59,8 @@ function raw(name: string, parsed: unknown): string | undefined {
   return String(parsed);
 }
 
-function baseUrl(text: string): string {
-  const r = httpBaseUrl(text, '--url');
+function baseUrl(given: string | undefined): string {
+  const r = endpointUrl('url', given, 'PROXY_CONTROL_URL', DEFAULT_URL);
   return 'url' in r ? r.url : usage(r.problem);
 }
 
@@ -356,7 +356,7 @@ export async function canaryCommand(action: string, target: string | undefined, 
     if (k === '--' || k.includes('-') || v === undefined) continue;
     if (!allowed.has(k)) usage(`${FLAG[k] ?? `--${k}`} does not apply to proxy canary ${a}`);
   }
-  const url = baseUrl(raw('url', o.url) ?? process.env.PROXY_CONTROL_URL ?? DEFAULT_URL);
+  const url = baseUrl(raw('url', o.url));
   const token = raw('token', o.token) ?? process.env.PROXY_CONTROL_TOKEN ?? process.env.PROXY_CONTROL_PLANE_TOKEN ?? '';
   const ctx: Ctx = { client: new CanaryClient(url, token === '' ? null : token), json: o.json === true, o, target };
   await COMMANDS[a](ctx);

@@ -5,7 +5,7 @@
 // Same URL, token and exit codes as `proxy canary` (docs/cli.md).
 import type { CAC } from 'cac';
 import { CanaryCliError, CanaryClient, EXIT, usage } from './canary-client.ts';
-import { httpBaseUrl, typedOption } from './argv.ts';
+import { endpointUrl, typedOption } from './argv.ts';
 import { readFileSync } from 'node:fs';
 import { parseText } from '../config/index.ts';
 
@@ -53,8 +53,7 @@ function pipelineKeys(file: string): Record<string, unknown> {
 export async function fleetCommand(action: string, o: Options): Promise<void> {
   if (action !== 'status' && action !== 'publish') usage(`unknown action "${action}" (one of status, publish)`);
   if (action === 'status' && o.config !== undefined) usage('--config does not apply to proxy fleet status');
-  const text = o.url === undefined ? process.env.PROXY_CONTROL_URL ?? DEFAULT_URL : typedOption('url') ?? String(o.url);
-  const r = httpBaseUrl(text, '--url');
+  const r = endpointUrl('url', o.url === undefined ? undefined : typedOption('url') ?? String(o.url), 'PROXY_CONTROL_URL', DEFAULT_URL);
   const url = 'url' in r ? r.url : usage(r.problem);
   const token = (o.token === undefined ? undefined : typedOption('token') ?? String(o.token)) ?? process.env.PROXY_CONTROL_TOKEN ??
     process.env.PROXY_CONTROL_PLANE_TOKEN ?? '';

@@ -13,7 +13,7 @@
 import type { CAC } from 'cac';
 import { readFileSync, writeFileSync } from 'node:fs';
 import * as hdr from 'hdr-histogram-js';
-import { typedOption, httpBaseUrl } from './argv.ts';
+import { typedOption, httpBaseUrl, endpointUrl } from './argv.ts';
 import { ANSWER_TOO_LARGE, httpRequest } from './http-client.ts';
 import { exitCodeOf, type CodesOf } from '../errors/catalogue.ts';
 import { parseDuration } from '../bench/index.ts';
@@ -486,7 +486,8 @@ async function profileCommand(experiment: string | undefined, o: ProfileCliOptio
     `--pipeline ${legacyVariant} disagree`);
   const variantName = variantArg ?? legacyVariant ?? 'baseline';
   const variant = isVariant(variantName) ? variantName : usage(`--variant must be baseline or candidate, got "${variantName}"`);
-  const url = baseUrl(raw('url', o.url) ?? process.env.PROXY_PROFILE_URL ?? DEFAULT_URL, '--url');
+  const given = endpointUrl('url', raw('url', o.url), 'PROXY_PROFILE_URL', DEFAULT_URL);
+  const url = 'url' in given ? given.url : usage(given.problem);
   const token = raw('token', o.token) ?? process.env.PROXY_PROFILE_TOKEN ?? null;
   const worker = raw('worker', o.worker) ?? null;
   if (worker !== null && !/^\d+$/.test(worker)) usage(`--worker must be a worker's index (0, 1, …), got "${worker}"`);

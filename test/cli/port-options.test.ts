@@ -39,13 +39,19 @@ test('proxy devdb --port: 0..65535 (0: any free port); with --replica-set every 
   }
 });
 
-test('URL options (--url, --instances, --profiling-url, $PROXY_*_URL): a port outside 1..65535 is said as such, exit 2', async () => {
+test('URL options (--url, --instances, --profiling-url, $PROXY_*_URL): a port outside 1..65535 is said as such, naming the option or ' +
+  'variable, exit 2', async () => {
   const cases: [string[], Record<string, string>, string][] = [
     [['logs', '--url', 'http://127.0.0.1:99999', '--no-follow'], {}, 'proxy logs: --url "http://127.0.0.1:99999": the port must be 1..65535, got 99999'],
     [['logs', '--no-follow'], { PROXY_ADMIN_URL: 'http://[::1]:0/' }, 'proxy logs: $PROXY_ADMIN_URL "http://[::1]:0/": the port must be 1..65535, got 0'],
     [['canary', 'list', '--url', '127.0.0.1:70000'], {}, 'proxy canary list: --url "127.0.0.1:70000": the port must be 1..65535, got 70000'],
     [['fleet', 'status', '--url', 'http://127.0.0.1:99999'], {}, 'proxy fleet status: --url "http://127.0.0.1:99999": the port must be 1..65535, ' +
       'got 99999'],
+    [['canary', 'list'], { PROXY_CONTROL_URL: '127.0.0.1:70000' }, 'proxy canary list: $PROXY_CONTROL_URL "127.0.0.1:70000": the port must be ' +
+      '1..65535, got 70000'],
+    [['fleet', 'status'], { PROXY_CONTROL_URL: 'ftp://127.0.0.1:21' }, 'proxy fleet status: $PROXY_CONTROL_URL "ftp://127.0.0.1:21" must be ' +
+      'http:// or https://'],
+    [['profile'], { PROXY_PROFILE_URL: 'http://127.0.0.1:0' }, 'proxy profile: $PROXY_PROFILE_URL "http://127.0.0.1:0": the port must be 1..65535, got 0'],
     [['profile', '--aggregate', '--instances', '127.0.0.1:9090,127.0.0.1:99999'], {}, 'proxy profile: --instances "127.0.0.1:99999": the port ' +
       'must be 1..65535, got 99999'],
     [['bench', '--target', 'mongodb://127.0.0.1:1', '--duration', '1s', '--profiling-url', 'http://127.0.0.1:99999'], {},
