@@ -1,7 +1,7 @@
 // A stand-in OTLP/HTTP collector for the tracing demo: accepts JSON exports on
-// http://127.0.0.1:4318/v1/traces and prints each trace as an indented tree once it is quiet
-// for a second. For real use, point telemetry.otlp_endpoint at your collector (Jaeger, Tempo,
-// the OpenTelemetry Collector) instead.
+// http://127.0.0.1:4318/v1/traces (PORT=<n>: another port) and prints each trace as an indented
+// tree once it is quiet for a second. For real use, point telemetry.otlp_endpoint at your
+// collector (Jaeger, Tempo, the OpenTelemetry Collector) instead.
 import { createServer } from 'node:http';
 
 const spans = [];
@@ -44,4 +44,6 @@ createServer((req, res) => {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end('{}');
   });
-}).listen(4318, '127.0.0.1', () => console.log('collector stand-in on http://127.0.0.1:4318/v1/traces (OTLP/JSON)'));
+}).listen(Number(process.env.PORT ?? 4318), '127.0.0.1', function () {
+  console.log(`collector stand-in on http://127.0.0.1:${this.address().port}/v1/traces (OTLP/JSON)`);
+});
