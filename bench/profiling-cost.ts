@@ -77,5 +77,3 @@ for (let r = 0; r < rounds; r++) {
 }
 console.log(`eight built-ins, profiling off: ${bestOff.toFixed(0)} ns/request; on: ${bestOn.toFixed(0)} ns/request; `
   + `profiling costs ${(bestOn - bestOff).toFixed(0)} ns/request (min of ${rounds} interleaved rounds of ${requests})`);
-// The eviction sweep's sum is read, so the sweep is not optimised away.
-if (evictKb > 0) console.log(`(evicted ${evictKb} KiB per request; checksum ${evictSum})`);
