@@ -68,7 +68,7 @@ test('URL options (--url, --instances, --profiling-url, $PROXY_*_URL): a port ou
 });
 
 test('proxy serve --listen: a port outside 0..65535 is refused as the configuration\'s listen is, exit 2', async () => {
-  const r = await run(['serve', '--listen', '127.0.0.1:99999']);
+  const r = await run(['serve', '--workers', '1', '--listen', '127.0.0.1:99999']);
   assert.equal(r.code, 2, r.stderr);
   assert.match(r.stderr, /--listen: listen: "127\.0\.0\.1:99999": the port must be an integer 0\.\.65535/);
 });
