@@ -9,7 +9,12 @@
 // the other process on the core) does to the CPU's caches between two requests, so that the records'
 // cost with their data out of the nearest caches can be read here too.
 //
-// Usage: node --import tsx bench/profiling-cost.ts [--rounds 8] [--requests 20000] [--evict-kb 0]
+// --offered-rate R gives the flame-graph ring a clock that advances 1000 / R ms per request, so it
+// keeps the share of requests' frames (with their sub-operations timed) that a proxy serving R
+// requests a second keeps — flamegraph_frames per 60 s — rather than the far smaller share of a
+// loop running as fast as it can.
+//
+// Usage: node --import tsx bench/profiling-cost.ts [--rounds 8] [--requests 20000] [--evict-kb 0] [--offered-rate 0]
 import { performance } from 'node:perf_hooks';
 import { serialize, Long } from 'bson';
 import { PipelineManager, Exchange, type Pipeline } from '../runtime/pipeline/index.ts';
@@ -23,6 +28,9 @@ const rounds = Number(arg('--rounds', '8'));
 const requests = Number(arg('--requests', '20000'));
 const evictKb = Number(arg('--evict-kb', '0'));
 const evict = new Float64Array(evictKb * 128);
+const offeredRate = Number(arg('--offered-rate', '0'));
+let virtualMs = 0;
+let framedCount = 0, timedCount = 0;
 const hostLog = devNullHostLogger();
 const config = eightBuiltinsInProcess();
 const profiler = await Profiler.create(profilingSettings(parseConfig({ profiling: { enabled: true } }, null).profiling!), { warn() {} });
@@ -46,7 +54,9 @@ function run(p: Pipeline, timed: boolean): number {
       // As a client connection does (RequestRecord.begin): sub-operations are timed only when the
       // flame-graph ring keeps the request's frame (all of them below flamegraph_frames per minute).
       timings.reset();
-      const framed = profiler.admitFrame(performance.now());
+      const framed = profiler.admitFrame(offeredRate > 0 ? (virtualMs += 1000 / offeredRate) : performance.now());
+      timedCount++;
+      if (framed) framedCount++;
       timings.subops = framed;
       // Without sampling filters step times go straight to the histograms, and are stored for the
       // request only when its frame is kept.
@@ -76,4 +86,5 @@ for (let r = 0; r < rounds; r++) {
   bestOn = Math.min(bestOn, run(on, true));
 }
 console.log(`eight built-ins, profiling off: ${bestOff.toFixed(0)} ns/request; on: ${bestOn.toFixed(0)} ns/request; `
-  + `profiling costs ${(bestOn - bestOff).toFixed(0)} ns/request (min of ${rounds} interleaved rounds of ${requests})`);
+  + `profiling costs ${(bestOn - bestOff).toFixed(0)} ns/request (min of ${rounds} interleaved rounds of ${requests}; `
+  + `${(100 * framedCount / timedCount).toFixed(2)} % of requests framed${offeredRate > 0 ? ` at ${offeredRate} req/s offered` : ''})`);
