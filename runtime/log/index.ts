@@ -128,13 +128,28 @@ class PinoDestination {
   }
 }
 
-/** `time LEVEL logger msg k=v ...` from one pino JSON line (the pretty format is for a terminal, like pino-pretty). */
+// Characters a terminal acts on instead of showing: C0 and C1 controls (ESC starts the sequences
+// that clear the screen, move the cursor, retitle the window), DEL, and the bidirectional overrides
+// that reorder what follows. Clients choose many logged strings (appName, user, collection names).
+// eslint-disable-next-line no-control-regex -- matching the control characters is the point
+const TERMINAL_UNSAFE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+
+/** `s` with every character a terminal would act on written as an escape (`\n`, `\u001b`): one line, shown as sent. */
+export function terminalSafe(s: string): string {
+  return s.replace(TERMINAL_UNSAFE, (c) => c === '\n' ? '\\n' : c === '\r' ? '\\r' : c === '\t' ? '\\t'
+    : `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/**
+ * `time LEVEL logger msg k=v ...` from one pino JSON line (the pretty format is for a terminal, like
+ * pino-pretty): one line whatever the strings in it hold, control characters escaped.
+ */
 export function prettyLine(json: string): string {
   let o: Record<string, unknown>;
   try {
     o = JSON.parse(json) as Record<string, unknown>;
   } catch {
-    return json;
+    return `${terminalSafe(json)}\n`;
   }
   let line = `${String(o.time)} ${String(o.level).toUpperCase().padEnd(5)} ${String(o.logger ?? '')} ${String(o.msg ?? '')}`;
   for (const k in o) {
@@ -142,7 +157,7 @@ export function prettyLine(json: string): string {
     const v = o[k];
     line += ` ${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`;
   }
-  return line + '\n';
+  return `${terminalSafe(line)}\n`;
 }
 
 /**
