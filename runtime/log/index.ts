@@ -251,7 +251,10 @@ export class Logger implements Log {
       line[line.length - 1] = 0x0a;
       this.lines.push(line);
     }
-    if (sink.writeRecord !== undefined) sink.writeRecord(this.head, members);
+    // Pretty is for a terminal: the JSON escapes C0 controls but not C1 ones (U+009B is a CSI to
+    // some terminals) nor bidirectional overrides, which a client's strings may hold.
+    if (this.format === 'pretty') sink.write(`${terminalSafe(this.head.toString() + utf8Decoder.decode(members))}}\n`);
+    else if (sink.writeRecord !== undefined) sink.writeRecord(this.head, members);
     else sink.write(this.head.toString() + utf8Decoder.decode(members) + '}\n');
   }
 

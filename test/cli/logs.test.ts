@@ -161,3 +161,21 @@ test('proxy logs: a client-chosen string (a collection name with ESC sequences, 
   assert.equal(text.split('\n').length, 2, 'the newline in the name forged no line');
   assert.ok(text.includes('collection=c\\u001b[2J\\u001b]0;pwned\\u0007\\nforged ERROR proxy fake line\\u202e'), text);
 });
+
+test('log.format pretty: a plugin\'s access line holding a client\'s C1 control or bidi override prints them escaped', async () => {
+  const config = parseConfig({
+    listen: '127.0.0.1:0', log: { level: 'info', format: 'pretty' },
+    pipeline: { request: [], response: ['logging'] }, steps: { logging: { config: { sample_rate: 1 } } },
+  }, null);
+  const stderr: string[] = [];
+  const proxy = await startProxy(config, { log: new Logger('proxy', 'info', 'pretty', { write: (l) => { stderr.push(l); } }) });
+  running.push(proxy);
+  const client = new MongoClient(proxy.uri);
+  await client.db('app').collection('c\u009b2J\u202eevil').findOne({});
+  await client.close();
+  const access = stderr.join('').split('\n').find((l) => l.includes('"op":"find"'));
+  assert.ok(access !== undefined, stderr.join(''));
+  // eslint-disable-next-line no-control-regex -- looking for the control characters is the point
+  assert.doesNotMatch(access, /[\u0000-\u001f\u007f-\u009f\u202e]/, JSON.stringify(access));
+  assert.ok(access.includes('"collection":"c\\u009b2J\\u202eevil"'), access);
+});
