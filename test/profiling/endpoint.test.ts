@@ -4,7 +4,8 @@
 // per-request profiles, /metrics (promtool when installed), and reload switching profiling on/off.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import { existsSync, mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -404,4 +405,9 @@ test('a sub-operation named after the client\'s collection (";", a newline, a co
     assert.ok(Number(sub[0].slice(sub[0].lastIndexOf(' ') + 1)) < 123456789, 'the count is the measured one');
     const svg = (await get(`${proxy.profilingUrl}/api/profile/flamegraph`)).body as string;
     assert.doesNotMatch(svg, /<title>forged/, 'no frame named "forged" in the SVG');
+    // `proxy profile --step` lists the sub-operation by name: the newline escaped, no line of its own.
+    const cli = await promisify(execFile)(process.execPath, ['bin/proxy.mjs', 'profile', '--url', proxy.profilingUrl!, '--step', 'names'],
+      { encoding: 'utf8' });
+    assert.ok(cli.stdout.includes('lookup x;forged;frame 999999999\\nproxy;forged 123456789'), cli.stdout);
+    assert.doesNotMatch(cli.stdout, /^proxy;forged/m, 'no line forged');
   });
