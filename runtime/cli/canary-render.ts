@@ -2,7 +2,7 @@
 // answers (docs/canary.md) as text. Pure functions of those answers and the time now, so a test
 // renders what a real controller answered without a process or a clock of its own.
 import { formatDuration } from '../canary/index.ts';
-import { terminalSafe } from '../log/index.ts';
+import { forTerminal } from '../log/index.ts';
 
 export interface Side { requests: number; error_rate_pct: number; latency_p50_ms?: number; latency_p95_ms: number; latency_p99_ms?: number; errors?: number }
 export interface Rule { rule: string; value: number | null; threshold: number; met: boolean; state?: string; sustained_for?: string; comparison?: string }
@@ -24,19 +24,6 @@ export interface Report { outcome: string | null; ended_at: string | null; durat
 export interface HistoryEntry { at: string; event: string; stage?: number; traffic_pct?: number; message?: string; details?: Record<string, unknown> }
 export interface History { canary_id: string; pipeline_id: string; description?: string; status?: string; baseline_version?: string;
   candidate_version?: string; history: HistoryEntry[] }
-
-/**
- * `v` with every string in it, keys too, made safe to print on a terminal (terminalSafe: control
- * characters escaped, one line each). The answers hold strings clients chose (the namespaces,
- * field names and values of a shadow canary's diffs, a matched appName) and strings API callers
- * chose (a description, a rollback reason): none may move the cursor, clear the screen or forge a line.
- */
-export function forTerminal<T>(v: T): T {
-  if (typeof v === 'string') return terminalSafe(v) as T;
-  if (Array.isArray(v)) return v.map((x: unknown) => forTerminal(x)) as T;
-  if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [terminalSafe(k), forTerminal(x)])) as T;
-  return v;
-}
 
 export function table(headers: string[], rows: string[][]): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));

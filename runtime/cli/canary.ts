@@ -9,7 +9,8 @@ import { CanaryCliError, CanaryClient, EXIT, usage } from './canary-client.ts';
 import { ERRORS } from '../errors/catalogue.ts';
 import { typedOption, endpointUrl } from './argv.ts';
 import { fragmentFor, fragmentYaml, readPlain, writeFragment, type BaselineAnswer } from './canary-adopt.ts';
-import { forTerminal, isRunning, num, renderDiffs, renderHistory, renderStatus, table, type Diffs, type History, type Report, type Side,
+import { forTerminal } from '../log/index.ts';
+import { isRunning, num, renderDiffs, renderHistory, renderStatus, table, type Diffs, type History, type Report, type Side,
   type Status } from './canary-render.ts';
 
 const DEFAULT_URL = 'http://127.0.0.1:9092';

@@ -141,6 +141,20 @@ export function terminalSafe(s: string): string {
 }
 
 /**
+ * `v` with every string in it, keys too, made safe to show as lines of text (terminalSafe: control
+ * characters escaped, one line each): an API answer `proxy canary` prints, an event an email tells.
+ * They hold strings clients chose (the namespaces, field names and values of a shadow canary's
+ * diffs, a matched appName) and strings API callers chose (a description, a rollback reason): none
+ * may move the cursor, clear the screen or forge a line.
+ */
+export function forTerminal<T>(v: T): T {
+  if (typeof v === 'string') return terminalSafe(v) as T;
+  if (Array.isArray(v)) return v.map((x: unknown) => forTerminal(x)) as T;
+  if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [terminalSafe(k), forTerminal(x)])) as T;
+  return v;
+}
+
+/**
  * `time LEVEL logger msg k=v ...` from one pino JSON line (the pretty format is for a terminal, like
  * pino-pretty): one line whatever the strings in it hold, control characters escaped.
  */
