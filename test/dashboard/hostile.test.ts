@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MongoClient } from 'mongodb';
-import { clients, open, startWithControlPlane, createCanary } from './helpers.ts';
+import { clients, open, start, startWithControlPlane, createCanary } from './helpers.ts';
 
 const TOKEN = 'dashboard-hostile-token-0123456789';
 const MARKUP = '<img src=x onerror="window.__pwned=(window.__pwned||0)+1">';
@@ -66,3 +66,19 @@ test('dashboard: markup in a client\'s collection name, appName and values shows
       assert.match(r.headers.get('content-type') ?? '', /^application\/json/, url);
     }
   });
+
+test('the flame graph SVG opened directly: a policy lets its own script alone run (it still zooms); the title is text', { timeout: 90_000 }, async () => {
+  const { proxy, client } = await start({});
+  for (let i = 0; i < 20; i++) await client.db('dash').collection('us_200').findOne({});
+  const url = `${proxy.profilingUrl}/api/profile/flamegraph?title=${encodeURIComponent(`t</title><script>window.__pwned=1</script>${MARKUP}`)}`;
+  const res = await fetch(url);
+  assert.match(res.headers.get('content-security-policy') ?? '', /^default-src 'none'; script-src 'sha256-[A-Za-z0-9+/]+=*'; style-src 'unsafe-inline'$/);
+  assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+  const page = await open(url);
+  await page.locator('[id$=title]').filter({ hasText: '</script>' }).waitFor();
+  const unzoom = page.locator('[id$=unzoom]');
+  await page.locator('g[id$=frames] g:has(title:text-matches("wasm:spin"))').first().click();
+  assert.doesNotMatch(await unzoom.getAttribute('class') ?? '', /hidden/, 'its script ran: zoomed, Reset Zoom shown');
+  assert.equal(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned), undefined);
+  await page.close();
+});
