@@ -2,6 +2,7 @@
 // answers (docs/canary.md) as text. Pure functions of those answers and the time now, so a test
 // renders what a real controller answered without a process or a clock of its own.
 import { formatDuration } from '../canary/index.ts';
+import { forTerminal } from '../log/index.ts';
 
 export interface Side { requests: number; error_rate_pct: number; latency_p50_ms?: number; latency_p95_ms: number; latency_p99_ms?: number; errors?: number }
 export interface Rule { rule: string; value: number | null; threshold: number; met: boolean; state?: string; sustained_for?: string; comparison?: string }
@@ -45,7 +46,9 @@ const ago = (at: string, now: number) => formatDuration(now - Date.parse(at));
  * been breached so far; a finished one (`report` given) when it ended and after how long, how it
  * ended, and the rules' state when it ended.
  */
-export function renderStatus(s: Status, verbose: boolean, now: number, report: Report | null = null): string {
+export function renderStatus(answer: Status, verbose: boolean, now: number, reportAnswer: Report | null = null): string {
+  const s = forTerminal(answer);
+  const report = forTerminal(reportAnswer);
   const stages = s.stages?.length;
   const finished = !isRunning(s.status);
   const lines: string[] = [
@@ -112,7 +115,8 @@ export function renderStatus(s: Status, verbose: boolean, now: number, report: R
   return `${lines.join('\n')}\n`;
 }
 
-export function renderHistory(h: History): string {
+export function renderHistory(answer: History): string {
+  const h = forTerminal(answer);
   const head = `canary ${h.canary_id}  pipeline ${h.pipeline_id}${h.status ? `  ${h.status.toUpperCase()}` : ''}\n`
     + (h.description ? `  about      ${h.description}\n` : '')
     + (h.baseline_version ? `  versions   baseline ${h.baseline_version}, candidate ${h.candidate_version ?? '-'}\n` : '');
@@ -151,7 +155,8 @@ interface DiffPath { path: string; change: string; baseline_type?: string; candi
  * differing paths — COUNT, KIND, PATHS, in a fleet the INSTANCES whose diffs the group holds, and
  * one SAMPLE (namespace, what each graph did or the values when shown, and when).
  */
-export function renderDiffs(d: Diffs): string {
+export function renderDiffs(answer: Diffs): string {
+  const d = forTerminal(answer);
   const rate = d.divergence_rate === null ? '-' : `${num(d.divergence_rate * 100, 2)}%`;
   const kinds = Object.entries(d.by_kind).map(([k, n]) => `${k} ${n}`).join(', ');
   const head = `canary ${d.canary_id} on ${d.pipeline_id} (${d.status}, shadowing ${d.shadow_pct}%): ${d.diverged} of ${d.sampled} shadowed ` +

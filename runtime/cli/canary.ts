@@ -9,6 +9,7 @@ import { CanaryCliError, CanaryClient, EXIT, usage } from './canary-client.ts';
 import { ERRORS } from '../errors/catalogue.ts';
 import { typedOption, endpointUrl } from './argv.ts';
 import { fragmentFor, fragmentYaml, readPlain, writeFragment, type BaselineAnswer } from './canary-adopt.ts';
+import { forTerminal } from '../log/index.ts';
 import { isRunning, num, renderDiffs, renderHistory, renderStatus, table, type Diffs, type History, type Report, type Side,
   type Status } from './canary-render.ts';
 
@@ -186,8 +187,9 @@ async function start(c: Ctx): Promise<void> {
     if (sticky !== 'connection' && sticky !== 'session') usage(`--sticky is connection or session, got "${sticky}"`);
     body.sticky = sticky;
   }
-  const r = await c.client.json<Record<string, unknown>>('POST', '/api/v1/canary', body);
-  if (c.json) return printJson(r);
+  const answer = await c.client.json<Record<string, unknown>>('POST', '/api/v1/canary', body);
+  if (c.json) return printJson(answer);
+  const r = forTerminal(answer);
   out(`canary ${String(r.canary_id)} started on pipeline ${String(r.pipeline_id)}: stage ${String(r.current_stage)}, ${String(r.traffic_pct)}% to ` +
     `the candidate${shadow !== undefined ? `, ${shadow}% shadowed` : ''}\n`
     + `  baseline  ${String(r.baseline_version)}\n  candidate ${String(r.candidate_version)}\n`
@@ -226,8 +228,9 @@ async function promote(c: Ctx): Promise<void> {
   const pipelineId = needTarget(c, 'a <pipeline_id>', 'promote');
   const item = await canaryOf(c, pipelineId, false);
   const body = c.o.force === true ? { force: true } : {};
-  const r = await c.client.json<Record<string, unknown>>('POST', `/api/v1/canary/${encodeURIComponent(item.canary_id)}/promote`, body);
-  if (c.json) return printJson(r);
+  const answer = await c.client.json<Record<string, unknown>>('POST', `/api/v1/canary/${encodeURIComponent(item.canary_id)}/promote`, body);
+  if (c.json) return printJson(answer);
+  const r = forTerminal(answer);
   out(`canary ${String(r.canary_id)} on ${pipelineId}: stage ${String(r.previous_stage)} → ${String(r.current_stage)}, ${String(r.traffic_pct)}% ` +
     `to the candidate${r.status === 'completed' ? ' — completed: the candidate is the ' +
     'baseline' : ''}\n${r.message ? `  ${String(r.message)}\n` : ''}`);
@@ -252,7 +255,9 @@ async function rollback(c: Ctx): Promise<void> {
       results.push(r);
       if (!c.json) {
         const f = r.final_metrics;
-        out(`canary ${item.canary_id} on ${item.pipeline_id}: rolled back at ${String(r.rolled_back_at)} (${String(r.triggered_by)}): ${String(r.reason)}\n`
+        const t: Record<string, unknown> = forTerminal({ ...r, canary_id: item.canary_id, pipeline_id: item.pipeline_id });
+        out(`canary ${String(t.canary_id)} on ${String(t.pipeline_id)}: rolled back at ${String(t.rolled_back_at)} (${String(t.triggered_by)}): ` +
+          `${String(t.reason)}\n`
           + (f ? `  final: baseline ${f.baseline.requests} requests, ${num(f.baseline.error_rate_pct, 3)}% errors, ` +
             `p95 ${num(f.baseline.latency_p95_ms)} ms; candidate ${f.candidate.requests} requests, ${num(f.candidate.error_rate_pct, 3)}% errors, ` +
             `p95 ${num(f.candidate.latency_p95_ms)} ms\n` : ''));
@@ -279,7 +284,7 @@ async function list(c: Ctx): Promise<void> {
   if (c.json || format === 'json') return printJson({ canaries: shown, total: shown.length });
   if (shown.length === 0) return out(c.o.all === true ? 'no canaries\n' : 'no active or paused canaries (--all includes completed and rolled-back ones)\n');
   out(table(['CANARY ID', 'PIPELINE', 'STATUS', 'STAGE', 'TRAFFIC', 'STARTED', 'DESCRIPTION'],
-    shown.map((x) => [x.canary_id, x.pipeline_id, x.status, String(x.current_stage), `${x.traffic_pct}%`, x.started_at, x.description ?? ''])));
+    forTerminal(shown).map((x) => [x.canary_id, x.pipeline_id, x.status, String(x.current_stage), `${x.traffic_pct}%`, x.started_at, x.description ?? ''])));
 }
 
 async function history(c: Ctx): Promise<void> {

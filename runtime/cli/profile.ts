@@ -19,6 +19,7 @@ import { exitCodeOf, type CodesOf } from '../errors/catalogue.ts';
 import { parseDuration } from '../bench/index.ts';
 import { fileSnapshot, foldedText, readHistogramFile } from '../profiling/index.ts';
 import { isVariant, type Variant } from '../config/index.ts';
+import { terminalSafe } from '../log/index.ts';
 
 const DEFAULT_URL = 'http://127.0.0.1:9091';
 const REQUEST_TIMEOUT_MS = 10_000;
@@ -827,8 +828,9 @@ async function stepCommand(c: Ctx): Promise<void> {
     out.push(`${p.phase} distribution`, bucketBars(p.buckets).trimEnd(), '');
     if (p.subops.length === 0) continue;
     out.push(`${p.phase} sub-operations${window_s === null ? '' : ' (window percentiles are bucket bounds)'}`);
+    // Sub-operation names are the plugins', possibly built from a request (a client's collection name).
     out.push(table(['name', 'calls', 'errors', 'avg µs', 'p50', 'p99', 'max'], p.subops.map((s) => [
-      s.name, int(s.invocations), int(s.errors), opt(s.avg_latency_us), le(s.p50_latency_us, window_s !== null),
+      terminalSafe(s.name), int(s.invocations), int(s.errors), opt(s.avg_latency_us), le(s.p50_latency_us, window_s !== null),
       le(s.p99_latency_us, window_s !== null), opt(s.max_latency_us),
     ]), 1));
   }

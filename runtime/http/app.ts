@@ -102,7 +102,7 @@ function clientError(err: NodeJS.ErrnoException, socket: Socket): void {
   const body = JSON.stringify(e.body);
   if (socket.writable) {
     socket.write(`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status]}\r\ncontent-type: application/json; ` +
-      `charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+      `charset=utf-8\r\nx-content-type-options: nosniff\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
   }
   socket.destroySoon();
 }
@@ -131,6 +131,12 @@ export function createApp(opts: AppOptions): FastifyInstance {
     } catch (err) {
       done(err as Error, undefined);
     }
+  });
+
+  // Every answer says what it is and forbids guessing: a JSON error quoting the request is never
+  // read as HTML or script.
+  app.addHook('onRequest', async (_req, reply) => {
+    reply.header('x-content-type-options', 'nosniff');
   });
 
   const corsMethods = opts.corsMethods;

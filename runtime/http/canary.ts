@@ -66,7 +66,7 @@ function refuseUpgrade(socket: Duplex, code: HttpErrorCode, message?: string): v
   const e = httpError(code, message);
   const body = JSON.stringify(e.body);
   socket.end(`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status]}\r\ncontent-type: application/json; ` +
-    `charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    `charset=utf-8\r\nx-content-type-options: nosniff\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
 }
 
 function fail(reply: FastifyReply, err: unknown): FastifyReply {

@@ -8,6 +8,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { sendError } from './reply.ts';
+import { defaultScriptHashSource } from '../profiling/flamegraph-svg.ts';
 
 const require = createRequire(import.meta.url);
 const OWN = new URL('../dashboard/', import.meta.url).pathname;
@@ -37,8 +38,31 @@ export interface DashboardOptions {
   controlPlaneUrl: () => string | null;
 }
 
+/**
+ * The page's Content-Security-Policy: scripts and styles from the proxy only (no inline script, so
+ * markup that ever reached the page from a string could not run), the API calls to this origin and
+ * the control plane's (HTTP and its WebSocket feed), the flame graph as a blob: frame whose one
+ * script is the flame graph's own (by hash: a blob: document inherits this policy). Inline styles
+ * are allowed: uPlot and the canary widget set them.
+ */
+export function dashboardCsp(controlPlaneUrl: string | null, flameScript: string): string {
+  const connect = ["'self'"];
+  if (controlPlaneUrl !== null) {
+    const u = new URL(controlPlaneUrl);
+    const ws = u.protocol === 'https:' ? 'wss:' : 'ws:';
+    // A policy cannot name an IPv6 literal host: the schemes then.
+    if (u.hostname.startsWith('[')) connect.push(u.protocol, ws);
+    else connect.push(u.origin, `${ws}//${u.host}`);
+  }
+  return [
+    "default-src 'none'", `script-src 'self' ${flameScript}`, "style-src 'self' 'unsafe-inline'", "img-src 'self' data: blob:",
+    'frame-src blob:', `connect-src ${connect.join(' ')}`, "base-uri 'none'", "form-action 'none'", "object-src 'none'",
+  ].join('; ');
+}
+
 export function registerDashboard(app: FastifyInstance, opts: DashboardOptions): void {
   const files = assets();
+  const flameScript = defaultScriptHashSource();
   // What the page needs to know about this proxy beyond the profiling API.
   app.get('/dashboard/config.json', async () => ({ control_plane_url: opts.controlPlaneUrl() }));
   app.get('/', async (_req, reply) => reply.redirect('/dashboard/'));
@@ -49,7 +73,7 @@ export function registerDashboard(app: FastifyInstance, opts: DashboardOptions):
     if (a === undefined) return sendError(reply, 'PROXY_ERR_NOT_FOUND', `no dashboard file ${path}`);
     reply.header('content-type', a.type);
     reply.header('cache-control', 'no-cache');
-    reply.header('x-content-type-options', 'nosniff');
+    if (path === '') reply.header('content-security-policy', dashboardCsp(opts.controlPlaneUrl(), flameScript));
     return reply.send(a.body);
   });
 }

@@ -171,8 +171,10 @@ export function buildProfilingApp(proxy: ProfilingSurface, profiler: Profiler, o
     if (q.format !== undefined && q.format !== 'svg') return send(reply, 'PROXY_ERR_BAD_QUERY', `format must be "svg" or "folded"; got "${q.format}"`);
     const minWidth = q.min_width === undefined ? 0.1 : Number(q.min_width);
     if (!(minWidth >= 0 && minWidth <= 100)) return send(reply, 'PROXY_ERR_BAD_QUERY', `min_width must be a percentage 0..100; got "${q.min_width}"`);
-    const { renderFlameGraph } = await import('../profiling/flamegraph-svg.ts');
+    const { renderFlameGraph, defaultScriptHashSource } = await import('../profiling/flamegraph-svg.ts');
     reply.header('content-type', 'image/svg+xml');
+    // Opened directly, the document runs in this origin (the dashboard's): its own script alone may run.
+    reply.header('content-security-policy', `default-src 'none'; script-src ${defaultScriptHashSource()}; style-src 'unsafe-inline'`);
     return renderFlameGraph(folded, { title: q.title ?? `Pipeline Proxy — ${g.id}/${g.variant}, last ${q.duration ?? '60s'}`, minWidthPct: minWidth });
   });
 

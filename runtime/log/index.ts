@@ -128,13 +128,42 @@ class PinoDestination {
   }
 }
 
-/** `time LEVEL logger msg k=v ...` from one pino JSON line (the pretty format is for a terminal, like pino-pretty). */
+// Characters a terminal acts on instead of showing: C0 and C1 controls (ESC starts the sequences
+// that clear the screen, move the cursor, retitle the window), DEL, and the bidirectional overrides
+// that reorder what follows. Clients choose many logged strings (appName, user, collection names).
+// eslint-disable-next-line no-control-regex -- matching the control characters is the point
+const TERMINAL_UNSAFE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+
+/** `s` with every character a terminal would act on written as an escape (`\n`, `\u001b`): one line, shown as sent. */
+export function terminalSafe(s: string): string {
+  return s.replace(TERMINAL_UNSAFE, (c) => c === '\n' ? '\\n' : c === '\r' ? '\\r' : c === '\t' ? '\\t'
+    : `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/**
+ * `v` with every string in it, keys too, made safe to show as lines of text (terminalSafe: control
+ * characters escaped, one line each): an API answer `proxy canary` prints, an event an email tells.
+ * They hold strings clients chose (the namespaces, field names and values of a shadow canary's
+ * diffs, a matched appName) and strings API callers chose (a description, a rollback reason): none
+ * may move the cursor, clear the screen or forge a line.
+ */
+export function forTerminal<T>(v: T): T {
+  if (typeof v === 'string') return terminalSafe(v) as T;
+  if (Array.isArray(v)) return v.map((x: unknown) => forTerminal(x)) as T;
+  if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [terminalSafe(k), forTerminal(x)])) as T;
+  return v;
+}
+
+/**
+ * `time LEVEL logger msg k=v ...` from one pino JSON line (the pretty format is for a terminal, like
+ * pino-pretty): one line whatever the strings in it hold, control characters escaped.
+ */
 export function prettyLine(json: string): string {
   let o: Record<string, unknown>;
   try {
     o = JSON.parse(json) as Record<string, unknown>;
   } catch {
-    return json;
+    return `${terminalSafe(json)}\n`;
   }
   let line = `${String(o.time)} ${String(o.level).toUpperCase().padEnd(5)} ${String(o.logger ?? '')} ${String(o.msg ?? '')}`;
   for (const k in o) {
@@ -142,7 +171,7 @@ export function prettyLine(json: string): string {
     const v = o[k];
     line += ` ${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`;
   }
-  return line + '\n';
+  return `${terminalSafe(line)}\n`;
 }
 
 /**
@@ -236,7 +265,10 @@ export class Logger implements Log {
       line[line.length - 1] = 0x0a;
       this.lines.push(line);
     }
-    if (sink.writeRecord !== undefined) sink.writeRecord(this.head, members);
+    // Pretty is for a terminal: the JSON escapes C0 controls but not C1 ones (U+009B is a CSI to
+    // some terminals) nor bidirectional overrides, which a client's strings may hold.
+    if (this.format === 'pretty') sink.write(`${terminalSafe(this.head.toString() + utf8Decoder.decode(members))}}\n`);
+    else if (sink.writeRecord !== undefined) sink.writeRecord(this.head, members);
     else sink.write(this.head.toString() + utf8Decoder.decode(members) + '}\n');
   }
 

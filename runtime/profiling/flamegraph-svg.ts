@@ -9,7 +9,11 @@
 //
 // layoutFlameGraph is the pure part (frames with x, width, depth), so tests check structure
 // without parsing SVG; flamegraph-diff.ts reuses the tree, the layout and the document.
+import { createHash } from 'node:crypto';
 import { TOP_PROXY, TOP_REQUEST, TOP_RESPONSE, TOP_UPSTREAM } from './folded.ts';
+
+/** Image width in pixels when the options give none. */
+const DEFAULT_WIDTH = 1200;
 
 export interface FlameGraphOptions {
   title: string;
@@ -248,7 +252,7 @@ function prefixOf(p: string | undefined): string {
 /** The whole SVG document for a layout. */
 export function flameGraphDocument(layout: FlameLayout, o: DocumentOptions, paint: FramePaint): string {
   const P = prefixOf(o.idPrefix);
-  const W = Math.max(200, Math.round(o.width ?? 1200));
+  const W = Math.max(200, Math.round(o.width ?? DEFAULT_WIDTH));
   const top = o.subtitle === undefined ? FONT_SIZE * 3 : FONT_SIZE * 4.5;
   const frameArea = layout.frames.length === 0 ? FRAME_HEIGHT * 2 : (layout.maxDepth + 1) * FRAME_HEIGHT;
   const H = Math.round(top + frameArea + FONT_SIZE * 2 + 10);
@@ -310,6 +314,15 @@ export function renderFlameGraph(folded: ReadonlyMap<string, number>, opts: Flam
       return `${f.name} (${formatUs(f.width)}, ${formatPct(f.width, layout.total)})`;
     },
   });
+}
+
+/**
+ * The CSP source (`'sha256-…'`) of the script a document with the default id prefix and width
+ * embeds, the one /api/profile/flamegraph serves: the dashboard's Content-Security-Policy allows
+ * that script alone to run in the flame graph's frame (a blob: document inherits the page's policy).
+ */
+export function defaultScriptHashSource(): string {
+  return `'sha256-${createHash('sha256').update(script(prefixOf(undefined), DEFAULT_WIDTH)).digest('base64')}'`;
 }
 
 /**

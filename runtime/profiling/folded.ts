@@ -13,6 +13,19 @@ export const TOP_RESPONSE = 'response pipeline';
 export const TOP_PROXY = 'proxy';
 export const ACQUIRE = 'connection.acquire';
 
+// What a frame name may not hold: `;` separates frames and a line break ends a stack line, in the
+// folded text and in the flame graph's tree alike. Sub-operation names are the plugins' (a plugin
+// may name one after a request's collection, a string the client chose): each such character
+// becomes `_`, so no name forges a frame, a line or a count.
+// eslint-disable-next-line no-control-regex -- matching the control characters is the point
+const NOT_IN_FRAME = /[;\u0000-\u001f\u007f]/g;
+
+/** `name` as one frame of a folded stack. */
+export function frameName(name: string): string {
+  NOT_IN_FRAME.lastIndex = 0;
+  return NOT_IN_FRAME.test(name) ? name.replace(NOT_IN_FRAME, '_') : name;
+}
+
 /** Stack → total microseconds over `frames`. Insertion order: first seen first. */
 export function foldFrames(frames: readonly RequestFrame[]): Map<string, number> {
   const out = new Map<string, number>();
@@ -26,12 +39,13 @@ export function foldFrames(frames: readonly RequestFrame[]): Map<string, number>
     let stepsNs = 0;
     for (const s of f.steps) {
       const top = s.phase === Phase.Request ? TOP_REQUEST : TOP_RESPONSE;
+      const step = frameName(s.name);
       let subNs = 0;
       for (const o of s.subops) {
-        add(`${top};${s.name};${o.name}`, o.ns);
+        add(`${top};${step};${frameName(o.name)}`, o.ns);
         subNs += o.ns;
       }
-      add(`${top};${s.name}`, Math.max(0, s.ns - subNs));
+      add(`${top};${step}`, Math.max(0, s.ns - subNs));
       stepsNs += s.ns;
     }
     add(`${TOP_UPSTREAM};${ACQUIRE}`, f.acquireNs);

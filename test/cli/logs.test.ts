@@ -145,3 +145,37 @@ test('proxy logs reaches an admin API on a port fetch refuses (6000)', async (t)
   assert.deepEqual(lines.map((l) => JSON.parse(l).n), [6000]);
   await proxy.close();
 });
+
+test('proxy logs: a client-chosen string (a collection name with ESC sequences, a newline) prints as one line, control characters escaped', async () => {
+  const { proxy } = await start();
+  const hostile = 'c\x1b[2J\x1b]0;pwned\x07\nforged ERROR proxy fake line\u202e';
+  const client = new MongoClient(proxy.uri, { appName: 'app\x1b[31m' });
+  await client.db('app').collection(hostile).findOne({});
+  await client.close();
+  const out: string[] = [];
+  await runLogs({ url: proxy.adminUrl!, token: TOKEN, follow: false, filter: 'forged' }, (s) => { out.push(s); });
+  const text = out.join('');
+  assert.ok(text.length > 0, 'the access line was shown');
+  // eslint-disable-next-line no-control-regex -- looking for the control characters is the point
+  assert.doesNotMatch(text.slice(0, -1), /[\u0000-\u001f\u007f-\u009f\u202e]/, 'nothing a terminal acts on is printed raw');
+  assert.equal(text.split('\n').length, 2, 'the newline in the name forged no line');
+  assert.ok(text.includes('collection=c\\u001b[2J\\u001b]0;pwned\\u0007\\nforged ERROR proxy fake line\\u202e'), text);
+});
+
+test('log.format pretty: a plugin\'s access line holding a client\'s C1 control or bidi override prints them escaped', async () => {
+  const config = parseConfig({
+    listen: '127.0.0.1:0', log: { level: 'info', format: 'pretty' },
+    pipeline: { request: [], response: ['logging'] }, steps: { logging: { config: { sample_rate: 1 } } },
+  }, null);
+  const stderr: string[] = [];
+  const proxy = await startProxy(config, { log: new Logger('proxy', 'info', 'pretty', { write: (l) => { stderr.push(l); } }) });
+  running.push(proxy);
+  const client = new MongoClient(proxy.uri);
+  await client.db('app').collection('c\u009b2J\u202eevil').findOne({});
+  await client.close();
+  const access = stderr.join('').split('\n').find((l) => l.includes('"op":"find"'));
+  assert.ok(access !== undefined, stderr.join(''));
+  // eslint-disable-next-line no-control-regex -- looking for the control characters is the point
+  assert.doesNotMatch(access, /[\u0000-\u001f\u007f-\u009f\u202e]/, JSON.stringify(access));
+  assert.ok(access.includes('"collection":"c\\u009b2J\\u202eevil"'), access);
+});

@@ -4,7 +4,8 @@
 // per-request profiles, /metrics (promtool when installed), and reload switching profiling on/off.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import { existsSync, mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -386,3 +387,27 @@ test('a token protects the endpoint; /metrics passes promtool (only the SPEC nam
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('a sub-operation named after the client\'s collection (";", a newline, a count) forges no frame, line or count in the flame graph',
+  { timeout: 60_000 }, async () => {
+    const { proxy, client } = await start({ enabled: true }, {
+      pipeline: { request: ['names'], response: [] }, steps: { names: { module: await fixture('subop_name'), config: {} } },
+    });
+    const hostile = 'x;forged;frame 999999999\nproxy;forged 123456789';
+    for (let i = 0; i < 3; i++) await client.db('prof').collection(hostile).findOne({});
+    const folded = (await get(`${proxy.profilingUrl}/api/profile/flamegraph?format=folded`)).body as string;
+    const lines = folded.trimEnd().split('\n');
+    for (const l of lines) assert.match(l, /^[^;\n]+(;[^;\n]+)* \d+(\.\d+)?$/, `a stack line: ${JSON.stringify(l)}`);
+    const sub = lines.filter((l) => l.startsWith('request pipeline;wasm:names;lookup '));
+    assert.equal(sub.length, 1, folded);
+    assert.match(sub[0], /^request pipeline;wasm:names;lookup x_forged_frame 999999999_proxy_forged 123456789 \d+(\.\d+)?$/, 'one frame, three deep');
+    assert.ok(!lines.some((l) => /forged/.test(l.split(';')[0]) || l.startsWith('proxy;')), 'no line or top frame forged');
+    assert.ok(Number(sub[0].slice(sub[0].lastIndexOf(' ') + 1)) < 123456789, 'the count is the measured one');
+    const svg = (await get(`${proxy.profilingUrl}/api/profile/flamegraph`)).body as string;
+    assert.doesNotMatch(svg, /<title>forged/, 'no frame named "forged" in the SVG');
+    // `proxy profile --step` lists the sub-operation by name: the newline escaped, no line of its own.
+    const cli = await promisify(execFile)(process.execPath, ['bin/proxy.mjs', 'profile', '--url', proxy.profilingUrl!, '--step', 'names'],
+      { encoding: 'utf8' });
+    assert.ok(cli.stdout.includes('lookup x;forged;frame 999999999\\nproxy;forged 123456789'), cli.stdout);
+    assert.doesNotMatch(cli.stdout, /^proxy;forged/m, 'no line forged');
+  });

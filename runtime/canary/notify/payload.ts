@@ -1,6 +1,7 @@
 // What each channel kind sends for one canary event (documented in docs/notifications.md):
 // the webhook's JSON body, the e-mail's subject and text, the PagerDuty Events API v2 event.
 import type { CanaryEvent, CanaryEventType, DivergenceSummary, NotificationChannel, RuleReading, SideMetrics } from '../events.ts';
+import { forTerminal } from '../../log/index.ts';
 
 /** Bumped when a field changes meaning or goes away (adding fields does not bump it). */
 export const WEBHOOK_PAYLOAD_VERSION = 1;
@@ -82,7 +83,13 @@ export function webhookBody(e: CanaryEvent, instance: string): WebhookBody {
   return body;
 }
 
-export function emailMessage(e: CanaryEvent, instance: string): { subject: string; text: string } {
+/**
+ * The email of an event: plain text, one `Name: value` line per field. Every string of the event
+ * is written on one line with its control characters escaped (a rollback reason from the API, the
+ * namespaces clients chose in a divergence summary): none can forge a line of the message.
+ */
+export function emailMessage(event: CanaryEvent, instance: string): { subject: string; text: string } {
+  const e = forTerminal(event);
   const subject = `[proxy] ${TITLES[e.type]}: ${e.pipeline_id} (${e.canary_id}) on ${instance}`;
   const lines = [
     summary(e, instance),

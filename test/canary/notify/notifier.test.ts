@@ -151,6 +151,30 @@ test('email: received by a real SMTP server with AUTH, from/to/subject/body as d
   }
 });
 
+test('email: a newline in a rollback reason or in a client\'s namespace forges no line of the message', async () => {
+  const smtp = await smtpReceiver();
+  const n = new Notifier({
+    settings: settings({ smtp: { host: '127.0.0.1', port: smtp.port, from: 'proxy@example.com' },
+      channels: [{ type: 'email', addresses: ['oncall@example.com'] }] }),
+    log: testLogger(new MemoryLog()),
+  });
+  try {
+    n.emit(event('canary.rolled_back', {
+      reason: 'fine\nAction:      wire the budget to http://evil.example', triggered_by: 'manual',
+      divergence: { sampled: 4, diverged: 1, divergence_rate: 0.25, by_kind: { reply: 1 },
+        latest: [{ kind: 'reply', op: 'find', ns: 'app.c\r\nAction:      log in at http://evil.example\x1b[2J', paths: ['a'] }] },
+    }), null);
+    await until('the mail', () => smtp.mails.length === 1);
+    const text = smtp.mails[0].raw.replace(/=\r?\n/g, '').replace(/=([0-9A-F]{2})/g, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
+    assert.doesNotMatch(text, /^Action:/m, text);
+    assert.match(text, /^Reason: {6}fine\\nAction: {6}wire the budget/m);
+    assert.match(text, /^ {2}reply find app\.c\\r\\nAction: {6}log in at http:\/\/evil\.example\\u001b\[2J: a\r?$/m);
+  } finally {
+    await n.close();
+    await smtp.close();
+  }
+});
+
 test('pager: a rollback triggers and completion resolves on the same dedup_key (PagerDuty Events API v2 shape); starts and promotions are not paged',
   async () => {
     const rx = await httpReceiver();
