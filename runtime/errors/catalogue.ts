@@ -7,7 +7,7 @@
 /** The classes that carry a code; each is one section of docs/errors.md. */
 export type ErrorClass =
   | 'WireError' | 'WasmHostError' | 'ConfigError' | 'HttpError' | 'CanaryError'
-  | 'ProfileError' | 'CanaryCliError' | 'PluginScaffoldError' | 'BenchError';
+  | 'NotificationError' | 'ProfileError' | 'CanaryCliError' | 'PluginScaffoldError' | 'BenchError';
 
 export interface ErrorEntry {
   readonly class: ErrorClass;
@@ -78,6 +78,11 @@ export const ERRORS = {
   PROXY_ERR_CANARY_CONFLICT: { class: 'CanaryError', status: 409, meaning: 'another transition of this canary won' },
   PROXY_ERR_CANARY_NOT_SHADOW: { class: 'CanaryError', status: 409, meaning: 'the canary is not a shadow canary (it has no diffs)' },
   PROXY_ERR_CANARY_STORE_UNREACHABLE: { class: 'CanaryError', status: 503, meaning: 'the fleet store (etcd) cannot be reached; no transition was made' },
+
+  // Canary notification delivery (outbox rows' last error, the delivery log lines).
+  PROXY_ERR_SMTP_HOST_REFUSED: { class: 'NotificationError', meaning: 'the SMTP server of email channels (notifications.smtp.host) is, or ' +
+    'resolves to, a link-local (169.254.0.0/16, fe80::/10) or unspecified (0.0.0.0/8, ::) address: the connection is not opened, nothing ' +
+    '(no AUTH, no message) is sent, and the attempt is retried' },
 
   // proxy profile.
   PROXY_ERR_PROFILE_USAGE: { class: 'ProfileError', exit: 2, meaning: 'proxy profile was called with an unknown, missing or invalid option' },

@@ -40,6 +40,12 @@ const SECTIONS: Record<ErrorClass, { title: string; text: string }> = {
     text: 'Refusals of the control plane (see [canary.md](canary.md#errors)), in the HTTP error body. '
       + '`proxy canary` prints them with their status and exits 3 on a 404, 4 on a 401 and 1 on any other.',
   },
+  NotificationError: {
+    title: 'Canary notification delivery',
+    text: 'A notification attempt that failed before anything was sent, in the delivery log line '
+      + '(`notification attempt failed; will retry`, `notification given up`: `error`) as `<code>: <message>`. '
+      + 'See [notifications.md](notifications.md).',
+  },
   ProfileError: {
     title: '`proxy profile`',
     text: 'Printed on stderr as `proxy profile: <message>`.',

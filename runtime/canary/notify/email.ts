@@ -8,11 +8,14 @@ import { connect, type Socket } from 'node:net';
 import { lookup as dnsLookup } from 'node:dns';
 import nodemailer, { type Transporter } from 'nodemailer';
 import { refusedHost } from '../../config/index.ts';
-import { guardedLookup, URL_REFUSED } from './http-post.ts';
+import { guardedLookup } from './http-post.ts';
 import type { NotificationsConfig } from '../../config/index.ts';
 import type { CanaryEvent, NotificationChannel } from '../events.ts';
 import type { Outcome } from './outcome.ts';
 import { emailMessage } from './payload.ts';
+
+/** The code of an attempt refused because notifications.smtp.host is, or resolves to, a link-local or unspecified address. */
+export const SMTP_HOST_REFUSED = 'PROXY_ERR_SMTP_HOST_REFUSED';
 
 export type SmtpSettings = NonNullable<NotificationsConfig['smtp']>;
 
@@ -62,16 +65,16 @@ export class EmailSender {
 
 /**
  * The plain TCP connection of one SMTP session (nodemailer starts TLS on it when `secure`): a
- * refused address, literal or resolved, fails it with code URL_REFUSED before it is opened.
+ * refused address, literal or resolved, fails it with code SMTP_HOST_REFUSED before it is opened.
  */
 function openSocket(host: string, port: number, timeoutMs: number, resolver: typeof dnsLookup,
   callback: (err: Error | null, socket?: { connection: Socket }) => void): void {
   const refused = refusedHost(host);
   if (refused !== null) {
-    setImmediate(() => callback(Object.assign(new Error(refused), { code: URL_REFUSED })));
+    setImmediate(() => callback(Object.assign(new Error(refused), { code: SMTP_HOST_REFUSED })));
     return;
   }
-  const socket = connect({ host, port, lookup: guardedLookup(resolver) });
+  const socket = connect({ host, port, lookup: guardedLookup(resolver, SMTP_HOST_REFUSED) });
   const fail = (err: Error) => {
     socket.destroy();
     callback(err);

@@ -17,16 +17,17 @@ type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | Look
 /**
  * dns.lookup for a socket (an HTTP request's, an SMTP session's), refusing a name that resolves to
  * a link-local or unspecified address (checked where the URL or host is given only when it is an
- * address literal): the connection fails with code URL_REFUSED and nothing is sent.
+ * address literal): the connection fails with `code` (URL_REFUSED; SMTP_HOST_REFUSED for an SMTP
+ * session) and nothing is sent.
  */
-export function guardedLookup(resolver: typeof dnsLookup) {
+export function guardedLookup(resolver: typeof dnsLookup, code: string = URL_REFUSED) {
   return (hostname: string, options: LookupOptions, callback: LookupCallback): void => resolver(hostname, { ...options, all: true },
     (err, addresses) => {
       if (err !== null) { callback(err, []); return; }
       for (const a of addresses) {
         const why = refusedAddress(a.address);
         if (why !== null) {
-          callback(Object.assign(new Error(`${hostname} resolves to ${a.address}, ${why}: not called`), { code: URL_REFUSED }), []);
+          callback(Object.assign(new Error(`${hostname} resolves to ${a.address}, ${why}: not called`), { code }), []);
           return;
         }
       }

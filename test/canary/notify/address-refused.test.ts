@@ -3,7 +3,8 @@
 // connect to this host): refused where the URL is given (the config file: key path; the control
 // plane: 400 PROXY_ERR_CANARY_URL_REFUSED) when the host is such an address, and at delivery when a
 // host name resolves to one. Loopback and private addresses stay allowed. The same holds for the
-// SMTP server of email channels (notifications.smtp.host), which gets the SMTP AUTH credentials.
+// SMTP server of email channels (notifications.smtp.host), which gets the SMTP AUTH credentials;
+// its refusal at delivery has its own code, PROXY_ERR_SMTP_HOST_REFUSED.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
@@ -23,6 +24,8 @@ import { event, smtpReceiver } from './helpers.ts';
 
 const SECRET = 'a-webhook-secret-of-16+';
 const URL_REFUSED = 'PROXY_ERR_CANARY_URL_REFUSED';
+/** The SMTP server's own code (only ever reported at delivery: the config file refuses an address literal with its key path). */
+const SMTP_HOST_REFUSED = 'PROXY_ERR_SMTP_HOST_REFUSED';
 const TOKEN = 'canary-test-token-0123456789';
 let receiver: Server;
 let port = 0;
@@ -165,7 +168,7 @@ test('delivery: an SMTP host name resolving to a link-local address is not conne
       const s = sender(host);
       const out = await s.send(event('canary.rolled_back'), channel, 'k', 'proxy-test-1');
       s.close();
-      assert.ok(!out.ok && out.error.startsWith(`${URL_REFUSED}: ${host} resolves to ${names[host].address}, a link-local address`),
+      assert.ok(!out.ok && out.error.startsWith(`${SMTP_HOST_REFUSED}: ${host} resolves to ${names[host].address}, a link-local address`),
         JSON.stringify(out));
       assert.ok(!out.ok && out.retry, 'retried like any network failure of SMTP');
     }

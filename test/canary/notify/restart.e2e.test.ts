@@ -4,7 +4,8 @@
 // given inline at start (the candidate file's `notifications`) is used instead of the configured one.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { promisify } from 'node:util';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -57,10 +58,11 @@ test('kill -9 with a message pending: the restarted proxy delivers it once, to t
   let second: ChildProcess | null = null;
   const hook = { close: async () => {} } as { close(): Promise<void> };
   try {
-    const r = spawnSync(process.execPath, [bin, 'canary', 'start', '--pipeline', 'default', '--candidate-config', candidate, '--json'], {
+    // Asynchronously: a blocked event loop would neither answer from the in-process receivers nor
+    // drain the proxy's stdout pipe (a proxy writing a full pipe waits, and the CLI with it).
+    const r = await promisify(execFile)(process.execPath, [bin, 'canary', 'start', '--pipeline', 'default', '--candidate-config', candidate, '--json'], {
       env: { ...process.env, PROXY_CONTROL_URL: `http://127.0.0.1:${controlPort}`, PROXY_CONTROL_TOKEN: TOKEN }, encoding: 'utf8',
     });
-    assert.equal(r.status, 0, r.stderr);
     const canaryId = JSON.parse(r.stdout).canary_id as string;
     await until('two failed attempts', () => outboxRows(outbox).some((row) => row.attempts >= 2), 20_000);
     first.child.kill('SIGKILL');
