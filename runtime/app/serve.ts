@@ -437,7 +437,10 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     get draining() { return closing; },
     async close() {
       closing = true;
-      await reloading; // a reload under way finishes (or is refused) first
+      // A reload under way finishes (or is refused) first, for at most the drain timeout: one
+      // waiting on a worker that does not answer (stopped, hung) does not hold the shutdown for the
+      // reload's own two minutes. The drain below then ends that worker, which refuses the reload.
+      await settledWithin(reloading, current.shutdown.drain_timeout_ms);
       // The admin port closes after the drain: /readyz answers 503 (draining) meanwhile.
       if (surfaces.profiling !== null) await surfaces.profiling.app.close();
       if (surfaces.controlPlane !== null) await surfaces.controlPlane.app.close();
@@ -567,4 +570,11 @@ export function tracingSettings(t: NonNullable<ProxyConfig['telemetry']>): Traci
     exportIntervalMs: t.export_interval_ms,
     exportTimeoutMs: t.export_timeout_ms,
   };
+}
+
+/** Waits for `p` to settle, or `ms` at most (whichever comes first); never rejects. */
+async function settledWithin(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([p.then(() => undefined, () => undefined), new Promise<void>((r) => { timer = setTimeout(r, ms); })]);
+  clearTimeout(timer);
 }

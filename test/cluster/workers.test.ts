@@ -194,6 +194,33 @@ test('a reload is applied by every worker before it is answered: one generation 
   }
 });
 
+test('SIGTERM during a reload that waits on a stopped worker drains within the drain timeout, not the reload\'s two minutes', { timeout: 240_000 }, async () => {
+  const s = await start('hung', { shutdown: { drain_timeout_ms: 1000 } });
+  const pids = (await admin<WorkersView>(s, '/api/v1/workers')).body.workers.map((w) => w.pid);
+  assert.equal(pids.length, 2);
+  process.kill(pids[1], 'SIGSTOP');
+  try {
+    // The reload waits for the stopped worker's answer (for up to two minutes).
+    const next = { ...s.config, pipeline: { request: ['logging'], response: ['metrics'] } };
+    const reload = admin(s, '/api/v1/reload', { method: 'POST', body: JSON.stringify(next) }).catch(() => null);
+    await new Promise((r) => setTimeout(r, 1500));
+    const t0 = Date.now();
+    const code = await s.served.stop('SIGTERM');
+    const tookMs = Date.now() - t0;
+    // The reload gets one second (the drain timeout), the workers' drain one more plus the ten
+    // seconds a worker is given to answer before it is ended.
+    assert.ok(tookMs < 40_000, `the proxy exited ${tookMs} ms after SIGTERM`);
+    assert.equal(code, 0);
+    await reload;
+  } finally {
+    for (const pid of pids) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch { /* exited */ }
+    }
+  }
+});
+
 test('kill -9 of the primary takes the workers with it', { timeout: 180_000 }, async () => {
   const s = await start('orphans');
   const pids = (await admin<WorkersView>(s, '/api/v1/workers')).body.workers.map((w) => w.pid);
