@@ -194,7 +194,7 @@ test('a reload is applied by every worker before it is answered: one generation 
   }
 });
 
-test('SIGTERM during a reload that waits on a stopped worker drains within the drain timeout, not the reload\'s two minutes', { timeout: 240_000 }, async () => {
+test('SIGTERM during a reload that waits on a stopped worker drains within the drain timeout, not the reload\'s 2 minutes', { timeout: 240_000 }, async () => {
   const s = await start('hung', { shutdown: { drain_timeout_ms: 1000 } });
   const pids = (await admin<WorkersView>(s, '/api/v1/workers')).body.workers.map((w) => w.pid);
   assert.equal(pids.length, 2);
