@@ -28,10 +28,16 @@ export async function loadPipelines(manager: PipelineManager, config: ProxyConfi
   baselineOf: (file: PipelineConfig) => PipelineConfig = (c) => c, beforePublish?: () => Promise<void>): Promise<Pipeline[]> {
   const configs = pipelineConfigs(config);
   const built: Pipeline[] = [];
-  // baselineOf: what runs instead of the file's steps (a completed canary's promotion, canary/promotions.ts).
-  for (const c of configs) built.push(await manager.build(baselineOf(c), 'baseline'));
-  // With workers, every process has built its graphs before any publishes (a throw here publishes none).
-  if (beforePublish !== undefined) await beforePublish();
+  try {
+    // baselineOf: what runs instead of the file's steps (a completed canary's promotion, canary/promotions.ts).
+    for (const c of configs) built.push(await manager.build(baselineOf(c), 'baseline'));
+    // With workers, every process has built its graphs before any publishes (a throw here publishes none).
+    if (beforePublish !== undefined) await beforePublish();
+  } catch (err) {
+    // Refused: the generation numbers taken go back, so every process (and a replacement worker) numbers the next reload alike.
+    for (const g of built.reverse()) manager.discard(g);
+    throw err;
+  }
   for (const g of built) manager.setBaseline(g);
   return built;
 }

@@ -65,8 +65,21 @@ const RELOAD_TIMEOUT_MS = 120_000;
 const START_TIMEOUT_MS = 120_000;
 /** Statistics are pulled this often even when nothing reads them: a killed worker loses at most this much. */
 export const PULL_INTERVAL_MS = 5000;
-/** A replaced worker is forked again after this long (a crash loop does not spin). */
-const RESTART_DELAY_MS = 500;
+/** A replaced worker is forked again after this long the first time; each quick failure after that doubles it. */
+export const RESTART_DELAY_MS = 500;
+/** The longest wait before a worker is forked again. */
+export const RESTART_DELAY_MAX_MS = 30_000;
+/** A worker that served this long ends a crash loop: the next replacement waits RESTART_DELAY_MS again. */
+export const RESTART_STABLE_MS = 60_000;
+
+/**
+ * How long to wait before forking worker slot again, after `streak` quick failures in a row (a
+ * worker that exited within RESTART_STABLE_MS of being ready, or one that could not start): 0.5 s,
+ * 1 s, 2 s, … up to 30 s. A worker that crashes at every start does not spin the machine.
+ */
+export function restartDelayMs(streak: number): number {
+  return Math.min(RESTART_DELAY_MAX_MS, RESTART_DELAY_MS * 2 ** Math.min(streak, 16));
+}
 
 export interface MachineOptions {
   workers: number;
@@ -102,6 +115,17 @@ export class Machine {
   readonly pins = new PinTable();
   /** Workers replaced since start (crashed or killed). */
   replaced = 0;
+  /** Of those, workers the heartbeat ended: they had not answered a ping within worker_heartbeat.timeout_ms. */
+  unresponsive = 0;
+  /** Per worker slot: quick failures in a row (restartDelayMs), and when its current worker became ready (Date.now()). */
+  private readonly streaks: number[];
+  private readonly readyAt: number[];
+  /** Per live worker: when it last answered a ping (or became ready), and whether a ping is out. */
+  private readonly heard = new Map<WorkerChannel, { at: number; asking: boolean }>();
+  /** Workers the heartbeat ended (their exit is logged as such). */
+  private readonly silenced = new WeakSet<WorkerChannel>();
+  private heartbeat: NodeJS.Timeout | null = null;
+  private lastBeat = 0;
   /** The canary's graphs across the workers, when there is a control plane: a worker starting replays them. */
   private canary: ClusterCanaryGraphs | null = null;
   /** The workers' log lines into the primary's ring (null: no ring). */
@@ -113,6 +137,8 @@ export class Machine {
     this.logs = opts.ring == null || opts.ring.capacity === 0 ? null : new WorkerLogReceiver(opts.ring, opts.log);
     this.configFile = opts.configFile;
     this.channels = Array.from({ length: opts.workers }, () => null);
+    this.streaks = Array.from({ length: opts.workers }, () => 0);
+    this.readyAt = Array.from({ length: opts.workers }, () => 0);
   }
 
   /** The /metrics of the machine: every worker's registry summed (counters of exited workers kept). */
@@ -170,6 +196,12 @@ export class Machine {
     }
     this.timer = setInterval(() => { this.refresh().catch(() => {}); }, PULL_INTERVAL_MS);
     this.timer.unref();
+    const { interval_ms: intervalMs, timeout_ms: timeoutMs } = config.worker_heartbeat;
+    if (timeoutMs > 0) {
+      this.lastBeat = Date.now();
+      this.heartbeat = setInterval(() => this.beat(intervalMs, timeoutMs), intervalMs);
+      this.heartbeat.unref();
+    }
     return bound;
   }
 
@@ -201,6 +233,8 @@ export class Machine {
         clearTimeout(timer);
         ready = true;
         this.channels[index] = channel;
+        this.readyAt[index] = Date.now();
+        this.heard.set(channel, { at: Date.now(), asking: false });
         // A canary change sent between the state it replayed and now did not reach it: it starts again.
         const changes = (body as { canaryChanges?: number }).canaryChanges;
         if (this.canary !== null && changes !== undefined && changes !== this.canary.changes) {
@@ -220,26 +254,63 @@ export class Machine {
     });
   }
 
-  /** A worker ended: its last counts join the retired total; unless the proxy is stopping, it is replaced. */
+  /**
+   * The heartbeat (every worker_heartbeat.interval_ms): pings each ready worker that has no ping
+   * out, and ends one that has answered none for `timeoutMs`. A hung worker (stopped, or stuck in
+   * a loop) never leaves by itself and would keep its clients and its turn at new connections;
+   * ended, it is replaced like any worker that exits.
+   */
+  private beat(intervalMs: number, timeoutMs: number): void {
+    if (this.stopping) return;
+    const now = Date.now();
+    // This process itself was held up (a long synchronous task, the machine suspended): answers that
+    // came meanwhile wait unread behind this timer, so no worker is judged on that time.
+    const late = now - this.lastBeat > 2 * intervalMs;
+    this.lastBeat = now;
+    for (const c of this.live) {
+      const h = this.heard.get(c);
+      if (h === undefined || this.silenced.has(c)) continue;
+      if (late) h.at = Math.max(h.at, now - intervalMs);
+      if (now - h.at >= timeoutMs) {
+        this.silenced.add(c);
+        this.unresponsive++;
+        this.log.warn('worker unresponsive; ending it (SIGKILL) and starting a replacement', {
+          worker: c.index, pid: c.worker.process.pid, silent_ms: now - h.at, timeout_ms: timeoutMs,
+        });
+        c.worker.process.kill('SIGKILL');
+        continue;
+      }
+      if (h.asking) continue;
+      h.asking = true;
+      c.request('ping', null, timeoutMs).then(() => { h.at = Date.now(); }, () => {}).finally(() => { h.asking = false; });
+    }
+  }
+
+  /** A worker ended: its last counts join the retired total; unless the proxy is stopping, it is replaced (after restartDelayMs). */
   private exited(channel: WorkerChannel, code: number | null, signal: string | null): void {
     this.retire(channel);
-    if (this.channels[channel.index] === channel) this.channels[channel.index] = null;
+    this.heard.delete(channel);
+    const index = channel.index;
+    if (this.channels[index] === channel) this.channels[index] = null;
     if (this.stopping) return;
     this.replaced++;
-    this.log.warn('worker exited; starting a replacement (its clients reconnect to the others or to it)', {
-      worker: channel.index, pid: channel.worker.process.pid, code, signal,
-    });
+    // A worker that served a while ends a crash loop; one that exited soon after it was ready continues it.
+    if (Date.now() - this.readyAt[index] >= RESTART_STABLE_MS) this.streaks[index] = 0;
+    const fields = { worker: index, pid: channel.worker.process.pid, code, signal, restart_in_ms: restartDelayMs(this.streaks[index]) };
+    if (this.silenced.has(channel)) this.log.warn('unresponsive worker ended; starting a replacement', fields);
+    else this.log.warn('worker exited; starting a replacement (its clients reconnect to the others or to it)', fields);
     const restart = () => {
       if (this.stopping) return;
-      this.fork(channel.index).then(
-        () => this.log.info('worker replaced', { worker: channel.index }),
+      this.fork(index).then(
+        () => this.log.info('worker replaced', { worker: index }),
         (err: Error) => {
-          this.log.error('a replacement worker failed to start; trying again', { worker: channel.index, error: err.message });
-          setTimeout(restart, RESTART_DELAY_MS * 4).unref();
+          const delay = restartDelayMs(++this.streaks[index]);
+          this.log.error('a replacement worker failed to start; trying again', { worker: index, error: err.message, restart_in_ms: delay });
+          setTimeout(restart, delay).unref();
         },
       );
     };
-    setTimeout(restart, RESTART_DELAY_MS).unref();
+    setTimeout(restart, restartDelayMs(this.streaks[index]++)).unref();
   }
 
   private retire(channel: WorkerChannel): void {
@@ -351,7 +422,7 @@ export class Machine {
     const live = this.live;
     const answers = await Promise.allSettled(live.map((c) => c.request<WorkerView>('info', null, STATS_TIMEOUT_MS)));
     const workers = answers.filter((a) => a.status === 'fulfilled').map((a) => (a as PromiseFulfilledResult<WorkerView>).value);
-    return { workers: workers.sort((a, b) => a.worker - b.worker), replaced: this.replaced,
+    return { workers: workers.sort((a, b) => a.worker - b.worker), replaced: this.replaced, unresponsive: this.unresponsive,
       pin_lookups: { found: this.pins.found, missed: this.pins.missed } };
   }
 
@@ -359,6 +430,7 @@ export class Machine {
   async stop(drainMs: number): Promise<void> {
     this.stopping = true;
     if (this.timer !== null) clearInterval(this.timer);
+    if (this.heartbeat !== null) clearInterval(this.heartbeat);
     const live = this.live;
     const exits = live.map((c) => new Promise<void>((r) => {
       if (c.worker.isDead()) r();

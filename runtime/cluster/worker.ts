@@ -62,6 +62,8 @@ export async function runWorker(): Promise<void> {
   }
   serveRequests({
     ...running.workerCanary?.handlers.handlers(),
+    // The primary's heartbeat: answered from this process's event loop, so a hung worker does not answer.
+    ping: () => null,
     stats: () => stats(running),
     reset: () => { running.profiler?.reset(); },
     info: () => workerView(running, index),

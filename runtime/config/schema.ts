@@ -216,6 +216,20 @@ const shutdown = v.strictObject({
   )),
 });
 
+const workerHeartbeat = v.strictObject({
+  interval_ms: onRestart(v.optional(
+    int(100, 60_000, 'With several workers: milliseconds between two pings the first process sends each worker over their IPC channel. A worker ' +
+      'answers from its event loop.'),
+    1000,
+  )),
+  timeout_ms: onRestart(v.optional(
+    int(0, MAX_TIMER_MS, 'With several workers: milliseconds a worker may go without answering a ping before it is taken for hung: it is ended ' +
+      '(SIGKILL) and replaced, and its clients reconnect to the others. Keep it well above the longest time a worker\'s event loop may be ' +
+      'busy on purpose. 0: no heartbeat (a hung worker stays until it is killed by hand).'),
+    10000,
+  )),
+});
+
 const devdb = v.strictObject({
   port: onRestart(v.optional(
     int(0, 65535, 'Port of the in-process development upstream (used when upstream.uri is absent); 0 picks a free port.'),
@@ -509,6 +523,9 @@ const rootObject = v.strictObject({
     'without credentials (a client that sends some gets AuthenticationFailed). See docs/operations.md.'))), 'Adding or removing the block, and ' +
     'changes to `mode` and `users`, apply on reload; `secret_file` needs a restart.', 'reload'),
   shutdown: onReload(v.optional(v.pipe(shutdown, v.description('Graceful shutdown.')), {})),
+  worker_heartbeat: onRestart(v.optional(v.pipe(workerHeartbeat, v.description('How the first process of a proxy with several workers tells a ' +
+    'hung worker (one that stops answering but does not exit) and replaces it. Not used with one worker. See docs/operations.md, "Workers".')),
+  {})),
   compression: onRestart(v.optional(
     v.pipe(
       v.array(v.picklist(['snappy', 'zlib', 'zstd'])),
@@ -593,6 +610,16 @@ export const ProxyConfigSchema = v.pipe(
   v.rawCheck(({ dataset, addIssue }) => {
     if (!dataset.typed) return;
     const cfg = dataset.value;
+    const hb = cfg.worker_heartbeat;
+    if (hb.timeout_ms !== 0 && hb.timeout_ms < 2 * hb.interval_ms) {
+      addIssue({
+        message: `must be 0 or at least twice worker_heartbeat.interval_ms (${2 * hb.interval_ms}), received ${hb.timeout_ms}`,
+        path: [
+          pathItem(cfg as unknown as Record<string, unknown>, 'worker_heartbeat'),
+          pathItem(hb as unknown as Record<string, unknown>, 'timeout_ms'),
+        ],
+      });
+    }
     if (cfg.upstream.min_idle > cfg.upstream.pool_size) {
       addIssue({
         message: `must be <= upstream.pool_size (${cfg.upstream.pool_size}), received ${cfg.upstream.min_idle}`,

@@ -62,6 +62,8 @@ export interface WorkersView {
   workers: WorkerView[];
   /** Workers that exited and were started again. */
   replaced: number;
+  /** Of those, workers the heartbeat ended for not answering within worker_heartbeat.timeout_ms. */
+  unresponsive: number;
   /**
    * getMores and transaction statements for a cursor or transaction another worker opened
    * (multi-host upstreams): asked of the primary and found, or not found (then sent where the

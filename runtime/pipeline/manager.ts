@@ -184,6 +184,20 @@ export class PipelineManager {
     for (const [id, g] of Object.entries(current)) this.generations.set(`${id}\0baseline`, g - 1);
   }
 
+  /**
+   * A graph built but never to be published (its reload was refused): its generation number goes
+   * back, so the next graph built for its id gets it. Without this, a refused reload would leave
+   * each worker of a proxy counting differently from the others and from a replacement worker.
+   * Discard in the reverse order of building.
+   */
+  discard(pipeline: Pipeline): void {
+    this.unnumber(`${pipeline.key.pipelineId}\0${pipeline.key.variant}`, pipeline.key.generation);
+  }
+
+  private unnumber(genKey: string, generation: number): void {
+    if (this.generations.get(genKey) === generation) this.generations.set(genKey, generation - 1);
+  }
+
   /** Builds a graph without publishing it (the canary controller runs two graphs per id). */
   async build(config: PipelineConfig, variant: Variant = 'baseline'): Promise<Pipeline> {
     const id = config.pipeline.id || DEFAULT_PIPELINE_ID;
@@ -205,6 +219,7 @@ export class PipelineManager {
         runners.set(name, await this.buildStep(key, name, settingsFor(config.steps, name)));
       }));
     } catch (err) {
+      this.unnumber(genKey, generation);
       const running = this.slots.get(id)?.[variant === 'baseline' ? 'baseline' : 'candidate'];
       this.logger.error(running != null && running.key.generation > 0 ? 'pipeline refused; the previous graph keeps running' : 'pipeline refused',
         { pipeline: id, graph: key.toString(), err: err instanceof Error ? err.message : String(err) });

@@ -5,40 +5,18 @@
 // a reload reaches every worker before it is answered; kill -9 of the primary ends the workers.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { freePort } from '../helpers/ports.ts';
 import { until } from '../helpers/until.ts';
-import { spawnServe, type Served } from '../helpers/serve.ts';
+import { admin, startWorkers, type Started } from '../helpers/workers.ts';
 import { RawClient, opMsg } from '../helpers/wire.ts';
 import type { WorkersView } from '../../runtime/http/surface.ts';
 import { workerExecArgv } from '../../runtime/cluster/machine.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'proxy-workers-'));
-const TOKEN = 'workers-test-token-0123';
-
-interface Started { served: Served; port: number; admin: string; profiling: string; file: string; config: Record<string, unknown> }
-
-async function start(name: string, extra: Record<string, unknown> = {}): Promise<Started> {
-  const [port, adminPort, profilingPort] = [await freePort(), await freePort(), await freePort()];
-  const config = {
-    listen: `127.0.0.1:${port}`, log: { level: 'warn' },
-    admin: { listen: `127.0.0.1:${adminPort}`, token: TOKEN, reload_on_change: false },
-    profiling: { enabled: true, port: profilingPort, alert_on_slow_step: false },
-    pipeline: { response: ['metrics'] }, ...extra,
-  };
-  const file = join(dir, `${name}.json`);
-  writeFileSync(file, JSON.stringify(config));
-  const served = await spawnServe(['--config', file, '--workers', '2']);
-  return { served, port, admin: `http://127.0.0.1:${adminPort}`, profiling: `http://127.0.0.1:${profilingPort}`, file, config };
-}
-
-async function admin<T>(s: Started, path: string, init: RequestInit = {}): Promise<{ status: number; body: T }> {
-  const res = await fetch(`${s.admin}${path}`, { ...init, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' } });
-  return { status: res.status, body: await res.json() as T };
-}
+const start = (name: string, extra: Record<string, unknown> = {}) => startWorkers(dir, name, extra);
 
 async function totalRequests(s: Started): Promise<number> {
   const res = await fetch(`${s.profiling}/api/profile`);
