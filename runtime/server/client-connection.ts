@@ -43,7 +43,7 @@ import { RequestSteps } from './request-steps.ts';
 import { ShadowSteps } from './shadow-steps.ts';
 import { RequestQueue } from './request-queue.ts';
 import {
-  checkRequestSize, connectionLimitReached, errorForThrown, interruptedAtShutdown, logBadInput, shuttingDown, unsupportedOpcode,
+  checkRequestSize, checkSequenceSizes, connectionLimitReached, errorForThrown, interruptedAtShutdown, logBadInput, shuttingDown, unsupportedOpcode,
 } from './request-errors.ts';
 
 /** While draining, how long a just-answered connection waits for a follow-up request before it ends. */
@@ -357,6 +357,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
         const payload = msg.sequences[i].payload;
         validateDocuments(payload, 0, payload.length);
       }
+      checkSequenceSizes(msg.sequences, this.ctx);
     }
     const op = this.peek.read(msg.body).op;
     w.compressor = compressor > 0 && !UNCOMPRESSIBLE_COMMANDS.has(op) ? compressor : -1;
