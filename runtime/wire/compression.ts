@@ -15,11 +15,11 @@
 
 import {
   COMPRESSOR_NOOP, COMPRESSOR_SNAPPY, COMPRESSOR_ZLIB, COMPRESSOR_ZSTD, HEADER_SIZE, MAX_MESSAGE_SIZE,
-  OP_COMPRESSED, type CompressorName,
+  OP_COMPRESSED, OP_MSG, type CompressorName,
 } from './constants.ts';
 import { WireError } from './errors.ts';
 import { InflateError, inflateBody, initZstd, snappyCompress, zstdCompress } from './compressors.mjs';
-import { deflateSync } from 'node:zlib';
+import { constants as zlibConstants, deflateSync, inflateSync } from 'node:zlib';
 
 /** OP_COMPRESSED's own header after the standard one: originalOpcode, uncompressedSize, compressorId. */
 export const COMPRESSED_PREFIX = 9;
@@ -134,6 +134,63 @@ function zstdContentSize(b: Buffer, at: number): number {
     case 4: return b.readUInt32LE(p);
     default: return b.readUInt32LE(p) + b.readUInt32LE(p + 4) * 2 ** 32;
   }
+}
+
+/** Compressed bytes compressedMsgFlags inflates at most (zlib): at most ~1 MB of output, on an error path only. */
+const FLAGS_PROBE_BYTES = 1024;
+
+/**
+ * The OP_MSG flag bits of a compressed OP_MSG, read from the start of its compressed data without
+ * decompressing the message: for a request refused before it could be decompressed, whether the
+ * client expects a reply (moreToCome). noop: read directly; snappy: from its first literal; zlib:
+ * by inflating the first FLAGS_PROBE_BYTES. null when the frame is not a compressed OP_MSG or the
+ * flags cannot be read this way (zstd, an unknown compressor, damaged data).
+ */
+export function compressedMsgFlags(frame: Buffer): number | null {
+  if (frame.length < HEADER_SIZE + COMPRESSED_PREFIX || frame.readInt32LE(HEADER_SIZE) !== OP_MSG) return null;
+  const at = HEADER_SIZE + COMPRESSED_PREFIX;
+  let head: Buffer | null = null;
+  switch (frame[HEADER_SIZE + 8]) {
+    case COMPRESSOR_NOOP:
+      head = frame.subarray(at, at + 4);
+      break;
+    case COMPRESSOR_SNAPPY: {
+      // The length varint, then the first element, which is a literal: tag (len-1)<<2, or
+      // 60..63 <<2 followed by a 1..4-byte length.
+      let p = at;
+      while (p < frame.length && p < at + 5 && (frame[p] & 0x80) !== 0) p++;
+      const tag = frame[p + 1];
+      if (tag === undefined || (tag & 3) !== 0) return null;
+      const start = p + 2 + ((tag >> 2) >= 60 ? (tag >> 2) - 59 : 0);
+      if ((tag >> 2) < 3) return null; // a literal shorter than 4 bytes
+      head = frame.subarray(start, start + 4);
+      break;
+    }
+    case COMPRESSOR_ZLIB:
+      // 64 bytes first (a fixed-Huffman block starts there); 1 KiB when a block header is longer.
+      // Deflate expands at most 1032:1, so a bomb's prefix inflates to at most ~1 MB.
+      for (const n of [64, FLAGS_PROBE_BYTES]) {
+        try {
+          head = inflateSync(frame.subarray(at, at + n), { finishFlush: zlibConstants.Z_SYNC_FLUSH, maxOutputLength: n * 1100 });
+        } catch {
+          head = null;
+        }
+        if (head !== null && head.length >= 4) break;
+      }
+      if (head === null) return null;
+      break;
+    default:
+      return null;
+  }
+  return head.length >= 4 ? head.readUInt32LE(0) : null;
+}
+
+/**
+ * A copy of the part of a compressed frame compressedMsgFlags reads: kept for a message handed to
+ * a decompression worker, whose memory moves to the worker with it.
+ */
+export function compressedMsgHead(frame: Buffer): Buffer {
+  return Buffer.from(frame.subarray(0, HEADER_SIZE + COMPRESSED_PREFIX + FLAGS_PROBE_BYTES));
 }
 
 /** Whether a checked frame of declared `size` is decompressed on the caller's thread (see INLINE_INFLATE_BYTES). */
