@@ -22,7 +22,7 @@ import { performance } from 'node:perf_hooks';
 import type { Document } from 'bson';
 import {
   CommandPeek, Framer, WireError, type FrameSink, type DocSequence, type InflateOwner, compressedSize, compressorOf,
-  inflateFrame, inflatesInline, compressedMsgFlags, compressedMsgHead,
+  inflateFrame, inflatesInline, compressedMoreToCome, compressedMsgHead,
   parseOpMsg, validateDocument, validateDocuments, encodeOpMsg, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
   MSG_MORE_TO_COME, MSG_EXHAUST_ALLOWED, MSG_CHECKSUM_PRESENT, UNCOMPRESSIBLE_COMMANDS, HEADER_SIZE,
 } from '../wire/index.ts';
@@ -296,13 +296,12 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
 
   /**
    * An OP_COMPRESSED request refused before it was decompressed: its own OP_MSG flags, read
-   * without decompressing where possible (compressedMsgFlags), decide whether a reply is expected.
+   * without decompressing where possible (compressedMoreToCome), decide whether a reply is expected.
    * A moreToCome request gets none: the client reads no reply for it, so an error document would
    * be taken as the answer to its next request, and every answer after it would be one behind.
    */
   private refuseCompressed(frame: Buffer, err: unknown): void {
-    const flags = compressedMsgFlags(frame);
-    if (flags !== null && (flags & MSG_MORE_TO_COME) !== 0) this.writer.expectReply = false;
+    if (compressedMoreToCome(frame) === true) this.writer.expectReply = false;
     this.replyError(errorForThrown(err, this.ctx, this));
   }
 

@@ -7,7 +7,7 @@ export { Framer, type FrameSink } from './framer.ts';
 export { OpMsg, parseOpMsg, opMsgBody, encodeOpMsg, retargetOpMsg, foldSequences, type DocSequence } from './op-msg.ts';
 export { OpQuery, parseOpQuery, encodeOpReply } from './op-query.ts';
 export {
-  initCompression, compressFrame, decompressFrame, compressorName, compressedSize, compressedMsgFlags, compressedMsgHead, compressorOf,
+  initCompression, compressFrame, decompressFrame, compressorName, compressedSize, compressedMoreToCome, compressedMsgHead, compressorOf,
   inflateFrame, inflatesInline,
   INLINE_INFLATE_BYTES,
 } from './compression.ts';

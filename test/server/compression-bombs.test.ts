@@ -237,6 +237,9 @@ test('a compressed moreToCome request refused before it is decompressed (lying s
     ['zlib declaring 5 bytes more than it inflates to', lying(ZLIB, insert(10), 5)],
     ['zlib bomb, inline', lying(ZLIB, zeros(60_000), -60_000, deflateSync(zeros(60_000).subarray(16)))],
     ['zlib bomb, in a worker', lying(ZLIB, zeros(400_000), -200_000, deflateSync(zeros(400_000).subarray(16)))],
+    // zstd: read when its first block starts with raw bytes (as for a message this short).
+    ['zstd whose frame states more than declared', lying(ZSTD, opMsg({ ping: 1, $db: 'admin' }, { flags: 2 }), -5)],
+    ['zstd declaring 5 bytes more than it decompresses to', lying(ZSTD, opMsg({ ping: 1, $db: 'admin' }, { flags: 2 }), 5)],
   ];
   for (const [label, frame] of cases) {
     const repliesBefore = stats.errorReplies;
