@@ -22,7 +22,8 @@ import { performance } from 'node:perf_hooks';
 import type { Document } from 'bson';
 import {
   CommandPeek, Framer, WireError, type FrameSink, type DocSequence, type InflateOwner, compressedSize, compressorOf,
-  inflateFrame, inflatesInline, parseOpMsg, validateDocument, validateDocuments, encodeOpMsg, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
+  inflateFrame, inflatesInline, compressedMoreToCome, compressedMsgHead,
+  parseOpMsg, validateDocument, validateDocuments, encodeOpMsg, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
   MSG_MORE_TO_COME, MSG_EXHAUST_ALLOWED, MSG_CHECKSUM_PRESENT, UNCOMPRESSIBLE_COMMANDS, HEADER_SIZE,
 } from '../wire/index.ts';
 import { UpstreamCall, newRequestId, type ConnectionSource, type UpstreamCallOwner, type UpstreamPool } from '../upstream/index.ts';
@@ -43,7 +44,7 @@ import { RequestSteps } from './request-steps.ts';
 import { ShadowSteps } from './shadow-steps.ts';
 import { RequestQueue } from './request-queue.ts';
 import {
-  checkRequestSize, connectionLimitReached, errorForThrown, interruptedAtShutdown, logBadInput, shuttingDown, unsupportedOpcode,
+  checkRequestSize, checkSequenceSizes, connectionLimitReached, errorForThrown, interruptedAtShutdown, logBadInput, shuttingDown, unsupportedOpcode,
 } from './request-errors.ts';
 
 /** While draining, how long a just-answered connection waits for a follow-up request before it ends. */
@@ -88,6 +89,8 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   /** The request in flight is being decompressed off the event loop (busy is set too). */
   private inflating = false;
   private inflatingCompressor = -1;
+  /** The start of the OP_COMPRESSED frame being decompressed, for its flags should decompression fail. */
+  private inflatingHead: Buffer | null = null;
   /** It started during a drain: once decompressed, it is answered with ShutdownInProgress. */
   private inflatingWhileDraining = false;
   private closed = false;
@@ -267,7 +270,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       }
       checkRequestSize(HEADER_SIZE + size, 0, this.ctx);
     } catch (err) {
-      this.replyError(errorForThrown(err, this.ctx, this));
+      this.refuseCompressed(frame, err);
       return;
     }
     if (!inflatesInline(frame, size)) {
@@ -276,6 +279,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       this.busy = true;
       this.inflating = true;
       this.inflatingCompressor = compressor;
+      this.inflatingHead = compressedMsgHead(frame);
       this.inflatingWhileDraining = this.draining;
       this.ctx.inflater.inflate(frame, size, this);
       return;
@@ -284,14 +288,26 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     try {
       plain = inflateFrame(frame, size);
     } catch (err) {
-      this.replyError(errorForThrown(err, this.ctx, this));
+      this.refuseCompressed(frame, err);
       return;
     }
     this.handleFrame(plain, plain.readInt32LE(12), compressor, true);
   }
 
+  /**
+   * An OP_COMPRESSED request refused before it was decompressed: its own OP_MSG flags, read
+   * without decompressing where possible (compressedMoreToCome), decide whether a reply is expected.
+   * A moreToCome request gets none: the client reads no reply for it, so an error document would
+   * be taken as the answer to its next request, and every answer after it would be one behind.
+   */
+  private refuseCompressed(frame: Buffer, err: unknown): void {
+    if (compressedMoreToCome(frame) === true) this.writer.expectReply = false;
+    this.replyError(errorForThrown(err, this.ctx, this));
+  }
+
   onInflated(frame: Buffer): void {
     this.inflating = false;
+    this.inflatingHead = null;
     this.busy = false;
     if (this.closed) return;
     // A drain that began meanwhile does not refuse it: it was the request in flight by then.
@@ -300,10 +316,12 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   }
 
   onInflateFailed(err: Error): void {
+    const frame = this.inflatingHead!;
     this.inflating = false;
+    this.inflatingHead = null;
     this.busy = false;
     if (this.closed) return;
-    this.replyError(errorForThrown(err, this.ctx, this));
+    this.refuseCompressed(frame, err);
     this.afterInflate();
   }
 
@@ -357,6 +375,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
         const payload = msg.sequences[i].payload;
         validateDocuments(payload, 0, payload.length);
       }
+      checkSequenceSizes(msg.sequences, this.ctx);
     }
     const op = this.peek.read(msg.body).op;
     w.compressor = compressor > 0 && !UNCOMPRESSIBLE_COMMANDS.has(op) ? compressor : -1;
@@ -675,6 +694,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     } else if (this.inflating) {
       this.ctx.inflater.cancel(this);
       this.inflating = false;
+      this.inflatingHead = null;
       this.replyError(interruptedAtShutdown('', false));
     }
     this.closeGracefully();
@@ -701,6 +721,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   private cancelInflate(): void {
     if (!this.inflating) return;
     this.inflating = false;
+    this.inflatingHead = null;
     this.ctx.inflater.cancel(this);
   }
 

@@ -3,7 +3,7 @@
 // a request over the size limits the handshake advertises, past clients.max_connections, read
 // while draining or still in flight at the drain deadline, an unsupported opcode, bad input, or a
 // defect of the proxy's. Bad input and defects are counted and logged through the shared throttle.
-import { WireError } from '../wire/index.ts';
+import { WireError, type DocSequence } from '../wire/index.ts';
 import { ERRORS, ErrorCodes, ProxyError } from '../errors/index.ts';
 import type { ServerContext } from './context.ts';
 
@@ -37,6 +37,29 @@ export function checkRequestSize(frameBytes: number, bodyBytes: number, ctx: Ser
     ctx.stats.oversizeRequests++;
     throw new ProxyError(BSON_OBJECT_TOO_LARGE,
       `command document of ${bodyBytes} bytes is larger than maxBsonObjectSize (${maxBson}) plus ${COMMAND_OVERHEAD} bytes of command overhead`);
+  }
+}
+
+/**
+ * The documents of an OP_MSG's document sequences (already validated whole) against the same
+ * limit as the command document: mongod refuses a sequence document over maxBsonObjectSize plus
+ * the command overhead when it parses the message, so the proxy answers it the same way and never
+ * forwards it.
+ */
+export function checkSequenceSizes(sequences: readonly DocSequence[], ctx: ServerContext): void {
+  const maxBson = ctx.upstreamInfo()?.maxBsonObjectSize ?? 16_777_216;
+  for (let i = 0; i < sequences.length; i++) {
+    const payload = sequences[i].payload;
+    for (let off = 0, n = 0; off < payload.length; n++) {
+      const size = payload.readInt32LE(off);
+      if (size > maxBson + COMMAND_OVERHEAD) {
+        ctx.stats.oversizeRequests++;
+        throw new ProxyError(BSON_OBJECT_TOO_LARGE,
+          `document ${n} of sequence "${sequences[i].id}" is ${size} bytes, ` +
+          `larger than maxBsonObjectSize (${maxBson}) plus ${COMMAND_OVERHEAD} bytes of command overhead`);
+      }
+      off += size;
+    }
   }
 }
 

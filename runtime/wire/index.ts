@@ -7,7 +7,8 @@ export { Framer, type FrameSink } from './framer.ts';
 export { OpMsg, parseOpMsg, opMsgBody, encodeOpMsg, retargetOpMsg, foldSequences, type DocSequence } from './op-msg.ts';
 export { OpQuery, parseOpQuery, encodeOpReply } from './op-query.ts';
 export {
-  initCompression, compressFrame, decompressFrame, compressorName, compressedSize, compressorOf, inflateFrame, inflatesInline,
+  initCompression, compressFrame, decompressFrame, compressorName, compressedSize, compressedMoreToCome, compressedMsgHead, compressorOf,
+  inflateFrame, inflatesInline,
   INLINE_INFLATE_BYTES,
 } from './compression.ts';
 export { InflatePool, DEFAULT_MAX_INFLATING_BYTES, type InflateOwner, type InflatePoolOptions, type InflatePoolStats } from './inflate-pool.ts';

@@ -128,6 +128,37 @@ describe('malformed frames', () => {
     await othersStillServed();
   });
 
+  // Legacy opcodes of pre-3.6 drivers (OP_QUERY aside): each answered with a clear error naming
+  // the opcode, counted as a decode error, nothing logged at error level; the connection is served on.
+  const legacy: Array<[string, number, Buffer]> = [
+    ['OP_UPDATE', 2001, Buffer.concat([Buffer.alloc(4), Buffer.from('faults_malformed.probe\0'), Buffer.alloc(4),
+      Buffer.from(serialize({ _id: 1 })), Buffer.from(serialize({ $set: { v: 'legacy' } }))])],
+    ['OP_GET_MORE', 2005, Buffer.concat([Buffer.alloc(4), Buffer.from('faults_malformed.probe\0'), Buffer.alloc(4), Buffer.alloc(8, 1)])],
+    ['OP_DELETE', 2006, Buffer.concat([Buffer.alloc(4), Buffer.from('faults_malformed.probe\0'), Buffer.alloc(4), Buffer.from(serialize({}))])],
+    ['OP_KILL_CURSORS', 2007, Buffer.concat([Buffer.alloc(4), Buffer.from([1, 0, 0, 0]), Buffer.alloc(8, 1)])],
+  ];
+  for (const [name, op, payload] of legacy) {
+    test(`legacy ${name} (${op}) → error document naming it, counted, nothing at error level; the connection still works`, T, async () => {
+      const ring = stack.proxy.logRing!;
+      const linesBefore = ring.recent(1000).length;
+      const decodeErrors = stack.proxy.server.stats.decodeErrors;
+      const c = await RawClient.connect(stack.proxy.port);
+      try {
+        const id = requestId();
+        const body = await errorOrClose(c, Buffer.concat([header(16 + payload.length, id, 0, op), payload]), id);
+        assert.ok(body !== null, `${name} deserves an error document, not a close`);
+        assert.match(String(body.errmsg), new RegExp(`${name} is not supported`));
+        assert.equal(stack.proxy.server.stats.decodeErrors, decodeErrors + 1, 'counted as a decode error');
+        assert.deepEqual(ring.recent(1000).slice(linesBefore), [], 'nothing logged at error level');
+        const ping = await c.roundTrip(opMsg({ ping: 1, $db: 'admin' }));
+        assert.equal(ping.body?.ok, 1);
+      } finally {
+        c.destroy();
+      }
+      await othersStillServed();
+    });
+  }
+
   test('unknown OP_MSG section kind → error (or close)', T, async () => {
     const c = await RawClient.connect(stack.proxy.port);
     try {
@@ -142,6 +173,49 @@ describe('malformed frames', () => {
     } finally {
       c.destroy();
     }
+    await othersStillServed();
+  });
+
+  test('document sequences: several in one message served; a lying or zero size, a duplicate identifier → error, the connection stays usable', T, async () => {
+    const c = await RawClient.connect(stack.proxy.port);
+    /** An insert whose kind-1 sections are given as raw bytes. */
+    const insertWith = (sections: Buffer[]): Buffer => {
+      const body = opMsg({ insert: 'seqs', ordered: true, $db: 'faults_malformed' });
+      const frame = Buffer.concat([body, ...sections]);
+      frame.writeInt32LE(frame.length, 0);
+      return frame;
+    };
+    const seq = (id: string, docs: Document[], lie = 0): Buffer => {
+      const idBytes = Buffer.from(`${id}\0`);
+      const docBytes = Buffer.concat(docs.map((d) => Buffer.from(serialize(d))));
+      const size = Buffer.alloc(4);
+      size.writeInt32LE(lie === -Infinity ? 0 : 4 + idBytes.length + docBytes.length + lie);
+      return Buffer.concat([Buffer.from([1]), size, idBytes, docBytes]);
+    };
+    try {
+      const two = await c.roundTrip(insertWith([seq('documents', [{ _id: 's1' }, { _id: 's2' }]), seq('unused', [{ x: 1 }])]));
+      assert.equal(two.body?.ok, 1, JSON.stringify(two.body));
+      assert.equal(two.body?.n, 2);
+      const cases: Array<[string, Buffer, RegExp]> = [
+        ['size too long', insertWith([seq('documents', [{ _id: 'l' }], 1)]), /document sequence size \d+ exceeds the message/],
+        ['size too short', insertWith([seq('documents', [{ _id: 't1' }, { _id: 't2' }], -5)]), /exceeds its container|section kind|BSON/],
+        ['size zero', insertWith([seq('documents', [{ _id: 'z' }], -Infinity)]), /document sequence size 0 is below 5/],
+        ['duplicate identifier', insertWith([seq('documents', [{ _id: 'd1' }]), seq('documents', [{ _id: 'd2' }])]),
+          /duplicate document sequence identifier "documents"/],
+      ];
+      for (const [name, frame, message] of cases) {
+        const id = frame.readInt32LE(4);
+        const body = await errorOrClose(c, frame, id);
+        assert.ok(body !== null, `${name}: the frame was read whole, so an error document, not a close`);
+        assert.match(String(body.errmsg), message, name);
+      }
+      const ping = await c.roundTrip(opMsg({ ping: 1, $db: 'admin' }));
+      assert.equal(ping.body?.ok, 1);
+    } finally {
+      c.destroy();
+    }
+    // Only the two documents of the well-formed message reached the collection.
+    assert.deepEqual((await driver.db('faults_malformed').collection('seqs').find({}, { sort: { _id: 1 } }).toArray()).map((d) => d._id), ['s1', 's2']);
     await othersStillServed();
   });
 

@@ -553,8 +553,10 @@ export interface RefStream {
 
 /**
  * Whether a reply is owed: OP_MSG with moreToCome gets none (protocol); OP_COMPRESSED around an
- * OP_MSG with moreToCome gets none when it is valid and possibly an error reply when it is not
- * (the receiver learns the flag only after decompressing); everything else is owed a reply.
+ * OP_MSG with moreToCome gets none when it is valid and possibly an error reply when it is not;
+ * OP_COMPRESSED around an OP_MSG that does not decompress cleanly may get either (the receiver
+ * reads moreToCome from the start of the payload when it can, and answers when it cannot);
+ * everything else is owed a reply.
  */
 export function expectation(f: Buffer): { due: Due; why: string } {
   const op = f.readInt32LE(12);
@@ -567,6 +569,7 @@ export function expectation(f: Buffer): { due: Due; why: string } {
     if (inner !== null && inner.readInt32LE(12) === OP_MSG && inner.length >= 20 && (inner.readUInt32LE(16) & FLAG_MORE_TO_COME) !== 0) {
       return { due: 'optional', why: 'OP_COMPRESSED(OP_MSG moreToCome)' };
     }
+    if (inner === null && f.length >= 20 && f.readInt32LE(16) === OP_MSG) return { due: 'optional', why: 'OP_COMPRESSED(OP_MSG, undecodable)' };
     return { due: 'reply', why: `OP_COMPRESSED(${inner === null ? 'undecodable' : inner.readInt32LE(12)})` };
   }
   return { due: 'reply', why: `opcode ${op}` };

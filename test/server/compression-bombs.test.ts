@@ -15,7 +15,7 @@ import { DevDbServer } from '../../runtime/devdb/index.ts';
 import type { RunningProxy } from '../../runtime/app/serve.ts';
 import { compressFrame } from '../../runtime/wire/index.ts';
 import { RawClient, decodeReply, opMsg, requestId } from '../helpers/wire.ts';
-import { ZLIB, ZSTD, compressedFrame, zlibCompressed, zstdZeros } from '../helpers/compressed.ts';
+import { NOOP, SNAPPY, ZLIB, ZSTD, compressedFrame, zlibCompressed, zstdZeros } from '../helpers/compressed.ts';
 import { until } from '../helpers/until.ts';
 import { withProxy } from '../helpers/proxy.ts';
 
@@ -219,6 +219,49 @@ test('a compressed moreToCome request that fails to parse gets no reply; the nex
   bad[20] = 7; // unknown section kind
   assert.equal((await refusal(c, bad)).code, 17);
   assert.equal(stats.errorReplies, before + 1);
+});
+
+test('a compressed moreToCome request refused before it is decompressed (lying size, bomb, compressor not negotiated) gets no reply; ' +
+  'the next request is answered', async () => {
+  const p = await proxy();
+  const c = await client(p);
+  const stats = p.server.stats;
+  const insert = (pad: number) => opMsg({ insert: 'c', documents: [{ _id: 1 }], $db: 'mtc', pad: 'x'.repeat(pad) }, { flags: 2 });
+  const zeros = (pad: number) => { const m = insert(0); return Buffer.concat([m, Buffer.alloc(pad)]); };
+  /** `msg` (header included) as compressor `id`, declaring its size plus `delta`. */
+  const lying = (id: number, msg: Buffer, delta: number, data?: Buffer) =>
+    compressedFrame(id, msg.length - 16 + delta, data ?? compressFrame(msg, id).subarray(25));
+  const cases: Array<[string, Buffer]> = [
+    ['noop declaring 5 bytes more than it carries', lying(NOOP, insert(10), 5, insert(10).subarray(16))],
+    ['snappy whose stream states another size', lying(SNAPPY, insert(10), 5)],
+    ['zlib declaring 5 bytes more than it inflates to', lying(ZLIB, insert(10), 5)],
+    ['zlib bomb, inline', lying(ZLIB, zeros(60_000), -60_000, deflateSync(zeros(60_000).subarray(16)))],
+    ['zlib bomb, in a worker', lying(ZLIB, zeros(400_000), -200_000, deflateSync(zeros(400_000).subarray(16)))],
+    // zstd: read when its first block starts with raw bytes (as for a message this short).
+    ['zstd whose frame states more than declared', lying(ZSTD, opMsg({ ping: 1, $db: 'admin' }, { flags: 2 }), -5)],
+    ['zstd declaring 5 bytes more than it decompresses to', lying(ZSTD, opMsg({ ping: 1, $db: 'admin' }, { flags: 2 }), 5)],
+  ];
+  for (const [label, frame] of cases) {
+    const repliesBefore = stats.errorReplies;
+    const silentBefore = stats.errorsWithoutReply;
+    c.write(frame);
+    const ping = opMsg({ ping: 1, $db: 'admin' });
+    const r = await c.roundTrip(ping);
+    assert.equal(r.frame.responseTo, ping.readInt32LE(4), `${label}: the first frame back answers the ping, not the moreToCome request`);
+    assert.equal(r.body!.ok, 1);
+    assert.equal(stats.errorReplies, repliesBefore, `${label}: no error reply written`);
+    assert.equal(stats.errorsWithoutReply, silentBefore + 1, `${label}: counted as an error without a reply`);
+  }
+  // A compressor the connection did not negotiate: refused, silently for a moreToCome request.
+  const zlibOnly = await RawClient.connect(p.port);
+  cleanups.push(async () => zlibOnly.destroy());
+  await zlibOnly.hello({ compression: ['zlib'] });
+  zlibOnly.write(compressFrame(insert(10), SNAPPY));
+  const ping = opMsg({ ping: 1, $db: 'admin' });
+  assert.equal((await zlibOnly.roundTrip(ping)).frame.responseTo, ping.readInt32LE(4), 'snappy not negotiated: no reply to the moreToCome request');
+  // The same refusals of a request that expects a reply are answered.
+  assert.equal((await refusal(c, lying(ZLIB, opMsg({ ping: 1, $db: 'admin' }), 5))).code, 17);
+  assert.equal((await refusal(zlibOnly, compressFrame(opMsg({ ping: 1, $db: 'admin' }), SNAPPY))).code, 17);
 });
 
 test('a connection that closes while its message is being inflated: no crash, no reply, the proxy keeps serving', async () => {

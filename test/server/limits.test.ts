@@ -164,6 +164,44 @@ test('request size: a command over maxBsonObjectSize is answered with BSONObject
   assert.equal(await c.db('big').collection('c').countDocuments({}), 0);
 });
 
+test('request size: a sequence document over maxBsonObjectSize is answered with BSONObjectTooLarge, not forwarded; the connection stays usable', async () => {
+  const p = await proxy();
+  const r = await RawClient.connect(p.port);
+  cleanups.push(async () => r.destroy());
+  const max = (await r.hello()).maxBsonObjectSize as number;
+  const before = await metric(p, 'proxy_oversize_requests_total');
+  // A small command document: only the sequence's second document is over the limit (plus the
+  // 16 KiB of command overhead a command document may take).
+  const big = await r.roundTrip(opMsg({ insert: 'c', ordered: false, $db: 'bigseq' }, {
+    sequences: [{ id: 'documents', docs: [{ _id: 1 }, { _id: 2, pad: 'x'.repeat(max + 32 * 1024) }] }],
+  }), 15000);
+  assert.equal(big.body!.ok, 0, JSON.stringify(big.body).slice(0, 300));
+  assert.equal(big.body!.code, 10334);
+  assert.match(String(big.body!.errmsg), /document 1 of sequence "documents" is \d+ bytes, larger than maxBsonObjectSize/);
+  const ping = await r.roundTrip(opMsg({ ping: 1, $db: 'admin' }));
+  assert.equal(ping.body!.ok, 1);
+  assert.equal(await metric(p, 'proxy_oversize_requests_total'), before + 1);
+  // Nothing of the message reached the upstream, not even its small first document.
+  const c = new MongoClient(p.uri);
+  cleanups.push(() => c.close());
+  assert.equal(await c.db('bigseq').collection('c').countDocuments({}), 0);
+});
+
+test('request size: a message of exactly maxMessageSizeBytes is served', async () => {
+  const p = await proxy();
+  const r = await RawClient.connect(p.port);
+  cleanups.push(async () => r.destroy());
+  const maxMessage = (await r.hello()).maxMessageSizeBytes as number;
+  // Three documents in one sequence, padded so that the frame is exactly maxMessageSizeBytes.
+  const docs = [{ _id: 1, pad: 'x'.repeat(16_000_000) }, { _id: 2, pad: 'x'.repeat(16_000_000) }, { _id: 3, pad: '' }];
+  const short = maxMessage - opMsg({ insert: 'c', $db: 'exactmax' }, { sequences: [{ id: 'documents', docs }] }).length;
+  docs[2].pad = 'x'.repeat(short);
+  const frame = opMsg({ insert: 'c', $db: 'exactmax' }, { sequences: [{ id: 'documents', docs }] });
+  assert.equal(frame.length, maxMessage);
+  const reply = await r.roundTrip(frame, 30000);
+  assert.deepEqual(reply.body, { n: 3, ok: 1 });
+});
+
 test('request size: a frame declaring more than maxMessageSizeBytes is answered with an error, then the connection closes', async () => {
   const p = await proxy();
   const r = await RawClient.connect(p.port);

@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import { deflateSync } from 'node:zlib';
 import snappy from 'snappy';
 import {
-  initCompression, compressedSize, inflateFrame, inflatesInline, decompressFrame, compressFrame, WireError,
+  initCompression, compressedSize, compressedMoreToCome, compressedMsgHead, inflateFrame, inflatesInline, decompressFrame, compressFrame, WireError,
   COMPRESSOR_ZSTD, HEADER_SIZE, INLINE_INFLATE_BYTES,
 } from '../../runtime/wire/index.ts';
 import { zstdHeapBytes } from '../../runtime/wire/compressors.mjs';
@@ -91,4 +91,32 @@ test('ordinary messages still round-trip with every compressor; small ones are d
   }
   const big = compressFrame(opMsg({ insert: 'c', documents: [{ s: 'y'.repeat(INLINE_INFLATE_BYTES) }], $db: 'd' }), COMPRESSOR_ZSTD);
   assert.equal(inflatesInline(big, compressedSize(big)), false, 'over INLINE_INFLATE_BYTES: off the event loop');
+});
+
+test('moreToCome is read from the start of a compressed OP_MSG without decompressing it, by every compressor the proxy announces', () => {
+  const bodies = [
+    { ping: 1, $db: 'admin' },
+    { insert: 'c', documents: [{ _id: 1, s: 'x'.repeat(5000) }], $db: 'd' },
+    { insert: 'c', documents: Array.from({ length: 300 }, (_, i) => ({ i, r: Math.random() })), $db: 'd' },
+  ];
+  for (const id of [NOOP, SNAPPY, ZLIB, ZSTD]) {
+    for (const body of bodies) {
+      for (const flags of [0, 2, 3]) {
+        const packed = compressFrame(opMsg(body, { flags }), id);
+        const label = `compressor ${id}, flags ${flags}, ${packed.length} bytes`;
+        // zstd codes the literals of 'x'.repeat(5000) with Huffman: the first byte is not read (unknown).
+        const expected = id === ZSTD && body === bodies[1] ? null : (flags & 2) !== 0;
+        assert.equal(compressedMoreToCome(packed), expected, label);
+        assert.equal(compressedMoreToCome(compressedMsgHead(packed)), expected, `${label}: from the kept head`);
+      }
+    }
+  }
+  // A bomb: its first bytes are read; the rest is never inflated.
+  const bomb = Buffer.concat([opMsg({ ping: 1, $db: 'admin' }, { flags: 2 }), Buffer.alloc(10_000_000)]);
+  assert.equal(compressedMoreToCome(compressedFrame(ZLIB, 100, deflateSync(bomb.subarray(HEADER_SIZE)))), true);
+  // Not an OP_MSG, or data that is not what the compressor id says: unknown.
+  assert.equal(compressedMoreToCome(compressedFrame(ZLIB, 10, deflateSync(Buffer.alloc(10)), { originalOpcode: 2004 })), null);
+  assert.equal(compressedMoreToCome(compressedFrame(ZLIB, 10, Buffer.from('not zlib at all'))), null);
+  assert.equal(compressedMoreToCome(compressedFrame(ZSTD, 10, Buffer.from('not zstd at all'))), null);
+  assert.equal(compressedMoreToCome(compressedFrame(9, 10, Buffer.alloc(10))), null);
 });
