@@ -25,6 +25,7 @@ test('an empty object takes every default', () => {
     devdb: { port: 0 },
     clients: { max_connections: 0, max_pending_reply_bytes: 16777216, max_queued_requests: 64, max_queued_request_bytes: 16777216 },
     shutdown: { drain_timeout_ms: 10000 },
+    worker_heartbeat: { interval_ms: 1000, timeout_ms: 10000 },
     compression: ['snappy', 'zlib', 'zstd'],
     zlib_level: -1,
     log: { level: 'info', format: 'json', ring_lines: 1000 },
