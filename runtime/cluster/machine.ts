@@ -8,6 +8,7 @@
 // (ipc/log-forward.ts). Nothing here is on a request's path.
 import cluster, { type Worker } from 'node:cluster';
 import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue, type Registry } from 'prom-client';
 import type { ProxyConfig } from '../config/index.ts';
 import type { PipelineConfig } from '../pipeline/index.ts';
@@ -117,7 +118,7 @@ export class Machine {
   replaced = 0;
   /** Of those, workers the heartbeat ended: they had not answered a ping within worker_heartbeat.timeout_ms. */
   unresponsive = 0;
-  /** Per worker slot: quick failures in a row (restartDelayMs), and when its current worker became ready (Date.now()). */
+  /** Per worker slot: quick failures in a row (restartDelayMs), and when its current worker became ready (performance.now()). */
   private readonly streaks: number[];
   private readonly readyAt: number[];
   /** Per live worker: when it last answered a ping (or became ready), and whether a ping is out. */
@@ -198,7 +199,9 @@ export class Machine {
     this.timer.unref();
     const { interval_ms: intervalMs, timeout_ms: timeoutMs } = config.worker_heartbeat;
     if (timeoutMs > 0) {
-      this.lastBeat = Date.now();
+      // Silence counts from the first ping: a worker ready long before the last one was is not judged on that wait.
+      this.lastBeat = performance.now();
+      for (const h of this.heard.values()) h.at = this.lastBeat;
       this.heartbeat = setInterval(() => this.beat(intervalMs, timeoutMs), intervalMs);
       this.heartbeat.unref();
     }
@@ -233,8 +236,8 @@ export class Machine {
         clearTimeout(timer);
         ready = true;
         this.channels[index] = channel;
-        this.readyAt[index] = Date.now();
-        this.heard.set(channel, { at: Date.now(), asking: false });
+        this.readyAt[index] = performance.now();
+        this.heard.set(channel, { at: performance.now(), asking: false });
         // A canary change sent between the state it replayed and now did not reach it: it starts again.
         const changes = (body as { canaryChanges?: number }).canaryChanges;
         if (this.canary !== null && changes !== undefined && changes !== this.canary.changes) {
@@ -262,7 +265,7 @@ export class Machine {
    */
   private beat(intervalMs: number, timeoutMs: number): void {
     if (this.stopping) return;
-    const now = Date.now();
+    const now = performance.now();
     // This process itself was held up (a long synchronous task, the machine suspended): answers that
     // came meanwhile wait unread behind this timer, so no worker is judged on that time.
     const late = now - this.lastBeat > 2 * intervalMs;
@@ -275,14 +278,14 @@ export class Machine {
         this.silenced.add(c);
         this.unresponsive++;
         this.log.warn('worker unresponsive; ending it (SIGKILL) and starting a replacement', {
-          worker: c.index, pid: c.worker.process.pid, silent_ms: now - h.at, timeout_ms: timeoutMs,
+          worker: c.index, pid: c.worker.process.pid, silent_ms: Math.round(now - h.at), timeout_ms: timeoutMs,
         });
         c.worker.process.kill('SIGKILL');
         continue;
       }
       if (h.asking) continue;
       h.asking = true;
-      c.request('ping', null, timeoutMs).then(() => { h.at = Date.now(); }, () => {}).finally(() => { h.asking = false; });
+      c.request('ping', null, timeoutMs).then(() => { h.at = performance.now(); }, () => {}).finally(() => { h.asking = false; });
     }
   }
 
@@ -295,7 +298,7 @@ export class Machine {
     if (this.stopping) return;
     this.replaced++;
     // A worker that served a while ends a crash loop; one that exited soon after it was ready continues it.
-    if (Date.now() - this.readyAt[index] >= RESTART_STABLE_MS) this.streaks[index] = 0;
+    if (performance.now() - this.readyAt[index] >= RESTART_STABLE_MS) this.streaks[index] = 0;
     const fields = { worker: index, pid: channel.worker.process.pid, code, signal, restart_in_ms: restartDelayMs(this.streaks[index]) };
     if (this.silenced.has(channel)) this.log.warn('unresponsive worker ended; starting a replacement', fields);
     else this.log.warn('worker exited; starting a replacement (its clients reconnect to the others or to it)', fields);
