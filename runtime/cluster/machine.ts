@@ -9,7 +9,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue, type Registry } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { ProxyConfig } from '../config/index.ts';
 import type { PipelineConfig } from '../pipeline/index.ts';
 import type { Log, LogRing } from '../log/index.ts';
@@ -20,6 +20,7 @@ import { WorkerChannel } from '../ipc/worker-channel.ts';
 import type { CanaryState, ClusterCanaryGraphs } from '../ipc/canary-graphs.ts';
 import { PinTable } from './pins.ts';
 import { workerConfig } from './shares.ts';
+import { promOptions } from '../metrics/index.ts';
 
 /** What a worker answers to `stats`: its profiler's state and recent frames, and its registry's metrics. */
 export interface WorkerStats {
@@ -118,6 +119,10 @@ export class Machine {
   replaced = 0;
   /** Of those, workers the heartbeat ended: they had not answered a ping within worker_heartbeat.timeout_ms. */
   unresponsive = 0;
+  /** Replacement workers that failed to start (each is tried again after restartDelayMs). */
+  startFailures = 0;
+  /** The primary's own series, read at scrape time and added to the workers' sum in /metrics. */
+  private readonly own = new Registry();
   /** Per worker slot: quick failures in a row (restartDelayMs), and when its current worker became ready (performance.now()). */
   private readonly streaks: number[];
   private readonly readyAt: number[];
@@ -140,6 +145,31 @@ export class Machine {
     this.channels = Array.from({ length: opts.workers }, () => null);
     this.streaks = Array.from({ length: opts.workers }, () => 0);
     this.readyAt = Array.from({ length: opts.workers }, () => 0);
+    this.registerOwnMetrics();
+  }
+
+  /** The primary's series: how the workers themselves fare (a worker's registry cannot count its own end). */
+  private registerOwnMetrics(): void {
+    const machine = this;
+    new Counter({
+      ...promOptions('proxy_worker_restarts_total'), registers: [this.own],
+      collect() {
+        this.reset();
+        this.inc({ reason: 'exited' }, machine.replaced - machine.unresponsive);
+        this.inc({ reason: 'unresponsive' }, machine.unresponsive);
+      },
+    });
+    new Counter({
+      ...promOptions('proxy_worker_start_failures_total'), registers: [this.own],
+      collect() {
+        this.reset();
+        this.inc(machine.startFailures);
+      },
+    });
+    new Gauge({
+      ...promOptions('proxy_workers'), registers: [this.own],
+      collect() { this.set(machine.live.length); },
+    });
   }
 
   /** The /metrics of the machine: every worker's registry summed (counters of exited workers kept). */
@@ -147,10 +177,13 @@ export class Machine {
     contentType: 'text/plain; version=0.0.4; charset=utf-8',
     text: async (worker?: number) => {
       await this.refresh();
-      const all = worker === undefined ? [...this.retiredCounters, ...[...this.last.values()].map((s) => s.metrics)]
-        : [...this.last].filter(([c]) => c.index === worker).map(([, s]) => s.metrics);
-      if (all.length === 0) return '';
-      return AggregatorRegistry.aggregate(all).metrics();
+      if (worker !== undefined) {
+        const one = [...this.last].filter(([c]) => c.index === worker).map(([, s]) => s.metrics);
+        return one.length === 0 ? '' : AggregatorRegistry.aggregate(one).metrics();
+      }
+      const all = [...this.retiredCounters, ...[...this.last.values()].map((s) => s.metrics)];
+      const own = await this.own.metrics();
+      return all.length === 0 ? own : `${await AggregatorRegistry.aggregate(all).metrics()}\n${own}`;
     },
   };
 
@@ -307,6 +340,7 @@ export class Machine {
       this.fork(index).then(
         () => this.log.info('worker replaced', { worker: index }),
         (err: Error) => {
+          this.startFailures++;
           const delay = restartDelayMs(++this.streaks[index]);
           this.log.error('a replacement worker failed to start; trying again', { worker: index, error: err.message, restart_in_ms: delay });
           setTimeout(restart, delay).unref();

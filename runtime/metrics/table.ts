@@ -13,7 +13,7 @@
 export type MetricType = 'counter' | 'gauge' | 'histogram' | 'summary';
 
 /** Which component's numbers a metric reports (and which code registers it). */
-export type MetricOwner = 'server' | 'upstream' | 'pipelines' | 'tracing' | 'plugin-host' | 'notifier' | 'canary' | 'profiler';
+export type MetricOwner = 'server' | 'upstream' | 'pipelines' | 'tracing' | 'plugin-host' | 'notifier' | 'canary' | 'profiler' | 'machine';
 
 export interface MetricSpec {
   readonly type: MetricType;
@@ -119,6 +119,12 @@ export const METRICS = {
     'beside the baseline' },
   proxy_canary_shadow_memory_bytes: { type: 'gauge', owner: 'canary', labels: [], help: 'Bytes held by shadow canaries\' rings of diffs ' +
     '(bounded by canary.shadow.max_diffs per pipeline)' },
+  // With several workers, the machine's /metrics only: the primary's own (runtime/cluster/machine.ts).
+  proxy_worker_restarts_total: { type: 'counter', owner: 'machine', labels: ['reason'], help: 'Workers replaced since the proxy started, by reason: ' +
+    'exited (crashed or killed) or unresponsive (ended by the heartbeat)' },
+  proxy_worker_start_failures_total: { type: 'counter', owner: 'machine', labels: [], help: 'Replacement workers that failed to start (each is ' +
+    'tried again after a growing delay)' },
+  proxy_workers: { type: 'gauge', owner: 'machine', labels: [], help: 'Workers ready and serving now' },
   // The profiling endpoint's /metrics only (runtime/profiling/prometheus.ts).
   proxy_step_latency_us: { type: 'histogram', owner: 'profiler', labels: STEP, help: 'Latency of one pipeline step invocation, microseconds' },
   proxy_step_slow_total: { type: 'counter', owner: 'profiler', labels: STEP, help: 'Step invocations slower than their threshold ' +

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
 import { until } from '../helpers/until.ts';
 import { RawClient, opMsg } from '../helpers/wire.ts';
-import { admin, startWorkers } from '../helpers/workers.ts';
+import { admin, startWorkers, type Started } from '../helpers/workers.ts';
 import type { WorkersView } from '../../runtime/http/surface.ts';
 import { restartDelayMs, RESTART_DELAY_MAX_MS } from '../../runtime/cluster/machine.ts';
 import { parseConfig } from '../../runtime/config/index.ts';
@@ -77,6 +77,10 @@ test('a stopped worker is ended and replaced within the heartbeat timeout; new c
       }, 30_000, 100);
       const tookMs = Date.now() - stoppedAt;
       assert.ok(tookMs < 10_000, `replaced ${tookMs} ms after SIGSTOP (timeout 2000 ms)`);
+      const text = await machineMetrics(s);
+      assert.match(text, /^proxy_worker_restarts_total\{reason="unresponsive"\} 1$/m);
+      assert.match(text, /^proxy_worker_restarts_total\{reason="exited"\} 0$/m);
+      assert.match(text, /^proxy_workers 2$/m);
       await until('the stopped worker gone', () => !alive(stoppedPid), 10_000, 50);
       load = false;
       await survivorLoad;
@@ -132,6 +136,11 @@ test('a reload waiting on a stopped worker is refused once the heartbeat ends it
     }
   });
 
+/** The machine's /metrics (the profiling endpoint's). */
+async function machineMetrics(s: Started): Promise<string> {
+  return (await fetch(`${s.profiling}/metrics`)).text();
+}
+
 /** The primary's child processes (its workers), from /proc. */
 function childrenOf(pid: number): number[] {
   return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter((x) => x !== '').map(Number);
@@ -163,6 +172,38 @@ test('a worker that dies again at every start is forked again after growing dela
       assert.ok(delays[i] >= ms - 20 && delays[i] < ms + 1500, `fork ${i + 1} came ${delays[i]} ms after the exit, expected ${ms}: ${delays}`);
     });
     assert.match(s.served.err(), /"restart_in_ms":4000/);
+    const text = await machineMetrics(s);
+    assert.match(text, /^proxy_worker_restarts_total\{reason="exited"\} 4$/m);
+    assert.match(text, /^proxy_worker_restarts_total\{reason="unresponsive"\} 0$/m);
+    assert.match(text, /^proxy_worker_start_failures_total 0$/m);
+  } finally {
+    assert.equal(await s.served.stop(), 0);
+  }
+});
+
+test('a replacement that dies while starting is counted as a start failure and tried again; the next one serves', { timeout: 180_000 }, async () => {
+  const s = await startWorkers(dir, 'startfail');
+  const primary = s.served.child.pid!;
+  try {
+    const victim = (await admin<WorkersView>(s, '/api/v1/workers')).body.workers[1].pid;
+    const known = new Set(childrenOf(primary));
+    process.kill(victim, 'SIGKILL');
+    // The replacement is killed as soon as it is forked: seconds before it could be ready.
+    let forked = 0;
+    await until('the replacement forked', () => {
+      forked = childrenOf(primary).find((p) => !known.has(p)) ?? 0;
+      return forked !== 0;
+    }, 60_000, 5);
+    process.kill(forked, 'SIGKILL');
+    await until('a second replacement serving', async () => {
+      const v = (await admin<WorkersView>(s, '/api/v1/workers')).body;
+      return v.workers.length === 2 && v.workers.every((w) => w.pid !== victim && w.pid !== forked);
+    }, 90_000, 100);
+    assert.match(s.served.err(), /a replacement worker failed to start; trying again/);
+    const text = await machineMetrics(s);
+    assert.match(text, /^proxy_worker_start_failures_total 1$/m);
+    assert.match(text, /^proxy_worker_restarts_total\{reason="exited"\} 1$/m);
+    assert.match(text, /^proxy_workers 2$/m);
   } finally {
     assert.equal(await s.served.stop(), 0);
   }

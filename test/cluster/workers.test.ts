@@ -12,8 +12,10 @@ import { execFileSync } from 'node:child_process';
 import { until } from '../helpers/until.ts';
 import { admin, startWorkers, type Started } from '../helpers/workers.ts';
 import { RawClient, opMsg } from '../helpers/wire.ts';
+import { promtoolFindings } from '../helpers/promtool.ts';
 import type { WorkersView } from '../../runtime/http/surface.ts';
 import { workerExecArgv } from '../../runtime/cluster/machine.ts';
+import { METRICS, type MetricSpec } from '../../runtime/metrics/index.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'proxy-workers-'));
 const start = (name: string, extra: Record<string, unknown> = {}) => startWorkers(dir, name, extra);
@@ -64,6 +66,16 @@ test('connections land on both workers, and the merged counts equal the requests
     assert.equal(metric(text, 'proxy_wire_requests_total'), 60);
     assert.equal(metric(text, 'proxy_client_connections'), 6);
     assert.match(text, /^proxy_requests_total\{pipeline_id="default",pipeline="baseline",status="ok"\} 60$/m);
+    // The primary's own series: the workers serving, none replaced.
+    assert.match(text, /^proxy_workers 2$/m);
+    assert.match(text, /^proxy_worker_restarts_total\{reason="exited"\} 0$/m);
+    assert.match(text, /^proxy_worker_start_failures_total 0$/m);
+    for (const [name, spec] of Object.entries(METRICS as Record<string, MetricSpec>).filter(([, m]) => m.owner === 'machine')) {
+      assert.ok(text.includes(`# HELP ${name} ${spec.help}\n# TYPE ${name} ${spec.type}\n`), `${name} with the metric table's help and type`);
+    }
+    // Only the unit lint on the µs histograms (the step latency's, and the built-in metrics step's, which keeps its documented name).
+    const findings = promtoolFindings(text, /proxy_(step_latency|plugin_request_duration)_us.*(abbreviated|units|non-base)/i);
+    if (findings !== null) assert.deepEqual(findings, [], `promtool findings on the machine's /metrics: ${findings.join(' | ')}`);
     const flame = await (await fetch(`${s.profiling}/api/profile/flamegraph?format=folded`)).text();
     assert.ok(flame.length > 0, 'the flame graph has frames');
     // ?worker=<i>: one worker's figures; together they make the machine's.
