@@ -2,7 +2,8 @@
 // (SIGSTOP) worker is ended and replaced within worker_heartbeat.timeout_ms, and new clients all
 // connect and are served afterwards while the other worker's client is never interrupted; a reload
 // waiting on it is refused then rather than after two minutes; a worker that is killed again each
-// time it is replaced is forked again after growing delays.
+// time it is replaced is forked again after growing delays, and is counted in the machine's /metrics; a
+// worker ready seconds before the other is not ended at the first beat.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -205,6 +206,44 @@ test('a replacement that dies while starting is counted as a start failure and t
     assert.match(text, /^proxy_worker_restarts_total\{reason="exited"\} 1$/m);
     assert.match(text, /^proxy_workers 2$/m);
   } finally {
+    assert.equal(await s.served.stop(), 0);
+  }
+});
+
+test('a worker ready seconds before the other is not ended at the first beat: silence counts from the first ping', { timeout: 180_000 }, async () => {
+  // The second worker is held (SIGSTOP) for 5 s while it starts, so the first is ready 5 s before
+  // it; the heartbeat (2 s timeout) starts once both are. Counted from its readiness, the first
+  // worker would be 5 s silent at the first beat and ended.
+  let held = 0;
+  let watch: NodeJS.Timeout | undefined;
+  const s = await startWorkers(dir, 'startgap', { worker_heartbeat: { interval_ms: 200, timeout_ms: 2000 } }, (primary) => {
+    watch = setInterval(() => {
+      let kids: number[] = [];
+      try {
+        kids = childrenOf(primary.pid!);
+      } catch {
+        return;
+      }
+      if (held !== 0 || kids.length < 2) return;
+      held = Math.max(...kids);
+      clearInterval(watch);
+      process.kill(held, 'SIGSTOP');
+      setTimeout(() => process.kill(held, 'SIGCONT'), 5000).unref();
+    }, 5);
+  });
+  clearInterval(watch);
+  try {
+    assert.ok(held !== 0, 'the second worker was held while it started');
+    const pids = (await admin<WorkersView>(s, '/api/v1/workers')).body.workers.map((w) => w.pid).sort();
+    // Longer than the timeout, from the first beat on.
+    await new Promise((r) => setTimeout(r, 4000));
+    const v = (await admin<WorkersView>(s, '/api/v1/workers')).body;
+    assert.deepEqual(v.workers.map((w) => w.pid).sort(), pids, 'the same two workers serve');
+    assert.equal(v.unresponsive, 0);
+    assert.equal(v.replaced, 0);
+    assert.doesNotMatch(s.served.err(), /worker unresponsive/);
+  } finally {
+    if (held !== 0 && alive(held)) process.kill(held, 'SIGCONT');
     assert.equal(await s.served.stop(), 0);
   }
 });

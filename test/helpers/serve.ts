@@ -17,10 +17,15 @@ export interface Served {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts `proxy serve …args` (with `--workers 1` when args has no --workers); rejects with its output when it exits before it is ready (or after `ms`). */
-export async function spawnServe(args: readonly string[], ms = 120_000): Promise<Served> {
+/**
+ * Starts `proxy serve …args` (with `--workers 1` when args has no --workers); rejects with its output
+ * when it exits before it is ready (or after `ms`). `spawned` sees the process as soon as it exists
+ * (to act on its workers while it starts).
+ */
+export async function spawnServe(args: readonly string[], ms = 120_000, spawned?: (child: ChildProcess) => void): Promise<Served> {
   const argv = args.includes('--workers') ? args : [...args, '--workers', '1'];
   const child = spawn(process.execPath, [BIN, 'serve', ...argv], { stdio: ['ignore', 'pipe', 'pipe'] });
+  spawned?.(child);
   let out = '';
   let err = '';
   child.stderr!.on('data', (d) => { err += d; });
