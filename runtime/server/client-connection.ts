@@ -300,8 +300,8 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
    * A moreToCome request gets none: the client reads no reply for it, so an error document would
    * be taken as the answer to its next request, and every answer after it would be one behind.
    */
-  private refuseCompressed(frame: Buffer, err: unknown): void {
-    if (compressedMoreToCome(frame) === true) this.writer.expectReply = false;
+  private refuseCompressed(frame: Buffer, err: unknown, moreToCome: boolean | null = compressedMoreToCome(frame)): void {
+    if (moreToCome === true) this.writer.expectReply = false;
     this.replyError(errorForThrown(err, this.ctx, this));
   }
 
@@ -315,13 +315,14 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.afterInflate();
   }
 
-  onInflateFailed(err: Error): void {
+  onInflateFailed(err: Error, moreToCome?: boolean | null): void {
     const frame = this.inflatingHead!;
     this.inflating = false;
     this.inflatingHead = null;
     this.busy = false;
     if (this.closed) return;
-    this.refuseCompressed(frame, err);
+    // The worker read the flag from the whole message; the kept head serves when it could not say.
+    this.refuseCompressed(frame, err, moreToCome === undefined ? compressedMoreToCome(frame) : moreToCome);
     this.afterInflate();
   }
 

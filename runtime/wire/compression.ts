@@ -18,8 +18,8 @@ import {
   MSG_MORE_TO_COME, OP_COMPRESSED, OP_MSG, type CompressorName,
 } from './constants.ts';
 import { WireError } from './errors.ts';
-import { InflateError, inflateBody, initZstd, snappyCompress, zstdCompress } from './compressors.mjs';
-import { constants as zlibConstants, deflateSync, inflateSync } from 'node:zlib';
+import { InflateError, firstUncompressedByte, inflateBody, initZstd, snappyCompress, zstdCompress } from './compressors.mjs';
+import { deflateSync } from 'node:zlib';
 
 /** OP_COMPRESSED's own header after the standard one: originalOpcode, uncompressedSize, compressorId. */
 export const COMPRESSED_PREFIX = 9;
@@ -136,89 +136,29 @@ function zstdContentSize(b: Buffer, at: number): number {
   }
 }
 
-/** Compressed bytes compressedMoreToCome inflates at most (zlib): at most ~1 MB of output, on an error path only. */
-const FLAGS_PROBE_BYTES = 1024;
+/** Bytes of a compressed frame's data kept for compressedMoreToCome when its message goes to a decompression worker. */
+const HEAD_DATA_BYTES = 1024;
 
 /**
  * Whether a compressed OP_MSG has moreToCome (flag bit 1, in its first uncompressed byte), read
- * from the start of its compressed data without decompressing the message: for a request refused
- * before it could be decompressed, whether the client expects a reply. noop: read directly; snappy:
- * from its first literal; zstd: from a first block that is raw, RLE, or starts with raw or RLE
- * literals; zlib: by inflating the first FLAGS_PROBE_BYTES at most. null when the frame is not a
- * compressed OP_MSG or the byte cannot be read this way (Huffman-coded zstd literals, an unknown
- * compressor, damaged data).
+ * from the start of its compressed data without decompressing the message (compressors.mjs,
+ * firstUncompressedByte): for a request refused before it could be decompressed, whether the client
+ * expects a reply. null when the frame is not a compressed OP_MSG or the byte cannot be read (an
+ * unknown compressor, damaged data).
  */
 export function compressedMoreToCome(frame: Buffer): boolean | null {
   if (frame.length < HEADER_SIZE + COMPRESSED_PREFIX || frame.readInt32LE(HEADER_SIZE) !== OP_MSG) return null;
-  const first = firstUncompressedByte(frame, HEADER_SIZE + COMPRESSED_PREFIX);
+  const first = firstUncompressedByte(frame[HEADER_SIZE + 8]!, frame.subarray(HEADER_SIZE + COMPRESSED_PREFIX));
   return first === undefined ? null : (first & MSG_MORE_TO_COME) !== 0;
 }
 
-function firstUncompressedByte(frame: Buffer, at: number): number | undefined {
-  switch (frame[HEADER_SIZE + 8]) {
-    case COMPRESSOR_NOOP:
-      return frame[at];
-    case COMPRESSOR_SNAPPY: {
-      // The length varint, then the first element, necessarily a literal: tag (len-1)<<2, or
-      // 60..63 <<2 followed by a 1..4-byte length.
-      let p = at;
-      while (p < at + 4 && (frame[p] & 0x80) !== 0) p++;
-      const tag = frame[p + 1];
-      if (tag === undefined || (tag & 3) !== 0) return undefined;
-      return frame[p + 2 + ((tag >> 2) >= 60 ? (tag >> 2) - 59 : 0)];
-    }
-    case COMPRESSOR_ZSTD:
-      return zstdFirstByte(frame, at);
-    case COMPRESSOR_ZLIB:
-      // 64 bytes first (a fixed-Huffman block starts there); 1 KiB when a block header is longer.
-      // Deflate expands at most 1032:1, so a bomb's prefix inflates to at most ~1 MB.
-      for (const n of [64, FLAGS_PROBE_BYTES]) {
-        try {
-          const head = inflateSync(frame.subarray(at, at + n), { finishFlush: zlibConstants.Z_SYNC_FLUSH, maxOutputLength: n * 1100 });
-          if (head.length > 0) return head[0];
-        } catch {
-          // Damaged, or a longer prefix is needed: tried once more, then unknown.
-        }
-      }
-      return undefined;
-    default:
-      return undefined;
-  }
-}
-
 /**
- * The first decompressed byte of a zstd frame (RFC 8878 3.1.1), when its first block gives it
- * without decoding: a raw or RLE block, or a compressed block whose literals section is raw or
- * RLE (the first byte of output is a literal: a match needs earlier output).
- */
-function zstdFirstByte(b: Buffer, at: number): number | undefined {
-  if (b.length < at + 5 || b.readUInt32LE(at) !== 0xfd2fb528) return undefined;
-  const fhd = b[at + 4];
-  const singleSegment = (fhd >> 5) & 1;
-  const dictIdFlag = fhd & 3;
-  const fcsFlag = fhd >> 6;
-  const fcsBytes = fcsFlag === 0 ? singleSegment : 1 << fcsFlag;
-  let p = at + 5 + (singleSegment === 1 ? 0 : 1) + (dictIdFlag === 3 ? 4 : dictIdFlag) + fcsBytes;
-  if (p + 3 > b.length) return undefined;
-  const blockType = (b[p] >> 1) & 3;
-  p += 3;
-  if (blockType === 0 || blockType === 1) return b[p]; // raw; RLE (the byte repeated)
-  if (blockType !== 2) return undefined;
-  const lh = b[p];
-  const literalsType = lh & 3;
-  if (literalsType > 1) return undefined; // Huffman-coded literals
-  const sizeFormat = (lh >> 2) & 3;
-  const headerBytes = sizeFormat === 1 ? 2 : sizeFormat === 3 ? 3 : 1;
-  const regenerated = sizeFormat === 1 ? (lh >> 4) + (b[p + 1] << 4) : sizeFormat === 3 ? (lh >> 4) + (b[p + 1] << 4) + (b[p + 2] << 12) : lh >> 3;
-  return regenerated > 0 ? b[p + headerBytes] : undefined;
-}
-
-/**
- * A copy of the part of a compressed frame compressedMoreToCome reads: kept for a message handed to
- * a decompression worker, whose memory moves to the worker with it.
+ * The start of a compressed frame, copied: kept for a message handed to a decompression worker, whose
+ * memory moves to the worker with it. The worker reads the flags itself from the whole data when the
+ * message fails to decompress; this is for a worker that fails (compressedMoreToCome reads it then).
  */
 export function compressedMsgHead(frame: Buffer): Buffer {
-  return Buffer.from(frame.subarray(0, HEADER_SIZE + COMPRESSED_PREFIX + FLAGS_PROBE_BYTES));
+  return Buffer.from(frame.subarray(0, HEADER_SIZE + COMPRESSED_PREFIX + HEAD_DATA_BYTES));
 }
 
 /** Whether a checked frame of declared `size` is decompressed on the caller's thread (see INLINE_INFLATE_BYTES). */

@@ -10,3 +10,5 @@ export class InflateError extends Error {
 }
 /** Decompresses `data` (compressor `id`) into `out` at `offset`: exactly `size` bytes, or throws InflateError. */
 export function inflateBody(id: number, data: Uint8Array, size: number, out: Uint8Array, offset: number): number;
+/** The first byte `data` (compressor `id`) decompresses to, read without decompressing the message; undefined when it cannot be read. */
+export function firstUncompressedByte(id: number, data: Uint8Array): number | undefined;

@@ -9,7 +9,7 @@
 // zstd); its own decompress() allocates whatever the frame header claims and, without one, only
 // 1 MiB, so it is not used: ZSTD_decompress is called with the declared size as dstCapacity.
 // Spec of the zstd format: RFC 8878. ZSTD_ErrorCode values: zstd's lib/zstd_errors.h.
-import { inflateSync } from 'node:zlib';
+import { constants as zlibConstants, inflateSync } from 'node:zlib';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 
@@ -135,6 +135,112 @@ function zstdInto(data, size, out, offset) {
     if (n !== size) throw new InflateError(`OP_COMPRESSED declared ${size} bytes but decompressed to ${n}`, false);
     out.set(m.HEAPU8.subarray(dst, dst + n), offset);
     return n;
+  } finally {
+    if (dst !== 0) m._free(dst);
+    if (src !== 0) m._free(src);
+  }
+}
+
+/** Compressed bytes firstUncompressedByte inflates at most (zlib): at most ~1 MB of output, on an error path only. */
+const FLAGS_PROBE_BYTES = 1024;
+const ZSTD_MAGIC = 0xfd2fb528;
+/** The largest block a zstd frame may hold (RFC 8878 3.1.1.2.4, Block_Maximum_Size). */
+const ZSTD_BLOCK_MAX = 128 * 1024;
+
+/**
+ * The first byte `data` (compressed with compressor `id`: 0 noop, 1 snappy, 2 zlib, 3 zstd)
+ * decompresses to, read without decompressing the message: noop directly; snappy from its first
+ * literal; zlib by inflating the first FLAGS_PROBE_BYTES at most; zstd from its first block (at most
+ * ZSTD_BLOCK_MAX bytes of output). For a message refused before it could be decompressed (a size
+ * that lies, a bomb, a compressor not negotiated), the flags of the OP_MSG inside. undefined when
+ * it cannot be read (an unknown compressor, damaged or truncated data).
+ */
+export function firstUncompressedByte(id, data) {
+  switch (id) {
+    case 0:
+      return data[0];
+    case 1: {
+      // The length varint, then the first element, necessarily a literal: tag (len-1)<<2, or
+      // 60..63 <<2 followed by a 1..4-byte length.
+      let p = 0;
+      while (p < 4 && (data[p] & 0x80) !== 0) p++;
+      const tag = data[p + 1];
+      if (tag === undefined || (tag & 3) !== 0) return undefined;
+      return data[p + 2 + ((tag >> 2) >= 60 ? (tag >> 2) - 59 : 0)];
+    }
+    case 2:
+      // 64 bytes first (a fixed-Huffman block starts there); 1 KiB when a block header is longer.
+      // Deflate expands at most 1032:1, so a bomb's prefix inflates to at most ~1 MB.
+      for (const n of [64, FLAGS_PROBE_BYTES]) {
+        try {
+          const head = inflateSync(data.subarray(0, n), { finishFlush: zlibConstants.Z_SYNC_FLUSH, maxOutputLength: n * 1100 });
+          if (head.length > 0) return head[0];
+        } catch {
+          // Damaged, or a longer prefix is needed: tried once more, then unknown.
+        }
+      }
+      return undefined;
+    case 3:
+      return zstdFirstByte(data);
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * The first decompressed byte of a zstd frame (RFC 8878 3.1.1), from its first block: read in place
+ * for a raw or RLE block, or a compressed block whose literals are raw or RLE (the first byte of
+ * output is a literal: a match needs earlier output); otherwise (entropy-coded literals) by
+ * decoding that block alone (zstdFirstBlockByte). A frame with a dictionary: unknown.
+ */
+function zstdFirstByte(b) {
+  if (b.length < 5 || (b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24)) >>> 0 !== ZSTD_MAGIC) return undefined;
+  const fhd = b[4];
+  const singleSegment = (fhd >> 5) & 1;
+  const dictIdFlag = fhd & 3;
+  const fcsFlag = fhd >> 6;
+  const fcsBytes = fcsFlag === 0 ? singleSegment : 1 << fcsFlag;
+  const at = 5 + (singleSegment === 1 ? 0 : 1) + (dictIdFlag === 3 ? 4 : dictIdFlag) + fcsBytes;
+  if (at + 4 > b.length) return undefined;
+  const header = b[at] | (b[at + 1] << 8) | (b[at + 2] << 16);
+  const blockType = (header >> 1) & 3;
+  const p = at + 3;
+  if (blockType === 0 || blockType === 1) return b[p]; // raw; RLE (the byte repeated)
+  if (blockType !== 2) return undefined;
+  const lh = b[p];
+  const literalsType = lh & 3;
+  if (literalsType <= 1) {
+    const sizeFormat = (lh >> 2) & 3;
+    const headerBytes = sizeFormat === 1 ? 2 : sizeFormat === 3 ? 3 : 1;
+    const regenerated = sizeFormat === 1 ? (lh >> 4) + (b[p + 1] << 4) : sizeFormat === 3 ? (lh >> 4) + (b[p + 1] << 4) + (b[p + 2] << 12) : lh >> 3;
+    return regenerated > 0 ? b[p + headerBytes] : undefined;
+  }
+  const end = p + (header >>> 3);
+  if (dictIdFlag !== 0 || end > b.length || header >>> 3 > ZSTD_BLOCK_MAX) return undefined;
+  return zstdFirstBlockByte(b.subarray(at, end));
+}
+
+/**
+ * The first byte a zstd block (its 3-byte header included) decodes to on its own: the block is put
+ * in a frame of its own — no content size, checksum or dictionary, a 128 KiB window, marked last —
+ * and decoded with ZSTD_BLOCK_MAX bytes of room, all a block can hold. undefined when it does not
+ * decode (damaged, or zstd not initialised in this thread).
+ */
+function zstdFirstBlockByte(block) {
+  const m = zstdModule;
+  if (m.HEAPU8 === undefined) return undefined;
+  const frame = new Uint8Array(6 + block.length);
+  // Magic; frame header descriptor 0 (a window descriptor follows); window 2^(10 + 7) bytes.
+  frame.set([0x28, 0xb5, 0x2f, 0xfd, 0x00, 7 << 3]);
+  frame.set(block, 6);
+  frame[6] |= 1; // Last_Block
+  const src = m._malloc(frame.length);
+  const dst = src === 0 ? 0 : m._malloc(ZSTD_BLOCK_MAX);
+  try {
+    if (dst === 0) return undefined;
+    m.HEAPU8.set(frame, src);
+    const r = m._ZSTD_decompress(dst, ZSTD_BLOCK_MAX, src, frame.length);
+    return m._ZSTD_isError(r) || r === 0 ? undefined : m.HEAPU8[dst];
   } finally {
     if (dst !== 0) m._free(dst);
     if (src !== 0) m._free(src);

@@ -26,8 +26,12 @@ import { WireError } from './errors.ts';
 export interface InflateOwner {
   /** The decompressed message (header included, requestID and responseTo as sent). */
   onInflated(frame: Buffer): void;
-  /** It did not decompress to its declared size (WireError), or a worker failed (Error). */
-  onInflateFailed(err: Error): void;
+  /**
+   * It did not decompress to its declared size (WireError), or a worker failed (Error).
+   * `moreToCome`: for a message that did not decompress, its OP_MSG flag as the worker read it from
+   * the whole data (null: not an OP_MSG, or unreadable); undefined when the worker could not say.
+   */
+  onInflateFailed(err: Error, moreToCome?: boolean | null): void;
 }
 
 export interface InflatePoolOptions {
@@ -69,7 +73,7 @@ class Slot {
   }
 }
 
-interface WorkerReply { id: number; ok: boolean; frame?: ArrayBuffer; message?: string; heap: number }
+interface WorkerReply { id: number; ok: boolean; frame?: ArrayBuffer; message?: string; moreToCome?: boolean | null; heap: number }
 
 export interface InflatePoolStats {
   inflated: number;
@@ -231,7 +235,7 @@ export class InflatePool {
       job.owner.onInflated(Buffer.from(m.frame!));
     } else {
       this.stats.failed++;
-      job.owner.onInflateFailed(new WireError('PROXY_ERR_BAD_COMPRESSION', m.message!, true));
+      job.owner.onInflateFailed(new WireError('PROXY_ERR_BAD_COMPRESSION', m.message!, true), m.moreToCome);
     }
   }
 

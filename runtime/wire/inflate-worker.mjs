@@ -1,16 +1,20 @@
 // Decompresses OP_COMPRESSED messages too large to inflate on the event loop (inflate-pool.ts),
 // one at a time, in a worker thread with plain Node (no TypeScript loader).
 // Protocol: { id, compressor, data: Uint8Array, size, requestId, responseTo, opcode }
-//   → { id, ok: true, frame: ArrayBuffer (transferred), heap } | { id, ok: false, message, heap }.
+//   → { id, ok: true, frame: ArrayBuffer (transferred), heap } | { id, ok: false, message, moreToCome, heap }.
 // `frame` is the whole decompressed message, header included, so the event loop neither copies
 // nor allocates it. `heap`: zstd's WebAssembly memory afterwards (it never shrinks; the pool
-// replaces a worker whose memory grew past its bound).
+// replaces a worker whose memory grew past its bound). `moreToCome`, for a message that failed: the
+// OP_MSG flag read from the start of its data (firstUncompressedByte), or null when it is not an
+// OP_MSG or the flag cannot be read — whether its client expects the error as a reply.
 import { parentPort } from 'node:worker_threads';
 import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
-import { InflateError, inflateBody, initZstd, zstdHeapBytes } from './compressors.mjs';
+import { InflateError, firstUncompressedByte, inflateBody, initZstd, zstdHeapBytes } from './compressors.mjs';
 
 const HEADER_SIZE = 16;
+const OP_MSG = 2013;
+const MSG_MORE_TO_COME = 2;
 const NAMES = ['noop', 'snappy', 'zlib', 'zstd'];
 
 // The event loop comes first: on Linux the nice value is per thread (setpriority(2) on a thread
@@ -36,7 +40,9 @@ parentPort.on('message', (m) => {
     inflateBody(m.compressor, m.data, m.size, new Uint8Array(frame), HEADER_SIZE);
   } catch (err) {
     const message = err instanceof InflateError ? err.message : `could not decompress a ${NAMES[m.compressor]} message: ${err.message}`;
-    parentPort.postMessage({ id: m.id, ok: false, message, heap: zstdHeapBytes() });
+    const first = m.opcode === OP_MSG ? firstUncompressedByte(m.compressor, m.data) : undefined;
+    const moreToCome = first === undefined ? null : (first & MSG_MORE_TO_COME) !== 0;
+    parentPort.postMessage({ id: m.id, ok: false, message, moreToCome, heap: zstdHeapBytes() });
     return;
   }
   parentPort.postMessage({ id: m.id, ok: true, frame, heap: zstdHeapBytes() }, [frame]);

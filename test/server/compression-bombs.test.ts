@@ -13,7 +13,7 @@ import { serialize } from 'bson';
 import { MongoClient } from 'mongodb';
 import { DevDbServer } from '../../runtime/devdb/index.ts';
 import type { RunningProxy } from '../../runtime/app/serve.ts';
-import { compressFrame } from '../../runtime/wire/index.ts';
+import { INLINE_INFLATE_BYTES, compressFrame } from '../../runtime/wire/index.ts';
 import { RawClient, decodeReply, opMsg, requestId } from '../helpers/wire.ts';
 import { NOOP, SNAPPY, ZLIB, ZSTD, compressedFrame, zlibCompressed, zstdZeros } from '../helpers/compressed.ts';
 import { until } from '../helpers/until.ts';
@@ -228,6 +228,8 @@ test('a compressed moreToCome request refused before it is decompressed (lying s
   const stats = p.server.stats;
   const insert = (pad: number) => opMsg({ insert: 'c', documents: [{ _id: 1 }], $db: 'mtc', pad: 'x'.repeat(pad) }, { flags: 2 });
   const zeros = (pad: number) => { const m = insert(0); return Buffer.concat([m, Buffer.alloc(pad)]); };
+  const items = (n: number) => opMsg({ insert: 'c', documents: Array.from({ length: n }, (_, i) => ({ i, name: `item-${i}` })), $db: 'mtc' }, { flags: 2 });
+  assert.ok(items(4000).length > INLINE_INFLATE_BYTES, 'large enough to be decompressed in a worker');
   /** `msg` (header included) as compressor `id`, declaring its size plus `delta`. */
   const lying = (id: number, msg: Buffer, delta: number, data?: Buffer) =>
     compressedFrame(id, msg.length - 16 + delta, data ?? compressFrame(msg, id).subarray(25));
@@ -240,6 +242,9 @@ test('a compressed moreToCome request refused before it is decompressed (lying s
     // zstd: read when its first block starts with raw bytes (as for a message this short).
     ['zstd whose frame states more than declared', lying(ZSTD, opMsg({ ping: 1, $db: 'admin' }, { flags: 2 }), -5)],
     ['zstd declaring 5 bytes more than it decompresses to', lying(ZSTD, opMsg({ ping: 1, $db: 'admin' }, { flags: 2 }), 5)],
+    // zstd with entropy-coded literals (most zstd messages): its first block is decoded on its own.
+    ['zstd with Huffman-coded literals declaring 5 bytes more, inline', lying(ZSTD, insert(5000), 5)],
+    ['zstd with Huffman-coded literals declaring 5 bytes more, in a worker', lying(ZSTD, items(4000), 5)],
   ];
   for (const [label, frame] of cases) {
     const repliesBefore = stats.errorReplies;
