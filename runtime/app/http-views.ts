@@ -62,7 +62,9 @@ export function workerView(running: RunningProxy, index: number): WorkerView {
 
 export function adminSurface(running: RunningProxy, metrics: MetricsSource, workers?: () => Promise<WorkersView>, workerCount?: number): AdminSurface {
   return {
-    workers: workers ?? (async () => ({ workers: [workerView(running, 0)], replaced: 0, unresponsive: 0, pin_lookups: { found: 0, missed: 0 } })),
+    workers: workers ?? (async () => ({
+      workers: [workerView(running, 0)], replaced: 0, unresponsive: 0, start_failures: 0, pin_lookups: { found: 0, missed: 0 },
+    })),
     workerCount,
     readiness: () => readiness(running),
     metrics,

@@ -460,7 +460,7 @@ export class Machine {
     const answers = await Promise.allSettled(live.map((c) => c.request<WorkerView>('info', null, STATS_TIMEOUT_MS)));
     const workers = answers.filter((a) => a.status === 'fulfilled').map((a) => (a as PromiseFulfilledResult<WorkerView>).value);
     return { workers: workers.sort((a, b) => a.worker - b.worker), replaced: this.replaced, unresponsive: this.unresponsive,
-      pin_lookups: { found: this.pins.found, missed: this.pins.missed } };
+      start_failures: this.startFailures, pin_lookups: { found: this.pins.found, missed: this.pins.missed } };
   }
 
   /** SIGTERM: every worker drains (the server's drain rules) and hands in its last statistics; then they exit. */

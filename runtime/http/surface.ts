@@ -64,6 +64,8 @@ export interface WorkersView {
   replaced: number;
   /** Of those, workers the heartbeat ended for not answering within worker_heartbeat.timeout_ms. */
   unresponsive: number;
+  /** Replacement workers that failed to start (each tried again after a growing delay). */
+  start_failures: number;
   /**
    * getMores and transaction statements for a cursor or transaction another worker opened
    * (multi-host upstreams): asked of the primary and found, or not found (then sent where the

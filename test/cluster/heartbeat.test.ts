@@ -200,6 +200,8 @@ test('a replacement that dies while starting is counted as a start failure and t
       const v = (await admin<WorkersView>(s, '/api/v1/workers')).body;
       return v.workers.length === 2 && v.workers.every((w) => w.pid !== victim && w.pid !== forked);
     }, 90_000, 100);
+    const v = (await admin<WorkersView>(s, '/api/v1/workers')).body;
+    assert.deepEqual([v.replaced, v.unresponsive, v.start_failures], [1, 0, 1]);
     assert.match(s.served.err(), /a replacement worker failed to start; trying again/);
     const text = await machineMetrics(s);
     assert.match(text, /^proxy_worker_start_failures_total 1$/m);

@@ -11,7 +11,7 @@ export function ringOnlyAdminApp(ring: LogRing, token: string, workerCount?: num
     logRing: ring,
     pipeline: () => ({ id: 'default', request: [], response: [] }),
     adminListen: () => null,
-    workers: async () => ({ workers: [], replaced: 0, unresponsive: 0, pin_lookups: { found: 0, missed: 0 } }),
+    workers: async () => ({ workers: [], replaced: 0, unresponsive: 0, start_failures: 0, pin_lookups: { found: 0, missed: 0 } }),
     reload: async () => {},
     ...(workerCount === undefined ? {} : { workerCount }),
   };
