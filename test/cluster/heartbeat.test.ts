@@ -230,7 +230,7 @@ test('a worker ready seconds before the other is not ended at the first beat: si
       held = Math.max(...kids);
       clearInterval(watch);
       process.kill(held, 'SIGSTOP');
-      setTimeout(() => process.kill(held, 'SIGCONT'), 5000).unref();
+      setTimeout(() => { if (alive(held)) process.kill(held, 'SIGCONT'); }, 5000).unref();
     }, 5);
   });
   clearInterval(watch);
