@@ -124,6 +124,17 @@ export class Exchange implements HostExchange {
     return this.statusCode;
   }
 
+  /**
+   * `reply`'s `ok` and `code` as the connection already read them (its reply peek, while it records
+   * the request or counts it for a canary): reply_ok and reply_code then read the reply no second
+   * time. Holds until a step replaces the reply.
+   */
+  knownStatus(reply: Uint8Array, ok: boolean, code: number): void {
+    this.statusOf = reply;
+    this.statusOk = ok ? 1 : 0;
+    this.statusCode = Number.isFinite(code) ? code : 0;
+  }
+
   /** Peeks `ok` and `code` of the reply the response steps see now (a step may have replaced it). */
   private readStatus(): void {
     const reply = this.newReply ?? this.replyBody ?? this.localReply;

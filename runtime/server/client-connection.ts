@@ -21,7 +21,7 @@ import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Document } from 'bson';
 import {
-  CommandPeek, Framer, WireError, type FrameSink, type DocSequence, type InflateOwner, compressedSize, compressorOf,
+  CommandPeek, Framer, WireError, type FrameSink, type DocSequence, type InflateOwner, type ReplyPeek, compressedSize, compressorOf,
   inflateFrame, inflatesInline, compressedMoreToCome, compressedMsgHead,
   parseOpMsg, validateDocument, validateDocuments, encodeOpMsg, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
   MSG_MORE_TO_COME, MSG_EXHAUST_ALLOWED, MSG_CHECKSUM_PRESENT, UNCOMPRESSIBLE_COMMANDS, HEADER_SIZE,
@@ -549,12 +549,12 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       frame = replaced;
       this.ctx.stats.stateChangeErrorsRewritten++;
     }
-    rec.readReply(frame);
+    const status = rec.readReply(frame);
     if (this.shadowing !== null) {
-      this.shadowedReply(this.shadowing, frame);
+      this.shadowedReply(this.shadowing, frame, status);
       return;
     }
-    const answer = this.steps.response(frame);
+    const answer = this.steps.response(frame, status);
     if (answer !== null) {
       this.sendBody(this.sealed(answer));
       this.finish();
@@ -577,11 +577,11 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   }
 
   /** onCallReply() of a shadowed request: the baseline's answer is written, then the candidate runs (on the same reply when it sends the same command). */
-  private shadowedReply(sh: ShadowSteps, frame: Buffer): void {
+  private shadowedReply(sh: ShadowSteps, frame: Buffer, status: ReplyPeek | null): void {
     this.shadowing = null;
     const body = parseOpMsg(frame).body;
     const t0 = performance.now();
-    const answer = this.steps.response(frame);
+    const answer = this.steps.response(frame, status);
     const baselineMs = performance.now() - t0;
     // The candidate compares the upstream's reply: what the client gets is sealed in a copy.
     const seal = this.seal;

@@ -121,12 +121,17 @@ export class RequestRecord {
     if (this.traced) this.responsePhaseAt = performance.now();
   }
 
-  /** The upstream's reply `frame` (an OP_MSG): its `ok` and error code, while recording or counting for a canary. */
-  readReply(frame: Buffer): void {
-    if (this.graph === null && this.evidence === null) return;
+  /**
+   * The upstream's reply `frame` (an OP_MSG): its `ok` and error code, while recording or counting
+   * for a canary. Returns what was read (the response steps' reply_ok and reply_code take it from
+   * there), or null when nothing was.
+   */
+  readReply(frame: Buffer): ReplyPeek | null {
+    if (this.graph === null && this.evidence === null) return null;
     const rp = this.replyPeek.read(frame, HEADER_SIZE + 5);
     this.replyOk = rp.ok;
     if (rp.failed) { this.errorCode = rp.errorCode; this.errorName = rp.errorName; }
+    return rp;
   }
 
   /** The request is answered with an error (the proxy's or a step's rejection). */

@@ -5,7 +5,7 @@
 // flight at a time), and so is its Exchange: reset per request, so running a request's steps
 // allocates no exchange. A shadowed request's exchange is handed to the shadow canary, which may
 // still read it after the next request starts (detach()): the next request gets a new one.
-import { opMsgBody, type CommandPeek, type DocSequence } from '../wire/index.ts';
+import { opMsgBody, type CommandPeek, type DocSequence, type ReplyPeek } from '../wire/index.ts';
 import { errorDocument } from '../errors/index.ts';
 import { Exchange, Verdict, type ConnectionInfo, type Pipeline } from '../pipeline/index.ts';
 import type { RequestRecord } from './request-record.ts';
@@ -87,15 +87,18 @@ export class RequestSteps {
    * Runs the response phase over the upstream's reply `frame` (an OP_MSG). Returns what the client
    * is answered instead of it — a rejection or a reply a step rewrote — or null: no step ran or
    * none changed it, and the upstream's frame is forwarded as the empty pipeline does (header
-   * retargeted in place), not a re-encoded copy.
+   * retargeted in place), not a re-encoded copy. `status`: the reply's `ok` and `code` if the
+   * connection has read them already (RequestRecord.readReply), so steps asking do not read them again.
    */
-  response(frame: Buffer): Uint8Array | null {
+  response(frame: Buffer, status: ReplyPeek | null): Uint8Array | null {
     const ex = this.exchange;
     if (ex === null) return null;
     this.exchange = null;
     const pipeline = this.pipeline!;
     if (pipeline.responseSteps.length === 0) return null;
-    ex.replyBody = opMsgBody(frame);
+    const body = opMsgBody(frame);
+    ex.replyBody = body;
+    if (status !== null) ex.knownStatus(body, status.ok, status.code);
     this.record.responsePhase();
     pipeline.runResponse(ex);
     if ((ex.verdict as Verdict) === Verdict.Reject) return this.rejection(ex);

@@ -21,6 +21,7 @@ import { RecordingEventSink } from '../../runtime/canary/index.ts';
 import { Closes, withProxy } from '../helpers/proxy.ts';
 import { until } from '../helpers/until.ts';
 import { freePort } from '../helpers/ports.ts';
+import { fixture } from '../wasm/fixtures.ts';
 
 const TOKEN = 'shadow-e2e-token-0123456789';
 const ADMIN = 'shadow-admin-token-0123456789';
@@ -258,6 +259,7 @@ test('a divergence rule rolls a shadow canary back; canary.diverged is sent, onc
 test('a slow candidate does not delay the baseline\'s reply: it runs after the reply is written, and its time shows in the profile', async (t) => {
   // The proxy in its own process (the client's event loop must not share the candidate's).
   const SPIN_US = 300_000;
+  const spinWasm = await fixture('spin');
   const dir = mkdtempSync(join(tmpdir(), 'shadow-slow-'));
   dirs.push(dir);
   const [port, control, profiling] = [await freePort(), await freePort(), await freePort()];
@@ -284,7 +286,7 @@ test('a slow candidate does not delay the baseline\'s reply: it runs after the r
   await coll.insertOne({ a: 1 });
   const created = await call('POST', '', {
     mode: 'shadow', shadow_pct: 100, auto_promote: false, stages: HOLD,
-    candidate_config: { steps: [{ type: 'spin', plugin_id: join(process.cwd(), 'build/test-plugins/spin.wasm'), config: { us: SPIN_US } }] },
+    candidate_config: { steps: [{ type: 'spin', plugin_id: spinWasm, config: { us: SPIN_US } }] },
   });
   assert.equal(created.status, 201, JSON.stringify(created.body));
   const took: number[] = [];
