@@ -93,6 +93,8 @@ export interface MachineView {
     port: number }>;
   refresh(): Promise<void>;
   readonly metrics: MetricsSource;
+  /** The primary's own series, added to the workers' sum in `metrics` (the notifier's: the primary sends the notifications). */
+  readonly own: Registry;
   /** Has every worker build `next`'s graphs without publishing them; throws (and has them drop what they built) when one cannot. */
   prepare(next: ProxyConfig, baselines?: PipelineConfig[]): Promise<void>;
   /** Has every worker publish what prepare() built; resolves once all serve it. */
@@ -108,6 +110,8 @@ export interface MachineView {
   attachCanary(graphs: ClusterCanaryGraphs): void;
   /** Every worker's metrics summed, as a registry (the canary's custom metrics). */
   registry(): Promise<Registry>;
+  /** A graph configuration of this process's as a worker builds it (the proxy-wide rate limit as a worker's share). */
+  share(config: PipelineConfig): PipelineConfig;
 }
 
 export interface StartOptions {
@@ -221,8 +225,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     if (opts.canarySink === undefined) {
       // The outbox is opened (and undelivered messages resumed) before the controller resumes.
       notifier = new Notifier({ settings: config.notifications, defaultOutboxPath: resolve(outboxPath(config)), log: log.child('proxy::canary::notify') });
-      // Read at scrape time by every /metrics, like plugin metrics.
-      registerNotificationMetrics(metrics, notifier);
+      // Read at scrape time by every /metrics, like plugin metrics; with workers, the machine's
+      // /metrics is their sum and the primary's own series, and the notifier runs here.
+      registerNotificationMetrics(machine?.own ?? metrics, notifier);
     }
     canaryStore = new CanaryStore(resolve(config.canary.data_dir), config.canary.max_samples, { log: canaryLog });
     // A completed canary's graph stays its pipeline's baseline across restarts (canary/promotions.ts).

@@ -19,7 +19,7 @@ import type { MetricsSource, WorkerView, WorkersView } from '../http/surface.ts'
 import { WorkerChannel } from '../ipc/worker-channel.ts';
 import type { CanaryState, ClusterCanaryGraphs } from '../ipc/canary-graphs.ts';
 import { PinTable } from './pins.ts';
-import { workerConfig } from './shares.ts';
+import { pipelineShare, workerConfig } from './shares.ts';
 import { promOptions } from '../metrics/index.ts';
 
 /** What a worker answers to `stats`: its profiler's state and recent frames, and its registry's metrics. */
@@ -121,8 +121,8 @@ export class Machine {
   unresponsive = 0;
   /** Replacement workers that failed to start (each is tried again after restartDelayMs). */
   startFailures = 0;
-  /** The primary's own series, read at scrape time and added to the workers' sum in /metrics. */
-  private readonly own = new Registry();
+  /** The primary's own series (the workers' restarts, the notifier's), read at scrape time and added to the workers' sum in /metrics. */
+  readonly own = new Registry();
   /** Per worker slot: quick failures in a row (restartDelayMs), and when its current worker became ready (performance.now()). */
   private readonly streaks: number[];
   private readonly readyAt: number[];
@@ -186,6 +186,11 @@ export class Machine {
       return all.length === 0 ? own : `${await AggregatorRegistry.aggregate(all).metrics()}\n${own}`;
     },
   };
+
+  /** A graph configuration of this process's as a worker builds it: the built-in rate_limit's limit as a worker's share. */
+  share(config: PipelineConfig): PipelineConfig {
+    return pipelineShare(config, this.size);
+  }
 
   /** The canary's graphs (runtime/ipc/canary-graphs.ts): every worker started from now on asks for their state before it listens. */
   attachCanary(graphs: ClusterCanaryGraphs): void {
@@ -410,7 +415,9 @@ export class Machine {
     const id = ++this.reloadId;
     const live = this.live;
     const ready = live.map((c) => new Promise<void>((resolve) => c.on('reload-prepared', (b) => { if ((b as { id: number }).id === id) resolve(); })));
-    const answers = live.map((c) => c.request<WorkerGeneration>('reload', { id, config: workerConfig(config, this.size, c.index), baselines },
+    // The baselines the primary chose were built from the whole proxy's settings: each worker gets its share of them too.
+    const shared = baselines.map((b) => this.share(b));
+    const answers = live.map((c) => c.request<WorkerGeneration>('reload', { id, config: workerConfig(config, this.size, c.index), baselines: shared },
       RELOAD_TIMEOUT_MS));
     // Each worker: built (null), or failed (its error) — a request that settles first failed or was cut.
     const outcomes = await Promise.all(live.map((_, i) => Promise.race([ready[i].then(() => null),

@@ -60,6 +60,8 @@ export interface CanaryState { baselines: PipelineConfig[]; canaries: ReplayedCa
 /** The workers this fans out to (runtime/cluster/machine.ts). */
 export interface CanaryWorkers {
   readonly live: WorkerChannel[];
+  /** A graph configuration of the primary's as every worker builds it: the proxy-wide rate limit as a worker's share (cluster/shares.ts). */
+  share(config: PipelineConfig): PipelineConfig;
 }
 
 const NO_LATENCY = emptyHistogram();
@@ -121,7 +123,7 @@ export class ClusterCanaryGraphs implements CanaryGraphs {
     const prepared = await this.local.prepare(pipelineId, candidate, pluginDirs);
     const live = this.workers.live;
     const settled = await Promise.allSettled(live.map((c) => c.request('canary-prepare',
-      { pipelineId, config: prepared.config, version: prepared.version }, BUILD_TIMEOUT_MS)));
+      { pipelineId, config: this.share(prepared.config), version: prepared.version }, BUILD_TIMEOUT_MS)));
     const failed = settled.find((s) => s.status === 'rejected');
     if (failed !== undefined) {
       await Promise.allSettled(live.map((c) => c.request('canary-discard', { pipelineId }, APPLY_TIMEOUT_MS)));
@@ -195,14 +197,19 @@ export class ClusterCanaryGraphs implements CanaryGraphs {
 
   restore(pipelineId: string, old: RetainedBaseline): void {
     this.local.restore(pipelineId, old);
-    this.send('canary-restore', { pipelineId, config: old.config });
+    this.send('canary-restore', { pipelineId, config: this.share(old.config) });
   }
 
   /** What a worker starting asks for (before it listens). */
   state(): CanaryState {
     const baselines: PipelineConfig[] = [];
-    for (const id of this.local.pipelineIds()) baselines.push(this.local.baselineConfig(id)!);
-    return { baselines, canaries: [...this.active.values()], changes: this.changes };
+    for (const id of this.local.pipelineIds()) baselines.push(this.share(this.local.baselineConfig(id)!));
+    const canaries = [...this.active.values()].map((c) => ({ ...c, config: this.share(c.config) }));
+    return { baselines, canaries, changes: this.changes };
+  }
+
+  private share(config: PipelineConfig): PipelineConfig {
+    return this.workers.share(config);
   }
 
   async settled(): Promise<void> {

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { spawnSync } from 'node:child_process';
 import { parseConfig } from '../../runtime/config/index.ts';
-import { autoWorkers, share, shareProblem, workerConfig } from '../../runtime/cluster/shares.ts';
+import { autoWorkers, pipelineShare, share, shareProblem, workerConfig } from '../../runtime/cluster/shares.ts';
 import { freePort } from '../helpers/ports.ts';
 import { spawnServe } from '../helpers/serve.ts';
 import { RawClient, opMsg } from '../helpers/wire.ts';
@@ -135,3 +135,70 @@ test('rate_limit max_rps with 2 workers: the machine admits at most burst + max_
     await served.stop();
   }
 });
+
+test('a pipeline\'s own steps.rate_limit is shared like the top-level one; a graph the primary hands its workers is shared too', () => {
+  const c = parseConfig({ pipelines: [{ id: 'reports', match: { app_name: 'r*' }, request: ['rate_limit'],
+    steps: { rate_limit: { config: { max_rps: 40, burst: 8 } } } }], steps: { rate_limit: { config: { max_rps: 100, burst: 50 } } } }, null);
+  const w = workerConfig(c, 2, 0);
+  assert.deepEqual(w.steps.rate_limit.config, { max_rps: 50, burst: 25 });
+  assert.deepEqual((w.pipelines![0].steps as Record<string, { config: unknown }>).rate_limit.config, { max_rps: 20, burst: 4 });
+  const graph = { pipeline: { id: 'default', request: ['rate_limit'], response: [] },
+    steps: { rate_limit: { config: { max_rps: 10 }, max_memory_pages: 256 } } };
+  assert.deepEqual(pipelineShare(graph, 4).steps.rate_limit.config, { max_rps: 2.5, burst: 2.5 });
+  assert.equal(pipelineShare(graph, 1), graph, 'one process: unchanged');
+});
+
+/** Finds on `clients` for `ms`: how many the rate limit admitted, and the seconds it took. */
+async function admittedFor(clients: RawClient[], ms: number): Promise<{ admitted: number; limited: number; elapsedS: number }> {
+  let admitted = 0;
+  let limited = 0;
+  const t0 = performance.now();
+  await Promise.all(clients.map(async (c) => {
+    while (performance.now() - t0 < ms) {
+      const r = await c.roundTrip(opMsg({ find: 'items', filter: {}, $db: 'shares' }), 15_000);
+      if (r.body?.ok === 1) admitted++;
+      else limited++;
+    }
+  }));
+  return { admitted, limited, elapsedS: (performance.now() - t0) / 1000 };
+}
+
+test('with a control plane and 2 workers, rate_limit stays the machine\'s, at start and after a reload; the machine\'s /metrics has the notifier\'s',
+  { timeout: 240_000 }, async () => {
+    const MAX_RPS = 20;
+    const BURST = 10;
+    const TOKEN = 'shares-admin-token-0123456';
+    const adminPort = await freePort();
+    const admin = `http://127.0.0.1:${adminPort}`;
+    const { served, port } = await serve('rate-canary', {
+      pipeline: { request: ['rate_limit'] }, steps: { rate_limit: { config: { max_rps: MAX_RPS, burst: BURST } } },
+      admin: { listen: `127.0.0.1:${adminPort}`, token: TOKEN, reload_on_change: false },
+      control_plane: { port: await freePort(), tokens: [TOKEN] }, canary: { data_dir: join(dir, 'rate-canary') },
+    });
+    const clients: RawClient[] = [];
+    const get = async (path: string) => (await fetch(`${admin}${path}`, { headers: { authorization: `Bearer ${TOKEN}` } }));
+    try {
+      for (let i = 0; i < 4; i++) clients.push(await RawClient.connect(port));
+      // The workers serve the graphs they started with: the primary's canary state did not rebuild them.
+      const workers = await (await get('/api/v1/workers')).json() as { workers: Array<{ generations: Record<string, number> }> };
+      assert.deepEqual(workers.workers.map((w) => w.generations.default), [1, 1], JSON.stringify(workers));
+      for (const phase of ['start', 'reload']) {
+        if (phase === 'reload') {
+          const r = await fetch(`${admin}/api/v1/reload`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` } });
+          assert.equal(r.status, 200, await r.text());
+          // A fresh bucket: the limit's tokens are per config, and every worker's were spent above.
+          await new Promise((r) => setTimeout(r, 1000));
+        }
+        const { admitted, limited, elapsedS } = await admittedFor(clients, 2000);
+        assert.ok(limited > 0, `${phase}: the limit was reached`);
+        // Burst + refill of the whole machine (at most: a bucket refilled for the wait before counts BURST at most).
+        assert.ok(admitted <= BURST + MAX_RPS * elapsedS + 1, `${phase}: admitted ${admitted} in ${elapsedS.toFixed(2)} s`);
+      }
+      const metrics = await (await get('/metrics')).text();
+      assert.match(metrics, /^proxy_notifications_pending 0$/m);
+      assert.match(metrics, /^proxy_notifications_delivered_total\{channel="webhook"\} 0$/m);
+    } finally {
+      for (const c of clients) c.destroy();
+      await served.stop();
+    }
+  });
