@@ -60,7 +60,8 @@ const SECTIONS: Record<ErrorClass, { title: string; text: string }> = {
   },
   BenchError: {
     title: '`proxy bench`',
-    text: 'Printed on stderr as `proxy bench: <message> [<code>]`.',
+    text: 'Printed on stderr as `proxy bench: <message> [<code>]` when the run fails; a bad option is printed as '
+      + '`proxy bench: <message>` alone, before anything connects.',
   },
 };
 
@@ -80,9 +81,12 @@ export function renderErrorDocs(): string {
     if (rows.length === 0) continue;
     const cols = columns(rows.map(([, e]) => e));
     out.push('', `## ${section.title}`, '', section.text, '');
-    out.push(`| Code | ${cols.map((c) => c.head).join(' | ')} | Meaning |`);
-    out.push(`|---|${cols.map(() => '---|').join('')}---|`);
-    for (const [code, e] of rows) out.push(`| \`${code}\` | ${cols.map((c) => c.cell(e)).join(' | ')} | ${e.meaning.replace(/\|/g, '\\|')} |`);
+    // One cell per column in every line (a section without extra columns has two): a header with
+    // more cells than the delimiter row is not a table.
+    const cells = (first: string, middle: string[], last: string) => `| ${[first, ...middle, last].join(' | ')} |`;
+    out.push(cells('Code', cols.map((c) => c.head), 'Meaning'));
+    out.push(cells('---', cols.map(() => '---'), '---').replace(/ /g, ''));
+    for (const [code, e] of rows) out.push(cells(`\`${code}\``, cols.map((c) => c.cell(e)), e.meaning.replace(/\|/g, '\\|')));
   }
   out.push('');
   return out.join('\n');

@@ -41,6 +41,23 @@ test('docs/errors.md is the output of renderErrorDocs (regenerate: node --import
   assert.equal(readFileSync(ERRORS_DOCS_PATH, 'utf8'), renderErrorDocs());
 });
 
+test('every table of docs/errors.md has as many cells in its header and delimiter row as in each row (else it is no table)', () => {
+  // A cell is what lies between unescaped pipes (a meaning may hold `\|`).
+  const cellCount = (line: string) => line.replace(/\\\|/g, '').split('|').length - 2;
+  const lines = renderErrorDocs().split('\n');
+  let tables = 0;
+  for (let i = 0; i < lines.length; i++) {
+    if (!lines[i].startsWith('|') || (i > 0 && lines[i - 1].startsWith('|'))) continue;
+    tables++;
+    assert.match(lines[i + 1], /^\|(?:---\|)+$/, `table at line ${i + 1}: a delimiter row follows the header`);
+    const width = cellCount(lines[i]);
+    for (let j = i + 1; j < lines.length && lines[j].startsWith('|'); j++) {
+      assert.equal(cellCount(lines[j]), width, `line ${j + 1} has as many cells as its table's header (line ${i + 1}): ${lines[j]}`);
+    }
+  }
+  assert.ok(tables >= 10, `found ${tables} tables: one per section`);
+});
+
 test('every code used in runtime/ has its catalogue entry and a line in docs/errors.md', () => {
   const used = codesUsedInRuntime();
   assert.ok(used.size > 40, `found ${used.size} codes: the scan reads the source`);
