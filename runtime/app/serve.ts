@@ -188,11 +188,20 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   const pipelines = new PipelineManager({
     host: new WasmHost(metrics), logger: pipelineLog, pluginDir: opts.pluginDir ?? BUILTIN_PLUGIN_DIR, recorder,
   });
-  // A worker started in place of another one serves the generation the machine serves.
+  // A worker serves the generation the machine serves (at start, or in place of one that exited).
   if (opts.cluster?.role === 'worker' && opts.cluster.generations !== undefined) pipelines.continueGenerations(opts.cluster.generations);
+  // A worker with a control plane asks the primary what it serves before building anything: each
+  // pipeline's baseline (a promoted canary's graph in place of the file's steps, canary/promotions.ts)
+  // and the active splits. The baselines are built as its first graphs, so each is numbered with the
+  // generation the primary gave the graph it serves, and logged as what it is.
+  let canaryState: CanaryState | null = null;
+  const baselineOf = (c: PipelineConfig) => canaryState?.baselines.find((b) => b.pipeline.id === c.pipeline.id) ?? c;
   // Load the pipeline before opening any port: a refused plugin config stops startup.
   try {
-    for (const g of await loadPipelines(pipelines, config)) {
+    if (opts.cluster?.role === 'worker' && config.control_plane !== undefined && opts.cluster.canaryState !== undefined) {
+      canaryState = await opts.cluster.canaryState();
+    }
+    for (const g of await loadPipelines(pipelines, config, baselineOf)) {
       pipelineLog.info('pipeline loaded', { pipeline: g.id, graph: g.key.toString(), request: g.requestSteps.map((s) => s.id),
         response: g.responseSteps.map((s) => s.id) });
     }
@@ -215,7 +224,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   // (ipc/canary-graphs.ts), each worker applies its word (ipc/canary-worker.ts).
   let workerCanary: WorkerCanary | null = null;
   if (config.control_plane !== undefined && opts.cluster?.role === 'worker') {
-    canaryGraphs = new PipelineCanaryGraphs(pipelines, pipelineConfigs(config));
+    canaryGraphs = new PipelineCanaryGraphs(pipelines, pipelineConfigs(config).map(baselineOf));
     workerCanary = new WorkerCanary(canaryGraphs, pipelines);
     // A shadow canary runs here: its metrics are this worker's, summed into the machine's /metrics.
     registerShadowMetrics(metrics, canaryGraphs.shadowStats);
@@ -320,10 +329,9 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
   // With workers, they listen (node:cluster shares the port); they reach the primary's devdb, if any.
   // A worker serves the canaries the primary holds from its first client on (a replacement too).
   let canaryChanges: number | null = null;
-  if (workerCanary !== null && opts.cluster?.role === 'worker' && opts.cluster.canaryState !== undefined) {
-    const state = await opts.cluster.canaryState();
-    await workerCanary.replay(state);
-    canaryChanges = state.changes;
+  if (workerCanary !== null && canaryState !== null) {
+    await workerCanary.replay(canaryState.canaries);
+    canaryChanges = canaryState.changes;
   }
   const bound = machine === null ? await server.listen()
     : await machine.listen({ ...config, upstream: { ...config.upstream, uri: upstreamUri } }, profiler, () => {

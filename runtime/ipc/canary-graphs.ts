@@ -200,7 +200,7 @@ export class ClusterCanaryGraphs implements CanaryGraphs {
     this.send('canary-restore', { pipelineId, config: this.share(old.config) });
   }
 
-  /** What a worker starting asks for (before it listens). */
+  /** What a worker starting asks for before it builds its graphs (its baselines are these) and listens. */
   state(): CanaryState {
     const baselines: PipelineConfig[] = [];
     for (const id of this.local.pipelineIds()) baselines.push(this.share(this.local.baselineConfig(id)!));

@@ -3,8 +3,9 @@
 // a single process uses — builds the candidate the primary checked, splits, changes the split,
 // removes it, swaps the baseline at completion and back at a restore — and hands its arms' figures
 // to the primary, which merges them; a shadow canary runs here too (its settings come with the
-// split), and its figures and ring go with the arms. Before the worker listens, replay() applies what the primary
-// holds now (promoted baselines, active splits): a replacement worker serves as the others do.
+// split), and its figures and ring go with the arms. A worker starting builds the baselines the primary
+// serves (promoted ones included) as its first graphs (app/serve.ts); before it listens, replay() applies
+// the primary's active splits: a replacement worker serves as the others do.
 import type { PipelineCanaryGraphs, PreparedCandidate, RetainedBaseline } from '../canary/graphs.ts';
 import * as hdr from 'hdr-histogram-js';
 import type { Pipeline, PipelineConfig, PipelineManager } from '../pipeline/index.ts';
@@ -66,15 +67,9 @@ export class WorkerCanary {
     };
   }
 
-  /** Before listening: the primary's baselines and active splits. */
-  async replay(state: CanaryState): Promise<void> {
-    for (const b of state.baselines) {
-      const mine = this.graphs.baselineConfig(b.pipeline.id);
-      if (mine === undefined || JSON.stringify(mine) === JSON.stringify(b)) continue;
-      this.manager.setBaseline(await this.manager.build(b, 'baseline'));
-      this.graphs.setBaselineConfig(b);
-    }
-    for (const c of state.canaries) {
+  /** Before listening: the primary's active splits (its baselines are this worker's already: it started with them). */
+  async replay(canaries: CanaryState['canaries']): Promise<void> {
+    for (const c of canaries) {
       await this.prepare({ pipelineId: c.pipelineId, config: c.config, version: c.version });
       this.activate({ pipelineId: c.pipelineId, trafficPct: c.trafficPct, aim: c.aim, epoch: c.epoch, shadow: c.shadow });
     }
