@@ -105,6 +105,10 @@ export class Machine {
   private profiler: Profiler | null = null;
   /** The configuration workers start with (a replaced one too): the latest applied. */
   private workerConfig: ProxyConfig | null = null;
+  /** Reloads committed so far: a worker forked before the last one started with what it replaced. */
+  private configVersion = 0;
+  /** Workers that became ready with a configuration or canary state older than the machine's: ended and started again, not counted as replaced. */
+  private readonly outdated = new WeakSet<WorkerChannel>();
   private generations: () => Record<string, number> = () => ({});
   private pulling: Promise<void> | null = null;
   /** The reload between prepare() and commit() or abort(). */
@@ -246,8 +250,14 @@ export class Machine {
     return bound;
   }
 
-  /** Starts worker `index`; resolves with the address it listens on once it is ready. */
+  /**
+   * Starts worker `index`; resolves with the address it listens on once it is ready. A worker that
+   * becomes ready after a reload or a canary change it did not see (its start takes seconds: it
+   * compiles its plugins, and only ready workers take part in either) is not put to serving: it is
+   * drained and started again with what the machine serves now (`startAgain`).
+   */
   private fork(index: number): Promise<{ host: string; port: number }> {
+    const version = this.configVersion;
     const worker: Worker = cluster.fork({
       [WORKER_CONFIG_ENV]: JSON.stringify(workerConfig(this.workerConfig!, this.size, index)), [WORKER_INDEX_ENV]: String(index),
       [WORKER_CONFIG_FILE_ENV]: this.configFile ?? '', [WORKER_GENERATIONS_ENV]: JSON.stringify(this.generations()),
@@ -273,14 +283,16 @@ export class Machine {
       channel.on('ready', (body) => {
         clearTimeout(timer);
         ready = true;
-        this.channels[index] = channel;
-        this.readyAt[index] = performance.now();
-        this.heard.set(channel, { at: performance.now(), asking: false });
-        // A canary change sent between the state it replayed and now did not reach it: it starts again.
+        // A reload committed since it was forked, or a canary change sent between the state it
+        // replayed and now, did not reach it: it would serve other graphs than the rest.
         const changes = (body as { canaryChanges?: number }).canaryChanges;
-        if (this.canary !== null && changes !== undefined && changes !== this.canary.changes) {
-          this.log.warn('a worker started while a canary changed; starting it again', { worker: index });
-          worker.kill('SIGKILL');
+        const missed = version !== this.configVersion ? 'a reload' : this.canary !== null && changes !== undefined && changes !== this.canary.changes
+          ? 'a canary change' : null;
+        if (missed !== null && !this.stopping) this.startAgain(channel, missed);
+        else {
+          this.channels[index] = channel;
+          this.readyAt[index] = performance.now();
+          this.heard.set(channel, { at: performance.now(), asking: false });
         }
         resolve(body as { host: string; port: number });
       });
@@ -292,6 +304,22 @@ export class Machine {
         }
         this.exited(channel, code, signal);
       });
+    });
+  }
+
+  /**
+   * A worker that started while `missed` was applied to the others: it never joins the live workers
+   * (no reload, canary change or statistics request reaches it). The connections node:cluster
+   * handed it since it listened are drained as at a shutdown; it exits, and `exited` forks it again.
+   */
+  private startAgain(channel: WorkerChannel, missed: string): void {
+    this.outdated.add(channel);
+    this.log.info(`a worker started while ${missed} was applied; draining it and starting it again`, { worker: channel.index });
+    const drainMs = this.workerConfig!.shutdown.drain_timeout_ms;
+    channel.request<WorkerStats>('drain', null, drainMs + 10_000).then((s) => { this.last.set(channel, s); }, () => {
+      channel.worker.kill('SIGKILL');
+    }).finally(() => {
+      if (channel.worker.isConnected()) channel.worker.disconnect();
     });
   }
 
@@ -334,13 +362,7 @@ export class Machine {
     const index = channel.index;
     if (this.channels[index] === channel) this.channels[index] = null;
     if (this.stopping) return;
-    this.replaced++;
-    // A worker that served a while ends a crash loop; one that exited soon after it was ready continues it.
-    if (performance.now() - this.readyAt[index] >= RESTART_STABLE_MS) this.streaks[index] = 0;
-    const fields = { worker: index, pid: channel.worker.process.pid, code, signal, restart_in_ms: restartDelayMs(this.streaks[index]) };
-    if (this.silenced.has(channel)) this.log.warn('unresponsive worker ended; starting a replacement', fields);
-    else this.log.warn('worker exited; starting a replacement (its clients reconnect to the others or to it)', fields);
-    const restart = () => {
+    const restart = (after: number) => setTimeout(() => {
       if (this.stopping) return;
       this.fork(index).then(
         () => this.log.info('worker replaced', { worker: index }),
@@ -348,11 +370,22 @@ export class Machine {
           this.startFailures++;
           const delay = restartDelayMs(++this.streaks[index]);
           this.log.error('a replacement worker failed to start; trying again', { worker: index, error: err.message, restart_in_ms: delay });
-          setTimeout(restart, delay).unref();
+          restart(delay);
         },
       );
-    };
-    setTimeout(restart, restartDelayMs(this.streaks[index]++)).unref();
+    }, after).unref();
+    // Ended on purpose, having started: forked again at once, with what the machine serves now.
+    if (this.outdated.has(channel)) {
+      restart(0);
+      return;
+    }
+    this.replaced++;
+    // A worker that served a while ends a crash loop; one that exited soon after it was ready continues it.
+    if (performance.now() - this.readyAt[index] >= RESTART_STABLE_MS) this.streaks[index] = 0;
+    const fields = { worker: index, pid: channel.worker.process.pid, code, signal, restart_in_ms: restartDelayMs(this.streaks[index]) };
+    if (this.silenced.has(channel)) this.log.warn('unresponsive worker ended; starting a replacement', fields);
+    else this.log.warn('worker exited; starting a replacement (its clients reconnect to the others or to it)', fields);
+    restart(restartDelayMs(this.streaks[index]++));
   }
 
   private retire(channel: WorkerChannel): void {
@@ -436,6 +469,7 @@ export class Machine {
     if (p === null) return [];
     this.pending = null;
     this.workerConfig = p.config;
+    this.configVersion++;
     await Promise.allSettled(p.live.map((c) => c.request('reload-decide', { id: p.id, go: true }, STATS_TIMEOUT_MS)));
     const settled = await Promise.allSettled(p.answers);
     const out: WorkerGeneration[] = [];

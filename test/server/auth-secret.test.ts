@@ -6,7 +6,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Document, Long } from 'bson';
@@ -150,9 +150,11 @@ test('without auth.secret_file, each instance has its own secret: the other inst
 });
 
 /** `proxy serve --config file` that is expected to exit: its status and stderr. */
-function serveExit(config: string): Promise<{ status: number | null; stderr: string }> {
+function serveExit(config: string, wrap: readonly string[] = []): Promise<{ status: number | null; stderr: string }> {
+  const argv = [process.execPath, join(process.cwd(), 'bin/proxy.mjs'), 'serve', '--config', config, '--workers', '1'];
+  const [cmd, ...args] = [...wrap, ...argv];
   return new Promise((resolve) => {
-    execFile(process.execPath, [join(process.cwd(), 'bin/proxy.mjs'), 'serve', '--config', config, '--workers', '1'], { timeout: 60_000 },
+    execFile(cmd, args, { timeout: 60_000 },
       (err, _stdout, stderr) => resolve({ status: err === null ? 0 : (err as { code?: number }).code ?? null, stderr }));
   });
 }
@@ -173,6 +175,24 @@ test('a secret file too short, open to its group or others, or missing stops ser
     assert.match(r.stderr, reason, `${name}: ${r.stderr}`);
     assert.doesNotMatch(r.stderr, /\n\s+at /, `${name}: no stack trace`);
   }
+});
+
+test('a secret file the proxy may not read stops serve: exit 2, the key path and EACCES', { skip: process.platform === 'win32' }, async () => {
+  // Owned by another user, readable by its owner alone: how a service account meets a key it was not given.
+  const file = keyFile('unreadable.key', SECRET);
+  let wrap: string[] = [];
+  if (process.getuid!() === 0) {
+    // Root reads any file: the proxy runs as root without the capabilities that override file permissions (util-linux's setpriv).
+    chownSync(file, 65534, 65534);
+    wrap = ['setpriv', '--bounding-set=-dac_override,-dac_read_search'];
+  } else {
+    chmodSync(file, 0o000);
+  }
+  const r = await serveExit(await configFile('bad-unreadable', { users: USERS, secret_file: file }), wrap);
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, /proxy: configuration refused\n/);
+  assert.match(r.stderr, /auth\.secret_file: cannot read .*unreadable\.key: EACCES: permission denied/, r.stderr);
+  assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack trace');
 });
 
 test('auth.secret_file takes effect at a restart: a reload that changes it names it', () => {
