@@ -558,7 +558,8 @@ const rootObject = v.strictObject({
   admin: onReload(v.optional(v.pipe(admin, v.description('Administrative behaviour of the running proxy.')))),
   profiling: partlyOnReload(v.optional(v.pipe(profiling, v.description('Per-step profiling: HDR histograms per graph, step and phase; the ' +
     'profiling HTTP endpoint; slow-step detection. Absent: no profiling endpoint (connections to its port are refused).'))), 'Adding or removing ' +
-    'the block needs a restart; inside it, storage, histogram layout and snapshot keys need a restart, the others apply on reload.'),
+    'the block needs a restart; inside it, `histogram_buckets`, `flamegraph_frames`, `storage`, `mmap_path`, `mmap_size_mb` and the `snapshot_*` ' +
+    'keys need a restart, the others apply on reload.'),
   telemetry: partlyOnReload(v.optional(v.pipe(telemetry, v.description('OpenTelemetry trace export (OTLP/HTTP) of sampled requests; see ' +
     'docs/tracing.md. `telemetry.sample_rate` applies on reload: raise it during an incident without dropping a connection.'))), 'Adding or ' +
     'removing the block needs a restart; inside it only `sample_rate` applies on reload.'),

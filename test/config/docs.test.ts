@@ -18,3 +18,16 @@ test('the documented example is a valid config', () => {
   const cfg = parseConfig(EXAMPLE_CONFIG, 'docs example');
   assert.deepEqual(cfg.pipeline.request, ['logging', 'wasm:redact']);
 });
+
+test('the profiling block\'s reload note names every profiling key that needs a restart', () => {
+  const keys = schemaKeys();
+  const block = keys.find((k) => k.path === 'profiling');
+  assert.ok(block?.applies?.on === 'partial');
+  const note = block.applies.note;
+  const restart = keys.filter((k) => k.path.startsWith('profiling.') && k.applies?.on === 'restart').map((k) => k.path.slice('profiling.'.length));
+  assert.ok(restart.includes('flamegraph_frames'));
+  for (const key of restart) {
+    const named = note.includes(`\`${key}\``) || (key.startsWith('snapshot_') && note.includes('`snapshot_*`'));
+    assert.ok(named, `profiling.${key} needs a restart but the block's note does not name it: ${note}`);
+  }
+});
