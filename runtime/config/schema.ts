@@ -759,6 +759,18 @@ function descriptionOf(schema: AnySchema): string {
   return meta?.description ?? '';
 }
 
+/** `integer 0..65535`, `number >= 1`, …: a number schema's own checks (integer, min_value, max_value), as `int()` words them. */
+function numberPhrase(schema: AnySchema): string {
+  const actions = (schema.pipe ?? []) as readonly { kind: string; type: string; requirement?: unknown }[];
+  const kind = actions.some((a) => a.kind === 'validation' && a.type === 'integer') ? 'integer' : 'number';
+  const min = actions.find((a) => a.kind === 'validation' && a.type === 'min_value')?.requirement;
+  const max = actions.find((a) => a.kind === 'validation' && a.type === 'max_value')?.requirement;
+  if (min !== undefined && max !== undefined) return `${kind} ${String(min)}..${String(max)}`;
+  if (min !== undefined) return `${kind} >= ${String(min)}`;
+  if (max !== undefined) return `${kind} <= ${String(max)}`;
+  return kind;
+}
+
 /** The phrase for what a (non-optional) schema accepts, e.g. `integer >= 1`. */
 export function describeExpected(schema: AnySchema): string {
   const own = (schema as Expects)[EXPECTS];
@@ -777,7 +789,7 @@ export function describeExpected(schema: AnySchema): string {
     case 'string':
       return 'string';
     case 'number':
-      return 'number';
+      return numberPhrase(schema);
     case 'boolean':
       return 'boolean';
     default:

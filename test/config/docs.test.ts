@@ -31,3 +31,13 @@ test('the profiling block\'s reload note names every profiling key that needs a 
     assert.ok(named, `profiling.${key} needs a restart but the block's note does not name it: ${note}`);
   }
 });
+
+test('a number key without its own phrase is documented, and refused, with its integer and range checks', () => {
+  const types = new Map(schemaKeys().map((k) => [k.path, k.type]));
+  assert.equal(types.get('control_plane.port'), 'integer 0..65535');
+  assert.equal(types.get('fleet.lease_ttl_s'), 'integer 1..300');
+  assert.equal(types.get('canary.judge.confidence'), 'number 0.5..0.9999');
+  for (const [path, type] of types) assert.notEqual(type, 'number', `${path} is documented as a bare "number" though its schema checks more`);
+  assert.throws(() => parseConfig({ control_plane: { port: 70000 } }, 'proxy.yaml'),
+    (err: Error) => err.message.includes('control_plane.port: expected integer 0..65535, received 70000'));
+});
