@@ -771,6 +771,14 @@ function numberPhrase(schema: AnySchema): string {
   return kind;
 }
 
+/** `string`, or `non-empty string` / `string of at least 16 characters` for a string schema with a min_length check. */
+function stringPhrase(schema: AnySchema): string {
+  const actions = (schema.pipe ?? []) as readonly { kind: string; type: string; requirement?: unknown }[];
+  const min = actions.find((a) => a.kind === 'validation' && a.type === 'min_length')?.requirement;
+  if (typeof min !== 'number' || min < 1) return 'string';
+  return min === 1 ? 'non-empty string' : `string of at least ${min} characters`;
+}
+
 /** The phrase for what a (non-optional) schema accepts, e.g. `integer >= 1`. */
 export function describeExpected(schema: AnySchema): string {
   const own = (schema as Expects)[EXPECTS];
@@ -787,7 +795,7 @@ export function describeExpected(schema: AnySchema): string {
     case 'picklist':
       return (b.options ?? []).map((o) => JSON.stringify(o)).join(' | ');
     case 'string':
-      return 'string';
+      return stringPhrase(schema);
     case 'number':
       return numberPhrase(schema);
     case 'boolean':

@@ -41,3 +41,15 @@ test('a number key without its own phrase is documented, and refused, with its i
   assert.throws(() => parseConfig({ control_plane: { port: 70000 } }, 'proxy.yaml'),
     (err: Error) => err.message.includes('control_plane.port: expected integer 0..65535, received 70000'));
 });
+
+test('duration keys are documented, and refused, as durations; strings with a minimum length say so', () => {
+  const types = new Map(schemaKeys().map((k) => [k.path, k.type]));
+  for (const path of ['rollback_rules.check_interval', 'canary.stages[].min_duration', 'fleet.fail_safe_after']) {
+    assert.match(types.get(path) ?? '', /^duration like "30s"/, path);
+  }
+  assert.equal(types.get('control_plane.tokens'), 'array of string of at least 16 characters');
+  assert.throws(() => parseConfig({ rollback_rules: { check_interval: '5x' } }, 'proxy.yaml'),
+    (err: Error) => err.message.includes('rollback_rules.check_interval: expected duration like "30s"') && err.message.includes('received "5x"'));
+  assert.throws(() => parseConfig({ control_plane: { tokens: ['short'] } }, 'proxy.yaml'),
+    (err: Error) => err.message.includes('control_plane.tokens[0]: expected string of at least 16 characters, received "short"'));
+});
