@@ -31,10 +31,13 @@ export const MAX_CANARY_DELTA_MS = 86_400_000;
 export const MAX_CANARY_STAGES = 100;
 export const MAX_CUSTOM_METRICS = 100;
 
-const duration = (desc: string) => v.pipe(v.string(), v.regex(CANARY_DURATION_PATTERN, 'expected a duration like "30s", "10m", "1h30m", "250ms" or ' +
-  '"0"'), v.rawCheck<string>(({ dataset, addIssue }) => {
-  if (dataset.typed && canaryDurationMs(dataset.value) > MAX_CANARY_DURATION_MS) addIssue({ message: 'expected a duration of at most 8760h (a year)' });
-}), v.description(desc));
+/** How the docs and validation errors word a canary duration. */
+export const CANARY_DURATION_PHRASE = 'duration like "30s", "10m", "1h30m", "250ms" or "0" (ms, s, m, h)';
+
+const duration = (desc: string) => expects(v.pipe(v.string(), v.regex(CANARY_DURATION_PATTERN, `expected a ${CANARY_DURATION_PHRASE}`),
+  v.rawCheck<string>(({ dataset, addIssue }) => {
+    if (dataset.typed && canaryDurationMs(dataset.value) > MAX_CANARY_DURATION_MS) addIssue({ message: 'expected a duration of at most 8760h (a year)' });
+  }), v.description(desc)), CANARY_DURATION_PHRASE);
 // v.number() takes Infinity (JSON.parse reads 1e400 as Infinity) and v.integer() takes 1e300:
 // every number below has a finite upper bound.
 const pct = (desc: string) => v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(100), v.description(desc));

@@ -4,7 +4,8 @@
 // restart (an instance joins or leaves a fleet by restarting).
 import * as v from 'valibot';
 import { onRestart } from './applies.ts';
-import { CANARY_DURATION_PATTERN, canaryDurationMs } from './canary-schema.ts';
+import { CANARY_DURATION_PATTERN, CANARY_DURATION_PHRASE, canaryDurationMs } from './canary-schema.ts';
+import { expects } from './expects.ts';
 
 export const fleetSchema = v.strictObject({
   store: onRestart(v.optional(v.pipe(v.picklist(['sqlite', 'etcd']), v.description('Where the canary state lives: `sqlite` (one instance; the ' +
@@ -26,10 +27,10 @@ export const fleetSchema = v.strictObject({
     'instances not read are named in the history.')), 50)),
   evidence_timeout_ms: onRestart(v.optional(v.pipe(v.number(), v.integer(), v.minValue(50), v.maxValue(60_000), v.description('How long the ' +
     'leader waits for one instance\'s evidence before counting it as not read.')), 2000)),
-  fail_safe_after: onRestart(v.optional(v.pipe(v.string(), v.regex(CANARY_DURATION_PATTERN, 'expected a duration like "30s", "10m" or "0"'),
+  fail_safe_after: onRestart(v.optional(expects(v.pipe(v.string(), v.regex(CANARY_DURATION_PATTERN, `expected a ${CANARY_DURATION_PHRASE}`),
     v.description('After the store has been unreachable this long, the instance sends all traffic of every canary to the baseline and says so ' +
     '(an error in its log; `fail_safe: true` in GET /api/v1/fleet); when the store is back, the store\'s weights apply again. Absent or "0": off ' +
-    '(the last applied weights stay).')))),
+    '(the last applied weights stay).')), CANARY_DURATION_PHRASE))),
   tls: onRestart(v.optional(v.pipe(v.strictObject({
     ca_file: onRestart(v.pipe(v.string(), v.minLength(1), v.description('PEM authorities that sign etcd\'s server certificate.'))),
     cert_file: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('PEM client certificate (etcd --client-cert-auth).')))),
@@ -45,9 +46,11 @@ export const fleetSchema = v.strictObject({
     'one goes to `artifact_dir`.')), 512 * 1024)),
   artifact_dir: onRestart(v.optional(v.pipe(v.string(), v.minLength(1), v.description('A directory every instance reads (a shared mount) where ' +
     'candidate modules larger than artifact_max_bytes are kept as `<sha256>.wasm`. Absent: a larger module fails the create.')))),
-  artifact_grace: onRestart(v.optional(v.pipe(v.string(), v.regex(CANARY_DURATION_PATTERN, 'expected a duration like "10m" or "1h"'),
+  artifact_grace: onRestart(v.optional(expects(v.pipe(v.string(), v.regex(CANARY_DURATION_PATTERN, `expected a ${CANARY_DURATION_PHRASE}`),
     v.check((s) => canaryDurationMs(s) >= 1000, 'expected at least 1s'), v.description('How long a candidate module that no active or paused ' +
     'canary names is kept before it is removed: from etcd and `artifact_dir` by the leader, from each instance\'s cache (canary.data_dir/' +
     'artifacts, except the modules its promoted baselines run) by that instance. Counted from when the module is found unneeded; a new ' +
-    'publication (for a cached copy, a new use) starts it again. A create under way holds its modules whatever this is.')), '10m')),
+    'publication (for a cached copy, a new use) starts it again. A create under way holds its modules whatever this is.')),
+  'duration of at least 1s like "10m" or "1h30m" (ms, s, m, h)'),
+  '10m')),
 });

@@ -558,7 +558,8 @@ const rootObject = v.strictObject({
   admin: onReload(v.optional(v.pipe(admin, v.description('Administrative behaviour of the running proxy.')))),
   profiling: partlyOnReload(v.optional(v.pipe(profiling, v.description('Per-step profiling: HDR histograms per graph, step and phase; the ' +
     'profiling HTTP endpoint; slow-step detection. Absent: no profiling endpoint (connections to its port are refused).'))), 'Adding or removing ' +
-    'the block needs a restart; inside it, storage, histogram layout and snapshot keys need a restart, the others apply on reload.'),
+    'the block needs a restart; inside it, `histogram_buckets`, `flamegraph_frames`, `storage`, `mmap_path`, `mmap_size_mb` and the `snapshot_*` ' +
+    'keys need a restart, the others apply on reload.'),
   telemetry: partlyOnReload(v.optional(v.pipe(telemetry, v.description('OpenTelemetry trace export (OTLP/HTTP) of sampled requests; see ' +
     'docs/tracing.md. `telemetry.sample_rate` applies on reload: raise it during an incident without dropping a connection.'))), 'Adding or ' +
     'removing the block needs a restart; inside it only `sample_rate` applies on reload.'),
@@ -758,6 +759,26 @@ function descriptionOf(schema: AnySchema): string {
   return meta?.description ?? '';
 }
 
+/** `integer 0..65535`, `number >= 1`, …: a number schema's own checks (integer, min_value, max_value), as `int()` words them. */
+function numberPhrase(schema: AnySchema): string {
+  const actions = (schema.pipe ?? []) as readonly { kind: string; type: string; requirement?: unknown }[];
+  const kind = actions.some((a) => a.kind === 'validation' && a.type === 'integer') ? 'integer' : 'number';
+  const min = actions.find((a) => a.kind === 'validation' && a.type === 'min_value')?.requirement;
+  const max = actions.find((a) => a.kind === 'validation' && a.type === 'max_value')?.requirement;
+  if (min !== undefined && max !== undefined) return `${kind} ${String(min)}..${String(max)}`;
+  if (min !== undefined) return `${kind} >= ${String(min)}`;
+  if (max !== undefined) return `${kind} <= ${String(max)}`;
+  return kind;
+}
+
+/** `string`, or `non-empty string` / `string of at least 16 characters` for a string schema with a min_length check. */
+function stringPhrase(schema: AnySchema): string {
+  const actions = (schema.pipe ?? []) as readonly { kind: string; type: string; requirement?: unknown }[];
+  const min = actions.find((a) => a.kind === 'validation' && a.type === 'min_length')?.requirement;
+  if (typeof min !== 'number' || min < 1) return 'string';
+  return min === 1 ? 'non-empty string' : `string of at least ${min} characters`;
+}
+
 /** The phrase for what a (non-optional) schema accepts, e.g. `integer >= 1`. */
 export function describeExpected(schema: AnySchema): string {
   const own = (schema as Expects)[EXPECTS];
@@ -774,9 +795,9 @@ export function describeExpected(schema: AnySchema): string {
     case 'picklist':
       return (b.options ?? []).map((o) => JSON.stringify(o)).join(' | ');
     case 'string':
-      return 'string';
+      return stringPhrase(schema);
     case 'number':
-      return 'number';
+      return numberPhrase(schema);
     case 'boolean':
       return 'boolean';
     default:
