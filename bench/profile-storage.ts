@@ -1,5 +1,5 @@
-// The request-path cost of profiling.storage "mmap" against "memory" (HDR histograms in
-// WebAssembly), in one process, interleaved rounds, the best round of each reported:
+// The request-path cost of profiling.storage "mmap" against "memory" (the profiler's in-process
+// histograms), in one process, interleaved rounds, the best round of each reported:
 //  1. one record() of a distribution — what each step invocation and each graph total costs;
 //  2. Profiler.commit() of a request of the eight-built-in pipeline (11 step invocations: 7 request,
 //     4 response — as bench/pipeline-bench.ts's "eight" target), the whole per-request recording.

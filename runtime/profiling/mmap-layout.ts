@@ -65,7 +65,7 @@ export function rowCapacity(mb: number): number {
   return Math.floor((mb * 1024 * 1024 - HEADER_BYTES) / ROW_BYTES);
 }
 
-/** Rows one graph needs: total, upstream, overhead, acquire, and one per (step, phase) — each step runs in both phases. */
+/** Rows one graph needs: total, upstream, overhead, acquire, and one per (step, phase) — a row for both phases of every step, whichever it acts in. */
 export function rowsPerGraph(steps: number): number {
   return 4 + 2 * steps;
 }
