@@ -6,6 +6,7 @@ import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CanaryError, type CanaryController, type CanaryEventSink, type CanaryGraphs, type CanaryMetricsSource, type CanaryStore } from '../canary/index.ts';
 import { canaryDurationMs, hostPort, type ProxyConfig } from '../config/index.ts';
+import { readRegularFileSync } from '../fs/index.ts';
 import type { Log } from '../log/index.ts';
 import type { ControlPlaneFleet } from '../http/canary.ts';
 import { VERSION } from '../version.ts';
@@ -34,6 +35,16 @@ export function fleetConfigIssues(config: ProxyConfig): Array<{ path: string; me
   if (f.endpoints.length === 0) out.push({ path: 'fleet.endpoints', message: 'required with fleet.store: etcd (e.g. ["http://127.0.0.1:2379"])' });
   if (config.control_plane === undefined) out.push({ path: 'fleet.store', message: 'etcd needs a control_plane block (the fleet\'s canaries, ' +
     'registry and evidence go through it)' });
+  // The TLS files are read when the store opens: one that cannot be read is named by its key here, before anything opens.
+  for (const key of ['ca_file', 'cert_file', 'key_file'] as const) {
+    const path = f.tls?.[key];
+    if (path === undefined) continue;
+    try {
+      readRegularFileSync(path);
+    } catch (err) {
+      out.push({ path: `fleet.tls.${key}`, message: `cannot read ${path}: ${(err as Error).message}` });
+    }
+  }
   return out;
 }
 
