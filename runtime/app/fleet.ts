@@ -114,14 +114,26 @@ export function controlPlaneFleet(member: FleetMember, sync: FleetCanaries | nul
     transact: (id, fn) => (sync === null ? Promise.resolve().then(fn) : sync.transact(id, 'manual', fn)),
     precheck: async (body) => {
       if (sync === null) return body;
+      // A create is a write: while the store cannot be reached it is refused as the others are (503), before anything is published.
+      const unreachable = (err?: unknown) => new CanaryError('PROXY_ERR_CANARY_STORE_UNREACHABLE', 'the fleet store cannot be reached; no canary ' +
+        `was started${err === undefined ? '' : `: ${(err as Error).message}`}`);
+      if (!member.store.reachable()) throw unreachable();
       // Here first (the body's own errors, a module this instance does not allow), then by hash.
       await controller.check(body);
       try {
         body = await sync.artifacts.publish(body);
       } catch (err) {
+        if (!member.store.reachable()) throw unreachable(err);
         throw new CanaryError('PROXY_ERR_CANARY_CANDIDATE_REFUSED', `candidate refused: ${(err as Error).message}`);
       }
-      const others = (await member.instances()).filter((i) => i.instance_id !== member.instanceId);
+      let registered;
+      try {
+        registered = await member.instances();
+      } catch (err) {
+        await sync.artifacts.release(namedModules(body)).catch(() => {});
+        throw unreachable(err);
+      }
+      const others = registered.filter((i) => i.instance_id !== member.instanceId);
       const t = token();
       const results = await Promise.allSettled(others.map(async (i) => {
         if (i.control_url === null) throw new Error('no control-plane URL registered');
