@@ -6,6 +6,7 @@ import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CanaryError, type CanaryController, type CanaryEventSink, type CanaryGraphs, type CanaryMetricsSource, type CanaryStore } from '../canary/index.ts';
 import { canaryDurationMs, hostPort, type ProxyConfig } from '../config/index.ts';
+import { readRegularFileSync } from '../fs/index.ts';
 import type { Log } from '../log/index.ts';
 import type { ControlPlaneFleet } from '../http/canary.ts';
 import { VERSION } from '../version.ts';
@@ -34,6 +35,16 @@ export function fleetConfigIssues(config: ProxyConfig): Array<{ path: string; me
   if (f.endpoints.length === 0) out.push({ path: 'fleet.endpoints', message: 'required with fleet.store: etcd (e.g. ["http://127.0.0.1:2379"])' });
   if (config.control_plane === undefined) out.push({ path: 'fleet.store', message: 'etcd needs a control_plane block (the fleet\'s canaries, ' +
     'registry and evidence go through it)' });
+  // The TLS files are read when the store opens: one that cannot be read is named by its key here, before anything opens.
+  for (const key of ['ca_file', 'cert_file', 'key_file'] as const) {
+    const path = f.tls?.[key];
+    if (path === undefined) continue;
+    try {
+      readRegularFileSync(path);
+    } catch (err) {
+      out.push({ path: `fleet.tls.${key}`, message: `cannot read ${path}: ${(err as Error).message}` });
+    }
+  }
   return out;
 }
 
@@ -103,14 +114,26 @@ export function controlPlaneFleet(member: FleetMember, sync: FleetCanaries | nul
     transact: (id, fn) => (sync === null ? Promise.resolve().then(fn) : sync.transact(id, 'manual', fn)),
     precheck: async (body) => {
       if (sync === null) return body;
+      // A create is a write: while the store cannot be reached it is refused as the others are (503), before anything is published.
+      const unreachable = (err?: unknown) => new CanaryError('PROXY_ERR_CANARY_STORE_UNREACHABLE', 'the fleet store cannot be reached; no canary ' +
+        `was started${err === undefined ? '' : `: ${(err as Error).message}`}`);
+      if (!member.store.reachable()) throw unreachable();
       // Here first (the body's own errors, a module this instance does not allow), then by hash.
       await controller.check(body);
       try {
         body = await sync.artifacts.publish(body);
       } catch (err) {
+        if (!member.store.reachable()) throw unreachable(err);
         throw new CanaryError('PROXY_ERR_CANARY_CANDIDATE_REFUSED', `candidate refused: ${(err as Error).message}`);
       }
-      const others = (await member.instances()).filter((i) => i.instance_id !== member.instanceId);
+      let registered;
+      try {
+        registered = await member.instances();
+      } catch (err) {
+        await sync.artifacts.release(namedModules(body)).catch(() => {});
+        throw unreachable(err);
+      }
+      const others = registered.filter((i) => i.instance_id !== member.instanceId);
       const t = token();
       const results = await Promise.allSettled(others.map(async (i) => {
         if (i.control_url === null) throw new Error('no control-plane URL registered');

@@ -28,6 +28,9 @@ export interface Reloadable {
   reload(next: ProxyConfig): Promise<void>;
 }
 
+/** A store call that failed: the store cannot be reached (503), not a fault of the proxy. */
+const unreachable = (err: unknown) => new CanaryError('PROXY_ERR_CANARY_STORE_UNREACHABLE', `the fleet store cannot be reached: ${(err as Error).message}`);
+
 const same = (a: unknown, b: unknown) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
 
 export class FleetPipelines {
@@ -65,7 +68,12 @@ export class FleetPipelines {
 
   /** The generation in the store (GET /api/v1/fleet/pipelines). */
   async current(): Promise<{ generation: number; served_here: number; config: PipelinesGeneration | null }> {
-    const cur = await this.store.get<PipelinesGeneration>(PIPELINES_KEY);
+    let cur;
+    try {
+      cur = await this.store.get<PipelinesGeneration>(PIPELINES_KEY);
+    } catch (err) {
+      throw unreachable(err);
+    }
     return { generation: cur?.value.generation ?? 0, served_here: this.generation(), config: cur?.value ?? null };
   }
 
@@ -90,14 +98,19 @@ export class FleetPipelines {
     try {
       cur = await this.store.get<PipelinesGeneration>(PIPELINES_KEY);
     } catch (err) {
-      throw new CanaryError('PROXY_ERR_CANARY_STORE_UNREACHABLE', `the fleet store cannot be reached: ${(err as Error).message}`);
+      throw unreachable(err);
     }
     const next: PipelinesGeneration = {
       generation: (cur?.value.generation ?? 0) + 1, pipeline: parsed.pipeline, steps: parsed.steps, published_by: this.store.instanceId,
       published_at: new Date().toISOString(),
     };
     if (parsed.pipelines !== undefined) next.pipelines = parsed.pipelines;
-    const res = await this.store.cas(PIPELINES_KEY, next, cur?.revision ?? 0);
+    let res;
+    try {
+      res = await this.store.cas(PIPELINES_KEY, next, cur?.revision ?? 0);
+    } catch (err) {
+      throw unreachable(err);
+    }
     if (!res.ok) throw new CanaryError('PROXY_ERR_CANARY_CONFLICT', `another publication won (generation ${(cur?.value.generation ?? 0) + 1} exists)`);
     this.log.info('fleet pipeline configuration published', { generation: next.generation });
     return { generation: next.generation };

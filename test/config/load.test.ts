@@ -124,6 +124,17 @@ test('an unknown step type names the built-in steps', () => {
     /^unknown step type "nosuch": not a built-in step \(logging, filter, cache, metrics, rate_limit, auth, transform, route\)/);
 });
 
+test('a number out of bounds is refused naming the bounds, not its type (keys without a phrase of their own)', () => {
+  const err = refused(() => parseConfig({ fleet: { lease_ttl_s: 0, evidence_quorum_pct: 150 }, canary: { max_samples: 3 } }, 'proxy.yaml'));
+  assert.deepEqual(err.issues, [
+    { path: 'canary.max_samples', message: 'expected integer 10..10000000, received 3' },
+    { path: 'fleet.lease_ttl_s', message: 'expected integer 1..300, received 0' },
+    { path: 'fleet.evidence_quorum_pct', message: 'expected integer 1..100, received 150' },
+  ]);
+  assert.deepEqual(refused(() => parseConfig({ fleet: { lease_ttl_s: 2.5 } }, null)).issues,
+    [{ path: 'fleet.lease_ttl_s', message: 'expected integer 1..300, received 2.5' }]);
+});
+
 test('a wrong type is refused with its path, what was expected and what was received', () => {
   const err = refused(() => parseConfig({ upstream: { pool_size: 'abc' } }, 'proxy.yaml'));
   assert.deepEqual(err.issues, [{ path: 'upstream.pool_size', message: 'expected integer >= 1, received "abc"' }]);

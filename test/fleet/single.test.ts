@@ -1,6 +1,6 @@
 // One proxy without fleet configuration: the embedded store; GET /api/v1/fleet lists this one
 // instance as its own leader, and `proxy fleet status` prints it. A fleet.store: etcd without
-// endpoints is refused at start, naming the key.
+// endpoints, or with TLS files that cannot be read, is refused at start, naming the key.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -38,4 +38,16 @@ test('one instance: GET /api/v1/fleet and proxy fleet status show the embedded s
 test('fleet.store: etcd without endpoints is refused at start, naming fleet.endpoints', async () => {
   const config = parseConfig({ listen: '127.0.0.1:0', fleet: { store: 'etcd' }, control_plane: { port: 0 } }, null);
   await assert.rejects(startProxy(config), (err: unknown) => err instanceof ConfigError && /fleet\.endpoints/.test(err.message));
+});
+
+test('fleet.tls files that cannot be read are refused at start, naming the key, before etcd is asked', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fleet-tls-'));
+  try {
+    const config = parseConfig({ listen: '127.0.0.1:0', control_plane: { port: 0 }, fleet: { store: 'etcd', endpoints: ['https://127.0.0.1:1'],
+      tls: { ca_file: join(dir, 'missing-ca.pem'), cert_file: join(dir, 'missing-client.pem') } } }, null);
+    await assert.rejects(startProxy(config), (err: unknown) => err instanceof ConfigError &&
+      /fleet\.tls\.ca_file: cannot read .*missing-ca\.pem/.test(err.message) && /fleet\.tls\.cert_file: cannot read/.test(err.message));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

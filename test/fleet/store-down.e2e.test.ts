@@ -1,6 +1,7 @@
 // etcd stops under a three-instance fleet with a bad candidate splitting: every instance keeps
 // serving with the weights it last applied, no rollback is decided and writes answer 503; when
-// etcd returns, the decision is made (the rollback reaches all three).
+// etcd returns, the decision is made (the rollback reaches all three). A create, like every other
+// write, answers 503 while etcd is down.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { until } from '../helpers/until.ts';
@@ -103,3 +104,26 @@ test('fleet.fail_safe_after: with etcd gone that long every instance sends all t
     assert.equal((await x.call('GET', '/api/v1/fleet')).body.fail_safe, false);
   }
 });
+
+test('etcd stopped: a canary create and GET /api/v1/fleet/pipelines answer 503 PROXY_ERR_CANARY_STORE_UNREACHABLE, and the create works once it is back',
+  async (t) => {
+    const fleet = await startFleet(t, 1);
+    const [x] = fleet.instances;
+    const body = { pipeline_id: 'default', candidate_config: FILTER, auto_promote: false, stages: [{ traffic_pct: 10, min_duration: '0', min_requests: 0 }] };
+    await fleet.etcd.stop();
+    // At once (the lease not yet expired: the registry read fails) and once the instance knows the store is gone.
+    const early = await x.call('POST', '/api/v1/canary', body);
+    assert.equal(early.status, 503, JSON.stringify(early.body));
+    assert.equal(early.body.error.code, 'PROXY_ERR_CANARY_STORE_UNREACHABLE');
+    await until('the instance to see the store unreachable', async () => (await x.call('GET', '/api/v1/fleet')).body.reachable === false, 15_000, 100);
+    for (const [method, path, b] of [['POST', '/api/v1/canary', body], ['GET', '/api/v1/fleet/pipelines', undefined]] as const) {
+      const r = await x.call(method, path, b);
+      assert.equal(r.status, 503, `${method} ${path}: ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.error.code, 'PROXY_ERR_CANARY_STORE_UNREACHABLE');
+    }
+    assert.equal((await x.call('GET', '/api/v1/canary')).body.total, 0, 'nothing was started');
+    await fleet.etcd.restart();
+    await until('the store reachable again', async () => (await x.call('GET', '/api/v1/fleet')).body.reachable === true, 30_000, 100);
+    const created = await x.call('POST', '/api/v1/canary', body);
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+  });
