@@ -14,7 +14,6 @@ import {
   objectKeysAt,
   recordKeySchemaAt,
   schemaAtPath,
-  type AnySchema,
   type ProxyConfig,
 } from './schema.ts';
 
@@ -178,28 +177,8 @@ function toIssue(issue: Issue): ConfigIssue {
     return { path, message: `invalid key: expected ${expected}, received ${show(issue.input)}` };
   }
   const schema = schemaAtPath(keys);
-  let expected = schema ? describeExpected(schema) : (issue.expected ?? 'a valid value');
-  // A bare "number" would read as if the number given were refused for its type (`expected number, received 0`): name the checks.
-  if (schema && expected === 'number') expected = numberChecks(schema) ?? expected;
+  const expected = schema ? describeExpected(schema) : (issue.expected ?? 'a valid value');
   return { path, message: `expected ${expected}, received ${show(issue.input)}` };
-}
-
-/** What a number schema's pipe checks, in the phrase `int()` gives (`integer 1..300`, `number >= 0`), or null when it checks nothing more. */
-function numberChecks(schema: AnySchema): string | null {
-  let integer = false;
-  let min: number | undefined;
-  let max: number | undefined;
-  for (const p of schema.pipe ?? []) {
-    const a = p as { type: string; requirement?: unknown };
-    if (a.type === 'integer') integer = true;
-    else if (a.type === 'min_value' && typeof a.requirement === 'number') min = a.requirement;
-    else if (a.type === 'max_value' && typeof a.requirement === 'number') max = a.requirement;
-  }
-  const kind = integer ? 'integer' : 'number';
-  if (min !== undefined && max !== undefined) return `${kind} ${min}..${max}`;
-  if (min !== undefined) return `${kind} >= ${min}`;
-  if (max !== undefined) return `${kind} <= ${max}`;
-  return integer ? 'integer' : null;
 }
 
 /** The known key nearest to a misspelt one (edit distance at most 2, and less than half its length), or null. */
