@@ -1,6 +1,6 @@
 // The HTTP client of `proxy canary`: the control-plane API of docs/canary.md (SPEC §4.2), with a
 // bearer token, and the errors the command reports (its exit codes are documented in docs/cli.md).
-import { ANSWER_TOO_LARGE, httpRequest, REQUEST_TIMEOUT_MS, type HttpAnswer } from './http-client.ts';
+import { ANSWER_TOO_LARGE, httpRequest, REQUEST_TIMEOUT_MS, TOTAL_TIMEOUT_MS, type HttpAnswer } from './http-client.ts';
 import { ERRORS, isErrorCode, type ProxyErrorCode } from '../errors/catalogue.ts';
 
 /** Exit codes of `proxy canary` (docs/cli.md); those of the command's own codes are the catalogue's. */
@@ -36,13 +36,25 @@ export class CanaryCliError extends Error {
 
 export const usage = (message: string): never => { throw new CanaryCliError('PROXY_ERR_CANARY_CLI_USAGE', message, EXIT.usage); };
 
+/**
+ * How long the client waits for the first byte of an answer: a read, REQUEST_TIMEOUT_MS; a change
+ * (create, promote, rollback, …), as long as a whole answer may take. A change is answered once every
+ * worker, and on a fleet every other instance, has applied or checked it, which on a loaded machine
+ * takes longer than a read ever should; giving up early would report a failure for a change that
+ * then happens.
+ */
+export interface CanaryClientTimeouts { readMs: number; changeMs: number }
+const TIMEOUTS: CanaryClientTimeouts = { readMs: REQUEST_TIMEOUT_MS, changeMs: TOTAL_TIMEOUT_MS };
+
 export class CanaryClient {
   readonly url: string;
   private readonly token: string | null;
+  private readonly timeouts: CanaryClientTimeouts;
 
-  constructor(url: string, token: string | null) {
+  constructor(url: string, token: string | null, timeouts: CanaryClientTimeouts = TIMEOUTS) {
     this.url = url;
     this.token = token;
+    this.timeouts = timeouts;
   }
 
   /** The body of a 2xx answer as text; any other answer becomes a CanaryCliError with the API's code and message. */
@@ -57,15 +69,25 @@ export class CanaryClient {
       headers['content-type'] = 'application/json';
       headers['content-length'] = String(Buffer.byteLength(payload));
     }
+    const change = method !== 'GET';
+    const timeoutMs = change ? this.timeouts.changeMs : this.timeouts.readMs;
+    // The whole answer's limit stays above the first byte's, so a silent server reports the first.
+    const totalMs = timeoutMs >= TOTAL_TIMEOUT_MS ? timeoutMs + 1000 : TOTAL_TIMEOUT_MS;
     let res: HttpAnswer;
     try {
-      res = await httpRequest(u, { method, headers, body: payload });
+      res = await httpRequest(u, { method, headers, body: payload, timeoutMs, totalTimeoutMs: totalMs });
     } catch (err) {
       const e = err as NodeJS.ErrnoException & { total?: boolean };
       const code = e.code;
       if (code === ANSWER_TOO_LARGE) throw new CanaryCliError('PROXY_ERR_CANARY_CLI_DATA', e.message, ERRORS.PROXY_ERR_CANARY_CLI_DATA.exit);
+      if (code === 'ETIMEDOUT' && change) {
+        const what = e.total === true ? 'finish its answer to' : 'answer';
+        throw new CanaryCliError('PROXY_ERR_CANARY_CLI_UNREACHABLE', `the control plane at ${this.url} did not ${what} the ${method} within ` +
+          `${(e.total === true ? totalMs : timeoutMs) / 1000} s; it may still apply the change: check with ` +
+          `\`${path.startsWith('/api/v1/fleet') ? 'proxy fleet' : 'proxy canary list'}\` before sending it again`, EXIT.unreachable);
+      }
       const why = code !== 'ETIMEDOUT' ? `is not reachable${code ? ` (${code})` : ''}` : e.total === true ? e.message :
-        `did not answer within ${REQUEST_TIMEOUT_MS / 1000} s`;
+        `did not answer within ${timeoutMs / 1000} s`;
       throw new CanaryCliError('PROXY_ERR_CANARY_CLI_UNREACHABLE', `the control plane at ${this.url} ${why}; is control_plane configured? (--url ` +
         `or PROXY_CONTROL_URL)`, EXIT.unreachable);
     }
