@@ -2,6 +2,7 @@
 // Enabled only when `admin.listen` is set, and behind a bearer token (`admin.token`) — except the
 // health probes /healthz and /readyz, which orchestrators (Kubernetes httpGet probes) call without
 // credentials and which reveal nothing but up/ready and why not.
+import type { ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { ConfigError, hostPort, loadConfig, parseConfig, type ConfigFormat } from '../config/index.ts';
 import { sendError } from './reply.ts';
@@ -47,6 +48,15 @@ function workerParam(value: string | string[], count: number | undefined): numbe
   return i >= 0 && i < count ? i : { problem: `worker must be the index of a worker, 0 to ${count - 1}, got "${value}"` };
 }
 
+/** The most a `follow=true` stream holds of lines its client has not read yet; lines past it are left out of that stream. */
+export const FOLLOW_MAX_UNSENT_BYTES = 1024 * 1024;
+
+/** The line a follower is sent after lines were left out of its stream (it read too slowly). */
+function skippedLine(skipped: number): string {
+  return JSON.stringify({ level: 'warn', time: new Date().toISOString(), logger: 'proxy', skipped,
+    msg: `${skipped} log line(s) left out of this stream: its client read them slower than the proxy wrote them (the ring and stderr keep them)` }) + '\n';
+}
+
 /** Whether a JSON log line is at `min` or above and contains `filter` (case-insensitive; '' matches all). */
 function logMatcher(min: number, filter: string, worker: number | null): (line: string) => boolean {
   const needle = filter.toLowerCase();
@@ -74,6 +84,13 @@ export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyI
     // another route through this exemption.
     isPublic: (req) => req.method === 'GET' && PROBES.has(req.routeOptions.url ?? ''),
     bodyLimit: ADMIN_BODY_LIMIT_BYTES,
+  });
+
+  // The logs follows open: ended when the app closes (they would hold the close, and the proxy's exit, for ever).
+  const follows = new Set<ServerResponse>();
+  app.addHook('preClose', (done) => {
+    for (const res of follows) res.end();
+    done();
   });
 
   // Liveness: the event loop answered. Nothing else is checked, so a restart is never triggered by
@@ -143,12 +160,30 @@ export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyI
     const res = reply.raw;
     res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-store' });
     res.write(text);
+    // A follower that reads slower than lines are written (or not at all) holds at most
+    // FOLLOW_MAX_UNSENT_BYTES of them: the lines past that are left out of its stream (the ring and
+    // stderr keep them), and the next line it is sent is preceded by one saying how many.
+    let skipped = 0;
     const stop = ring.follow((line) => {
       const l = line.endsWith('\n') ? line.slice(0, -1) : line;
-      if (match(l)) res.write(l + '\n');
+      if (!match(l)) return;
+      if (res.writableLength >= FOLLOW_MAX_UNSENT_BYTES) {
+        skipped++;
+        return;
+      }
+      if (skipped > 0) {
+        res.write(skippedLine(skipped));
+        skipped = 0;
+      }
+      res.write(l + '\n');
     });
-    req.raw.on('close', stop);
-    res.on('close', stop);
+    follows.add(res);
+    const end = () => {
+      stop();
+      follows.delete(res);
+    };
+    req.raw.on('close', end);
+    res.on('close', end);
   });
 
   app.get('/api/v1/pipeline', async () => proxy.pipeline());

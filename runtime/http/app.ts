@@ -5,7 +5,7 @@
 // the same edges by construction.
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { httpUrl, listenFailure } from '../config/index.ts';
 import { ERRORS } from '../errors/catalogue.ts';
@@ -35,6 +35,9 @@ export const DISCARD_LIMIT_BYTES = 64 * 1024 * 1024;
 
 /** A request (its headers and body) not received within this long is answered 408. */
 export const REQUEST_TIMEOUT_MS = 60_000;
+
+/** Once an app closes, an answer still being delivered (its client reading slowly, or not at all) gets this long; then its connection is cut. */
+export const CLOSE_GRACE_MS = 10_000;
 
 /** An error the app's handlers throw to answer with a code of the table. */
 export class HttpError extends Error {
@@ -107,6 +110,56 @@ function clientError(err: NodeJS.ErrnoException, socket: Socket): void {
   socket.destroySoon();
 }
 
+/**
+ * When the app closes (the proxy shuts down, or a reload moved the API to another address), no
+ * client holds the close, nor the proxy's exit. Node's HTTP server stops enforcing the request
+ * timeout once it closes, and waits for every connection: one that never finished sending its
+ * request (a stalled or slow client, no token needed), an upgraded one (the canary feed) or a
+ * stream that never ends (a logs follow, ended by the admin app's own preClose) held it for ever.
+ * At close, a connection without a request being answered is closed at once (a request not wholly
+ * received is not answered); one being answered is closed once its answer is written, and cut
+ * CLOSE_GRACE_MS later if its client does not read it.
+ */
+function closeWithoutWaitingForClients(app: FastifyInstance): void {
+  const connections = new Set<Socket>();
+  /** The answer each connection is being given (from its request's head received to the answer's end). */
+  const answering = new Map<Socket, ServerResponse>();
+  let closing = false;
+  app.server.on('connection', (socket: Socket) => {
+    if (closing) return void socket.destroy();
+    connections.add(socket);
+    socket.once('close', () => {
+      connections.delete(socket);
+      answering.delete(socket);
+    });
+  });
+  app.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    answering.set(socket, res);
+    // 'prefinish': the whole answer is written (handed to the socket, maybe not sent yet: 'finish'
+    // waits for that, which a client that does not read never lets happen).
+    res.once('prefinish', () => {
+      if (answering.get(socket) === res) answering.delete(socket);
+      if (closing) closeAfterAnswer(socket);
+    });
+  });
+  app.addHook('preClose', (done) => {
+    closing = true;
+    for (const socket of connections) {
+      const res = answering.get(socket);
+      // (Node closes the rest of those not being answered, idle ones, itself.)
+      if (res === undefined || !res.req.complete) socket.destroy();
+    }
+    done();
+  });
+}
+
+/** Closes a connection once the answer written to it is sent, or after CLOSE_GRACE_MS when its client does not read it. */
+function closeAfterAnswer(socket: Socket): void {
+  socket.destroySoon();
+  setTimeout(() => socket.destroy(), CLOSE_GRACE_MS).unref();
+}
+
 export function createApp(opts: AppOptions): FastifyInstance {
   const app = Fastify({
     logger: false,
@@ -138,6 +191,8 @@ export function createApp(opts: AppOptions): FastifyInstance {
   app.addHook('onRequest', async (_req, reply) => {
     reply.header('x-content-type-options', 'nosniff');
   });
+
+  closeWithoutWaitingForClients(app);
 
   const corsMethods = opts.corsMethods;
   if (corsMethods !== undefined) {

@@ -58,6 +58,15 @@ export const FEED_MAX_CLIENT_MESSAGE = 4096;
 /** The range of a feed's `?interval_ms=` (ms between two status messages). */
 export const FEED_MIN_INTERVAL_MS = 100;
 export const FEED_MAX_INTERVAL_MS = 60_000;
+/**
+ * The most a feed holds of messages its client has not read yet (bytes); a message that would find
+ * more is not sent. Every message carries the whole status, so the next one sent brings a client
+ * that caught up up to date.
+ */
+export const FEED_MAX_UNSENT_BYTES = 1024 * 1024;
+
+/** The close reason of a feed whose canary is not (or no longer) there: fixed, as a reason holds 123 bytes at most (an id may be longer). */
+const FEED_GONE = 'no such canary';
 
 const STATUSES = new Set(['active', 'paused', 'completed', 'rolled_back', 'all']);
 
@@ -325,13 +334,16 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
     wss.handleUpgrade(req, socket, head, (ws) => {
       let unsubscribe: () => void;
       const status = () => controller.status(id);
+      // A client that reads slower than messages come (or not at all) is not sent more while
+      // FEED_MAX_UNSENT_BYTES wait for it: the feed's memory stays bounded.
+      const sendable = () => ws.readyState === ws.OPEN && ws.bufferedAmount < FEED_MAX_UNSENT_BYTES;
       try {
         unsubscribe = controller.subscribe(id, (entry) => {
-          if (ws.readyState === ws.OPEN) ws.send(JSON.stringify({ type: 'event', at: new Date().toISOString(),
+          if (sendable()) ws.send(JSON.stringify({ type: 'event', at: new Date().toISOString(),
             event: { ...entry, at: new Date(entry.at).toISOString() }, canary: status() }));
         });
       } catch {
-        ws.close(4404, `no canary "${id}"`);
+        ws.close(4404, FEED_GONE);
         return;
       }
       sockets.add(ws);
@@ -339,8 +351,18 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
       const stopRevocation = tokens.onReplace(() => {
         if (!tokens.allows(header)) ws.close(4401, 'bearer token revoked');
       });
+      // A canary gone since (a fleet's start the store refused, discarded here) ends its feed as an
+      // unknown one at the upgrade would (4404): a throw from the timer would end the process.
       const push = () => {
-        if (ws.readyState === ws.OPEN) ws.send(JSON.stringify({ type: 'status', at: new Date().toISOString(), canary: status() }));
+        if (!sendable()) return;
+        let canary: Record<string, unknown>;
+        try {
+          canary = status();
+        } catch {
+          ws.close(4404, FEED_GONE);
+          return;
+        }
+        ws.send(JSON.stringify({ type: 'status', at: new Date().toISOString(), canary }));
       };
       push();
       const timer = setInterval(push, interval);
