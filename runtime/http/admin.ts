@@ -82,7 +82,7 @@ export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyI
     tokens: typeof opts.token === 'string' ? new Tokens([opts.token]) : opts.token,
     // routeOptions.url is the matched route's pattern, not the raw path: no path trick reaches
     // another route through this exemption.
-    isPublic: (req) => req.method === 'GET' && PROBES.has(req.routeOptions.url ?? ''),
+    isPublic: (req) => (req.method === 'GET' || req.method === 'HEAD') && PROBES.has(req.routeOptions.url ?? ''),
     bodyLimit: ADMIN_BODY_LIMIT_BYTES,
   });
 

@@ -218,6 +218,14 @@ export function createApp(opts: AppOptions): FastifyInstance {
     if (!tokens.allows(req.headers.authorization)) return sendError(reply, 'PROXY_ERR_UNAUTHORIZED');
   });
 
+  // Every query parameter of the three APIs takes one value: one given twice is refused by name,
+  // never read as the first, the last, or "a,b" (nor reaching a route that expects a string).
+  app.addHook('onRequest', async (req, reply) => {
+    for (const [name, value] of Object.entries(req.query as Record<string, unknown>)) {
+      if (Array.isArray(value)) return sendError(reply, 'PROXY_ERR_BAD_QUERY', `${name.slice(0, 100)} is given more than once`);
+    }
+  });
+
   // An answer sent before the body was read (a 401, a 413 on the declared length) keeps the
   // connection open while the rest of the body is read and dropped: closing it at once would reset
   // a client still writing (EPIPE) before it reads the answer, even one that asked to close.

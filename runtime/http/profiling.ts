@@ -61,7 +61,7 @@ function distribution(s: Distribution) {
 export function buildProfilingApp(proxy: ProfilingSurface, profiler: Profiler, opts: ProfilingHttpOptions): FastifyInstance {
   const app = createApp({
     tokens: profilingTokens(opts.token),
-    isPublic: (req) => req.method === 'GET' && isDashboardAsset(req.url),
+    isPublic: (req) => (req.method === 'GET' || req.method === 'HEAD') && isDashboardAsset(req.url),
     // No route takes a body (POST /api/profile/reset has none).
     bodyLimit: 64 * 1024,
   });

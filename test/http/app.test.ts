@@ -215,3 +215,33 @@ test('control plane: a canary id or pipeline id over 100 characters is an unknow
   isError(await call(proxy.controlPlaneUrl!, 'GET', `/api/v1/canary/pipelines/${long}/baseline`), 400, 'PROXY_ERR_CANARY_UNKNOWN_PIPELINE');
   isError(await call(proxy.controlPlaneUrl!, 'GET', `/api/v1/canary/${long}`, { headers: { authorization: '' } }), 401, 'PROXY_ERR_UNAUTHORIZED');
 });
+
+test('a query parameter given twice is 400 PROXY_ERR_BAD_QUERY on every API, by name (the profiling endpoint answered some 500 ' +
+  'PROXY_ERR_INTERNAL, or 404 for "a,b")', async () => {
+  const twice: Array<[string, string]> = [
+    [proxy.profilingUrl!, '/api/profile/flamegraph?duration=1s&duration=2s'],
+    [proxy.profilingUrl!, '/api/profile/flamegraph?title=a&title=b'],
+    [proxy.profilingUrl!, '/api/profile/series?step=a&step=b'],
+    [proxy.profilingUrl!, '/api/profile?pipeline_id=default&pipeline_id=default'],
+    [proxy.profilingUrl!, '/api/profile/steps/x?pipeline=baseline&pipeline=candidate'],
+    [proxy.controlPlaneUrl!, '/api/v1/canary?status=all&status=active'],
+    [proxy.adminUrl!, '/api/v1/reload?allow_admin_change=true&allow_admin_change=true'],
+  ];
+  for (const [base, path] of twice) {
+    const method = path.startsWith('/api/v1/reload') ? 'POST' : 'GET';
+    const name = /[?&]([a-z_]+)=[^&]*&\1=/.exec(path)![1];
+    isError(await call(base, method, path), 400, 'PROXY_ERR_BAD_QUERY', new RegExp(`^${name} is given more than once$`));
+  }
+  // Without the token, still 401 first.
+  isError(await call(proxy.profilingUrl!, 'GET', twice[0]![1], { headers: { authorization: 'Bearer wrong' } }), 401, 'PROXY_ERR_UNAUTHORIZED');
+});
+
+test('HEAD on the health probes and the dashboard\'s files needs no token, as GET does (it answered 401)', async () => {
+  const none = { headers: { authorization: '' } };
+  assert.equal((await call(proxy.adminUrl!, 'HEAD', '/healthz', none)).status, 200);
+  assert.equal((await call(proxy.adminUrl!, 'HEAD', '/readyz', none)).status, 200);
+  assert.equal((await call(proxy.profilingUrl!, 'HEAD', '/dashboard/', none)).status, 200);
+  // Data still needs it.
+  assert.equal((await call(proxy.adminUrl!, 'HEAD', '/api/v1/pipeline', none)).status, 401);
+  assert.equal((await call(proxy.profilingUrl!, 'HEAD', '/api/profile', none)).status, 401);
+});
