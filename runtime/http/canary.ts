@@ -255,9 +255,10 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
       } catch (err) {
         return sendError(reply, 'PROXY_ERR_BAD_QUERY', (err as Error).message);
       }
-      const diffs = req.query.diffs === undefined ? undefined : Number(req.query.diffs);
+      // Digits only: Number() would take "" as 0, and "0x10", "1e3" or " 5" too.
+      const diffs = req.query.diffs === undefined ? undefined : /^\d{1,5}$/.test(req.query.diffs) ? Number(req.query.diffs) : NaN;
       if (diffs !== undefined && !(Number.isInteger(diffs) && diffs >= 0 && diffs <= 10_000)) {
-        return sendError(reply, 'PROXY_ERR_BAD_QUERY', 'diffs: expected an integer 0..10000');
+        return sendError(reply, 'PROXY_ERR_BAD_QUERY', 'diffs: expected an integer 0..10000, digits only');
       }
       try {
         return await fleet.evidence(req.params.pipeline, custom, diffs);

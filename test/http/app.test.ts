@@ -245,3 +245,11 @@ test('HEAD on the health probes and the dashboard\'s files needs no token, as GE
   assert.equal((await call(proxy.adminUrl!, 'HEAD', '/api/v1/pipeline', none)).status, 401);
   assert.equal((await call(proxy.profilingUrl!, 'HEAD', '/api/profile', none)).status, 401);
 });
+
+test('control plane: GET /api/v1/fleet/evidence/{pipeline}?diffs= takes digits only ("", 0x10, 1e3, " 5" were read as 0, 16, 1000, 5)', async () => {
+  for (const diffs of ['', '0x10', '1e3', '%205', '5.0', '-1', '10001']) {
+    isError(await call(proxy.controlPlaneUrl!, 'GET', `/api/v1/fleet/evidence/default?diffs=${diffs}`), 400, 'PROXY_ERR_BAD_QUERY', /^diffs: /);
+  }
+  const ok = await call(proxy.controlPlaneUrl!, 'GET', '/api/v1/fleet/evidence/default?diffs=5');
+  assert.equal(ok.status, 200, JSON.stringify(ok.body));
+});
