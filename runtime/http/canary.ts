@@ -4,7 +4,8 @@
 // of a canary's status for the dashboard widget.
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { STATUS_CODES, type IncomingMessage } from 'node:http';
+import { STATUS_CODES, ServerResponse, type IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { CanaryError, MAX_REASON_CHARS, optionalText, type CanaryController, type CanaryStatus, type Sample } from '../canary/index.ts';
 import { parseHost } from '../config/index.ts';
@@ -76,6 +77,27 @@ function refuseUpgrade(socket: Duplex, code: HttpErrorCode, message?: string): v
   const body = JSON.stringify(e.body);
   socket.end(`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status]}\r\ncontent-type: application/json; ` +
     `charset=utf-8\r\nx-content-type-options: nosniff\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+}
+
+/**
+ * A request offering an upgrade to a protocol other than WebSocket, served as a plain request: Node
+ * hands every request with an `Upgrade` header to the 'upgrade' listener, with its parser detached,
+ * so a request with a body cannot be read here and is refused (400) instead.
+ */
+function serveIgnoringUpgrade(app: FastifyInstance, req: IncomingMessage, socket: Duplex): void {
+  const length = req.headers['content-length'];
+  if (req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0')) {
+    return refuseUpgrade(socket, 'PROXY_ERR_BAD_REQUEST', `Upgrade: ${String(req.headers.upgrade).slice(0, 40)} is not served here; ` +
+      'send the request without it');
+  }
+  const res = new ServerResponse(req);
+  res.shouldKeepAlive = false;
+  res.assignSocket(socket as Socket);
+  res.once('finish', () => {
+    res.detachSocket(socket as Socket);
+    socket.end();
+  });
+  app.server.emit('request', req, res);
 }
 
 function fail(reply: FastifyReply, err: unknown): FastifyReply {
@@ -298,6 +320,9 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
     // this one, a client that resets the connection while being refused crashed the whole proxy
     // (an unhandled ECONNRESET from the write of the answer). ws adds its own once it upgrades.
     socket.on('error', () => socket.destroy());
+    // Another protocol offered (`Upgrade: h2c`, which `curl --http2` sends) may be ignored (RFC 9110
+    // §7.8): a request without a body is served as any other; its connection closes after the answer.
+    if (!/^websocket$/i.test(String(req.headers.upgrade ?? '').trim())) return serveIgnoringUpgrade(app, req, socket);
     // Refused before the upgrade, as plain HTTP answers: no WebSocket is opened for a client
     // without a valid token, nor for a canary that does not exist.
     let url: URL;

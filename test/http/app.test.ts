@@ -253,3 +253,27 @@ test('control plane: GET /api/v1/fleet/evidence/{pipeline}?diffs= takes digits o
   const ok = await call(proxy.controlPlaneUrl!, 'GET', '/api/v1/fleet/evidence/default?diffs=5');
   assert.equal(ok.status, 200, JSON.stringify(ok.body));
 });
+
+test('control plane: a request offering another protocol (Upgrade: h2c, as curl --http2 sends) is served as any other, not answered 404 ' +
+  '"no WebSocket"', async () => {
+  const u = new URL(proxy.controlPlaneUrl!);
+  const head = (method: string, auth: string) => `${method} /api/v1/canary HTTP/1.1\r\nHost: ${u.host}\r\nConnection: Upgrade, HTTP2-Settings\r\n` +
+    `Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\nAuthorization: Bearer ${auth}\r\n`;
+  for (const method of ['GET', 'HEAD']) {
+    const r = await new Promise<string>((resolve) => {
+      const s = connect(Number(u.port), u.hostname);
+      let text = '';
+      s.on('data', (c) => { text += c; });
+      s.on('error', () => {});
+      s.on('close', () => resolve(text));
+      s.write(`${head(method, TOKEN)}\r\n`);
+      setTimeout(() => s.destroy(), 5000).unref();
+    });
+    assert.match(r, /^HTTP\/1\.1 200 /, `${method}: ${r.slice(0, 300)}`);
+    if (method === 'GET') assert.equal(typeof JSON.parse(r.slice(r.indexOf('\r\n\r\n') + 4)).canaries, 'object');
+  }
+  isError(await raw(proxy.controlPlaneUrl!, `${head('GET', 'wrong')}\r\n`), 401, 'PROXY_ERR_UNAUTHORIZED');
+  // With a body (which Node no longer parses on such a request): refused, naming the header.
+  isError(await raw(proxy.controlPlaneUrl!, `${head('POST', TOKEN)}content-type: application/json\r\ncontent-length: 2\r\n\r\n{}`), 400,
+    'PROXY_ERR_BAD_REQUEST', /^Upgrade: h2c is not served here/);
+});
