@@ -100,6 +100,14 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   private pendingFrameError: Buffer | null = null;
   /** Set by shutdown(): answer what was read, then close on a reply boundary. */
   private draining = false;
+  /**
+   * The client half-closed its side (sent FIN): nothing more will be read, but every request it
+   * sent before is answered, as mongod does (it reads and answers one message at a time until the
+   * end of the stream); the connection ends once they are. The listener keeps half-open sockets
+   * (allowHalfOpen) for this: otherwise Node ends the writable side at once and the replies owed
+   * are lost.
+   */
+  private readEnded = false;
   private quietTimer: NodeJS.Timeout | null = null;
 
   // The request in flight.
@@ -136,6 +144,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.queue = new RequestQueue(socket, ctx.clientLimits.maxQueuedRequests, ctx.clientLimits.maxQueuedRequestBytes);
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.framer.push(chunk));
+    socket.on('end', () => this.onReadEnd());
     socket.on('error', () => this.close());
     socket.on('close', () => this.close());
     if (refused) {
@@ -207,6 +216,13 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     if (!this.busy && this.queue.length === 0) this.endWithFrameError();
   }
 
+  /** The client sent FIN: a frame half read is dropped (its rest never comes); the rest is answered, then the connection ends. */
+  private onReadEnd(): void {
+    this.readEnded = true;
+    this.framer.fail();
+    if (!this.busy) this.drain();
+  }
+
   private endWithFrameError(): void {
     const out = this.pendingFrameError!;
     this.pendingFrameError = null;
@@ -232,6 +248,10 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       }
       if (this.draining) {
         this.closeWhenQuiet();
+        return;
+      }
+      if (this.readEnded) {
+        this.closeGracefully();
         return;
       }
     }
