@@ -23,7 +23,7 @@ import type { Document } from 'bson';
 import {
   CommandPeek, Framer, WireError, type FrameSink, type DocSequence, type InflateOwner, type ReplyPeek, compressedSize, compressorOf,
   inflateFrame, inflatesInline, compressedMoreToCome, compressedMsgHead,
-  parseOpMsg, validateDocument, validateDocuments, encodeOpMsg, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
+  parseOpMsg, validateDocument, validateDocuments, checkUniqueFields, encodeOpMsg, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
   MSG_MORE_TO_COME, MSG_EXHAUST_ALLOWED, MSG_CHECKSUM_PRESENT, UNCOMPRESSIBLE_COMMANDS, HEADER_SIZE,
 } from '../wire/index.ts';
 import { UpstreamCall, newRequestId, type ConnectionSource, type UpstreamCallOwner, type UpstreamPool } from '../upstream/index.ts';
@@ -398,6 +398,8 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       }
       checkSequenceSizes(msg.sequences, this.ctx);
     }
+    // One value per name: steps and the upstream must not read different copies of a field.
+    checkUniqueFields(msg.body, msg.sequences);
     const op = this.peek.read(msg.body).op;
     w.compressor = compressor > 0 && !UNCOMPRESSIBLE_COMMANDS.has(op) ? compressor : -1;
     if (HELLO_COMMANDS.has(op) || AUTH_COMMANDS.has(op)) {
