@@ -44,7 +44,8 @@ import { RequestSteps } from './request-steps.ts';
 import { ShadowSteps } from './shadow-steps.ts';
 import { RequestQueue } from './request-queue.ts';
 import {
-  checkRequestSize, checkSequenceSizes, connectionLimitReached, errorForThrown, interruptedAtShutdown, logBadInput, shuttingDown, unsupportedOpcode,
+  checkRequestSize, checkSequenceSizes, connectionLimitReached, errorForThrown, interruptedAtShutdown, logBadInput, missingDatabase, shuttingDown,
+  unsupportedOpcode,
 } from './request-errors.ts';
 
 /** While draining, how long a just-answered connection waits for a follow-up request before it ends. */
@@ -406,6 +407,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       this.answerHandshake(op, decodeCommand(msg.body), this.peek.db);
       return;
     }
+    if (this.peek.db === '') throw missingDatabase(msg.body);
     this.handshake.authorize(op);
     const seal = this.seal = this.handshake.cursorSeal;
     if (seal !== null) unsealRequest(msg.body, this.peek, seal);
