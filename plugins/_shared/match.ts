@@ -25,6 +25,22 @@ export class NameSet {
     return s;
   }
 
+  /**
+   * A list of command names: each exact name that mongod also accepts under another spelling
+   * (OP_ALIASES) brings that spelling with it, so a rule on `findAndModify` also holds for a
+   * client that sends `findandmodify` — the upstream runs the same command either way.
+   */
+  static ofOps(list: string[] | null): NameSet | null {
+    const s = NameSet.of(list);
+    if (s === null) return null;
+    const n = s.exact.length;
+    for (let i = 0; i < n; i++) {
+      const alias = opAlias(s.exact[i]);
+      if (alias !== null && !s.exact.includes(alias)) s.exact.push(alias);
+    }
+    return s;
+  }
+
   has(name: string): bool {
     if (this.any) return true;
     if (changetype<usize>(name) == changetype<usize>(this.lastName)) return this.lastHas;
@@ -39,6 +55,20 @@ export class NameSet {
     for (let i = 0; i < this.prefixes.length; i++) if (name.startsWith(this.prefixes[i])) return true;
     return false;
   }
+}
+
+/** Commands mongod runs under two names (its Command alias list), in pairs. */
+const OP_ALIASES: string[] = [
+  "findAndModify", "findandmodify", "isMaster", "ismaster", "buildInfo", "buildinfo", "dbStats", "dbstats",
+  "collStats", "collstats", "mapReduce", "mapreduce", "getLastError", "getlasterror", "dataSize", "datasize",
+];
+
+/** The other spelling of a command name mongod accepts under two, or null. */
+export function opAlias(name: string): string | null {
+  for (let i = 0; i < OP_ALIASES.length; i++) {
+    if (OP_ALIASES[i] == name) return OP_ALIASES[i ^ 1];
+  }
+  return null;
 }
 
 /** True when `set` is null (no constraint) or contains `name`. */

@@ -315,7 +315,9 @@ const match = v.strictObject({
   db: matchValues(`Database name(s) (the command's $db); globs: ${GLOB_NOTE}`, 'glob string or array of globs'),
   collection: matchValues(`Collection name(s) the command names (find, insert, aggregate, getMore …; a command on no collection has ""); ` +
     `globs: ${GLOB_NOTE}`, 'glob string or array of globs'),
-  command: matchValues('Command name(s), exactly as sent (the command document\'s first key: find, insert, aggregate, getMore …).', 'string or ' +
+  command: matchValues('Command name(s), exactly as sent (the command document\'s first key: find, insert, aggregate, getMore …); a command ' +
+    'mongod runs under two spellings (findAndModify and findandmodify, isMaster, buildInfo, dbStats, collStats, mapReduce, getLastError, ' +
+    'dataSize) is matched by either.', 'string or ' +
     'array of strings'),
   app_name: matchValues(`The client's appName (its connection string's appName, without "?" parameters); globs: ${GLOB_NOTE}`, 'glob string or array of globs'),
   user: matchValues('The user the connection logged in as (`auth`), or one an auth step set; an anonymous connection matches no `user`.', 'string ' +

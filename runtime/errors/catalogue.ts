@@ -16,7 +16,7 @@ export interface ErrorEntry {
   /** The exit code of the command that exits with the code. */
   readonly exit?: number;
   /** The MongoDB error (codeName) a client is answered with, for errors of the wire protocol. */
-  readonly mongo?: 'ProtocolError' | 'InvalidBSON';
+  readonly mongo?: 'ProtocolError' | 'InvalidBSON' | 'FailedToParse';
   /** One line; an HTTP answer's default message. */
   readonly meaning: string;
 }
@@ -29,6 +29,8 @@ export const ERRORS = {
   PROXY_ERR_BAD_SECTION: { class: 'WireError', mongo: 'ProtocolError', meaning: 'an OP_MSG section or an OP_QUERY is truncated, malformed or has ' +
     'trailing bytes' },
   PROXY_ERR_BAD_BSON: { class: 'WireError', mongo: 'InvalidBSON', meaning: 'a document in the request is not valid BSON' },
+  PROXY_ERR_DUPLICATE_FIELD: { class: 'WireError', mongo: 'FailedToParse', meaning: 'a command names a top-level field twice, or a document ' +
+    'sequence has the name of a field of the command body (mongod refuses both); steps and the upstream could read different values' },
   PROXY_ERR_BAD_CHECKSUM: { class: 'WireError', mongo: 'ProtocolError', meaning: 'an OP_MSG\'s CRC-32C checksum does not match its bytes' },
   PROXY_ERR_BAD_COMPRESSION: { class: 'WireError', mongo: 'ProtocolError', meaning: 'an OP_COMPRESSED uses a compressor not negotiated on the ' +
     'connection, does not decompress, or decompresses to another size than it declares' },

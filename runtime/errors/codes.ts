@@ -14,6 +14,7 @@ export const ErrorCodes = {
   ShutdownInProgress: 91,
   InterruptedAtShutdown: 11600,
   CommandNotFound: 59,
+  InvalidNamespace: 73,
   ExceededTimeLimit: 262,
   ProtocolError: 17,
   InvalidBSON: 22,

@@ -43,6 +43,12 @@ function anyOf(tests: StringTest[]): StringTest {
   };
 }
 
+/** Commands mongod runs under two names (its Command aliases), each spelling to the other; as plugins/_shared/match.ts. */
+const OP_ALIASES: ReadonlyMap<string, string> = new Map([
+  ['findAndModify', 'findandmodify'], ['isMaster', 'ismaster'], ['buildInfo', 'buildinfo'], ['dbStats', 'dbstats'],
+  ['collStats', 'collstats'], ['mapReduce', 'mapreduce'], ['getLastError', 'getlasterror'], ['dataSize', 'datasize'],
+].flatMap(([a, b]) => [[a, b], [b, a]]));
+
 class CompiledPipeline {
   readonly index: number;
   readonly id: string;
@@ -63,11 +69,16 @@ class CompiledPipeline {
     const m = e.match;
     const globs = (k: 'db' | 'collection' | 'app_name') => (valuesOf(m[k]).length === 0 ? null : anyOf(valuesOf(m[k]).map(compileGlob)));
     const names = (k: 'command' | 'user') => (valuesOf(m[k]).length === 0 ? null : new Set(valuesOf(m[k])));
+    // A command mongod runs under two spellings is matched by either (the upstream runs the same command).
+    const withAliases = (set: Set<string> | null) => {
+      if (set !== null) for (const c of [...set]) if (OP_ALIASES.has(c)) set.add(OP_ALIASES.get(c)!);
+      return set;
+    };
     this.appName = globs('app_name');
     this.user = names('user');
     const cidrs = valuesOf(m.client).map(parseCidr).filter((c): c is Cidr => typeof c !== 'string');
     this.client = valuesOf(m.client).length === 0 ? null : compileCidrs(cidrs);
-    this.command = names('command');
+    this.command = withAliases(names('command'));
     this.db = globs('db');
     this.collection = globs('collection');
     this.perRequest = this.command !== null || this.db !== null || this.collection !== null;

@@ -23,7 +23,7 @@ import type { Document } from 'bson';
 import {
   CommandPeek, Framer, WireError, type FrameSink, type DocSequence, type InflateOwner, type ReplyPeek, compressedSize, compressorOf,
   inflateFrame, inflatesInline, compressedMoreToCome, compressedMsgHead,
-  parseOpMsg, validateDocument, validateDocuments, encodeOpMsg, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
+  parseOpMsg, validateDocument, validateDocuments, checkUniqueFields, encodeOpMsg, retargetOpMsg, opcodeName, OP_MSG, OP_QUERY, OP_COMPRESSED,
   MSG_MORE_TO_COME, MSG_EXHAUST_ALLOWED, MSG_CHECKSUM_PRESENT, UNCOMPRESSIBLE_COMMANDS, HEADER_SIZE,
 } from '../wire/index.ts';
 import { UpstreamCall, newRequestId, type ConnectionSource, type UpstreamCallOwner, type UpstreamPool } from '../upstream/index.ts';
@@ -44,7 +44,8 @@ import { RequestSteps } from './request-steps.ts';
 import { ShadowSteps } from './shadow-steps.ts';
 import { RequestQueue } from './request-queue.ts';
 import {
-  checkRequestSize, checkSequenceSizes, connectionLimitReached, errorForThrown, interruptedAtShutdown, logBadInput, shuttingDown, unsupportedOpcode,
+  checkRequestSize, checkSequenceSizes, connectionLimitReached, errorForThrown, interruptedAtShutdown, logBadInput, missingDatabase, shuttingDown,
+  unsupportedOpcode,
 } from './request-errors.ts';
 
 /** While draining, how long a just-answered connection waits for a follow-up request before it ends. */
@@ -100,6 +101,14 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   private pendingFrameError: Buffer | null = null;
   /** Set by shutdown(): answer what was read, then close on a reply boundary. */
   private draining = false;
+  /**
+   * The client half-closed its side (sent FIN): nothing more will be read, but every request it
+   * sent before is answered, as mongod does (it reads and answers one message at a time until the
+   * end of the stream); the connection ends once they are. The listener keeps half-open sockets
+   * (allowHalfOpen) for this: otherwise Node ends the writable side at once and the replies owed
+   * are lost.
+   */
+  private readEnded = false;
   private quietTimer: NodeJS.Timeout | null = null;
 
   // The request in flight.
@@ -136,6 +145,7 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     this.queue = new RequestQueue(socket, ctx.clientLimits.maxQueuedRequests, ctx.clientLimits.maxQueuedRequestBytes);
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.framer.push(chunk));
+    socket.on('end', () => this.onReadEnd());
     socket.on('error', () => this.close());
     socket.on('close', () => this.close());
     if (refused) {
@@ -207,6 +217,13 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
     if (!this.busy && this.queue.length === 0) this.endWithFrameError();
   }
 
+  /** The client sent FIN: a frame half read is dropped (its rest never comes); the rest is answered, then the connection ends. */
+  private onReadEnd(): void {
+    this.readEnded = true;
+    this.framer.fail();
+    if (!this.busy) this.drain();
+  }
+
   private endWithFrameError(): void {
     const out = this.pendingFrameError!;
     this.pendingFrameError = null;
@@ -232,6 +249,10 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       }
       if (this.draining) {
         this.closeWhenQuiet();
+        return;
+      }
+      if (this.readEnded) {
+        this.closeGracefully();
         return;
       }
     }
@@ -378,12 +399,15 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
       }
       checkSequenceSizes(msg.sequences, this.ctx);
     }
+    // One value per name: steps and the upstream must not read different copies of a field.
+    checkUniqueFields(msg.body, msg.sequences);
     const op = this.peek.read(msg.body).op;
     w.compressor = compressor > 0 && !UNCOMPRESSIBLE_COMMANDS.has(op) ? compressor : -1;
     if (HELLO_COMMANDS.has(op) || AUTH_COMMANDS.has(op)) {
       this.answerHandshake(op, decodeCommand(msg.body), this.peek.db);
       return;
     }
+    if (this.peek.db === '') throw missingDatabase(msg.body);
     this.handshake.authorize(op);
     const seal = this.seal = this.handshake.cursorSeal;
     if (seal !== null) unsealRequest(msg.body, this.peek, seal);

@@ -119,10 +119,11 @@ export class ProxyServer implements ServerContext {
     };
     const tls = opts.tls ?? null;
     if (tls === null) {
-      this.server = createServer({ noDelay: true }, accept);
+      // allowHalfOpen: a client that half-closes still gets the replies to what it sent (client-connection.ts).
+      this.server = createServer({ noDelay: true, allowHalfOpen: true }, accept);
     } else {
       const optional = tls.requestCert === true && tls.rejectUnauthorized === false;
-      const server = createTlsServer({ ...tls, noDelay: true }, (socket: TLSSocket) => {
+      const server = createTlsServer({ ...tls, noDelay: true, allowHalfOpen: true }, (socket: TLSSocket) => {
         if (optional && refusesPeer(socket)) {
           this.stats.tlsHandshakeFailures++;
           socket.destroy();

@@ -3,7 +3,7 @@
 // a request over the size limits the handshake advertises, past clients.max_connections, read
 // while draining or still in flight at the drain deadline, an unsupported opcode, bad input, or a
 // defect of the proxy's. Bad input and defects are counted and logged through the shared throttle.
-import { WireError, type DocSequence } from '../wire/index.ts';
+import { WireError, findField, utf8, type DocSequence } from '../wire/index.ts';
 import { ERRORS, ErrorCodes, ProxyError } from '../errors/index.ts';
 import type { ServerContext } from './context.ts';
 
@@ -83,6 +83,20 @@ export function interruptedAtShutdown(op: string, retryable: boolean): ProxyErro
   return new ProxyError(ErrorCodes.InterruptedAtShutdown,
     `the proxy shut down before the upstream answered ${op || 'the request'} (shutdown.drain_timeout_ms)`,
     retryable ? ['RetryableWriteError'] : []);
+}
+
+const K_DB = utf8('$db');
+
+/**
+ * An OP_MSG command (past the handshake) whose `$db` the peek could not read: absent, not a string,
+ * or empty. mongod refuses each (40571 "OP_MSG requests require a $db argument", or an invalid
+ * namespace); the proxy refuses them itself because its steps and pipeline routing would judge the
+ * command by an empty database name while an upstream may pick one of its own (devdb runs a
+ * command without `$db` on admin), so a rule on `dbs` could be passed by leaving `$db` out.
+ */
+export function missingDatabase(body: Buffer): ProxyError {
+  if (findField(body, K_DB) < 0) return new ProxyError(ErrorCodes.InvalidNamespace, 'OP_MSG requests require a $db argument');
+  return new ProxyError(ErrorCodes.InvalidNamespace, '$db must be a non-empty string naming the database');
 }
 
 export function unsupportedOpcode(name: string): ProxyError {

@@ -16,3 +16,4 @@ export { crc32c } from './crc32c.ts';
 export { CommandPeek, ReplyPeek } from './command-peek.ts';
 export { ElementCursor, findField, firstKey, checkDocument, utf8, BSON_DOCUMENT, BSON_ARRAY, BSON_INT32, BSON_INT64, BSON_STRING } from './bson-peek.ts';
 export { validateDocument, validateDocuments, checkUtf8, MAX_BSON_DEPTH } from './bson-validate.ts';
+export { checkUniqueFields } from './unique-fields.ts';

@@ -81,3 +81,12 @@ test('the memos of all routes of a routing share one budget: many candidate sets
   }
   assert.equal(remembered, MEMO_BUDGET, `20 × ${MEMO_LIMIT} asked, the budget kept`);
 });
+
+test('match.command on a command mongod runs under two spellings takes either (findAndModify / findandmodify)', () => {
+  const r = new PipelineRouting([entry('guarded', { command: 'findAndModify' }), entry('lower', { command: 'dbstats' }), entry('default')]);
+  const c = r.forConnection('app', '', '127.0.0.1');
+  assert.equal(c.pick('findAndModify', 'x', 'y'), manager.slot('guarded'));
+  assert.equal(c.pick('findandmodify', 'x', 'y'), manager.slot('guarded'));
+  assert.equal(c.pick('dbStats', 'x', ''), manager.slot('lower'));
+  assert.equal(c.pick('find', 'x', 'y'), manager.slot('default'));
+});

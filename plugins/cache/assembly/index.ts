@@ -91,7 +91,7 @@ class Cache extends Step {
     this.ledger.hostBound = cap > 0 && <i64>maxBytes >= cap;
     this.ledger.hostCap = cap;
     this.maxEntry = <i32>maxEntry;
-    this.ops = NameSet.of(ops === null ? CACHEABLE : ops);
+    this.ops = NameSet.ofOps(ops === null ? CACHEABLE : ops);
     this.hits = new Counter("proxy_plugin_cache_hits_total");
     this.misses = new Counter("proxy_plugin_cache_misses_total");
     this.ledger.stores = new Counter("proxy_plugin_cache_stores_total");

@@ -60,7 +60,7 @@ class Filter extends Step {
         rule.name = c.str(r, "name", "#" + (i + 1).toString(), where);
         if (r.get("action") === null) c.fail(where + "action is required (allow|deny)");
         rule.deny = c.oneOf(r, "action", ["allow", "deny"], "allow", where) == "deny";
-        rule.ops = NameSet.of(c.strList(r, "ops", where));
+        rule.ops = NameSet.ofOps(c.strList(r, "ops", where));
         rule.dbs = NameSet.of(c.strList(r, "dbs", where));
         rule.colls = NameSet.of(c.strList(r, "collections", where));
         const f = c.obj(r, "field", where);

@@ -117,7 +117,7 @@ class Route extends Step {
         const rule = new Rule();
         rule.dbs = NameSet.of(c.strList(r, "dbs", where));
         rule.colls = NameSet.of(c.strList(r, "collections", where));
-        rule.ops = NameSet.of(c.strList(r, "ops", where));
+        rule.ops = NameSet.ofOps(c.strList(r, "ops", where));
         rule.upstream = c.str(r, "upstream", "", where);
         if (rule.upstream.length == 0) c.fail(where + "upstream is required");
         else {

@@ -97,7 +97,7 @@ function parseEdits(c: Conf, list: JValue[] | null, where: string): Edit[] {
     const pe = checkPath(e.path);
     if (pe.length > 0) c.fail(w + "path: " + pe);
     e.wild = hasWildcard(e.path);
-    e.ops = NameSet.of(c.strList(r, "ops", w));
+    e.ops = NameSet.ofOps(c.strList(r, "ops", w));
     e.colls = NameSet.of(c.strList(r, "collections", w));
     if (e.kind == E_RENAME) {
       e.to = c.str(r, "to", "", w);

@@ -74,3 +74,21 @@ test('filter: default deny names the op and namespace', { timeout: 60_000 }, asy
     await p.close();
   }
 });
+
+test('filter: a rule on a command holds for the other spelling mongod accepts (findAndModify / findandmodify)', { timeout: 60_000 }, async () => {
+  const p = await startPipelineProxy({
+    id: 'px_filter_alias', request: ['filter'],
+    steps: { filter: { config: { rules: [{ name: 'no-fam', action: 'deny', ops: ['findAndModify'] }], default: 'allow' } } },
+  });
+  try {
+    const client = await p.client();
+    const db = client.db('app');
+    await db.collection<Doc>('c').insertOne({ _id: 1, n: 0 } as never);
+    for (const name of ['findAndModify', 'findandmodify']) {
+      await assert.rejects(db.command({ [name]: 'c', query: { _id: 1 }, update: { $inc: { n: 1 } } }), isUnauthorized(/denied by filter rule "no-fam"/));
+    }
+    assert.deepEqual(await db.collection<Doc>('c').findOne({ _id: 1 }), { _id: 1, n: 0 }, 'neither spelling reached the upstream');
+  } finally {
+    await p.close();
+  }
+});
