@@ -84,13 +84,28 @@ function checkLarge(body: Buffer): void {
   }
 }
 
+const pathCursor = new ElementCursor();
+/** Each sequence identifier's path parts as bytes ("documents", "updates", …: a handful per application), kept so a check allocates nothing. */
+const pathParts = new Map<string, Buffer[]>();
+const MAX_PATHS = 64;
+
+function partsOf(id: string): Buffer[] {
+  let parts = pathParts.get(id);
+  if (parts === undefined) {
+    parts = id.split('.').map((p) => Buffer.from(p, 'utf8'));
+    if (pathParts.size >= MAX_PATHS) pathParts.clear();
+    pathParts.set(id, parts);
+  }
+  return parts;
+}
+
 /** Whether the dotted path `id` names an element of `body` (through embedded documents, as mongod looks it up). */
 function inBody(body: Buffer, id: string): boolean {
-  const parts = id.split('.');
-  const cur = new ElementCursor();
+  const parts = partsOf(id);
+  const cur = pathCursor;
   let off = 0;
   for (let p = 0; p < parts.length; p++) {
-    const name = Buffer.from(parts[p], 'utf8');
+    const name = parts[p];
     cur.open(body, off);
     let found = false;
     while (cur.next()) {
