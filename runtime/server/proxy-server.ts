@@ -119,11 +119,13 @@ export class ProxyServer implements ServerContext {
     };
     const tls = opts.tls ?? null;
     if (tls === null) {
-      // allowHalfOpen: a client that half-closes still gets the replies to what it sent (client-connection.ts).
+      // allowHalfOpen: a client that half-closes still gets the replies to what it sent (client-connection.ts); TLS below does not.
       this.server = createServer({ noDelay: true, allowHalfOpen: true }, accept);
     } else {
       const optional = tls.requestCert === true && tls.rejectUnauthorized === false;
-      const server = createTlsServer({ ...tls, noDelay: true, allowHalfOpen: true }, (socket: TLSSocket) => {
+      // Not half-open: a TLS socket whose client ended before (or without) the handshake, plain TCP
+      // among them, would then stay open for ever and hold the server's close.
+      const server = createTlsServer({ ...tls, noDelay: true }, (socket: TLSSocket) => {
         if (optional && refusesPeer(socket)) {
           this.stats.tlsHandshakeFailures++;
           socket.destroy();
