@@ -104,9 +104,9 @@ export class ClientConnection implements FrameSink, UpstreamCallOwner, ReplyWrit
   /**
    * The client half-closed its side (sent FIN): nothing more will be read, but every request it
    * sent before is answered, as mongod does (it reads and answers one message at a time until the
-   * end of the stream); the connection ends once they are. The listener keeps half-open sockets
-   * (allowHalfOpen) for this: otherwise Node ends the writable side at once and the replies owed
-   * are lost.
+   * end of the stream); the connection ends once they are. The plain-TCP listener keeps half-open
+   * sockets (allowHalfOpen) for this. The TLS listener does not (a socket ended before its handshake
+   * would stay open for ever): over TLS Node ends the writable side at the FIN, as it always did.
    */
   private readEnded = false;
   private quietTimer: NodeJS.Timeout | null = null;
