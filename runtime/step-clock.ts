@@ -1,15 +1,17 @@
 // The clock the profiler times steps and sub-operations with: read at every step boundary of a
 // timed request (a dozen reads per request with the eight built-ins), so its cost is most of what
-// timing a step costs. performance.now() takes ~35 ns a read here; native/clock's time-stamp
-// counter, called by V8 as a fast API call, ~10 ns.
+// timing a step costs. performance.now() takes ~35-46 ns a read; native/clock's time-stamp
+// counter, called by V8 as a fast API call, ~10 ns, and its CLOCK_MONOTONIC read (the clock
+// performance.now() reads, without the binding's cost) ~28 ns on a kvm-clock VM.
 //
 // Readings are in ticks and are only ever subtracted from one another: a duration in ns is
 // (b - a) * NS_PER_TICK. Every other time in the proxy (when a request was read, the upstream
 // call's stages, tracing's span times) stays performance.now() ms.
 //
-// The counter is used when native/clock is built (`npm run build`), V8 calls it without leaving
-// optimised code (`fast`), and, for the CPU's time-stamp counter, the kernel uses it as its own
-// clocksource (so it runs at a constant rate and agrees across CPUs). Otherwise, or with
+// native/clock is used when it is built (`npm run build`) and V8 calls it without leaving
+// optimised code (`fast`): its time-stamp counter where the kernel uses that as its own
+// clocksource (so it runs at a constant rate and agrees across CPUs), its CLOCK_MONOTONIC read
+// otherwise (a VM's kvm-clock, hpet, another architecture). Without the addon, or with
 // PROXY_STEP_CLOCK=performance in the environment, the clock is performance.now().
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
@@ -22,6 +24,8 @@ export const CLOCK_ADDON_PATH = resolve(dirname(fileURLToPath(import.meta.url)),
 interface ClockAddon {
   /** The counter since the addon was loaded. */
   ticks(): number;
+  /** CLOCK_MONOTONIC ns since the addon was loaded. */
+  monotonic(): number;
   /** ns per tick, measured against CLOCK_MONOTONIC over `ms` milliseconds. */
   nsPerTick(ms: number): number;
   /** Calls that took the slow (non-fast-API) path. */
@@ -39,7 +43,7 @@ export interface StepClock {
   readonly nsPerTick: number;
   /** 'rdtsc', 'monotonic' or 'performance.now'. */
   readonly source: string;
-  /** Why the counter is not used (source 'performance.now'), else ''. */
+  /** Why the time-stamp counter is not used (x86-64 only; '' elsewhere and with 'rdtsc'). */
   readonly reason: string;
   /** A PROXY_STEP_CLOCK value that is not a choice, said once at start (the clock is chosen as without it), else ''. */
   readonly warning: string;
@@ -70,14 +74,18 @@ function load(): StepClock {
     return performanceClock(`native/clock not loaded (${(err as Error).message.split('\n')[0]})`, warning);
   }
   if (!addon.fast) return performanceClock('this Node version gives native/clock no fast call', warning);
-  if (addon.source === 'rdtsc') {
-    const cs = kernelClocksource();
-    if (cs !== 'tsc') return performanceClock(`the kernel's clocksource is ${cs === '' ? 'unknown' : `"${cs}"`}, not "tsc"`, warning);
-  }
-  const nsPerTick = addon.source === 'rdtsc' ? addon.nsPerTick(5) : 1;
-  if (!(nsPerTick > 0.01 && nsPerTick < 100)) return performanceClock(`the counter's rate could not be measured (${nsPerTick} ns per tick)`, warning);
+  if (addon.source !== 'rdtsc') return monotonicClock(addon, '', warning);
+  const cs = kernelClocksource();
+  if (cs !== 'tsc') return monotonicClock(addon, `the kernel's clocksource is ${cs === '' ? 'unknown' : `"${cs}"`}, not "tsc"`, warning);
+  const nsPerTick = addon.nsPerTick(5);
+  if (!(nsPerTick > 0.01 && nsPerTick < 100)) return monotonicClock(addon, `the counter's rate could not be measured (${nsPerTick} ns per tick)`, warning);
   const ticks = addon.ticks;
-  return { now: ticks, nsPerTick, source: addon.source, reason: '', warning, addon };
+  return { now: ticks, nsPerTick, source: 'rdtsc', reason: '', warning, addon };
+}
+
+function monotonicClock(addon: ClockAddon, reason: string, warning: string): StepClock {
+  const monotonic = addon.monotonic;
+  return { now: monotonic, nsPerTick: 1, source: 'monotonic', reason, warning, addon };
 }
 
 /** The process's step clock, chosen once when this module loads. */

@@ -1,6 +1,6 @@
 // The profiler's step clock (runtime/step-clock.ts): native/clock's counter, called by V8 as a fast
-// API call, where the kernel trusts the CPU's time-stamp counter; performance.now() otherwise or
-// when PROXY_STEP_CLOCK=performance asks for it. Durations read from it agree with performance.now().
+// API call: the CPU's time-stamp counter where the kernel trusts it, CLOCK_MONOTONIC otherwise;
+// performance.now() when PROXY_STEP_CLOCK=performance asks for it. Durations read from it agree with performance.now().
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -16,32 +16,47 @@ function clocksource(): string {
   }
 }
 
-test('the step clock is the time-stamp counter where the kernel keeps time with it, else performance.now() with the reason', () => {
+test('the step clock is the time-stamp counter where the kernel keeps time with it, else the monotonic clock with the reason', () => {
   if (process.arch === 'x64' && clocksource() === 'tsc') {
     assert.equal(stepClock.source, 'rdtsc', stepClock.reason);
     assert.equal(stepClock.reason, '');
     assert.ok(NS_PER_TICK > 0.01 && NS_PER_TICK < 100, `${NS_PER_TICK} ns per tick`);
   } else if (process.arch === 'x64') {
-    assert.equal(stepClock.source, 'performance.now');
+    assert.equal(stepClock.source, 'monotonic');
     assert.match(stepClock.reason, /clocksource/);
+    assert.equal(NS_PER_TICK, 1);
   } else {
     assert.equal(stepClock.source, 'monotonic');
     assert.equal(NS_PER_TICK, 1);
   }
+  assert.equal(stepClock.now, stepClock.source === 'rdtsc' ? stepClock.addon!.ticks : stepClock.addon!.monotonic);
 });
 
-test('optimised code reads the counter through the fast call, not the slow callback', { skip: stepClock.addon === null }, () => {
+/** How many of a million calls of `loop` (an optimised loop reading one clock, its own function so
+ *  that its call site sees one target) took the addon's slow path. */
+function slowReads(loop: (n: number) => void): number {
   const addon = stepClock.addon!;
-  const stamps = new Float64Array(8);
-  const loop = (n: number) => { for (let i = 0; i < n; i++) stamps[i & 7] = stepNow(); };
   // The calls made before V8 optimises the loop take the slow path: warm it first.
   for (let r = 0; r < 5; r++) loop(200_000);
   const before = addon.slowCalls();
-  const calls = 1_000_000;
-  loop(calls);
-  const slow = addon.slowCalls() - before;
-  assert.ok(slow < calls / 1000, `${slow} of ${calls} calls took the slow path`);
+  loop(1_000_000);
+  return addon.slowCalls() - before;
+}
+
+const stamps = new Float64Array(8);
+
+test('optimised code reads the step clock through the fast call, not the slow callback', { skip: stepClock.addon === null }, () => {
+  const slow = slowReads((n) => { for (let i = 0; i < n; i++) stamps[i & 7] = stepNow(); });
+  assert.ok(slow < 1000, `${slow} of 1000000 calls took the slow path`);
   assert.ok(stamps[7]! > 0);
+});
+
+test('both of the addon\'s clocks are fast calls (the counter and the monotonic clock)', { skip: stepClock.addon === null }, () => {
+  const { ticks, monotonic } = stepClock.addon!;
+  const slowTicks = slowReads((n) => { for (let i = 0; i < n; i++) stamps[i & 7] = ticks(); });
+  assert.ok(slowTicks < 1000, `ticks: ${slowTicks} of 1000000 calls took the slow path`);
+  const slowMonotonic = slowReads((n) => { for (let i = 0; i < n; i++) stamps[i & 7] = monotonic(); });
+  assert.ok(slowMonotonic < 1000, `monotonic: ${slowMonotonic} of 1000000 calls took the slow path`);
 });
 
 /** A step-clock reading and the performance.now() time it was taken at: read between two
