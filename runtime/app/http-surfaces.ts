@@ -68,9 +68,12 @@ export class HttpSurfaces {
   private readonly retiring = new Set<Promise<void>>();
   /** One registry of the proxy's metrics for every /metrics, built when the first app opens. */
   private metrics: MetricsSource | null = null;
+  /** Where the three apps log an answer 500. */
+  private readonly httpLog: Log;
 
   constructor(config: ProxyConfig, deps: HttpSurfaceDeps) {
     this.deps = deps;
+    this.httpLog = deps.log.child('proxy::http');
     this.adminTokens = new Tokens(adminTokens(config));
     this.profilingTokens = new Tokens(profilingTokens(config), true);
     this.controlPlaneTokens = new Tokens(controlPlaneTokens(config));
@@ -81,7 +84,7 @@ export class HttpSurfaces {
     const machine = this.deps.machine ?? null;
     const workers = machine === null ? undefined : () => machine.workers();
     return startAdmin(adminSurface(this.deps.running, this.metrics, workers, machine?.size), listen,
-      { token: this.adminTokens, configFile: this.deps.configFile, configFormat: this.deps.configFormat });
+      { token: this.adminTokens, configFile: this.deps.configFile, configFormat: this.deps.configFormat, log: this.httpLog });
   }
 
   openProfiling(p: NonNullable<ProxyConfig['profiling']>): Promise<Http> {
@@ -89,11 +92,12 @@ export class HttpSurfaces {
     const machine = this.deps.machine ?? null;
     const views = machine === null ? undefined : { refresh: () => machine.refresh(), workerProfiler: (i: number) => machine.workerProfiler(i) };
     return startProfilingHttp(profilingSurface(this.deps.running, this.metrics, views), this.deps.profiler!, { host: p.host, port: p.port,
-      token: this.profilingTokens, snapshots: this.deps.snapshots });
+      token: this.profilingTokens, snapshots: this.deps.snapshots, log: this.httpLog });
   }
 
   openControlPlane(cp: NonNullable<ProxyConfig['control_plane']>): Promise<Http> {
-    return startControlPlane(this.deps.canary!, cp.host, cp.port, { tokens: this.controlPlaneTokens, fleet: this.deps.fleet?.() ?? null });
+    return startControlPlane(this.deps.canary!, cp.host, cp.port, { tokens: this.controlPlaneTokens, fleet: this.deps.fleet?.() ?? null,
+      log: this.httpLog });
   }
 
   /**

@@ -9,7 +9,7 @@ import { sendError } from './reply.ts';
 import { createApp, listenApp } from './app.ts';
 import { Tokens } from './tokens.ts';
 import type { AdminSurface } from './surface.ts';
-import { LOG_LEVELS, LOG_LEVEL_VALUES, isLogLevel } from '../log/index.ts';
+import { LOG_LEVELS, LOG_LEVEL_VALUES, isLogLevel, type Log } from '../log/index.ts';
 
 export interface AdminOptions {
   /** `admin.token`, or a live holder of the accepted tokens (a reload replaces them). */
@@ -18,6 +18,8 @@ export interface AdminOptions {
   configFile: string | null;
   /** Its format when its name does not say it (serve --config-format); absent: by the extension. */
   configFormat?: ConfigFormat;
+  /** Where an answer 500 (an error no route expected) is logged; absent: not logged. */
+  log?: Pick<Log, 'error'>;
 }
 
 /** Largest body: a whole configuration as JSON. */
@@ -84,6 +86,7 @@ export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyI
     // another route through this exemption.
     isPublic: (req) => (req.method === 'GET' || req.method === 'HEAD') && PROBES.has(req.routeOptions.url ?? ''),
     bodyLimit: ADMIN_BODY_LIMIT_BYTES,
+    log: opts.log,
   });
 
   // The logs follows open: ended when the app closes (they would hold the close, and the proxy's exit, for ever).

@@ -12,6 +12,7 @@ import { ERRORS } from '../errors/catalogue.ts';
 import { httpError, isHttpErrorCode, type HttpErrorCode } from './errors.ts';
 import { sendError } from './reply.ts';
 import type { Tokens } from './tokens.ts';
+import type { Log } from '../log/index.ts';
 
 export interface AppOptions {
   /** The accepted bearer tokens, read on every request (a reload may replace them). */
@@ -25,6 +26,8 @@ export interface AppOptions {
    * dashboard calls from another port); the preflight is answered before the token check.
    */
   corsMethods?: string;
+  /** Where an answer 500 (an error no route expected) is logged, with its route and stack; absent: not logged (tests building an app alone). */
+  log?: Pick<Log, 'error'>;
 }
 
 /**
@@ -256,6 +259,10 @@ export function createApp(opts: AppOptions): FastifyInstance {
     if (err.statusCode !== undefined && err.statusCode < 500) {
       return sendError(reply, err.code?.startsWith('FST_ERR_CTP_') ? 'PROXY_ERR_BAD_BODY' : 'PROXY_ERR_BAD_REQUEST', err.message);
     }
+    // A fault of the proxy, not of the request: the one answer an operator must be able to trace.
+    opts.log?.error('HTTP request failed', {
+      method: req.method, route: req.routeOptions.url ?? req.url.split('?', 1)[0].slice(0, 200), error: err.message, stack: err.stack,
+    });
     return sendError(reply, 'PROXY_ERR_INTERNAL', err.message);
   });
 

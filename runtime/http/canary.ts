@@ -12,6 +12,7 @@ import { parseHost } from '../config/index.ts';
 import { sendError } from './reply.ts';
 import { httpError, type HttpErrorCode } from './errors.ts';
 import { createApp, listenApp } from './app.ts';
+import type { Log } from '../log/index.ts';
 import { Tokens } from './tokens.ts';
 import { parseCustomQuery } from '../fleet/custom-evidence.ts';
 
@@ -25,6 +26,8 @@ export interface ControlPlaneOptions {
   feedIntervalMs?: number;
   /** The fleet this instance belongs to (runtime/app/fleet.ts): /api/v1/fleet and fleet-wide writes. */
   fleet?: ControlPlaneFleet | null;
+  /** Where an answer 500 (an error no route expected) is logged; absent: not logged. */
+  log?: Pick<Log, 'error'>;
 }
 
 /** What the control plane needs of the fleet. */
@@ -137,6 +140,7 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
     // CORS, so that the dashboard (served on the profiling port, another origin) and pages
     // embedding the canary widget can call the API.
     corsMethods: 'GET, POST, PATCH, OPTIONS',
+    log: opts.log,
   });
 
   // With workers, nothing is answered (a transition, or a read showing one, the evaluator's rollback
@@ -345,7 +349,9 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
     try {
       controller.status(id);
     } catch (err) {
-      return err instanceof CanaryError ? refuseUpgrade(socket, err.code, err.message) : refuseUpgrade(socket, 'PROXY_ERR_INTERNAL', (err as Error).message);
+      if (err instanceof CanaryError) return refuseUpgrade(socket, err.code, err.message);
+      opts.log?.error('HTTP request failed', { method: 'GET', route: '/api/v1/canary/:id/feed', error: (err as Error).message, stack: (err as Error).stack });
+      return refuseUpgrade(socket, 'PROXY_ERR_INTERNAL', (err as Error).message);
     }
     let interval = feedMs;
     const iq = url.searchParams.getAll('interval_ms');

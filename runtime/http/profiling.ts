@@ -18,6 +18,7 @@ import { foldFrames, foldedText, profilingMetricsText, type Profiler, type Distr
 import { parseHost, isVariant, type Variant } from '../config/index.ts';
 import { sendError } from './reply.ts';
 import { createApp, listenApp } from './app.ts';
+import type { Log } from '../log/index.ts';
 import { Tokens } from './tokens.ts';
 import { registerDashboard, isDashboardAsset } from './dashboard.ts';
 import type { ProfilingSurface } from './surface.ts';
@@ -30,6 +31,8 @@ export interface ProfilingHttpOptions {
   token: string | null | Tokens;
   /** The snapshot store, which /api/profile/series reads; absent (tests building the app alone): that route answers 404. */
   snapshots?: SnapshotStore | null;
+  /** Where an answer 500 (an error no route expected) is logged; absent: not logged. */
+  log?: Pick<Log, 'error'>;
 }
 
 /** `2026-11-24T03:00:00Z` or milliseconds since the epoch → ms; NaN when neither. */
@@ -64,6 +67,7 @@ export function buildProfilingApp(proxy: ProfilingSurface, profiler: Profiler, o
     isPublic: (req) => (req.method === 'GET' || req.method === 'HEAD') && isDashboardAsset(req.url),
     // No route takes a body (POST /api/profile/reset has none).
     bodyLimit: 64 * 1024,
+    log: opts.log,
   });
   app.addHook('onRequest', async (req, reply) => {
     if (req.url.startsWith('/api/profile') && !profiler.enabled) {

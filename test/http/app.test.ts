@@ -17,6 +17,8 @@ import { httpStatus, ADMIN_BODY_LIMIT_BYTES, type HttpErrorCode } from '../../ru
 
 const TOKEN = 'http-edges-token-0123456789';
 let proxy: RunningProxy;
+/** The proxy's log lines (level error and above). */
+const logLines: string[] = [];
 
 const apps = [
   { name: 'admin API', url: () => proxy.adminUrl!, post: '/api/v1/reload', get: '/api/v1/pipeline' },
@@ -36,7 +38,8 @@ before(async () => {
   // Started from a file, as `proxy serve` is: a reload without a body re-reads it.
   const file = join(dir, 'proxy.json');
   writeFileSync(file, JSON.stringify(config));
-  proxy = await startProxy(parseConfig(config, file), { log: new Logger('test', 'error'), configFile: file });
+  proxy = await startProxy(parseConfig(config, file), { log: new Logger('test', 'error', 'json', { write: (l) => { logLines.push(l); } }),
+    configFile: file });
 });
 
 after(async () => {
@@ -276,4 +279,53 @@ test('control plane: a request offering another protocol (Upgrade: h2c, as curl 
   // With a body (which Node no longer parses on such a request): refused, naming the header.
   isError(await raw(proxy.controlPlaneUrl!, `${head('POST', TOKEN)}content-type: application/json\r\ncontent-length: 2\r\n\r\n{}`), 400,
     'PROXY_ERR_BAD_REQUEST', /^Upgrade: h2c is not served here/);
+});
+
+test('an answer 500 (a fault no route expected) is logged at error with its method, route and stack, on each API; a 4xx is not', async () => {
+  // Faults injected into what each API's route reads: the pipeline table (admin), the profiler
+  // (profiling endpoint), the canary controller (control plane).
+  const faults: Array<{ api: string; base: () => string; path: string; route: string; inject: () => () => void }> = [
+    { api: 'admin API', base: () => proxy.adminUrl!, path: '/api/v1/pipeline', route: '/api/v1/pipeline', inject: () => {
+      const pipelines = proxy.pipelines as { get: unknown };
+      const real = pipelines.get;
+      pipelines.get = () => { throw new Error('injected fault: admin'); };
+      return () => { pipelines.get = real; };
+    } },
+    { api: 'profiling endpoint', base: () => proxy.profilingUrl!, path: '/api/profile', route: '/api/profile', inject: () => {
+      const profiler = proxy.profiler as unknown as { snapshot: unknown };
+      const real = profiler.snapshot;
+      profiler.snapshot = () => { throw new Error('injected fault: profiling'); };
+      return () => { profiler.snapshot = real; };
+    } },
+    { api: 'control plane', base: () => proxy.controlPlaneUrl!, path: '/api/v1/canary?status=all', route: '/api/v1/canary', inject: () => {
+      const controller = proxy.canary as unknown as { list: unknown };
+      const real = controller.list;
+      controller.list = () => { throw new Error('injected fault: control plane'); };
+      return () => { controller.list = real; };
+    } },
+  ];
+  for (const f of faults) {
+    logLines.length = 0;
+    isError(await call(f.base(), 'GET', '/nope'), 404, 'PROXY_ERR_NOT_FOUND');
+    assert.deepEqual(logLines, [], `${f.api}: a 404 is not logged`);
+    const restore = f.inject();
+    let r;
+    try {
+      r = await call(f.base(), 'GET', f.path);
+    } finally {
+      restore();
+    }
+    isError(r, 500, 'PROXY_ERR_INTERNAL');
+    const lines = logLines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'HTTP request failed');
+    assert.equal(lines.length, 1, `${f.api}: ${JSON.stringify(logLines)}`);
+    const [line] = lines;
+    assert.equal(line.level, 'error');
+    assert.equal(line.logger, 'proxy::http');
+    assert.equal(line.method, 'GET');
+    assert.equal(line.route, f.route);
+    assert.match(line.error, new RegExp(`injected fault: ${f.api === 'admin API' ? 'admin' : f.api === 'profiling endpoint' ? 'profiling' : 'control plane'}`));
+    assert.match(line.stack, /injected fault/);
+    // The same route answers again once the fault is gone.
+    assert.equal((await call(f.base(), 'GET', f.path)).status, 200, f.api);
+  }
 });
