@@ -221,7 +221,8 @@ export class PipelineManager {
     } catch (err) {
       this.unnumber(genKey, generation);
       const running = this.slots.get(id)?.[variant === 'baseline' ? 'baseline' : 'candidate'];
-      this.logger.error(running != null && running.key.generation > 0 ? 'pipeline refused; the previous graph keeps running' : 'pipeline refused',
+      // An operator's configuration refused (the caller answers it: a reload refusal, a 422, exit 2), not a fault of the proxy: warn.
+      this.logger.warn(running != null && running.key.generation > 0 ? 'pipeline refused; the previous graph keeps running' : 'pipeline refused',
         { pipeline: id, graph: key.toString(), err: err instanceof Error ? err.message : String(err) });
       throw err;
     }

@@ -55,14 +55,17 @@ test('empty pipeline and recorder off: no steps, no records', async () => {
   assert.equal(rows.length, 0, 'no timing with the recorder off');
 });
 
-test('a refused config or a missing module keeps the old graph', async () => {
-  const m = new PipelineManager({ logger: quiet });
+test('a refused config or a missing module keeps the old graph, and is logged at warn (an operator\'s mistake, not an error of the proxy)', async () => {
+  const lines: Array<[string, string]> = [];
+  const m = new PipelineManager({ logger: { ...quiet, warn: (msg: string) => { lines.push(['warn', msg]); },
+    error: (msg: string) => { lines.push(['error', msg]); } } });
   const good = await m.load(await config('p3', ['props'], []));
   await assert.rejects(m.load(await config('p3', ['props'], [], { props: { config: { refuse: true } } })), /refused its config/);
   assert.equal(m.get('p3'), good);
   await assert.rejects(m.load({ pipeline: { id: 'p3', request: ['nope'], response: [] },
     steps: { nope: { module: '/nonexistent.wasm', config: {}, max_memory_pages: 8 } } }), /cannot read/);
   assert.equal(m.get('p3'), good);
+  assert.deepEqual(lines, [['warn', 'pipeline refused; the previous graph keeps running'], ['warn', 'pipeline refused; the previous graph keeps running']]);
 });
 
 test('atomic swap: requests in flight finish on the graph they started with', async () => {
