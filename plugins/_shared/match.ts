@@ -57,7 +57,7 @@ export class NameSet {
   }
 }
 
-/** Commands mongod runs under two names (its Command alias list), in pairs. */
+/** Commands mongod runs under two names (its Command alias list), in pairs; the host's list is runtime/config/pipeline-match.ts's COMMAND_ALIASES. */
 const OP_ALIASES: string[] = [
   "findAndModify", "findandmodify", "isMaster", "ismaster", "buildInfo", "buildinfo", "dbStats", "dbstats",
   "collStats", "collstats", "mapReduce", "mapreduce", "getLastError", "getlasterror", "dataSize", "datasize",

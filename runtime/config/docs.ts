@@ -93,7 +93,8 @@ export function renderConfigDocs(): string {
     '- `pipelines[]` ids are unique; the entry whose id is `pipeline.id` (default `"default"`) is the default pipeline: it has no `match`, and ' +
       'then the `pipeline` block has no steps. The ids `baseline` and `candidate` are refused.',
     '- A `pipelines[]` entry that can never match is refused: an earlier entry has no `match`, the same `match`, or a `match` whose every key ' +
-      'covers this one\'s (globs: `*`, a literal value the glob matches, a literal prefix `p*`; CIDR: a containing block).',
+      'covers this one\'s (globs: `*`, a literal value the glob matches, a literal prefix `p*`; CIDR: a containing block; a command: its other ' +
+      'spelling, `findAndModify` covering `findandmodify`).',
     `- Every step in \`pipeline.request\`, \`pipeline.response\`, \`pipelines[].request\` and \`pipelines[].response\` that is not a built-in ` +
       `(${BUILTIN_STEPS.map((s) => `\`${s}\``).join(', ')}) — including every \`wasm:<name>\` step — needs a \`steps.<name>\` entry (in a ` +
       `\`pipelines[]\` entry, its own \`steps.<name>\` or the top-level one) with \`module\` or \`package\`.`,

@@ -24,7 +24,7 @@ export { MAX_TIMER_MS } from './expects.ts';
 export { VARIANTS, isVariant, type Variant } from './variant.ts';
 export { pipelineEntries, defaultPipelineId, matchesAll, RESERVED_PIPELINE_IDS, type PipelineEntry } from './pipeline-list.ts';
 export {
-  MATCH_KEYS, CONNECTION_KEYS, REQUEST_KEYS, GLOB_KEYS, compileGlob, globRegExp, compileCidrs, parseCidr, valuesOf, matchCovers,
+  MATCH_KEYS, CONNECTION_KEYS, REQUEST_KEYS, GLOB_KEYS, COMMAND_ALIASES, compileGlob, globRegExp, compileCidrs, parseCidr, valuesOf, matchCovers,
   type MatchKey, type MatchSpec, type StringTest, type Cidr,
 } from './pipeline-match.ts';
 export { appliesOf, type Applies } from './applies.ts';

@@ -163,6 +163,18 @@ export function compileCidrs(cidrs: readonly Cidr[]): StringTest {
   };
 }
 
+// ---- command names ----------------------------------------------------------------------------
+
+/**
+ * Commands mongod runs under two names (its Command aliases), each spelling to the other: a
+ * `command` match names either and matches both (the request path), and the shadowing check knows
+ * them. The plugins' rule matching has the same list (plugins/_shared/match.ts, AssemblyScript).
+ */
+export const COMMAND_ALIASES: ReadonlyMap<string, string> = new Map([
+  ['findAndModify', 'findandmodify'], ['isMaster', 'ismaster'], ['buildInfo', 'buildinfo'], ['dbStats', 'dbstats'],
+  ['collStats', 'collstats'], ['mapReduce', 'mapreduce'], ['getLastError', 'getlasterror'], ['dataSize', 'datasize'],
+].flatMap(([a, b]) => [[a, b], [b, a]]));
+
 // ---- shadowing --------------------------------------------------------------------------------
 
 /**
@@ -184,7 +196,7 @@ export function matchCovers(earlier: MatchSpec, later: MatchSpec): boolean {
           return typeof a !== 'string' && typeof b !== 'string' && cidrCovers(a, b);
         }
         if (GLOB_KEYS.has(key)) return globCovers(o, value);
-        return o === value;
+        return o === value || (key === 'command' && COMMAND_ALIASES.get(o) === value);
       });
       if (!covered) return false;
     }

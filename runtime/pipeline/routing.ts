@@ -10,7 +10,7 @@
 //     tests the candidates in order and remembers the answer (bounded per route, MEMO_LIMIT, and
 //     across the routing's routes, MEMO_BUDGET).
 import {
-  compileCidrs, compileGlob, parseCidr, valuesOf,
+  COMMAND_ALIASES, compileCidrs, compileGlob, parseCidr, valuesOf,
   type Cidr, type MatchSpec, type StringTest,
 } from '../config/index.ts';
 import type { GraphSlot } from './graph-slot.ts';
@@ -43,12 +43,6 @@ function anyOf(tests: StringTest[]): StringTest {
   };
 }
 
-/** Commands mongod runs under two names (its Command aliases), each spelling to the other; as plugins/_shared/match.ts. */
-const OP_ALIASES: ReadonlyMap<string, string> = new Map([
-  ['findAndModify', 'findandmodify'], ['isMaster', 'ismaster'], ['buildInfo', 'buildinfo'], ['dbStats', 'dbstats'],
-  ['collStats', 'collstats'], ['mapReduce', 'mapreduce'], ['getLastError', 'getlasterror'], ['dataSize', 'datasize'],
-].flatMap(([a, b]) => [[a, b], [b, a]]));
-
 class CompiledPipeline {
   readonly index: number;
   readonly id: string;
@@ -71,7 +65,7 @@ class CompiledPipeline {
     const names = (k: 'command' | 'user') => (valuesOf(m[k]).length === 0 ? null : new Set(valuesOf(m[k])));
     // A command mongod runs under two spellings is matched by either (the upstream runs the same command).
     const withAliases = (set: Set<string> | null) => {
-      if (set !== null) for (const c of [...set]) if (OP_ALIASES.has(c)) set.add(OP_ALIASES.get(c)!);
+      if (set !== null) for (const c of [...set]) if (COMMAND_ALIASES.has(c)) set.add(COMMAND_ALIASES.get(c)!);
       return set;
     };
     this.appName = globs('app_name');

@@ -60,6 +60,12 @@ test('an identical or covering earlier match shadows a later pipeline; a narrowe
   assert.doesNotThrow(() => parseConfig({ pipelines: [{ id: 'a', match: { client: '10.1.0.0/16' } }, { id: 'b', match: { client: '10.0.0.0/8' } }] }, null));
   assert.doesNotThrow(() => parseConfig({ pipelines: [{ id: 'a', match: { db: 'x', user: 'u' } }, { id: 'b', match: { db: 'x' } }] }, null));
   assert.doesNotThrow(() => parseConfig({ pipelines: [{ id: 'a', match: { command: 'find' } }, { id: 'b', match: { command: ['find', 'insert'] } }] }, null));
+
+  // A command mongod runs under two spellings: a match on either takes both, so the second spelling is shadowed.
+  assert.match(refused({ pipelines: [{ id: 'a', match: { command: 'findAndModify' } }, { id: 'b', match: { command: 'findandmodify' } }] })[0],
+    /^pipelines\[1\]\.match: pipeline "b" can never match: pipelines\[0\] \("a"\) comes first/);
+  assert.match(refused({ pipelines: [{ id: 'a', match: { command: ['isMaster', 'find'] } }, { id: 'b', match: { command: ['ismaster', 'find'] } }] })[0],
+    /^pipelines\[1\]\.match: pipeline "b" can never match/);
 });
 
 test('an unknown step, a bad CIDR and an unknown match key are refused with their key path', () => {
