@@ -80,7 +80,7 @@ class DevConnection implements FrameSink {
         sequences = {};
         for (const s of msg.sequences) sequences[s.id] = readDocs(s.payload);
       }
-      const reply = this.run(cmd, sequences);
+      const reply = databaseRefusal(cmd.$db) ?? this.run(cmd, sequences);
       if (moreToCome) return;
       let out = encodeOpMsg(nextId++, requestId, 0, serialize(reply));
       const name = Object.keys(cmd)[0] ?? '';
@@ -129,6 +129,17 @@ class DevConnection implements FrameSink {
     }
     return reply;
   }
+}
+
+/**
+ * mongod's answer to an OP_MSG command whose `$db` is absent, not a string, or empty (every OP_MSG
+ * command names its database; only the legacy OP_QUERY carries it in the namespace), else null.
+ */
+function databaseRefusal(db: unknown): Document | null {
+  if (db === undefined) return { ok: 0, errmsg: 'OP_MSG requests require a $db argument', code: 40571, codeName: 'Location40571' };
+  if (typeof db !== 'string') return { ok: 0, errmsg: `BSON field '$db' is the wrong type, expected type 'string'`, code: 14, codeName: 'TypeMismatch' };
+  if (db === '') return { ok: 0, errmsg: `Invalid database name: ''`, code: 73, codeName: 'InvalidNamespace' };
+  return null;
 }
 
 /** True when `f` is an OP_MSG long enough to hold flag bits and has moreToCome set. */
