@@ -11,6 +11,7 @@ import { httpUrl, listenFailure } from '../config/index.ts';
 import { ERRORS } from '../errors/catalogue.ts';
 import { httpError, isHttpErrorCode, type HttpErrorCode } from './errors.ts';
 import { sendError } from './reply.ts';
+import { jsonBodyProblem } from './json-body.ts';
 import type { Tokens } from './tokens.ts';
 import type { Log } from '../log/index.ts';
 
@@ -51,30 +52,25 @@ export class HttpError extends Error {
 
 /**
  * The JSON body parser of every app: an empty body is no body; otherwise the body must be a JSON
- * object (not null, an array or a scalar), and no key may be `__proto__` or a `constructor` holding
- * `prototype` (they would reach an object's prototype when the body is merged or spread).
+ * object (not null, an array or a scalar) that jsonBodyProblem finds nothing wrong with: no key
+ * given twice in one object, no `__proto__` key or `constructor` holding `prototype` (they would
+ * reach an object's prototype when the body is merged or spread), no number out of range, nesting
+ * at most MAX_JSON_DEPTH deep.
  */
 export function parseJsonBody(text: string): Record<string, unknown> | undefined {
   if (text.trim() === '') return undefined;
   let value: unknown;
   try {
-    value = JSON.parse(text, forbidPrototypeKeys);
+    value = JSON.parse(text);
   } catch (err) {
-    if (err instanceof HttpError) throw err;
     throw new HttpError('PROXY_ERR_BAD_BODY', `body is not valid JSON: ${(err as Error).message}`);
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new HttpError('PROXY_ERR_BAD_BODY', `expected a JSON object, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`);
   }
+  const problem = jsonBodyProblem(text);
+  if (problem !== null) throw new HttpError('PROXY_ERR_BAD_BODY', problem);
   return value as Record<string, unknown>;
-}
-
-function forbidPrototypeKeys(key: string, value: unknown): unknown {
-  if (key === '__proto__') throw new HttpError('PROXY_ERR_BAD_BODY', 'key "__proto__" is not allowed');
-  if (key === 'constructor' && typeof value === 'object' && value !== null && Object.hasOwn(value, 'prototype')) {
-    throw new HttpError('PROXY_ERR_BAD_BODY', 'key "constructor" holding "prototype" is not allowed');
-  }
-  return value;
 }
 
 /** `/api/v1/canary/:id/promote`, `/dashboard/*` → a regex of the paths the route matches. */

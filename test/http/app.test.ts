@@ -14,6 +14,7 @@ import { parseConfig, MAX_STEPS_PER_PHASE } from '../../runtime/config/index.ts'
 import { startProxy, type RunningProxy } from '../../runtime/app/serve.ts';
 import { Logger } from '../../runtime/log/index.ts';
 import { httpStatus, ADMIN_BODY_LIMIT_BYTES, type HttpErrorCode } from '../../runtime/http/index.ts';
+import { MAX_JSON_DEPTH, jsonBodyProblem } from '../../runtime/http/json-body.ts';
 
 const TOKEN = 'http-edges-token-0123456789';
 let proxy: RunningProxy;
@@ -126,6 +127,22 @@ for (const app of apps) {
     }
     isError(await call(app.url(), 'POST', app.post, { body: '{"constructor":{"prototype":{"x":1}}}' }), 400, 'PROXY_ERR_BAD_BODY', /constructor/);
     assert.equal(({} as Record<string, unknown>).polluted, undefined);
+  });
+
+  test(`${app.name}: a key given twice, a number out of range and nesting past ${MAX_JSON_DEPTH} levels are 400 PROXY_ERR_BAD_BODY, by path`, async () => {
+    // JSON.parse took the last of a repeated key, 1e400 as Infinity ("received null" after), and a
+    // 3,000-deep body answered "Maximum call stack size exceeded".
+    for (const [body, message] of [
+      ['{"traffic_pct":1,"traffic_pct":100}', /^key "traffic_pct" is given twice in one object, at traffic_pct$/],
+      ['{"pipeline":{"request":["a"],"response":[],"request":["b"]}}', /^key "request" is given twice in one object, at pipeline\.request$/],
+      ['{"a":[{"x":1},{"x":1,"y":{"k":"}","k":2}}]}', /^key "k" is given twice in one object, at a\[1\]\.y\.k$/],
+      ['{"a":1,"\\u0061":2}', /^key "a" is given twice/],
+      ['{"traffic_pct":1e400}', /^number 1e400 is out of range .*, at traffic_pct$/],
+      ['{"a":[1,-2e999]}', /^number -2e999 is out of range .*, at a\[1\]$/],
+      [`{"a":${'['.repeat(3000)}${']'.repeat(3000)}}`, new RegExp(`^nested deeper than ${MAX_JSON_DEPTH} levels at a\\[0\\]`)],
+    ] as const) {
+      isError(await call(app.url(), 'POST', app.post, { body }), 400, 'PROXY_ERR_BAD_BODY', message);
+    }
   });
 
   test(`${app.name}: malformed JSON is 400 PROXY_ERR_BAD_BODY`, async () => {
@@ -328,4 +345,19 @@ test('an answer 500 (a fault no route expected) is logged at error with its meth
     // The same route answers again once the fault is gone.
     assert.equal((await call(f.base(), 'GET', f.path)).status, 200, f.api);
   }
+});
+
+test('the body check reads keys and numbers as written: escapes, strings holding brackets, quotes and commas; depth up to the limit passes', () => {
+  for (const ok of [
+    '{"a":"{[\\"},","b":["x,\\"y",{"a":1}],"c":{"a":{"a":[]}},"d":-0.5e-3,"e":1.7976931348623157e308}',
+    '{"constructor":{"x":1},"k":{"constructor":[{"prototype":1}]}}',
+    `{"a":${'['.repeat(MAX_JSON_DEPTH - 1)}${']'.repeat(MAX_JSON_DEPTH - 1)}}`,
+    '{"x":[1,2,3],"y":[{"x":1},{"x":2}]}',
+  ]) {
+    JSON.parse(ok);
+    assert.equal(jsonBodyProblem(ok), null, ok.slice(0, 80));
+  }
+  assert.match(jsonBodyProblem(`{"a":${'['.repeat(MAX_JSON_DEPTH)}${']'.repeat(MAX_JSON_DEPTH)}}`)!, /^nested deeper than/);
+  assert.equal(jsonBodyProblem('{"a":{"constructor":{"y":1,"prototype":{}}}}'), 'key "constructor" holding "prototype" is not allowed');
+  assert.equal(jsonBodyProblem('{"\\u005f_proto__":1}'), 'key "__proto__" is not allowed');
 });
