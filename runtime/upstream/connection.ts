@@ -260,11 +260,16 @@ export class UpstreamConnection implements FrameSink {
       this.fail(new Error(`malformed reply from upstream: ${(err as Error).message}`));
       return;
     }
-    // A reply with moreToCome (exhaust) keeps the handler for the next frame. The proxy clears
-    // exhaustAllowed on requests, so upstreams do not normally send these.
-    const more = f.length > HEADER_SIZE + 4 && (f.readUInt32LE(HEADER_SIZE) & MSG_MORE_TO_COME) !== 0;
-    if (!more) this.handler = null;
-    else this.expected = f.readInt32LE(4);
+    // The proxy never asks for exhaust (it clears exhaustAllowed on every request it forwards), so
+    // a reply with moreToCome is one the upstream was not asked for: relayed, it would tell the
+    // client to wait for more replies, and the frames still to come would reach whatever request
+    // is sent next on this connection (or on another connection of the same call). The
+    // connection's stream is no longer in step with its requests: it is dropped.
+    if ((f.readUInt32LE(HEADER_SIZE) & MSG_MORE_TO_COME) !== 0) {
+      this.fail(new Error(`unexpected frame from upstream (a reply with moreToCome, responseTo ${f.readInt32LE(8)}; the proxy asked for no exhaust)`));
+      return;
+    }
+    this.handler = null;
     h.onUpstreamReply(f, this);
   }
 

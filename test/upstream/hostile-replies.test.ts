@@ -1,0 +1,81 @@
+// A hostile or broken upstream (a scripted server, test/helpers/stub-upstream.ts) behind the
+// proxy: replies the proxy did not ask for must never reach a client as the answer to another
+// request, the connection that carried them is dropped (never pooled out of step), the affected
+// client gets a MongoDB error document, and other requests keep being served.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { serialize } from 'bson';
+import { RawClient, opMsg, header, OP_REPLY, OP_COMPRESSED } from '../helpers/wire.ts';
+import { StubUpstream, stubReply } from '../helpers/stub-upstream.ts';
+import { withProxy, type Cleanup } from '../helpers/proxy.ts';
+import { until } from '../helpers/until.ts';
+
+const MORE_TO_COME = 2;
+
+async function setup(t: Cleanup, upstream: Record<string, unknown> = {}) {
+  const stub = new StubUpstream();
+  const uri = await stub.listen();
+  const { proxy } = await withProxy(t, { upstream: { uri, pool_size: 2, wait_queue_timeout_ms: 2000, ...upstream } });
+  t.after(() => stub.close());
+  const client = await RawClient.connect(proxy.port);
+  t.after(() => client.destroy());
+  return { stub, proxy, client };
+}
+
+test('a reply with moreToCome the proxy did not ask for: an error document, the connection dropped, its next frame never answers another request',
+  async (t) => {
+    const { stub, proxy, client } = await setup(t);
+    stub.onCommand = (r) => {
+      if (r.op === 'find') {
+        // An exhaust stream nobody asked for: a first batch with moreToCome, the next one a moment later.
+        const first = stubReply(r.requestId, { cursor: { id: 0, ns: 'a.x', firstBatch: [{ n: 1 }] }, ok: 1 }, MORE_TO_COME);
+        r.socket.write(first);
+        setTimeout(() => r.socket.writable && r.socket.write(stubReply(first.readInt32LE(4), { stale: true, ok: 1 })), 50);
+        return;
+      }
+      setTimeout(() => r.socket.writable && r.socket.write(stubReply(r.requestId, { op: r.op, ok: 1 })), 150);
+    };
+    const find = await client.roundTrip(opMsg({ find: 'x', $db: 'a' }));
+    assert.equal(find.flags & MORE_TO_COME, 0, 'moreToCome must not reach a client that did not ask for exhaust');
+    assert.equal(find.body!.ok, 0, JSON.stringify(find.body));
+    assert.equal(find.body!.code, 6, JSON.stringify(find.body));
+    assert.match(String(find.body!.errmsg), /moreToCome/);
+    // The next request gets its own reply, not the upstream's leftover frame.
+    const ping = await client.roundTrip(opMsg({ ping: 1, $db: 'a' }));
+    assert.deepEqual(ping.body, { op: 'ping', ok: 1 });
+    // No connection is left leased to nobody: every open connection is back in the pool.
+    await until('every upstream connection idle', () => proxy.pool.size === proxy.pool.idleCount);
+    assert.ok(proxy.server.stats.upstreamErrors >= 1);
+    const other = await RawClient.connect(proxy.port);
+    t.after(() => other.destroy());
+    assert.deepEqual((await other.roundTrip(opMsg({ ping: 1, $db: 'a' }))).body, { op: 'ping', ok: 1 });
+  });
+
+test('a reply to another request, an OP_REPLY, an unknown compressor: error documents, and the proxy keeps serving', async (t) => {
+  const { stub, proxy, client } = await setup(t);
+  stub.onCommand = (r) => {
+    const coll = r.cmd[r.op];
+    if (coll === 'responseTo') r.socket.write(stubReply(r.requestId + 1, { ok: 1 }));
+    else if (coll === 'opReply') {
+      const doc = Buffer.from(serialize({ ok: 1 }));
+      const fields = Buffer.alloc(20);
+      fields.writeInt32LE(1, 16); // numberReturned
+      r.socket.write(Buffer.concat([header(16 + 20 + doc.length, 1, r.requestId, OP_REPLY), fields, doc]));
+    } else if (coll === 'compressor') {
+      const inner = stubReply(r.requestId, { ok: 1 });
+      const p = Buffer.alloc(9);
+      p.writeInt32LE(2013, 0);
+      p.writeInt32LE(inner.length - 16, 4);
+      p[8] = 77;
+      r.socket.write(Buffer.concat([header(16 + 9 + inner.length - 16, 1, r.requestId, OP_COMPRESSED), p, inner.subarray(16)]));
+    } else r.socket.write(stubReply(r.requestId, { op: r.op, ok: 1 }));
+  };
+  for (const [coll, why] of [['responseTo', /unexpected frame/], ['opReply', /unexpected frame from upstream \(opcode 1,/], ['compressor', /unknown compressor id 77/]] as const) {
+    const r = await client.roundTrip(opMsg({ find: coll, $db: 'a' }));
+    assert.equal(r.body!.ok, 0, JSON.stringify(r.body));
+    assert.equal(r.body!.code, 6, JSON.stringify(r.body));
+    assert.match(String(r.body!.errmsg), why);
+    assert.deepEqual((await client.roundTrip(opMsg({ ping: 1, $db: 'a' }))).body, { op: 'ping', ok: 1 });
+  }
+  await until('every upstream connection idle', () => proxy.pool.size === proxy.pool.idleCount);
+});
