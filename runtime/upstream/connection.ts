@@ -10,7 +10,7 @@ import type { UpstreamPool } from './pool.ts';
 import { VERSION } from '../version.ts';
 import {
   Framer, type FrameSink, type WireError, encodeOpMsg, parseOpMsg, decompressFrame, checkDocument, OP_MSG, OP_COMPRESSED,
-  MSG_MORE_TO_COME, MSG_CHECKSUM_PRESENT, SECTION_BODY, HEADER_SIZE,
+  MSG_MORE_TO_COME, MSG_CHECKSUM_PRESENT, SECTION_BODY, HEADER_SIZE, MAX_MESSAGE_SIZE,
 } from '../wire/index.ts';
 import { errorReason, formatHostPort } from '../config/index.ts';
 
@@ -30,15 +30,34 @@ export interface UpstreamInfo {
   logicalSessionTimeoutMinutes: number | null;
 }
 
-/** The limits the proxy advertises, from an upstream's hello reply. */
+/** The smallest maxBsonObjectSize / maxMessageSizeBytes taken from an upstream (mongod's are 16 MiB and 48,000,000). */
+export const MIN_UPSTREAM_SIZE_LIMIT = 16 * 1024;
+const INT32_MAX = 2 ** 31 - 1;
+
+/** `v` when it is an integer in [min, max], else `fallback`. */
+function intIn(v: unknown, min: number, max: number, fallback: number): number {
+  return typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max ? v : fallback;
+}
+
+/**
+ * The limits the proxy advertises, from an upstream's hello reply. The proxy relays them to every
+ * client and enforces them itself, so a value that is not a sane integer is not trusted: a size
+ * limit of 0 or below 16 KiB, negative, not a number, or above what the proxy frames (48,000,000
+ * bytes) takes the default (a maxMessageSizeBytes of 0 made every request a BadValue, one above
+ * 48,000,000 let drivers send messages the proxy's framer refuses by closing the connection); so
+ * does a batch size below 1 or above 2^31 − 1; a wire version that is not an int32 counts as 0, and
+ * a session timeout that is not one as absent.
+ */
 export function infoFromHello(reply: Document): UpstreamInfo {
+  const maxMessageSizeBytes = intIn(reply.maxMessageSizeBytes, MIN_UPSTREAM_SIZE_LIMIT, MAX_MESSAGE_SIZE, MAX_MESSAGE_SIZE);
+  const sessionTimeout = intIn(reply.logicalSessionTimeoutMinutes, 0, INT32_MAX, -1);
   return {
-    maxWireVersion: Number(reply.maxWireVersion ?? 0),
-    minWireVersion: Number(reply.minWireVersion ?? 0),
-    maxBsonObjectSize: Number(reply.maxBsonObjectSize ?? 16777216),
-    maxMessageSizeBytes: Number(reply.maxMessageSizeBytes ?? 48000000),
-    maxWriteBatchSize: Number(reply.maxWriteBatchSize ?? 100000),
-    logicalSessionTimeoutMinutes: reply.logicalSessionTimeoutMinutes == null ? null : Number(reply.logicalSessionTimeoutMinutes),
+    maxWireVersion: intIn(reply.maxWireVersion, 0, INT32_MAX, 0),
+    minWireVersion: intIn(reply.minWireVersion, 0, INT32_MAX, 0),
+    maxBsonObjectSize: intIn(reply.maxBsonObjectSize, MIN_UPSTREAM_SIZE_LIMIT, maxMessageSizeBytes, Math.min(16777216, maxMessageSizeBytes)),
+    maxMessageSizeBytes,
+    maxWriteBatchSize: intIn(reply.maxWriteBatchSize, 1, INT32_MAX, 100000),
+    logicalSessionTimeoutMinutes: sessionTimeout < 0 ? null : sessionTimeout,
   };
 }
 

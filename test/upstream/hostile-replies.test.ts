@@ -4,7 +4,7 @@
 // client gets a MongoDB error document, and other requests keep being served.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { serialize } from 'bson';
+import { serialize, type Document } from 'bson';
 import { RawClient, opMsg, header, OP_REPLY, OP_COMPRESSED } from '../helpers/wire.ts';
 import { StubUpstream, stubReply } from '../helpers/stub-upstream.ts';
 import { withProxy, type Cleanup } from '../helpers/proxy.ts';
@@ -12,8 +12,10 @@ import { until } from '../helpers/until.ts';
 
 const MORE_TO_COME = 2;
 
-async function setup(t: Cleanup, upstream: Record<string, unknown> = {}) {
+async function setup(t: Cleanup, upstream: Record<string, unknown> = {}, hello: Document = {}) {
   const stub = new StubUpstream();
+  stub.hello = hello;
+  stub.onCommand = (r) => r.socket.write(stubReply(r.requestId, { op: r.op, ok: 1 }));
   const uri = await stub.listen();
   const { proxy } = await withProxy(t, { upstream: { uri, pool_size: 2, wait_queue_timeout_ms: 2000, ...upstream } });
   t.after(() => stub.close());
@@ -78,4 +80,25 @@ test('a reply to another request, an OP_REPLY, an unknown compressor: error docu
     assert.deepEqual((await client.roundTrip(opMsg({ ping: 1, $db: 'a' }))).body, { op: 'ping', ok: 1 });
   }
   await until('every upstream connection idle', () => proxy.pool.size === proxy.pool.idleCount);
+});
+
+const ABSURD_HELLOS = [
+  { maxMessageSizeBytes: 0, maxBsonObjectSize: -1, maxWriteBatchSize: 0, logicalSessionTimeoutMinutes: -5 },
+  { maxMessageSizeBytes: 2 ** 40, maxBsonObjectSize: 2 ** 40, maxWriteBatchSize: 2 ** 40, maxWireVersion: 2 ** 40 },
+  { maxMessageSizeBytes: 'big', maxBsonObjectSize: 1.5, maxWriteBatchSize: { n: 1 }, maxWireVersion: 'x', logicalSessionTimeoutMinutes: 'y' },
+];
+
+test('absurd limits in the upstream\'s hello are not relayed to clients nor enforced: the defaults stand in', async (t) => {
+  for (const absurd of ABSURD_HELLOS) {
+    const { client } = await setup(t, {}, absurd);
+    const hello = await client.hello();
+    const what = `upstream hello ${JSON.stringify(absurd)} gave ${JSON.stringify(hello)}`;
+    assert.equal(hello.maxMessageSizeBytes, 48_000_000, what);
+    assert.equal(hello.maxBsonObjectSize, 16_777_216, what);
+    assert.equal(hello.maxWriteBatchSize, 100_000, what);
+    assert.ok(Number.isInteger(hello.maxWireVersion) && hello.maxWireVersion >= 9 && hello.maxWireVersion < 2 ** 31, what);
+    assert.ok(Number.isInteger(hello.logicalSessionTimeoutMinutes) && hello.logicalSessionTimeoutMinutes >= 0, what);
+    // Requests are served (a maxMessageSizeBytes of 0 made every one a BadValue).
+    assert.deepEqual((await client.roundTrip(opMsg({ ping: 1, $db: 'a' }))).body, { op: 'ping', ok: 1 }, what);
+  }
 });
