@@ -124,7 +124,12 @@ export class UpstreamConnection implements FrameSink {
     this.onClosed = null;
     socket.setNoDelay(true);
     socket.setKeepAlive(true, UPSTREAM_KEEPALIVE_MS);
-    socket.on('data', (chunk: Buffer) => this.framer.push(chunk));
+    socket.on('data', (chunk: Buffer) => {
+      // Bytes while no reply is awaited (an idle pooled connection, after a fire-and-forget write)
+      // were asked for by nobody: framed, they would swallow the reply to the next request sent here.
+      if (this.handler === null) this.fail(new Error(`unsolicited data from upstream (${chunk.length} bytes while no reply was awaited)`));
+      else this.framer.push(chunk);
+    });
     socket.on('error', (err) => this.fail(err));
     socket.on('close', () => this.fail(new Error('upstream connection closed')));
   }
@@ -239,6 +244,8 @@ export class UpstreamConnection implements FrameSink {
    * requestID must already be set; replies are matched on responseTo.
    */
   send(frame: Buffer, handler: ReplyHandler, expectReply = true): void {
+    // The part of a frame that came after the last reply, in the same read: the stream is out of step.
+    if (this.alive && this.framer.buffered > 0) this.fail(new Error(`unsolicited data from upstream (${this.framer.buffered} bytes after a reply)`));
     if (!this.alive) {
       handler.onUpstreamError(new Error('upstream connection is closed'), this, false);
       return;

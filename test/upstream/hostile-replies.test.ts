@@ -102,3 +102,33 @@ test('absurd limits in the upstream\'s hello are not relayed to clients nor enfo
     assert.deepEqual((await client.roundTrip(opMsg({ ping: 1, $db: 'a' }))).body, { op: 'ping', ok: 1 }, what);
   }
 });
+
+/** The start of a frame declaring 100 bytes, whose rest never comes. */
+function frameStart(): Buffer {
+  const b = Buffer.alloc(8);
+  b.writeInt32LE(100, 0);
+  return b;
+}
+
+test('bytes from the upstream while no reply is awaited: the idle connection is dropped, never handed to the next request', async (t) => {
+  const { stub, proxy, client } = await setup(t, { pool_size: 1 });
+  assert.deepEqual((await client.roundTrip(opMsg({ ping: 1, $db: 'a' }))).body, { op: 'ping', ok: 1 });
+  assert.equal(proxy.pool.idleCount, 1);
+  for (const s of stub.sockets) s.write(frameStart());
+  await until('the idle connection that got unsolicited bytes is closed', () => proxy.pool.size === 0);
+  // The next request goes to a new connection (it swallowed this reply before, and waited for ever).
+  assert.deepEqual((await client.roundTrip(opMsg({ ping: 1, $db: 'a' }), 3000)).body, { op: 'ping', ok: 1 });
+});
+
+test('bytes after a reply, in the same read: the connection is dropped before its next request, which goes to another one', async (t) => {
+  const { stub, proxy, client } = await setup(t, { pool_size: 1 });
+  stub.onCommand = (r) => {
+    const reply = stubReply(r.requestId, { op: r.op, ok: 1 });
+    r.socket.write(r.op === 'find' ? Buffer.concat([reply, frameStart()]) : reply);
+  };
+  assert.deepEqual((await client.roundTrip(opMsg({ find: 'x', $db: 'a' }))).body, { op: 'find', ok: 1 });
+  const retried = proxy.server.stats.retriedUnsent;
+  assert.deepEqual((await client.roundTrip(opMsg({ ping: 1, $db: 'a' }), 3000)).body, { op: 'ping', ok: 1 });
+  assert.equal(proxy.server.stats.retriedUnsent, retried + 1);
+  assert.equal(proxy.pool.size, proxy.pool.idleCount);
+});
