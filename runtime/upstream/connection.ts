@@ -10,7 +10,7 @@ import type { UpstreamPool } from './pool.ts';
 import { VERSION } from '../version.ts';
 import {
   Framer, type FrameSink, type WireError, encodeOpMsg, parseOpMsg, decompressFrame, checkDocument, OP_MSG, OP_COMPRESSED,
-  MSG_MORE_TO_COME, MSG_CHECKSUM_PRESENT, SECTION_BODY, HEADER_SIZE, MAX_MESSAGE_SIZE,
+  MSG_MORE_TO_COME, SECTION_BODY, HEADER_SIZE, MAX_MESSAGE_SIZE,
 } from '../wire/index.ts';
 import { errorReason, formatHostPort } from '../config/index.ts';
 
@@ -276,12 +276,13 @@ export class UpstreamConnection implements FrameSink {
     }
     // Clients decode the body section, and the reply path peeks into it: a reply whose body
     // document is cut short (its length runs past the message, no terminator) is not forwarded.
-    // Only lengths and terminators are checked, not contents; the usual reply (one body section)
-    // costs a few byte reads, any other layout gets the full section walk.
+    // Only lengths and terminators are checked, not contents; the usual reply (no flags, one body
+    // section filling the message) costs a few byte reads, any other layout gets the full walk of
+    // parseOpMsg: flags, checksum, every section (bytes after the body, or a section of an unknown
+    // kind, were relayed unchecked when only the body was looked at).
     try {
-      if (f.length >= HEADER_SIZE + 10 && f[HEADER_SIZE + 4] === SECTION_BODY) {
-        checkDocument(f, HEADER_SIZE + 5, (f.readUInt32LE(HEADER_SIZE) & MSG_CHECKSUM_PRESENT) !== 0 ? f.length - 4 : f.length);
-      } else parseOpMsg(f);
+      if (f.length < HEADER_SIZE + 10 || f.readUInt32LE(HEADER_SIZE) !== 0 || f[HEADER_SIZE + 4] !== SECTION_BODY ||
+        checkDocument(f, HEADER_SIZE + 5, f.length) !== f.length - HEADER_SIZE - 5) parseOpMsg(f);
     } catch (err) {
       this.fail(new Error(`malformed reply from upstream: ${(err as Error).message}`));
       return;

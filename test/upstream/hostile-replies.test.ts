@@ -132,3 +132,41 @@ test('bytes after a reply, in the same read: the connection is dropped before it
   assert.equal(proxy.server.stats.retriedUnsent, retried + 1);
   assert.equal(proxy.pool.size, proxy.pool.idleCount);
 });
+
+/** `reply` with `extra` appended and its length fixed. */
+function withTail(reply: Buffer, extra: Buffer): Buffer {
+  const out = Buffer.concat([reply, extra]);
+  out.writeInt32LE(out.length, 0);
+  return out;
+}
+
+test('a reply with bytes after its body, a section of an unknown kind, a wrong checksum or an unknown required flag: not relayed', async (t) => {
+  const { stub, proxy, client } = await setup(t);
+  const bad: Record<string, (reply: Buffer) => Buffer> = {
+    trailing: (r) => withTail(r, Buffer.from([1, 2, 3])),
+    kind7: (r) => withTail(r, Buffer.concat([Buffer.from([7]), Buffer.from(serialize({ x: 1 }))])),
+    checksum: (r) => {
+      const out = withTail(r, Buffer.alloc(4, 0xab));
+      out.writeUInt32LE(1, 16);
+      return out;
+    },
+    flag: (r) => {
+      r.writeUInt32LE(1 << 4, 16);
+      return r;
+    },
+  };
+  stub.onCommand = (r) => {
+    const reply = stubReply(r.requestId, { op: r.op, ok: 1 });
+    const spoil = bad[r.cmd[r.op] as string];
+    r.socket.write(spoil === undefined ? reply : spoil(reply));
+  };
+  for (const coll of Object.keys(bad)) {
+    const r = await client.roundTrip(opMsg({ find: coll, $db: 'a' }));
+    assert.equal(r.frame.length, r.frame.raw.readInt32LE(0));
+    assert.equal(r.body!.ok, 0, `${coll}: ${JSON.stringify(r.body)}`);
+    assert.equal(r.body!.code, 6, `${coll}: ${JSON.stringify(r.body)}`);
+    assert.match(String(r.body!.errmsg), /malformed reply from upstream/, coll);
+    assert.deepEqual((await client.roundTrip(opMsg({ ping: 1, $db: 'a' }))).body, { op: 'ping', ok: 1 });
+  }
+  await until('every upstream connection idle', () => proxy.pool.size === proxy.pool.idleCount);
+});
