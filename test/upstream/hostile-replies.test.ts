@@ -5,6 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { serialize, type Document } from 'bson';
+import { deflateSync } from 'node:zlib';
 import { RawClient, opMsg, header, OP_REPLY, OP_COMPRESSED } from '../helpers/wire.ts';
 import { StubUpstream, stubReply } from '../helpers/stub-upstream.ts';
 import { withProxy, type Cleanup } from '../helpers/proxy.ts';
@@ -53,7 +54,7 @@ test('a reply with moreToCome the proxy did not ask for: an error document, the 
     assert.deepEqual((await other.roundTrip(opMsg({ ping: 1, $db: 'a' }))).body, { op: 'ping', ok: 1 });
   });
 
-test('a reply to another request, an OP_REPLY, an unknown compressor: error documents, and the proxy keeps serving', async (t) => {
+test('a reply to another request, an OP_REPLY, an unknown compressor, a decompression bomb: error documents, and the proxy keeps serving', async (t) => {
   const { stub, proxy, client } = await setup(t);
   stub.onCommand = (r) => {
     const coll = r.cmd[r.op];
@@ -70,9 +71,21 @@ test('a reply to another request, an OP_REPLY, an unknown compressor: error docu
       p.writeInt32LE(inner.length - 16, 4);
       p[8] = 77;
       r.socket.write(Buffer.concat([header(16 + 9 + inner.length - 16, 1, r.requestId, OP_COMPRESSED), p, inner.subarray(16)]));
+    } else if (coll === 'bomb' || coll === 'huge') {
+      // zlib: 4 MB of zeros declared as 100 bytes (a bomb), or a declared size past 48,000,000.
+      const packed = deflateSync(Buffer.alloc(4 << 20));
+      const p = Buffer.alloc(9);
+      p.writeInt32LE(2013, 0);
+      p.writeInt32LE(coll === 'bomb' ? 100 : 60_000_000, 4);
+      p[8] = 2;
+      r.socket.write(Buffer.concat([header(16 + 9 + packed.length, 1, r.requestId, OP_COMPRESSED), p, packed]));
     } else r.socket.write(stubReply(r.requestId, { op: r.op, ok: 1 }));
   };
-  for (const [coll, why] of [['responseTo', /unexpected frame/], ['opReply', /unexpected frame from upstream \(opcode 1,/], ['compressor', /unknown compressor id 77/]] as const) {
+  const cases = [
+    ['responseTo', /unexpected frame/], ['opReply', /unexpected frame from upstream \(opcode 1,/], ['compressor', /unknown compressor id 77/],
+    ['bomb', /inflates to more than the 100 bytes/], ['huge', /more than the 48000000 a message may have/],
+  ] as const;
+  for (const [coll, why] of cases) {
     const r = await client.roundTrip(opMsg({ find: coll, $db: 'a' }));
     assert.equal(r.body!.ok, 0, JSON.stringify(r.body));
     assert.equal(r.body!.code, 6, JSON.stringify(r.body));
@@ -168,5 +181,28 @@ test('a reply with bytes after its body, a section of an unknown kind, a wrong c
     assert.match(String(r.body!.errmsg), /malformed reply from upstream/, coll);
     assert.deepEqual((await client.roundTrip(opMsg({ ping: 1, $db: 'a' }))).body, { op: 'ping', ok: 1 });
   }
+  await until('every upstream connection idle', () => proxy.pool.size === proxy.pool.idleCount);
+});
+
+test('a reply stalled half-way: request_timeout_ms answers NetworkTimeout and drops the connection; a reply sent a byte at a time is served', async (t) => {
+  const { stub, proxy, client } = await setup(t, { request_timeout_ms: 500 });
+  stub.onCommand = (r) => {
+    const reply = stubReply(r.requestId, { op: r.op, ok: 1 });
+    if (r.op === 'find') r.socket.write(reply.subarray(0, 20));
+    else if (r.op === 'count') {
+      let i = 0;
+      const dribble = setInterval(() => {
+        if (i >= reply.length || !r.socket.writable) clearInterval(dribble);
+        else r.socket.write(reply.subarray(i, ++i));
+      }, 1);
+    } else r.socket.write(reply);
+  };
+  const other = await RawClient.connect(proxy.port);
+  t.after(() => other.destroy());
+  const stalled = client.roundTrip(opMsg({ find: 'x', $db: 'a' }));
+  assert.deepEqual((await other.roundTrip(opMsg({ ping: 1, $db: 'a' }))).body, { op: 'ping', ok: 1 });
+  const r = await stalled;
+  assert.equal(r.body!.code, 89, JSON.stringify(r.body));
+  assert.deepEqual((await client.roundTrip(opMsg({ count: 'x', $db: 'a' }))).body, { op: 'count', ok: 1 });
   await until('every upstream connection idle', () => proxy.pool.size === proxy.pool.idleCount);
 });
