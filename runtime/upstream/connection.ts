@@ -10,7 +10,7 @@ import type { UpstreamPool } from './pool.ts';
 import { VERSION } from '../version.ts';
 import {
   Framer, type FrameSink, type WireError, encodeOpMsg, parseOpMsg, decompressFrame, checkDocument, OP_MSG, OP_COMPRESSED,
-  MSG_MORE_TO_COME, MSG_CHECKSUM_PRESENT, SECTION_BODY, HEADER_SIZE,
+  MSG_MORE_TO_COME, SECTION_BODY, HEADER_SIZE, MAX_MESSAGE_SIZE,
 } from '../wire/index.ts';
 import { errorReason, formatHostPort } from '../config/index.ts';
 
@@ -30,15 +30,34 @@ export interface UpstreamInfo {
   logicalSessionTimeoutMinutes: number | null;
 }
 
-/** The limits the proxy advertises, from an upstream's hello reply. */
+/** The smallest maxBsonObjectSize / maxMessageSizeBytes taken from an upstream (mongod's are 16 MiB and 48,000,000). */
+export const MIN_UPSTREAM_SIZE_LIMIT = 16 * 1024;
+const INT32_MAX = 2 ** 31 - 1;
+
+/** `v` when it is an integer in [min, max], else `fallback`. */
+function intIn(v: unknown, min: number, max: number, fallback: number): number {
+  return typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max ? v : fallback;
+}
+
+/**
+ * The limits the proxy advertises, from an upstream's hello reply. The proxy relays them to every
+ * client and enforces them itself, so a value that is not a sane integer is not trusted: a size
+ * limit of 0 or below 16 KiB, negative, not a number, or above what the proxy frames (48,000,000
+ * bytes) takes the default (a maxMessageSizeBytes of 0 made every request a BadValue, one above
+ * 48,000,000 let drivers send messages the proxy's framer refuses by closing the connection); so
+ * does a batch size below 1 or above 2^31 − 1; a wire version that is not an int32 counts as 0, and
+ * a session timeout that is not one as absent.
+ */
 export function infoFromHello(reply: Document): UpstreamInfo {
+  const maxMessageSizeBytes = intIn(reply.maxMessageSizeBytes, MIN_UPSTREAM_SIZE_LIMIT, MAX_MESSAGE_SIZE, MAX_MESSAGE_SIZE);
+  const sessionTimeout = intIn(reply.logicalSessionTimeoutMinutes, 0, INT32_MAX, -1);
   return {
-    maxWireVersion: Number(reply.maxWireVersion ?? 0),
-    minWireVersion: Number(reply.minWireVersion ?? 0),
-    maxBsonObjectSize: Number(reply.maxBsonObjectSize ?? 16777216),
-    maxMessageSizeBytes: Number(reply.maxMessageSizeBytes ?? 48000000),
-    maxWriteBatchSize: Number(reply.maxWriteBatchSize ?? 100000),
-    logicalSessionTimeoutMinutes: reply.logicalSessionTimeoutMinutes == null ? null : Number(reply.logicalSessionTimeoutMinutes),
+    maxWireVersion: intIn(reply.maxWireVersion, 0, INT32_MAX, 0),
+    minWireVersion: intIn(reply.minWireVersion, 0, INT32_MAX, 0),
+    maxBsonObjectSize: intIn(reply.maxBsonObjectSize, MIN_UPSTREAM_SIZE_LIMIT, maxMessageSizeBytes, Math.min(16777216, maxMessageSizeBytes)),
+    maxMessageSizeBytes,
+    maxWriteBatchSize: intIn(reply.maxWriteBatchSize, 1, INT32_MAX, 100000),
+    logicalSessionTimeoutMinutes: sessionTimeout < 0 ? null : sessionTimeout,
   };
 }
 
@@ -105,7 +124,12 @@ export class UpstreamConnection implements FrameSink {
     this.onClosed = null;
     socket.setNoDelay(true);
     socket.setKeepAlive(true, UPSTREAM_KEEPALIVE_MS);
-    socket.on('data', (chunk: Buffer) => this.framer.push(chunk));
+    socket.on('data', (chunk: Buffer) => {
+      // Bytes while no reply is awaited (an idle pooled connection, after a fire-and-forget write)
+      // were asked for by nobody: framed, they would swallow the reply to the next request sent here.
+      if (this.handler === null) this.fail(new Error(`unsolicited data from upstream (${chunk.length} bytes while no reply was awaited)`));
+      else this.framer.push(chunk);
+    });
     socket.on('error', (err) => this.fail(err));
     socket.on('close', () => this.fail(new Error('upstream connection closed')));
   }
@@ -220,6 +244,8 @@ export class UpstreamConnection implements FrameSink {
    * requestID must already be set; replies are matched on responseTo.
    */
   send(frame: Buffer, handler: ReplyHandler, expectReply = true): void {
+    // The part of a frame that came after the last reply, in the same read: the stream is out of step.
+    if (this.alive && this.framer.buffered > 0) this.fail(new Error(`unsolicited data from upstream (${this.framer.buffered} bytes after a reply)`));
     if (!this.alive) {
       handler.onUpstreamError(new Error('upstream connection is closed'), this, false);
       return;
@@ -250,21 +276,27 @@ export class UpstreamConnection implements FrameSink {
     }
     // Clients decode the body section, and the reply path peeks into it: a reply whose body
     // document is cut short (its length runs past the message, no terminator) is not forwarded.
-    // Only lengths and terminators are checked, not contents; the usual reply (one body section)
-    // costs a few byte reads, any other layout gets the full section walk.
+    // Only lengths and terminators are checked, not contents; the usual reply (no flags, one body
+    // section filling the message) costs a few byte reads, any other layout gets the full walk of
+    // parseOpMsg: flags, checksum, every section (bytes after the body, or a section of an unknown
+    // kind, were relayed unchecked when only the body was looked at).
     try {
-      if (f.length >= HEADER_SIZE + 10 && f[HEADER_SIZE + 4] === SECTION_BODY) {
-        checkDocument(f, HEADER_SIZE + 5, (f.readUInt32LE(HEADER_SIZE) & MSG_CHECKSUM_PRESENT) !== 0 ? f.length - 4 : f.length);
-      } else parseOpMsg(f);
+      if (f.length < HEADER_SIZE + 10 || f.readUInt32LE(HEADER_SIZE) !== 0 || f[HEADER_SIZE + 4] !== SECTION_BODY ||
+        checkDocument(f, HEADER_SIZE + 5, f.length) !== f.length - HEADER_SIZE - 5) parseOpMsg(f);
     } catch (err) {
       this.fail(new Error(`malformed reply from upstream: ${(err as Error).message}`));
       return;
     }
-    // A reply with moreToCome (exhaust) keeps the handler for the next frame. The proxy clears
-    // exhaustAllowed on requests, so upstreams do not normally send these.
-    const more = f.length > HEADER_SIZE + 4 && (f.readUInt32LE(HEADER_SIZE) & MSG_MORE_TO_COME) !== 0;
-    if (!more) this.handler = null;
-    else this.expected = f.readInt32LE(4);
+    // The proxy never asks for exhaust (it clears exhaustAllowed on every request it forwards), so
+    // a reply with moreToCome is one the upstream was not asked for: relayed, it would tell the
+    // client to wait for more replies, and the frames still to come would reach whatever request
+    // is sent next on this connection (or on another connection of the same call). The
+    // connection's stream is no longer in step with its requests: it is dropped.
+    if ((f.readUInt32LE(HEADER_SIZE) & MSG_MORE_TO_COME) !== 0) {
+      this.fail(new Error(`unexpected frame from upstream (a reply with moreToCome, responseTo ${f.readInt32LE(8)}; the proxy asked for no exhaust)`));
+      return;
+    }
+    this.handler = null;
     h.onUpstreamReply(f, this);
   }
 
