@@ -5,17 +5,26 @@
 // reload has succeeded: an address that cannot be bound refuses the reload, and the old listener,
 // tokens and configuration stay.
 import type { FastifyInstance } from 'fastify';
-import { ConfigError, type ConfigFormat, type ProxyConfig } from '../config/index.ts';
+import { Counter, type Registry } from 'prom-client';
+import { ConfigError, DEFAULT_HTTP_MAX_CONNECTIONS, type ConfigFormat, type ProxyConfig } from '../config/index.ts';
 import type { Log } from '../log/index.ts';
 import type { CanaryController } from '../canary/index.ts';
 import type { Profiler, SnapshotStore } from '../profiling/index.ts';
-import { Tokens, startAdmin, startControlPlane, startProfilingHttp } from '../http/index.ts';
+import { ConnectionCap, Tokens, startAdmin, startControlPlane, startProfilingHttp } from '../http/index.ts';
 import type { MetricsSource } from '../http/surface.ts';
 import type { ControlPlaneFleet } from '../http/canary.ts';
 import { adminSurface, profilingSurface, proxyMetrics } from './http-views.ts';
+import { promOptions } from '../metrics/index.ts';
 import type { MachineView, RunningProxy } from './serve.ts';
 
 interface Http { app: FastifyInstance; url: string }
+
+/** The HTTP listeners, as the label of proxy_http_connections_refused_total names them. */
+export const HTTP_LISTENERS = ['admin', 'profiling', 'control_plane'] as const;
+export type HttpListener = typeof HTTP_LISTENERS[number];
+
+/** A listener's refusals are logged at most once per this many ms (a flood would write a line per connection). */
+const REFUSED_LOG_INTERVAL_MS = 60_000;
 
 export interface HttpSurfaceDeps {
   running: RunningProxy;
@@ -55,6 +64,15 @@ export function controlPlaneTokens(c: ProxyConfig): string[] {
   return fromEnv === undefined || fromEnv === '' ? [...cp.tokens] : [...cp.tokens, fromEnv];
 }
 
+/** Each listener's `max_connections` (its default when the block is absent). */
+function maxConnections(c: ProxyConfig): Record<HttpListener, number> {
+  return {
+    admin: c.admin?.max_connections ?? DEFAULT_HTTP_MAX_CONNECTIONS,
+    profiling: c.profiling?.max_connections ?? DEFAULT_HTTP_MAX_CONNECTIONS,
+    control_plane: c.control_plane?.max_connections ?? DEFAULT_HTTP_MAX_CONNECTIONS,
+  };
+}
+
 export class HttpSurfaces {
   admin: Http | null = null;
   profiling: Http | null = null;
@@ -70,10 +88,31 @@ export class HttpSurfaces {
   private metrics: MetricsSource | null = null;
   /** Where the three apps log an answer 500. */
   private readonly httpLog: Log;
+  /** Each listener's connection cap, kept across listener moves. */
+  readonly connectionCaps: Readonly<Record<HttpListener, ConnectionCap>>;
 
   constructor(config: ProxyConfig, deps: HttpSurfaceDeps) {
     this.deps = deps;
     this.httpLog = deps.log.child('proxy::http');
+    const caps = maxConnections(config);
+    const cap = (listener: HttpListener) => {
+      // The first refusal is logged at once; then one line a minute at most, with the count held back.
+      let loggedAt = -Infinity;
+      let held = 0;
+      return new ConnectionCap(caps[listener], (c) => {
+        const now = performance.now();
+        if (now - loggedAt < REFUSED_LOG_INTERVAL_MS) {
+          held++;
+          return;
+        }
+        this.httpLog.warn('HTTP connection refused: the listener serves no more connections at once', {
+          listener, max_connections: c.limit, refused_total: c.refused, refused_since_last_line: held + 1,
+        });
+        loggedAt = now;
+        held = 0;
+      });
+    };
+    this.connectionCaps = { admin: cap('admin'), profiling: cap('profiling'), control_plane: cap('control_plane') };
     this.adminTokens = new Tokens(adminTokens(config));
     this.profilingTokens = new Tokens(profilingTokens(config), true);
     this.controlPlaneTokens = new Tokens(controlPlaneTokens(config));
@@ -84,7 +123,8 @@ export class HttpSurfaces {
     const machine = this.deps.machine ?? null;
     const workers = machine === null ? undefined : () => machine.workers();
     return startAdmin(adminSurface(this.deps.running, this.metrics, workers, machine?.size), listen,
-      { token: this.adminTokens, configFile: this.deps.configFile, configFormat: this.deps.configFormat, log: this.httpLog });
+      { token: this.adminTokens, configFile: this.deps.configFile, configFormat: this.deps.configFormat, log: this.httpLog,
+        connectionCap: this.connectionCaps.admin });
   }
 
   openProfiling(p: NonNullable<ProxyConfig['profiling']>): Promise<Http> {
@@ -92,12 +132,12 @@ export class HttpSurfaces {
     const machine = this.deps.machine ?? null;
     const views = machine === null ? undefined : { refresh: () => machine.refresh(), workerProfiler: (i: number) => machine.workerProfiler(i) };
     return startProfilingHttp(profilingSurface(this.deps.running, this.metrics, views), this.deps.profiler!, { host: p.host, port: p.port,
-      token: this.profilingTokens, snapshots: this.deps.snapshots, log: this.httpLog });
+      token: this.profilingTokens, snapshots: this.deps.snapshots, log: this.httpLog, connectionCap: this.connectionCaps.profiling });
   }
 
   openControlPlane(cp: NonNullable<ProxyConfig['control_plane']>): Promise<Http> {
     return startControlPlane(this.deps.canary!, cp.host, cp.port, { tokens: this.controlPlaneTokens, fleet: this.deps.fleet?.() ?? null,
-      log: this.httpLog });
+      log: this.httpLog, connectionCap: this.connectionCaps.control_plane });
   }
 
   /**
@@ -109,6 +149,14 @@ export class HttpSurfaces {
     this.adminTokens.replace(adminTokens(config));
     if (config.profiling !== undefined) this.profilingTokens.replace(profilingTokens(config));
     if (config.control_plane !== undefined) this.controlPlaneTokens.replace(controlPlaneTokens(config));
+  }
+
+  /** Every listener serves at most `config`'s max_connections at once from now on (a block removed keeps its cap until the restart). */
+  setConnectionCaps(config: ProxyConfig): void {
+    const caps = maxConnections(config);
+    if (config.admin !== undefined) this.connectionCaps.admin.set(caps.admin);
+    if (config.profiling !== undefined) this.connectionCaps.profiling.set(caps.profiling);
+    if (config.control_plane !== undefined) this.connectionCaps.control_plane.set(caps.control_plane);
   }
 
   /**
@@ -184,4 +232,15 @@ export class HttpSurfaces {
   async retired(): Promise<void> {
     await Promise.all([...this.retiring]);
   }
+}
+
+/** Registers proxy_http_connections_refused_total (one series per listener) in `registry`, read from the caps at scrape time. */
+export function registerHttpMetrics(registry: Registry, surfaces: HttpSurfaces): void {
+  new Counter({
+    ...promOptions('proxy_http_connections_refused_total'), registers: [registry],
+    collect() {
+      this.reset();
+      for (const l of HTTP_LISTENERS) this.inc({ listener: l }, surfaces.connectionCaps[l].refused);
+    },
+  });
 }

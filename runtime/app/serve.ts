@@ -13,7 +13,7 @@ import { PipelineManager, type Pipeline, type PipelineConfig } from '../pipeline
 import { loadPipelines, pipelineConfigs, removedPipelines, routingOf } from './pipelines.ts';
 import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
-import { HttpSurfaces } from './http-surfaces.ts';
+import { HttpSurfaces, registerHttpMetrics } from './http-surfaces.ts';
 import { registerProxyMetrics } from './proxy-metrics.ts';
 import { Registry } from 'prom-client';
 import type { WorkerChannel } from '../ipc/worker-channel.ts';
@@ -414,6 +414,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     if (JSON.stringify(next.auth) !== JSON.stringify(current.auth)) server.setClientAuth(clientAuthSettings(next.auth));
     // Rotated tokens: refused or accepted from the next request on, on every HTTP surface.
     surfaces.setTokens(next);
+    surfaces.setConnectionCaps(next);
     moved.commit();
     if (restartOnly.length > 0) log.warn('configuration reloaded; these keys take effect only after a restart',
       { keys: restartOnly, request: next.pipeline.request, response: next.pipeline.response });
@@ -483,6 +484,7 @@ export async function startProxy(config: ProxyConfig, opts: StartOptions = {}): 
     fleet: () => (member === null ? null : controlPlaneFleet(member, fleet?.sync ?? null, canary!, controllerGraphs!, fleetToken,
       config.fleet.evidence_timeout_ms, fleetPipelines, canaryMetrics!)), machine });
   if (worker) return running; // the primary opens the HTTP endpoints
+  registerHttpMetrics(machine?.own ?? metrics, surfaces);
   if (tracing !== null) {
     const t = tracing.settings;
     log.info('trace export on', { url: t.url, protocol: t.protocol, sample_rate: t.sampleRate, service_name: t.serviceName });

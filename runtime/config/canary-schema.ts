@@ -163,6 +163,17 @@ export const canarySchema = v.strictObject({
     'is inside one of them. Any other `plugin_id` must name an installed npm package. Read when a canary starts or resumes.')), [])),
 });
 
+/** The default `max_connections` of each HTTP listener (admin, profiling, control_plane). */
+export const DEFAULT_HTTP_MAX_CONNECTIONS = 1000;
+
+/** `max_connections` of an HTTP listener (`admin.`, `profiling.`, `control_plane.`); `listener` names it in the description. */
+export function maxConnectionsSchema(listener: string) {
+  return onReload(v.optional(int(1, 1_000_000, `Connections the ${listener} serves at once (keep-alive connections, canary feeds and log ` +
+    'follows included); one past it is closed as it is accepted and counted in proxy_http_connections_refused_total. It keeps connections to this port, ' +
+    'which need no token, from using up the process\'s file descriptors (and with them client and upstream connections). A reload changes it for ' +
+    'the running listener.'), DEFAULT_HTTP_MAX_CONNECTIONS));
+}
+
 export const controlPlaneSchema = v.strictObject({
   host: onReload(v.optional(hostSchema('Address the canary control plane binds (a host name, IPv4 or IPv6 address). A reload that changes it opens ' +
     'the new address first and then closes the old one; an address that cannot be bound refuses the reload (the old listener and configuration ' +
@@ -176,4 +187,5 @@ export const controlPlaneSchema = v.strictObject({
     '(code 4401).')), [])),
   token_env: onReload(v.optional(v.pipe(v.string(), v.minLength(1), v.description('Environment variable whose value is also accepted as a bearer ' +
     'token; read at start and on every reload.')), 'PROXY_CONTROL_PLANE_TOKEN')),
+  max_connections: maxConnectionsSchema('control plane'),
 });

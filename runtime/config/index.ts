@@ -31,7 +31,7 @@ export { appliesOf, type Applies } from './applies.ts';
 export {
   canaryDurationMs, CANARY_DURATION_PATTERN, DEFAULT_STAGES,
   stageSchema, stagesSchema, rollbackRulesSchema, autoPromoteRulesSchema, judgeSchema, channelSchema,
-  canarySchema, controlPlaneSchema, notificationsSchema, customMetricSchema, shadowSchema, DEFAULT_SHADOW_IGNORE_PATHS,
+  canarySchema, controlPlaneSchema, notificationsSchema, customMetricSchema, shadowSchema, DEFAULT_SHADOW_IGNORE_PATHS, DEFAULT_HTTP_MAX_CONNECTIONS,
 } from './canary-schema.ts';
 export {
   channelProblems, notificationChannel, NOTIFICATION_EVENTS, PAGER_EVENTS, PAGERDUTY_EVENTS_URL, PAGER_SEVERITIES,

@@ -9,7 +9,9 @@ import { hostPortSchema, hostSchema } from './address.ts';
 import { channelProblems } from './notifications-schema.ts';
 import { parseCidr } from './pipeline-match.ts';
 import { pipelineListProblems, stepLists } from './pipeline-list.ts';
-import { autoPromoteRulesSchema, canarySchema, controlPlaneSchema, notificationsSchema, rollbackRulesSchema } from './canary-schema.ts';
+import {
+  maxConnectionsSchema, autoPromoteRulesSchema, canarySchema, controlPlaneSchema, notificationsSchema, rollbackRulesSchema,
+} from './canary-schema.ts';
 import { fleetSchema } from './fleet-schema.ts';
 
 /** Step kinds the proxy ships; every other pipeline step must name a WASM module or package. */
@@ -415,6 +417,7 @@ const admin = v.strictObject({
     ),
     'string of at least 16 characters',
   ))),
+  max_connections: maxConnectionsSchema('admin API'),
 });
 
 const DURATION_PATTERN = /^\d+(ms|s|m|h|d)$/;
@@ -431,6 +434,7 @@ const profiling = v.strictObject({
   token: onReload(v.optional(expects(v.pipe(v.string(), v.minLength(16), v.description('Bearer token the profiling endpoint requires ' +
     '(Authorization: Bearer <token>), at least 16 characters; absent: no authentication (then keep `host` on loopback). A reload replaces it: the ' +
     'old token is refused and the new one accepted from the next request on.')), 'string of at least 16 characters'))),
+  max_connections: maxConnectionsSchema('profiling endpoint (the dashboard included)'),
   slow_step_threshold_us: onReload(v.optional(int(1, undefined, 'A step invocation slower than this many microseconds counts as slow ' +
     '(proxy_step_slow_total) and, with alert_on_slow_step, logs "slow step detected".'), 1000)),
   alert_on_slow_step: onReload(v.optional(v.pipe(v.boolean(), v.description('Log a warning (logger proxy::profiling) for slow step invocations, at ' +

@@ -6,7 +6,7 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { ConfigError, hostPort, loadConfig, parseConfig, type ConfigFormat } from '../config/index.ts';
 import { sendError } from './reply.ts';
-import { createApp, listenApp } from './app.ts';
+import { createApp, listenApp, type ConnectionCap } from './app.ts';
 import { Tokens } from './tokens.ts';
 import type { AdminSurface } from './surface.ts';
 import { LOG_LEVELS, LOG_LEVEL_VALUES, isLogLevel, type Log } from '../log/index.ts';
@@ -20,6 +20,8 @@ export interface AdminOptions {
   configFormat?: ConfigFormat;
   /** Where an answer 500 (an error no route expected) is logged; absent: not logged. */
   log?: Pick<Log, 'error'>;
+  /** The listener's connection cap (absent: none). */
+  connectionCap?: ConnectionCap;
 }
 
 /** Largest body: a whole configuration as JSON. */
@@ -87,6 +89,7 @@ export function buildAdminApp(proxy: AdminSurface, opts: AdminOptions): FastifyI
     isPublic: (req) => (req.method === 'GET' || req.method === 'HEAD') && PROBES.has(req.routeOptions.url ?? ''),
     bodyLimit: ADMIN_BODY_LIMIT_BYTES,
     log: opts.log,
+    connectionCap: opts.connectionCap,
   });
 
   // The logs follows open: ended when the app closes (they would hold the close, and the proxy's exit, for ever).

@@ -4,7 +4,7 @@
 // `{ "error": { code, message } }` with a code of the catalogue (runtime/errors/catalogue.ts). Built here once, so each app has
 // the same edges by construction.
 import { STATUS_CODES } from 'node:http';
-import type { Socket } from 'node:net';
+import type { Server as NetServer, Socket } from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { httpUrl, listenFailure } from '../config/index.ts';
@@ -29,6 +29,45 @@ export interface AppOptions {
   corsMethods?: string;
   /** Where an answer 500 (an error no route expected) is logged, with its route and stack; absent: not logged (tests building an app alone). */
   log?: Pick<Log, 'error'>;
+  /** The listener's connection cap (absent: none; tests building an app alone). */
+  connectionCap?: ConnectionCap;
+}
+
+/**
+ * How many connections one HTTP listener (the admin API, the profiling endpoint, the control plane)
+ * serves at once. A connection past the cap is closed as it is accepted (node:net's
+ * `maxConnections`), so connections opened to an HTTP port, which needs no token, cannot use up the
+ * process's file descriptors and with them the wire listener's clients and upstream connections.
+ * The count of those refused survives a listener moved by a reload; a reload changes the cap of the
+ * running listener.
+ */
+export class ConnectionCap {
+  /** Connections refused at the cap since the proxy started. */
+  refused = 0;
+  private readonly servers = new Set<NetServer>();
+
+  /** `onRefused` runs for each connection refused (after `refused` counts it). */
+  constructor(private max: number, private readonly onRefused: (cap: ConnectionCap) => void = () => {}) {}
+
+  get limit(): number {
+    return this.max;
+  }
+
+  attach(server: NetServer): void {
+    server.maxConnections = this.max;
+    server.on('drop', () => {
+      this.refused++;
+      this.onRefused(this);
+    });
+    this.servers.add(server);
+    server.once('close', () => this.servers.delete(server));
+  }
+
+  /** A reload's new cap, for the listeners open now and later. */
+  set(max: number): void {
+    this.max = max;
+    for (const s of this.servers) s.maxConnections = max;
+  }
 }
 
 /**
@@ -175,6 +214,8 @@ export function createApp(opts: AppOptions): FastifyInstance {
     // another body shape); the admin API says it is draining through /readyz.
     return503OnClosing: false,
   });
+
+  opts.connectionCap?.attach(app.server);
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {

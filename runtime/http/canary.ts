@@ -11,7 +11,7 @@ import { CanaryError, MAX_REASON_CHARS, optionalText, type CanaryController, typ
 import { parseHost } from '../config/index.ts';
 import { sendError } from './reply.ts';
 import { httpError, type HttpErrorCode } from './errors.ts';
-import { createApp, listenApp } from './app.ts';
+import { createApp, listenApp, type ConnectionCap } from './app.ts';
 import type { Log } from '../log/index.ts';
 import { Tokens } from './tokens.ts';
 import { parseCustomQuery } from '../fleet/custom-evidence.ts';
@@ -28,6 +28,8 @@ export interface ControlPlaneOptions {
   fleet?: ControlPlaneFleet | null;
   /** Where an answer 500 (an error no route expected) is logged; absent: not logged. */
   log?: Pick<Log, 'error'>;
+  /** The listener's connection cap (absent: none). */
+  connectionCap?: ConnectionCap;
 }
 
 /** What the control plane needs of the fleet. */
@@ -141,6 +143,7 @@ export function buildControlPlane(controller: CanaryController, opts: ControlPla
     // embedding the canary widget can call the API.
     corsMethods: 'GET, POST, PATCH, OPTIONS',
     log: opts.log,
+    connectionCap: opts.connectionCap,
   });
 
   // With workers, nothing is answered (a transition, or a read showing one, the evaluator's rollback

@@ -17,7 +17,7 @@ import * as hdr from 'hdr-histogram-js';
 import { foldFrames, foldedText, profilingMetricsText, type Profiler, type Distribution, type SnapshotStore } from '../profiling/index.ts';
 import { parseHost, isVariant, type Variant } from '../config/index.ts';
 import { sendError } from './reply.ts';
-import { createApp, listenApp } from './app.ts';
+import { createApp, listenApp, type ConnectionCap } from './app.ts';
 import type { Log } from '../log/index.ts';
 import { Tokens } from './tokens.ts';
 import { registerDashboard, isDashboardAsset } from './dashboard.ts';
@@ -33,6 +33,8 @@ export interface ProfilingHttpOptions {
   snapshots?: SnapshotStore | null;
   /** Where an answer 500 (an error no route expected) is logged; absent: not logged. */
   log?: Pick<Log, 'error'>;
+  /** The listener's connection cap (absent: none). */
+  connectionCap?: ConnectionCap;
 }
 
 /** `2026-11-24T03:00:00Z` or milliseconds since the epoch → ms; NaN when neither. */
@@ -68,6 +70,7 @@ export function buildProfilingApp(proxy: ProfilingSurface, profiler: Profiler, o
     // No route takes a body (POST /api/profile/reset has none).
     bodyLimit: 64 * 1024,
     log: opts.log,
+    connectionCap: opts.connectionCap,
   });
   app.addHook('onRequest', async (req, reply) => {
     if (req.url.startsWith('/api/profile') && !profiler.enabled) {

@@ -13,7 +13,7 @@
 export type MetricType = 'counter' | 'gauge' | 'histogram' | 'summary';
 
 /** Which component's numbers a metric reports (and which code registers it). */
-export type MetricOwner = 'server' | 'upstream' | 'pipelines' | 'tracing' | 'plugin-host' | 'notifier' | 'canary' | 'profiler' | 'machine';
+export type MetricOwner = 'server' | 'upstream' | 'pipelines' | 'tracing' | 'plugin-host' | 'notifier' | 'canary' | 'http' | 'profiler' | 'machine';
 
 export interface MetricSpec {
   readonly type: MetricType;
@@ -119,6 +119,9 @@ export const METRICS = {
     'beside the baseline' },
   proxy_canary_shadow_memory_bytes: { type: 'gauge', owner: 'canary', labels: [], help: 'Bytes held by shadow canaries\' rings of diffs ' +
     '(bounded by canary.shadow.max_diffs per pipeline)' },
+  // The HTTP listeners (runtime/app/http-surfaces.ts), in the process that opens them (the primary with workers).
+  proxy_http_connections_refused_total: { type: 'counter', owner: 'http', labels: ['listener'], help: 'Connections to an HTTP listener closed as ' +
+    'they were accepted because it served its max_connections already, by listener: admin, profiling, control_plane' },
   // With several workers, the machine's /metrics only: the primary's own (runtime/cluster/machine.ts).
   proxy_worker_restarts_total: { type: 'counter', owner: 'machine', labels: ['reason'], help: 'Workers replaced since the proxy started, by reason: ' +
     'exited (crashed or killed) or unresponsive (ended by the heartbeat)' },
