@@ -12,8 +12,15 @@ import { stepNow, NS_PER_TICK } from '../step-clock.ts';
 import { Property, Phase, PhaseMask, phaseName, CallFlag, LOG_LEVEL_NAMES, MAX_REQUEST_CONTEXTS, type MetricKind } from './abi.ts';
 import { PluginTrap, ConfigureNotes } from './errors.ts';
 import { type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, findInBody } from './host-exchange.ts';
+import { validateDocument } from '../wire/index.ts';
 import { encodeLabelKey, type BoundMetric, type MetricBinding } from './plugin-metrics.ts';
 import type { PluginServices, SubopGate } from './plugin-instance.ts';
+
+/**
+ * The largest document a step may set as the command or the reply: mongod's largest command
+ * (maxBsonObjectSize, 16 MiB, plus 16 KiB of command overhead, BSONObjectMaxInternalSize).
+ */
+export const MAX_STEP_DOCUMENT_BYTES = 16 * 1024 * 1024 + 16 * 1024;
 
 /** Sub-operations nested deeper than this are not timed (their begin/end still pair up). */
 const MAX_SUBOP_DEPTH = 16;
@@ -135,9 +142,29 @@ export class StepHost {
     return findInBody(this.current(), phase, needle);
   }
 
+  /**
+   * Traps unless `bson` is one well-formed BSON document of at most MAX_STEP_DOCUMENT_BYTES: what a
+   * step sets as the command goes to a shared upstream connection, and a reply to the client, only
+   * as the proxy would forward a client's own command (validated whole, runtime/wire/bson-validate.ts).
+   */
+  private checkDocument(fn: string, bson: Uint8Array): void {
+    const step = this.services.step;
+    if (bson.length > MAX_STEP_DOCUMENT_BYTES) {
+      throw new PluginTrap(`plugin ${step} ${fn}: a document of ${bson.length} bytes, larger than the ${MAX_STEP_DOCUMENT_BYTES} a command or reply may be`);
+    }
+    let end: number;
+    try {
+      end = validateDocument(bson, 0, bson.length);
+    } catch (err) {
+      throw new PluginTrap(`plugin ${step} ${fn}: not a valid BSON document (${(err as Error).message})`);
+    }
+    if (end !== bson.length) throw new PluginTrap(`plugin ${step} ${fn}: ${bson.length - end} bytes after the BSON document`);
+  }
+
   /** `bson` must be the host's own (a copy out of plugin memory): it outlives the call. */
   setBody(phase: number, bson: Uint8Array): void {
     const ex = this.current();
+    this.checkDocument('proxy_set_body', bson);
     if (phase === Phase.Request) ex.newRequest = bson;
     else ex.newReply = bson;
   }
@@ -153,6 +180,7 @@ export class StepHost {
   /** Request phase: answer without the upstream; response phase: replace the reply. */
   replyLocal(bson: Uint8Array): void {
     const ex = this.current();
+    this.checkDocument('proxy_reply_local', bson);
     if (ex.phase === Phase.Request) {
       ex.verdict = VERDICT_LOCAL_REPLY;
       ex.localReply = bson;
