@@ -11,7 +11,9 @@ const { parentPort, workerData } = require('node:worker_threads');
 import('binaryen').then(({ default: binaryen }) => {
   const out = workerData.map((text) => {
     const m = binaryen.parseText(text);
-    m.setFeatures(binaryen.Features.MVP | binaryen.Features.MutableGlobals | binaryen.Features.BulkMemory | binaryen.Features.SignExt);
+    // (memory64 and multiple memories too: modules the host must refuse)
+    m.setFeatures(binaryen.Features.MVP | binaryen.Features.MutableGlobals | binaryen.Features.BulkMemory | binaryen.Features.SignExt |
+      binaryen.Features.Memory64 | binaryen.Features.MultiMemory);
     if (!m.validate()) throw new Error('invalid module: ' + text.slice(0, 200));
     const bin = m.emitBinary();
     m.dispose();
