@@ -10,7 +10,7 @@ import { PluginTrap, FuelExhaustedError, PluginConfigRefusedError, PluginLoadErr
 import { type HostExchange, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags } from './host-exchange.ts';
 import type { KvStore } from './kv-store.ts';
 import type { PluginMetricRegistry } from './plugin-metrics.ts';
-import { StepHost } from './step-host.ts';
+import { StepHost, MAX_PLUGIN_LOG_CHARS } from './step-host.ts';
 import { RequestContexts } from './request-contexts.ts';
 import type { HostLog } from './logger.ts';
 import type { CompiledPlugin } from './compile.ts';
@@ -318,7 +318,12 @@ export class PluginInstance {
       proxy_reply_local: (ptr: number, len: number): void => host.replyLocal(this.bytes(ptr, len, 'proxy_reply_local')),
       proxy_set_route: (ptr: number, len: number): void => host.setRoute(this.str(ptr, len, 'proxy_set_route')),
       proxy_set_user: (ptr: number, len: number): void => host.setUser(this.str(ptr, len, 'proxy_set_user')),
-      proxy_log: (level: number, ptr: number, len: number): void => host.log(level, this.str(ptr, len, 'proxy_log')),
+      // (a message is decoded up to the longest line the host writes: a plugin may name all its memory)
+      proxy_log: (level: number, ptr: number, len: number): void => {
+        ptr = this.at(ptr, len, 'proxy_log');
+        const shown = Math.min(len >>> 0, MAX_PLUGIN_LOG_CHARS * 2) & ~1;
+        host.log(level, this.str(ptr, shown, 'proxy_log'), ((len >>> 0) - shown) >>> 1);
+      },
       proxy_log_fields: (level: number, ptr: number, len: number): void => host.logRecord(level, this.viewOf(ptr, len, 'proxy_log_fields')),
       proxy_set_phases: (mask: number): void => host.setPhases(mask),
       proxy_request_contexts: (max: number): number => host.requestContexts(max),

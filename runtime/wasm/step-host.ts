@@ -22,6 +22,14 @@ import type { PluginServices, SubopGate } from './plugin-instance.ts';
  */
 export const MAX_STEP_DOCUMENT_BYTES = 16 * 1024 * 1024 + 16 * 1024;
 
+/**
+ * The longest log line a plugin writes: a message's characters, a record's bytes. Beyond it a
+ * message is cut (saying how much) and a record replaced by a note: every line is written to the
+ * log stream and kept in the proxy's log ring (log.ring_lines of them), so a plugin logging its
+ * whole memory per request would otherwise hold ring_lines × its memory cap.
+ */
+export const MAX_PLUGIN_LOG_CHARS = 16 * 1024;
+
 /** Sub-operations nested deeper than this are not timed (their begin/end still pair up). */
 const MAX_SUBOP_DEPTH = 16;
 
@@ -261,9 +269,17 @@ export class StepHost {
     return level === undefined ? 0 : Math.max(0, LOG_LEVEL_NAMES.indexOf(level));
   }
 
-  /** A plain log line tagged with the step, pipeline and op. */
-  log(level: number, msg: string): void {
+  /**
+   * A plain log line tagged with the step, pipeline and op; `cut`: characters of the message the
+   * caller left out already (a core module's message is decoded up to MAX_PLUGIN_LOG_CHARS only).
+   */
+  log(level: number, msg: string, cut = 0): void {
     const name = LOG_LEVEL_NAMES[level] ?? 'info';
+    if (msg.length > MAX_PLUGIN_LOG_CHARS) {
+      cut += msg.length - MAX_PLUGIN_LOG_CHARS;
+      msg = msg.slice(0, MAX_PLUGIN_LOG_CHARS);
+    }
+    if (cut > 0) msg = `${msg}… (${cut} more characters cut: a plugin's log line is at most ${MAX_PLUGIN_LOG_CHARS})`;
     if (this.configuring) this.configNotes.add(name, msg);
     const ex = this.ex;
     const s = this.services;
@@ -279,6 +295,11 @@ export class StepHost {
   logRecord(level: number, members: Uint8Array): void {
     const name = LOG_LEVEL_NAMES[level] ?? 'info';
     const logger = this.services.logger;
+    if (members.length > MAX_PLUGIN_LOG_CHARS) {
+      logger[name](`a log record of ${members.length} bytes, over the ${MAX_PLUGIN_LOG_CHARS} a plugin's log line may be: not written`,
+        { step: this.services.step, pipeline: this.services.pipelineId });
+      return;
+    }
     if (logger.record !== undefined && members.length > 0 && members[0] === 0x22 && members.indexOf(0x0a) < 0) {
       logger.record(name, this.recordPrefix, members);
       return;

@@ -91,6 +91,11 @@ const files = await watFiles({
   grows: liar(`(if (i32.lt_s (memory.grow (i32.const 1)) (i32.const 0)) (then unreachable))
     (drop (call $get_body (i32.const 0) (i32.const 70000) (i32.const 1000)))
     (drop (call $set_body (i32.const 0) (i32.const 70000) (i32.load (i32.const 70000))))`),
+  // Logs its whole memory (two pages) as a message and most of it as a record.
+  chatty: `(module (import "proxy" "proxy_log" (func $log (param i32 i32 i32))) (import "proxy" "proxy_log_fields" (func $fields (param i32 i32 i32)))
+    (memory (export "memory") 2) ${ABI} (data (i32.const 64) "\\"k\\":1")
+    (func (export "proxy_on_request") (param i32 i32 i32) (result i32)
+      (call $log (i32.const 3) (i32.const 0) (i32.const 131072)) (call $fields (i32.const 3) (i32.const 64) (i32.const 100000)) (i32.const 0)))`,
   // One byte more than the largest command, in a memory large enough to hold it.
   oversize: liar('(drop (call $set_body (i32.const 0) (i32.const 0) (i32.const 16793601)))', '', 257),
 } as Record<string, string>);
@@ -128,6 +133,17 @@ test('a command or reply a plugin sets is at most 16 MiB + 16 KiB (the largest c
   assert.equal(r.verdict, Verdict.Continue, 'fails open');
   assert.equal(r.newRequest, null);
   assert.match(h.pipeline.steps.get('oversize')!.slot.lastError, /proxy_set_body: a document of 16793601 bytes, larger than the 16793600 a command or reply may be/);
+});
+
+test('a plugin\'s log line is at most 16 Ki characters (a message is cut, a record replaced): the log ring holds no plugin memory', async () => {
+  const h = await PluginHarness.load(files.chatty!, { max_memory_pages: 2 });
+  assert.equal(h.request({ find: 'a' }).verdict, Verdict.Continue);
+  const lines = h.logs.filter((l) => l.level === 'warn');
+  assert.equal(lines.length, 2, JSON.stringify(lines.map((l) => l.msg.slice(0, 80))));
+  assert.equal(lines[0]!.msg.length, 16384 + '… (49152 more characters cut: a plugin\'s log line is at most 16384)'.length);
+  assert.match(lines[0]!.msg, /… \(49152 more characters cut: a plugin's log line is at most 16384\)$/);
+  assert.equal(lines[1]!.msg, 'a log record of 100000 bytes, over the 16384 a plugin\'s log line may be: not written');
+  assert.equal(lines[1]!.fields.step, 'wasm:chatty');
 });
 
 for (const [name, [, error]] of Object.entries(LOAD)) {
