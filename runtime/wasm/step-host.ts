@@ -53,6 +53,8 @@ export class StepHost {
   private readonly metrics: BoundMetric[];
   /** For a metric's own id: its label sets; null for a label set's id. */
   private readonly defined: (DefinedMetric | null)[];
+  /** A metric's own id by its definition (kind, name, label names). */
+  private readonly definedIds = new Map<string, number>();
   /** Open sub-operations, a stack of depth `subopDepth` (begin/end nest; deeper than the arrays: not timed). */
   private readonly subopNames: string[];
   private readonly subopStarts: Float64Array;
@@ -314,6 +316,11 @@ export class StepHost {
    * the series whose label values are all empty), or -1 when refused (logged with the reason).
    */
   defineMetric(kind: MetricKind, name: string, labelNames: readonly string[]): number {
+    // The same definition again (a plugin defining its metric in a callback, not once in
+    // on_configure) gets the same id: ids and their series would otherwise pile up per call.
+    const same = `${kind}\0${name}\0${labelNames.join(',')}`;
+    const known = this.definedIds.get(same);
+    if (known !== undefined) return known;
     const s = this.services;
     const binding = s.metrics.define(kind, name, labelNames, s.pipelineId, s.variant);
     if (typeof binding === 'string') {
@@ -324,7 +331,9 @@ export class StepHost {
     // A labelled metric's own id takes a label set only when it is used: most never are.
     const own = labelNames.length === 0 ? binding.series(key)! : lazySeries(binding, key);
     const d: DefinedMetric = { binding, byKey: new Map(), idOf: new Map() };
-    return this.addSeries(d, own, d);
+    const id = this.addSeries(d, own, d);
+    this.definedIds.set(same, id);
+    return id;
   }
 
   /**

@@ -14,6 +14,10 @@ import { PluginHarness, Verdict } from '../../sdk/testing/index.ts';
 import { DevDbServer } from '../../runtime/devdb/index.ts';
 import { spawnServe } from '../helpers/serve.ts';
 import { watFiles } from '../helpers/wat.ts';
+import { Registry } from 'prom-client';
+import { PluginMetricRegistry } from '../../runtime/wasm/index.ts';
+import { MAX_PLUGIN_METRICS } from '../../runtime/wasm/plugin-metrics.ts';
+import { MetricKind } from '../../runtime/wasm/abi.ts';
 
 const ABI = '(global (export "proxy_abi_version") i32 (i32.const 4))';
 const IMPORTS = `
@@ -96,6 +100,16 @@ const files = await watFiles({
     (memory (export "memory") 2) ${ABI} (data (i32.const 64) "\\"k\\":1")
     (func (export "proxy_on_request") (param i32 i32 i32) (result i32)
       (call $log (i32.const 3) (i32.const 0) (i32.const 131072)) (call $fields (i32.const 3) (i32.const 64) (i32.const 100000)) (i32.const 0)))`,
+  // Defines its counter on every request (not once in on_configure); traps if an id differs from the first.
+  redefines: `(module (import "proxy" "proxy_define_metric" (func $define (param i32 i32 i32 i32 i32) (result i32)))
+    (memory (export "memory") 1) ${ABI} (global $first (mut i32) (i32.const -2))
+    (data (i32.const 64) "p\\00r\\00o\\00x\\00y\\00_\\00p\\00l\\00u\\00g\\00i\\00n\\00_\\00x\\00")
+    (func (export "proxy_on_request") (param i32 i32 i32) (result i32) (local $id i32)
+      (local.set $id (call $define (i32.const 0) (i32.const 64) (i32.const 28) (i32.const 0) (i32.const 0)))
+      (if (i32.lt_s (local.get $id) (i32.const 0)) (then unreachable))
+      (if (i32.eq (global.get $first) (i32.const -2)) (then (global.set $first (local.get $id))))
+      (if (i32.ne (global.get $first) (local.get $id)) (then unreachable))
+      (i32.const 0)))`,
   // One byte more than the largest command, in a memory large enough to hold it.
   oversize: liar('(drop (call $set_body (i32.const 0) (i32.const 0) (i32.const 16793601)))', '', 257),
 } as Record<string, string>);
@@ -144,6 +158,24 @@ test('a plugin\'s log line is at most 16 Ki characters (a message is cut, a reco
   assert.match(lines[0]!.msg, /… \(49152 more characters cut: a plugin's log line is at most 16384\)$/);
   assert.equal(lines[1]!.msg, 'a log record of 100000 bytes, over the 16384 a plugin\'s log line may be: not written');
   assert.equal(lines[1]!.fields.step, 'wasm:chatty');
+});
+
+test('a plugin that defines its metric on every request gets the same id each time (the host keeps one entry, not one per call)', async () => {
+  const h = await PluginHarness.load(files.redefines!, { on_error: 'closed' });
+  for (let i = 0; i < 1000; i++) assert.equal(h.request({ find: 'a' }).verdict, Verdict.Continue, h.pipeline.steps.get('redefines')!.slot.lastError);
+  const host = (h.pipeline.steps.get('redefines')!.slot as unknown as { instance: { host: { metrics: unknown[] } } }).instance.host;
+  assert.equal(host.metrics.length, 1);
+});
+
+test('plugin metrics: at most 1000 names per proxy and 200 characters a name', () => {
+  const reg = new PluginMetricRegistry(new Registry());
+  assert.equal(MAX_PLUGIN_METRICS, 1000);
+  for (let i = 0; i < MAX_PLUGIN_METRICS; i++) assert.equal(typeof reg.define(MetricKind.Counter, `proxy_plugin_m${i}`, [], 'p', 'baseline'), 'object');
+  assert.equal(reg.define(MetricKind.Counter, 'proxy_plugin_one_more', [], 'p', 'baseline'),
+    'the proxy holds 1000 plugin metrics already (the most it defines)');
+  assert.equal(typeof reg.define(MetricKind.Counter, 'proxy_plugin_m7', [], 'q', 'baseline'), 'object', 'a name it holds is still defined');
+  assert.equal(new PluginMetricRegistry(new Registry()).define(MetricKind.Counter, `proxy_plugin_${'x'.repeat(200)}`, [], 'p', 'baseline'),
+    'the name is longer than 200 characters');
 });
 
 for (const [name, [, error]] of Object.entries(LOAD)) {
