@@ -6,7 +6,7 @@ import { refusedUrl, type NotificationsConfig } from '../config/index.ts';
 import * as v from 'valibot';
 import {
   autoPromoteRulesSchema, canaryDurationMs, judgeSchema, rollbackRulesSchema, shadowSchema, stagesSchema, MAX_STEPS_PER_PHASE,
-  type ProxyConfig,
+  stepConfigSchema, type ProxyConfig,
 } from '../config/index.ts';
 import type { NotificationChannel } from './events.ts';
 import { CanaryError } from './errors.ts';
@@ -131,7 +131,7 @@ const STEP_TYPE = /^(wasm:)?[a-z][a-z0-9_-]*$/;
 const candidateStepSchema = v.strictObject({
   type: v.pipe(v.string(), v.maxLength(MAX_STEP_TYPE_CHARS, `at most ${MAX_STEP_TYPE_CHARS} characters`),
     v.regex(STEP_TYPE, 'expected a step name like "rate_limit" or "wasm:redact"')),
-  config: v.optional(v.record(v.string(), v.unknown())),
+  config: v.optional(stepConfigSchema),
   plugin_id: v.optional(v.pipe(v.string(), v.minLength(1), v.maxLength(MAX_PLUGIN_ID_CHARS, `at most ${MAX_PLUGIN_ID_CHARS} characters`))),
   phase: v.optional(v.picklist(['request', 'response'])),
   on_error: v.optional(v.picklist(['open', 'closed'])),

@@ -10,6 +10,8 @@ export {
   unknownStep,
   STEP_ID_PATTERN,
   MAX_STEPS_PER_PHASE,
+  MAX_STEP_CONFIG_DEPTH,
+  stepConfigSchema,
   defaultConfig,
   schemaKeys,
   type ProxyConfig,

@@ -331,6 +331,37 @@ const match = v.strictObject({
   }),
 });
 
+/**
+ * Levels a step's `config` may nest (the object itself is level 1). It is handed to the plugin as
+ * JSON and hashed on every load: deeper nesting overflowed the host's stack (JSON.stringify) or the
+ * plugin's JSON parser, a failed start or reload that named neither the key nor the reason.
+ */
+export const MAX_STEP_CONFIG_DEPTH = 100;
+
+/** How deep `value` nests, counting objects and arrays; stops counting past `limit`. Iterative. */
+function nestingDepth(value: unknown, limit: number): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [x, d] = stack.pop()!;
+    if (x === null || typeof x !== 'object') continue;
+    if (d > deepest) deepest = d;
+    if (deepest > limit) return deepest;
+    for (const child of Object.values(x)) if (child !== null && typeof child === 'object') stack.push([child, d + 1]);
+  }
+  return deepest;
+}
+
+/** A step's `config`: an object nested at most MAX_STEP_CONFIG_DEPTH levels (the canary's candidate steps use it too). */
+export const stepConfigSchema = v.pipe(
+  v.record(v.string(), v.unknown()),
+  v.rawCheck<Record<string, unknown>>(({ dataset, addIssue }) => {
+    if (dataset.typed && nestingDepth(dataset.value, MAX_STEP_CONFIG_DEPTH) > MAX_STEP_CONFIG_DEPTH) {
+      addIssue({ message: `nested deeper than ${MAX_STEP_CONFIG_DEPTH} levels (objects and arrays)` });
+    }
+  }),
+);
+
 const step = v.strictObject({
   module: onReload(v.optional(
     v.pipe(v.string(), v.minLength(1), v.description('Path to the step\'s .wasm file (built-in steps need none).')),
@@ -340,7 +371,7 @@ const step = v.strictObject({
   )),
   config: onReload(v.optional(
     expects(
-      v.pipe(v.record(v.string(), v.unknown()), v.description('Step-specific settings, handed to the step as JSON.')),
+      v.pipe(stepConfigSchema, v.description(`Step-specific settings, handed to the step as JSON; nested at most ${MAX_STEP_CONFIG_DEPTH} levels.`)),
       'object',
     ),
     {},

@@ -20,6 +20,14 @@ import { UpstreamPool, type ConnectionSource, type PoolOptions, type PoolWaiter 
 import type { Topology, TxnPinner } from './topology.ts';
 import type { UpstreamInfo } from './connection.ts';
 import { parseUpstreamUri } from './uri.ts';
+import { ErrorCodes, ProxyError } from '../errors/index.ts';
+
+/**
+ * Routed upstreams (distinct URIs steps chose) the proxy opens a pool for: at most this many. A
+ * pool lives as long as the proxy, so a plugin building its route from request data would
+ * otherwise open pools (and their connections, timers and metric series) without end.
+ */
+export const MAX_ROUTED_UPSTREAMS = 256;
 
 /** Cursors pinned to routed pools: at most this many. */
 export const MAX_PINNED_CURSORS = 100_000;
@@ -124,6 +132,10 @@ export class UpstreamRouter implements TxnPinner {
     let pool = this.routed.get(uri);
     if (pool === undefined) {
       if (this.poolOptions === undefined) throw new Error('routing needs poolOptions');
+      if (this.routed.size >= MAX_ROUTED_UPSTREAMS) {
+        throw new ProxyError(ErrorCodes.BadValue, `a step routed the request to a ${MAX_ROUTED_UPSTREAMS + 1}th upstream URI; the proxy opens pools ` +
+          `for at most ${MAX_ROUTED_UPSTREAMS} routed upstreams (a route must come from a bounded set of upstreams, not from request data)`);
+      }
       pool = new UpstreamPool(parseUpstreamUri(uri), this.poolOptions, this.log);
       this.routed.set(uri, pool);
       this.log.info('opened a pool for a routed upstream', { upstream: pool.describe() });

@@ -4,7 +4,24 @@
 // Protocol: { id, wasm: Uint8Array, fuel, names } → { id, ok: true, wasm } | { id, ok: false, message }.
 // See metering.ts for what the instrumentation does and why.
 import { parentPort } from 'node:worker_threads';
-import binaryen from 'binaryen';
+
+// binaryen prints what its validator finds (and some warnings) with console.log / console.error,
+// which a worker forwards to the proxy's own stdout and stderr: raw text among the JSON log lines
+// and the ready banner. It is kept here instead (before binaryen binds the console, at import) and
+// becomes part of the refusal.
+const printed = [];
+const keep = (...args) => { if (printed.length < 20) printed.push(args.join(' ')); };
+console.log = keep;
+console.error = keep;
+console.warn = keep;
+const { default: binaryen } = await import('binaryen');
+
+/** What binaryen printed since the last call, on one line (at most 300 characters). */
+function takePrinted() {
+  const text = printed.join(' ').replace(/\s+/g, ' ').trim();
+  printed.length = 0;
+  return text.length > 300 ? `${text.slice(0, 300)}…` : text;
+}
 
 const LOG_EXEC = 'log_execution';
 const EXHAUSTED = '__proxy_fuel_exhausted';
@@ -35,6 +52,10 @@ function instrument(wasm, fuel, maxMemoryPages, names, component) {
       if (mem.shared) throw new Refused('shared memory is not supported');
       if (mem.initial > maxMemoryPages) throw new Refused(`needs ${mem.initial} pages at start, cap is ${maxMemoryPages} (max_memory_pages)`);
     }
+    // The plugin's own module first: one using a feature the host does not enable (memory64, multiple
+    // memories, exceptions, GC …) is refused naming it, not reported as the host's mistake below.
+    takePrinted();
+    if (!mod.validate()) throw new Refused(`uses WebAssembly features or instructions this host does not support: ${takePrinted()}`);
     const budget = Math.min(fuel, 0x7fffffff) | 0;
     mod.addGlobal(names.fuel, binaryen.i32, true, mod.i32.const(budget));
     mod.addGlobalExport(names.fuel, names.fuel);
@@ -43,7 +64,7 @@ function instrument(wasm, fuel, maxMemoryPages, names, component) {
     if (plan !== null) chargeWhereUnbounded(mod, plan, names.fuel);
     else chargeEverywhere(mod, names.fuel);
     if (!component) refuelOnEntry(mod, budget, names);
-    if (!mod.validate()) throw new Refused('metering produced an invalid module');
+    if (!mod.validate()) throw new Refused(`metering produced an invalid module: ${takePrinted()}`);
     binaryen.setAlwaysInlineMaxSize(16);
     // Keep the name section when the plugin has one (a `--debug` build): traps and CPU profiles
     // then name plugin functions.
@@ -234,6 +255,7 @@ parentPort.on('message', ({ id, wasm, fuel, maxMemoryPages, names, component }) 
     const out = instrument(wasm, fuel, maxMemoryPages, names, component === true);
     parentPort.postMessage({ id, ok: true, wasm: out }, [out.buffer]);
   } catch (err) {
+    takePrinted();
     parentPort.postMessage({ id, ok: false, refused: err instanceof Refused, message: err.message });
   }
 });

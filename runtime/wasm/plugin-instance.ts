@@ -6,11 +6,11 @@
 // call); kv values are copied by the store itself; no clock reads here unless a sub-op sink is
 // installed; imports are closures created once per instance, not per call.
 import { IMPORT_MODULE, Export, PhaseMask, type MetricKind, type Phase } from './abi.ts';
-import { PluginTrap, FuelExhaustedError, PluginConfigRefusedError } from './errors.ts';
+import { PluginTrap, FuelExhaustedError, PluginConfigRefusedError, PluginLoadError } from './errors.ts';
 import { type HostExchange, requestCallSize, requestCallFlags, responseCallSize, responseCallFlags } from './host-exchange.ts';
 import type { KvStore } from './kv-store.ts';
 import type { PluginMetricRegistry } from './plugin-metrics.ts';
-import { StepHost } from './step-host.ts';
+import { StepHost, MAX_PLUGIN_LOG_CHARS } from './step-host.ts';
 import { RequestContexts } from './request-contexts.ts';
 import type { HostLog } from './logger.ts';
 import type { CompiledPlugin } from './compile.ts';
@@ -64,7 +64,8 @@ export class PluginInstance {
   /** The host functions this instance imports (module `proxy`): exactly abi-spec.ts's HOST_FUNCTIONS. */
   readonly hostImports: Record<string, (...args: never[]) => unknown>;
   private readonly instance: WebAssembly.Instance;
-  private readonly memory: WebAssembly.Memory;
+  /** Null while the module's start function runs (the instance and its exports do not exist yet). */
+  private readonly memory: WebAssembly.Memory | null = null;
   private u8: Uint8Array;
   /** The same memory as a Buffer (for its fast UTF-16 decoding); refreshed with u8. */
   private buf: Buffer;
@@ -87,7 +88,14 @@ export class PluginInstance {
     this.host = new StepHost(services);
     this.contexts = null;
     this.hostImports = this.imports();
-    this.instance = new WebAssembly.Instance(plugin.module, { [IMPORT_MODULE]: this.hostImports });
+    this.u8 = EMPTY;
+    this.buf = Buffer.alloc(0);
+    try {
+      this.instance = new WebAssembly.Instance(plugin.module, { [IMPORT_MODULE]: this.hostImports });
+    } catch (err) {
+      // The start function trapped, ran out of fuel or called a host function that needs memory.
+      throw new PluginLoadError(services.step, `its start function failed: ${errorText(err)}`, err);
+    }
     const e = this.instance.exports;
     const mem = e[Export.memory];
     if (!(mem instanceof WebAssembly.Memory)) throw new PluginTrap(`plugin ${services.step} exports no memory`);
@@ -114,7 +122,11 @@ export class PluginInstance {
     let ptr = 0;
     if (cfg.length > 0) {
       if (this.alloc === null) throw new PluginConfigRefusedError(this.services.step, `module exports no ${Export.alloc}`);
-      ptr = this.alloc(cfg.length);
+      try {
+        ptr = this.at(this.alloc(cfg.length), cfg.length, Export.alloc);
+      } catch (err) {
+        throw new PluginConfigRefusedError(this.services.step, `${Export.alloc}(${cfg.length}) failed: ${errorText(err)}`, err);
+      }
       this.view().set(cfg, ptr);
     }
     const host = this.host;
@@ -122,6 +134,8 @@ export class PluginInstance {
     let rc: number;
     try {
       rc = fn(ptr, cfg.length);
+    } catch (err) {
+      throw new PluginConfigRefusedError(this.services.step, `${Export.onConfigure} failed: ${errorText(err)}`, err);
     } finally {
       host.endConfigure();
     }
@@ -176,6 +190,10 @@ export class PluginInstance {
     // memory.grow detaches the old ArrayBuffer, and a view of a detached buffer has length 0:
     // checking that is cheaper than the Memory#buffer getter on every access.
     if (this.u8.length === 0) {
+      if (this.memory === null) {
+        throw new PluginTrap(`plugin ${this.services.step} called a host function that reads or writes its memory from its start function; ` +
+          `call it from ${Export.onConfigure} or a phase callback`);
+      }
       const buf = this.memory.buffer;
       this.u8 = new Uint8Array(buf);
       this.buf = Buffer.from(buf);
@@ -183,9 +201,27 @@ export class PluginInstance {
     return this.u8;
   }
 
-  private str(ptr: number, len: number): string {
-    if (len <= 0) return '';
-    const u8 = this.view();
+  /**
+   * `ptr` read as the u32 it is to the plugin (an i32 argument arrives signed), after checking that
+   * [ptr, ptr + len) lies inside the plugin's memory (len read as a u32 too: a negative length is
+   * past any memory, and the sum does not wrap at 2^32 as it would in the plugin). A span outside
+   * traps the call, as an access outside its memory would in the plugin itself: the host never
+   * reads a shorter span (or another one, from the end, as slice() would for a negative start)
+   * than the plugin named.
+   */
+  private at(ptr: number, len: number, fn: string): number {
+    const p = ptr >>> 0;
+    const size = this.view().length;
+    if (p + (len >>> 0) > size) {
+      throw new PluginTrap(`plugin ${this.services.step} passed ${fn} the span [${p}, ${p} + ${len >>> 0}) outside its memory (${size} bytes)`);
+    }
+    return p;
+  }
+
+  private str(ptr: number, len: number, fn: string): string {
+    if (len === 0) return '';
+    ptr = this.at(ptr, len, fn);
+    const u8 = this.u8;
     // Measured (Node 20): up to ~8 characters a loop is fastest (17 ns for 4), beyond that
     // Buffer's UTF-16 slice (≈60 ns for 40 characters, a flat string that hashes fast as a Map
     // key; the loop builds a rope that costs ~5× as much to look up).
@@ -201,8 +237,8 @@ export class PluginInstance {
   private subopName(ptr: number, len: number): string {
     const hit = this.cachedAt(this.subopNames, ptr, len);
     if (hit !== null) return hit.name;
-    const name = this.str(ptr, len);
-    if (this.subopNames.length < SUBOP_NAMES_CACHED) this.subopNames.push({ ptr, bytes: this.bytes(ptr, len), name });
+    const name = this.str(ptr, len, 'proxy_subop_begin');
+    if (this.subopNames.length < SUBOP_NAMES_CACHED) this.subopNames.push({ ptr, bytes: this.bytes(ptr, len, 'proxy_subop_begin'), name });
     return name;
   }
 
@@ -211,7 +247,7 @@ export class PluginInstance {
   private needle(ptr: number, len: number): Uint8Array {
     const hit = this.cachedAt(this.needles, ptr, len);
     if (hit !== null) return hit.bytes;
-    const bytes = this.bytes(ptr, len);
+    const bytes = this.bytes(ptr, len, 'proxy_body_find');
     if (this.needles.length < NEEDLES_CACHED) this.needles.push({ ptr, bytes });
     return bytes;
   }
@@ -230,20 +266,23 @@ export class PluginInstance {
   }
 
   /** A copy of plugin memory: kept beyond the call (a replaced body, a local reply). */
-  private bytes(ptr: number, len: number): Uint8Array {
-    return this.view().slice(ptr, ptr + len);
+  private bytes(ptr: number, len: number, fn: string): Uint8Array {
+    ptr = this.at(ptr, len, fn);
+    return this.u8.slice(ptr, ptr + len);
   }
 
   /** A view of plugin memory, valid during the call only. */
-  private viewOf(ptr: number, len: number): Uint8Array {
-    return this.view().subarray(ptr, ptr + len);
+  private viewOf(ptr: number, len: number, fn: string): Uint8Array {
+    ptr = this.at(ptr, len, fn);
+    return this.u8.subarray(ptr, ptr + len);
   }
 
   /** Writes `s` as UTF-16LE at ptr if it fits in max bytes; returns its byte length. */
   private writeStr(s: string, ptr: number, max: number): number {
     const n = s.length * 2;
     if (n > max) return n;
-    const u8 = this.view();
+    ptr = this.at(ptr, n, 'proxy_get_property');
+    const u8 = this.u8;
     for (let i = 0; i < s.length; i++) {
       const c = s.charCodeAt(i);
       u8[ptr + 2 * i] = c & 0xff;
@@ -255,7 +294,10 @@ export class PluginInstance {
   /** Copies `v` to dst when it fits in max; returns its length, -1 for none. */
   private writeBytes(v: Uint8Array | null | undefined, dst: number, max: number): number {
     if (v == null) return -1;
-    if (v.length <= max) this.view().set(v, dst);
+    if (v.length <= max) {
+      dst = this.at(dst, v.length, 'proxy_get_body'); // (first: it refreshes u8 after a memory.grow)
+      this.u8.set(v, dst);
+    }
     return v.length;
   }
 
@@ -268,16 +310,21 @@ export class PluginInstance {
       // A plugin can rule a body out (a field name it would edit is not there) without copying it.
       proxy_body_find: (phase: number, ptr: number, len: number): number => host.bodyFind(phase, this.needle(ptr, len)),
       proxy_set_body: (phase: number, ptr: number, len: number): number => {
-        host.setBody(phase, this.bytes(ptr, len));
+        host.setBody(phase, this.bytes(ptr, len, 'proxy_set_body'));
         return 0;
       },
       proxy_reject: (code: number, namePtr: number, nameLen: number, msgPtr: number, msgLen: number): void =>
-        host.reject(code, this.str(namePtr, nameLen), this.str(msgPtr, msgLen)),
-      proxy_reply_local: (ptr: number, len: number): void => host.replyLocal(this.bytes(ptr, len)),
-      proxy_set_route: (ptr: number, len: number): void => host.setRoute(this.str(ptr, len)),
-      proxy_set_user: (ptr: number, len: number): void => host.setUser(this.str(ptr, len)),
-      proxy_log: (level: number, ptr: number, len: number): void => host.log(level, this.str(ptr, len)),
-      proxy_log_fields: (level: number, ptr: number, len: number): void => host.logRecord(level, this.viewOf(ptr, len)),
+        host.reject(code, this.str(namePtr, nameLen, 'proxy_reject'), this.str(msgPtr, msgLen, 'proxy_reject')),
+      proxy_reply_local: (ptr: number, len: number): void => host.replyLocal(this.bytes(ptr, len, 'proxy_reply_local')),
+      proxy_set_route: (ptr: number, len: number): void => host.setRoute(this.str(ptr, len, 'proxy_set_route')),
+      proxy_set_user: (ptr: number, len: number): void => host.setUser(this.str(ptr, len, 'proxy_set_user')),
+      // (a message is decoded up to the longest line the host writes: a plugin may name all its memory)
+      proxy_log: (level: number, ptr: number, len: number): void => {
+        ptr = this.at(ptr, len, 'proxy_log');
+        const shown = Math.min(len >>> 0, MAX_PLUGIN_LOG_CHARS * 2) & ~1;
+        host.log(level, this.str(ptr, shown, 'proxy_log'), ((len >>> 0) - shown) >>> 1);
+      },
+      proxy_log_fields: (level: number, ptr: number, len: number): void => host.logRecord(level, this.viewOf(ptr, len, 'proxy_log_fields')),
       proxy_set_phases: (mask: number): void => host.setPhases(mask),
       proxy_request_contexts: (max: number): number => host.requestContexts(max),
       proxy_get_property: (id: number, dst: number, max: number): number => {
@@ -286,11 +333,12 @@ export class PluginInstance {
       },
       proxy_get_number: (id: number): number => host.number(id),
       proxy_define_metric: (kind: number, namePtr: number, nameLen: number, labelsPtr: number, labelsLen: number): number => {
-        const labels = this.str(labelsPtr, labelsLen);
-        return host.defineMetric(kind as MetricKind, this.str(namePtr, nameLen), labels === '' ? [] : labels.split(','));
+        const labels = this.str(labelsPtr, labelsLen, 'proxy_define_metric');
+        return host.defineMetric(kind as MetricKind, this.str(namePtr, nameLen, 'proxy_define_metric'), labels === '' ? [] : labels.split(','));
       },
       // The values' UTF-16 (with their length units) is the key as it is: no parsing per call.
-      proxy_metric_series: (id: number, valuesPtr: number, valuesLen: number): number => host.metricSeries(id, this.str(valuesPtr, valuesLen)),
+      proxy_metric_series: (id: number, valuesPtr: number, valuesLen: number): number =>
+        host.metricSeries(id, this.str(valuesPtr, valuesLen, 'proxy_metric_series')),
       proxy_increment_metric: (id: number, delta: number): void => host.increment(id, delta),
       proxy_record_metric: (id: number, value: number): void => host.record(id, value),
       proxy_subop_begin: host.timesSubops ? (namePtr: number, nameLen: number): void => host.subopBegin(host.subopRecorded() ? this.subopName(namePtr,
@@ -298,14 +346,26 @@ export class PluginInstance {
       proxy_subop_end: host.timesSubops ? (): void => host.subopEnd() : noop,
       // Keys are read where they lie in plugin memory (KvStore.getAt…), never decoded.
       // Values are copied between the store and plugin memory directly, without a view of either.
-      proxy_kv_get: (keyPtr: number, keyLen: number, dst: number, max: number): number => host.kvGetInto(this.view(), keyPtr, keyLen, dst, max),
-      // (a value reaching past the memory is cut at its end, as a view of it would be)
-      proxy_kv_set: (keyPtr: number, keyLen: number, valPtr: number, valLen: number, ttlMs: number): number => {
-        const u8 = this.view();
-        if (valPtr >= 0 && valLen >= 0 && valPtr + valLen <= u8.length) return host.kvSetFrom(u8, keyPtr, keyLen, valPtr, valLen, ttlMs) ? 0 : -1;
-        return host.kvSetAt(u8, keyPtr, keyLen, this.viewOf(valPtr, valLen), ttlMs) ? 0 : -1;
+      // A key, a value or a destination outside the plugin's memory traps (never a shorter key or value).
+      proxy_kv_get: (keyPtr: number, keyLen: number, dst: number, max: number): number => {
+        const key = this.at(keyPtr, keyLen, 'proxy_kv_get');
+        try {
+          return host.kvGetInto(this.u8, key, keyLen, dst >>> 0, max);
+        } catch (err) {
+          // The store refuses a destination past the memory's end (before copying anything).
+          if (!(err instanceof RangeError)) throw err;
+          throw new PluginTrap(`plugin ${services.step} passed proxy_kv_get the destination ${dst >>> 0} (at most ${max} bytes) outside its memory ` +
+            `(${this.u8.length} bytes)`);
+        }
       },
-      proxy_kv_delete: (keyPtr: number, keyLen: number): number => host.kvDeleteAt(this.view(), keyPtr, keyLen) ? 0 : -1,
+      proxy_kv_set: (keyPtr: number, keyLen: number, valPtr: number, valLen: number, ttlMs: number): number => {
+        const key = this.at(keyPtr, keyLen, 'proxy_kv_set');
+        return host.kvSetFrom(this.u8, key, keyLen, this.at(valPtr, valLen, 'proxy_kv_set'), valLen, ttlMs) ? 0 : -1;
+      },
+      proxy_kv_delete: (keyPtr: number, keyLen: number): number => {
+        const key = this.at(keyPtr, keyLen, 'proxy_kv_delete');
+        return host.kvDeleteAt(this.u8, key, keyLen) ? 0 : -1;
+      },
       // An f64, not an i64: a BigInt result would cost an allocation per call.
       proxy_now: (): number => host.nowNs(),
       proxy_abort: (msgPtr: number, filePtr: number, line: number, col: number): void => {
@@ -321,11 +381,18 @@ export class PluginInstance {
   private asString(ptr: number): string {
     if (ptr === 0) return '';
     const u8 = this.view();
+    ptr >>>= 0;
     if (ptr < 4 || ptr > u8.length) return '?';
     const len = new DataView(u8.buffer).getUint32(ptr - 4, true);
     if (ptr + len > u8.length) return '?';
-    return this.str(ptr, len);
+    return this.str(ptr, len, 'proxy_abort');
   }
+}
+
+const EMPTY = new Uint8Array(0);
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 // With recording off the sub-operation calls do nothing (same arity as the ABI's functions).

@@ -37,6 +37,13 @@ export interface MetricBinding {
 
 export const OVERFLOW_METRIC = 'proxy_plugin_label_overflow_total' satisfies MetricName;
 const LABEL_NAME = /^[a-z_][a-z0-9_]*$/;
+/**
+ * Plugin metric names a proxy holds (families of its registry, never removed) and the longest
+ * name: a plugin defining metrics whose names it builds per request would otherwise grow the
+ * registry, and every /metrics scrape, without end.
+ */
+export const MAX_PLUGIN_METRICS = 1000;
+export const MAX_PLUGIN_METRIC_NAME_CHARS = 200;
 const RESERVED_LABELS = new Set(['pipeline', 'pipeline_id', 'le', 'quantile']);
 const PLUGIN_BUCKETS = [1, 5, 10, 50, 100, 500, 1000, 5000, 10000, 50000, 100000];
 
@@ -243,6 +250,7 @@ export class PluginMetricRegistry {
    * bad or too many label names, or a name that exists with another kind.
    */
   define(kind: MetricKind, name: string, labelNames: readonly string[], pipelineId: string, variant: Variant): MetricBinding | string {
+    if (name.length > MAX_PLUGIN_METRIC_NAME_CHARS) return `the name is longer than ${MAX_PLUGIN_METRIC_NAME_CHARS} characters`;
     if (!PLUGIN_METRIC_NAME.test(name)) return 'the name must match proxy_plugin_[a-z0-9_]+';
     if (name === OVERFLOW_METRIC) return `${OVERFLOW_METRIC} is the host's`;
     if (kind !== MetricKind.Counter && kind !== MetricKind.Gauge && kind !== MetricKind.Histogram) return `unknown kind ${kind}`;
@@ -255,6 +263,7 @@ export class PluginMetricRegistry {
     }
     let family = this.families.get(name);
     if (family === undefined) {
+      if (this.families.size >= MAX_PLUGIN_METRICS) return `the proxy holds ${MAX_PLUGIN_METRICS} plugin metrics already (the most it defines)`;
       family = new PluginMetricFamily(name, kind, this.overflow);
       this.families.set(name, family);
       this.registry.registerMetric(family as unknown as PromCounter);

@@ -12,8 +12,23 @@ import { stepNow, NS_PER_TICK } from '../step-clock.ts';
 import { Property, Phase, PhaseMask, phaseName, CallFlag, LOG_LEVEL_NAMES, MAX_REQUEST_CONTEXTS, type MetricKind } from './abi.ts';
 import { PluginTrap, ConfigureNotes } from './errors.ts';
 import { type HostExchange, VERDICT_REJECT, VERDICT_LOCAL_REPLY, findInBody } from './host-exchange.ts';
+import { validateDocument } from '../wire/index.ts';
 import { encodeLabelKey, type BoundMetric, type MetricBinding } from './plugin-metrics.ts';
 import type { PluginServices, SubopGate } from './plugin-instance.ts';
+
+/**
+ * The largest document a step may set as the command or the reply: mongod's largest command
+ * (maxBsonObjectSize, 16 MiB, plus 16 KiB of command overhead, BSONObjectMaxInternalSize).
+ */
+export const MAX_STEP_DOCUMENT_BYTES = 16 * 1024 * 1024 + 16 * 1024;
+
+/**
+ * The longest log line a plugin writes: a message's characters, a record's bytes. Beyond it a
+ * message is cut (saying how much) and a record replaced by a note: every line is written to the
+ * log stream and kept in the proxy's log ring (log.ring_lines of them), so a plugin logging its
+ * whole memory per request would otherwise hold ring_lines × its memory cap.
+ */
+export const MAX_PLUGIN_LOG_CHARS = 16 * 1024;
 
 /** Sub-operations nested deeper than this are not timed (their begin/end still pair up). */
 const MAX_SUBOP_DEPTH = 16;
@@ -38,6 +53,8 @@ export class StepHost {
   private readonly metrics: BoundMetric[];
   /** For a metric's own id: its label sets; null for a label set's id. */
   private readonly defined: (DefinedMetric | null)[];
+  /** A metric's own id by its definition (kind, name, label names). */
+  private readonly definedIds = new Map<string, number>();
   /** Open sub-operations, a stack of depth `subopDepth` (begin/end nest; deeper than the arrays: not timed). */
   private readonly subopNames: string[];
   private readonly subopStarts: Float64Array;
@@ -135,9 +152,29 @@ export class StepHost {
     return findInBody(this.current(), phase, needle);
   }
 
+  /**
+   * Traps unless `bson` is one well-formed BSON document of at most MAX_STEP_DOCUMENT_BYTES: what a
+   * step sets as the command goes to a shared upstream connection, and a reply to the client, only
+   * as the proxy would forward a client's own command (validated whole, runtime/wire/bson-validate.ts).
+   */
+  private checkDocument(fn: string, bson: Uint8Array): void {
+    const step = this.services.step;
+    if (bson.length > MAX_STEP_DOCUMENT_BYTES) {
+      throw new PluginTrap(`plugin ${step} ${fn}: a document of ${bson.length} bytes, larger than the ${MAX_STEP_DOCUMENT_BYTES} a command or reply may be`);
+    }
+    let end: number;
+    try {
+      end = validateDocument(bson, 0, bson.length);
+    } catch (err) {
+      throw new PluginTrap(`plugin ${step} ${fn}: not a valid BSON document (${(err as Error).message})`);
+    }
+    if (end !== bson.length) throw new PluginTrap(`plugin ${step} ${fn}: ${bson.length - end} bytes after the BSON document`);
+  }
+
   /** `bson` must be the host's own (a copy out of plugin memory): it outlives the call. */
   setBody(phase: number, bson: Uint8Array): void {
     const ex = this.current();
+    this.checkDocument('proxy_set_body', bson);
     if (phase === Phase.Request) ex.newRequest = bson;
     else ex.newReply = bson;
   }
@@ -153,6 +190,7 @@ export class StepHost {
   /** Request phase: answer without the upstream; response phase: replace the reply. */
   replyLocal(bson: Uint8Array): void {
     const ex = this.current();
+    this.checkDocument('proxy_reply_local', bson);
     if (ex.phase === Phase.Request) {
       ex.verdict = VERDICT_LOCAL_REPLY;
       ex.localReply = bson;
@@ -233,9 +271,17 @@ export class StepHost {
     return level === undefined ? 0 : Math.max(0, LOG_LEVEL_NAMES.indexOf(level));
   }
 
-  /** A plain log line tagged with the step, pipeline and op. */
-  log(level: number, msg: string): void {
+  /**
+   * A plain log line tagged with the step, pipeline and op; `cut`: characters of the message the
+   * caller left out already (a core module's message is decoded up to MAX_PLUGIN_LOG_CHARS only).
+   */
+  log(level: number, msg: string, cut = 0): void {
     const name = LOG_LEVEL_NAMES[level] ?? 'info';
+    if (msg.length > MAX_PLUGIN_LOG_CHARS) {
+      cut += msg.length - MAX_PLUGIN_LOG_CHARS;
+      msg = msg.slice(0, MAX_PLUGIN_LOG_CHARS);
+    }
+    if (cut > 0) msg = `${msg}… (${cut} more characters cut: a plugin's log line is at most ${MAX_PLUGIN_LOG_CHARS})`;
     if (this.configuring) this.configNotes.add(name, msg);
     const ex = this.ex;
     const s = this.services;
@@ -251,6 +297,11 @@ export class StepHost {
   logRecord(level: number, members: Uint8Array): void {
     const name = LOG_LEVEL_NAMES[level] ?? 'info';
     const logger = this.services.logger;
+    if (members.length > MAX_PLUGIN_LOG_CHARS) {
+      logger[name](`a log record of ${members.length} bytes, over the ${MAX_PLUGIN_LOG_CHARS} a plugin's log line may be: not written`,
+        { step: this.services.step, pipeline: this.services.pipelineId });
+      return;
+    }
     if (logger.record !== undefined && members.length > 0 && members[0] === 0x22 && members.indexOf(0x0a) < 0) {
       logger.record(name, this.recordPrefix, members);
       return;
@@ -265,6 +316,11 @@ export class StepHost {
    * the series whose label values are all empty), or -1 when refused (logged with the reason).
    */
   defineMetric(kind: MetricKind, name: string, labelNames: readonly string[]): number {
+    // The same definition again (a plugin defining its metric in a callback, not once in
+    // on_configure) gets the same id: ids and their series would otherwise pile up per call.
+    const same = `${kind}\0${name}\0${labelNames.join(',')}`;
+    const known = this.definedIds.get(same);
+    if (known !== undefined) return known;
     const s = this.services;
     const binding = s.metrics.define(kind, name, labelNames, s.pipelineId, s.variant);
     if (typeof binding === 'string') {
@@ -275,7 +331,9 @@ export class StepHost {
     // A labelled metric's own id takes a label set only when it is used: most never are.
     const own = labelNames.length === 0 ? binding.series(key)! : lazySeries(binding, key);
     const d: DefinedMetric = { binding, byKey: new Map(), idOf: new Map() };
-    return this.addSeries(d, own, d);
+    const id = this.addSeries(d, own, d);
+    this.definedIds.set(same, id);
+    return id;
   }
 
   /**
