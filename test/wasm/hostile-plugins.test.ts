@@ -62,8 +62,11 @@ const TRAPS: Record<string, [wat: string, error: RegExp]> = {
   set_body_trailing_bytes: [liar('(drop (call $set_body (i32.const 0) (i32.const 64) (i32.const 6)))', '\\05\\00\\00\\00\\00\\01'),
     /proxy_set_body: 1 bytes after the BSON document/],
   set_body_empty: [liar('(drop (call $set_body (i32.const 0) (i32.const 64) (i32.const 0)))'), /proxy_set_body: not a valid BSON document \(truncated/],
-  reply_local_bad_nested: [liar('(call $reply_local (i32.const 64) (i32.const 13))', '\\0d\\00\\00\\00\\03a\\00\\10\\00\\00\\00\\00\\00'),
+  // A reply is checked by its length and terminator (as the upstream's are), a command whole.
+  reply_local_too_long: [liar('(call $reply_local (i32.const 64) (i32.const 5))', '\\10\\00\\00\\00\\00'),
     /proxy_reply_local: not a valid BSON document \(BSON document length 16 exceeds its container\)/],
+  set_body_bad_nested: [liar('(drop (call $set_body (i32.const 0) (i32.const 64) (i32.const 13)))', '\\0d\\00\\00\\00\\03a\\00\\10\\00\\00\\00\\00\\00'),
+    /proxy_set_body: not a valid BSON document \(BSON document length 16 exceeds its container\)/],
   set_body_response_not_bson: [liar('(drop (call $set_body (i32.const 1) (i32.const 64) (i32.const 5)))', '\\05\\00\\00\\00\\01'),
     /proxy_set_body: not a valid BSON document \(BSON document is missing its terminating NUL\)/],
 };
