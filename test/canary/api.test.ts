@@ -217,7 +217,7 @@ test('free text and numbers of the bodies are bounded: 400 naming the field (1 M
   await refused({ ...ok, candidate_config: { steps: [{ type: 'x'.repeat(129) }] } }, 'PROXY_ERR_BAD_BODY', /^candidate_config\.steps\.0\.type: at most 128/);
   await refused({ ...ok, candidate_config: { steps: [{ type: 'logging', plugin_id: 'p'.repeat(4097) }] } }, 'PROXY_ERR_BAD_BODY',
     /^candidate_config\.steps\.0\.plugin_id: at most 4096/);
-  // Numbers: finite, integral where a count, and bounded (1e300 is an integer to JavaScript; 1e400 parses as Infinity).
+  // Numbers: finite, integral where a count, and bounded (1e300 is an integer to JavaScript; 1e400 is out of a double's range).
   await refused({ ...ok, auto_promote_rules: { min_requests: 1e300 } }, 'PROXY_ERR_CANARY_INVALID_RULES', /^auto_promote_rules\.min_requests: /);
   await refused({ ...ok, rollback_rules: { min_window_requests: 1e300 } }, 'PROXY_ERR_CANARY_INVALID_RULES', /^rollback_rules\.min_window_requests: /);
   await refused({ ...ok, stages: [{ traffic_pct: 100, min_duration: '0', min_requests: 1e300 }] }, 'PROXY_ERR_CANARY_INVALID_STAGES',
@@ -232,7 +232,9 @@ test('free text and numbers of the bodies are bounded: 400 naming the field (1 M
     /^rollback_rules\.custom_metrics\.0\.threshold_delta: /);
   const inf = await call('POST', '', undefined, { raw: JSON.stringify({ ...ok, auto_promote_rules: { max_latency_p95_delta_ms: 7 } })
     .replace('"max_latency_p95_delta_ms":7', '"max_latency_p95_delta_ms":1e400') });
-  expectError(inf, 400, 'PROXY_ERR_CANARY_INVALID_RULES');
+  // Out of a double's range: refused as the body's (every API's) number check, naming the path.
+  expectError(inf, 400, 'PROXY_ERR_BAD_BODY');
+  assert.match(inf.body.error.message, /^number 1e400 is out of range .*, at auto_promote_rules\.max_latency_p95_delta_ms$/);
   await refused({ ...ok, stages: [{ traffic_pct: 100, min_duration: '8761h', min_requests: 0 }] }, 'PROXY_ERR_CANARY_INVALID_STAGES',
     /^stages\.0\.min_duration: expected a duration of at most 8760h/);
   await refused({ ...ok, rollback_rules: { sustained_duration: `${'9'.repeat(400)}h` } }, 'PROXY_ERR_CANARY_INVALID_RULES', /^rollback_rules\.sustained_duration: /);
