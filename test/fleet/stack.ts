@@ -115,12 +115,23 @@ async function startInstance(t: Cleanup, etcd: RunningEtcd, root: string, index:
     id, uri: `mongodb://127.0.0.1:${port}/?directConnection=true`, controlUrl, child,
     output: () => out,
     async call(method, path, body) {
-      const res = await fetch(`${controlUrl}${path}`, {
-        method, signal: AbortSignal.timeout(10_000),
-        headers: { authorization: `Bearer ${TOKEN}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-      return { status: res.status, body: await res.json() as any };
+      const started = Date.now();
+      try {
+        // Longer than the proxy's own bound: a canary create waits for every other instance's check
+        // of the candidate (up to 30 s), and an instance that has loaded no plugin yet spends ~2 s of
+        // CPU starting binaryen for its first one, three instances at once on a loaded CI machine.
+        const res = await fetch(`${controlUrl}${path}`, {
+          method, signal: AbortSignal.timeout(45_000),
+          headers: { authorization: `Bearer ${TOKEN}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        return { status: res.status, body: await res.json() as any };
+      } catch (err) {
+        // Which instance, which call, after how long, and what the instance said last: a bare
+        // "aborted due to timeout" names none of them.
+        throw new Error(`${id} ${method} ${path} failed after ${Date.now() - started} ms (${(err as Error).message}); ` +
+          `the instance ${child.exitCode === null && child.signalCode === null ? 'runs' : 'has exited'}, its last output:\n${out.slice(-4000)}`, { cause: err });
+      }
     },
     kill: (signal) => { child.kill(signal); },
     alive: () => child.exitCode === null && child.signalCode === null,
@@ -129,7 +140,8 @@ async function startInstance(t: Cleanup, etcd: RunningEtcd, root: string, index:
 
 /** Finds through an instance until stop(); a share carries k: "bad" (a filter candidate may deny those). */
 export function traffic(uri: string, badEvery = 5, workers = 3) {
-  const client = new MongoClient(uri, { serverSelectionTimeoutMS: 10_000, maxPoolSize: workers });
+  // A find that hangs fails after 20 s (counted, and stop() returns) instead of holding the test to its file's timeout.
+  const client = new MongoClient(uri, { serverSelectionTimeoutMS: 10_000, socketTimeoutMS: 20_000, maxPoolSize: workers });
   const counts = { ok: 0, denied: 0, failed: 0 };
   let running = true;
   const loops = Array.from({ length: workers }, async (_, w) => {
