@@ -129,8 +129,9 @@ async function startInstance(t: Cleanup, etcd: RunningEtcd, root: string, index:
       } catch (err) {
         // Which instance, which call, after how long, and what the instance said last: a bare
         // "aborted due to timeout" names none of them.
+        const state = child.exitCode === null && child.signalCode === null ? 'runs' : 'has exited';
         throw new Error(`${id} ${method} ${path} failed after ${Date.now() - started} ms (${(err as Error).message}); ` +
-          `the instance ${child.exitCode === null && child.signalCode === null ? 'runs' : 'has exited'}, its last output:\n${out.slice(-4000)}`, { cause: err });
+          `the instance ${state}, its last output:\n${out.slice(-4000)}`, { cause: err });
       }
     },
     kill: (signal) => { child.kill(signal); },
