@@ -44,6 +44,12 @@ const LABEL_NAME = /^[a-z_][a-z0-9_]*$/;
  */
 export const MAX_PLUGIN_METRICS = 1000;
 export const MAX_PLUGIN_METRIC_NAME_CHARS = 200;
+/**
+ * Lists of label names a metric may be defined with per graph. Each list is its own set of series
+ * (a reload declaring other labels starts new ones beside the old), so a plugin building label
+ * names from request data would otherwise add a list, its series and its id on every request.
+ */
+export const MAX_LABEL_NAME_LISTS = 8;
 const RESERVED_LABELS = new Set(['pipeline', 'pipeline_id', 'le', 'quantile']);
 const PLUGIN_BUCKETS = [1, 5, 10, 50, 100, 500, 1000, 5000, 10000, 50000, 100000];
 
@@ -187,10 +193,18 @@ class PluginMetricFamily {
     this.type = kind === MetricKind.Counter ? 'counter' : kind === MetricKind.Gauge ? 'gauge' : 'histogram';
   }
 
-  of(labelNames: readonly string[], pipelineId: string, variant: Variant): GraphSeries {
-    const key = `${pipelineId}\0${variant}\0${labelNames.join(',')}`;
+  /** One graph's series for these label names; a string (why) past MAX_LABEL_NAME_LISTS lists of the graph. */
+  of(labelNames: readonly string[], pipelineId: string, variant: Variant): GraphSeries | string {
+    const graph = `${pipelineId}\0${variant}\0`;
+    const key = graph + labelNames.join(',');
     let g = this.graphs.get(key);
     if (g === undefined) {
+      let lists = 0;
+      for (const k of this.graphs.keys()) if (k.startsWith(graph)) lists++;
+      if (lists >= MAX_LABEL_NAME_LISTS) {
+        return `${this.name} is defined with ${MAX_LABEL_NAME_LISTS} lists of label names already in this pipeline (the most it keeps; ` +
+          'a restart drops lists no longer declared)';
+      }
       g = new GraphSeries(this, [...labelNames], pipelineId, variant);
       this.graphs.set(key, g);
     }
@@ -257,6 +271,7 @@ export class PluginMetricRegistry {
     if (labelNames.length > MAX_METRIC_LABELS) return `at most ${MAX_METRIC_LABELS} labels`;
     for (let i = 0; i < labelNames.length; i++) {
       const l = labelNames[i]!;
+      if (l.length > MAX_PLUGIN_METRIC_NAME_CHARS) return `a label name is longer than ${MAX_PLUGIN_METRIC_NAME_CHARS} characters`;
       if (!LABEL_NAME.test(l) || l.startsWith('__')) return `label name "${l}" must match [a-z_][a-z0-9_]*`;
       if (RESERVED_LABELS.has(l)) return `label name "${l}" is reserved (the host adds pipeline and pipeline_id)`;
       if (labelNames.indexOf(l) !== i) return `label "${l}" is declared twice`;

@@ -29,6 +29,8 @@ export const MAX_STEP_DOCUMENT_BYTES = 16 * 1024 * 1024 + 16 * 1024;
  * whole memory per request would otherwise hold ring_lines × its memory cap.
  */
 export const MAX_PLUGIN_LOG_CHARS = 16 * 1024;
+/** Distinct metric definitions (kind, name, label names) one plugin instance may make, refused ones included. */
+export const MAX_DEFINITIONS_PER_INSTANCE = 1024;
 
 /** Sub-operations nested deeper than this are not timed (their begin/end still pair up). */
 const MAX_SUBOP_DEPTH = 16;
@@ -55,6 +57,8 @@ export class StepHost {
   private readonly defined: (DefinedMetric | null)[];
   /** A metric's own id by its definition (kind, name, label names). */
   private readonly definedIds = new Map<string, number>();
+  /** Has the instance made MAX_DEFINITIONS_PER_INSTANCE definitions (said once)? */
+  private definitionsFull = false;
   /** Open sub-operations, a stack of depth `subopDepth` (begin/end nest; deeper than the arrays: not timed). */
   private readonly subopNames: string[];
   private readonly subopStarts: Float64Array;
@@ -324,9 +328,20 @@ export class StepHost {
     const known = this.definedIds.get(same);
     if (known !== undefined) return known;
     const s = this.services;
+    // Refusals are kept too (-1, logged once each), up to a bound: a plugin defining names built
+    // from request data must not grow this map, or log a line, per request.
+    if (this.definedIds.size >= MAX_DEFINITIONS_PER_INSTANCE) {
+      if (!this.definitionsFull) {
+        this.definitionsFull = true;
+        s.logger.warn(`plugin metric refused: the instance has made ${MAX_DEFINITIONS_PER_INSTANCE} distinct definitions (the most it keeps); ` +
+          'further ones are refused without a log line', { step: s.step, metric: name });
+      }
+      return -1;
+    }
     const binding = s.metrics.define(kind, name, labelNames, s.pipelineId, s.variant);
     if (typeof binding === 'string') {
       s.logger.warn(`plugin metric refused: ${binding}`, { step: s.step, metric: name });
+      this.definedIds.set(same, -1);
       return -1;
     }
     const key = encodeLabelKey(labelNames.map(() => ''));

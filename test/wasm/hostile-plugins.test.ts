@@ -16,8 +16,9 @@ import { spawnServe } from '../helpers/serve.ts';
 import { watFiles } from '../helpers/wat.ts';
 import { Registry } from 'prom-client';
 import { PluginMetricRegistry } from '../../runtime/wasm/index.ts';
-import { MAX_PLUGIN_METRICS } from '../../runtime/wasm/plugin-metrics.ts';
+import { MAX_LABEL_NAME_LISTS, MAX_PLUGIN_METRICS } from '../../runtime/wasm/plugin-metrics.ts';
 import { MetricKind } from '../../runtime/wasm/abi.ts';
+import { MAX_DEFINITIONS_PER_INSTANCE } from '../../runtime/wasm/step-host.ts';
 
 const ABI = '(global (export "proxy_abi_version") i32 (i32.const 4))';
 const IMPORTS = `
@@ -113,6 +114,18 @@ const files = await watFiles({
       (if (i32.eq (global.get $first) (i32.const -2)) (then (global.set $first (local.get $id))))
       (if (i32.ne (global.get $first) (local.get $id)) (then unreachable))
       (i32.const 0)))`,
+  // Defines proxy_plugin_y on every request with a new label name (l + three letters from a counter).
+  relabels: `(module (import "proxy" "proxy_define_metric" (func $define (param i32 i32 i32 i32 i32) (result i32)))
+    (memory (export "memory") 1) ${ABI} (global $n (mut i32) (i32.const 0))
+    (data (i32.const 64) "p\\00r\\00o\\00x\\00y\\00_\\00p\\00l\\00u\\00g\\00i\\00n\\00_\\00y\\00")
+    (func $letter (param $at i32) (param $div i32)
+      (i32.store16 (local.get $at) (i32.add (i32.const 97) (i32.rem_u (i32.div_u (global.get $n) (local.get $div)) (i32.const 26)))))
+    (func (export "proxy_on_request") (param i32 i32 i32) (result i32)
+      (i32.store16 (i32.const 128) (i32.const 108))
+      (call $letter (i32.const 130) (i32.const 676)) (call $letter (i32.const 132) (i32.const 26)) (call $letter (i32.const 134) (i32.const 1))
+      (global.set $n (i32.add (global.get $n) (i32.const 1)))
+      (drop (call $define (i32.const 0) (i32.const 64) (i32.const 28) (i32.const 128) (i32.const 8)))
+      (i32.const 0)))`,
   // One byte more than the largest command, in a memory large enough to hold it.
   oversize: liar('(drop (call $set_body (i32.const 0) (i32.const 0) (i32.const 16793601)))', '', 257),
 } as Record<string, string>);
@@ -168,6 +181,33 @@ test('a plugin that defines its metric on every request gets the same id each ti
   for (let i = 0; i < 1000; i++) assert.equal(h.request({ find: 'a' }).verdict, Verdict.Continue, h.pipeline.steps.get('redefines')!.slot.lastError);
   const host = (h.pipeline.steps.get('redefines')!.slot as unknown as { instance: { host: { metrics: unknown[] } } }).instance.host;
   assert.equal(host.metrics.length, 1);
+});
+
+test('a plugin that defines its metric with new label names per request: 8 lists per pipeline, each refusal logged once, ' +
+  '1024 definitions an instance', async () => {
+  const h = await PluginHarness.load(files.relabels!, { on_error: 'closed' });
+  for (let i = 0; i < 1100; i++) assert.equal(h.request({ find: 'a' }).verdict, Verdict.Continue, h.pipeline.steps.get('relabels')!.slot.lastError);
+  const host = (h.pipeline.steps.get('relabels')!.slot as unknown as { instance: { host: { metrics: unknown[]; definedIds: Map<string, number> } } })
+    .instance.host;
+  assert.equal(MAX_LABEL_NAME_LISTS, 8);
+  assert.equal(host.metrics.length, MAX_LABEL_NAME_LISTS, 'an id for each list kept, none for the refused');
+  assert.equal(host.definedIds.size, MAX_DEFINITIONS_PER_INSTANCE);
+  const refused = h.logs.filter((l) => l.level === 'warn' && l.msg.startsWith('plugin metric refused'));
+  assert.equal(refused.length, MAX_DEFINITIONS_PER_INSTANCE - MAX_LABEL_NAME_LISTS + 1, 'one line per refused definition, one when the instance is full');
+  assert.match(refused[0]!.msg, /proxy_plugin_y is defined with 8 lists of label names already in this pipeline/);
+  assert.match(refused.at(-1)!.msg, /the instance has made 1024 distinct definitions/);
+  const lines = (await h.metrics()).split('\n').filter((l) => l.startsWith('# TYPE proxy_plugin_y'));
+  assert.equal(lines.length, 1);
+});
+
+test('plugin metrics: at most 8 lists of label names per pipeline and metric, 200 characters a label name', () => {
+  const reg = new PluginMetricRegistry(new Registry());
+  for (let i = 0; i < MAX_LABEL_NAME_LISTS; i++) assert.equal(typeof reg.define(MetricKind.Counter, 'proxy_plugin_z', [`l${i}`], 'p', 'baseline'), 'object');
+  assert.equal(typeof reg.define(MetricKind.Counter, 'proxy_plugin_z', ['l3'], 'p', 'baseline'), 'object', 'a list it holds is still defined');
+  assert.match(reg.define(MetricKind.Counter, 'proxy_plugin_z', ['l8'], 'p', 'baseline') as string, /defined with 8 lists of label names already/);
+  assert.equal(typeof reg.define(MetricKind.Counter, 'proxy_plugin_z', ['l8'], 'p', 'candidate'), 'object', 'each graph has its own lists');
+  assert.equal(typeof reg.define(MetricKind.Counter, 'proxy_plugin_z', ['l8'], 'q', 'baseline'), 'object');
+  assert.equal(reg.define(MetricKind.Counter, 'proxy_plugin_w', ['l'.repeat(201)], 'p', 'baseline'), 'a label name is longer than 200 characters');
 });
 
 test('plugin metrics: at most 1000 names per proxy and 200 characters a name', () => {
