@@ -7,12 +7,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { PluginHarness, Verdict } from '../../sdk/testing/index.ts';
 import { ABI_VERSION, ABI_VERSION_EXPORT } from '../../runtime/wasm/abi-spec.ts';
+import { instrumentModule, meteringWorkerRunning, setMeteringIdleMs } from '../../runtime/wasm/metering.ts';
+import { until } from '../helpers/until.ts';
 
 const WASM_AS = resolve('node_modules/binaryen/bin/wasm-as');
 const dir = mkdtempSync(join(tmpdir(), 'metering-'));
@@ -113,4 +115,27 @@ test('a module the analysis cannot read is charged everywhere, and its endless l
   assert.match(await run(m.unread, 20) ?? 'ran through', /exceeded its fuel budget \(20\)/, 'leaf entries and returns are charged');
   assert.equal(await run(m.unread, 1000), null);
   assert.match(await run(m.unreadSpin, 1_000_000) ?? 'ran through', /exceeded its fuel budget \(1000000\)/);
+});
+
+test('the metering worker (binaryen) stops once idle and starts again for the next module; jobs sent meanwhile are not lost', async () => {
+  const was = setMeteringIdleMs(300);
+  try {
+    const bytes = readFileSync(await plugin('idle', '', '(nop)'));
+    const opts = { name: 'wasm:idle', fuel: 1000, maxMemoryPages: 4 };
+    await instrumentModule(bytes, opts);
+    assert.equal(meteringWorkerRunning(), true, 'running after a job');
+    // Jobs one after the other, each sent before the idle time ends: the same worker serves them.
+    for (let i = 0; i < 3; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      await instrumentModule(bytes, opts);
+      assert.equal(meteringWorkerRunning(), true);
+    }
+    await until('the idle worker to stop', () => !meteringWorkerRunning(), 5000, 20);
+    // A job right after the stop goes to a new worker, and several at once all resolve.
+    const again = await Promise.all([1, 2, 3].map(() => instrumentModule(bytes, opts)));
+    for (const m of again) assert.ok(WebAssembly.validate(m as Uint8Array<ArrayBuffer>), 'a valid metered module');
+    assert.equal(meteringWorkerRunning(), true);
+  } finally {
+    setMeteringIdleMs(was);
+  }
 });
