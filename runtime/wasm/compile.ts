@@ -1,7 +1,8 @@
 // Read, check against the ABI (module-abi.ts), instrument (fuel + memory cap) and compile a plugin module. Off the hot path; compiled
 // modules are cached (in the WasmHost's bounded cache, when given) by content + limits so a reload
-// with an unchanged plugin skips binaryen and the compiler. A trapped instance is rebuilt from the
-// CompiledPlugin's WebAssembly.Module, whatever the cache keeps.
+// with an unchanged plugin skips binaryen and the compiler, and metered modules are kept on disk
+// (METERED_CACHE_DIR) so a restart or another process skips binaryen too. A trapped instance is
+// rebuilt from the CompiledPlugin's WebAssembly.Module, whatever the cache keeps.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
